@@ -1,0 +1,55 @@
+# kprof top-level build. `make demo` and `make test` are the two commands a user types.
+# Everything built goes to _build/ or erlang/{ebin,priv}; nothing built is committed.
+
+CC        ?= gcc
+ERL_ROOT  := $(shell erl -noshell -eval 'io:format("~s",[code:root_dir()]),halt().' 2>/dev/null)
+EI_DIR    := $(wildcard $(ERL_ROOT)/lib/erl_interface-*)
+EI_CFLAGS := -I$(EI_DIR)/include
+EI_LIBS   := -L$(EI_DIR)/lib -lei
+UV_CFLAGS := $(shell pkg-config --cflags libuv 2>/dev/null)
+UV_LIBS   := $(shell pkg-config --libs libuv 2>/dev/null)
+CHECK_LIBS:= $(shell pkg-config --libs check 2>/dev/null)
+
+WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+CFLAGS    ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iinclude $(EI_CFLAGS) $(UV_CFLAGS)
+
+B         := _build
+# The sink's library part: everything but main.c, so tests, fuzzers and benches link it.
+CORE_SRC  := $(filter-out port/main.c,$(wildcard port/*.c))
+CORE_OBJ  := $(CORE_SRC:port/%.c=$(B)/obj/%.o)
+SINK      := erlang/priv/kprof_sink
+
+.PHONY: all sink erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
+all: sink erl
+
+deps:
+	@scripts/deps.sh
+
+sink: $(SINK)
+
+$(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
+	mkdir -p $@
+
+$(B)/libkprof_sink.a: $(CORE_OBJ)
+	ar rcs $@ $^
+
+$(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
+	$(CC) $(ALL_CFLAGS) -o $@ port/main.c $(B)/libkprof_sink.a $(EI_LIBS) $(UV_LIBS)
+
+include test/c/check.mk
+include erlang/erlang.mk
+-include fuzz/fuzz.mk
+-include bench/bench.mk
+
+demo: deps all
+	@scripts/demo.sh
+
+test: deps all
+	@scripts/test.sh
+
+clean:
+	rm -rf $(B) erlang/ebin $(SINK)

@@ -1,0 +1,30 @@
+/* ks_decode.h: one frame in, one event record (or a command) out. */
+#ifndef KS_DECODE_H
+#define KS_DECODE_H
+
+#include "ks_event.h"
+#include "ks_intern.h"
+
+enum {
+  KS_FRAME_TRACE = 1,     /* out->ev holds the event */
+  KS_FRAME_COMMAND = 2    /* out->ref / out->cmd hold {kprof, Ref, Cmd} */
+};
+
+typedef struct ks_decoded {
+  ks_event ev;
+  ks_slice ref;       /* raw ETF of Ref (no version byte) */
+  ks_slice cmd;       /* raw ETF of Command; p == NULL for a badly shaped command */
+} ks_decoded;
+
+/*
+ * Returns KS_FRAME_TRACE or KS_FRAME_COMMAND; KS_EFULL when a trace message
+ * was decoded but an intern table is at its cap (a drop: ev.kind is set);
+ * KS_EUNKNOWN for a well-formed term that is neither; KS_EBADTERM otherwise.
+ * Allocates only when it meets an MFA, pid or label for the first time.
+ */
+int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out);
+
+/* The kind whose atom this is, or -1. */
+int ks_event_kind_of(const ks_atom *a);
+
+#endif

@@ -1,0 +1,82 @@
+/* ks_etf.h: a bounds-checked cursor over external term format bytes. */
+#ifndef KS_ETF_H
+#define KS_ETF_H
+
+#include "ks.h"
+
+/* External term format tags this reader knows (erts external.h). */
+enum {
+  KS_TAG_VERSION = 131,
+  KS_TAG_NEW_FLOAT = 70,
+  KS_TAG_BIT_BINARY = 77,
+  KS_TAG_NEW_PID = 88,
+  KS_TAG_NEW_PORT = 89,
+  KS_TAG_NEWER_REFERENCE = 90,
+  KS_TAG_SMALL_INTEGER = 97,
+  KS_TAG_INTEGER = 98,
+  KS_TAG_FLOAT = 99,
+  KS_TAG_ATOM = 100,
+  KS_TAG_REFERENCE = 101,
+  KS_TAG_PORT = 102,
+  KS_TAG_PID = 103,
+  KS_TAG_SMALL_TUPLE = 104,
+  KS_TAG_LARGE_TUPLE = 105,
+  KS_TAG_NIL = 106,
+  KS_TAG_STRING = 107,
+  KS_TAG_LIST = 108,
+  KS_TAG_BINARY = 109,
+  KS_TAG_SMALL_BIG = 110,
+  KS_TAG_LARGE_BIG = 111,
+  KS_TAG_NEW_FUN = 112,
+  KS_TAG_EXPORT = 113,
+  KS_TAG_NEW_REFERENCE = 114,
+  KS_TAG_SMALL_ATOM = 115,
+  KS_TAG_MAP = 116,
+  KS_TAG_FUN = 117,
+  KS_TAG_ATOM_UTF8 = 118,
+  KS_TAG_SMALL_ATOM_UTF8 = 119,
+  KS_TAG_V4_PORT = 120
+};
+
+typedef struct ks_etf {
+  const unsigned char *p;
+  size_t n;   /* bytes in the term */
+  size_t i;   /* read position */
+} ks_etf;
+
+/* An atom as it sits in the frame: bytes and whether they are UTF-8. */
+typedef struct ks_atom {
+  const unsigned char *s;
+  size_t n;
+  int utf8;
+} ks_atom;
+
+static inline void ks_etf_init(ks_etf *c, const void *p, size_t n) {
+  c->p = p;
+  c->n = n;
+  c->i = 0;
+}
+
+static inline int ks_etf_peek(const ks_etf *c) {
+  return c->i < c->n ? c->p[c->i] : -1;
+}
+
+static inline int ks_etf_at_end(const ks_etf *c) {
+  return c->i == c->n;
+}
+
+int ks_etf_version(ks_etf *c);
+int ks_etf_tuple(ks_etf *c, uint32_t *arity);
+int ks_etf_atom(ks_etf *c, ks_atom *a);
+int ks_etf_atom_is(const ks_atom *a, const char *lit);
+int ks_etf_int64(ks_etf *c, int64_t *v);
+/* Skips one term of any shape without recursion; fails on any byte out of bounds. */
+int ks_etf_skip(ks_etf *c);
+/* A list of terms (NIL, STRING_EXT or proper LIST_EXT): skips it, gives its length. */
+int ks_etf_list_length(ks_etf *c, uint32_t *len);
+/* A pid or port: its encoded bytes, tag included, and whether it is a port. */
+int ks_etf_pid(ks_etf *c, ks_slice *raw, int *is_port);
+/* Latin-1 or UTF-8 atom text to UTF-8 into out (cap bytes); returns length or KS_EBADTERM. */
+int ks_atom_utf8(const ks_atom *a, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,88 @@
+/* ks_intern.h: byte-string keyed hash tables and the MFA, pid and term tables built on them. */
+#ifndef KS_INTERN_H
+#define KS_INTERN_H
+
+#include "ks.h"
+#include "ks_etf.h"
+
+/* Open addressing, linear probing; keys are copied into an arena once. */
+typedef struct ks_itab_slot {
+  uint64_t hash;
+  uint32_t off;   /* key offset in the arena */
+  uint32_t len;
+  uint32_t val;   /* KS_NONE marks an empty slot */
+} ks_itab_slot;
+
+typedef struct ks_itab {
+  ks_itab_slot *slots;
+  size_t mask;          /* slot count - 1; slot count is a power of two */
+  size_t used;
+  unsigned char *arena;
+  size_t arena_len, arena_cap;
+} ks_itab;
+
+int ks_itab_init(ks_itab *t, size_t slots_hint);
+void ks_itab_free(ks_itab *t);
+/* Returns the value or KS_NONE. */
+uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t hash);
+/* Copies the key into the arena; *off (may be NULL) gets its offset. */
+int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t val,
+                uint32_t *off);
+const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off);
+
+/*
+ * Canonical keys, which are also what an id stands for:
+ *   MFA: "Module\0Function\0" + arity (4 bytes), UTF-8;
+ *   pid: "Node\0" + kind (1 byte: 0 pid, 1 port) + num, serial, creation (4 bytes
+ *        each; a port keeps its 64-bit id in num:serial).
+ * The id's record holds the key's offset in the canonical table's arena.
+ */
+typedef struct ks_mfa_view {
+  const char *m, *f;
+  uint32_t arity;
+} ks_mfa_view;
+
+typedef struct ks_pid_view {
+  const char *node;
+  int is_port;
+  uint32_t num, serial, creation;
+} ks_pid_view;
+
+typedef struct ks_term {
+  uint32_t off, len;       /* raw ETF bytes (no version byte) in the table arena */
+} ks_term;
+
+/*
+ * The sink's three tables. Each maps the raw bytes seen in frames to an id
+ * (fast path: one hash of the bytes, one probe) and, on a miss, a canonical
+ * key to the same id, so the same MFA or pid gets one id whatever atom
+ * encoding the VM used.
+ */
+typedef struct ks_intern {
+  ks_itab mfa_raw, mfa_canon;
+  uint32_t *mfas;          /* id -> canonical key offset */
+  uint32_t n_mfas, cap_mfas, max_mfas;
+  ks_itab pid_raw, pid_canon;
+  uint32_t *pids;          /* id -> canonical key offset */
+  uint32_t n_pids, cap_pids, max_pids;
+  ks_itab terms;
+  ks_term *termv;
+  uint32_t n_terms, cap_terms, max_terms;
+} ks_intern;
+
+typedef struct ks_intern_limits {
+  uint32_t max_mfas, max_pids, max_terms;
+} ks_intern_limits;
+
+int ks_intern_init(ks_intern *in, const ks_intern_limits *lim);
+void ks_intern_free(ks_intern *in);
+/* Each returns KS_OK and sets *id, KS_EFULL at the cap, KS_EBADTERM on bad atoms. */
+int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t arity, uint32_t *id);
+int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id);
+int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);
+/* Views stay valid until the next intern call. Return KS_EINVAL for an unknown id. */
+int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v);
+int ks_intern_pid_get(const ks_intern *in, uint32_t id, ks_pid_view *v);
+ks_slice ks_intern_term_get(const ks_intern *in, uint32_t id);
+
+#endif

@@ -1,0 +1,41 @@
+/* ks_sink.h: the sink without its event loop: frames in, events counted, replies out. */
+#ifndef KS_SINK_H
+#define KS_SINK_H
+
+#include "ks_decode.h"
+#include "ks_frame.h"
+#include "ks_stats.h"
+
+/* Receives one whole {packet,4} frame (length prefix included) to write to stdout. */
+typedef void (*ks_emit_fn)(void *ctx, const unsigned char *frame, size_t len);
+
+typedef struct ks_sink_opts {
+  size_t read_buf;       /* initial input buffer */
+  size_t max_frame;      /* longer frames are skipped and counted */
+  ks_intern_limits limits;
+} ks_sink_opts;
+
+typedef struct ks_sink {
+  ks_framer fr;
+  ks_intern in;
+  ks_stats st;
+  ks_emit_fn emit;
+  void *emit_ctx;
+  size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
+  uint64_t emitted;      /* reply and alert frames handed to emit */
+} ks_sink;
+
+void ks_sink_default_opts(ks_sink_opts *o);
+int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_ctx);
+void ks_sink_free(ks_sink *s);
+/* One frame's payload (the framer's callback; ctx is the sink). */
+void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len);
+/* Bytes from the input, any split. */
+int ks_sink_feed(ks_sink *s, const void *data, size_t n);
+/* End of input: an unfinished frame is counted as truncated. */
+void ks_sink_eof(ks_sink *s);
+
+/* control.c */
+void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
+
+#endif

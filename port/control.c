@@ -1,0 +1,122 @@
+/* control.c: the owner's commands ({kprof, Ref, Command}) and the replies and alerts sent back.
+ *
+ * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
+ * with a 4-byte hole for the {packet,4} length.
+ */
+#include <ei.h>
+
+#include "ks_sink.h"
+
+/* {kprof_reply, Ref, ... : the caller encodes the reply term, then finish(). */
+static int begin(ei_x_buff *x, const char *tag, ks_slice first) {
+  static const char hole[4] = {0, 0, 0, 0};
+
+  if (ei_x_new(x) != 0)
+    return KS_ENOMEM;
+  if (ei_x_append_buf(x, hole, 4) || ei_x_encode_version(x) ||
+      ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, tag) ||
+      ei_x_append_buf(x, (const char *)first.p, (int)first.n)) {
+    ei_x_free(x);
+    return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+static void finish(ks_sink *s, ei_x_buff *x, int failed) {
+  if (!failed) {
+    ks_put_be32((unsigned char *)x->buff, (uint32_t)(x->index - 4));
+    if (s->emit != NULL)
+      s->emit(s->emit_ctx, (const unsigned char *)x->buff, (size_t)x->index);
+    s->emitted++;
+  }
+  ei_x_free(x);
+}
+
+static int put_key_u64(ei_x_buff *x, const char *key, uint64_t v) {
+  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
+}
+
+static int encode_stats(const ks_sink *s, ei_x_buff *x) {
+  const ks_stats *st = &s->st;
+  const struct { const char *key; uint64_t v; } top[] = {
+    {"frames", s->fr.frames}, {"bytes", s->fr.bytes},
+    {"trace_events", st->trace_events}, {"commands", st->commands},
+    {"decode_errors", st->decode_errors}, {"unknown", st->unknown},
+    {"dropped", st->dropped}, {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
+    {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", s->in.n_pids},
+    {"labels", s->in.n_terms}, {"max_frame", s->fr.max_frame},
+    {"pipe_size", s->pipe_size}, {"replies", s->emitted}};
+  size_t k, n = sizeof(top) / sizeof(top[0]);
+  int e;
+
+  e = ei_x_encode_map_header(x, (long)n + 1);
+  for (k = 0; k < n; k++)
+    e |= put_key_u64(x, top[k].key, top[k].v);
+  e |= ei_x_encode_atom(x, "events");
+  e |= ei_x_encode_map_header(x, KS_EV__COUNT);
+  for (k = 0; k < KS_EV__COUNT; k++)
+    e |= put_key_u64(x, ks_event_kind_names[k], st->events[k]);
+  return e;
+}
+
+static int encode_atom_utf8(ei_x_buff *x, const char *s) {
+  return ei_x_encode_atom_len_as(x, s, (int)strlen(s), ERLANG_UTF8, ERLANG_UTF8);
+}
+
+/* [{{M, F, Arity}, Count}] for every MFA called since the last reset. */
+static int encode_calls(const ks_sink *s, ei_x_buff *x) {
+  uint32_t id, n = s->st.mfa_calls_cap < s->in.n_mfas ? s->st.mfa_calls_cap : s->in.n_mfas;
+  ks_mfa_view v;
+  int e = 0;
+
+  for (id = 0; id < n && !e; id++) {
+    if (s->st.mfa_calls[id] == 0 || ks_intern_mfa_get(&s->in, id, &v) != KS_OK)
+      continue;
+    e |= ei_x_encode_list_header(x, 1) || ei_x_encode_tuple_header(x, 2) ||
+         ei_x_encode_tuple_header(x, 3) || encode_atom_utf8(x, v.m) ||
+         encode_atom_utf8(x, v.f) || ei_x_encode_ulong(x, v.arity) ||
+         ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->st.mfa_calls[id]);
+  }
+  return e || ei_x_encode_empty_list(x);
+}
+
+static int cmd_is(ks_slice cmd, const char *name) {
+  ks_etf c;
+  ks_atom a;
+
+  ks_etf_init(&c, cmd.p, cmd.n);
+  return ks_etf_atom(&c, &a) == KS_OK && ks_etf_at_end(&c) && ks_etf_atom_is(&a, name);
+}
+
+void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
+  ei_x_buff x;
+  int e = 0;
+
+  if (begin(&x, "kprof_reply", ref) != KS_OK)
+    return;
+  if (cmd.p == NULL) {
+    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
+        ei_x_encode_atom(&x, "bad_command");
+  } else if (cmd_is(cmd, "ping")) {
+    e = ei_x_encode_atom(&x, "pong");
+  } else if (cmd_is(cmd, "sync")) {
+    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "synced") ||
+        ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->fr.frames);
+  } else if (cmd_is(cmd, "stats")) {
+    e = encode_stats(s, &x);
+  } else if (cmd_is(cmd, "reset")) {
+    ks_stats_reset(&s->st);
+    s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
+    e = ei_x_encode_atom(&x, "ok");
+  } else if (cmd_is(cmd, "calls")) {
+    e = encode_calls(s, &x);
+  } else if (cmd_is(cmd, "version")) {
+    e = ei_x_encode_tuple_header(&x, 3) || ei_x_encode_atom(&x, "kprof_sink") ||
+        ei_x_encode_string(&x, KS_VERSION) || ei_x_encode_long(&x, KS_PROTOCOL);
+  } else {
+    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
+        ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "unknown_command") ||
+        ei_x_append_buf(&x, (const char *)cmd.p, (int)cmd.n);
+  }
+  finish(s, &x, e);
+}

@@ -1,0 +1,339 @@
+/* decode.c: trace messages (every shape OTP 25+ sends a port tracer) into ks_event records.
+ *
+ * {trace | trace_ts, PidOrPort, What, Args..., [Timestamp]},
+ * {seq_trace, Label, Info[, Timestamp]} and the owner's {kprof, Ref, Command}.
+ * Values, arguments, messages and exit reasons are skipped, never copied.
+ */
+#include "ks_decode.h"
+
+const char *const ks_event_kind_names[KS_EV__COUNT] = {
+#define KS_X_NAME(e, s) s,
+  KS_EVENT_KINDS(KS_X_NAME)
+#undef KS_X_NAME
+};
+
+int ks_event_kind_of(const ks_atom *a) {
+  int k;
+
+  /* `call` first: it is most of the traffic. */
+  for (k = 0; k < KS_EV__COUNT; k++)
+    if (ks_etf_atom_is(a, ks_event_kind_names[k]))
+      return k;
+  return -1;
+}
+
+/* Well formed but not ours, or broken: decides what a failed frame counts as. */
+static int classify(const unsigned char *buf, size_t len) {
+  ks_etf c;
+
+  ks_etf_init(&c, buf, len);
+  if (ks_etf_version(&c) != KS_OK || ks_etf_skip(&c) != KS_OK || !ks_etf_at_end(&c))
+    return KS_EBADTERM;
+  return KS_EUNKNOWN;
+}
+
+/* Interning that hits a cap leaves KS_NONE and marks the frame as a drop. */
+static int note(int rc, uint32_t *id, int *full) {
+  if (rc == KS_EFULL) {
+    *id = KS_NONE;
+    *full = 1;
+    return KS_OK;
+  }
+  return rc;
+}
+
+static int decode_pid(ks_etf *c, ks_intern *in, uint32_t *id, int *is_port, int *full) {
+  ks_slice raw;
+
+  if (ks_etf_pid(c, &raw, is_port) != KS_OK)
+    return KS_EBADTERM;
+  return note(ks_intern_pid(in, raw, id), id, full);
+}
+
+/* {M, F, Arity | Args} */
+static int decode_mfa(ks_etf *c, ks_intern *in, uint32_t *id, int *full) {
+  uint32_t ar, arity;
+  ks_atom m, f;
+  int64_t a;
+  int t;
+
+  if (ks_etf_tuple(c, &ar) != KS_OK || ar != 3 || ks_etf_atom(c, &m) != KS_OK ||
+      ks_etf_atom(c, &f) != KS_OK)
+    return KS_EBADTERM;
+  t = ks_etf_peek(c);
+  if (t == KS_TAG_SMALL_INTEGER || t == KS_TAG_INTEGER) {
+    if (ks_etf_int64(c, &a) != KS_OK || a < 0 || a > 255)
+      return KS_EBADTERM;
+    arity = (uint32_t)a;
+  } else if (ks_etf_list_length(c, &arity) != KS_OK) {
+    return KS_EBADTERM;
+  }
+  return note(ks_intern_mfa(in, &m, &f, arity, id), id, full);
+}
+
+/* An MFA where the VM may also send something else (0, undefined, a port command). */
+static int decode_mfa_or_skip(ks_etf *c, ks_intern *in, uint32_t *id, int *full) {
+  size_t at = c->i;
+
+  *id = KS_NONE;
+  if (decode_mfa(c, in, id, full) == KS_OK)
+    return KS_OK;
+  c->i = at;
+  *id = KS_NONE;
+  return ks_etf_skip(c);
+}
+
+static int decode_label(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+  size_t at = c->i;
+  ks_slice raw;
+  int rc;
+
+  if (ks_etf_skip(c) != KS_OK)
+    return KS_EBADTERM;
+  raw.p = c->p + at;
+  raw.n = c->i - at;
+  rc = note(ks_intern_term(in, raw, &ev->label), &ev->label, full);
+  if (rc == KS_OK && ev->label != KS_NONE)
+    ev->flags |= KS_EVF_LABEL;
+  return rc;
+}
+
+/* [] or {Flags, Label, Serial, From, LastCnt}; anything else is left unread. */
+static int decode_token(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+  size_t at = c->i;
+  uint32_t ar;
+
+  if (ks_etf_peek(c) == KS_TAG_NIL) {
+    c->i++;
+    ev->flags |= KS_EVF_TOKEN;
+    return KS_OK;
+  }
+  if (ks_etf_tuple(c, &ar) != KS_OK || ar != 5) {
+    c->i = at;
+    return KS_EUNKNOWN;
+  }
+  ev->flags |= KS_EVF_TOKEN;
+  if (ks_etf_skip(c) != KS_OK || decode_label(c, in, ev, full) != KS_OK ||
+      ks_etf_skip(c) != KS_OK || ks_etf_skip(c) != KS_OK || ks_etf_skip(c) != KS_OK)
+    return KS_EBADTERM;
+  return KS_OK;
+}
+
+static int decode_caller(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+  size_t at = c->i;
+
+  if (decode_mfa(c, in, &ev->caller, full) == KS_OK) {
+    if (ev->caller != KS_NONE)
+      ev->flags |= KS_EVF_CALLER;
+    return KS_OK;
+  }
+  c->i = at;
+  ev->caller = KS_NONE;
+  return KS_EUNKNOWN;
+}
+
+/*
+ * The match-spec extra of a call: a token, a caller MFA, or {Token, Caller}.
+ * Any other term is skipped.
+ */
+static int decode_extra(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+  size_t at = c->i;
+  uint32_t ar;
+  int rc;
+
+  if ((rc = decode_token(c, in, ev, full)) != KS_EUNKNOWN)
+    return rc;
+  if (decode_caller(c, in, ev, full) == KS_OK)
+    return KS_OK;
+  if (ks_etf_tuple(c, &ar) == KS_OK && ar == 2) {
+    rc = decode_token(c, in, ev, full);
+    if (rc == KS_EBADTERM)
+      return rc;
+    if (rc == KS_EUNKNOWN && ks_etf_skip(c) != KS_OK)
+      return KS_EBADTERM;
+    if (decode_caller(c, in, ev, full) != KS_OK && ks_etf_skip(c) != KS_OK)
+      return KS_EBADTERM;
+    return KS_OK;
+  }
+  c->i = at;
+  ev->flags &= (uint8_t)~(KS_EVF_TOKEN | KS_EVF_LABEL);
+  ev->label = KS_NONE;
+  return ks_etf_skip(c);
+}
+
+/* Integer ns, {MonoNs, Unique} or {Mega, Sec, Micro}. */
+static int decode_ts(ks_etf *c, ks_event *ev) {
+  int64_t mega, sec, micro;
+  uint32_t ar;
+
+  if (ks_etf_peek(c) != KS_TAG_SMALL_TUPLE) {
+    if (ks_etf_int64(c, &ev->ts) != KS_OK)
+      return KS_EBADTERM;
+  } else {
+    if (ks_etf_tuple(c, &ar) != KS_OK)
+      return KS_EBADTERM;
+    if (ar == 2) {
+      if (ks_etf_int64(c, &ev->ts) != KS_OK || ks_etf_skip(c) != KS_OK)
+        return KS_EBADTERM;
+    } else if (ar == 3) {
+      if (ks_etf_int64(c, &mega) != KS_OK || ks_etf_int64(c, &sec) != KS_OK ||
+          ks_etf_int64(c, &micro) != KS_OK || mega < 0 || mega > 9000 || sec < 0 ||
+          sec >= 1000000 || micro < 0 || micro >= 1000000)
+        return KS_EBADTERM;
+      ev->ts = (mega * 1000000 + sec) * 1000000000 + micro * 1000;
+      ev->flags |= KS_EVF_WALL;
+    } else {
+      return KS_EBADTERM;
+    }
+  }
+  ev->flags |= KS_EVF_TS;
+  return KS_OK;
+}
+
+/* The elements after What: `rest` of them, shaped by the kind. */
+static int decode_args(ks_etf *c, ks_intern *in, ks_event *ev, uint32_t rest, int *full) {
+  int is_port;
+
+  switch (ev->kind) {
+  case KS_EV_CALL:
+    if (rest != 1 && rest != 2)
+      return KS_EBADTERM;
+    if (decode_mfa(c, in, &ev->mfa, full) != KS_OK)
+      return KS_EBADTERM;
+    return rest == 2 ? decode_extra(c, in, ev, full) : KS_OK;
+  case KS_EV_RETURN_FROM:
+  case KS_EV_EXCEPTION_FROM:
+    if (rest != 2 || decode_mfa(c, in, &ev->mfa, full) != KS_OK)
+      return KS_EBADTERM;
+    return ks_etf_skip(c);
+  case KS_EV_RETURN_TO:
+  case KS_EV_IN: case KS_EV_OUT:
+  case KS_EV_IN_EXITING: case KS_EV_OUT_EXITING: case KS_EV_OUT_EXITED:
+    if (rest != 1)
+      return KS_EBADTERM;
+    return decode_mfa_or_skip(c, in, &ev->mfa, full);
+  case KS_EV_SPAWN:
+  case KS_EV_SPAWNED:
+    if (rest != 2 || decode_pid(c, in, &ev->other, &is_port, full) != KS_OK)
+      return KS_EBADTERM;
+    return decode_mfa_or_skip(c, in, &ev->mfa, full);
+  case KS_EV_LINK: case KS_EV_UNLINK:
+  case KS_EV_GETTING_LINKED: case KS_EV_GETTING_UNLINKED:
+    if (rest != 1)
+      return KS_EBADTERM;
+    return decode_pid(c, in, &ev->other, &is_port, full);
+  case KS_EV_OPEN:
+    /* {trace, Port, open, Pid, Driver} */
+    if (rest != 2 || decode_pid(c, in, &ev->other, &is_port, full) != KS_OK)
+      return KS_EBADTERM;
+    return ks_etf_skip(c);
+  case KS_EV_REGISTER: case KS_EV_UNREGISTER:
+    if (rest != 1)
+      return KS_EBADTERM;
+    return decode_label(c, in, ev, full);
+  case KS_EV_SEND: case KS_EV_SEND_TO_NON_EXISTING_PROCESS: {
+    int t;
+    if (rest != 2 || ks_etf_skip(c) != KS_OK)
+      return KS_EBADTERM;
+    t = ks_etf_peek(c);
+    if (t == KS_TAG_NEW_PID || t == KS_TAG_PID || t == KS_TAG_NEW_PORT ||
+        t == KS_TAG_PORT || t == KS_TAG_V4_PORT)
+      return decode_pid(c, in, &ev->other, &is_port, full);
+    return ks_etf_skip(c);   /* a registered name or {Name, Node} */
+  }
+  default:
+    /* exit, receive, closed, gc_*: one term we do not keep. */
+    if (rest != 1)
+      return KS_EBADTERM;
+    return ks_etf_skip(c);
+  }
+}
+
+static int decode_trace(ks_etf *c, ks_intern *in, uint32_t arity, int has_ts, ks_event *ev,
+                        int *full) {
+  ks_atom what;
+  int kind, is_port;
+
+  if (arity < 4u + (unsigned)has_ts)
+    return KS_EBADTERM;
+  if (decode_pid(c, in, &ev->pid, &is_port, full) != KS_OK)
+    return KS_EBADTERM;
+  if (is_port)
+    ev->flags |= KS_EVF_PORT;
+  if (ks_etf_atom(c, &what) != KS_OK || (kind = ks_event_kind_of(&what)) < 0 ||
+      kind == KS_EV_SEQ_TRACE)
+    return KS_EBADTERM;
+  ev->kind = (uint8_t)kind;
+  if (decode_args(c, in, ev, arity - 3 - (uint32_t)has_ts, full) != KS_OK)
+    return KS_EBADTERM;
+  if (has_ts && decode_ts(c, ev) != KS_OK)
+    return KS_EBADTERM;
+  return KS_OK;
+}
+
+/* {seq_trace, Label, Info} and {seq_trace, Label, Info, Timestamp} */
+static int decode_seq_trace(ks_etf *c, ks_intern *in, uint32_t arity, ks_event *ev,
+                            int *full) {
+  if (arity != 3 && arity != 4)
+    return KS_EBADTERM;
+  ev->kind = KS_EV_SEQ_TRACE;
+  if (decode_label(c, in, ev, full) != KS_OK || ks_etf_skip(c) != KS_OK)
+    return KS_EBADTERM;
+  if (arity == 4 && decode_ts(c, ev) != KS_OK)
+    return KS_EBADTERM;
+  return KS_OK;
+}
+
+/* {kprof, Ref, Command}; other arities still give Ref so the owner hears of it. */
+static int decode_command(ks_etf *c, uint32_t arity, ks_decoded *out) {
+  size_t at = c->i;
+
+  if (arity < 2 || ks_etf_skip(c) != KS_OK)
+    return KS_EBADTERM;
+  out->ref.p = c->p + at;
+  out->ref.n = c->i - at;
+  if (arity != 3) {
+    for (; arity > 2; arity--)
+      if (ks_etf_skip(c) != KS_OK)
+        return KS_EBADTERM;
+    return KS_OK;
+  }
+  at = c->i;
+  if (ks_etf_skip(c) != KS_OK)
+    return KS_EBADTERM;
+  out->cmd.p = c->p + at;
+  out->cmd.n = c->i - at;
+  return KS_OK;
+}
+
+int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out) {
+  ks_etf c;
+  ks_atom tag;
+  uint32_t arity;
+  int full = 0, rc;
+
+  memset(&out->ev, 0, sizeof(out->ev));
+  out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.label = KS_NONE;
+  out->ref.p = out->cmd.p = NULL;
+  out->ref.n = out->cmd.n = 0;
+  ks_etf_init(&c, buf, len);
+  if (ks_etf_version(&c) != KS_OK || ks_etf_tuple(&c, &arity) != KS_OK || arity < 1 ||
+      ks_etf_atom(&c, &tag) != KS_OK)
+    return classify(buf, len);
+  if (ks_etf_atom_is(&tag, "trace_ts"))
+    rc = decode_trace(&c, in, arity, 1, &out->ev, &full);
+  else if (ks_etf_atom_is(&tag, "trace"))
+    rc = decode_trace(&c, in, arity, 0, &out->ev, &full);
+  else if (ks_etf_atom_is(&tag, "seq_trace"))
+    rc = decode_seq_trace(&c, in, arity, &out->ev, &full);
+  else if (ks_etf_atom_is(&tag, "kprof")) {
+    /* A command that is not a whole term, or has trailing bytes, is garbage. */
+    if (decode_command(&c, arity, out) != KS_OK || !ks_etf_at_end(&c))
+      return KS_EBADTERM;
+    return KS_FRAME_COMMAND;
+  } else
+    return classify(buf, len);
+  if (rc != KS_OK || !ks_etf_at_end(&c))
+    return classify(buf, len);
+  return full ? KS_EFULL : KS_FRAME_TRACE;
+}

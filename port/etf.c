@@ -1,0 +1,382 @@
+/* etf.c: bounds-checked reading of the external term format.
+ *
+ * The hot path of the decoder reads tuple headers, atoms, pids and integers
+ * itself: erl_interface's decoders do no bounds checks and copy atoms and node
+ * names, so they are only used where a term has already been checked. Skipping
+ * is iterative (a count of terms still owed), so a deeply nested return value
+ * costs time in its size, never stack.
+ */
+#include "ks_etf.h"
+
+#define NEED(c, k) do { if ((c)->n - (c)->i < (size_t)(k)) return KS_EBADTERM; } while (0)
+
+int ks_etf_version(ks_etf *c) {
+  NEED(c, 1);
+  if (c->p[c->i] != KS_TAG_VERSION)
+    return KS_EBADTERM;
+  c->i++;
+  return KS_OK;
+}
+
+int ks_etf_tuple(ks_etf *c, uint32_t *arity) {
+  NEED(c, 2);
+  if (c->p[c->i] == KS_TAG_SMALL_TUPLE) {
+    *arity = c->p[c->i + 1];
+    c->i += 2;
+    return KS_OK;
+  }
+  if (c->p[c->i] == KS_TAG_LARGE_TUPLE) {
+    NEED(c, 5);
+    *arity = ks_be32(c->p + c->i + 1);
+    c->i += 5;
+    return KS_OK;
+  }
+  return KS_EBADTERM;
+}
+
+int ks_etf_atom(ks_etf *c, ks_atom *a) {
+  size_t len, hdr;
+
+  NEED(c, 2);
+  switch (c->p[c->i]) {
+  case KS_TAG_SMALL_ATOM_UTF8:
+  case KS_TAG_SMALL_ATOM:
+    hdr = 2;
+    len = c->p[c->i + 1];
+    break;
+  case KS_TAG_ATOM_UTF8:
+  case KS_TAG_ATOM:
+    NEED(c, 3);
+    hdr = 3;
+    len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+    break;
+  default:
+    return KS_EBADTERM;
+  }
+  NEED(c, hdr + len);
+  a->utf8 = c->p[c->i] == KS_TAG_SMALL_ATOM_UTF8 || c->p[c->i] == KS_TAG_ATOM_UTF8;
+  a->s = c->p + c->i + hdr;
+  a->n = len;
+  c->i += hdr + len;
+  return KS_OK;
+}
+
+/* ASCII literals only: both encodings agree on them. */
+int ks_etf_atom_is(const ks_atom *a, const char *lit) {
+  size_t n = strlen(lit);
+  return a->n == n && memcmp(a->s, lit, n) == 0;
+}
+
+int ks_etf_int64(ks_etf *c, int64_t *v) {
+  size_t n, k;
+  uint64_t mag;
+  int neg;
+
+  NEED(c, 2);
+  switch (c->p[c->i]) {
+  case KS_TAG_SMALL_INTEGER:
+    *v = c->p[c->i + 1];
+    c->i += 2;
+    return KS_OK;
+  case KS_TAG_INTEGER:
+    NEED(c, 5);
+    *v = (int32_t)ks_be32(c->p + c->i + 1);
+    c->i += 5;
+    return KS_OK;
+  case KS_TAG_SMALL_BIG:
+    NEED(c, 3);
+    n = c->p[c->i + 1];
+    neg = c->p[c->i + 2];
+    c->i += 3;
+    break;
+  case KS_TAG_LARGE_BIG:
+    NEED(c, 6);
+    n = ks_be32(c->p + c->i + 1);
+    neg = c->p[c->i + 5];
+    c->i += 6;
+    break;
+  default:
+    return KS_EBADTERM;
+  }
+  NEED(c, n);
+  /* Little-endian digits; anything wider than 63 bits is not a time we want. */
+  mag = 0;
+  for (k = 0; k < n; k++) {
+    unsigned char d = c->p[c->i + k];
+    if (k >= 8) {
+      if (d != 0)
+        return KS_EBADTERM;
+      continue;
+    }
+    mag |= (uint64_t)d << (8 * k);
+  }
+  if (mag > (uint64_t)INT64_MAX)
+    return KS_EBADTERM;
+  c->i += n;
+  *v = neg ? -(int64_t)mag : (int64_t)mag;
+  return KS_OK;
+}
+
+int ks_etf_pid(ks_etf *c, ks_slice *raw, int *is_port) {
+  size_t start = c->i, tail;
+  ks_atom node;
+  int tag;
+
+  NEED(c, 1);
+  tag = c->p[c->i];
+  switch (tag) {
+  case KS_TAG_NEW_PID: tail = 12; *is_port = 0; break;
+  case KS_TAG_PID: tail = 9; *is_port = 0; break;
+  case KS_TAG_NEW_PORT: tail = 8; *is_port = 1; break;
+  case KS_TAG_PORT: tail = 5; *is_port = 1; break;
+  case KS_TAG_V4_PORT: tail = 12; *is_port = 1; break;
+  default: return KS_EBADTERM;
+  }
+  c->i++;
+  if (ks_etf_atom(c, &node) != KS_OK) {
+    c->i = start;
+    return KS_EBADTERM;
+  }
+  if (c->n - c->i < tail) {
+    c->i = start;
+    return KS_EBADTERM;
+  }
+  c->i += tail;
+  raw->p = c->p + start;
+  raw->n = c->i - start;
+  return KS_OK;
+}
+
+int ks_etf_list_length(ks_etf *c, uint32_t *len) {
+  uint32_t k, n;
+
+  NEED(c, 1);
+  switch (c->p[c->i]) {
+  case KS_TAG_NIL:
+    c->i++;
+    *len = 0;
+    return KS_OK;
+  case KS_TAG_STRING:
+    NEED(c, 3);
+    n = (uint32_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+    NEED(c, 3 + (size_t)n);
+    c->i += 3 + (size_t)n;
+    *len = n;
+    return KS_OK;
+  case KS_TAG_LIST:
+    NEED(c, 5);
+    n = ks_be32(c->p + c->i + 1);
+    if (n > c->n - c->i)       /* every element takes at least one byte */
+      return KS_EBADTERM;
+    c->i += 5;
+    for (k = 0; k < n; k++)
+      if (ks_etf_skip(c) != KS_OK)
+        return KS_EBADTERM;
+    NEED(c, 1);
+    if (c->p[c->i] != KS_TAG_NIL)   /* an argument list is proper */
+      return KS_EBADTERM;
+    c->i++;
+    *len = n;
+    return KS_OK;
+  default:
+    return KS_EBADTERM;
+  }
+}
+
+/* Bytes that follow a tag of fixed size, or -1. */
+static int fixed_size(int tag) {
+  switch (tag) {
+  case KS_TAG_SMALL_INTEGER: return 1;
+  case KS_TAG_INTEGER: return 4;
+  case KS_TAG_NEW_FLOAT: return 8;
+  case KS_TAG_FLOAT: return 31;
+  case KS_TAG_NIL: return 0;
+  default: return -1;
+  }
+}
+
+int ks_etf_skip(ks_etf *c) {
+  uint64_t owed = 1;
+  size_t len;
+  ks_atom a;
+  int tag, fixed;
+
+  while (owed > 0) {
+    owed--;
+    NEED(c, 1);
+    tag = c->p[c->i];
+    fixed = fixed_size(tag);
+    if (fixed >= 0) {
+      NEED(c, 1 + (size_t)fixed);
+      c->i += 1 + (size_t)fixed;
+      continue;
+    }
+    switch (tag) {
+    case KS_TAG_ATOM: case KS_TAG_SMALL_ATOM:
+    case KS_TAG_ATOM_UTF8: case KS_TAG_SMALL_ATOM_UTF8:
+      if (ks_etf_atom(c, &a) != KS_OK)
+        return KS_EBADTERM;
+      break;
+    case KS_TAG_NEW_PID: case KS_TAG_PID: case KS_TAG_NEW_PORT:
+    case KS_TAG_PORT: case KS_TAG_V4_PORT: {
+      ks_slice raw;
+      int is_port;
+      if (ks_etf_pid(c, &raw, &is_port) != KS_OK)
+        return KS_EBADTERM;
+      break;
+    }
+    case KS_TAG_SMALL_TUPLE:
+    case KS_TAG_LARGE_TUPLE: {
+      uint32_t ar;
+      if (ks_etf_tuple(c, &ar) != KS_OK)
+        return KS_EBADTERM;
+      owed += ar;
+      break;
+    }
+    case KS_TAG_MAP:
+      NEED(c, 5);
+      owed += 2 * (uint64_t)ks_be32(c->p + c->i + 1);
+      c->i += 5;
+      break;
+    case KS_TAG_LIST:
+      NEED(c, 5);
+      owed += (uint64_t)ks_be32(c->p + c->i + 1) + 1;   /* elements and the tail */
+      c->i += 5;
+      break;
+    case KS_TAG_STRING:
+      NEED(c, 3);
+      len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+      NEED(c, 3 + len);
+      c->i += 3 + len;
+      break;
+    case KS_TAG_BINARY:
+      NEED(c, 5);
+      len = ks_be32(c->p + c->i + 1);
+      NEED(c, 5 + len);
+      c->i += 5 + len;
+      break;
+    case KS_TAG_BIT_BINARY:
+      NEED(c, 6);
+      len = ks_be32(c->p + c->i + 1);
+      NEED(c, 6 + len);
+      c->i += 6 + len;
+      break;
+    case KS_TAG_SMALL_BIG:
+      NEED(c, 3);
+      len = c->p[c->i + 1];
+      NEED(c, 3 + len);
+      c->i += 3 + len;
+      break;
+    case KS_TAG_LARGE_BIG:
+      NEED(c, 6);
+      len = ks_be32(c->p + c->i + 1);
+      NEED(c, 6 + len);
+      c->i += 6 + len;
+      break;
+    case KS_TAG_NEW_FUN:
+      /* Size counts itself and everything after the tag. */
+      NEED(c, 5);
+      len = ks_be32(c->p + c->i + 1);
+      if (len < 4)
+        return KS_EBADTERM;
+      NEED(c, 1 + len);
+      c->i += 1 + len;
+      break;
+    case KS_TAG_EXPORT:
+      c->i++;
+      owed += 3;
+      break;
+    case KS_TAG_FUN:
+      /* Old fun: NumFree, then Pid, Module, Index, Uniq and NumFree terms. */
+      NEED(c, 5);
+      owed += 4 + (uint64_t)ks_be32(c->p + c->i + 1);
+      c->i += 5;
+      break;
+    case KS_TAG_NEWER_REFERENCE:
+    case KS_TAG_NEW_REFERENCE: {
+      size_t words, cr = tag == KS_TAG_NEWER_REFERENCE ? 4 : 1;
+      NEED(c, 3);
+      words = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+      if (words > 5)
+        return KS_EBADTERM;
+      c->i += 3;
+      if (ks_etf_atom(c, &a) != KS_OK)
+        return KS_EBADTERM;
+      NEED(c, cr + 4 * words);
+      c->i += cr + 4 * words;
+      break;
+    }
+    case KS_TAG_REFERENCE:
+      c->i++;
+      if (ks_etf_atom(c, &a) != KS_OK)
+        return KS_EBADTERM;
+      NEED(c, 5);
+      c->i += 5;
+      break;
+    default:
+      return KS_EBADTERM;   /* compressed, atom cache refs, local ext, garbage */
+    }
+    /* Every owed term takes at least one byte: a claim beyond the frame is a lie. */
+    if (owed > c->n - c->i)
+      return KS_EBADTERM;
+  }
+  return KS_OK;
+}
+
+/* Well-formed UTF-8 without NUL (keys are NUL-terminated), so replies decode. */
+static int valid_utf8(const unsigned char *s, size_t n) {
+  size_t i = 0, k, more;
+  uint32_t cp;
+
+  while (i < n) {
+    unsigned char ch = s[i++];
+    if (ch == 0)
+      return 0;
+    if (ch < 0x80)
+      continue;
+    if (ch >= 0xc2 && ch <= 0xdf) { more = 1; cp = ch & 0x1f; }
+    else if (ch >= 0xe0 && ch <= 0xef) { more = 2; cp = ch & 0x0f; }
+    else if (ch >= 0xf0 && ch <= 0xf4) { more = 3; cp = ch & 0x07; }
+    else return 0;
+    if (n - i < more)
+      return 0;
+    for (k = 0; k < more; k++) {
+      if ((s[i] & 0xc0) != 0x80)
+        return 0;
+      cp = cp << 6 | (s[i++] & 0x3f);
+    }
+    if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (more == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return 0;
+  }
+  return 1;
+}
+
+int ks_atom_utf8(const ks_atom *a, char *out, size_t cap) {
+  size_t i, o = 0;
+
+  if (a->utf8) {
+    if (a->n + 1 > cap || !valid_utf8(a->s, a->n))
+      return KS_EBADTERM;
+    memcpy(out, a->s, a->n);
+    out[a->n] = 0;
+    return (int)a->n;
+  }
+  for (i = 0; i < a->n; i++) {
+    unsigned char ch = a->s[i];
+    if (ch == 0)
+      return KS_EBADTERM;
+    if (o + 3 > cap)
+      return KS_EBADTERM;
+    if (ch < 0x80) {
+      out[o++] = (char)ch;
+    } else {
+      out[o++] = (char)(0xc0 | ch >> 6);
+      out[o++] = (char)(0x80 | (ch & 0x3f));
+    }
+  }
+  if (o + 1 > cap)
+    return KS_EBADTERM;
+  out[o] = 0;
+  return (int)o;
+}

@@ -1,0 +1,344 @@
+/* intern.c: compact ids for MFAs, pids/ports and arbitrary terms (seq_trace labels).
+ *
+ * Two levels per table: the raw bytes of the frame (hashed as they are, no
+ * decoding) find the id in one probe; on a miss the bytes are turned into a
+ * canonical key (UTF-8 atoms), which is looked up or added, and the raw bytes
+ * are remembered. Nothing is allocated unless a key is new.
+ */
+#include <stdlib.h>
+
+#include "ks_intern.h"
+
+#define ATOM_MAX 1024        /* 255 characters, 4 UTF-8 bytes each, and a NUL */
+#define ARENA_MAX UINT32_MAX /* offsets are 32-bit */
+
+int ks_itab_init(ks_itab *t, size_t slots_hint) {
+  size_t n = 16, i;
+
+  while (n < slots_hint)
+    n <<= 1;
+  memset(t, 0, sizeof(*t));
+  t->slots = malloc(n * sizeof(*t->slots));
+  if (t->slots == NULL)
+    return KS_ENOMEM;
+  for (i = 0; i < n; i++)
+    t->slots[i].val = KS_NONE;
+  t->mask = n - 1;
+  return KS_OK;
+}
+
+void ks_itab_free(ks_itab *t) {
+  free(t->slots);
+  free(t->arena);
+  memset(t, 0, sizeof(*t));
+}
+
+const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off) {
+  return t->arena + off;
+}
+
+uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t hash) {
+  size_t i = hash & t->mask;
+  const ks_itab_slot *s;
+
+  for (;;) {
+    s = &t->slots[i];
+    if (s->val == KS_NONE)
+      return KS_NONE;
+    if (s->hash == hash && s->len == len && memcmp(t->arena + s->off, key, len) == 0)
+      return s->val;
+    i = (i + 1) & t->mask;
+  }
+}
+
+static int grow_slots(ks_itab *t) {
+  size_t n = (t->mask + 1) * 2, i, j;
+  ks_itab_slot *slots = malloc(n * sizeof(*slots));
+
+  if (slots == NULL)
+    return KS_ENOMEM;
+  for (i = 0; i < n; i++)
+    slots[i].val = KS_NONE;
+  for (i = 0; i <= t->mask; i++) {
+    if (t->slots[i].val == KS_NONE)
+      continue;
+    j = t->slots[i].hash & (n - 1);
+    while (slots[j].val != KS_NONE)
+      j = (j + 1) & (n - 1);
+    slots[j] = t->slots[i];
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->mask = n - 1;
+  return KS_OK;
+}
+
+int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t val,
+                uint32_t *off) {
+  size_t i;
+
+  if (val == KS_NONE)
+    return KS_EINVAL;
+  /* Keep the load under 1/2 so probes stay short. */
+  if ((t->used + 1) * 2 > t->mask + 1 && grow_slots(t) != KS_OK)
+    return KS_ENOMEM;
+  if (len > ARENA_MAX - t->arena_len)
+    return KS_EFULL;
+  if (t->arena_len + len > t->arena_cap) {
+    size_t cap = t->arena_cap ? t->arena_cap : 4096;
+    unsigned char *a;
+    while (cap < t->arena_len + len)
+      cap *= 2;
+    a = realloc(t->arena, cap);
+    if (a == NULL)
+      return KS_ENOMEM;
+    t->arena = a;
+    t->arena_cap = cap;
+  }
+  memcpy(t->arena + t->arena_len, key, len);
+  i = hash & t->mask;
+  while (t->slots[i].val != KS_NONE)
+    i = (i + 1) & t->mask;
+  t->slots[i].hash = hash;
+  t->slots[i].off = (uint32_t)t->arena_len;
+  t->slots[i].len = (uint32_t)len;
+  t->slots[i].val = val;
+  if (off != NULL)
+    *off = (uint32_t)t->arena_len;
+  t->arena_len += len;
+  t->used++;
+  return KS_OK;
+}
+
+/* Appends one id -> offset record, growing the array by doubling. */
+static int push_off(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t off) {
+  if (*n == *cap) {
+    uint32_t c = *cap ? *cap * 2 : 256;
+    uint32_t *nv = realloc(*v, (size_t)c * sizeof(**v));
+    if (nv == NULL)
+      return KS_ENOMEM;
+    *v = nv;
+    *cap = c;
+  }
+  (*v)[(*n)++] = off;
+  return KS_OK;
+}
+
+int ks_intern_init(ks_intern *in, const ks_intern_limits *lim) {
+  memset(in, 0, sizeof(*in));
+  in->max_mfas = lim ? lim->max_mfas : 1u << 20;
+  in->max_pids = lim ? lim->max_pids : 1u << 20;
+  in->max_terms = lim ? lim->max_terms : 1u << 20;
+  if (ks_itab_init(&in->mfa_raw, 1024) || ks_itab_init(&in->mfa_canon, 1024) ||
+      ks_itab_init(&in->pid_raw, 1024) || ks_itab_init(&in->pid_canon, 1024) ||
+      ks_itab_init(&in->terms, 256)) {
+    ks_intern_free(in);
+    return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+void ks_intern_free(ks_intern *in) {
+  ks_itab_free(&in->mfa_raw);
+  ks_itab_free(&in->mfa_canon);
+  ks_itab_free(&in->pid_raw);
+  ks_itab_free(&in->pid_canon);
+  ks_itab_free(&in->terms);
+  free(in->mfas);
+  free(in->pids);
+  free(in->termv);
+  memset(in, 0, sizeof(*in));
+}
+
+/* Looks up or adds a canonical key; a new key gets the next id. */
+static int canon_id(ks_itab *t, const unsigned char *key, size_t len, uint32_t **offs,
+                    uint32_t *n, uint32_t *cap, uint32_t max, uint32_t *id) {
+  uint64_t h = ks_hash(key, len);
+  uint32_t v = ks_itab_get(t, key, len, h), off;
+  int rc;
+
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  if (*n >= max)
+    return KS_EFULL;
+  if ((rc = ks_itab_put(t, key, len, h, *n, &off)) != KS_OK)
+    return rc;
+  if ((rc = push_off(offs, n, cap, off)) != KS_OK)
+    return rc;
+  *id = *n - 1;
+  return KS_OK;
+}
+
+int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t arity,
+                  uint32_t *id) {
+  /* Raw key: the two atoms' encoded bytes (tag included) and the arity. */
+  unsigned char raw[2 * (5 + ATOM_MAX) + 4], key[2 * ATOM_MAX + 4];
+  size_t rn = 0, kn;
+  uint64_t h;
+  uint32_t v;
+  int n1, n2, rc;
+
+  if (m->n >= ATOM_MAX || f->n >= ATOM_MAX)
+    return KS_EBADTERM;
+  raw[rn++] = (unsigned char)(m->utf8 ? 1 : 0);
+  ks_put_be32(raw + rn, (uint32_t)m->n); rn += 4;
+  memcpy(raw + rn, m->s, m->n); rn += m->n;
+  raw[rn++] = (unsigned char)(f->utf8 ? 1 : 0);
+  memcpy(raw + rn, f->s, f->n); rn += f->n;
+  ks_put_be32(raw + rn, arity); rn += 4;
+  h = ks_hash(raw, rn);
+  v = ks_itab_get(&in->mfa_raw, raw, rn, h);
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  if ((n1 = ks_atom_utf8(m, (char *)key, ATOM_MAX)) < 0)
+    return KS_EBADTERM;
+  if ((n2 = ks_atom_utf8(f, (char *)key + n1 + 1, ATOM_MAX)) < 0)
+    return KS_EBADTERM;
+  kn = (size_t)n1 + 1 + (size_t)n2 + 1;
+  ks_put_be32(key + kn, arity);
+  kn += 4;
+  rc = canon_id(&in->mfa_canon, key, kn, &in->mfas, &in->n_mfas, &in->cap_mfas,
+                in->max_mfas, &v);
+  if (rc != KS_OK)
+    return rc;
+  if ((rc = ks_itab_put(&in->mfa_raw, raw, rn, h, v, NULL)) != KS_OK)
+    return rc;
+  *id = v;
+  return KS_OK;
+}
+
+int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
+  unsigned char key[ATOM_MAX + 1 + 12];
+  uint64_t h = ks_hash(raw.p, raw.n), port_id;
+  uint32_t v, num, serial, creation;
+  ks_etf c;
+  ks_atom node;
+  size_t kn;
+  int tag, n, rc;
+
+  v = ks_itab_get(&in->pid_raw, raw.p, raw.n, h);
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  ks_etf_init(&c, raw.p, raw.n);
+  tag = raw.p[0];
+  c.i = 1;
+  if (ks_etf_atom(&c, &node) != KS_OK)
+    return KS_EBADTERM;
+  switch (tag) {
+  case KS_TAG_NEW_PID:
+    num = ks_be32(raw.p + c.i);
+    serial = ks_be32(raw.p + c.i + 4);
+    creation = ks_be32(raw.p + c.i + 8);
+    break;
+  case KS_TAG_PID:
+    num = ks_be32(raw.p + c.i);
+    serial = ks_be32(raw.p + c.i + 4);
+    creation = raw.p[c.i + 8];
+    break;
+  case KS_TAG_V4_PORT:
+    port_id = (uint64_t)ks_be32(raw.p + c.i) << 32 | ks_be32(raw.p + c.i + 4);
+    num = (uint32_t)(port_id >> 32);
+    serial = (uint32_t)port_id;
+    creation = ks_be32(raw.p + c.i + 8);
+    break;
+  case KS_TAG_NEW_PORT:
+    num = 0;
+    serial = ks_be32(raw.p + c.i);
+    creation = ks_be32(raw.p + c.i + 4);
+    break;
+  case KS_TAG_PORT:
+    num = 0;
+    serial = ks_be32(raw.p + c.i);
+    creation = raw.p[c.i + 4];
+    break;
+  default:
+    return KS_EBADTERM;
+  }
+  if ((n = ks_atom_utf8(&node, (char *)key, ATOM_MAX)) < 0)
+    return KS_EBADTERM;
+  kn = (size_t)n + 1;
+  key[kn++] = (unsigned char)(tag == KS_TAG_NEW_PID || tag == KS_TAG_PID ? 0 : 1);
+  ks_put_be32(key + kn, num); kn += 4;
+  ks_put_be32(key + kn, serial); kn += 4;
+  ks_put_be32(key + kn, creation); kn += 4;
+  rc = canon_id(&in->pid_canon, key, kn, &in->pids, &in->n_pids, &in->cap_pids,
+                in->max_pids, &v);
+  if (rc != KS_OK)
+    return rc;
+  if ((rc = ks_itab_put(&in->pid_raw, raw.p, raw.n, h, v, NULL)) != KS_OK)
+    return rc;
+  *id = v;
+  return KS_OK;
+}
+
+int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id) {
+  ks_term *tv;
+  uint32_t off;
+  uint64_t h = ks_hash(raw.p, raw.n);
+  uint32_t v = ks_itab_get(&in->terms, raw.p, raw.n, h);
+  int rc;
+
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  if (in->n_terms >= in->max_terms)
+    return KS_EFULL;
+  if (in->n_terms == in->cap_terms) {
+    uint32_t c = in->cap_terms ? in->cap_terms * 2 : 64;
+    tv = realloc(in->termv, (size_t)c * sizeof(*tv));
+    if (tv == NULL)
+      return KS_ENOMEM;
+    in->termv = tv;
+    in->cap_terms = c;
+  }
+  if ((rc = ks_itab_put(&in->terms, raw.p, raw.n, h, in->n_terms, &off)) != KS_OK)
+    return rc;
+  in->termv[in->n_terms].off = off;
+  in->termv[in->n_terms].len = (uint32_t)raw.n;
+  *id = in->n_terms++;
+  return KS_OK;
+}
+
+int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v) {
+  const char *k;
+
+  if (id >= in->n_mfas)
+    return KS_EINVAL;
+  k = (const char *)ks_itab_key(&in->mfa_canon, in->mfas[id]);
+  v->m = k;
+  v->f = k + strlen(k) + 1;
+  v->arity = ks_be32((const unsigned char *)v->f + strlen(v->f) + 1);
+  return KS_OK;
+}
+
+int ks_intern_pid_get(const ks_intern *in, uint32_t id, ks_pid_view *v) {
+  const unsigned char *k;
+
+  if (id >= in->n_pids)
+    return KS_EINVAL;
+  k = ks_itab_key(&in->pid_canon, in->pids[id]);
+  v->node = (const char *)k;
+  k += strlen(v->node) + 1;
+  v->is_port = k[0];
+  v->num = ks_be32(k + 1);
+  v->serial = ks_be32(k + 5);
+  v->creation = ks_be32(k + 9);
+  return KS_OK;
+}
+
+ks_slice ks_intern_term_get(const ks_intern *in, uint32_t id) {
+  ks_slice s = {NULL, 0};
+
+  if (id < in->n_terms) {
+    s.p = ks_itab_key(&in->terms, in->termv[id].off);
+    s.n = in->termv[id].len;
+  }
+  return s;
+}

@@ -1,0 +1,203 @@
+/* main.c: kprof_sink's event loop. stdin is read into the framer, replies go out with uv_write.
+ *
+ *   kprof_sink [--max-frame BYTES] [--read-buf BYTES] [--pipe-size BYTES]
+ *
+ * The sink lives as long as its stdin: at end of file it stops reading, lets
+ * the writes it owes drain, and exits 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <ei.h>
+#include <uv.h>
+
+#include "ks_sink.h"
+
+typedef struct out_req {
+  uv_write_t req;
+  uv_buf_t buf;
+} out_req;
+
+static uv_loop_t *loop;
+static uv_pipe_t in_pipe, out_pipe;
+static int out_is_pipe;
+static ks_sink sink;
+
+static void on_written(uv_write_t *req, int status) {
+  out_req *w = (out_req *)req;
+
+  if (status < 0)
+    fprintf(stderr, "kprof_sink: write: %s\n", uv_strerror(status));
+  free(w->buf.base);
+  free(w);
+}
+
+/* Never blocks: a pipe write is queued by libuv; a file (tests) is written directly. */
+static void emit(void *ctx, const unsigned char *frame, size_t len) {
+  out_req *w;
+
+  if (!out_is_pipe) {
+    size_t off = 0;
+    while (off < len) {
+      ssize_t k = write(STDOUT_FILENO, frame + off, len - off);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return;
+      off += (size_t)k;
+    }
+    return;
+  }
+  w = malloc(sizeof(*w));
+  if (w == NULL)
+    return;
+  w->buf.base = malloc(len);
+  if (w->buf.base == NULL) {
+    free(w);
+    return;
+  }
+  memcpy(w->buf.base, frame, len);
+  w->buf.len = len;
+  if (uv_write(&w->req, (uv_stream_t *)&out_pipe, &w->buf, 1, on_written) < 0) {
+    free(w->buf.base);
+    free(w);
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  unsigned char *p;
+  size_t n;
+
+  if (ks_framer_space(&sink.fr, 64 * 1024, &p, &n) != KS_OK) {
+    buf->base = NULL;
+    buf->len = 0;
+    return;
+  }
+  buf->base = (char *)p;
+  buf->len = n;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  if (nread > 0) {
+    ks_framer_commit(&sink.fr, (size_t)nread, ks_sink_frame, &sink);
+    return;
+  }
+  if (nread == 0)
+    return;
+  if (nread != UV_EOF)
+    fprintf(stderr, "kprof_sink: read: %s\n", uv_strerror((int)nread));
+  ks_sink_eof(&sink);
+  uv_read_stop(stream);
+  uv_close((uv_handle_t *)stream, NULL);
+  if (out_is_pipe)
+    uv_close((uv_handle_t *)&out_pipe, NULL);   /* pending writes finish first */
+}
+
+/* A bigger pipe keeps the VM's port queue short (see doc/protocol.md). */
+static size_t enlarge_pipe(int fd, size_t want) {
+  int got;
+
+  if (want == 0) {
+    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
+    unsigned long v = 1u << 20;
+    if (f != NULL) {
+      if (fscanf(f, "%lu", &v) != 1)
+        v = 1u << 20;
+      fclose(f);
+    }
+    want = v;
+  }
+  got = fcntl(fd, F_SETPIPE_SZ, (int)want);
+  if (got < 0)
+    got = fcntl(fd, F_GETPIPE_SZ);
+  return got < 0 ? 0 : (size_t)got;
+}
+
+/* Input that is a file (replays, tests): plain blocking reads. */
+static void read_file_input(void) {
+  for (;;) {
+    unsigned char *p;
+    size_t n;
+    ssize_t k;
+    if (ks_framer_space(&sink.fr, 64 * 1024, &p, &n) != KS_OK)
+      break;
+    k = read(STDIN_FILENO, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      break;
+    ks_framer_commit(&sink.fr, (size_t)k, ks_sink_frame, &sink);
+  }
+  ks_sink_eof(&sink);
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  unsigned long long v;
+
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != 0)
+    return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: kprof_sink [--max-frame BYTES] [--read-buf BYTES] "
+                  "[--pipe-size BYTES]\n");
+}
+
+int main(int argc, char **argv) {
+  ks_sink_opts opts;
+  size_t pipe_size = 0;
+  int i, rc;
+
+  ks_sink_default_opts(&opts);
+  for (i = 1; i < argc; i++) {
+    size_t *dst = NULL;
+    if (strcmp(argv[i], "--max-frame") == 0)
+      dst = &opts.max_frame;
+    else if (strcmp(argv[i], "--read-buf") == 0)
+      dst = &opts.read_buf;
+    else if (strcmp(argv[i], "--pipe-size") == 0)
+      dst = &pipe_size;
+    if (dst == NULL || i + 1 >= argc || parse_size(argv[i + 1], dst) != 0) {
+      usage();
+      return 2;
+    }
+    i++;
+  }
+  ei_init();
+  if (ks_sink_init(&sink, &opts, emit, NULL) != KS_OK) {
+    fprintf(stderr, "kprof_sink: out of memory\n");
+    return 1;
+  }
+  loop = uv_default_loop();
+  out_is_pipe = uv_guess_handle(STDOUT_FILENO) == UV_NAMED_PIPE;
+  if (out_is_pipe) {
+    enlarge_pipe(STDOUT_FILENO, pipe_size);
+    if (uv_pipe_init(loop, &out_pipe, 0) || uv_pipe_open(&out_pipe, STDOUT_FILENO))
+      out_is_pipe = 0;
+  }
+  if (uv_guess_handle(STDIN_FILENO) == UV_NAMED_PIPE) {
+    sink.pipe_size = enlarge_pipe(STDIN_FILENO, pipe_size);
+    if ((rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
+        (rc = uv_read_start((uv_stream_t *)&in_pipe, on_alloc, on_read))) {
+      fprintf(stderr, "kprof_sink: stdin: %s\n", uv_strerror(rc));
+      return 1;
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+  } else {
+    read_file_input();
+    if (out_is_pipe) {
+      uv_close((uv_handle_t *)&out_pipe, NULL);
+      uv_run(loop, UV_RUN_DEFAULT);
+    }
+  }
+  uv_loop_close(loop);
+  ks_sink_free(&sink);
+  return 0;
+}

@@ -1,0 +1,70 @@
+/* sink.c: routes each frame to the decoder, then to the counters or to the control protocol. */
+#include "ks_sink.h"
+
+void ks_sink_default_opts(ks_sink_opts *o) {
+  o->read_buf = 1u << 20;
+  o->max_frame = 64u << 20;
+  o->limits.max_mfas = 1u << 20;
+  o->limits.max_pids = 1u << 20;
+  o->limits.max_terms = 1u << 20;
+}
+
+int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_ctx) {
+  ks_sink_opts d;
+
+  if (o == NULL) {
+    ks_sink_default_opts(&d);
+    o = &d;
+  }
+  memset(s, 0, sizeof(*s));
+  if (ks_framer_init(&s->fr, o->read_buf, o->max_frame) != KS_OK)
+    return KS_ENOMEM;
+  if (ks_intern_init(&s->in, &o->limits) != KS_OK) {
+    ks_framer_free(&s->fr);
+    return KS_ENOMEM;
+  }
+  ks_stats_init(&s->st);
+  s->emit = emit;
+  s->emit_ctx = emit_ctx;
+  return KS_OK;
+}
+
+void ks_sink_free(ks_sink *s) {
+  ks_framer_free(&s->fr);
+  ks_intern_free(&s->in);
+  ks_stats_free(&s->st);
+}
+
+void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
+  ks_sink *s = ctx;
+  ks_decoded d;
+
+  switch (ks_decode_frame(&s->in, frame, len, &d)) {
+  case KS_FRAME_TRACE:
+    if (ks_stats_event(&s->st, &d.ev) != KS_OK)
+      s->st.dropped++;
+    break;
+  case KS_FRAME_COMMAND:
+    s->st.commands++;
+    ks_control_command(s, d.ref, d.cmd);
+    break;
+  case KS_EFULL:
+    s->st.dropped++;
+    break;
+  case KS_EUNKNOWN:
+    s->st.unknown++;
+    break;
+  default:
+    s->st.decode_errors++;
+    break;
+  }
+}
+
+int ks_sink_feed(ks_sink *s, const void *data, size_t n) {
+  return ks_framer_feed(&s->fr, data, n, ks_sink_frame, s);
+}
+
+void ks_sink_eof(ks_sink *s) {
+  if (ks_framer_pending(&s->fr) > 0)
+    s->st.truncated++;
+}

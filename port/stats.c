@@ -1,0 +1,50 @@
+/* stats.c: counting what the sink saw, per event kind and per called MFA. */
+#include <stdlib.h>
+
+#include "ks_stats.h"
+
+void ks_stats_init(ks_stats *st) {
+  memset(st, 0, sizeof(*st));
+}
+
+void ks_stats_free(ks_stats *st) {
+  free(st->mfa_calls);
+  memset(st, 0, sizeof(*st));
+}
+
+void ks_stats_reset(ks_stats *st) {
+  uint64_t *calls = st->mfa_calls;
+  uint32_t cap = st->mfa_calls_cap;
+
+  memset(st, 0, sizeof(*st));
+  if (calls != NULL)
+    memset(calls, 0, (size_t)cap * sizeof(*calls));
+  st->mfa_calls = calls;
+  st->mfa_calls_cap = cap;
+}
+
+static int grow_calls(ks_stats *st, uint32_t id) {
+  uint32_t cap = st->mfa_calls_cap ? st->mfa_calls_cap : 1024;
+  uint64_t *v;
+
+  while (cap <= id)
+    cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+  v = realloc(st->mfa_calls, (size_t)cap * sizeof(*v));
+  if (v == NULL)
+    return KS_ENOMEM;
+  memset(v + st->mfa_calls_cap, 0, (size_t)(cap - st->mfa_calls_cap) * sizeof(*v));
+  st->mfa_calls = v;
+  st->mfa_calls_cap = cap;
+  return KS_OK;
+}
+
+int ks_stats_event(ks_stats *st, const ks_event *ev) {
+  st->trace_events++;
+  st->events[ev->kind]++;
+  if (ev->kind == KS_EV_CALL && ev->mfa != KS_NONE) {
+    if (ev->mfa >= st->mfa_calls_cap && grow_calls(st, ev->mfa) != KS_OK)
+      return KS_ENOMEM;
+    st->mfa_calls[ev->mfa]++;
+  }
+  return KS_OK;
+}
