@@ -66,15 +66,20 @@ static int encode_atom_utf8(ei_x_buff *x, const char *s) {
 /* [{{M, F, Arity}, Count}] for every MFA called since the last reset. */
 static int encode_calls(const ks_sink *s, ei_x_buff *x) {
   uint32_t id, n = s->st.mfa_calls_cap < s->in.n_mfas ? s->st.mfa_calls_cap : s->in.n_mfas;
+  long count = 0;
   ks_mfa_view v;
   int e = 0;
 
+  for (id = 0; id < n; id++)
+    count += s->st.mfa_calls[id] != 0;
+  if (count > 0)
+    e |= ei_x_encode_list_header(x, count);
   for (id = 0; id < n && !e; id++) {
     if (s->st.mfa_calls[id] == 0 || ks_intern_mfa_get(&s->in, id, &v) != KS_OK)
       continue;
-    e |= ei_x_encode_list_header(x, 1) || ei_x_encode_tuple_header(x, 2) ||
-         ei_x_encode_tuple_header(x, 3) || encode_atom_utf8(x, v.m) ||
-         encode_atom_utf8(x, v.f) || ei_x_encode_ulong(x, v.arity) ||
+    e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_tuple_header(x, 3) ||
+         encode_atom_utf8(x, v.m) || encode_atom_utf8(x, v.f) ||
+         ei_x_encode_ulong(x, v.arity) ||
          ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->st.mfa_calls[id]);
   }
   return e || ei_x_encode_empty_list(x);

@@ -1,0 +1,182 @@
+/* test_control.c: commands interleaved with trace messages, and the replies they get. */
+#include <stdlib.h>
+
+#include "test_util.h"
+
+static ks_sink sink;
+static tb_out out;
+
+static void setup(void) {
+  memset(&out, 0, sizeof(out));
+  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &out), KS_OK);
+}
+
+static void teardown(void) {
+  ks_sink_free(&sink);
+  tb_out_free(&out);
+}
+
+static void feed_x(ei_x_buff *x) {
+  size_t n;
+  unsigned char *f = tb_framed(x, &n);
+
+  ck_assert_int_eq(ks_sink_feed(&sink, f, n), KS_OK);
+  free(f);
+  ei_x_free(x);
+}
+
+static void command(long ref, const char *cmd) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  tb_atom(&x, cmd);
+  feed_x(&x);
+}
+
+static void call_event(const char *f, int arity) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 5);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", 85, 0, 3);
+  tb_atom(&x, "call");
+  tb_mfa(&x, "m", f, arity);
+  ei_x_encode_longlong(&x, -5);
+  feed_x(&x);
+}
+
+static void expect_reply(int k, const char *want) {
+  char *got = tb_out_reply(&out, k);
+  ck_assert_str_eq(got, want);
+  free(got);
+}
+
+START_TEST(ping_version_unknown) {
+  command(1, "ping");
+  command(2, "version");
+  command(3, "frobnicate");
+  ck_assert_int_eq(out.frames, 3);
+  expect_reply(0, "pong");
+  expect_reply(1, "{kprof_sink, \"" KS_VERSION "\", 1}");
+  expect_reply(2, "{error, {unknown_command, frobnicate}}");
+}
+END_TEST
+
+/* The reply names the Ref it answers, byte for byte. */
+START_TEST(reply_carries_ref) {
+  ei_x_buff x;
+  int idx = 0, v, ar;
+  long ref;
+  const char *b;
+
+  command(123456789, "ping");
+  b = (const char *)out.buf + 4;
+  ck_assert_int_eq(ei_decode_version(b, &idx, &v), 0);
+  ck_assert_int_eq(ei_decode_tuple_header(b, &idx, &ar), 0);
+  ck_assert_int_eq(ar, 3);
+  {
+    char tag[MAXATOMLEN];
+    ck_assert_int_eq(ei_decode_atom(b, &idx, tag), 0);
+    ck_assert_str_eq(tag, "kprof_reply");
+  }
+  ck_assert_int_eq(ei_decode_long(b, &idx, &ref), 0);
+  ck_assert_int_eq(ref, 123456789);
+  (void)x;
+}
+END_TEST
+
+/* sync answers after everything before it: the counts it sees include every frame. */
+START_TEST(sync_is_a_barrier_and_calls_count) {
+  int k;
+
+  for (k = 0; k < 3; k++)
+    call_event("f", 2);
+  call_event("g", 0);
+  command(1, "sync");
+  command(2, "calls");
+  expect_reply(0, "{synced, 5}");
+  expect_reply(1, "[{{m, f, 2}, 3}, {{m, g, 0}, 1}]");
+  ck_assert_uint_eq(sink.st.events[KS_EV_CALL], 4);
+}
+END_TEST
+
+START_TEST(stats_and_reset) {
+  const unsigned char junk[] = {0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 0};
+  char *txt;
+
+  call_event("f", 1);
+  ks_sink_feed(&sink, junk, sizeof(junk));
+  command(1, "stats");
+  txt = tb_out_reply(&out, 0);
+  ck_assert_ptr_nonnull(strstr(txt, "trace_events => 1"));
+  ck_assert_ptr_nonnull(strstr(txt, "call => 1"));
+  ck_assert_ptr_nonnull(strstr(txt, "decode_errors => 1"));
+  ck_assert_ptr_nonnull(strstr(txt, "empty => 1"));
+  ck_assert_ptr_nonnull(strstr(txt, "commands => 1"));
+  ck_assert_ptr_nonnull(strstr(txt, "mfas => 1"));
+  free(txt);
+  command(2, "reset");
+  expect_reply(1, "ok");
+  command(3, "calls");
+  expect_reply(2, "[]");
+  ck_assert_uint_eq(sink.st.trace_events, 0);
+  ck_assert_uint_eq(sink.st.decode_errors, 0);
+  /* Interned ids survive a reset. */
+  ck_assert_uint_eq(sink.in.n_mfas, 1);
+}
+END_TEST
+
+START_TEST(badly_shaped_commands) {
+  ei_x_buff x;
+
+  tb_begin(&x);   /* {kprof, 7}: Ref readable */
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, 7);
+  feed_x(&x);
+  expect_reply(0, "{error, bad_command}");
+  tb_begin(&x);   /* {kprof}: nothing to answer */
+  ei_x_encode_tuple_header(&x, 1);
+  tb_atom(&x, "kprof");
+  feed_x(&x);
+  ck_assert_int_eq(out.frames, 1);
+  ck_assert_uint_eq(sink.st.decode_errors, 1);
+  tb_begin(&x);   /* a command that is a tuple: unknown, echoed */
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, 8);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "set");
+  ei_x_encode_long(&x, 1);
+  feed_x(&x);
+  expect_reply(1, "{error, {unknown_command, {set, 1}}}");
+}
+END_TEST
+
+START_TEST(truncated_input_at_eof) {
+  const unsigned char part[] = {0, 0, 0, 50, 131, 104};
+
+  ks_sink_feed(&sink, part, sizeof(part));
+  ks_sink_eof(&sink);
+  ck_assert_uint_eq(sink.st.truncated, 1);
+}
+END_TEST
+
+Suite *control_suite(void) {
+  Suite *s = suite_create("control");
+  TCase *tc = tcase_create("control");
+
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, ping_version_unknown);
+  tcase_add_test(tc, reply_carries_ref);
+  tcase_add_test(tc, sync_is_a_barrier_and_calls_count);
+  tcase_add_test(tc, stats_and_reset);
+  tcase_add_test(tc, badly_shaped_commands);
+  tcase_add_test(tc, truncated_input_at_eof);
+  suite_add_tcase(s, tc);
+  return s;
+}

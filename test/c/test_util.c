@@ -1,0 +1,168 @@
+/* test_util.c: term builders, event printing and output capture for the suites. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test_util.h"
+
+void tb_begin(ei_x_buff *x) {
+  ck_assert_int_eq(ei_x_new_with_version(x), 0);
+}
+
+void tb_atom_as(ei_x_buff *x, const char *a, erlang_char_encoding enc) {
+  ck_assert_int_eq(ei_x_encode_atom_len_as(x, a, (int)strlen(a), ERLANG_UTF8, enc), 0);
+}
+
+void tb_atom(ei_x_buff *x, const char *a) {
+  tb_atom_as(x, a, ERLANG_LATIN1);
+}
+
+void tb_pid(ei_x_buff *x, const char *node, unsigned num, unsigned serial, unsigned creation) {
+  erlang_pid p;
+
+  memset(&p, 0, sizeof(p));
+  snprintf(p.node, sizeof(p.node), "%s", node);
+  p.num = num;
+  p.serial = serial;
+  p.creation = creation;
+  ck_assert_int_eq(ei_x_encode_pid(x, &p), 0);
+}
+
+void tb_mfa(ei_x_buff *x, const char *m, const char *f, int arity) {
+  ck_assert_int_eq(ei_x_encode_tuple_header(x, 3), 0);
+  tb_atom(x, m);
+  tb_atom(x, f);
+  ck_assert_int_eq(ei_x_encode_long(x, arity), 0);
+}
+
+unsigned char *tb_framed(const ei_x_buff *x, size_t *len) {
+  unsigned char *f = malloc((size_t)x->index + 4);
+
+  ck_assert_ptr_nonnull(f);
+  ks_put_be32(f, (uint32_t)x->index);
+  memcpy(f + 4, x->buff, (size_t)x->index);
+  *len = (size_t)x->index + 4;
+  return f;
+}
+
+static void put_pid(const ks_intern *in, uint32_t id, char *out, size_t cap) {
+  ks_pid_view v;
+
+  if (id == KS_NONE || ks_intern_pid_get(in, id, &v) != KS_OK)
+    snprintf(out, cap, "-");
+  else if (v.is_port)
+    snprintf(out, cap, "#Port<0.%" PRIu64 ">", (uint64_t)v.num << 32 | v.serial);
+  else
+    snprintf(out, cap, "<0.%u.%u>", v.num, v.serial);
+}
+
+static void put_mfa(const ks_intern *in, uint32_t id, char *out, size_t cap) {
+  ks_mfa_view v;
+
+  if (id == KS_NONE || ks_intern_mfa_get(in, id, &v) != KS_OK)
+    snprintf(out, cap, "-");
+  else
+    snprintf(out, cap, "%s:%s/%u", v.m, v.f, v.arity);
+}
+
+static void put_term(const ks_intern *in, uint32_t id, char *out, size_t cap) {
+  ks_slice s = ks_intern_term_get(in, id);
+  char *txt = NULL;
+  int idx = 0;
+
+  if (id == KS_NONE || s.p == NULL || ei_s_print_term(&txt, (const char *)s.p, &idx) < 0)
+    snprintf(out, cap, "-");
+  else
+    snprintf(out, cap, "%s", txt);
+  free(txt);
+}
+
+void event_line(const ks_intern *in, int rc, const ks_decoded *d, char *out, size_t cap) {
+  const ks_event *ev = &d->ev;
+  char pid[64], mfa[600], label[256], other[64], caller[600], ts[32];
+
+  if (rc != KS_FRAME_TRACE && rc != KS_EFULL) {
+    snprintf(out, cap, "error %d", rc);
+    return;
+  }
+  put_pid(in, ev->pid, pid, sizeof(pid));
+  put_mfa(in, ev->mfa, mfa, sizeof(mfa));
+  put_term(in, (ev->flags & KS_EVF_LABEL) ? ev->label : KS_NONE, label, sizeof(label));
+  put_pid(in, ev->other, other, sizeof(other));
+  put_mfa(in, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE, caller, sizeof(caller));
+  if (ev->flags & KS_EVF_TS)
+    snprintf(ts, sizeof(ts), "%" PRId64, ev->ts);
+  else
+    snprintf(ts, sizeof(ts), "-");
+  snprintf(out, cap, "%s %s %s %s %s %s %s", ks_event_kind_names[ev->kind], pid, mfa, ts,
+           label, other, caller);
+}
+
+void tb_out_emit(void *ctx, const unsigned char *frame, size_t len) {
+  tb_out *o = ctx;
+
+  if (o->len + len > o->cap) {
+    o->cap = (o->len + len) * 2;
+    o->buf = realloc(o->buf, o->cap);
+    ck_assert_ptr_nonnull(o->buf);
+  }
+  memcpy(o->buf + o->len, frame, len);
+  o->len += len;
+  o->frames++;
+}
+
+char *tb_out_reply(const tb_out *o, int k) {
+  size_t off = 0;
+  char *txt = NULL;
+  int idx, arity, version;
+
+  while (k-- > 0) {
+    ck_assert_uint_le(off + 4, o->len);
+    off += 4 + ks_be32(o->buf + off);
+  }
+  ck_assert_uint_le(off + 4, o->len);
+  idx = 0;
+  {
+    const char *b = (const char *)o->buf + off + 4;
+    ck_assert_int_eq(ei_decode_version(b, &idx, &version), 0);
+    ck_assert_int_eq(ei_decode_tuple_header(b, &idx, &arity), 0);
+    ck_assert_int_eq(arity, 3);
+    ck_assert_int_eq(ei_skip_term(b, &idx), 0);   /* kprof_reply | kprof_alert */
+    ck_assert_int_eq(ei_skip_term(b, &idx), 0);   /* Ref | Kind */
+    ck_assert_int_ge(ei_s_print_term(&txt, b, &idx), 0);
+    ck_assert_int_eq(idx, (int)ks_be32(o->buf + off));
+  }
+  return txt;
+}
+
+void tb_out_free(tb_out *o) {
+  free(o->buf);
+  memset(o, 0, sizeof(*o));
+}
+
+unsigned char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  unsigned char *b;
+  long n;
+
+  if (f == NULL)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  b = malloc((size_t)n + 1);
+  if (b == NULL || fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    fclose(f);
+    return NULL;
+  }
+  fclose(f);
+  b[n] = 0;
+  *len = (size_t)n;
+  return b;
+}
+
+const char *test_data_dir(void) {
+  const char *d = getenv("KPROF_TEST_DATA");
+  return d != NULL ? d : "test/data";
+}

@@ -1,0 +1,44 @@
+/* test_util.h: helpers shared by the Check suites: terms built with ei, events as text. */
+#ifndef TEST_UTIL_H
+#define TEST_UTIL_H
+
+#include <check.h>
+#include <ei.h>
+
+#include "ks_sink.h"
+
+/* A frame under construction: version byte written by tb_begin. */
+void tb_begin(ei_x_buff *x);
+void tb_atom(ei_x_buff *x, const char *a);
+void tb_atom_as(ei_x_buff *x, const char *a, erlang_char_encoding enc);
+void tb_pid(ei_x_buff *x, const char *node, unsigned num, unsigned serial, unsigned creation);
+void tb_mfa(ei_x_buff *x, const char *m, const char *f, int arity);
+/* Wraps x's bytes in a 4-byte length prefix (into out, caller frees). */
+unsigned char *tb_framed(const ei_x_buff *x, size_t *len);
+
+/* One decoded frame as the line the recorder writes (see test/data/README.md). */
+void event_line(const ks_intern *in, int rc, const ks_decoded *d, char *out, size_t cap);
+
+/* Collects whatever the sink emits. */
+typedef struct tb_out {
+  unsigned char *buf;
+  size_t len, cap;
+  int frames;
+} tb_out;
+void tb_out_emit(void *ctx, const unsigned char *frame, size_t len);
+/* The k-th emitted reply's third element printed with ei_s_print_term (caller frees). */
+char *tb_out_reply(const tb_out *o, int k);
+void tb_out_free(tb_out *o);
+
+/* Reads a whole file; NULL if missing. */
+unsigned char *read_file(const char *path, size_t *len);
+const char *test_data_dir(void);
+
+Suite *frame_suite(void);
+Suite *etf_suite(void);
+Suite *intern_suite(void);
+Suite *decode_suite(void);
+Suite *replay_suite(void);
+Suite *control_suite(void);
+
+#endif
