@@ -45,10 +45,13 @@ include erlang/erlang.mk
 -include fuzz/fuzz.mk
 -include bench/bench.mk
 
-demo: deps all
+# deps first, then a fresh make: the variables above need erl and pkg-config installed.
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
 
-test: deps all
+test: deps
+	@$(MAKE) --no-print-directory all
 	@scripts/test.sh
 
 clean:

@@ -10,10 +10,13 @@ enum {
   KS_FRAME_COMMAND = 2    /* out->ref / out->cmd hold {kprof, Ref, Cmd} */
 };
 
+/* Slices are raw ETF (no version byte) inside the frame: valid until the next frame. */
 typedef struct ks_decoded {
   ks_event ev;
-  ks_slice ref;       /* raw ETF of Ref (no version byte) */
-  ks_slice cmd;       /* raw ETF of Command; p == NULL for a badly shaped command */
+  ks_slice label;     /* the seq_trace label (ev.flags & KS_EVF_LABEL) */
+  ks_slice payload;   /* third element of a {Token, Caller, Payload} call extra */
+  ks_slice ref;       /* {kprof, Ref, Command}: Ref */
+  ks_slice cmd;       /* Command; p == NULL for a badly shaped command */
 } ks_decoded;
 
 /*

@@ -57,8 +57,9 @@ enum {
 
 /*
  * 32 bytes. Ids index the sink's intern tables (KS_NONE when absent):
- * pid/other in the pid table, mfa/caller in the MFA table, label in the term
- * table (the seq_trace label; for register/unregister the registered name).
+ * pid/other in the pid table, mfa/caller in the MFA table, name in the term
+ * table (register/unregister). A seq_trace label is not interned (labels of
+ * requests are many and short-lived): KS_EVF_LABEL says the decoder saw one.
  */
 typedef struct ks_event {
   uint8_t kind;
@@ -68,7 +69,7 @@ typedef struct ks_event {
   uint32_t mfa;
   uint32_t other;
   uint32_t caller;
-  uint32_t label;
+  uint32_t name;
   int64_t ts;
 } ks_event;
 

@@ -83,37 +83,48 @@ static int decode_mfa_or_skip(ks_etf *c, ks_intern *in, uint32_t *id, int *full)
   return ks_etf_skip(c);
 }
 
-static int decode_label(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+/* Skips one term, giving its bytes. */
+static int term_slice(ks_etf *c, ks_slice *s) {
   size_t at = c->i;
-  ks_slice raw;
-  int rc;
 
   if (ks_etf_skip(c) != KS_OK)
     return KS_EBADTERM;
-  raw.p = c->p + at;
-  raw.n = c->i - at;
-  rc = note(ks_intern_term(in, raw, &ev->label), &ev->label, full);
-  if (rc == KS_OK && ev->label != KS_NONE)
-    ev->flags |= KS_EVF_LABEL;
-  return rc;
+  s->p = c->p + at;
+  s->n = c->i - at;
+  return KS_OK;
+}
+
+static int decode_label(ks_etf *c, ks_decoded *d) {
+  if (term_slice(c, &d->label) != KS_OK)
+    return KS_EBADTERM;
+  d->ev.flags |= KS_EVF_LABEL;
+  return KS_OK;
+}
+
+static int decode_name(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+  ks_slice raw;
+
+  if (term_slice(c, &raw) != KS_OK)
+    return KS_EBADTERM;
+  return note(ks_intern_term(in, raw, &ev->name), &ev->name, full);
 }
 
 /* [] or {Flags, Label, Serial, From, LastCnt}; anything else is left unread. */
-static int decode_token(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+static int decode_token(ks_etf *c, ks_decoded *d) {
   size_t at = c->i;
   uint32_t ar;
 
   if (ks_etf_peek(c) == KS_TAG_NIL) {
     c->i++;
-    ev->flags |= KS_EVF_TOKEN;
+    d->ev.flags |= KS_EVF_TOKEN;
     return KS_OK;
   }
   if (ks_etf_tuple(c, &ar) != KS_OK || ar != 5) {
     c->i = at;
     return KS_EUNKNOWN;
   }
-  ev->flags |= KS_EVF_TOKEN;
-  if (ks_etf_skip(c) != KS_OK || decode_label(c, in, ev, full) != KS_OK ||
+  d->ev.flags |= KS_EVF_TOKEN;
+  if (ks_etf_skip(c) != KS_OK || decode_label(c, d) != KS_OK ||
       ks_etf_skip(c) != KS_OK || ks_etf_skip(c) != KS_OK || ks_etf_skip(c) != KS_OK)
     return KS_EBADTERM;
   return KS_OK;
@@ -133,31 +144,33 @@ static int decode_caller(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
 }
 
 /*
- * The match-spec extra of a call: a token, a caller MFA, or {Token, Caller}.
- * Any other term is skipped.
+ * The match-spec extra of a call: a token, a caller MFA, {Token, Caller} or
+ * {Token, Caller, Payload} (kprof's request markers). Anything else is skipped.
  */
-static int decode_extra(ks_etf *c, ks_intern *in, ks_event *ev, int *full) {
+static int decode_extra(ks_etf *c, ks_intern *in, ks_decoded *d, int *full) {
   size_t at = c->i;
   uint32_t ar;
   int rc;
 
-  if ((rc = decode_token(c, in, ev, full)) != KS_EUNKNOWN)
+  if ((rc = decode_token(c, d)) != KS_EUNKNOWN)
     return rc;
-  if (decode_caller(c, in, ev, full) == KS_OK)
+  if (decode_caller(c, in, &d->ev, full) == KS_OK)
     return KS_OK;
-  if (ks_etf_tuple(c, &ar) == KS_OK && ar == 2) {
-    rc = decode_token(c, in, ev, full);
-    if (rc == KS_EBADTERM)
+  if (ks_etf_tuple(c, &ar) == KS_OK && (ar == 2 || ar == 3) &&
+      (rc = decode_token(c, d)) != KS_EUNKNOWN) {
+    if (rc != KS_OK)
       return rc;
-    if (rc == KS_EUNKNOWN && ks_etf_skip(c) != KS_OK)
+    if (decode_caller(c, in, &d->ev, full) != KS_OK && ks_etf_skip(c) != KS_OK)
       return KS_EBADTERM;
-    if (decode_caller(c, in, ev, full) != KS_OK && ks_etf_skip(c) != KS_OK)
+    if (ar == 3 && term_slice(c, &d->payload) != KS_OK)
       return KS_EBADTERM;
     return KS_OK;
   }
   c->i = at;
-  ev->flags &= (uint8_t)~(KS_EVF_TOKEN | KS_EVF_LABEL);
-  ev->label = KS_NONE;
+  d->ev.flags &= (uint8_t)~(KS_EVF_TOKEN | KS_EVF_LABEL | KS_EVF_CALLER);
+  d->ev.caller = KS_NONE;
+  d->label.p = d->payload.p = NULL;
+  d->label.n = d->payload.n = 0;
   return ks_etf_skip(c);
 }
 
@@ -191,7 +204,8 @@ static int decode_ts(ks_etf *c, ks_event *ev) {
 }
 
 /* The elements after What: `rest` of them, shaped by the kind. */
-static int decode_args(ks_etf *c, ks_intern *in, ks_event *ev, uint32_t rest, int *full) {
+static int decode_args(ks_etf *c, ks_intern *in, ks_decoded *d, uint32_t rest, int *full) {
+  ks_event *ev = &d->ev;
   int is_port;
 
   switch (ev->kind) {
@@ -200,7 +214,7 @@ static int decode_args(ks_etf *c, ks_intern *in, ks_event *ev, uint32_t rest, in
       return KS_EBADTERM;
     if (decode_mfa(c, in, &ev->mfa, full) != KS_OK)
       return KS_EBADTERM;
-    return rest == 2 ? decode_extra(c, in, ev, full) : KS_OK;
+    return rest == 2 ? decode_extra(c, in, d, full) : KS_OK;
   case KS_EV_RETURN_FROM:
   case KS_EV_EXCEPTION_FROM:
     if (rest != 2 || decode_mfa(c, in, &ev->mfa, full) != KS_OK)
@@ -230,7 +244,7 @@ static int decode_args(ks_etf *c, ks_intern *in, ks_event *ev, uint32_t rest, in
   case KS_EV_REGISTER: case KS_EV_UNREGISTER:
     if (rest != 1)
       return KS_EBADTERM;
-    return decode_label(c, in, ev, full);
+    return decode_name(c, in, ev, full);
   case KS_EV_SEND: case KS_EV_SEND_TO_NON_EXISTING_PROCESS: {
     int t;
     if (rest != 2 || ks_etf_skip(c) != KS_OK)
@@ -249,8 +263,9 @@ static int decode_args(ks_etf *c, ks_intern *in, ks_event *ev, uint32_t rest, in
   }
 }
 
-static int decode_trace(ks_etf *c, ks_intern *in, uint32_t arity, int has_ts, ks_event *ev,
+static int decode_trace(ks_etf *c, ks_intern *in, uint32_t arity, int has_ts, ks_decoded *d,
                         int *full) {
+  ks_event *ev = &d->ev;
   ks_atom what;
   int kind, is_port;
 
@@ -264,7 +279,7 @@ static int decode_trace(ks_etf *c, ks_intern *in, uint32_t arity, int has_ts, ks
       kind == KS_EV_SEQ_TRACE)
     return KS_EBADTERM;
   ev->kind = (uint8_t)kind;
-  if (decode_args(c, in, ev, arity - 3 - (uint32_t)has_ts, full) != KS_OK)
+  if (decode_args(c, in, d, arity - 3 - (uint32_t)has_ts, full) != KS_OK)
     return KS_EBADTERM;
   if (has_ts && decode_ts(c, ev) != KS_OK)
     return KS_EBADTERM;
@@ -272,14 +287,13 @@ static int decode_trace(ks_etf *c, ks_intern *in, uint32_t arity, int has_ts, ks
 }
 
 /* {seq_trace, Label, Info} and {seq_trace, Label, Info, Timestamp} */
-static int decode_seq_trace(ks_etf *c, ks_intern *in, uint32_t arity, ks_event *ev,
-                            int *full) {
+static int decode_seq_trace(ks_etf *c, uint32_t arity, ks_decoded *d) {
   if (arity != 3 && arity != 4)
     return KS_EBADTERM;
-  ev->kind = KS_EV_SEQ_TRACE;
-  if (decode_label(c, in, ev, full) != KS_OK || ks_etf_skip(c) != KS_OK)
+  d->ev.kind = KS_EV_SEQ_TRACE;
+  if (decode_label(c, d) != KS_OK || ks_etf_skip(c) != KS_OK)
     return KS_EBADTERM;
-  if (arity == 4 && decode_ts(c, ev) != KS_OK)
+  if (arity == 4 && decode_ts(c, &d->ev) != KS_OK)
     return KS_EBADTERM;
   return KS_OK;
 }
@@ -312,20 +326,18 @@ int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_deco
   uint32_t arity;
   int full = 0, rc;
 
-  memset(&out->ev, 0, sizeof(out->ev));
-  out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.label = KS_NONE;
-  out->ref.p = out->cmd.p = NULL;
-  out->ref.n = out->cmd.n = 0;
+  memset(out, 0, sizeof(*out));
+  out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.name = KS_NONE;
   ks_etf_init(&c, buf, len);
   if (ks_etf_version(&c) != KS_OK || ks_etf_tuple(&c, &arity) != KS_OK || arity < 1 ||
       ks_etf_atom(&c, &tag) != KS_OK)
     return classify(buf, len);
   if (ks_etf_atom_is(&tag, "trace_ts"))
-    rc = decode_trace(&c, in, arity, 1, &out->ev, &full);
+    rc = decode_trace(&c, in, arity, 1, out, &full);
   else if (ks_etf_atom_is(&tag, "trace"))
-    rc = decode_trace(&c, in, arity, 0, &out->ev, &full);
+    rc = decode_trace(&c, in, arity, 0, out, &full);
   else if (ks_etf_atom_is(&tag, "seq_trace"))
-    rc = decode_seq_trace(&c, in, arity, &out->ev, &full);
+    rc = decode_seq_trace(&c, arity, out);
   else if (ks_etf_atom_is(&tag, "kprof")) {
     /* A command that is not a whole term, or has trailing bytes, is garbage. */
     if (decode_command(&c, arity, out) != KS_OK || !ks_etf_at_end(&c))

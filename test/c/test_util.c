@@ -65,12 +65,11 @@ static void put_mfa(const ks_intern *in, uint32_t id, char *out, size_t cap) {
     snprintf(out, cap, "%s:%s/%u", v.m, v.f, v.arity);
 }
 
-static void put_term(const ks_intern *in, uint32_t id, char *out, size_t cap) {
-  ks_slice s = ks_intern_term_get(in, id);
+static void put_term(ks_slice s, char *out, size_t cap) {
   char *txt = NULL;
   int idx = 0;
 
-  if (id == KS_NONE || s.p == NULL || ei_s_print_term(&txt, (const char *)s.p, &idx) < 0)
+  if (s.p == NULL || ei_s_print_term(&txt, (const char *)s.p, &idx) < 0)
     snprintf(out, cap, "-");
   else
     snprintf(out, cap, "%s", txt);
@@ -87,7 +86,12 @@ void event_line(const ks_intern *in, int rc, const ks_decoded *d, char *out, siz
   }
   put_pid(in, ev->pid, pid, sizeof(pid));
   put_mfa(in, ev->mfa, mfa, sizeof(mfa));
-  put_term(in, (ev->flags & KS_EVF_LABEL) ? ev->label : KS_NONE, label, sizeof(label));
+  if (ev->flags & KS_EVF_LABEL)
+    put_term(d->label, label, sizeof(label));
+  else if (ev->name != KS_NONE)
+    put_term(ks_intern_term_get(in, ev->name), label, sizeof(label));
+  else
+    snprintf(label, sizeof(label), "-");
   put_pid(in, ev->other, other, sizeof(other));
   put_mfa(in, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE, caller, sizeof(caller));
   if (ev->flags & KS_EVF_TS)

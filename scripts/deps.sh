@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs the Debian 12 packages kprof needs, or says exactly what to install.
+# Run by `make demo` and `make test`; as root it uses apt-get, otherwise it stops
+# with the apt-get line to run.
+set -eu
+
+PKGS="gcc make pkg-config erlang-nox erlang-dev libuv1-dev check clang libclang-rt-14-dev valgrind"
+
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "kprof needs these Debian packages:$missing" >&2
+  echo "Install them with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps: installed$missing"
