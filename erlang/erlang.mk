@@ -1,11 +1,46 @@
-# Erlang side of the build (included by the top-level Makefile).
+# Erlang side of the build (included by the top-level Makefile, which sets B and SINK).
+#   make erl          erlang/src -> erlang/ebin (kprof.app lists every module)
+#   make eunit        end-to-end EUnit tests against erlang/priv/kprof_sink
+#   make recordings   rewrite test/data/*.{bin,txt} from a live VM
+ERLC_FLAGS := -Wall +debug_info
 ERL_SRC   := $(wildcard erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:erlang/src/%.erl=erlang/ebin/%.beam)
+erl_comma := ,
+erl_empty :=
+erl_space := $(erl_empty) $(erl_empty)
+erl_csv    = $(subst $(erl_space),$(erl_comma),$(strip $(1)))
+ERL_MODS  := $(call erl_csv,$(ERL_SRC:erlang/src/%.erl=%))
 
 erl: $(ERL_BEAM) erlang/ebin/kprof.app
 
 erlang/ebin/%.beam: erlang/src/%.erl $(wildcard erlang/include/*.hrl) | erlang/ebin
-	erlc -Wall +debug_info -I erlang/include -o erlang/ebin $<
+	erlc $(ERLC_FLAGS) -I erlang/include -o erlang/ebin $<
 
-erlang/ebin/kprof.app: erlang/src/kprof.app.src | erlang/ebin
-	cp $< $@
+erlang/ebin/kprof.app: erlang/src/kprof.app.src $(ERL_SRC) | erlang/ebin
+	sed 's/{modules, \[\]}/{modules, [$(ERL_MODS)]}/' $< > $@
+
+# EUnit, end to end against the real sink: erlang/test/*.erl -> _build/test/ebin.
+ERL_TEST_SRC  := $(wildcard erlang/test/*.erl)
+ERL_TEST_BEAM := $(ERL_TEST_SRC:erlang/test/%.erl=$(B)/test/ebin/%.beam)
+ERL_TEST_MODS := $(call erl_csv,$(ERL_TEST_SRC:erlang/test/%.erl=%))
+
+eunit: erl $(SINK) $(ERL_TEST_BEAM)
+	erl -noshell -pa erlang/ebin -pa $(B)/test/ebin \
+	  -eval 'case eunit:test([$(ERL_TEST_MODS)], [verbose]) of ok -> halt(0); _ -> halt(1) end'
+
+$(B)/test/ebin/%.beam: erlang/test/%.erl $(ERL_BEAM) | $(B)/test/ebin
+	erlc $(ERLC_FLAGS) -I erlang/include -pa erlang/ebin -o $(B)/test/ebin $<
+
+# Trace streams of the real VM for the C tests: test/record -> test/data/*.{bin,txt}.
+# Re-run by hand (the files are committed); see test/data/README.md.
+REC_SRC  := $(wildcard test/record/*.erl)
+REC_BEAM := $(REC_SRC:test/record/%.erl=$(B)/record/%.beam)
+
+recordings: $(REC_BEAM)
+	erl -noshell -pa $(B)/record -s kprof_record main test/data
+
+$(B)/record/%.beam: test/record/%.erl | $(B)/record
+	erlc $(ERLC_FLAGS) -o $(B)/record $<
+
+$(B)/record:
+	mkdir -p $@

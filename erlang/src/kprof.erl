@@ -1,0 +1,285 @@
+%%% @doc kprof: an off-node profiler for the Erlang VM.
+%%%
+%%% kprof sends the VM's trace messages straight to a C program,
+%%% `kprof_sink', through a port: the VM encodes every event with
+%%% `term_to_binary' and the port writes it to the sink's stdin. No Erlang
+%%% process receives, stores or counts trace messages, so tracing does not
+%%% grow any process's mailbox; the sink does the counting and answers
+%%% questions about it.
+%%%
+%%% ```
+%%%  traced processes --(erl_tracer, one frame per event)--+
+%%%                                                        +--> port --> kprof_sink (C)
+%%%  kprof:sink_*() --> kprof_sink server --{kprof,Ref,Cmd}-+              |
+%%%        ^                                                               |
+%%%        +---------------- {kprof_reply, Ref, Reply} <-------------------+
+%%% '''
+%%%
+%%% A command is written in the same stream as the trace messages, so its
+%%% reply comes after every event the port received before it:
+%%% `sink_sync()' is a barrier.
+%%%
+%%% == A session ==
+%%%
+%%% Build the sink (`make sink') and the beams (`make erl'), then:
+%%%
+%%% ```
+%%% $ erl -pa erlang/ebin
+%%% 1> kprof:start().
+%%% ok
+%%% 2> kprof:sink_ping().
+%%% pong
+%%% 3> Port = kprof:sink_port().
+%%% #Port<0.6>
+%%% '''
+%%% Trace some calls with the port as the tracer: here 1000 calls of
+%%% `lists:seq/2' made by one process.
+%%% ```
+%%% 4> Pid = spawn(fun() -> receive go -> [lists:seq(1, 3) || _ <- lists:seq(1, 1000)] end end).
+%%% <0.91.0>
+%%% 5> erlang:trace_pattern({lists, seq, 2}, [{'_', [], [{return_trace}]}], [local]).
+%%% 1
+%%% 6> erlang:trace(Pid, true, [call, arity, monotonic_timestamp, {tracer, Port}]).
+%%% 1
+%%% 7> Pid ! go.
+%%% go
+%%% 8> kprof:sink_sync().
+%%% {synced,2004}
+%%% 9> kprof:sink_calls().
+%%% [{{lists,seq,2},1001}]
+%%% 10> maps:with([call, return_from], maps:get(events, kprof:sink_stats())).
+%%% #{call => 1001,return_from => 1001}
+%%% 11> kprof:sink_reset().
+%%% ok
+%%% 12> kprof:sink_calls().
+%%% []
+%%% 13> kprof:stop().
+%%% ok
+%%% '''
+%%% (1001: the comprehension's own `lists:seq(1, 1000)' counts too; 2004
+%%% frames: 2002 trace messages, the ping and the sync. In a program, wait
+%%% for the traced work to end, and for `erlang:trace_delivered/1', before
+%%% `sink_sync()'.)
+%%%
+%%% == Safety ==
+%%%
+%%% <ul>
+%%% <li>Every `sink_*' function returns within its timeout (5000 ms, option
+%%%     `call_timeout'): `{error, timeout}' when the sink does not answer.</li>
+%%% <li>If the sink dies, pending calls get `{error, {sink_down, Status}}',
+%%%     a warning is logged and the sink is restarted with a new port; the
+%%%     VM has dropped the tracing that used the old one. Processes that
+%%%     called {@link kprof_sink:subscribe/0} get
+%%%     `{kprof_alert, sink_down, #{status => Status}}'.</li>
+%%% <li>Stopping the application closes the port; the sink exits when its
+%%%     stdin closes, and the VM stops tracing to it.</li>
+%%% <li>Options are checked before anything starts: a bad option changes
+%%%     nothing.</li>
+%%% </ul>
+-module(kprof).
+
+%% PUBLIC
+-export([start/0, start/1, stop/0]).
+-export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
+         sink_sync/0, sink_reset/0, sink_calls/0]).
+
+-export_type([start_opts/0, error/0, stats/0]).
+
+-type start_opts() ::
+        #{sink_path => file:filename() | default, % default: priv/kprof_sink
+          sink_args => [string()],        % default: []
+          call_timeout => non_neg_integer()}. % ms, default: 5000
+-type error() :: {error, timeout | not_running | {sink_down, term()} | term()}.
+-type stats() :: #{frames := non_neg_integer(),
+                   bytes := non_neg_integer(),
+                   trace_events := non_neg_integer(),
+                   commands := non_neg_integer(),
+                   events := #{atom() => non_neg_integer()},
+                   decode_errors := non_neg_integer(),
+                   unknown := non_neg_integer(),
+                   dropped := non_neg_integer(),
+                   oversized := non_neg_integer(),
+                   empty := non_neg_integer(),
+                   truncated := non_neg_integer(),
+                   replies := non_neg_integer(),
+                   mfas := non_neg_integer(),
+                   pids := non_neg_integer(),
+                   names := non_neg_integer(),
+                   max_frame := non_neg_integer(),
+                   pipe_size := non_neg_integer(),
+                   atom() => term()}.
+
+%%%%%%%%%%%%%%
+%%% PUBLIC %%%
+%%%%%%%%%%%%%%
+
+%%% Starting and stopping
+
+%% @doc Start kprof and its sink, with the options of the application
+%% environment (those of the last {@link start/1}, or the defaults).
+-spec start() -> ok | {error, term()}.
+start() ->
+    ensure_started().
+
+%% @doc Start kprof and its sink. Options (a missing one takes its
+%% default, not the value of an earlier call):
+%% <ul>
+%% <li>`sink_path': the `kprof_sink' binary (default `priv/kprof_sink');</li>
+%% <li>`sink_args': its command-line arguments (default `[]');</li>
+%% <li>`call_timeout': how long a `sink_*' call waits, in ms (default 5000).</li>
+%% </ul>
+%% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
+%% `make sink'), `{error, {bad_option, {Key, Value}}}' for an invalid
+%% option and `{error, already_started}' when kprof runs already (stop it
+%% first).
+-spec start(start_opts()) -> ok | {error, term()}.
+start(Opts) ->
+    case validate_start_opts(Opts) of
+        {ok, Env} -> start_with(Env);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Stop kprof: closes the port, which ends the sink and the tracing
+%% that used it.
+-spec stop() -> ok | {error, term()}.
+stop() ->
+    case application:stop(kprof) of
+        ok -> ok;
+        {error, {not_started, kprof}} -> ok;
+        {error, _} = Error -> Error
+    end.
+
+%%% The sink
+
+%% @doc The port to give as `{tracer, Port}' to `erlang:trace/3'. It
+%% changes when the sink restarts.
+-spec sink_port() -> port() | {error, not_running}.
+sink_port() ->
+    kprof_sink:port().
+
+%% @doc `pong' when the sink answers.
+-spec sink_ping() -> pong | error().
+sink_ping() ->
+    kprof_sink:command(ping).
+
+%% @doc `{kprof_sink, Version, ProtocolVersion}'.
+-spec sink_version() -> {kprof_sink, string(), integer()} | error().
+sink_version() ->
+    kprof_sink:command(version).
+
+%% @doc The sink's counters since the last reset (see doc/protocol.md):
+%% frames and bytes read, events per kind, decode errors, table sizes.
+-spec sink_stats() -> stats() | error().
+sink_stats() ->
+    kprof_sink:command(stats).
+
+%% @doc Wait until the sink has processed every frame the port received
+%% before this call; `N' is the number of frames processed so far.
+-spec sink_sync() -> {synced, non_neg_integer()} | error().
+sink_sync() ->
+    kprof_sink:command(sync).
+
+%% @doc Zero the sink's counters and call counts.
+-spec sink_reset() -> ok | error().
+sink_reset() ->
+    kprof_sink:command(reset).
+
+%% @doc `call' events per function since the last reset, most called
+%% first.
+-spec sink_calls() -> [{mfa(), non_neg_integer()}] | error().
+sink_calls() ->
+    case kprof_sink:command(calls) of
+        Calls when is_list(Calls) -> sort_calls(Calls);
+        Other -> Other
+    end.
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+-spec start_with([{atom(), term()}]) -> ok | {error, term()}.
+start_with(Env) ->
+    case is_running() of
+        true ->
+            {error, already_started};
+        false ->
+            %% Loading sets the env from kprof.app: load first.
+            _ = application:load(kprof),
+            [application:set_env(kprof, K, V) || {K, V} <- Env],
+            ensure_started()
+    end.
+
+-spec ensure_started() -> ok | {error, term()}.
+ensure_started() ->
+    case application:ensure_all_started(kprof) of
+        {ok, _} -> ok;
+        {error, Reason} -> {error, start_error(Reason)}
+    end.
+
+-spec is_running() -> boolean().
+is_running() ->
+    lists:keymember(kprof, 1, application:which_applications()).
+
+%% The reason the sink server gave, out of the application controller's
+%% wrapping ({kprof, {bad_return, {..., {error, {shutdown, ...}}}}}).
+-spec start_error(term()) -> term().
+start_error(Reason) ->
+    case find_reason(Reason) of
+        {ok, Found} -> Found;
+        error -> Reason
+    end.
+
+-spec find_reason(term()) -> {ok, term()} | error.
+find_reason({sink_not_built, _} = R) -> {ok, R};
+find_reason({sink_open_failed, _, _} = R) -> {ok, R};
+find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
+find_reason([H | T]) ->
+    case find_reason(H) of
+        {ok, _} = Found -> Found;
+        error -> find_reason(T)
+    end;
+find_reason(_) -> error.
+
+-spec sort_calls([{mfa(), non_neg_integer()}]) -> [{mfa(), non_neg_integer()}].
+sort_calls(Calls) ->
+    lists:sort(fun({A, N}, {B, M}) -> {M, A} =< {N, B} end, Calls).
+
+%%%%%%%%%%%%%%%%%%
+%%% VALIDATION %%%
+%%%%%%%%%%%%%%%%%%
+
+-spec validate_start_opts(term()) -> {ok, [{atom(), term()}]} | {error, term()}.
+validate_start_opts(Opts) when is_map(Opts) ->
+    validate(maps:to_list(maps:merge(default_opts(), Opts)), []);
+validate_start_opts(Opts) ->
+    {error, {bad_options, Opts}}.
+
+%% What kprof.app.src sets.
+-spec default_opts() -> #{atom() => term()}.
+default_opts() ->
+    #{sink_path => default, sink_args => [], call_timeout => 5000}.
+
+-spec validate([{term(), term()}], [{atom(), term()}]) ->
+          {ok, [{atom(), term()}]} | {error, term()}.
+validate([], Acc) ->
+    {ok, lists:reverse(Acc)};
+validate([{K, V} | Rest], Acc) ->
+    case valid_opt(K, V) of
+        true -> validate(Rest, [{K, V} | Acc]);
+        false -> {error, {bad_option, {K, V}}}
+    end.
+
+-spec valid_opt(term(), term()) -> boolean().
+valid_opt(sink_path, default) -> true;
+valid_opt(sink_path, Path) -> is_filename(Path);
+valid_opt(sink_args, Args) -> is_list(Args) andalso lists:all(fun is_flat_string/1, Args);
+valid_opt(call_timeout, T) -> is_integer(T) andalso T >= 0;
+valid_opt(_, _) -> false.
+
+-spec is_filename(term()) -> boolean().
+is_filename(B) when is_binary(B) -> byte_size(B) > 0;
+is_filename(L) -> is_flat_string(L) andalso L =/= [].
+
+-spec is_flat_string(term()) -> boolean().
+is_flat_string(L) when is_list(L) -> io_lib:printable_unicode_list(L);
+is_flat_string(_) -> false.

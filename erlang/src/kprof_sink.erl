@@ -1,0 +1,426 @@
+%%% @doc The owner of the port to the C program `kprof_sink'.
+%%%
+%%% One registered gen_server, `kprof_sink', opens
+%%% `priv/kprof_sink' with
+%%% `open_port({spawn_executable, Path}, [binary, {packet,4}, exit_status, use_stdio])'
+%%% and keeps it open. The port has two uses:
+%%%
+%%% <ul>
+%%% <li>it is the tracer: give `{tracer, kprof_sink:port()}' to
+%%%     `erlang:trace/3' and the VM writes every trace message to the sink,
+%%%     one `term_to_binary' frame per event, without passing through any
+%%%     Erlang process;</li>
+%%% <li>it takes commands: {@link command/2} writes
+%%%     `term_to_binary({kprof, Ref, Cmd})' in the same stream, and the sink
+%%%     answers with `{kprof_reply, Ref, Reply}' once every frame before
+%%%     the command has been processed (see doc/protocol.md).</li>
+%%% </ul>
+%%%
+%%% Safety: a caller never waits longer than its timeout (default 5000 ms,
+%%% application env `call_timeout'); when the sink dies every pending
+%%% caller gets `{error, {sink_down, Status}}', subscribers get
+%%% `{kprof_alert, sink_down, #{status => Status}}' and the port is
+%%% reopened, at most 5 times in 10 s; past that the server stops with
+%%% `{sink_restart_limit, ...}' and its supervisor takes over. Tracing set
+%%% up with the old port is gone with it (the VM drops a dead tracer).
+%%%
+%%% Unsolicited `{kprof_alert, Kind, Info}' frames from the sink are logged
+%%% with `logger:warning' and sent as they are to the processes that
+%%% called {@link subscribe/0}.
+-module(kprof_sink).
+-behaviour(gen_server).
+
+%% PUBLIC
+-export([start_link/0, start_link/1,
+         port/0, command/1, command/2,
+         subscribe/0, unsubscribe/0,
+         info/0, default_path/0]).
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2,
+         terminate/2, code_change/3]).
+
+-export_type([opts/0, command/0, down_status/0]).
+
+-define(SERVER, ?MODULE).
+-define(DEFAULT_TIMEOUT, 5000).
+%% Extra time given to gen_server:call/3 beyond the server's own timer, so
+%% the server's `{error, timeout}' normally wins over the call's exit.
+-define(CALL_MARGIN, 1000).
+-define(MAX_RESTARTS, 5).
+-define(RESTART_PERIOD_MS, 10000).
+
+-type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
+                  args => [string()]}.                   % default: []
+-type command() :: ping | version | stats | reset | sync | calls | term().
+-type down_status() :: non_neg_integer()      % the sink's exit status
+                     | port_closed            % the port was gone when writing
+                     | {exit, term()}.        % the port exited without a status
+
+-record(pending, {from :: gen_server:from(),
+                  timer :: reference()}).
+
+-record(state, {port :: port(),
+                path :: file:filename_all(),
+                args :: [string()],
+                pending = #{} :: #{reference() => #pending{}},
+                subs = #{} :: #{pid() => reference()},
+                restarts = [] :: [integer()]}).   % monotonic ms of reopens
+
+%%%%%%%%%%%%%%
+%%% PUBLIC %%%
+%%%%%%%%%%%%%%
+
+%% @doc Start the server with the options of the application environment
+%% (`sink_path', `sink_args').
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    start_link(env_opts()).
+
+%% @doc Start the server, registered as `kprof_sink', and open the port.
+%% Returns `{error, {sink_not_built, Path}}' when the binary is missing.
+-spec start_link(opts()) -> {ok, pid()} | {error, term()}.
+start_link(Opts) when is_map(Opts) ->
+    Path = resolve_path(maps:get(path, Opts, default)),
+    case filelib:is_regular(Path) of
+        true ->
+            gen_server:start_link({local, ?SERVER}, ?MODULE, Opts#{path => Path}, []);
+        false ->
+            %% Said here rather than by a crashing init/1: one clear line.
+            Reason = {sink_not_built, Path},
+            log_open_error(Reason),
+            {error, Reason}
+    end.
+
+%% @doc The port to use as `{tracer, Port}'. It changes when the sink is
+%% restarted.
+-spec port() -> port() | {error, not_running}.
+port() ->
+    safe_call(port, ?DEFAULT_TIMEOUT).
+
+%% @equiv command(Cmd, CallTimeout)
+%% @doc Send a command with the default timeout (application env
+%% `call_timeout', 5000 ms).
+-spec command(command()) -> term().
+command(Cmd) ->
+    command(Cmd, default_timeout()).
+
+%% @doc Send `Cmd' to the sink and wait at most `Timeout' ms for its reply.
+%% Returns the sink's reply, or `{error, timeout}',
+%% `{error, {sink_down, Status}}' or `{error, not_running}'.
+-spec command(command(), non_neg_integer()) -> term().
+command(Cmd, Timeout) when is_integer(Timeout), Timeout >= 0 ->
+    safe_call({command, Cmd, Timeout}, Timeout + ?CALL_MARGIN).
+
+%% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
+%% the sink, `Kind = sink_down' included, until {@link unsubscribe/0} or
+%% the caller's death.
+-spec subscribe() -> ok | {error, not_running}.
+subscribe() ->
+    safe_call({subscribe, self()}, ?DEFAULT_TIMEOUT).
+
+%% @doc Stop the alerts started by {@link subscribe/0}.
+-spec unsubscribe() -> ok | {error, not_running}.
+unsubscribe() ->
+    safe_call({unsubscribe, self()}, ?DEFAULT_TIMEOUT).
+
+%% @doc What the server holds: the port, its OS pid, the binary's path,
+%% the number of pending calls, the subscribers and the number of reopens
+%% in the last 10 s.
+-spec info() -> #{port := port(), os_pid := integer() | undefined,
+                  path := file:filename_all(), pending := non_neg_integer(),
+                  subscribers := [pid()], restarts := non_neg_integer()}
+              | {error, not_running}.
+info() ->
+    safe_call(info, ?DEFAULT_TIMEOUT).
+
+%% @doc Where the binary is looked for: `code:priv_dir(kprof)', or
+%% `../priv' beside this module's beam when kprof is not an OTP library
+%% directory (e.g. `erlang/ebin' in the source tree).
+-spec default_path() -> file:filename().
+default_path() ->
+    filename:join(priv_dir(), "kprof_sink").
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% GEN_SERVER CALLBACKS       %%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% @private
+-spec init(opts()) -> {ok, #state{}} | {stop, term()}.
+init(Opts) ->
+    process_flag(trap_exit, true),
+    Path = resolve_path(maps:get(path, Opts, default)),
+    Args = maps:get(args, Opts, []),
+    case open(Path, Args) of
+        {ok, Port} ->
+            {ok, #state{port = Port, path = Path, args = Args}};
+        {error, Reason} ->
+            log_open_error(Reason),
+            {stop, Reason}
+    end.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {noreply, #state{}}.
+handle_call({command, Cmd, Timeout}, From, S) ->
+    send_command(Cmd, Timeout, From, S);
+handle_call(port, _From, S = #state{port = Port}) ->
+    {reply, Port, S};
+handle_call({subscribe, Pid}, _From, S) ->
+    {reply, ok, add_subscriber(Pid, S)};
+handle_call({unsubscribe, Pid}, _From, S) ->
+    {reply, ok, remove_subscriber(Pid, S)};
+handle_call(info, _From, S) ->
+    {reply, state_info(S), S};
+handle_call(Other, _From, S) ->
+    {reply, {error, {bad_call, Other}}, S}.
+
+%% @private
+-spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
+handle_cast(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+-spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
+handle_info({Port, {data, Bin}}, S = #state{port = Port}) ->
+    {noreply, handle_frame(decode(Bin), S)};
+handle_info({timeout, _TRef, {call, Ref}}, S) ->
+    {noreply, expire(Ref, S)};
+handle_info({Port, {exit_status, Status}}, S = #state{port = Port}) ->
+    sink_down(Status, S);
+handle_info({'EXIT', Port, Reason}, S = #state{port = Port}) ->
+    sink_down({exit, Reason}, S);
+handle_info({'DOWN', MRef, process, Pid, _}, S = #state{subs = Subs}) ->
+    case Subs of
+        #{Pid := MRef} -> {noreply, S#state{subs = maps:remove(Pid, Subs)}};
+        _ -> {noreply, S}
+    end;
+handle_info(_Msg, S) ->
+    %% Messages of an earlier port ({'EXIT', OldPort, normal}, ...).
+    {noreply, S}.
+
+%% @private
+-spec terminate(term(), #state{}) -> ok.
+terminate(_Reason, #state{port = Port}) ->
+    %% The sink exits by itself when its stdin closes.
+    catch port_close(Port),
+    ok.
+
+%% @private
+-spec code_change(term(), #state{}, term()) -> {ok, #state{}}.
+code_change(_OldVsn, S, _Extra) ->
+    {ok, S}.
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+%%% Calls
+
+-spec safe_call(term(), timeout()) -> term().
+safe_call(Request, Timeout) ->
+    try
+        gen_server:call(?SERVER, Request, Timeout)
+    catch
+        exit:{noproc, _} -> {error, not_running};
+        exit:{timeout, _} -> {error, timeout};
+        exit:{Reason, _} -> {error, {not_running, Reason}}
+    end.
+
+-spec send_command(command(), non_neg_integer(), gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {noreply, #state{}}.
+send_command(Cmd, Timeout, From, S = #state{port = Port, pending = Pending}) ->
+    Ref = make_ref(),
+    try port_command(Port, term_to_binary({kprof, Ref, Cmd})) of
+        true ->
+            TRef = erlang:start_timer(Timeout, self(), {call, Ref}),
+            P = #pending{from = From, timer = TRef},
+            {noreply, S#state{pending = Pending#{Ref => P}}}
+    catch
+        error:badarg ->
+            %% The port is closing; its exit_status is on its way.
+            {reply, {error, {sink_down, port_closed}}, S}
+    end.
+
+-spec expire(reference(), #state{}) -> #state{}.
+expire(Ref, S = #state{pending = Pending}) ->
+    case maps:take(Ref, Pending) of
+        {#pending{from = From}, Rest} ->
+            gen_server:reply(From, {error, timeout}),
+            S#state{pending = Rest};
+        error ->
+            S
+    end.
+
+-spec reply(reference(), term(), #state{}) -> #state{}.
+reply(Ref, Reply, S = #state{pending = Pending}) ->
+    case maps:take(Ref, Pending) of
+        {#pending{from = From, timer = TRef}, Rest} ->
+            _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+            gen_server:reply(From, Reply),
+            S#state{pending = Rest};
+        error ->
+            %% The caller timed out already, or someone wrote a command
+            %% straight to the port.
+            S
+    end.
+
+-spec fail_pending(term(), #state{}) -> #state{}.
+fail_pending(Error, S = #state{pending = Pending}) ->
+    maps:foreach(fun(_Ref, #pending{from = From, timer = TRef}) ->
+                         _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+                         gen_server:reply(From, Error)
+                 end, Pending),
+    S#state{pending = #{}}.
+
+%%% Frames from the sink
+
+-spec decode(binary()) -> {ok, term()} | {error, bad_frame}.
+decode(Bin) ->
+    try
+        {ok, binary_to_term(Bin)}
+    catch
+        error:badarg -> {error, bad_frame}
+    end.
+
+-spec handle_frame({ok, term()} | {error, bad_frame}, #state{}) -> #state{}.
+handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
+    reply(Ref, Reply, S);
+handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
+    logger:warning("kprof_sink alert ~p: ~p", [Kind, Info]),
+    notify({kprof_alert, Kind, Info}, S),
+    S;
+handle_frame({ok, Other}, S) ->
+    logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
+    S;
+handle_frame({error, bad_frame}, S) ->
+    logger:warning("kprof_sink: the sink wrote a frame that is not an external term"),
+    S.
+
+%%% Subscribers
+
+-spec add_subscriber(pid(), #state{}) -> #state{}.
+add_subscriber(Pid, S = #state{subs = Subs}) ->
+    case Subs of
+        #{Pid := _} -> S;
+        _ -> S#state{subs = Subs#{Pid => erlang:monitor(process, Pid)}}
+    end.
+
+-spec remove_subscriber(pid(), #state{}) -> #state{}.
+remove_subscriber(Pid, S = #state{subs = Subs}) ->
+    case maps:take(Pid, Subs) of
+        {MRef, Rest} ->
+            erlang:demonitor(MRef, [flush]),
+            S#state{subs = Rest};
+        error ->
+            S
+    end.
+
+-spec notify(term(), #state{}) -> ok.
+notify(Msg, #state{subs = Subs}) ->
+    maps:foreach(fun(Pid, _MRef) -> Pid ! Msg end, Subs).
+
+%%% The sink's death and restarts
+
+-spec sink_down(down_status(), #state{}) ->
+          {noreply, #state{}} | {stop, term(), #state{}}.
+sink_down(Status, S0) ->
+    N = maps:size(S0#state.pending),
+    logger:warning("kprof_sink: the sink exited (status ~p); "
+                   "~b pending call(s) failed; tracing to its port stopped",
+                   [Status, N]),
+    S1 = fail_pending({error, {sink_down, Status}}, S0),
+    notify({kprof_alert, sink_down, #{status => Status}}, S1),
+    reopen(Status, S1).
+
+-spec reopen(down_status(), #state{}) ->
+          {noreply, #state{}} | {stop, term(), #state{}}.
+reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Recent = [T || T <- Restarts, Now - T < ?RESTART_PERIOD_MS],
+    case length(Recent) >= ?MAX_RESTARTS of
+        true ->
+            Reason = {sink_restart_limit,
+                      #{restarts => ?MAX_RESTARTS,
+                        period_ms => ?RESTART_PERIOD_MS,
+                        last_status => Status}},
+            logger:error("kprof_sink: the sink died ~b times in ~b ms; giving up",
+                         [?MAX_RESTARTS + 1, ?RESTART_PERIOD_MS]),
+            {stop, Reason, S};
+        false ->
+            case open(Path, Args) of
+                {ok, Port} ->
+                    logger:notice("kprof_sink: sink restarted as ~p", [Port]),
+                    {noreply, S#state{port = Port, restarts = [Now | Recent]}};
+                {error, Reason} ->
+                    log_open_error(Reason),
+                    {stop, Reason, S}
+            end
+    end.
+
+%%% Opening the port
+
+-spec open(file:filename_all(), [string()]) -> {ok, port()} | {error, term()}.
+open(Path, Args) ->
+    case filelib:is_regular(Path) of
+        false ->
+            {error, {sink_not_built, Path}};
+        true ->
+            try open_port({spawn_executable, Path},
+                          [{args, Args}, binary, {packet, 4}, exit_status, use_stdio]) of
+                Port -> {ok, Port}
+            catch
+                error:Reason -> {error, {sink_open_failed, Path, Reason}}
+            end
+    end.
+
+-spec log_open_error(term()) -> ok.
+log_open_error({sink_not_built, Path}) ->
+    logger:error("kprof_sink: no sink binary at ~ts: run `make sink` to build it",
+                 [Path]);
+log_open_error(Reason) ->
+    logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
+
+-spec resolve_path(file:filename_all() | default) -> file:filename_all().
+resolve_path(default) -> default_path();
+resolve_path(Path) -> Path.
+
+-spec priv_dir() -> file:filename().
+priv_dir() ->
+    case code:priv_dir(kprof) of
+        Dir when is_list(Dir) ->
+            Dir;
+        {error, bad_name} ->
+            case code:which(?MODULE) of
+                Beam when is_list(Beam) ->
+                    filename:join(filename:dirname(filename:dirname(Beam)), "priv");
+                _ ->
+                    "priv"
+            end
+    end.
+
+-spec state_info(#state{}) -> map().
+state_info(#state{port = Port, path = Path, pending = Pending,
+                  subs = Subs, restarts = Restarts}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Recent = [T || T <- Restarts, Now - T < ?RESTART_PERIOD_MS],
+    OsPid = case erlang:port_info(Port, os_pid) of
+                {os_pid, P} -> P;
+                undefined -> undefined
+            end,
+    #{port => Port, os_pid => OsPid, path => Path,
+      pending => maps:size(Pending), subscribers => maps:keys(Subs),
+      restarts => length(Recent)}.
+
+%%% Environment
+
+-spec env_opts() -> opts().
+env_opts() ->
+    #{path => application:get_env(kprof, sink_path, default),
+      args => application:get_env(kprof, sink_args, [])}.
+
+-spec default_timeout() -> non_neg_integer().
+default_timeout() ->
+    case application:get_env(kprof, call_timeout, ?DEFAULT_TIMEOUT) of
+        T when is_integer(T), T >= 0 -> T;
+        _ -> ?DEFAULT_TIMEOUT
+    end.

@@ -1,0 +1,28 @@
+%%% @doc kprof's top supervisor (one_for_one).
+%%%
+%%% Children: {@link kprof_sink}, the owner of the port to the C sink.
+%%% The sink server restarts the port itself (5 times in 10 s); when it
+%%% gives up and stops, this supervisor starts a fresh one, at most 3
+%%% times a minute, after which the application stops.
+-module(kprof_sup).
+-behaviour(supervisor).
+
+-export([start_link/0]).
+-export([init/1]).
+
+%% @doc Start the supervisor, registered as `kprof_sup'.
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+
+%% @private
+-spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
+init([]) ->
+    Flags = #{strategy => one_for_one, intensity => 3, period => 60},
+    Sink = #{id => kprof_sink,
+             start => {kprof_sink, start_link, []},
+             restart => permanent,
+             shutdown => 5000,
+             type => worker,
+             modules => [kprof_sink]},
+    {ok, {Flags, [Sink]}}.

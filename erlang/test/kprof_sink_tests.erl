@@ -1,0 +1,660 @@
+%%% @doc End-to-end tests of kprof and its sink: real processes traced
+%%% with `{tracer, Port}' into erlang/priv/kprof_sink (`make sink').
+%%%
+%%% Every test starts the application and stops it again. Run with
+%%% `make eunit'.
+-module(kprof_sink_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% Traced by the tests.
+-export([work/1]).
+%% logger handler callback, to see the warnings kprof_sink logs.
+-export([log/2]).
+
+%% Every key doc/protocol.md promises in the `stats' map.
+-define(STATS_KEYS, [frames, bytes, trace_events, commands, events, decode_errors,
+                     unknown, dropped, oversized, empty, truncated, replies,
+                     mfas, pids, names, max_frame, pipe_size]).
+%% Every event kind of doc/protocol.md.
+-define(KINDS, [call, return_from, exception_from, return_to, in, out, in_exiting,
+                out_exiting, out_exited, spawn, spawned, exit, link, unlink,
+                getting_linked, getting_unlinked, register, unregister, send,
+                send_to_non_existing_process, 'receive', gc_minor_start, gc_minor_end,
+                gc_major_start, gc_major_end, gc_max_heap_size, open, closed,
+                seq_trace]).
+-define(WAIT, 5000).
+-define(SIGKILL_STATUS, 137).   % 128 + SIGKILL, as the port reports it
+
+%% bad_options/0 breaks kprof:start/1's spec on purpose.
+-dialyzer({nowarn_function, bad_options/0}).
+
+%%%%%%%%%%%%%
+%%% TESTS %%%
+%%%%%%%%%%%%%
+
+-spec sink_test_() -> term().
+sink_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [{"ping", fun ping/0},
+      {"version", fun version/0},
+      {"stats has every key of doc/protocol.md", fun stats_keys/0},
+      {"N traced calls with arity: exact call/return_from counts", fun calls_arity/0},
+      {"traced calls without arity, from 4 processes", fun calls_args_many/0},
+      {"reset zeroes the counters", fun reset_zeroes/0},
+      {"procs and running events", fun procs_running/0},
+      {"exiting events", fun exiting/0},
+      {"gc, send and receive events", fun gc_send_receive/0},
+      {"seq_trace with the port as system tracer", fun seq_trace_events/0},
+      {"calls carrying tokens, callers and payloads", fun call_extras/0},
+      {"malformed frames are counted, the sink goes on", fun malformed_frames/0},
+      {"a command of the wrong shape does not disturb the sink", fun bad_command/0},
+      {"unknown commands", fun unknown_command/0},
+      {"a stopped sink makes calls time out, not hang", fun call_timeout/0},
+      {"alerts reach subscribers until they leave or die", fun alerts/0},
+      {"killing the sink: pending call fails, subscribers told, port reopened",
+       fun kill_pending/0},
+      {"killing the sink: the next call fails or works", fun kill_next_call/0},
+      {"stopping the app closes the port and ends the sink", fun stop_closes/0},
+      {"calls when kprof is not running", fun not_running/0}]}.
+
+-spec sink_volume_test_() -> term().
+sink_volume_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     {timeout, 120, {"200,000 events from 4 processes: none lost", fun volume/0}}}.
+
+-spec sink_restart_limit_test_() -> term().
+sink_restart_limit_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     {timeout, 60, {"6 deaths in 10 s: the server stops, its supervisor restarts it",
+                    fun restart_limit/0}}}.
+
+-spec start_test_() -> term().
+start_test_() ->
+    {foreach, fun() -> quiet_logger(), ok end, fun(_) -> kprof:stop(), loud_logger() end,
+     [{"a missing binary: {sink_not_built, Path}", fun missing_binary/0},
+      {"bad options change nothing", fun bad_options/0},
+      {"sink_args reach the sink: --max-frame, oversized frames", fun sink_args/0}]}.
+
+%%% The sink's commands
+
+-spec ping() -> term().
+ping() ->
+    ?assertEqual(pong, kprof:sink_ping()).
+
+-spec version() -> term().
+version() ->
+    {kprof_sink, Vsn, Proto} = kprof:sink_version(),
+    ?assert(io_lib:printable_list(Vsn)),
+    ?assert(Vsn =/= ""),
+    ?assertEqual(1, Proto).
+
+-spec stats_keys() -> term().
+stats_keys() ->
+    Stats = kprof:sink_stats(),
+    ?assert(is_map(Stats)),
+    ?assertEqual([], ?STATS_KEYS -- maps:keys(Stats)),
+    [?assert(is_integer(maps:get(K, Stats)) andalso maps:get(K, Stats) >= 0)
+     || K <- ?STATS_KEYS, K =/= events],
+    Events = maps:get(events, Stats),
+    ?assertEqual([], ?KINDS -- maps:keys(Events)),
+    ?assertEqual(#{}, maps:filter(fun(_, V) -> V =/= 0 end, Events)),
+    ?assertEqual(64 * 1024 * 1024, maps:get(max_frame, Stats)).
+
+-spec unknown_command() -> term().
+unknown_command() ->
+    ?assertEqual({error, {unknown_command, foo}}, kprof_sink:command(foo)),
+    ?assertEqual({error, {unknown_command, {foo, [1, 2]}}}, kprof_sink:command({foo, [1, 2]})),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+%%% Counting trace events
+
+-spec calls_arity() -> term().
+calls_arity() ->
+    N = 1000,
+    ok = kprof:sink_reset(),
+    Pid = worker(fun() -> [?MODULE:work(I) || I <- lists:seq(1, N)] end),
+    trace_calls([Pid], [call, arity, monotonic_timestamp]),
+    Events = events(),
+    ?assertEqual(N, maps:get(call, Events)),
+    ?assertEqual(N, maps:get(return_from, Events)),
+    ?assertEqual(#{}, nonzero(maps:without([call, return_from], Events))),
+    ?assertEqual(2 * N, maps:get(trace_events, kprof:sink_stats())),
+    ?assertEqual([{{?MODULE, work, 1}, N}], kprof:sink_calls()).
+
+-spec calls_args_many() -> term().
+calls_args_many() ->
+    N = 500,
+    ok = kprof:sink_reset(),
+    Pids = [worker(fun() -> [?MODULE:work([I, <<I:800>>]) || I <- lists:seq(1, N)] end)
+            || _ <- lists:seq(1, 4)],
+    trace_calls(Pids, [call, timestamp]),
+    Events = events(),
+    ?assertEqual(4 * N, maps:get(call, Events)),
+    ?assertEqual(4 * N, maps:get(return_from, Events)),
+    ?assertEqual([{{?MODULE, work, 1}, 4 * N}], kprof:sink_calls()),
+    Stats = kprof:sink_stats(),
+    ?assert(maps:get(pids, Stats) >= 4),
+    ?assert(maps:get(mfas, Stats) >= 1).
+
+-spec volume() -> term().
+volume() ->
+    N = 25000,
+    ok = kprof:sink_reset(),
+    Pids = [worker(fun() -> [?MODULE:work(I) || I <- lists:seq(1, N)] end)
+            || _ <- lists:seq(1, 4)],
+    trace_calls(Pids, [call, arity, monotonic_timestamp], 60000),
+    Stats = kprof:sink_stats(),
+    Events = maps:get(events, Stats),
+    ?assertEqual(4 * N, maps:get(call, Events)),
+    ?assertEqual(4 * N, maps:get(return_from, Events)),
+    ?assertEqual(8 * N, maps:get(trace_events, Stats)),
+    ?assertEqual(0, maps:get(dropped, Stats)),
+    ?assertEqual(0, maps:get(decode_errors, Stats)),
+    ?assertEqual([{{?MODULE, work, 1}, 4 * N}], kprof:sink_calls()).
+
+-spec reset_zeroes() -> term().
+reset_zeroes() ->
+    Pid = worker(fun() -> [?MODULE:work(I) || I <- lists:seq(1, 10)] end),
+    trace_calls([Pid], [call, arity]),
+    ?assertEqual(10, maps:get(call, events())),
+    ok = kprof_sink:command(reset),
+    Stats = kprof:sink_stats(),
+    ?assertEqual(#{}, nonzero(maps:get(events, Stats))),
+    [?assertEqual({K, 0}, {K, maps:get(K, Stats)})
+     || K <- [trace_events, decode_errors, unknown, dropped, oversized, empty]],
+    ?assertEqual([], kprof:sink_calls()).
+
+%% The traced process spawns, links, unlinks, registers, unregisters,
+%% waits twice and exits: one event of each procs kind, and at least
+%% three schedulings.
+-spec procs_running() -> term().
+procs_running() ->
+    ok = kprof:sink_reset(),
+    Self = self(),
+    Pid = spawn(fun() ->
+                        receive go -> ok end,
+                        Child = spawn(fun() -> receive stop -> ok end end),
+                        true = link(Child),
+                        true = unlink(Child),
+                        true = register(kprof_sink_tests_proc, self()),
+                        true = unregister(kprof_sink_tests_proc),
+                        Self ! {waiting, self()},
+                        receive go_on -> ok end,
+                        Child ! stop
+                end),
+    MRef = erlang:monitor(process, Pid),
+    1 = erlang:trace(Pid, true, [procs, running, monotonic_timestamp,
+                                 {tracer, kprof:sink_port()}]),
+    Pid ! go,
+    receive {waiting, Pid} -> ok after ?WAIT -> error(no_worker) end,
+    Pid ! go_on,
+    receive {'DOWN', MRef, process, Pid, normal} -> ok after ?WAIT -> error(no_exit) end,
+    delivered(all),
+    Events = events(),
+    [?assertEqual({K, 1}, {K, maps:get(K, Events)})
+     || K <- [spawn, link, unlink, register, unregister, exit]],
+    [?assertEqual({K, 0}, {K, maps:get(K, Events)})
+     || K <- [spawned, getting_linked, getting_unlinked, call, in_exiting, out_exiting,
+              out_exited]],
+    ?assert(maps:get(in, Events) >= 2),
+    ?assert(maps:get(out, Events) >= 1),
+    ?assert(maps:get(names, kprof:sink_stats()) >= 1).
+
+%% With `exiting', a process that exits is seen going out as out_exited.
+-spec exiting() -> term().
+exiting() ->
+    ok = kprof:sink_reset(),
+    Pid = spawn(fun() -> receive go -> exit(bye) end end),
+    MRef = erlang:monitor(process, Pid),
+    1 = erlang:trace(Pid, true, [procs, running, exiting, {tracer, kprof:sink_port()}]),
+    Pid ! go,
+    receive {'DOWN', MRef, process, Pid, bye} -> ok after ?WAIT -> error(no_exit) end,
+    delivered(all),
+    Events = events(),
+    ?assertEqual(1, maps:get(exit, Events)),
+    ?assertEqual(1, maps:get(out_exited, Events)),
+    ?assertEqual(maps:get(in_exiting, Events), maps:get(out_exiting, Events)).
+
+%% Exactly K + 1 sends (K pings and the `done'), K + 1 receives (`go' and
+%% K pongs), one send to a dead pid, and at least one major GC.
+-spec gc_send_receive() -> term().
+gc_send_receive() ->
+    K = 20,
+    ok = kprof:sink_reset(),
+    Echo = spawn(fun Loop() -> receive {ping, P} -> P ! pong, Loop(); stop -> ok end end),
+    Dead = spawn(fun() -> ok end),
+    wait_dead(Dead),
+    Pid = worker(fun() ->
+                         [begin Echo ! {ping, self()}, receive pong -> ok end end
+                          || _ <- lists:seq(1, K)],
+                         Dead ! hello,
+                         erlang:garbage_collect()
+                 end),
+    1 = erlang:trace(Pid, true, [garbage_collection, send, 'receive', monotonic_timestamp,
+                                 {tracer, kprof:sink_port()}]),
+    Pid ! go,
+    wait_done(Pid),
+    untrace(Pid),
+    Echo ! stop,
+    delivered(Pid),
+    Events = events(),
+    ?assertEqual(K + 1, maps:get(send, Events)),
+    ?assertEqual(K + 1, maps:get('receive', Events)),
+    ?assertEqual(1, maps:get(send_to_non_existing_process, Events)),
+    ?assert(maps:get(gc_major_start, Events) >= 1),
+    ?assertEqual(maps:get(gc_major_start, Events), maps:get(gc_major_end, Events)),
+    ?assertEqual(maps:get(gc_minor_start, Events), maps:get(gc_minor_end, Events)).
+
+%% A labelled ping-pong with send and receive flags: 4 seq_trace messages.
+-spec seq_trace_events() -> term().
+seq_trace_events() ->
+    ok = kprof:sink_reset(),
+    Old = seq_trace:set_system_tracer(kprof:sink_port()),
+    try
+        Echo = spawn(fun() -> receive {ping, P} -> P ! pong end end),
+        Pid = worker(fun() ->
+                             _ = seq_trace:set_token(label, 42),
+                             _ = seq_trace:set_token(send, true),
+                             _ = seq_trace:set_token('receive', true),
+                             Echo ! {ping, self()},
+                             receive pong -> ok end,
+                             seq_trace:set_token([])
+                     end),
+        Pid ! go,
+        wait_done(Pid)
+    after
+        seq_trace:set_system_tracer(Old)
+    end,
+    {synced, _} = kprof:sink_sync(),
+    ?assertEqual(4, maps:get(seq_trace, events())).
+
+%% Calls whose match spec adds {Token, Caller, Payload}, the shape of
+%% kprof's request markers, with and without a label: counted like any
+%% call, nothing undecodable.
+-spec call_extras() -> term().
+call_extras() ->
+    ok = kprof:sink_reset(),
+    Pid = worker(fun() ->
+                         [begin
+                              _ = seq_trace:set_token(label, L),
+                              ?MODULE:work(L)
+                          end || L <- [101, 102, 103]],
+                         _ = seq_trace:set_token([]),
+                         ?MODULE:work(none)
+                 end),
+    MatchSpec = [{'_', [], [{message, {{{get_seq_token}, {caller}, {const, {req, 1}}}}}]}],
+    _ = erlang:trace_pattern({?MODULE, work, 1}, MatchSpec, [local]),
+    1 = erlang:trace(Pid, true, [call, arity, {tracer, kprof:sink_port()}]),
+    Pid ! go,
+    wait_done(Pid),
+    untrace(Pid),
+    delivered(Pid),
+    Stats = kprof:sink_stats(),
+    ?assertEqual(4, maps:get(call, maps:get(events, Stats))),
+    ?assertEqual(4, maps:get(trace_events, Stats)),
+    ?assertEqual({0, 0, 0}, {maps:get(decode_errors, Stats), maps:get(unknown, Stats),
+                             maps:get(dropped, Stats)}),
+    ?assertEqual([{{?MODULE, work, 1}, 4}], kprof:sink_calls()).
+
+%%% Bad input
+
+-spec malformed_frames() -> term().
+malformed_frames() ->
+    Port = kprof:sink_port(),
+    S0 = kprof:sink_stats(),
+    true = port_command(Port, <<1, 2, 3>>),                    % not an external term
+    true = port_command(Port, <<131, 104, 2, 100>>),           % a truncated one
+    true = port_command(Port, term_to_binary({hello, world})), % not a trace message
+    true = port_command(Port, term_to_binary([trace, 1, 2])),
+    true = port_command(Port, term_to_binary({trace, self(), no_such_event, 1})),
+    true = port_command(Port, <<>>),                           % an empty frame
+    ?assertEqual(pong, kprof:sink_ping()),
+    S1 = kprof:sink_stats(),
+    ?assertEqual(2, delta(decode_errors, S0, S1)),
+    ?assertEqual(3, delta(unknown, S0, S1)),
+    ?assertEqual(1, delta(empty, S0, S1)),
+    ?assertEqual(0, delta(trace_events, S0, S1)),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+-spec bad_command() -> term().
+bad_command() ->
+    Port = kprof:sink_port(),
+    %% The replies go to kprof_sink, which drops replies it did not ask for.
+    true = port_command(Port, term_to_binary({kprof, make_ref(), ping, extra})),
+    true = port_command(Port, term_to_binary({kprof, make_ref()})),
+    true = port_command(Port, term_to_binary({kprof, not_a_ref, ping})),
+    ?assertEqual(pong, kprof:sink_ping()),
+    ?assertMatch({kprof_sink, _, _}, kprof:sink_version()),
+    ?assertMatch(#{pending := 0}, kprof_sink:info()).
+
+%%% Timeouts, alerts, the sink's death
+
+-spec call_timeout() -> term().
+call_timeout() ->
+    #{os_pid := OsPid} = kprof_sink:info(),
+    signal("STOP", OsPid),
+    try
+        T0 = erlang:monotonic_time(millisecond),
+        ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
+        ?assert(erlang:monotonic_time(millisecond) - T0 < 1000),
+        ?assertMatch(#{pending := 0}, kprof_sink:info())
+    after
+        signal("CONT", OsPid)
+    end,
+    %% The late `pong' is dropped; the next call gets its own reply.
+    ?assertMatch({kprof_sink, _, _}, kprof:sink_version()),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+-spec alerts() -> term().
+alerts() ->
+    #{port := Port} = kprof_sink:info(),
+    Alert = fun(N) -> kprof_sink ! {Port, {data, term_to_binary({kprof_alert, test, #{n => N}})}} end,
+    ok = kprof_sink:subscribe(),
+    ok = kprof_sink:subscribe(),                     % twice is once
+    Alert(1),
+    ?assertEqual({kprof_alert, test, #{n => 1}}, next_msg()),
+    ?assertEqual(timeout, next_msg(100)),            % once only
+    ok = kprof_sink:unsubscribe(),
+    Alert(2),
+    ?assertEqual(timeout, next_msg(100)),
+    Self = self(),
+    Sub = spawn(fun() -> ok = kprof_sink:subscribe(), Self ! subscribed,
+                         receive stop -> ok end end),
+    receive subscribed -> ok end,
+    #{subscribers := [Sub]} = kprof_sink:info(),
+    wait_dead(Sub, fun() -> Sub ! stop end),
+    ?assertMatch(#{subscribers := []}, kprof_sink:info()).
+
+%% The sink is stopped (SIGSTOP) so that a call is surely pending, then
+%% killed.
+-spec kill_pending() -> term().
+kill_pending() ->
+    logger:add_handler(kprof_sink_tests, ?MODULE, #{config => #{pid => self()}}),
+    ok = kprof_sink:subscribe(),
+    #{port := Port0, os_pid := OsPid0} = kprof_sink:info(),
+    signal("STOP", OsPid0),
+    Self = self(),
+    Caller = spawn(fun() -> Self ! {result, self(), kprof:sink_ping()} end),
+    wait_until(fun() -> maps:get(pending, kprof_sink:info()) =:= 1 end),
+    signal("KILL", OsPid0),
+    Result = receive {result, Caller, R} -> R after ?WAIT -> error(caller_hangs) end,
+    ?assertEqual({error, {sink_down, ?SIGKILL_STATUS}}, Result),
+    ?assertEqual({kprof_alert, sink_down, #{status => ?SIGKILL_STATUS}}, next_msg()),
+    ?assertMatch({log, warning, "kprof_sink: the sink exited" ++ _}, next_log()),
+    logger:remove_handler(kprof_sink_tests),
+    #{port := Port1, os_pid := OsPid1, restarts := 1} = kprof_sink:info(),
+    ?assertNotEqual(Port0, Port1),
+    ?assertNotEqual(OsPid0, OsPid1),
+    ?assertEqual(Port1, kprof:sink_port()),
+    ?assertEqual(undefined, erlang:port_info(Port0)),
+    ?assertEqual(pong, kprof:sink_ping()),
+    wait_os_gone(OsPid0).
+
+-spec kill_next_call() -> term().
+kill_next_call() ->
+    ok = kprof_sink:subscribe(),
+    Port0 = kprof:sink_port(),
+    {os_pid, OsPid0} = erlang:port_info(Port0, os_pid),
+    signal("KILL", OsPid0),
+    case kprof:sink_ping() of
+        pong -> ok;                                  % the sink was back already
+        Error -> ?assertMatch({error, {sink_down, _}}, Error)
+    end,
+    ?assertMatch({kprof_alert, sink_down, #{status := _}}, next_msg()),
+    wait_until(fun() -> kprof:sink_ping() =:= pong end),
+    ?assertNotEqual(Port0, kprof:sink_port()),
+    wait_os_gone(OsPid0).
+
+-spec restart_limit() -> term().
+restart_limit() ->
+    %% The server's stop and the supervisor's restart are logged as errors.
+    logger:set_handler_config(default, level, none),
+    Server0 = whereis(kprof_sink),
+    ok = kprof_sink:subscribe(),
+    [begin
+         #{os_pid := OsPid} = kprof_sink:info(),
+         signal("KILL", OsPid),
+         ?assertMatch({kprof_alert, sink_down, #{status := ?SIGKILL_STATUS}}, next_msg()),
+         wait_os_gone(OsPid)
+     end || _ <- lists:seq(1, 6)],
+    %% The sixth death stopped the server; the supervisor started another.
+    wait_until(fun() ->
+                       case whereis(kprof_sink) of
+                           undefined -> false;
+                           Server -> Server =/= Server0
+                       end
+               end),
+    ?assertEqual(pong, kprof:sink_ping()),
+    ?assertMatch(#{restarts := 0, subscribers := []}, kprof_sink:info()).
+
+-spec stop_closes() -> term().
+stop_closes() ->
+    #{port := Port, os_pid := OsPid} = kprof_sink:info(),
+    ok = kprof:stop(),
+    ?assertEqual(undefined, erlang:port_info(Port)),
+    ?assertEqual(undefined, whereis(kprof_sink)),
+    wait_os_gone(OsPid).
+
+-spec not_running() -> term().
+not_running() ->
+    ok = kprof:stop(),
+    ?assertEqual({error, not_running}, kprof:sink_ping()),
+    ?assertEqual({error, not_running}, kprof:sink_port()),
+    ?assertEqual({error, not_running}, kprof:sink_calls()),
+    ?assertEqual(ok, kprof:stop()).
+
+%%% Starting
+
+-spec missing_binary() -> term().
+missing_binary() ->
+    %% The application controller reports the failed start as errors.
+    logger:set_handler_config(default, level, none),
+    Path = "/nonexistent/kprof_sink",
+    ?assertEqual({error, {sink_not_built, Path}}, kprof:start(#{sink_path => Path})),
+    ?assertEqual({error, not_running}, kprof:sink_ping()),
+    process_flag(trap_exit, true),
+    ?assertEqual({error, {sink_not_built, Path}}, kprof_sink:start_link(#{path => Path})),
+    process_flag(trap_exit, false),
+    %% The defaults are back with the next start/1.
+    ?assertEqual(ok, kprof:start(#{})),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+-spec bad_options() -> term().
+bad_options() ->
+    [?assertMatch({error, {bad_option, _}}, kprof:start(Opts))
+     || Opts <- [#{foo => 1}, #{call_timeout => -1}, #{call_timeout => infinity},
+                 #{sink_path => ""}, #{sink_path => 42}, #{sink_args => [x]}]],
+    ?assertEqual({error, {bad_options, [x]}}, kprof:start([x])),
+    ?assertEqual({error, not_running}, kprof:sink_ping()),
+    ?assertEqual(ok, kprof:start(#{call_timeout => 3000})),
+    ?assertEqual({error, already_started}, kprof:start(#{call_timeout => 3000})),
+    ?assertEqual(ok, kprof:start()),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+-spec sink_args() -> term().
+sink_args() ->
+    ok = kprof:start(#{sink_args => ["--max-frame", "4096"]}),
+    S0 = kprof:sink_stats(),
+    ?assertEqual(4096, maps:get(max_frame, S0)),
+    Port = kprof:sink_port(),
+    true = port_command(Port, term_to_binary({hello, binary:copy(<<0>>, 10000)})),
+    true = port_command(Port, term_to_binary({hello, small})),
+    ?assertEqual(pong, kprof:sink_ping()),
+    S1 = kprof:sink_stats(),
+    ?assertEqual(1, delta(oversized, S0, S1)),
+    ?assertEqual(1, delta(unknown, S0, S1)),
+    ok = kprof:stop(),
+    ok = kprof:start(#{}),
+    ?assertEqual(64 * 1024 * 1024, maps:get(max_frame, kprof:sink_stats())).
+
+%%%%%%%%%%%%%%%
+%%% HELPERS %%%
+%%%%%%%%%%%%%%%
+
+%% @doc The traced function.
+-spec work(term()) -> term().
+work(X) -> X.
+
+%% @private logger handler: sends kprof_sink's log events to the test.
+-spec log(logger:log_event(), logger:handler_config()) -> ok.
+log(#{level := Level, msg := Msg}, #{config := #{pid := Pid}}) ->
+    Pid ! {log, Level, flatten_msg(Msg)},
+    ok.
+
+-spec flatten_msg(term()) -> string().
+flatten_msg({string, S}) -> unicode:characters_to_list(S);
+flatten_msg({report, R}) -> lists:flatten(io_lib:format("~p", [R]));
+flatten_msg({Format, Args}) -> lists:flatten(io_lib:format(Format, Args)).
+
+-spec setup() -> ok.
+setup() ->
+    quiet_logger(),
+    ok = kprof:start(#{}),
+    ok.
+
+-spec cleanup(ok) -> ok.
+cleanup(_) ->
+    _ = erlang:trace(all, false, [all]),
+    _ = erlang:trace_pattern({?MODULE, '_', '_'}, false, [local]),
+    ok = kprof:stop(),
+    flush(),
+    loud_logger().
+
+%% kprof_sink's warnings are expected here; errors still show.
+-spec quiet_logger() -> ok | {error, term()}.
+quiet_logger() ->
+    logger:set_handler_config(default, level, error).
+
+-spec loud_logger() -> ok | {error, term()}.
+loud_logger() ->
+    logger:set_handler_config(default, level, all).
+
+%% A process that runs Fun on `go', sends `{done, self()}' and waits for
+%% `stop'.
+-spec worker(fun(() -> term())) -> pid().
+worker(Fun) ->
+    Self = self(),
+    spawn(fun() ->
+                  receive go -> ok end,
+                  _ = Fun(),
+                  Self ! {done, self()},
+                  receive stop -> ok end
+          end).
+
+-spec wait_done(pid()) -> ok.
+wait_done(Pid) ->
+    receive {done, Pid} -> ok after ?WAIT -> error({no_done, Pid}) end.
+
+%% Trace calls of work/1 by Pids with return_trace, run them, untrace, and
+%% wait until the sink has seen every event.
+-spec trace_calls([pid()], [atom()]) -> term().
+trace_calls(Pids, Flags) ->
+    trace_calls(Pids, Flags, ?WAIT).
+
+-spec trace_calls([pid()], [atom()], timeout()) -> term().
+trace_calls(Pids, Flags, Timeout) ->
+    _ = erlang:trace_pattern({?MODULE, work, 1}, [{'_', [], [{return_trace}]}], [local]),
+    Port = kprof:sink_port(),
+    [1 = erlang:trace(P, true, [{tracer, Port} | Flags]) || P <- Pids],
+    [P ! go || P <- Pids],
+    [wait_done(P) || P <- Pids],
+    [untrace(P) || P <- Pids],
+    _ = erlang:trace_pattern({?MODULE, work, 1}, false, [local]),
+    delivered(all, Timeout).
+
+-spec untrace(pid()) -> ok.
+untrace(Pid) ->
+    _ = erlang:trace(Pid, false, [all]),
+    Pid ! stop,
+    ok.
+
+%% Every trace message handed to the port, then processed by the sink.
+-spec delivered(pid() | all) -> term().
+delivered(Tracee) ->
+    delivered(Tracee, ?WAIT).
+
+-spec delivered(pid() | all, timeout()) -> term().
+delivered(Tracee, Timeout) ->
+    Ref = erlang:trace_delivered(Tracee),
+    receive {trace_delivered, Tracee, Ref} -> ok after Timeout -> error(trace_delivered) end,
+    ?assertMatch({synced, _}, kprof_sink:command(sync, Timeout)).
+
+-spec events() -> #{atom() => non_neg_integer()}.
+events() ->
+    maps:get(events, kprof:sink_stats()).
+
+-spec nonzero(map()) -> map().
+nonzero(Map) ->
+    maps:filter(fun(_, V) -> V =/= 0 end, Map).
+
+-spec delta(atom(), map(), map()) -> integer().
+delta(Key, S0, S1) ->
+    maps:get(Key, S1) - maps:get(Key, S0).
+
+-spec signal(string(), integer()) -> ok.
+signal(Sig, OsPid) ->
+    _ = os:cmd("kill -" ++ Sig ++ " " ++ integer_to_list(OsPid)),
+    ok.
+
+%% Gone, or a zombie nobody has reaped yet.
+-spec wait_os_gone(integer()) -> ok.
+wait_os_gone(OsPid) ->
+    Stat = "/proc/" ++ integer_to_list(OsPid) ++ "/stat",
+    wait_until(fun() ->
+                       case file:read_file(Stat) of
+                           {ok, Text} -> is_zombie(Text);
+                           {error, _} -> true
+                       end
+               end).
+
+-spec is_zombie(binary()) -> boolean().
+is_zombie(Stat) ->
+    %% "pid (comm) S ...": the state follows the last ')'.
+    [_, Rest] = string:split(Stat, ")", trailing),
+    binary:first(string:trim(Rest, leading)) =:= $Z.
+
+-spec wait_dead(pid()) -> ok.
+wait_dead(Pid) ->
+    wait_dead(Pid, fun() -> ok end).
+
+-spec wait_dead(pid(), fun(() -> term())) -> ok.
+wait_dead(Pid, Then) ->
+    MRef = erlang:monitor(process, Pid),
+    Then(),
+    receive {'DOWN', MRef, process, Pid, _} -> ok after ?WAIT -> error({alive, Pid}) end.
+
+-spec wait_until(fun(() -> boolean())) -> ok.
+wait_until(Fun) ->
+    wait_until(Fun, ?WAIT div 10).
+
+-spec wait_until(fun(() -> boolean()), non_neg_integer()) -> ok.
+wait_until(Fun, 0) ->
+    error({timeout, erlang:fun_info(Fun, name)});
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(10), wait_until(Fun, N - 1)
+    end.
+
+-spec next_msg() -> {kprof_alert, atom(), map()} | timeout.
+next_msg() ->
+    next_msg(?WAIT).
+
+-spec next_msg(timeout()) -> {kprof_alert, atom(), map()} | timeout.
+next_msg(Timeout) ->
+    receive
+        {kprof_alert, _, _} = Alert -> Alert
+    after Timeout -> timeout
+    end.
+
+-spec next_log() -> {log, atom(), string()} | timeout.
+next_log() ->
+    receive
+        {log, _, "kprof_sink" ++ _} = Log -> Log
+    after ?WAIT -> timeout
+    end.
+
+-spec flush() -> ok.
+flush() ->
+    receive _ -> flush() after 0 -> ok end.
