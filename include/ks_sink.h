@@ -5,6 +5,7 @@
 #include "ks_decode.h"
 #include "ks_frame.h"
 #include "ks_stats.h"
+#include "ks_tiers.h"
 
 /* Receives one whole {packet,4} frame (length prefix included) to write to stdout. */
 typedef void (*ks_emit_fn)(void *ctx, const unsigned char *frame, size_t len);
@@ -19,6 +20,7 @@ typedef struct ks_sink {
   ks_framer fr;
   ks_intern in;
   ks_stats st;
+  ks_tiers tiers;
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
@@ -37,5 +39,11 @@ void ks_sink_eof(ks_sink *s);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
+
+/* tier_control.c (b: the command's bytes, idx: just past its tag atom) */
+int ks_tier_command_start(ks_sink *s, const char *b, int *idx);
+#ifdef EI_H
+int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x);
+#endif
 
 #endif

@@ -44,7 +44,7 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"decode_errors", st->decode_errors}, {"unknown", st->unknown},
     {"dropped", st->dropped}, {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
     {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", s->in.n_pids},
-    {"labels", s->in.n_terms}, {"max_frame", s->fr.max_frame},
+    {"names", s->in.n_terms}, {"max_frame", s->fr.max_frame},
     {"pipe_size", s->pipe_size}, {"replies", s->emitted}};
   size_t k, n = sizeof(top) / sizeof(top[0]);
   int e;
@@ -85,39 +85,78 @@ static int encode_calls(const ks_sink *s, ei_x_buff *x) {
   return e || ei_x_encode_empty_list(x);
 }
 
-static int cmd_is(ks_slice cmd, const char *name) {
-  ks_etf c;
-  ks_atom a;
+/* The command's name: the atom, or a tuple's first element; *idx is just past it. */
+static int command_name(ks_slice cmd, char *name, int *arity, int *idx) {
+  const char *b = (const char *)cmd.p;
 
-  ks_etf_init(&c, cmd.p, cmd.n);
-  return ks_etf_atom(&c, &a) == KS_OK && ks_etf_at_end(&c) && ks_etf_atom_is(&a, name);
+  *idx = 0;
+  *arity = 0;
+  if (ei_decode_atom(b, idx, name) == 0)
+    return (size_t)*idx == cmd.n ? KS_OK : KS_EINVAL;
+  *idx = 0;
+  if (ei_decode_tuple_header(b, idx, arity) != 0 || *arity < 1 || ei_decode_atom(b, idx, name) != 0)
+    return KS_EINVAL;
+  return KS_OK;
 }
 
+static int encode_error(ei_x_buff *x, const char *reason) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_atom(x, reason);
+}
+
+static int encode_ok_or_error(ei_x_buff *x, int rc) {
+  if (rc == KS_OK)
+    return ei_x_encode_atom(x, "ok");
+  return encode_error(x, rc == KS_ENOMEM ? "enomem" : "badarg");
+}
+
+#define IS(n, a) (strcmp(name, n) == 0 && arity == (a))
+
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
+  char name[MAXATOMLEN] = "";
   ei_x_buff x;
-  int e = 0;
+  int e = 0, arity = -1, idx = 0;
 
   if (begin(&x, "kprof_reply", ref) != KS_OK)
     return;
+  if (cmd.p == NULL)
+    e = encode_error(&x, "bad_command");
+  else if (command_name(cmd, name, &arity, &idx) != KS_OK)
+    arity = -1;   /* unknown */
   if (cmd.p == NULL) {
-    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
-        ei_x_encode_atom(&x, "bad_command");
-  } else if (cmd_is(cmd, "ping")) {
+  } else if (IS("ping", 0)) {
     e = ei_x_encode_atom(&x, "pong");
-  } else if (cmd_is(cmd, "sync")) {
+  } else if (IS("sync", 0)) {
+    ks_tiers_flush(&s->tiers, 0);
     e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "synced") ||
         ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->fr.frames);
-  } else if (cmd_is(cmd, "stats")) {
+  } else if (IS("stats", 0)) {
     e = encode_stats(s, &x);
-  } else if (cmd_is(cmd, "reset")) {
+  } else if (IS("reset", 0)) {
     ks_stats_reset(&s->st);
     s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
     e = ei_x_encode_atom(&x, "ok");
-  } else if (cmd_is(cmd, "calls")) {
+  } else if (IS("calls", 0)) {
     e = encode_calls(s, &x);
-  } else if (cmd_is(cmd, "version")) {
+  } else if (IS("version", 0)) {
     e = ei_x_encode_tuple_header(&x, 3) || ei_x_encode_atom(&x, "kprof_sink") ||
         ei_x_encode_string(&x, KS_VERSION) || ei_x_encode_long(&x, KS_PROTOCOL);
+  } else if (IS("tiers_start", 3)) {
+    e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
+  } else if (IS("tiers_stop", 0)) {
+    ks_tiers_stop(&s->tiers);
+    e = ei_x_encode_atom(&x, "ok");
+  } else if (IS("tier_reset", 0)) {
+    ks_tiers_reset(&s->tiers);
+    e = ei_x_encode_atom(&x, "ok");
+  } else if (IS("tier_report", 2)) {
+    int flush = 0;
+    if (ei_decode_boolean((const char *)cmd.p, &idx, &flush) != 0) {
+      e = encode_error(&x, "badarg");
+    } else {
+      ks_tiers_flush(&s->tiers, flush);
+      e = ks_tier_encode_report(s, &x);
+    }
   } else {
     e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
         ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "unknown_command") ||

@@ -24,6 +24,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
     return KS_ENOMEM;
   }
   ks_stats_init(&s->st);
+  ks_tiers_init(&s->tiers);
   s->emit = emit;
   s->emit_ctx = emit_ctx;
   return KS_OK;
@@ -33,6 +34,7 @@ void ks_sink_free(ks_sink *s) {
   ks_framer_free(&s->fr);
   ks_intern_free(&s->in);
   ks_stats_free(&s->st);
+  ks_tiers_free(&s->tiers);
 }
 
 void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
@@ -43,6 +45,8 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
   case KS_FRAME_TRACE:
     if (ks_stats_event(&s->st, &d.ev) != KS_OK)
       s->st.dropped++;
+    if (s->tiers.active)
+      ks_tiers_event(&s->tiers, &s->in, &d);
     break;
   case KS_FRAME_COMMAND:
     s->st.commands++;

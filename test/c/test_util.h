@@ -40,5 +40,6 @@ Suite *intern_suite(void);
 Suite *decode_suite(void);
 Suite *replay_suite(void);
 Suite *control_suite(void);
+Suite *tiers_suite(void);
 
 #endif

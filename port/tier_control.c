@@ -1,0 +1,280 @@
+/* tier_control.c: the tier profiler's part of the control protocol (doc/tiers.md):
+ * {tiers_start, Specs, Opts}, tiers_stop, tier_reset, {tier_report, Flush}.
+ * Commands were bounds-checked by the decoder, so ei reads them safely.
+ */
+#include <ei.h>
+#include <stdlib.h>
+
+#include "ks_sink.h"
+
+static int decode_opts(const char *b, int *idx, ks_tier_opts *o) {
+  int n, k, ar;
+  char key[MAXATOMLEN];
+  long long v;
+
+  if (ei_decode_list_header(b, idx, &n) != 0)
+    return KS_EINVAL;
+  for (k = 0; k < n; k++) {
+    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
+        ei_decode_longlong(b, idx, &v) != 0 || v < 0)
+      return KS_EINVAL;
+    if (strcmp(key, "max_identities") == 0 && v > 0 && v <= 100000)
+      o->max_identities = (uint32_t)v;
+    else if (strcmp(key, "max_inflight") == 0 && v > 0 && v <= 10000000)
+      o->max_inflight = (uint32_t)v;
+    else if (strcmp(key, "max_request_events") == 0 && v > 0 && v <= 100000000)
+      o->max_request_events = (uint32_t)v;
+    else if (strcmp(key, "slow_max") == 0 && v <= 10000)
+      o->slow_max = (uint32_t)v;
+    else if (strcmp(key, "grace_ms") == 0 && v <= 3600000)
+      o->grace_ns = (uint64_t)v * 1000000;
+    else if (strcmp(key, "slow_us") == 0)
+      o->slow_ns = (uint64_t)v * 1000;
+    else
+      return KS_EINVAL;
+  }
+  if (n > 0 && ei_decode_list_header(b, idx, &n) != 0)   /* the tail */
+    return KS_EINVAL;
+  return KS_OK;
+}
+
+/* An atom or '_' (NULL). */
+static int decode_name(const char *b, int *idx, char **out) {
+  char buf[MAXATOMLEN_UTF8];
+  erlang_char_encoding enc;
+
+  if (ei_decode_atom_as(b, idx, buf, sizeof(buf), ERLANG_UTF8, &enc, NULL) != 0)
+    return KS_EINVAL;
+  if (strcmp(buf, "_") == 0) {
+    *out = NULL;
+    return KS_OK;
+  }
+  *out = strdup(buf);
+  return *out != NULL ? KS_OK : KS_ENOMEM;
+}
+
+/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | entry */
+static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *nout,
+                        int *ntiers) {
+  int n, k, ar, type, size;
+  ks_tier_spec *v;
+
+  *ntiers = 0;
+  if (ei_decode_list_header(b, idx, &n) != 0 || n < 1 || n > 100000)
+    return KS_EINVAL;
+  v = calloc((size_t)n, sizeof(*v));
+  if (v == NULL)
+    return KS_ENOMEM;
+  *out = v;
+  *nout = 0;
+  for (k = 0; k < n; k++) {
+    ks_tier_spec *s = &v[k];
+    char role[MAXATOMLEN];
+    long l;
+    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 4 || decode_name(b, idx, &s->m) != 0)
+      return KS_EINVAL;
+    (*nout)++;
+    if (s->m == NULL || decode_name(b, idx, &s->f) != 0)
+      return KS_EINVAL;
+    ei_get_type(b, idx, &type, &size);
+    if (type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT || type == ERL_ATOM_UTF8_EXT ||
+        type == ERL_SMALL_ATOM_UTF8_EXT) {
+      char *any;
+      if (decode_name(b, idx, &any) != 0 || any != NULL) {
+        free(any);
+        return KS_EINVAL;
+      }
+      s->arity = -1;
+    } else if (ei_decode_long(b, idx, &l) == 0 && l >= 0 && l <= 255) {
+      s->arity = (int)l;
+    } else {
+      return KS_EINVAL;
+    }
+    ei_get_type(b, idx, &type, &size);
+    if (type == ERL_SMALL_INTEGER_EXT || type == ERL_INTEGER_EXT) {
+      if (ei_decode_long(b, idx, &l) != 0 || l < 0 || l >= KS_TIER_MAX)
+        return KS_EINVAL;
+      s->role = (int)l;
+      if ((int)l + 1 > *ntiers)
+        *ntiers = (int)l + 1;
+    } else if (ei_decode_atom(b, idx, role) == 0) {
+      if (strcmp(role, "start") == 0)
+        s->role = KS_ROLE_START;
+      else if (strcmp(role, "stop") == 0)
+        s->role = KS_ROLE_STOP;
+      else if (strcmp(role, "entry") == 0) {
+        s->role = KS_ROLE_NONE;
+        s->entry = 1;
+      } else
+        return KS_EINVAL;
+    } else {
+      return KS_EINVAL;
+    }
+  }
+  if (ei_decode_list_header(b, idx, &n) != 0 || n != 0)
+    return KS_EINVAL;
+  return KS_OK;
+}
+
+static void free_specs(ks_tier_spec *v, uint32_t n) {
+  uint32_t k;
+
+  for (k = 0; k < n; k++) {
+    free(v[k].m);
+    free(v[k].f);
+  }
+  free(v);
+}
+
+int ks_tier_command_start(ks_sink *s, const char *b, int *idx) {
+  ks_tier_spec *specs = NULL;
+  ks_tier_opts o;
+  uint32_t n = 0;
+  int ntiers, rc;
+
+  ks_tiers_default_opts(&o);
+  rc = decode_specs(b, idx, &specs, &n, &ntiers);
+  if (rc == KS_OK)
+    rc = decode_opts(b, idx, &o);
+  if (rc == KS_OK && ntiers < 1)
+    rc = KS_EINVAL;
+  if (rc == KS_OK)
+    rc = ks_tiers_start(&s->tiers, &s->in, specs, n, ntiers, &o);
+  if (rc != KS_OK)
+    free_specs(specs, n);
+  return rc;
+}
+
+static int encode_hist(ei_x_buff *x, const ks_hist *h) {
+  static const double qs[] = {0.5, 0.9, 0.99, 0.999};
+  uint32_t b, nz = 0;
+  int e = 0;
+  size_t k;
+
+  e |= ei_x_encode_tuple_header(x, 6);
+  e |= ei_x_encode_ulonglong(x, h->count);
+  e |= ei_x_encode_ulonglong(x, h->total);
+  e |= ei_x_encode_ulonglong(x, h->min);
+  e |= ei_x_encode_ulonglong(x, h->max);
+  e |= ei_x_encode_list_header(x, 4);
+  for (k = 0; k < 4; k++)
+    e |= ei_x_encode_ulonglong(x, ks_hist_quantile(h, qs[k]));
+  e |= ei_x_encode_empty_list(x);
+  if (h->buckets != NULL)
+    for (b = 0; b < KS_HIST_BUCKETS; b++)
+      nz += h->buckets[b] != 0;
+  if (nz > 0) {
+    e |= ei_x_encode_list_header(x, nz);
+    for (b = 0; b < KS_HIST_BUCKETS; b++)
+      if (h->buckets[b] != 0)
+        e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_ulong(x, b) ||
+             ei_x_encode_ulong(x, h->buckets[b]);
+  }
+  return e | ei_x_encode_empty_list(x);
+}
+
+static int encode_pid(ei_x_buff *x, const ks_intern *in, uint32_t id) {
+  ks_pid_view v;
+  erlang_pid p;
+
+  if (id == KS_NONE || ks_intern_pid_get(in, id, &v) != KS_OK || v.is_port)
+    return ei_x_encode_atom(x, "undefined");
+  memset(&p, 0, sizeof(p));
+  snprintf(p.node, sizeof(p.node), "%s", v.node);
+  p.num = v.num;
+  p.serial = v.serial;
+  p.creation = v.creation;
+  return ei_x_encode_pid(x, &p);
+}
+
+/* The identity term of a row, or kprof_other_identities for the fold row. */
+static int encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
+  const ks_itab *it = &t->identities;
+  size_t i;
+
+  if (row < t->n_identities)
+    for (i = 0; i <= it->mask; i++)
+      if (it->slots[i].val == row) {
+        const char *key = (const char *)ks_itab_key(it, it->slots[i].off);
+        return ei_x_append_buf(x, key, (int)it->slots[i].len);
+      }
+  return ei_x_encode_atom(x, "kprof_other_identities");
+}
+
+static int encode_u64_list(ei_x_buff *x, const uint64_t *v, int n) {
+  int k, e = 0;
+
+  if (n > 0)
+    e |= ei_x_encode_list_header(x, n);
+  for (k = 0; k < n; k++)
+    e |= ei_x_encode_ulonglong(x, v[k]);
+  return e | ei_x_encode_empty_list(x);
+}
+
+static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
+  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, v);
+}
+
+static int put_ts(ei_x_buff *x, const char *key, int64_t v) {
+  if (ei_x_encode_atom(x, key))
+    return -1;
+  return v == INT64_MIN ? ei_x_encode_atom(x, "undefined") : ei_x_encode_longlong(x, v);
+}
+
+int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
+  const ks_tiers *t = &s->tiers;
+  static const ks_hist empty;
+  uint32_t r, nrows = 0, k;
+  int c, e = 0;
+
+  if (t->rows == NULL)
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+           ei_x_encode_atom(x, "not_started");
+  for (r = 0; r <= t->o.max_identities; r++)
+    nrows += t->rows[r].requests > 0;
+  e |= ei_x_encode_map_header(x, 16);
+  e |= ei_x_encode_atom(x, "active") || ei_x_encode_boolean(x, t->active);
+  e |= put_u64(x, "ntiers", (uint64_t)t->ntiers);
+  e |= put_u64(x, "requests", t->requests);
+  e |= put_u64(x, "inflight", t->n_inflight);
+  e |= put_u64(x, "events", t->events);
+  e |= put_u64(x, "abandoned", t->abandoned);
+  e |= put_u64(x, "truncated", t->truncated_requests);
+  e |= put_u64(x, "dropped_requests", t->dropped_requests);
+  e |= put_u64(x, "dropped_events", t->dropped_events);
+  e |= put_u64(x, "orphan_events", t->orphan_events);
+  e |= put_u64(x, "folded_requests", t->folded_requests);
+  e |= put_u64(x, "identities", t->n_identities);
+  e |= put_ts(x, "first_ts", t->first_ts);
+  e |= put_ts(x, "last_ts", t->last_ts);
+  e |= ei_x_encode_atom(x, "rows");
+  if (nrows > 0)
+    e |= ei_x_encode_list_header(x, nrows);
+  for (r = 0; r <= t->o.max_identities && !e; r++) {
+    const ks_tier_row *row = &t->rows[r];
+    if (row->requests == 0)
+      continue;
+    e |= ei_x_encode_tuple_header(x, 3) || encode_identity(x, t, r) ||
+         ei_x_encode_ulonglong(x, row->requests) ||
+         ei_x_encode_list_header(x, t->ntiers + 2);
+    for (c = 0; c < t->ntiers + 2; c++) {
+      const ks_tier_col *col = &row->cols[c];
+      e |= ei_x_encode_tuple_header(x, 3) || ei_x_encode_ulonglong(x, col->calls) ||
+           encode_hist(x, &col->self) ||
+           encode_hist(x, c < t->ntiers ? &col->incl : &empty);
+    }
+    e |= ei_x_encode_empty_list(x);
+  }
+  e |= ei_x_encode_empty_list(x);
+  e |= ei_x_encode_atom(x, "slow");
+  if (t->n_slow > 0)
+    e |= ei_x_encode_list_header(x, t->n_slow);
+  for (k = 0; k < t->n_slow && !e; k++) {
+    const ks_req_result *q = &t->slow[k];
+    e |= ei_x_encode_tuple_header(x, 7) || encode_identity(x, t, q->identity) ||
+         encode_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
+         ei_x_encode_ulonglong(x, q->wall) || encode_u64_list(x, q->calls, t->ntiers) ||
+         encode_u64_list(x, q->self, t->ntiers + 1) || encode_u64_list(x, q->incl, t->ntiers);
+  }
+  return e | ei_x_encode_empty_list(x);
+}

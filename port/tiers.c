@@ -1,0 +1,539 @@
+/* tiers.c: requests of the tier profiler: classify MFAs, keep each request's events
+ * from its start to the end of its grace window, then hand it to the walk.
+ *
+ * A request is keyed by its seq_trace label. It opens with a call of the start
+ * marker (identity in the payload) or of an entry MFA, and ends with a call of
+ * the stop marker or when the entry call's chain returns. Events with its label
+ * (and return_to events of processes whose last call had it) are buffered.
+ */
+#include <stdlib.h>
+
+#include "ks_tiers.h"
+
+void ks_tiers_default_opts(ks_tier_opts *o) {
+  o->max_identities = 200;
+  o->max_inflight = 20000;
+  o->max_request_events = 20000;
+  o->slow_max = 20;
+  o->grace_ns = 100 * 1000000ull;
+  o->slow_ns = UINT64_MAX;
+}
+
+void ks_tiers_init(ks_tiers *t) {
+  memset(t, 0, sizeof(*t));
+  ks_tiers_default_opts(&t->o);
+}
+
+static void free_specs(ks_tiers *t) {
+  uint32_t k;
+
+  for (k = 0; k < t->nspecs; k++) {
+    free(t->specs[k].m);
+    free(t->specs[k].f);
+  }
+  free(t->specs);
+  t->specs = NULL;
+  t->nspecs = 0;
+}
+
+static void free_req(ks_req *r) {
+  free(r->label);
+  free(r->ev);
+  ks_frames_free(&r->entry_stack);
+  memset(r, 0, sizeof(*r));
+}
+
+static void free_inflight(ks_tiers *t) {
+  uint32_t k;
+
+  if (t->reqs != NULL)
+    for (k = 0; k < t->o.max_inflight; k++)
+      free_req(&t->reqs[k]);
+  free(t->reqs);
+  free(t->index);
+  free(t->free_slots);
+  t->reqs = NULL;
+  t->index = NULL;
+  t->free_slots = NULL;
+  t->n_free = 0;
+  t->n_inflight = 0;
+  t->ended_head = t->ended_tail = 0;
+}
+
+void ks_tiers_free(ks_tiers *t) {
+  uint32_t k;
+
+  free_inflight(t);
+  free_specs(t);
+  ks_itab_free(&t->identities);
+  ks_tiers_free_rows(t);
+  free(t->roles);
+  free(t->is_entry);
+  free(t->pid_slot);
+  free(t->pid_gen);
+  for (k = 0; k < t->cap_stacks; k++)
+    ks_frames_free(&t->stacks[k]);
+  free(t->stacks);
+  free(t->stack_pids);
+  memset(t, 0, sizeof(*t));
+  ks_tiers_default_opts(&t->o);
+}
+
+int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32_t nspecs,
+                   int ntiers, const ks_tier_opts *o) {
+  uint32_t n = 16;
+
+  (void)in;
+  if (ntiers < 1 || ntiers > KS_TIER_MAX || o->max_inflight == 0 ||
+      o->max_identities == 0 || o->max_request_events == 0)
+    return KS_EINVAL;
+  ks_tiers_free(t);
+  t->o = *o;
+  t->ntiers = ntiers;
+  while (n < o->max_inflight * 2)
+    n <<= 1;
+  t->reqs = calloc(o->max_inflight, sizeof(*t->reqs));
+  t->index = calloc(n, sizeof(*t->index));
+  if (t->reqs == NULL || t->index == NULL || ks_itab_init(&t->identities, 64) != KS_OK) {
+    ks_tiers_free(t);
+    return KS_ENOMEM;
+  }
+  t->index_mask = n - 1;
+  t->rows = calloc((size_t)o->max_identities + 1, sizeof(*t->rows));
+  t->slow = calloc(o->slow_max ? o->slow_max : 1, sizeof(*t->slow));
+  if (t->rows == NULL || t->slow == NULL) {
+    ks_tiers_free(t);
+    return KS_ENOMEM;
+  }
+  t->free_slots = malloc(o->max_inflight * sizeof(*t->free_slots));
+  if (t->free_slots == NULL) {
+    ks_tiers_free(t);
+    return KS_ENOMEM;
+  }
+  for (n = 0; n < o->max_inflight; n++)
+    t->free_slots[n] = o->max_inflight - 1 - n;
+  t->n_free = o->max_inflight;
+  t->first_ts = INT64_MIN;
+  t->last_ts = INT64_MIN;
+  t->specs = specs;   /* owned from here on; on failure the caller keeps them */
+  t->nspecs = nspecs;
+  t->active = 1;
+  return KS_OK;
+}
+
+void ks_tiers_stop(ks_tiers *t) {
+  t->active = 0;
+}
+
+/* Classifies an MFA against the specs the first time it is seen. */
+static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
+  ks_mfa_view v;
+  uint32_t k;
+  int role = KS_ROLE_NONE, is_entry = 0;
+
+  *entry = 0;
+  if (mfa == KS_NONE)
+    return KS_ROLE_NONE;
+  if (mfa >= t->roles_cap) {
+    uint32_t cap = t->roles_cap ? t->roles_cap : 1024, old = t->roles_cap;
+    int8_t *r;
+    uint8_t *e;
+    while (cap <= mfa)
+      cap *= 2;
+    r = realloc(t->roles, cap);
+    if (r == NULL)
+      return KS_ROLE_NONE;
+    t->roles = r;
+    e = realloc(t->is_entry, cap);
+    if (e == NULL)
+      return KS_ROLE_NONE;
+    t->is_entry = e;
+    memset(t->roles + old, KS_ROLE_UNSEEN, cap - old);
+    memset(t->is_entry + old, 0, cap - old);
+    t->roles_cap = cap;
+  }
+  if (t->roles[mfa] != KS_ROLE_UNSEEN) {
+    *entry = t->is_entry[mfa];
+    return t->roles[mfa];
+  }
+  if (ks_intern_mfa_get(in, mfa, &v) == KS_OK)
+    for (k = 0; k < t->nspecs; k++) {
+      const ks_tier_spec *s = &t->specs[k];
+      if (strcmp(s->m, v.m) != 0 || (s->f != NULL && strcmp(s->f, v.f) != 0) ||
+          (s->arity >= 0 && (uint32_t)s->arity != v.arity))
+        continue;
+      if (s->entry)
+        is_entry = 1;
+      else if (role == KS_ROLE_NONE)
+        role = s->role;
+    }
+  t->roles[mfa] = (int8_t)role;
+  t->is_entry[mfa] = (uint8_t)is_entry;
+  *entry = is_entry;
+  return role;
+}
+
+/* ---- the in-flight table: label bytes -> slot ---- */
+
+static uint32_t find_slot(const ks_tiers *t, ks_slice label, uint64_t h) {
+  uint32_t i = (uint32_t)h & t->index_mask, s;
+
+  while ((s = t->index[i]) != 0) {
+    const ks_req *r = &t->reqs[s - 1];
+    if (r->hash == h && r->label_len == label.n && memcmp(r->label, label.p, label.n) == 0)
+      return s - 1;
+    i = (i + 1) & t->index_mask;
+  }
+  return KS_NONE;
+}
+
+static void index_remove(ks_tiers *t, uint32_t slot) {
+  uint32_t i = (uint32_t)t->reqs[slot].hash & t->index_mask, j, k;
+
+  while (t->index[i] != slot + 1)
+    i = (i + 1) & t->index_mask;
+  /* Backward-shift deletion keeps probe runs unbroken. */
+  t->index[i] = 0;
+  j = i;
+  for (;;) {
+    j = (j + 1) & t->index_mask;
+    if (t->index[j] == 0)
+      break;
+    k = (uint32_t)t->reqs[t->index[j] - 1].hash & t->index_mask;
+    if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+      t->index[i] = t->index[j];
+      t->index[j] = 0;
+      i = j;
+    }
+  }
+}
+
+static uint32_t take_slot(ks_tiers *t) {
+  return t->n_free > 0 ? t->free_slots[--t->n_free] : KS_NONE;
+}
+
+static void release(ks_tiers *t, uint32_t slot) {
+  ks_req *r = &t->reqs[slot];
+  uint32_t gen = r->gen;
+
+  index_remove(t, slot);
+  free(r->label);
+  r->label = NULL;
+  free(r->ev);
+  r->ev = NULL;
+  ks_frames_free(&r->entry_stack);
+  memset(r, 0, sizeof(*r));
+  r->gen = gen + 1;
+  t->n_inflight--;
+  t->free_slots[t->n_free++] = slot;
+}
+
+static void finalize(ks_tiers *t, uint32_t slot) {
+  ks_req_result res;
+
+  if (ks_tiers_walk(t, &t->reqs[slot], &res) == KS_OK) {
+    t->requests++;
+    if (t->reqs[slot].truncated)
+      t->truncated_requests++;
+    if (ks_tiers_add_result(t, &res) != KS_OK)
+      t->dropped_requests++;
+  } else {
+    t->dropped_requests++;
+  }
+  release(t, slot);
+}
+
+static void mark_ended(ks_tiers *t, uint32_t slot, int64_t ts) {
+  ks_req *r = &t->reqs[slot];
+
+  if (r->ended)
+    return;
+  r->ended = 1;
+  r->end_ts = ts;
+  r->next_ended = 0;
+  if (t->ended_tail != 0)
+    t->reqs[t->ended_tail - 1].next_ended = slot + 1;
+  else
+    t->ended_head = slot + 1;
+  t->ended_tail = slot + 1;
+}
+
+/* Unlinks a slot from the ended FIFO (it is finalised out of turn). */
+static void unlink_ended(ks_tiers *t, uint32_t slot) {
+  uint32_t prev = 0, cur = t->ended_head;
+
+  while (cur != 0 && cur != slot + 1) {
+    prev = cur;
+    cur = t->reqs[cur - 1].next_ended;
+  }
+  if (cur == 0)
+    return;
+  if (prev == 0)
+    t->ended_head = t->reqs[slot].next_ended;
+  else
+    t->reqs[prev - 1].next_ended = t->reqs[slot].next_ended;
+  if (t->ended_tail == slot + 1)
+    t->ended_tail = prev;
+}
+
+void ks_tiers_flush(ks_tiers *t, int all) {
+  while (t->ended_head != 0) {
+    uint32_t slot = t->ended_head - 1;
+    ks_req *r = &t->reqs[slot];
+    if (!all && (uint64_t)(t->last_ts - r->end_ts) <= t->o.grace_ns)
+      break;
+    t->ended_head = r->next_ended;
+    if (t->ended_head == 0)
+      t->ended_tail = 0;
+    finalize(t, slot);
+  }
+}
+
+static uint32_t identity_row(ks_tiers *t, ks_slice id) {
+  uint64_t h = ks_hash(id.p, id.n);
+  uint32_t row = ks_itab_get(&t->identities, id.p, id.n, h);
+
+  if (row != KS_NONE)
+    return row;
+  if (t->n_identities >= t->o.max_identities ||
+      ks_itab_put(&t->identities, id.p, id.n, h, t->n_identities, NULL) != KS_OK) {
+    t->folded_requests++;
+    return t->o.max_identities;   /* the fold row */
+  }
+  return t->n_identities++;
+}
+
+static int append(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
+  ks_req_ev *e;
+
+  if (r->n_ev == r->cap_ev) {
+    uint32_t cap = r->cap_ev ? r->cap_ev * 2 : 16;
+    ks_req_ev *v;
+    if (r->cap_ev >= t->o.max_request_events) {
+      r->truncated = 1;
+      t->dropped_events++;
+      return KS_EFULL;
+    }
+    if (cap > t->o.max_request_events)
+      cap = t->o.max_request_events;
+    v = realloc(r->ev, cap * sizeof(*v));
+    if (v == NULL) {
+      t->dropped_events++;
+      return KS_ENOMEM;
+    }
+    r->ev = v;
+    r->cap_ev = cap;
+  }
+  e = &r->ev[r->n_ev++];
+  e->ts = d->ev.ts;
+  e->pid = d->ev.pid;
+  e->mfa = d->ev.mfa;
+  e->caller = d->ev.caller;
+  e->seq = t->seq++;
+  e->kind = d->ev.kind;
+  e->role = (int8_t)role;
+  t->events++;
+  return KS_OK;
+}
+
+/* {M, F, Arity} in external format, into buf: an entry's identity when it has no other. */
+static ks_slice mfa_term(const ks_intern *in, uint32_t mfa, unsigned char *buf, size_t cap) {
+  ks_slice s = {NULL, 0};
+  ks_mfa_view v;
+  size_t lm, lf, n = 0;
+
+  if (ks_intern_mfa_get(in, mfa, &v) != KS_OK)
+    return s;
+  lm = strlen(v.m);
+  lf = strlen(v.f);
+  if (2 + 3 + lm + 3 + lf + 2 > cap)
+    return s;
+  buf[n++] = 104;
+  buf[n++] = 3;
+  buf[n++] = 118;
+  buf[n++] = (unsigned char)(lm >> 8);
+  buf[n++] = (unsigned char)lm;
+  memcpy(buf + n, v.m, lm);
+  n += lm;
+  buf[n++] = 118;
+  buf[n++] = (unsigned char)(lf >> 8);
+  buf[n++] = (unsigned char)lf;
+  memcpy(buf + n, v.f, lf);
+  n += lf;
+  buf[n++] = 97;
+  buf[n++] = (unsigned char)v.arity;
+  s.p = buf;
+  s.n = n;
+  return s;
+}
+
+/* Opens a request for this label; an older one with the label is finalised first. */
+static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded *d, uint64_t h,
+                             int by_entry) {
+  static const unsigned char nil[1] = {106};
+  unsigned char mfa_buf[2 * 1024 + 16];
+  uint32_t slot = find_slot(t, d->label, h), i;
+  ks_req *r;
+  ks_slice ident = d->payload;
+
+  if (slot != KS_NONE) {
+    if (!t->reqs[slot].ended) {
+      t->reqs[slot].abandoned = 1;
+      t->abandoned++;
+      mark_ended(t, slot, d->ev.ts);
+    }
+    unlink_ended(t, slot);
+    finalize(t, slot);
+  }
+  if ((slot = take_slot(t)) == KS_NONE) {
+    t->dropped_requests++;
+    return KS_NONE;
+  }
+  r = &t->reqs[slot];
+  r->label = malloc(d->label.n);
+  if (r->label == NULL) {
+    t->free_slots[t->n_free++] = slot;
+    t->dropped_requests++;
+    return KS_NONE;
+  }
+  memcpy(r->label, d->label.p, d->label.n);
+  r->label_len = (uint32_t)d->label.n;
+  r->hash = h;
+  r->used = 1;
+  r->by_entry = by_entry;
+  r->entry_pid = d->ev.pid;
+  r->start_ts = d->ev.ts;
+  if (ident.p == NULL && by_entry)
+    ident = mfa_term(in, d->ev.mfa, mfa_buf, sizeof(mfa_buf));
+  if (ident.p == NULL) {
+    ident.p = nil;
+    ident.n = 1;
+  }
+  r->identity = identity_row(t, ident);
+  i = (uint32_t)h & t->index_mask;
+  while (t->index[i] != 0)
+    i = (i + 1) & t->index_mask;
+  t->index[i] = slot + 1;
+  t->n_inflight++;
+  if (t->first_ts == INT64_MIN)
+    t->first_ts = d->ev.ts;
+  return slot;
+}
+
+static int remember_pid(ks_tiers *t, uint32_t pid, uint32_t slot) {
+  if (pid == KS_NONE)
+    return KS_EINVAL;
+  if (pid >= t->pid_cap) {
+    uint32_t cap = t->pid_cap ? t->pid_cap : 1024, old = t->pid_cap;
+    uint32_t *s, *g;
+    while (cap <= pid)
+      cap *= 2;
+    s = realloc(t->pid_slot, cap * sizeof(*s));
+    if (s == NULL)
+      return KS_ENOMEM;
+    t->pid_slot = s;
+    g = realloc(t->pid_gen, cap * sizeof(*g));
+    if (g == NULL)
+      return KS_ENOMEM;
+    t->pid_gen = g;
+    for (; old < cap; old++)
+      t->pid_slot[old] = KS_NONE;
+    t->pid_cap = cap;
+  }
+  t->pid_slot[pid] = slot;
+  t->pid_gen[pid] = t->reqs[slot].gen;
+  return KS_OK;
+}
+
+static uint32_t slot_of_pid(const ks_tiers *t, uint32_t pid) {
+  uint32_t slot;
+
+  if (pid == KS_NONE || pid >= t->pid_cap || (slot = t->pid_slot[pid]) == KS_NONE)
+    return KS_NONE;
+  if (!t->reqs[slot].used || t->reqs[slot].gen != t->pid_gen[pid])
+    return KS_NONE;
+  return slot;
+}
+
+static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
+  uint64_t h = ks_hash(d->label.p, d->label.n);
+  uint32_t slot = find_slot(t, d->label, h);
+  int entry, role = role_of(t, in, d->ev.mfa, &entry);
+  ks_req *r;
+
+  if (role == KS_ROLE_START || (entry && (slot == KS_NONE || t->reqs[slot].ended))) {
+    slot = open_request(t, in, d, h, role != KS_ROLE_START);
+    if (slot == KS_NONE)
+      return;
+  }
+  if (slot == KS_NONE) {
+    t->orphan_events++;
+    return;
+  }
+  r = &t->reqs[slot];
+  remember_pid(t, d->ev.pid, slot);
+  append(t, r, d, role);
+  if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid)
+    ks_frames_call(&r->entry_stack, d->ev.mfa, d->ev.caller, role, 0);
+  if (role == KS_ROLE_STOP && d->ev.pid == r->entry_pid)
+    mark_ended(t, slot, d->ev.ts);
+}
+
+static void on_return_to(ks_tiers *t, const ks_decoded *d) {
+  uint32_t slot = slot_of_pid(t, d->ev.pid);
+  ks_req *r;
+
+  if (slot == KS_NONE) {
+    t->orphan_events++;
+    return;
+  }
+  r = &t->reqs[slot];
+  append(t, r, d, KS_ROLE_NONE);
+  if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid) {
+    ks_frames_return_to(&r->entry_stack, d->ev.mfa);
+    if (r->entry_stack.n == 0)
+      mark_ended(t, slot, d->ev.ts);
+  }
+}
+
+void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
+  const ks_event *ev = &d->ev;
+
+  if (!t->active || !(ev->flags & KS_EVF_TS))
+    return;
+  if (ev->kind == KS_EV_CALL) {
+    if (!(ev->flags & KS_EVF_LABEL))
+      return;   /* not in a request: a trace pattern kprof does not own */
+    if (ev->ts > t->last_ts)
+      t->last_ts = ev->ts;
+    on_call(t, in, d);
+  } else if (ev->kind == KS_EV_RETURN_TO) {
+    if (ev->ts > t->last_ts)
+      t->last_ts = ev->ts;
+    on_return_to(t, d);
+  } else {
+    return;
+  }
+  ks_tiers_flush(t, 0);
+}
+
+void ks_tiers_reset(ks_tiers *t) {
+  ks_tier_opts o = t->o;
+  ks_tier_spec *specs = t->specs;
+  uint32_t nspecs = t->nspecs;
+  int ntiers = t->ntiers, active = t->active;
+
+  /* Keep the configuration; drop requests, rows and counters. */
+  t->specs = NULL;
+  t->nspecs = 0;
+  ks_tiers_free(t);
+  if (ntiers > 0 && ks_tiers_start(t, NULL, specs, nspecs, ntiers, &o) == KS_OK) {
+    t->active = active;
+    return;
+  }
+  for (uint32_t k = 0; k < nspecs; k++) {
+    free(specs[k].m);
+    free(specs[k].f);
+  }
+  free(specs);
+}

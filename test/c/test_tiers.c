@@ -1,0 +1,370 @@
+/* test_tiers.c: the request state machine and the walk, on event sequences whose
+ * answer is known: nesting, recursion, tail calls, exceptions, several processes. */
+#include <stdlib.h>
+
+#include "test_util.h"
+
+enum { HTTP, DB, TPL };
+
+static ks_intern in;
+static ks_tiers tiers;
+static uint32_t pid_a, pid_b;
+static const unsigned char label1[] = {97, 1}, label2[] = {97, 2};
+
+static uint32_t mfa(const char *m, const char *f, uint32_t a) {
+  ks_atom am = {(const unsigned char *)m, strlen(m), 1}, af = {(const unsigned char *)f, strlen(f), 1};
+  uint32_t id;
+  ck_assert_int_eq(ks_intern_mfa(&in, &am, &af, a, &id), KS_OK);
+  return id;
+}
+
+static uint32_t pid(unsigned num) {
+  ei_x_buff x;
+  ks_slice s;
+  uint32_t id;
+  ck_assert_int_eq(ei_x_new(&x), 0);
+  tb_pid(&x, "n@h", num, 0, 1);
+  s.p = (const unsigned char *)x.buff;
+  s.n = (size_t)x.index;
+  ck_assert_int_eq(ks_intern_pid(&in, s, &id), KS_OK);
+  ei_x_free(&x);
+  return id;
+}
+
+static ks_tier_spec spec(const char *m, const char *f, int role, int entry) {
+  ks_tier_spec s;
+  s.m = strdup(m);
+  s.f = f ? strdup(f) : NULL;
+  s.arity = -1;
+  s.role = role;
+  s.entry = entry;
+  return s;
+}
+
+static void setup(void) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(6, sizeof(*specs));
+
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  ks_tiers_init(&tiers);
+  specs[0] = spec("http", NULL, HTTP, 0);
+  specs[1] = spec("db", NULL, DB, 0);
+  specs[2] = spec("tpl", NULL, TPL, 0);
+  specs[3] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[4] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  specs[5] = spec("web", "entry", KS_ROLE_NONE, 1);
+  ks_tiers_default_opts(&o);
+  o.grace_ns = 1000;
+  o.slow_ns = 0;
+  o.slow_max = 2;
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 6, 3, &o), KS_OK);
+  pid_a = pid(1);
+  pid_b = pid(2);
+}
+
+static void teardown(void) {
+  ks_tiers_free(&tiers);
+  ks_intern_free(&in);
+}
+
+static void ev(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller,
+               const unsigned char *label, const unsigned char *payload, size_t plen) {
+  ks_decoded d;
+
+  memset(&d, 0, sizeof(d));
+  d.ev.kind = (uint8_t)kind;
+  d.ev.flags = KS_EVF_TS;
+  d.ev.pid = p;
+  d.ev.ts = ts;
+  d.ev.mfa = m;
+  d.ev.caller = caller;
+  d.ev.other = d.ev.name = KS_NONE;
+  if (caller != KS_NONE)
+    d.ev.flags |= KS_EVF_CALLER;
+  if (label != NULL) {
+    d.ev.flags |= KS_EVF_LABEL | KS_EVF_TOKEN;
+    d.label.p = label;
+    d.label.n = 2;
+  }
+  d.payload.p = payload;
+  d.payload.n = plen;
+  ks_tiers_event(&tiers, &in, &d);
+}
+
+#define CALL(p, ts, m, c, l) ev(KS_EV_CALL, p, ts, m, c, l, NULL, 0)
+#define RET(p, ts, to) ev(KS_EV_RETURN_TO, p, ts, to, KS_NONE, NULL, NULL, 0)
+
+static const unsigned char ID_GET[] = {100, 0, 3, 'g', 'e', 't'};
+static const unsigned char ID_PUT[] = {100, 0, 3, 'p', 'u', 't'};
+
+/* start marker at t0, called from `req`; stop at t1. */
+static void start(uint32_t p, int64_t t, const unsigned char *label, const unsigned char *id) {
+  uint32_t req = mfa("app", "req", 2);
+  ev(KS_EV_CALL, p, t, mfa("kprof_mark", "start", 1), req, label, id, 6);
+  RET(p, t, req);
+}
+
+static void stop(uint32_t p, int64_t t, const unsigned char *label) {
+  uint32_t req = mfa("app", "req", 2);
+  CALL(p, t, mfa("kprof_mark", "stop", 0), req, label);
+  RET(p, t, req);
+}
+
+/* The row of identity `id` (0-based order of first appearance). */
+static const ks_tier_row *row(uint32_t r) {
+  ck_assert_ptr_nonnull(tiers.rows);
+  return &tiers.rows[r];
+}
+
+static uint64_t self_total(uint32_t r, int col) {
+  return row(r)->cols[col].self.total;
+}
+
+static uint64_t incl_total(uint32_t r, int col) {
+  return row(r)->cols[col].incl.total;
+}
+
+/* req -> http (1000 ns self) -> body call db (3000) -> back in http (500). */
+START_TEST(nested_tiers_and_other) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 100, http, req, label1);
+  CALL(pid_a, 1100, db, http, label1);
+  RET(pid_a, 4100, http);
+  RET(pid_a, 4600, req);
+  stop(pid_a, 5000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(self_total(0, HTTP), 1500);
+  ck_assert_uint_eq(self_total(0, DB), 3000);
+  ck_assert_uint_eq(self_total(0, TPL), 0);
+  ck_assert_uint_eq(self_total(0, 3), 500);    /* other: before http and after it */
+  ck_assert_uint_eq(self_total(0, 4), 5000);   /* wall */
+  ck_assert_uint_eq(incl_total(0, HTTP), 4500);
+  ck_assert_uint_eq(incl_total(0, DB), 3000);
+  ck_assert_uint_eq(row(0)->cols[HTTP].calls, 1);
+  ck_assert_uint_eq(row(0)->cols[DB].calls, 1);
+}
+END_TEST
+
+/* http tail-calls db: one return_to ends both. */
+START_TEST(tail_call_chain) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  CALL(pid_a, 1000, db, req, label1);   /* tail position: caller is req */
+  RET(pid_a, 3000, req);
+  stop(pid_a, 4000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(self_total(0, HTTP), 1000);
+  ck_assert_uint_eq(self_total(0, DB), 2000);
+  ck_assert_uint_eq(self_total(0, 3), 1000);
+  ck_assert_uint_eq(incl_total(0, HTTP), 3000);
+}
+END_TEST
+
+/* db recursing through itself: inclusive counts the outermost only; every call is counted. */
+START_TEST(recursion_and_repeated_calls) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  CALL(pid_a, 100, db, http, label1);
+  CALL(pid_a, 200, db, db, label1);
+  CALL(pid_a, 300, db, db, label1);
+  RET(pid_a, 400, db);
+  RET(pid_a, 500, db);
+  RET(pid_a, 600, http);
+  CALL(pid_a, 700, db, http, label1);   /* a second, repeated call */
+  RET(pid_a, 800, http);
+  RET(pid_a, 1000, req);
+  stop(pid_a, 1000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(row(0)->cols[DB].calls, 4);
+  ck_assert_uint_eq(self_total(0, DB), 600);
+  ck_assert_uint_eq(incl_total(0, DB), 600);
+  ck_assert_uint_eq(self_total(0, HTTP), 400);
+  ck_assert_uint_eq(incl_total(0, HTTP), 1000);
+}
+END_TEST
+
+/* An exception thrown in db, through tpl, caught in http: one return_to to http unwinds both. */
+START_TEST(exception_unwinds_several_chains) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
+           tpl = mfa("tpl", "render", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  CALL(pid_a, 100, tpl, http, label1);
+  CALL(pid_a, 300, db, tpl, label1);
+  RET(pid_a, 600, http);                /* thrown in db, caught in http */
+  RET(pid_a, 1000, req);
+  stop(pid_a, 1000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(self_total(0, TPL), 200);
+  ck_assert_uint_eq(self_total(0, DB), 300);
+  ck_assert_uint_eq(self_total(0, HTTP), 500);
+  ck_assert_uint_eq(incl_total(0, TPL), 500);
+}
+END_TEST
+
+/* The request's db work runs in a pool worker (another process) while the caller waits in http. */
+START_TEST(work_in_another_process) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
+           loop = mfa("gen_server", "loop", 7);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  CALL(pid_b, 1000, db, loop, label1);  /* the worker got the request's message */
+  RET(pid_b, 4000, loop);
+  RET(pid_a, 4500, req);
+  stop(pid_a, 5000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(self_total(0, HTTP), 1500);
+  ck_assert_uint_eq(self_total(0, DB), 3000);
+  ck_assert_uint_eq(self_total(0, 3), 500);
+  ck_assert_uint_eq(self_total(0, 4), 5000);
+}
+END_TEST
+
+/* Events arrive out of time order across processes, and after the end (in the grace window). */
+START_TEST(out_of_order_and_stragglers) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
+           loop = mfa("gen_server", "loop", 7);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  RET(pid_a, 4000, req);
+  stop(pid_a, 4000, label1);
+  CALL(pid_b, 1000, db, loop, label1);   /* earlier than the stop, seen after it */
+  RET(pid_b, 3000, loop);
+  CALL(pid_b, 4200, db, loop, label1);   /* after the end: extends the span */
+  RET(pid_b, 4300, loop);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(self_total(0, HTTP), 2000);
+  ck_assert_uint_eq(self_total(0, DB), 2100);
+  ck_assert_uint_eq(self_total(0, 4), 4300);
+}
+END_TEST
+
+/* A request is finalised once events are seen past its end plus the grace window. */
+START_TEST(grace_window_and_identities) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 0, http, req, label1);
+  RET(pid_a, 100, req);
+  stop(pid_a, 100, label1);
+  ck_assert_uint_eq(tiers.requests, 0);
+  ck_assert_uint_eq(tiers.n_inflight, 1);
+  start(pid_b, 5000, label2, ID_PUT);    /* 4900 ns later: past the 1000 ns grace */
+  ck_assert_uint_eq(tiers.requests, 1);
+  CALL(pid_b, 5000, http, req, label2);
+  RET(pid_b, 5300, req);
+  stop(pid_b, 5300, label2);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 2);
+  ck_assert_uint_eq(tiers.n_identities, 2);
+  ck_assert_uint_eq(row(0)->requests, 1);
+  ck_assert_uint_eq(row(1)->requests, 1);
+  ck_assert_uint_eq(self_total(1, HTTP), 300);
+  ck_assert_uint_eq(tiers.n_slow, 2);
+  ck_assert_uint_eq(tiers.slow[0].wall, 300);   /* longest first */
+  ck_assert_uint_eq(tiers.slow[1].wall, 100);
+}
+END_TEST
+
+/* An entry MFA opens the request itself and its return ends it. */
+START_TEST(entry_opens_and_ends) {
+  uint32_t acc = mfa("ranch", "loop", 3), entry = mfa("web", "entry", 2),
+           db = mfa("db", "q", 1);
+
+  CALL(pid_a, 0, entry, acc, label1);
+  CALL(pid_a, 200, db, entry, label1);
+  RET(pid_a, 700, entry);
+  RET(pid_a, 1000, acc);
+  ck_assert_uint_eq(tiers.n_inflight, 1);
+  ks_tiers_flush(&tiers, 0);
+  ck_assert_uint_eq(tiers.requests, 0);   /* ended, but within grace */
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(self_total(0, DB), 500);
+  ck_assert_uint_eq(self_total(0, 3), 500);
+  ck_assert_uint_eq(self_total(0, 4), 1000);
+}
+END_TEST
+
+START_TEST(orphans_and_caps) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1);
+
+  CALL(pid_a, 0, http, req, label1);   /* no request has this label */
+  RET(pid_a, 10, req);
+  ck_assert_uint_eq(tiers.orphan_events, 2);
+  ck_assert_uint_eq(tiers.requests, 0);
+}
+END_TEST
+
+/* Histogram layout: bucket bounds, merge, and quantiles within 1/64 of the truth. */
+START_TEST(hist_quantile_error_bound) {
+  ks_hist a, b, m;
+  uint64_t v, vals[20000];
+  int k, n = 20000;
+  const double qs[] = {0.5, 0.9, 0.99, 0.999};
+
+  ks_hist_init(&a);
+  ks_hist_init(&b);
+  ks_hist_init(&m);
+  srand(7);
+  for (k = 0; k < n; k++) {
+    /* log-uniform from 1 ns to ~1 s */
+    v = (uint64_t)1 << (rand() % 30);
+    v += (uint64_t)rand() % (v + 1);
+    vals[k] = v;
+    ck_assert_int_eq(ks_hist_record(k % 2 ? &a : &b, v), KS_OK);
+    ck_assert_uint_le(ks_hist_bucket_low(ks_hist_bucket(v)), v);
+    ck_assert_uint_ge(ks_hist_bucket_high(ks_hist_bucket(v)), v);
+  }
+  ck_assert_int_eq(ks_hist_merge(&m, &a), KS_OK);
+  ck_assert_int_eq(ks_hist_merge(&m, &b), KS_OK);
+  ck_assert_uint_eq(m.count, (uint64_t)n);
+  ck_assert_uint_eq(m.total, a.total + b.total);
+  /* The answer for q must be within 1/64 of some value whose rank is q's rank. */
+  for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+    uint64_t got = ks_hist_quantile(&m, qs[i]), tol = got / 64 + 1;
+    size_t rank = (size_t)(qs[i] * n + 0.5), under = 0, upto = 0;
+    for (k = 0; k < n; k++) {
+      under += vals[k] + tol < got;
+      upto += vals[k] <= got + tol;
+    }
+    ck_assert_uint_le(under, rank);
+    ck_assert_uint_ge(upto, rank);
+  }
+  ck_assert_uint_eq(ks_hist_quantile(&m, 0), m.min);
+  ck_assert_uint_eq(ks_hist_quantile(&m, 1), m.max);
+  ks_hist_free(&a);
+  ks_hist_free(&b);
+  ks_hist_free(&m);
+}
+END_TEST
+
+Suite *tiers_suite(void) {
+  Suite *s = suite_create("tiers");
+  TCase *tc = tcase_create("tiers");
+
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, nested_tiers_and_other);
+  tcase_add_test(tc, tail_call_chain);
+  tcase_add_test(tc, recursion_and_repeated_calls);
+  tcase_add_test(tc, exception_unwinds_several_chains);
+  tcase_add_test(tc, work_in_another_process);
+  tcase_add_test(tc, out_of_order_and_stragglers);
+  tcase_add_test(tc, grace_window_and_identities);
+  tcase_add_test(tc, entry_opens_and_ends);
+  tcase_add_test(tc, orphans_and_caps);
+  tcase_add_test(tc, hist_quantile_error_bound);
+  suite_add_tcase(s, tc);
+  return s;
+}
