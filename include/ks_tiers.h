@@ -149,5 +149,6 @@ void ks_frames_free(ks_frames *s);
 /* tier_agg.c */
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res);
 void ks_tiers_free_rows(ks_tiers *t);
+void ks_tiers_clear_rows(ks_tiers *t);
 
 #endif

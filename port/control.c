@@ -149,13 +149,16 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   } else if (IS("tier_reset", 0)) {
     ks_tiers_reset(&s->tiers);
     e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("tier_report", 2)) {
-    int flush = 0;
-    if (ei_decode_boolean((const char *)cmd.p, &idx, &flush) != 0) {
+  } else if (IS("tier_report", 2) || IS("tier_report", 3)) {
+    int flush = 0, clear = 0;
+    if (ei_decode_boolean((const char *)cmd.p, &idx, &flush) != 0 ||
+        (arity == 3 && ei_decode_boolean((const char *)cmd.p, &idx, &clear) != 0)) {
       e = encode_error(&x, "badarg");
     } else {
       ks_tiers_flush(&s->tiers, flush);
       e = ks_tier_encode_report(s, &x);
+      if (clear)
+        ks_tiers_clear_rows(&s->tiers);
     }
   } else {
     e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||

@@ -65,3 +65,25 @@ int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res) {
   keep_if_slow(t, res);
   return rc == KS_OK ? KS_OK : KS_ENOMEM;
 }
+
+/* Empties the rows, the slow list and the counters; requests in flight stay. */
+void ks_tiers_clear_rows(ks_tiers *t) {
+  uint32_t r;
+  int c;
+
+  if (t->rows != NULL)
+    for (r = 0; r <= t->o.max_identities; r++) {
+      t->rows[r].requests = 0;
+      if (t->rows[r].cols == NULL)
+        continue;
+      for (c = 0; c < ncols(t); c++) {
+        t->rows[r].cols[c].calls = 0;
+        ks_hist_reset(&t->rows[r].cols[c].self);
+        ks_hist_reset(&t->rows[r].cols[c].incl);
+      }
+    }
+  t->n_slow = 0;
+  t->requests = t->events = t->abandoned = t->truncated_requests = 0;
+  t->dropped_requests = t->dropped_events = t->orphan_events = t->folded_requests = 0;
+  t->first_ts = t->last_ts;
+}
