@@ -42,8 +42,8 @@ $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
 
 include test/c/check.mk
 include erlang/erlang.mk
--include fuzz/fuzz.mk
--include bench/bench.mk
+# Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk, ...).
+-include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk))
 
 # deps first, then a fresh make: the variables above need erl and pkg-config installed.
 demo: deps
