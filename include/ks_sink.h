@@ -4,6 +4,7 @@
 
 #include "ks_decode.h"
 #include "ks_frame.h"
+#include "ks_overload.h"
 #include "ks_stats.h"
 #include "ks_tiers.h"
 
@@ -21,6 +22,7 @@ typedef struct ks_sink {
   ks_intern in;
   ks_stats st;
   ks_tiers tiers;
+  ks_overload ov;
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
@@ -34,11 +36,15 @@ void ks_sink_free(ks_sink *s);
 void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len);
 /* Bytes from the input, any split. */
 int ks_sink_feed(ks_sink *s, const void *data, size_t n);
+/* n bytes were read into the framer's space: frame them, then send owed alerts. */
+void ks_sink_read(ks_sink *s, size_t n);
 /* End of input: an unfinished frame is counted as truncated. */
 void ks_sink_eof(ks_sink *s);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
+/* Sends the alerts owed (overload), if any. */
+void ks_control_alerts(ks_sink *s);
 
 /* tier_control.c (b: the command's bytes, idx: just past its tag atom) */
 int ks_tier_command_start(ks_sink *s, const char *b, int *idx);

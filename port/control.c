@@ -7,15 +7,24 @@
 
 #include "ks_sink.h"
 
-/* {kprof_reply, Ref, ... : the caller encodes the reply term, then finish(). */
-static int begin(ei_x_buff *x, const char *tag, ks_slice first) {
+/* {Tag, ... : the caller encodes the other two elements, then finish(). */
+static int begin(ei_x_buff *x, const char *tag) {
   static const char hole[4] = {0, 0, 0, 0};
 
   if (ei_x_new(x) != 0)
     return KS_ENOMEM;
   if (ei_x_append_buf(x, hole, 4) || ei_x_encode_version(x) ||
-      ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, tag) ||
-      ei_x_append_buf(x, (const char *)first.p, (int)first.n)) {
+      ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, tag)) {
+    ei_x_free(x);
+    return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+static int begin_reply(ei_x_buff *x, ks_slice ref) {
+  if (begin(x, "kprof_reply") != KS_OK)
+    return KS_ENOMEM;
+  if (ei_x_append_buf(x, (const char *)ref.p, (int)ref.n)) {
     ei_x_free(x);
     return KS_ENOMEM;
   }
@@ -45,7 +54,10 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"dropped", st->dropped}, {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
     {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", s->in.n_pids},
     {"names", s->in.n_terms}, {"max_frame", s->fr.max_frame},
-    {"pipe_size", s->pipe_size}, {"replies", s->emitted}};
+    {"pipe_size", s->pipe_size}, {"replies", s->emitted},
+    {"alerts", s->ov.alerts},
+    {"lag_us", s->ov.lag_ns > 0 ? (uint64_t)s->ov.lag_ns / 1000 : 0},
+    {"worst_lag_us", s->ov.worst_lag_ns > 0 ? (uint64_t)s->ov.worst_lag_ns / 1000 : 0}};
   size_t k, n = sizeof(top) / sizeof(top[0]);
   int e;
 
@@ -117,7 +129,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   ei_x_buff x;
   int e = 0, arity = -1, idx = 0;
 
-  if (begin(&x, "kprof_reply", ref) != KS_OK)
+  if (begin_reply(&x, ref) != KS_OK)
     return;
   if (cmd.p == NULL)
     e = encode_error(&x, "bad_command");
@@ -134,6 +146,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
     e = encode_stats(s, &x);
   } else if (IS("reset", 0)) {
     ks_stats_reset(&s->st);
+    s->ov.worst_lag_ns = 0;
     s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
     e = ei_x_encode_atom(&x, "ok");
   } else if (IS("calls", 0)) {
@@ -141,6 +154,20 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   } else if (IS("version", 0)) {
     e = ei_x_encode_tuple_header(&x, 3) || ei_x_encode_atom(&x, "kprof_sink") ||
         ei_x_encode_string(&x, KS_VERSION) || ei_x_encode_long(&x, KS_PROTOCOL);
+  } else if (IS("clock", 2) || IS("overload", 2) || IS("test_delay_us", 2)) {
+    long long v;
+    if (ei_decode_longlong((const char *)cmd.p, &idx, &v) != 0 || v < INT64_MIN / 2 ||
+        (name[0] != 'c' && (v < 0 || v > 3600000000ll))) {
+      e = encode_error(&x, "badarg");
+    } else {
+      if (name[0] == 'c')
+        ks_overload_sync(&s->ov, v);
+      else if (name[0] == 'o')
+        s->ov.max_lag_ns = v * 1000000;   /* ms; 0 turns the bound off */
+      else
+        s->ov.test_delay_us = (uint32_t)v;
+      e = ei_x_encode_atom(&x, "ok");
+    }
   } else if (IS("tiers_start", 3)) {
     e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
   } else if (IS("tiers_stop", 0)) {
@@ -165,5 +192,25 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
         ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "unknown_command") ||
         ei_x_append_buf(&x, (const char *)cmd.p, (int)cmd.n);
   }
+  finish(s, &x, e);
+}
+
+void ks_control_alerts(ks_sink *s) {
+  ks_overload *o = &s->ov;
+  ei_x_buff x;
+  int e;
+
+  if (!o->pending)
+    return;
+  o->pending = 0;
+  o->last_alert_ns = o->now_ns;
+  o->alerts++;
+  if (begin(&x, "kprof_alert") != KS_OK)
+    return;
+  e = ei_x_encode_atom(&x, "overload") || ei_x_encode_map_header(&x, 3) ||
+      put_key_u64(&x, "lag_us", (uint64_t)o->pending_lag_ns / 1000) ||
+      put_key_u64(&x, "max_lag_us", (uint64_t)o->max_lag_ns / 1000) ||
+      put_key_u64(&x, "events", s->st.trace_events);
+  o->pending_lag_ns = 0;
   finish(s, &x, e);
 }

@@ -81,7 +81,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread > 0) {
-    ks_framer_commit(&sink.fr, (size_t)nread, ks_sink_frame, &sink);
+    ks_sink_read(&sink, (size_t)nread);
     return;
   }
   if (nread == 0)
@@ -128,7 +128,7 @@ static void read_file_input(void) {
       continue;
     if (k <= 0)
       break;
-    ks_framer_commit(&sink.fr, (size_t)k, ks_sink_frame, &sink);
+    ks_sink_read(&sink, (size_t)k);
   }
   ks_sink_eof(&sink);
 }

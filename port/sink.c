@@ -25,6 +25,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   }
   ks_stats_init(&s->st);
   ks_tiers_init(&s->tiers);
+  ks_overload_init(&s->ov);
   s->emit = emit;
   s->emit_ctx = emit_ctx;
   return KS_OK;
@@ -43,6 +44,7 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
 
   switch (ks_decode_frame(&s->in, frame, len, &d)) {
   case KS_FRAME_TRACE:
+    ks_overload_event(&s->ov, &d.ev);
     if (ks_stats_event(&s->st, &d.ev) != KS_OK)
       s->st.dropped++;
     if (s->tiers.active)
@@ -65,7 +67,18 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
 }
 
 int ks_sink_feed(ks_sink *s, const void *data, size_t n) {
-  return ks_framer_feed(&s->fr, data, n, ks_sink_frame, s);
+  int rc;
+
+  s->ov.now_ns = ks_overload_clock();
+  rc = ks_framer_feed(&s->fr, data, n, ks_sink_frame, s);
+  ks_control_alerts(s);
+  return rc;
+}
+
+void ks_sink_read(ks_sink *s, size_t n) {
+  s->ov.now_ns = ks_overload_clock();
+  ks_framer_commit(&s->fr, n, ks_sink_frame, s);
+  ks_control_alerts(s);
 }
 
 void ks_sink_eof(ks_sink *s) {

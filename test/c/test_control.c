@@ -166,6 +166,57 @@ START_TEST(truncated_input_at_eof) {
 }
 END_TEST
 
+static void command_int(long ref, const char *cmd, long long v) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, cmd);
+  ei_x_encode_longlong(&x, v);
+  feed_x(&x);
+}
+
+static void call_at(long long ts) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 5);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", 85, 0, 3);
+  tb_atom(&x, "call");
+  tb_mfa(&x, "m", "f", 0);
+  ei_x_encode_longlong(&x, ts);
+  feed_x(&x);
+}
+
+/* Messages older than the bound: one overload alert, then quiet for a second. */
+START_TEST(overload_alert_on_lag) {
+  long long vm_now = -576460751000000000LL;
+  char *txt;
+
+  command_int(1, "clock", vm_now);        /* VM time == now */
+  command_int(2, "overload", 100);        /* 100 ms */
+  ck_assert_int_eq(out.frames, 2);
+  call_at(vm_now);                        /* fresh: no alert */
+  ck_assert_int_eq(out.frames, 2);
+  call_at(vm_now - 2000000000LL);         /* 2 s old */
+  ck_assert_int_eq(out.frames, 3);
+  txt = tb_out_reply(&out, 2);
+  ck_assert_ptr_nonnull(strstr(txt, "max_lag_us => 100000"));
+  ck_assert_ptr_nonnull(strstr(txt, "lag_us => 2"));
+  free(txt);
+  call_at(vm_now - 3000000000LL);         /* still behind, but alerts are rate-limited */
+  ck_assert_int_eq(out.frames, 3);
+  ck_assert_uint_eq(sink.ov.alerts, 1);
+  ck_assert_int_ge(sink.ov.worst_lag_ns, 3000000000LL);
+  command_int(3, "overload", 0);          /* bound off */
+  expect_reply(3, "ok");
+}
+END_TEST
+
 Suite *control_suite(void) {
   Suite *s = suite_create("control");
   TCase *tc = tcase_create("control");
@@ -177,6 +228,8 @@ Suite *control_suite(void) {
   tcase_add_test(tc, stats_and_reset);
   tcase_add_test(tc, badly_shaped_commands);
   tcase_add_test(tc, truncated_input_at_eof);
+  tcase_add_test(tc, overload_alert_on_lag);
   suite_add_tcase(s, tc);
   return s;
 }
+
