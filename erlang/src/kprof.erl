@@ -82,6 +82,12 @@
 -export([start/0, start/1, stop/0]).
 -export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
          sink_sync/0, sink_reset/0, sink_calls/0]).
+%% SAFETY
+-export([subscribe/0, unsubscribe/0, status/0]).
+
+%% TIERS
+-export([start_tiers/2, stop_tiers/0, request/2, set_token/1, clear_token/0,
+         report/0, report/1, reset/0]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -193,9 +199,48 @@ sink_calls() ->
         Other -> Other
     end.
 
+%%% SAFETY: alerts and status (kprof_guard watches every tracing mode)
+
+%% @doc The caller gets `{kprof_alert, Kind, Info}' whenever kprof turns its
+%% tracing off by itself: `overload' (messages too old in the sink, the port
+%% queue or the node's memory too big), `limit' (`max_events', `rate',
+%% `max_seconds'), `sink_down'. `Info' says what tripped, the measured figure
+%% and the bound, and has a readable `message'.
+-spec subscribe() -> ok | {error, not_running}.
+subscribe() ->
+    guard_call(fun kprof_guard:subscribe/0).
+
+%% @doc Stops the alerts of {@link subscribe/0}.
+-spec unsubscribe() -> ok | {error, not_running}.
+unsubscribe() ->
+    guard_call(fun kprof_guard:unsubscribe/0).
+
+%% @doc What kprof is doing: the sink's health, what tracing is armed, the
+%% limits in force and the last abort, e.g.
+%% `#{sink => ok, armed => [tiers], aborted => #{kind => overload,
+%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}'.
+-spec status() -> map() | {error, not_running}.
+status() ->
+    case guard_call(fun kprof_guard:status/0) of
+        S when is_map(S) ->
+            Sink = case catch kprof_sink:command(ping, 1000) of
+                       pong -> ok;
+                       Err -> Err
+                   end,
+            S#{sink => Sink};
+        Err ->
+            Err
+    end.
+
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
+
+guard_call(F) ->
+    case whereis(kprof_guard) of
+        undefined -> {error, not_running};
+        _ -> F()
+    end.
 
 -spec start_with([{atom(), term()}]) -> ok | {error, term()}.
 start_with(Env) ->
@@ -283,3 +328,93 @@ is_filename(L) -> is_flat_string(L) andalso L =/= [].
 -spec is_flat_string(term()) -> boolean().
 is_flat_string(L) when is_list(L) -> io_lib:printable_unicode_list(L);
 is_flat_string(_) -> false.
+
+%%%%%%%%%%%%%
+%%% TIERS %%%
+%%%%%%%%%%%%%
+%%% Tiered request profiling: where the time of each kind of request goes,
+%%% tier by tier. kprof_tiers has the guided session; doc/tiers.md the
+%%% contract with the sink.
+
+%% @doc Start tiered request profiling: `Tiers' is
+%% `[{TierName, [{M, F, Arity} | {M, F, '_'} | {M, '_', '_'}]}]' (at most
+%% 32 tiers, no function in two). Requests are then what
+%% {@link request/2} wraps, what {@link set_token/1} opens, or calls of the
+%% `entry' functions. Options (see {@link kprof_tiers}): `sample',
+%% `slow_ms', `slow_max', `window', `entry', `identity', `nodes' and the
+%% sink's limits. Starts kprof if it is not running. Everything is
+%% validated first: `{error, Reason}' names the culprit and nothing is
+%% left started.
+%%
+%% ```
+%% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]}, {db, [{shop_db, query, 2}]}], #{}).
+%% ok
+%% 2> kprof:start_tiers([{http, [{shop_htp, '_', '_'}]}], #{}).
+%% {error,{unknown_module,http,shop_htp}}
+%% '''
+-spec start_tiers(kprof_tiers:tiers(), kprof_tiers:opts()) -> ok | {error, term()}.
+start_tiers(Tiers, Opts) ->
+    kprof_tiers:start(Tiers, Opts).
+
+%% @doc Stop tiered profiling on every node it was started on; what was
+%% recorded stays for {@link report/1}.
+-spec stop_tiers() -> ok | {error, term()}.
+stop_tiers() ->
+    kprof_tiers:stop().
+
+%% @doc Run `Fun' as one request of this identity (any term) and return
+%% its result; an exception of `Fun' goes through with its stacktrace.
+%% While tiers run, every tier function called for it, in this process or
+%% in any process it sends messages to, is timed; without tiers, or when
+%% the `sample' left it out, `Fun' just runs.
+-spec request(term(), fun(() -> Result)) -> Result.
+request(Identity, Fun) when is_function(Fun, 0) ->
+    case kprof_tiers:enter(Identity) of
+        untraced ->
+            Fun();
+        Traced ->
+            try
+                Fun()
+            after
+                kprof_tiers:leave(Traced)
+            end
+    end.
+
+%% @doc Open a request of this identity in the calling process, for entry
+%% points that cannot wrap a fun; {@link clear_token/0} ends it. A request
+%% still open is ended first.
+-spec set_token(term()) -> ok.
+set_token(Identity) ->
+    ok = clear_token(),
+    case kprof_tiers:enter(Identity) of
+        untraced -> ok;
+        Traced -> put('$kprof_request', Traced), ok
+    end.
+
+%% @doc End the request {@link set_token/1} opened (nothing if none).
+-spec clear_token() -> ok.
+clear_token() ->
+    case erase('$kprof_request') of
+        undefined -> ok;
+        Traced -> kprof_tiers:leave(Traced)
+    end.
+
+%% @equiv report(#{})
+%% @doc Print the tier table of every node the tiers run on.
+-spec report() -> ok | {error, term()}.
+report() ->
+    report(#{}).
+
+%% @doc The tier report. Options: `format' (`text': print the table and
+%% return `ok'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
+%% (`self' or `inclusive' time per tier in the table), `nodes' (default:
+%% those of {@link start_tiers/2}), `limit' (identities in the table, 50).
+%% See {@link kprof_report} for the map.
+-spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
+report(Opts) ->
+    kprof_tiers:report(Opts).
+
+%% @doc Forget what the tiers recorded, on every node; tracing goes on.
+-spec reset() -> ok | {error, term()}.
+reset() ->
+    kprof_tiers:reset().

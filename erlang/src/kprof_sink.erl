@@ -32,7 +32,7 @@
 
 %% PUBLIC
 -export([start_link/0, start_link/1,
-         port/0, command/1, command/2,
+         port/0, command/1, command/2, command/3,
          subscribe/0, unsubscribe/0,
          info/0, default_path/0]).
 %% gen_server callbacks
@@ -95,7 +95,12 @@ start_link(Opts) when is_map(Opts) ->
 %% restarted.
 -spec port() -> port() | {error, not_running}.
 port() ->
-    safe_call(port, ?DEFAULT_TIMEOUT).
+    %% Kept outside the server too: a server stuck on a busy port still
+    %% leaves the port reachable (the guard needs it to turn tracing off).
+    case persistent_term:get({?MODULE, port}, undefined) of
+        Port when is_port(Port) -> Port;
+        _ -> safe_call(port, ?DEFAULT_TIMEOUT)
+    end.
 
 %% @equiv command(Cmd, CallTimeout)
 %% @doc Send a command with the default timeout (application env
@@ -110,6 +115,13 @@ command(Cmd) ->
 -spec command(command(), non_neg_integer()) -> term().
 command(Cmd, Timeout) when is_integer(Timeout), Timeout >= 0 ->
     safe_call({command, Cmd, Timeout}, Timeout + ?CALL_MARGIN).
+
+%% @doc As {@link command/2}; with `[nosuspend]' a command meets a busy port
+%% (the VM-side queue past its high mark) with `{error, busy}' instead of
+%% suspending the server until the sink catches up. For watchers.
+-spec command(command(), non_neg_integer(), [nosuspend]) -> term().
+command(Cmd, Timeout, [nosuspend]) when is_integer(Timeout), Timeout >= 0 ->
+    safe_call({command, Cmd, Timeout, nosuspend}, Timeout + ?CALL_MARGIN).
 
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
 %% the sink, `Kind = sink_down' included, until {@link unsubscribe/0} or
@@ -162,7 +174,9 @@ init(Opts) ->
 -spec handle_call(term(), gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {noreply, #state{}}.
 handle_call({command, Cmd, Timeout}, From, S) ->
-    send_command(Cmd, Timeout, From, S);
+    send_command(Cmd, Timeout, [], From, S);
+handle_call({command, Cmd, Timeout, nosuspend}, From, S) ->
+    send_command(Cmd, Timeout, [nosuspend], From, S);
 handle_call(port, _From, S = #state{port = Port}) ->
     {reply, Port, S};
 handle_call({subscribe, Pid}, _From, S) ->
@@ -202,6 +216,7 @@ handle_info(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{port = Port}) ->
     %% The sink exits by itself when its stdin closes.
+    _ = persistent_term:erase({?MODULE, port}),
     catch port_close(Port),
     ok.
 
@@ -226,11 +241,13 @@ safe_call(Request, Timeout) ->
         exit:{Reason, _} -> {error, {not_running, Reason}}
     end.
 
--spec send_command(command(), non_neg_integer(), gen_server:from(), #state{}) ->
+-spec send_command(command(), non_neg_integer(), [nosuspend], gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {noreply, #state{}}.
-send_command(Cmd, Timeout, From, S = #state{port = Port, pending = Pending}) ->
+send_command(Cmd, Timeout, PortOpts, From, S = #state{port = Port, pending = Pending}) ->
     Ref = make_ref(),
-    try port_command(Port, term_to_binary({kprof, Ref, Cmd})) of
+    try erlang:port_command(Port, term_to_binary({kprof, Ref, Cmd}), PortOpts) of
+        false ->
+            {reply, {error, busy}, S};
         true ->
             TRef = erlang:start_timer(Timeout, self(), {call, Ref}),
             P = #pending{from = From, timer = TRef},
@@ -367,7 +384,9 @@ open(Path, Args) ->
         true ->
             try open_port({spawn_executable, Path},
                           [{args, Args}, binary, {packet, 4}, exit_status, use_stdio]) of
-                Port -> {ok, Port}
+                Port ->
+                    persistent_term:put({?MODULE, port}, Port),
+                    {ok, Port}
             catch
                 error:Reason -> {error, {sink_open_failed, Path, Reason}}
             end

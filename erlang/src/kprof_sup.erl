@@ -25,4 +25,18 @@ init([]) ->
              shutdown => 5000,
              type => worker,
              modules => [kprof_sink]},
-    {ok, {Flags, [Sink]}}.
+    %% After the sink: it watches it, and on shutdown turns kprof's tracing off first.
+    Guard = #{id => kprof_guard,
+              start => {kprof_guard, start_link, []},
+              restart => permanent,
+              shutdown => 5000,
+              type => worker,
+              modules => [kprof_guard]},
+    %% TIERS: after the sink, so it stops (and turns its tracing off) first.
+    Tiers = #{id => kprof_tiers,
+              start => {kprof_tiers, start_link, []},
+              restart => permanent,
+              shutdown => 5000,
+              type => worker,
+              modules => [kprof_tiers]},
+    {ok, {Flags, [Sink, Guard, Tiers]}}.

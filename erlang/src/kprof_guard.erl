@@ -1,0 +1,445 @@
+%%% @doc The safety net under every kind of kprof tracing.
+%%%
+%%% A tracing mode (tiers, a flame capture) arms the guard with the trace
+%%% patterns it set, a function that turns its tracing off, and its limits.
+%%% While anything is armed, the guard watches, every `?TICK' ms:
+%%%
+%%% <ul>
+%%% <li>the age of trace messages when the sink reads them (the sink measures
+%%%     it against the VM's clock, which the guard sends it once a second while
+%%%     the port queue is short): `max_lag_ms', default 1000;</li>
+%%% <li>the port's queue on the VM side, `erlang:port_info(Port, queue_size)':
+%%%     `max_queue_bytes', default 4 MiB (the VM's port queue degrades
+%%%     quadratically when large);</li>
+%%% <li>the node's memory, `erlang:memory(total)': `max_memory_bytes', default
+%%%     the total at arming plus 1 GiB;</li>
+%%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
+%%%     `max_seconds';</li>
+%%% <li>the sink itself: if it dies, or its owner does, everything is turned off;</li>
+%%% <li>code reloads, which silently drop trace patterns: they are put back
+%%%     and counted (`reapplied').</li>
+%%% </ul>
+%%%
+%%% When a bound is crossed, every armed mode is aborted at once (its own
+%%% abort function, then, as a net, every trace flag whose tracer is the sink's
+%%% port and every pattern it armed), a `logger' warning says what tripped with
+%%% the measured figure and the bound, subscribers get
+%%% `{kprof_alert, Kind, Info}' (`Kind' is `overload', `limit' or
+%%% `sink_down'), and {@link status/0} shows it. Restarting is one call to the
+%%% mode's start function.
+-module(kprof_guard).
+-behaviour(gen_server).
+
+%% PUBLIC
+-export([start_link/0, arm/2, disarm/1, abort/2, status/0,
+         subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0]).
+%% gen_server
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-export_type([limits/0, arm_spec/0, abort_kind/0]).
+
+-define(TICK, 50).
+-define(CLOCK_EVERY, 1000).
+-define(STATS_EVERY, 200).
+-define(RELOAD_EVERY, 1000).
+-define(QUIET_QUEUE, 65536).
+
+-type abort_kind() :: overload | limit | sink_down | stopped | manual.
+-type limits() :: #{max_lag_ms => pos_integer() | infinity,
+                    max_queue_bytes => pos_integer() | infinity,
+                    max_memory_bytes => pos_integer() | infinity | default,
+                    max_events => pos_integer() | infinity,
+                    rate => {pos_integer(), pos_integer()} | infinity,
+                    max_seconds => pos_integer() | infinity}.
+-type pattern() :: {{module(), atom(), arity() | '_'}, term(), list()}.
+-type arm_spec() :: #{abort := fun((abort_kind(), map()) -> any()),
+                      patterns => [pattern()],
+                      limits => limits(),
+                      reapplied => fun((mfa()) -> any())}.
+
+-record(armed, {abort, patterns = [], reapplied, since}).
+-record(state, {armed = #{} :: #{atom() => #armed{}},
+                limits = #{} :: map(),
+                subs = #{} :: #{pid() => reference()},
+                sink_mon :: reference() | undefined,
+                mem_base = 0 :: non_neg_integer(),
+                events0 :: non_neg_integer() | undefined,
+                rate_win = [] :: [{integer(), non_neg_integer()}],
+                last_clock = 0 :: integer(),
+                last_stats = 0 :: integer(),   % monotonic ms: negative, set at start
+                last_reload = 0 :: integer(),
+                aborted :: map() | undefined,
+                reapplied = 0 :: non_neg_integer()}).
+
+%%====================================================================
+%% PUBLIC
+%%====================================================================
+
+%% @doc Starts the guard (kprof's supervisor does).
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc The limits used where a mode does not give its own.
+-spec default_limits() -> limits().
+default_limits() ->
+    #{max_lag_ms => 1000, max_queue_bytes => 4 bsl 20, max_memory_bytes => default,
+      max_events => infinity, rate => infinity, max_seconds => infinity}.
+
+%% @doc Checks limit options (any other keys are left to the caller).
+%% Returns the limits merged over the defaults, or the first bad one.
+-spec validate_limits(map()) -> {ok, limits()} | {error, {bad_option, atom(), term()}}.
+validate_limits(Opts) when is_map(Opts) ->
+    Keys = maps:keys(default_limits()),
+    Given = maps:with(Keys, Opts),
+    case [{K, V} || {K, V} <- maps:to_list(Given), not valid_limit(K, V)] of
+        [] -> {ok, maps:merge(default_limits(), Given)};
+        [{K, V} | _] -> {error, {bad_option, K, V}}
+    end.
+
+%% @doc Arms the guard for a tracing mode. `Name' is the mode (tiers, a
+%% capture's name); arming it again replaces it. The strictest limit of all
+%% armed modes applies.
+-spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
+arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
+    gen_server:call(?MODULE, {arm, Name, Spec}).
+
+%% @doc The mode stopped by itself: stop watching for it.
+-spec disarm(term()) -> ok.
+disarm(Name) ->
+    gen_server:call(?MODULE, {disarm, Name}).
+
+%% @doc Aborts every armed mode now, as if a bound had been crossed.
+-spec abort(abort_kind(), map()) -> ok.
+abort(Kind, Info) when is_atom(Kind), is_map(Info) ->
+    gen_server:call(?MODULE, {abort, Kind, Info}).
+
+%% @doc What is armed, the limits in force, and the last abort (if any):
+%% `#{armed => [Name], limits => Limits, aborted => undefined | Abort,
+%% reapplied => N}', `Abort = #{kind, info, at, took_us, message}'.
+-spec status() -> map().
+status() ->
+    gen_server:call(?MODULE, status).
+
+%% @doc The caller gets `{kprof_alert, Kind, Info}' for every abort.
+-spec subscribe() -> ok.
+subscribe() ->
+    gen_server:call(?MODULE, {subscribe, self()}).
+
+%% @doc Stops the alerts of {@link subscribe/0}.
+-spec unsubscribe() -> ok.
+unsubscribe() ->
+    gen_server:call(?MODULE, {unsubscribe, self()}).
+
+%%====================================================================
+%% gen_server
+%%====================================================================
+
+%% @private
+init([]) ->
+    process_flag(trap_exit, true),
+    {ok, #state{}}.
+
+%% @private
+handle_call({arm, Name, Spec}, _From, S0) ->
+    Limits = maps:get(limits, Spec, default_limits()),
+    A = #armed{abort = maps:get(abort, Spec),
+               patterns = maps:get(patterns, Spec, []),
+               reapplied = maps:get(reapplied, Spec, undefined),
+               since = erlang:monotonic_time(millisecond)},
+    First = map_size(S0#state.armed) =:= 0,
+    S1 = case First of
+             true -> start_watch(S0#state{aborted = undefined});
+             false -> S0
+         end,
+    S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
+                  limits = strictest(S1#state.limits, Limits, First)},
+    send_overload_bound(S2),
+    {reply, ok, S2};
+handle_call({disarm, Name}, _From, S) ->
+    {reply, ok, maybe_unwatch(S#state{armed = maps:remove(Name, S#state.armed)})};
+handle_call({abort, Kind, Info}, _From, S) ->
+    {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
+handle_call(status, _From, S) ->
+    {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
+              aborted => S#state.aborted, reapplied => S#state.reapplied}, S};
+handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
+    case maps:is_key(Pid, Subs) of
+        true -> {reply, ok, S};
+        false -> {reply, ok, S#state{subs = Subs#{Pid => monitor(process, Pid)}}}
+    end;
+handle_call({unsubscribe, Pid}, _From, S = #state{subs = Subs}) ->
+    case maps:take(Pid, Subs) of
+        {Ref, Rest} -> demonitor(Ref, [flush]), {reply, ok, S#state{subs = Rest}};
+        error -> {reply, ok, S}
+    end;
+handle_call(_Other, _From, S) ->
+    {reply, {error, unknown_call}, S}.
+
+%% @private
+handle_cast(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
+    {noreply, S};
+handle_info(tick, S0) ->
+    erlang:send_after(?TICK, self(), tick),
+    {noreply, check(S0)};
+handle_info({kprof_alert, overload, Info}, S) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {noreply, do_abort(overload, overload_info(Info), T0, S)};
+handle_info({kprof_alert, sink_down, Info}, S) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {noreply, do_abort(sink_down, Info, T0, S)};
+handle_info({kprof_alert, _Kind, _Info}, S) ->
+    {noreply, S};
+handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    S1 = do_abort(sink_down, #{reason => owner_down, detail => Reason}, T0,
+                  S#state{sink_mon = undefined}),
+    {noreply, S1};
+handle_info({'DOWN', Ref, process, Pid, _}, S = #state{subs = Subs}) ->
+    case maps:get(Pid, Subs, undefined) of
+        Ref -> {noreply, S#state{subs = maps:remove(Pid, Subs)}};
+        _ -> {noreply, S}
+    end;
+handle_info(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+%% The application is stopping: nothing of kprof's stays on the node.
+terminate(_Reason, S) ->
+    _ = [turn_off(Name, A, stopped, #{}) || {Name, A} <- maps:to_list(S#state.armed)],
+    ok.
+
+%%====================================================================
+%% PRIVATE: watching
+%%====================================================================
+
+start_watch(S) ->
+    catch kprof_sink:subscribe(),
+    Mon = case whereis(kprof_sink) of
+              undefined -> undefined;
+              Pid -> monitor(process, Pid)
+          end,
+    erlang:send_after(?TICK, self(), tick),
+    sync_clock(),
+    S#state{sink_mon = Mon, mem_base = erlang:memory(total), events0 = undefined,
+            rate_win = [], last_clock = now_ms(), last_stats = now_ms() - ?STATS_EVERY,
+            last_reload = now_ms()}.
+
+maybe_unwatch(S = #state{armed = Armed}) when map_size(Armed) > 0 ->
+    S;
+maybe_unwatch(S = #state{sink_mon = Mon}) ->
+    catch kprof_sink:unsubscribe(),
+    _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
+    S#state{sink_mon = undefined, limits = #{}}.
+
+%% One tick: the VM-side bounds every tick, the sink's counters less often.
+check(S0) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Now = now_ms(),
+    L = S0#state.limits,
+    Port = sink_port(),
+    Queue = queue_size(Port),
+    Mem = erlang:memory(total),
+    MaxMem = max_memory(L, S0),
+    Since = lists:min([A#armed.since || A <- maps:values(S0#state.armed)]),
+    if
+        Port =:= undefined ->
+            do_abort(sink_down, #{reason => no_sink}, T0, S0);
+        is_integer(Queue), Queue > map_get(max_queue_bytes, L) ->
+            do_abort(overload, #{what => queue_bytes, value => Queue,
+                                 bound => map_get(max_queue_bytes, L)}, T0, S0);
+        Mem > MaxMem ->
+            do_abort(overload, #{what => memory_bytes, value => Mem, bound => MaxMem},
+                     T0, S0);
+        is_integer(map_get(max_seconds, L)),
+        Now - Since >= map_get(max_seconds, L) * 1000 ->
+            do_abort(limit, #{what => max_seconds, value => (Now - Since) div 1000,
+                              bound => map_get(max_seconds, L)}, T0, S0);
+        true ->
+            S1 = maybe_clock(Now, Queue, S0),
+            S2 = maybe_events(Now, T0, S1),
+            maybe_reload(Now, S2)
+    end.
+
+maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
+                                 is_integer(Queue), Queue < ?QUIET_QUEUE ->
+    sync_clock(),
+    S#state{last_clock = Now};
+maybe_clock(_Now, _Queue, S) ->
+    S.
+
+%% Event counts come from the sink's stats (the VM does not count port-tracer output).
+maybe_events(Now, T0, S = #state{limits = L}) when Now - S#state.last_stats >= ?STATS_EVERY ->
+    case map_get(max_events, L) =:= infinity andalso map_get(rate, L) =:= infinity of
+        true ->
+            S#state{last_stats = Now};
+        false ->
+            case catch kprof_sink:command(stats, 1000, [nosuspend]) of
+                #{trace_events := N} -> check_events(Now, N, T0, S#state{last_stats = Now});
+                _ -> S#state{last_stats = Now}
+            end
+    end;
+maybe_events(_Now, _T0, S) ->
+    S.
+
+check_events(Now, N, T0, S0 = #state{limits = L}) ->
+    E0 = case S0#state.events0 of undefined -> N; V -> V end,
+    S = S0#state{events0 = E0},
+    Seen = N - E0,
+    Win = [{Now, N} | [P || P = {T, _} <- S#state.rate_win, Now - T =< rate_ms(L)]],
+    {_, Oldest} = lists:last(Win),
+    case {map_get(max_events, L), map_get(rate, L)} of
+        {Max, _} when is_integer(Max), Seen > Max ->
+            do_abort(limit, #{what => max_events, value => Seen, bound => Max}, T0, S);
+        {_, {Max, PerMs}} when N - Oldest > Max ->
+            do_abort(limit, #{what => rate, value => N - Oldest, bound => Max,
+                              per_ms => PerMs}, T0, S);
+        _ ->
+            S#state{rate_win = Win}
+    end.
+
+rate_ms(#{rate := {_, PerMs}}) -> PerMs;
+rate_ms(_) -> 0.
+
+%% A code reload drops the patterns of the module: put them back.
+maybe_reload(Now, S) when Now - S#state.last_reload >= ?RELOAD_EVERY ->
+    lists:foldl(fun reapply/2, S#state{last_reload = Now},
+                [{A, P} || A <- maps:values(S#state.armed), P <- A#armed.patterns]);
+maybe_reload(_Now, S) ->
+    S.
+
+reapply({A, {MFA = {M, _, _}, MS, Flags}}, S) ->
+    case code:is_loaded(M) =/= false andalso not is_traced(MFA, Flags) of
+        true ->
+            _ = erlang:trace_pattern(MFA, MS, Flags),
+            logger:notice("kprof: trace pattern on ~p was lost (code reload?); put back",
+                          [MFA]),
+            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)(MFA),
+            S#state{reapplied = S#state.reapplied + 1};
+        false ->
+            S
+    end.
+
+%% A wildcard pattern is checked on the module's first function.
+is_traced({M, '_', _}, Flags) ->
+    case catch M:module_info(functions) of
+        [{F, A} | _] -> is_traced({M, F, A}, Flags);
+        _ -> true
+    end;
+is_traced({M, F, '_'}, Flags) ->
+    case [A || {F1, A} <- catch M:module_info(functions), F1 =:= F] of
+        [A | _] -> is_traced({M, F, A}, Flags);
+        [] -> true
+    end;
+is_traced(MFA, _Flags) ->
+    case erlang:trace_info(MFA, traced) of
+        {traced, false} -> false;
+        _ -> true
+    end.
+
+%%====================================================================
+%% PRIVATE: aborting
+%%====================================================================
+
+do_abort(_Kind, _Info, _T0, S) when map_size(S#state.armed) =:= 0 ->
+    S;
+do_abort(Kind, Info, T0, S0) ->
+    _ = [turn_off(Name, A, Kind, Info) || {Name, A} <- maps:to_list(S0#state.armed)],
+    Took = erlang:monotonic_time(microsecond) - T0,
+    Msg = unicode:characters_to_binary(message(Kind, Info)),
+    logger:warning("kprof: tracing aborted: ~ts (off in ~b us)", [Msg, Took]),
+    Abort = #{kind => Kind, info => Info, at => calendar:system_time_to_rfc3339(
+                                                   erlang:system_time(second)),
+              took_us => Took, message => Msg},
+    _ = [Pid ! {kprof_alert, Kind, Info#{message => Msg}} || Pid <- maps:keys(S0#state.subs)],
+    maybe_unwatch(S0#state{armed = #{}, aborted = Abort}).
+
+%% The mode's own abort first (so it can note why), then the net: flags whose
+%% tracer is the sink's port, and the patterns it armed.
+turn_off(Name, A, Kind, Info) ->
+    case catch (A#armed.abort)(Kind, Info) of
+        {'EXIT', Why} -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]);
+        _ -> ok
+    end,
+    _ = [catch erlang:trace_pattern(MFA, false, Flags) || {MFA, _, Flags} <- A#armed.patterns],
+    case sink_port() of
+        undefined -> ok;
+        Port -> catch erlang:trace(all, false, [all, {tracer, Port}])
+    end,
+    ok.
+
+message(Kind, #{what := lag_ms, value := V, bound := B}) ->
+    io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(V), secs(B)]);
+message(Kind, #{what := What, value := V, bound := B}) ->
+    io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
+message(Kind, Info) ->
+    io_lib:format("~p ~0p", [Kind, Info]).
+
+secs(Ms) when Ms >= 1000 -> io_lib:format("~.1f s", [Ms / 1000]);
+secs(Ms) -> io_lib:format("~b ms", [Ms]).
+
+overload_info(#{lag_us := Lag, max_lag_us := Max}) ->
+    #{what => lag_ms, value => Lag div 1000, bound => Max div 1000};
+overload_info(Info) ->
+    Info.
+
+%%====================================================================
+%% PRIVATE: helpers
+%%====================================================================
+
+sync_clock() ->
+    catch kprof_sink:command({clock, erlang:monotonic_time(nanosecond)}, 1000, [nosuspend]).
+
+send_overload_bound(#state{limits = #{max_lag_ms := infinity}}) ->
+    catch kprof_sink:command({overload, 0}, 1000, [nosuspend]);
+send_overload_bound(#state{limits = #{max_lag_ms := Ms}}) ->
+    catch kprof_sink:command({overload, Ms}, 1000, [nosuspend]);
+send_overload_bound(_) ->
+    ok.
+
+sink_port() ->
+    case whereis(kprof_sink) of
+        undefined -> undefined;
+        _ -> case catch kprof_sink:port() of
+                 P when is_port(P) -> P;
+                 _ -> undefined
+             end
+    end.
+%% (kprof_sink:port/0 reads a persistent_term: it answers even while the
+%% server is suspended on a busy port.)
+
+queue_size(undefined) -> undefined;
+queue_size(Port) ->
+    case erlang:port_info(Port, queue_size) of
+        {queue_size, Q} -> Q;
+        undefined -> undefined
+    end.
+
+max_memory(#{max_memory_bytes := default}, S) -> S#state.mem_base + (1 bsl 30);
+max_memory(#{max_memory_bytes := infinity}, _S) -> infinity;
+max_memory(#{max_memory_bytes := B}, _S) -> B.
+
+%% Several modes armed: each bound is the strictest of theirs.
+strictest(_Old, New, true) -> New;
+strictest(Old, New, false) ->
+    maps:merge_with(fun(_K, A, B) -> min_limit(A, B) end, Old, New).
+
+min_limit(infinity, B) -> B;
+min_limit(A, infinity) -> A;
+min_limit(default, B) -> B;
+min_limit(A, default) -> A;
+min_limit({M1, P1}, {M2, P2}) -> case M1 / P1 =< M2 / P2 of true -> {M1, P1}; false -> {M2, P2} end;
+min_limit(A, B) -> min(A, B).
+
+valid_limit(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso
+                                       is_integer(PerMs) andalso PerMs > 0;
+valid_limit(max_memory_bytes, default) -> true;
+valid_limit(_K, infinity) -> true;
+valid_limit(_K, V) -> is_integer(V) andalso V > 0.
+
+now_ms() ->
+    erlang:monotonic_time(millisecond).

@@ -1,0 +1,215 @@
+%%% EUnit: kprof_guard turns tracing off when a bound is crossed, the sink or its
+%%% owner dies, or a limit trips; puts patterns back after a code reload; and
+%%% leaves nothing of kprof's on the node when the application stops.
+-module(kprof_guard_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-define(MFA, {kprof_guard_work, f, 0}).
+
+guard_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [{"lag past max_lag_ms: overload alert, tracing off, node alive",
+       {timeout, 60, fun lag_trip/0}},
+      {"port queue past max_queue_bytes: overload",
+       {timeout, 60, fun queue_trip/0}},
+      {"kill -9 of the sink: sink_down, tracing off within 1 s, restart works",
+       {timeout, 30, fun sink_killed/0}},
+      {"owner killed: tracing off, old sink process exits",
+       {timeout, 30, fun owner_killed/0}},
+      {"code reload: the pattern is put back", {timeout, 30, fun code_reload/0}},
+      {"max_events", {timeout, 30, fun max_events/0}},
+      {"rate {Max, PerMs}", {timeout, 30, fun rate_limit/0}},
+      {"max_seconds", {timeout, 30, fun max_seconds/0}},
+      {"bad limits are refused", fun bad_limits/0},
+      {"manual abort and status", fun manual_abort/0}]}.
+
+app_stop_test_() ->
+    {timeout, 30, fun app_stop_leaves_nothing/0}.
+
+setup() ->
+    {module, _} = code:ensure_loaded(kprof_guard_work),
+    ok = kprof:start().
+
+cleanup(_) ->
+    _ = kprof:unsubscribe(),
+    erlang:trace_pattern(?MFA, false, [local]),
+    kprof:stop(),
+    flush().
+
+%% A traced worker looping on f/0, armed as mode `test'.
+arm_worker(PerMs, Limits) ->
+    ok = kprof:subscribe(),   % EUnit runs each test in a process of its own
+    Port = kprof:sink_port(),
+    W = spawn(fun() -> receive go -> ok end, kprof_guard_work:loop(PerMs, 20000) end),
+    1 = erlang:trace(W, true, [call, arity, monotonic_timestamp, {tracer, Port}]),
+    1 = erlang:trace_pattern(?MFA, [], [local]),
+    Self = self(),
+    {ok, L} = kprof_guard:validate_limits(Limits),
+    ok = kprof_guard:arm(test, #{abort => fun(Kind, Info) -> Self ! {aborted, Kind, Info} end,
+                                 patterns => [{?MFA, [], [local]}], limits => L}),
+    W ! go,
+    W.
+
+traced_off(W) ->
+    erlang:trace_info(W, flags) =:= {flags, []} andalso
+        erlang:trace_info(?MFA, traced) =:= {traced, false}.
+
+stop_worker(W) ->
+    W ! {stop, self()},
+    receive {stopped, N} -> N after 5000 -> error(worker_stuck) end.
+
+%% Waits for the alert; returns {Kind, Info, MsFromArmToAlert}.
+await_alert(T0) ->
+    receive
+        {kprof_alert, Kind, Info} -> {Kind, Info, erlang:monotonic_time(millisecond) - T0}
+    after 20000 ->
+        error(no_alert)
+    end.
+
+lag_trip() ->
+    ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
+    T0 = erlang:monotonic_time(millisecond),
+    W = arm_worker(2, #{max_lag_ms => 300, max_queue_bytes => infinity}),
+    {Kind, Info, _Ms} = await_alert(T0),
+    ?assertEqual(overload, Kind),
+    ?assertMatch(#{what := lag_ms, bound := 300}, Info),
+    ?assert(maps:get(value, Info) > 300),
+    receive {aborted, overload, _} -> ok after 1000 -> error(mode_not_told) end,
+    ?assert(traced_off(W)),
+    #{aborted := #{kind := overload, took_us := Took, message := Msg}} = kprof:status(),
+    ?assert(Took < 1000000),
+    ?assertMatch({match, _}, re:run(Msg, "lag .* > 300 ms")),
+    ?debugFmt("lag trip: ~s; tracing off ~b us after the alert", [Msg, Took]),
+    stop_worker(W),
+    pong = kill_slow_sink().
+
+queue_trip() ->
+    ok = kprof_sink:command({test_delay_us, 2000}),
+    T0 = erlang:monotonic_time(millisecond),
+    W = arm_worker(20, #{max_lag_ms => infinity, max_queue_bytes => 200000}),
+    {Kind, Info, Ms} = await_alert(T0),
+    ?assertEqual(overload, Kind),
+    ?assertMatch(#{what := queue_bytes, bound := 200000}, Info),
+    ?assert(traced_off(W)),
+    #{aborted := #{took_us := Took}} = kprof:status(),
+    ?debugFmt("queue trip after ~b ms (~b bytes); tracing off in ~b us",
+              [Ms, maps:get(value, Info), Took]),
+    stop_worker(W),
+    pong = kill_slow_sink().
+
+sink_killed() ->
+    W = arm_worker(1, #{}),
+    {os_pid, OsPid} = erlang:port_info(kprof:sink_port(), os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    os:cmd("kill -9 " ++ integer_to_list(OsPid)),
+    {sink_down, _Info, Ms} = await_alert(T0),
+    ?assert(Ms < 1000),
+    ?assert(traced_off(W)),
+    ?debugFmt("kill -9: tracing off ~b ms after the kill", [Ms]),
+    stop_worker(W),
+    %% A new start works: the sink was reopened.
+    W2 = arm_worker(1, #{}),
+    timer:sleep(100),
+    ?assertEqual({flags, [arity, call, monotonic_timestamp]}, erlang:trace_info(W2, flags)),
+    ok = kprof_guard:disarm(test),
+    stop_worker(W2).
+
+owner_killed() ->
+    W = arm_worker(1, #{}),
+    {os_pid, OsPid} = erlang:port_info(kprof:sink_port(), os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    exit(whereis(kprof_sink), kill),
+    {sink_down, _Info, Ms} = await_alert(T0),
+    ?assert(Ms < 1000),
+    ?assert(traced_off(W)),
+    %% The old sink saw its stdin close and exited.
+    ok = wait_until(fun() -> os:cmd("kill -0 " ++ integer_to_list(OsPid) ++ " 2>&1") =/= "" end,
+                    2000),
+    stop_worker(W).
+
+code_reload() ->
+    W = arm_worker(1, #{}),
+    {traced, local} = erlang:trace_info(?MFA, traced),
+    {kprof_guard_work, Bin, File} = code:get_object_code(kprof_guard_work),
+    {module, _} = code:load_binary(kprof_guard_work, File, Bin),
+    {traced, false} = erlang:trace_info(?MFA, traced),
+    ok = wait_until(fun() -> erlang:trace_info(?MFA, traced) =:= {traced, local} end, 3000),
+    #{reapplied := N} = kprof:status(),
+    ?assert(N >= 1),
+    ok = kprof_guard:disarm(test),
+    stop_worker(W).
+
+max_events() ->
+    T0 = erlang:monotonic_time(millisecond),
+    W = arm_worker(5, #{max_events => 500}),
+    {limit, Info, _} = await_alert(T0),
+    ?assertMatch(#{what := max_events, bound := 500}, Info),
+    ?assert(traced_off(W)),
+    stop_worker(W).
+
+rate_limit() ->
+    T0 = erlang:monotonic_time(millisecond),
+    W = arm_worker(5, #{rate => {1000, 1000}}),     % the worker makes ~5000/s
+    {limit, Info, _} = await_alert(T0),
+    ?assertMatch(#{what := rate, bound := 1000, per_ms := 1000}, Info),
+    ?assert(traced_off(W)),
+    stop_worker(W).
+
+max_seconds() ->
+    T0 = erlang:monotonic_time(millisecond),
+    W = arm_worker(1, #{max_seconds => 1}),
+    {limit, Info, Ms} = await_alert(T0),
+    ?assertMatch(#{what := max_seconds, bound := 1}, Info),
+    ?assert(Ms >= 1000 andalso Ms < 2000),
+    ?assert(traced_off(W)),
+    stop_worker(W).
+
+bad_limits() ->
+    ?assertEqual({error, {bad_option, max_lag_ms, -1}},
+                 kprof_guard:validate_limits(#{max_lag_ms => -1})),
+    ?assertEqual({error, {bad_option, rate, {10, 0}}},
+                 kprof_guard:validate_limits(#{rate => {10, 0}})),
+    ?assertEqual({error, {bad_option, max_events, foo}},
+                 kprof_guard:validate_limits(#{max_events => foo})),
+    {ok, L} = kprof_guard:validate_limits(#{max_seconds => 5, other => ignored}),
+    ?assertEqual(5, maps:get(max_seconds, L)),
+    ?assertEqual(1000, maps:get(max_lag_ms, L)).
+
+manual_abort() ->
+    W = arm_worker(1, #{}),
+    #{armed := [test]} = kprof:status(),
+    ok = kprof_guard:abort(manual, #{why => test}),
+    {manual, #{why := test}, _} = await_alert(erlang:monotonic_time(millisecond)),
+    ?assert(traced_off(W)),
+    #{armed := [], aborted := #{kind := manual}, sink := ok} = kprof:status(),
+    stop_worker(W).
+
+app_stop_leaves_nothing() ->
+    setup(),
+    W = arm_worker(1, #{}),
+    timer:sleep(50),
+    ok = kprof:stop(),
+    ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
+    ?assertMatch({flags, []}, erlang:trace_info(W, flags)),
+    stop_worker(W),
+    flush().
+
+%% The slowed sink has seconds of backlog to read: replace it rather than wait.
+kill_slow_sink() ->
+    case catch erlang:port_info(kprof:sink_port(), os_pid) of
+        {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
+        _ -> ok   % already gone
+    end,
+    ok = wait_until(fun() -> catch kprof:sink_ping() =:= pong end, 5000),
+    kprof:sink_ping().
+
+wait_until(F, Ms) when Ms =< 0 ->
+    case F() of true -> ok; false -> error(timeout) end;
+wait_until(F, Ms) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(20), wait_until(F, Ms - 20)
+    end.
+
+flush() ->
+    receive _ -> flush() after 0 -> ok end.
