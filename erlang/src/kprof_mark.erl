@@ -1,0 +1,26 @@
+%%% @doc The request markers of the tier profiler (doc/tiers.md).
+%%%
+%%% Two functions that do nothing: while tiers run, {@link kprof_tiers}
+%%% traces them, and the trace message of a call is what marks a request
+%%% for the sink. `start(Identity)' opens the request labelled by the
+%%% caller's seq_trace token (the identity travels in the message);
+%%% `stop()' ends it. {@link kprof:request/2} and {@link kprof:set_token/1}
+%%% call them; nothing else should.
+%%%
+%%% Both must stay remote calls into a loaded module so that the trace
+%%% pattern sees them: this module is loaded before its pattern is set.
+-module(kprof_mark).
+
+-export([start/1, stop/0]).
+
+%% @doc Marks the start of a request with this identity (a no-op unless
+%% traced).
+-spec start(term()) -> ok.
+start(_Identity) ->
+    ok.
+
+%% @doc Marks the end of the calling process's request (a no-op unless
+%% traced).
+-spec stop() -> ok.
+stop() ->
+    ok.

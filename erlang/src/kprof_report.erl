@@ -1,0 +1,389 @@
+%%% @doc The tier report: sink reports merged (window slices, nodes),
+%%% then a map, a text table or JSON.
+%%%
+%%% The sink's report (doc/tiers.md) has one row per request identity,
+%%% with a histogram per tier. Reports of several slices of a window or of
+%%% several nodes merge exactly: rows by identity, histograms by adding
+%%% bucket counts ({@link kprof_hist}). {@link build/2} turns node reports
+%%% into the {@type report()} map that `kprof:report(#{format => term})'
+%%% returns; every duration in it is in milliseconds:
+%%%
+%%% ```
+%%% #{tiers => [http, database, templating], time => self,
+%%%   nodes => [a@host], traced_s => 10.0, window_s => undefined,
+%%%   seen => 120400, sampled => 12040, requests => 12040, events => 240800,
+%%%   dropped => 0, bytes => 2408000, aborted => [], active => true, ...,
+%%%   all => Row, rows => [Row],               % most requests first
+%%%   slow => [#{identity, node, pid, start, wall, tiers, other}]}
+%%% Row = #{identity => {users, get}, requests => 8100,
+%%%         tiers => [#{tier => http, calls => 8100, self => Stats, inclusive => Stats}],
+%%%         other => Stats, wall => Stats}
+%%% Stats = #{count, mean, min, max, p50, p90, p99, p999}
+%%% '''
+%%% `all' merges every row. In JSON, an identity is its `~0p' text unless
+%%% it is a binary or an atom.
+-module(kprof_report).
+
+-export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
+
+-export_type([report/0, row/0, stats/0]).
+
+-type stats() :: #{count := non_neg_integer(), mean := float(), min := float(),
+                   max := float(), p50 := float(), p90 := float(), p99 := float(),
+                   p999 := float()}.
+-type row() :: #{identity := term(), requests := non_neg_integer(),
+                 tiers := [#{tier := atom(), calls := non_neg_integer(),
+                             self := stats(), inclusive := stats()}],
+                 other := stats(), wall := stats()}.
+-type report() :: #{atom() => term()}.
+-type raw() :: #{atom() => term()}.
+
+-define(SUMS, [requests, events, abandoned, truncated, dropped_requests, dropped_events,
+               orphan_events, folded_requests]).
+-define(ID_WIDTH, 40).
+-define(VAL_WIDTH, 7).
+-define(TEXT_LIMIT, 50).
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% MERGING THE SINK'S REPORTS %%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% @doc A sink report with nothing in it.
+-spec empty_raw(non_neg_integer()) -> raw().
+empty_raw(NTiers) ->
+    Zeros = maps:from_list([{K, 0} || K <- ?SUMS ++ [inflight, identities]]),
+    Zeros#{active => false, ntiers => NTiers, first_ts => undefined,
+           last_ts => undefined, rows => [], slow => []}.
+
+%% @doc Merge sink reports (times already in system time): `slices' of
+%% one sink, oldest first (gauges such as `inflight' are the newest's),
+%% or `nodes' (gauges add up). Rows merge by identity, histograms
+%% exactly; the `SlowMax' slowest requests stay.
+-spec merge_raw(slices | nodes, [raw()], non_neg_integer(), non_neg_integer()) -> raw().
+merge_raw(Mode, Raws, SlowMax, NTiers) ->
+    Merged = lists:foldl(fun(R, Acc) -> merge2(Mode, Acc, R, SlowMax) end,
+                         empty_raw(NTiers), Raws),
+    Merged#{identities => length(maps:get(rows, Merged))}.
+
+-spec merge2(slices | nodes, raw(), raw(), non_neg_integer()) -> raw().
+merge2(Mode, A, B, SlowMax) ->
+    Sums = maps:from_list([{K, maps:get(K, A, 0) + maps:get(K, B, 0)} || K <- ?SUMS]),
+    Gauges = case Mode of
+                 slices ->
+                     #{inflight => maps:get(inflight, B, 0),
+                       active => maps:get(active, B, false)};
+                 nodes ->
+                     #{inflight => maps:get(inflight, A, 0) + maps:get(inflight, B, 0),
+                       active => maps:get(active, A, false) orelse maps:get(active, B, false)}
+             end,
+    Slow = lists:sublist(lists:reverse(lists:keysort(4, maps:get(slow, A) ++ maps:get(slow, B))),
+                         SlowMax),
+    maps:merge(Sums, Gauges#{ntiers => maps:get(ntiers, A),
+                             first_ts => ts(fun min/2, maps:get(first_ts, A), maps:get(first_ts, B)),
+                             last_ts => ts(fun max/2, maps:get(last_ts, A), maps:get(last_ts, B)),
+                             rows => merge_rows(maps:get(rows, A), maps:get(rows, B)),
+                             slow => Slow}).
+
+-spec ts(fun((integer(), integer()) -> integer()), integer() | undefined,
+         integer() | undefined) -> integer() | undefined.
+ts(_, undefined, T) -> T;
+ts(_, T, undefined) -> T;
+ts(F, T1, T2) -> F(T1, T2).
+
+-spec merge_rows(list(), list()) -> list().
+merge_rows(RowsA, RowsB) ->
+    Map = lists:foldl(fun({Id, N, Cols}, Acc) ->
+                              case Acc of
+                                  #{Id := {M, Cols0}} -> Acc#{Id => {N + M, merge_cols(Cols0, Cols)}};
+                                  _ -> Acc#{Id => {N, Cols}}
+                              end
+                      end, #{}, RowsA ++ RowsB),
+    [{Id, N, Cols} || {Id, {N, Cols}} <- maps:to_list(Map)].
+
+-spec merge_cols(list(), list()) -> list().
+merge_cols(A, B) ->
+    lists:zipwith(fun({C1, S1, I1}, {C2, S2, I2}) ->
+                          {C1 + C2, kprof_hist:merge(S1, S2), kprof_hist:merge(I1, I2)}
+                  end, A, B).
+
+%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% BUILDING A REPORT %%%
+%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% @doc The report of these nodes (the replies of
+%% `kprof_tiers:node_report/0'), merged. Option `time' (`self') says
+%% which time the text table shows.
+-spec build([kprof_tiers:node_report()], map()) -> {ok, report()} | {error, term()}.
+build([], _Opts) ->
+    {error, no_nodes};
+build([First | _] = NodeReports, Opts) ->
+    Tiers = maps:get(tiers, First),
+    case [N || #{node := N, tiers := T} <- NodeReports, T =/= Tiers] of
+        [] -> {ok, build(Tiers, First, NodeReports, Opts)};
+        [Node | _] -> {error, {tiers_differ, Node}}
+    end.
+
+-spec build([atom()], kprof_tiers:node_report(), [kprof_tiers:node_report()], map()) ->
+          report().
+build(Tiers, First, NodeReports, Opts) ->
+    SlowMax = lists:max([maps:get(slow_max, R) || R <- NodeReports]),
+    NTiers = length(Tiers),
+    Raw = merge_raw(nodes, [maps:get(raw, R) || R <- NodeReports], SlowMax, NTiers),
+    Sum = fun(K) -> lists:sum([maps:get(K, R) || R <- NodeReports]) end,
+    Rows = lists:sort(fun(#{requests := A, identity := IA}, #{requests := B, identity := IB}) ->
+                              {B, IA} =< {A, IB}
+                      end, [row(Tiers, R) || R <- maps:get(rows, Raw)]),
+    All = row(Tiers, all_row(NTiers, maps:get(rows, Raw))),
+    SinkDropped = Sum(sink_dropped),
+    #{nodes => [N || #{node := N} <- NodeReports],
+      tiers => Tiers,
+      time => maps:get(time, Opts, self),
+      traced_s => lists:max([maps:get(traced_ns, R) || R <- NodeReports]) / 1.0e9,
+      window_s => maps:get(window, First),
+      active => lists:all(fun(R) -> maps:get(active, R) end, NodeReports),
+      aborted => [#{node => N, reason => Reason, info => Info, time => rfc3339(Time)}
+                  || #{node := N, aborted := {Reason, Info, Time}} <- NodeReports],
+      seen => Sum(seen),
+      sampled => Sum(sampled),
+      bytes => Sum(bytes),
+      sink_dropped => SinkDropped,
+      dropped => maps:get(dropped_requests, Raw) + maps:get(dropped_events, Raw) + SinkDropped,
+      requests => maps:get(requests, Raw),
+      inflight => maps:get(inflight, Raw),
+      events => maps:get(events, Raw),
+      abandoned => maps:get(abandoned, Raw),
+      truncated => maps:get(truncated, Raw),
+      dropped_requests => maps:get(dropped_requests, Raw),
+      dropped_events => maps:get(dropped_events, Raw),
+      orphan_events => maps:get(orphan_events, Raw),
+      folded_requests => maps:get(folded_requests, Raw),
+      reported_at => rfc3339(erlang:system_time(millisecond)),
+      all => All,
+      rows => Rows,
+      slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)]}.
+
+-spec all_row(non_neg_integer(), list()) -> tuple().
+all_row(NTiers, Rows) ->
+    Empty = {0, kprof_hist:empty(), kprof_hist:empty()},
+    Cols0 = lists:duplicate(NTiers + 2, Empty),
+    lists:foldl(fun({_, N, Cols}, {all, M, Acc}) -> {all, N + M, merge_cols(Acc, Cols)} end,
+                {all, 0, Cols0}, Rows).
+
+-spec row([atom()], tuple()) -> row().
+row(Tiers, {Identity, Requests, Cols}) ->
+    {TierCols, [{_, Other, _}, {_, Wall, _}]} = lists:split(length(Tiers), Cols),
+    #{identity => Identity,
+      requests => Requests,
+      tiers => [#{tier => Name, calls => Calls, self => stats(Self), inclusive => stats(Incl)}
+                || {Name, {Calls, Self, Incl}} <- lists:zip(Tiers, TierCols)],
+      other => stats(Other),
+      wall => stats(Wall)}.
+
+-spec stats(kprof_hist:hist()) -> stats().
+stats({Count, _, Min, Max, _, _} = H) ->
+    [P50, P90, P99, P999] = kprof_hist:quantiles(H),
+    #{count => Count, mean => ms(kprof_hist:mean(H)), min => ms(Min), max => ms(Max),
+      p50 => ms(P50), p90 => ms(P90), p99 => ms(P99), p999 => ms(P999)}.
+
+-spec slow([atom()], tuple()) -> map().
+slow(Tiers, {Identity, Pid, Start, Wall, Calls, Self, Incl}) ->
+    {TierSelf, [Other]} = lists:split(length(Tiers), Self),
+    #{identity => Identity,
+      pid => Pid,
+      node => case is_pid(Pid) of true -> node(Pid); false -> undefined end,
+      start => rfc3339(Start div 1000000),
+      wall => ms(Wall),
+      tiers => [#{tier => Name, calls => C, self => ms(S), inclusive => ms(I)}
+                || {Name, {C, S, I}} <- lists:zip(Tiers, lists:zip3(Calls, TierSelf, Incl))],
+      other => ms(Other)}.
+
+-spec ms(number()) -> float().
+ms(Ns) ->
+    Ns / 1.0e6.
+
+-spec rfc3339(integer()) -> binary().
+rfc3339(Ms) ->
+    list_to_binary(calendar:system_time_to_rfc3339(Ms, [{unit, millisecond},
+                                                        {offset, "Z"}])).
+
+%%%%%%%%%%%%
+%%% TEXT %%%
+%%%%%%%%%%%%
+
+%% @doc The report as a table (iodata): a header line, the tiers with
+%% `mean' and `p99' (self or inclusive time, option `time'), `other',
+%% the `all' row, then at most `limit' (50) identities, most requests
+%% first, and the slowest requests.
+-spec text(report(), map()) -> iolist().
+text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
+    Time = maps:get(time, Opts, maps:get(time, R)),
+    Limit = maps:get(limit, Opts, ?TEXT_LIMIT),
+    Shown = case Limit of
+                infinity -> Rows;
+                _ -> lists:sublist(Rows, Limit)
+            end,
+    Lines = [{"all", All} | [{identity_text(Id), Row} || #{identity := Id} = Row <- Shown]],
+    IdW = max(12, lists:max([string:length(L) || {L, _} <- Lines])),
+    ReqW = max(4, lists:max([length(integer_to_list(N)) || {_, #{requests := N}} <- Lines])),
+    Widths = [max(2 * ?VAL_WIDTH, length(atom_to_list(T)) + 1) || T <- Tiers],
+    Head1 = [pad("identity", IdW), "  ", pad("reqs", ReqW), "  ",
+             [pad(atom_to_list(T), W) || {T, W} <- lists:zip(Tiers, Widths)], "other"],
+    Head2 = [lists:duplicate(IdW + ReqW + 4, $\s),
+             [[pad("mean", W - ?VAL_WIDTH), pad("p99", ?VAL_WIDTH)] || W <- Widths], "mean"],
+    Body = [[pad(L, IdW), "  ", lpad(integer_to_list(N), ReqW), "  ",
+             [[vpad(format_ms(maps:get(mean, maps:get(Time, TS))), W - ?VAL_WIDTH),
+               vpad(format_ms(maps:get(p99, maps:get(Time, TS))), ?VAL_WIDTH)]
+              || {TS, W} <- lists:zip(TierStats, Widths)],
+             format_ms(maps:get(mean, Other))]
+            || {L, #{requests := N, tiers := TierStats, other := Other}} <- Lines],
+    More = case length(Rows) - length(Shown) of
+               0 -> [];
+               K -> [io_lib:format("(~b more identities: option limit)", [K])]
+           end,
+    Table = [header_line(R), time_line(Time), Head1, Head2 | Body] ++ More ++ slow_lines(R),
+    [[string:trim(Line, trailing), $\n] || Line <- Table].
+
+-spec header_line(report()) -> iolist().
+header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
+                  seen := Seen, sampled := Sampled, events := Events, dropped := Dropped}) ->
+    Window = case maps:get(window_s, R) of
+                 undefined -> "";
+                 W -> io_lib:format(" (window ~ts s)", [format_num(W)])
+             end,
+    SeenText = case Seen of
+                   0 -> "";
+                   _ -> io_lib:format(" (seen ~b, sampled ~b)", [Seen, Sampled])
+               end,
+    io_lib:format("kprof tiers on ~ts: ~ts s traced~ts, requests ~b recorded~ts, "
+                  "events ~b, dropped ~b, ~ts",
+                  [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
+                   Window, Requests, SeenText, Events, Dropped, state_text(R)]).
+
+-spec state_text(report()) -> iolist().
+state_text(#{aborted := [_ | _] = Aborted}) ->
+    ["tracing ABORTED: ",
+     lists:join("; ", [io_lib:format("~0tp on ~ts at ~ts", [Reason, N, T])
+                       || #{node := N, reason := Reason, time := T} <- Aborted])];
+state_text(#{active := true}) ->
+    "tracing on";
+state_text(_) ->
+    "tracing stopped".
+
+-spec time_line(self | inclusive) -> string().
+time_line(self) ->
+    "times in ms; per tier its self time (time in its own code); other: time in no tier";
+time_line(inclusive) ->
+    "times in ms; per tier its inclusive time (a frame of it open); other: time in no tier".
+
+-spec slow_lines(report()) -> [iolist()].
+slow_lines(#{slow := []}) ->
+    [];
+slow_lines(#{slow := Slow}) ->
+    ["slowest requests (wall ms, identity, pid, start, self ms per tier):" |
+     [io_lib:format("  ~ts  ~ts  ~0p  ~ts ~ts  other ~ts",
+                    [format_ms(Wall), identity_text(Id), Pid, Start,
+                     [[" ", atom_to_list(T), " ", format_ms(S)] || #{tier := T, self := S} <- Tiers],
+                     format_ms(Other)])
+      || #{wall := Wall, identity := Id, pid := Pid, start := Start, tiers := Tiers,
+           other := Other} <- Slow]].
+
+%% @doc Milliseconds with three significant digits: `0.412', `1.90',
+%% `12.3', `1234'.
+-spec format_ms(number()) -> string().
+format_ms(X) when X == 0 -> "0";
+format_ms(X) when X >= 99.95 -> integer_to_list(round(X));
+format_ms(X) when X >= 9.995 -> io_lib:format("~.1f", [float(X)]);
+format_ms(X) when X >= 0.9995 -> io_lib:format("~.2f", [float(X)]);
+format_ms(X) -> io_lib:format("~.3f", [float(X)]).
+
+-spec format_num(number()) -> string().
+format_num(X) when is_integer(X) -> integer_to_list(X);
+format_num(X) -> lists:flatten(format_ms(X)).
+
+-spec identity_text(term()) -> string().
+identity_text(Id) ->
+    Text = lists:flatten(io_lib:format("~0tp", [Id])),
+    case string:length(Text) > ?ID_WIDTH of
+        true -> string:slice(Text, 0, ?ID_WIDTH - 3) ++ "...";
+        false -> Text
+    end.
+
+%% Left-aligned in W columns (callers leave room for a space).
+-spec pad(string(), non_neg_integer()) -> iolist().
+pad(S, W) ->
+    [S, lists:duplicate(max(0, W - string:length(S)), $\s)].
+
+%% A value: left-aligned, and at least one space after it.
+-spec vpad(string(), non_neg_integer()) -> iolist().
+vpad(S, W) ->
+    [S, lists:duplicate(max(1, W - string:length(S)), $\s)].
+
+-spec lpad(string(), non_neg_integer()) -> iolist().
+lpad(S, W) ->
+    [lists:duplicate(max(0, W - length(S)), $\s), S].
+
+%%%%%%%%%%%%
+%%% JSON %%%
+%%%%%%%%%%%%
+
+%% @doc The report as JSON (a UTF-8 binary). Identities, pids and other
+%% terms JSON has no type for become their `~0p' text; atoms and binaries
+%% strings.
+-spec json(report()) -> binary().
+json(Report) ->
+    Rows = [json_row(R) || R <- maps:get(rows, Report)],
+    Slow = [S#{identity => json_identity(Id)} || #{identity := Id} = S <- maps:get(slow, Report)],
+    Aborted = [A#{reason => text(Reason), info => text(Info)}
+               || #{reason := Reason, info := Info} = A <- maps:get(aborted, Report)],
+    unicode:characters_to_binary(
+      encode(Report#{rows => Rows, slow => Slow, aborted => Aborted,
+                     all => json_row(maps:get(all, Report))})).
+
+-spec json_row(row()) -> map().
+json_row(Row = #{identity := Id}) ->
+    Row#{identity => json_identity(Id)}.
+
+-spec json_identity(term()) -> binary() | atom().
+json_identity(Id) when is_binary(Id); is_atom(Id) -> Id;
+json_identity(Id) -> text(Id).
+
+-spec text(term()) -> binary().
+text(Term) ->
+    unicode:characters_to_binary(io_lib:format("~0tp", [Term])).
+
+-spec encode(term()) -> iolist().
+encode(M) when is_map(M) ->
+    [${, lists:join($,, [[string(key(K)), $:, encode(V)]
+                         || {K, V} <- lists:sort(maps:to_list(M))]), $}];
+encode(L) when is_list(L) ->
+    [$[, lists:join($,, [encode(V) || V <- L]), $]];
+encode(true) -> "true";
+encode(false) -> "false";
+encode(null) -> "null";
+encode(undefined) -> "null";
+encode(A) when is_atom(A) -> string(atom_to_binary(A));
+encode(B) when is_binary(B) -> string(B);
+encode(I) when is_integer(I) -> integer_to_binary(I);
+encode(F) when is_float(F) -> float_to_binary(F, [short]);
+encode(T) -> string(text(T)).
+
+-spec key(term()) -> binary().
+key(K) when is_atom(K) -> atom_to_binary(K);
+key(K) when is_binary(K) -> K;
+key(K) -> text(K).
+
+-spec string(binary()) -> iolist().
+string(B) ->
+    case unicode:characters_to_list(B) of
+        Chars when is_list(Chars) -> [$", [escape(C) || C <- Chars], $"];
+        _ -> string(text(B))     % not UTF-8: its ~p text
+    end.
+
+-spec escape(char()) -> iodata().
+escape($") -> "\\\"";
+escape($\\) -> "\\\\";
+escape($\n) -> "\\n";
+escape($\r) -> "\\r";
+escape($\t) -> "\\t";
+escape(C) when C < 16#20 -> io_lib:format("\\u~4.16.0b", [C]);
+escape(C) -> <<C/utf8>>.

@@ -1,0 +1,710 @@
+%%% @doc End-to-end tests of tiered request profiling: real processes,
+%%% real tracing into erlang/priv/kprof_sink, real timings.
+%%%
+%%% Tier functions sleep or burn known amounts of time
+%%% (kprof_tiers_work), and measure how long their work really took (a
+%%% loaded machine stretches a 5 ms sleep). The tests check each per-tier
+%%% mean of the sink within ±max(2 ms, 30 %) of the measured time, the
+%%% measured time against what was asked, call counts exactly, and
+%%% everything else the report promises. Run with `make eunit'.
+-module(kprof_tiers_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-define(W, kprof_tiers_work).
+-define(WAIT, 5000).
+
+%% Bad calls on purpose.
+-dialyzer({nowarn_function, [bad_configs/0, bad_report_opts/0]}).
+
+%%%%%%%%%%%%%
+%%% TESTS %%%
+%%%%%%%%%%%%%
+
+-spec tiers_test_() -> term().
+tiers_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [{"sleeping tiers: self time per tier, calls, wall = tiers + other", fun sleep_tiers/0},
+      {"burning tiers", fun burn_tiers/0},
+      {"a tier within a tier: self and inclusive", fun nested_tiers/0},
+      {"recursion in body and tail position", fun recursive_tiers/0},
+      {"three processes through gen_server calls", fun three_processes/0},
+      {"exceptions inside tiers", fun exceptions/0},
+      {"an exception of the request's fun goes through with its stacktrace",
+       fun request_exception/0},
+      {"two identities, sorted by requests, `all' merges them", fun two_identities/0},
+      {"a module loaded by start_tiers, every function of it in one tier",
+       fun lazy_module/0},
+      {"sampling 2000 requests at 0.1", {timeout, 30, fun sampling/0}},
+      {"set_token/clear_token", fun tokens/0},
+      {"entry calls with identity {arg, N}, entry in a tier", fun entry_arg/0},
+      {"entry identities: mfa, a shell fun, a match spec", fun entry_identities/0},
+      {"return values never enter the stream", {timeout, 30, fun bytes_per_request/0}},
+      {"slow requests", fun slow_requests/0},
+      {"a rolling window", {timeout, 30, fun window/0}},
+      {"abort turns tracing off and is reported", fun abort/0},
+      {"stop keeps the report; reset empties it", fun stop_and_reset/0},
+      {"a dead sink aborts the tiers", fun sink_down/0},
+      {"every bad configuration is refused and changes nothing", fun bad_configs/0},
+      {"bad report options", fun bad_report_opts/0},
+      {"the JSON report parses back", fun json_report/0},
+      {"the text report: header, tier names, identity rows", fun text_report/0}]}.
+
+-spec not_running_test() -> term().
+not_running_test() ->
+    %% Without kprof, requests just run.
+    ?assertEqual(undefined, whereis(kprof_tiers)),
+    ?assertEqual(42, kprof:request(x, fun() -> 42 end)),
+    ?assertEqual(ok, kprof:set_token(x)),
+    ?assertEqual(undefined, get('$kprof_request')),
+    ?assertEqual(ok, kprof:clear_token()),
+    ?assertEqual({error, not_running}, kprof:report(#{format => term})).
+
+%%% Timing
+
+-spec sleep_tiers() -> term().
+sleep_tiers() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
+    ?W:run_requests(10, x, fun() -> ?W:sleep_a(10), ?W:sleep_b(5) end),
+    R = report(),
+    Row = row(R, x),
+    ?assertMatch(#{requests := 10}, Row),
+    assert_tier(10, [sleep_a], 10, mean(Row, a, self)),
+    assert_tier(5, [sleep_b], 10, mean(Row, b, self)),
+    assert_tier(15, [sleep_a, sleep_b], 10, maps:get(mean, maps:get(wall, Row))),
+    ?assertEqual(10, calls(Row, a)),
+    ?assertEqual(10, calls(Row, b)),
+    ?assert(maps:get(mean, maps:get(other, Row)) < 1.0),
+    %% Every request is in every column: tiers + other = wall, exactly.
+    Sum = mean(Row, a, self) + mean(Row, b, self) + maps:get(mean, maps:get(other, Row)),
+    ?assert(abs(Sum - maps:get(mean, maps:get(wall, Row))) < 1.0e-6),
+    ?assertMatch(#{requests := 10, seen := 10, sampled := 10, dropped := 0,
+                   tiers := [a, b], active := true, aborted := []}, R).
+
+-spec burn_tiers() -> term().
+burn_tiers() ->
+    ok = kprof:start_tiers([{a, [{?W, burn_a, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
+    ?W:run_requests(10, x, fun() -> ?W:burn_a(6000), ?W:sleep_b(2) end),
+    Row = row(report(), x),
+    assert_tier(6, [burn_a], 10, mean(Row, a, self)),
+    assert_tier(2, [sleep_b], 10, mean(Row, b, self)),
+    ?assertEqual(10, calls(Row, a)).
+
+-spec nested_tiers() -> term().
+nested_tiers() ->
+    ok = kprof:start_tiers([{outer, [{?W, outer, 2}]}, {inner, [{?W, inner, 1}]}], #{}),
+    ?W:run_requests(10, n, fun() -> ?W:outer(8, 4) end),
+    Row = row(report(), n),
+    assert_tier(8, [outer], 10, mean(Row, outer, self)),
+    assert_tier(12, [outer, inner], 10, mean(Row, outer, inclusive)),
+    assert_tier(4, [inner], 10, mean(Row, inner, self)),
+    ?assert(abs(mean(Row, inner, self) - mean(Row, inner, inclusive)) < 0.01),
+    ?assertEqual(10, calls(Row, outer)),
+    ?assertEqual(10, calls(Row, inner)).
+
+-spec recursive_tiers() -> term().
+recursive_tiers() ->
+    ok = kprof:start_tiers([{body, [{?W, body_rec, 2}]}, {tail, [{?W, tail_rec, 2}]}], #{}),
+    ?W:run_requests(10, r, fun() -> 4 = ?W:body_rec(4, 1000), ok = ?W:tail_rec(3, 1000) end),
+    Row = row(report(), r),
+    assert_tier(5, [body_rec], 10, mean(Row, body, self)),
+    assert_tier(5, [body_rec], 10, mean(Row, body, inclusive)),
+    assert_tier(4, [tail_rec], 10, mean(Row, tail, self)),
+    ?assertEqual(50, calls(Row, body)),
+    ?assertEqual(40, calls(Row, tail)),
+    ?assert(maps:get(mean, maps:get(other, Row)) < 1.0).
+
+%% http (this process) -> db server -> tpl server: the time each server
+%% works is its tier's, not the caller's.
+-spec three_processes() -> term().
+three_processes() ->
+    ok = kprof:start_tiers([{http, [{?W, http, 3}]}, {db, [{?W, db, 2}]},
+                            {tpl, [{?W, tpl, 1}]}], #{}),
+    ?W:run_requests(10, page, fun() -> rendered = ?W:http(3, 8, 4) end),
+    Row = row(report(), page),
+    assert_tier(3, [http], 10, mean(Row, http, self)),
+    assert_tier(8, [db], 10, mean(Row, db, self)),
+    assert_tier(4, [tpl], 10, mean(Row, tpl, self)),
+    assert_tier(15, [http, db, tpl], 10, mean(Row, http, inclusive)),
+    assert_tier(12, [db, tpl], 10, mean(Row, db, inclusive)),
+    assert_tier(15, [http, db, tpl], 10, maps:get(mean, maps:get(wall, Row))),
+    [?assertEqual(10, calls(Row, T)) || T <- [http, db, tpl]].
+
+-spec exceptions() -> term().
+exceptions() ->
+    ok = kprof:start_tiers([{catcher, [{?W, catcher, 2}]}, {thrower, [{?W, thrower, 1}]}], #{}),
+    ?W:run_requests(10, e, fun() -> caught = ?W:catcher(5, 3) end),
+    Row = row(report(), e),
+    assert_tier(5, [catcher], 10, mean(Row, catcher, self)),
+    assert_tier(3, [thrower], 10, mean(Row, thrower, self)),
+    assert_tier(3, [thrower], 10, mean(Row, thrower, inclusive)),
+    assert_tier(8, [catcher, thrower], 10, mean(Row, catcher, inclusive)).
+
+-spec request_exception() -> term().
+request_exception() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    Caught = try
+                 kprof:request(boom, fun() -> ?W:sleep_a(2), erlang:error(boom) end)
+             catch
+                 error:boom:St -> St
+             end,
+    %% The top frame is the fun of this test, as without kprof.
+    [{?MODULE, Fun, _, _} | _] = Caught,
+    ?assertMatch("-request_exception/0-fun-" ++ _, atom_to_list(Fun)),
+    ?assertEqual({caught, thrown}, catch_throw(fun() -> kprof:request(t, fun() -> throw(thrown) end) end)),
+    ?assertEqual(seq_trace_token_cleared, token_state()),
+    R = report(),
+    ?assertMatch(#{requests := 1}, row(R, boom)),
+    ?assertMatch(#{requests := 1}, row(R, t)).
+
+-spec two_identities() -> term().
+two_identities() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    [begin
+         kprof:request({users, get}, fun() -> ?W:sleep_a(1) end),
+         (I rem 3 =:= 0) andalso kprof:request(<<"/orders">>, fun() -> ?W:sleep_a(3) end)
+     end || I <- lists:seq(1, 30)],
+    R = report(),
+    #{rows := [First, Second], all := All} = R,
+    ?assertMatch(#{identity := {users, get}, requests := 30}, First),
+    ?assertMatch(#{identity := <<"/orders">>, requests := 10}, Second),
+    ?assertMatch(#{identity := all, requests := 40}, All),
+    ?assertEqual(40, calls(All, a)),
+    ?assertEqual(40, maps:get(count, stat(All, a, self))),
+    ?assert(mean(First, a, self) >= 1.0),
+    ?assert(mean(Second, a, self) >= 3.0),
+    assert_tier(60, [sleep_a], 1, 30 * mean(First, a, self) + 10 * mean(Second, a, self)),
+    %% The merge is exact: all's mean is the weighted mean.
+    Weighted = (30 * mean(First, a, self) + 10 * mean(Second, a, self)) / 40,
+    ?assert(abs(Weighted - mean(All, a, self)) < 1.0e-6),
+    ?assertEqual(max(maps:get(max, stat(First, a, self)), maps:get(max, stat(Second, a, self))),
+                 maps:get(max, stat(All, a, self))).
+
+-spec lazy_module() -> term().
+lazy_module() ->
+    _ = code:purge(kprof_tiers_lazy),
+    _ = code:delete(kprof_tiers_lazy),
+    _ = code:purge(kprof_tiers_lazy),
+    ?assertEqual(false, code:is_loaded(kprof_tiers_lazy)),
+    ok = kprof:start_tiers([{lazy, [{kprof_tiers_lazy, '_', '_'}]}], #{}),
+    ?assertMatch({file, _}, code:is_loaded(kprof_tiers_lazy)),
+    ?W:run_requests(10, l, fun() -> kprof_tiers_lazy:f(2000) end),
+    Row = row(report(), l),
+    assert_tier(2, [burn_a], 10, mean(Row, lazy, self)),
+    ?assertEqual(20, calls(Row, lazy)).      % f/1 and its local g/1
+
+-spec sampling() -> term().
+sampling() ->
+    ok = kprof:start_tiers([{a, [{?W, small, 1}]}], #{sample => 0.1}),
+    ?W:run_requests(2000, s, fun() -> ?W:small(1) end),
+    R = report(),
+    #{seen := Seen, sampled := Sampled, requests := Requests} = R,
+    ?assertEqual(2000, Seen),
+    %% Binomial(2000, 0.1): mean 200, sd 13.4; 120..280 is 6 sd.
+    ?assert(Sampled >= 120 andalso Sampled =< 280),
+    ?assertEqual(Sampled, Requests),
+    ?assertEqual(Sampled, maps:get(requests, row(R, s))).
+
+-spec tokens() -> term().
+tokens() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ok = kprof:clear_token(),                       % nothing open: nothing done
+    ok = kprof:set_token(first),
+    ?W:sleep_a(5),
+    ok = kprof:set_token(second),                   % ends `first'
+    ?W:sleep_a(2),
+    ok = kprof:clear_token(),
+    ?assertEqual(undefined, get('$kprof_request')),
+    ?assertEqual(seq_trace_token_cleared, token_state()),
+    R = report(),
+    assert_tier(7, [sleep_a], 1, mean(row(R, first), a, self) + mean(row(R, second), a, self)),
+    ?assert(mean(row(R, first), a, self) >= 5.0),
+    ?assert(mean(row(R, second), a, self) >= 2.0),
+    ?assertMatch(#{requests := 2, seen := 2}, R).
+
+%% entry/2 opens a request by itself; its first argument is the
+%% identity; entry/2 is also a tier.
+-spec entry_arg() -> term().
+entry_arg() ->
+    ok = kprof:start_tiers([{e, [{?W, entry, 2}]}, {a, [{?W, sleep_a, 1}]}],
+                           #{entry => {?W, entry, 2}, identity => {arg, 1}}),
+    in_process(fun() ->
+                       [?W:entry(I rem 2, 4) || I <- lists:seq(1, 10)],
+                       ?W:entry(<<"bin">>, 1)
+               end),
+    R = report(),
+    ?assertMatch(#{requests := 5}, row(R, 0)),
+    ?assertMatch(#{requests := 5}, row(R, 1)),
+    ?assertMatch(#{requests := 1}, row(R, <<"bin">>)),
+    assert_tier(3.7, [entry], 11, (5 * mean(row(R, 0), e, self) + 5 * mean(row(R, 1), e, self)
+                                 + mean(row(R, <<"bin">>), e, self)) / 11),
+    ?assertEqual(5, calls(row(R, 1), e)),
+    ?assertMatch(#{seen := 0, sampled := 0, requests := 11}, R).
+
+-spec entry_identities() -> term().
+entry_identities() ->
+    Run = fun(Identity) ->
+                  ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}],
+                                         #{entry => [{?W, entry3, 3}], identity => Identity}),
+                  in_process(fun() -> [?W:entry3(u, v, 1) || _ <- lists:seq(1, 3)] end),
+                  R = report(),
+                  ok = kprof:stop_tiers(),
+                  [Id || #{identity := Id} <- maps:get(rows, R)]
+          end,
+    ?assertEqual([{?W, entry3, 3}], Run(mfa)),
+    ?assertEqual([{u, v}], Run(shell_fun("fun([A, B, _]) -> {A, B} end."))),
+    ?assertEqual([v], Run(shell_fun("fun([_, B, _]) -> message(B) end."))),
+    ?assertEqual([{u, x}], Run({ms, [{['$1', '_', '_'], [], [{{'$1', x}}]}]})),
+    %% A bound variable of the shell becomes a constant.
+    ?assertEqual([{u, 7}], Run(shell_fun("fun([A, _, _]) -> {A, N} end.", [{'N', 7}]))).
+
+%% The stream carries no return values: a tier function returning 10 MB
+%% costs what one returning `ok' costs.
+-spec bytes_per_request() -> term().
+bytes_per_request() ->
+    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}], #{}),
+    N = 20,
+    PerRequest = fun(Fun) ->
+                         settle(),
+                         B0 = maps:get(bytes, kprof:sink_stats()),
+                         ?W:run_requests(N, r, Fun),
+                         settle(),
+                         (maps:get(bytes, kprof:sink_stats()) - B0) / N
+                 end,
+    Small = PerRequest(fun() -> ?W:small(1) end),
+    Big = PerRequest(fun() -> 10485760 = byte_size(?W:big(10485760)) end),
+    ?debugFmt("trace bytes per request: ~.1f (small return), ~.1f (10 MB return)", [Small, Big]),
+    ?assert(Small < 2048),
+    ?assert(Big < 2048),
+    ?assert(abs(Big - Small) < 256),
+    R = report(),
+    ?assertEqual(2 * N, maps:get(requests, R)),
+    ?assert(maps:get(bytes, R) < 2 * N * 2048).
+
+-spec slow_requests() -> term().
+slow_requests() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}],
+                           #{slow_ms => 15, slow_max => 3}),
+    T0 = erlang:system_time(millisecond),
+    [begin
+         kprof:request(fast, fun() -> ?W:sleep_a(1) end),
+         kprof:request(slow, fun() -> ?W:sleep_a(20), ?W:sleep_b(2) end)
+     end || _ <- lists:seq(1, 5)],
+    T1 = erlang:system_time(millisecond),
+    #{slow := Slow} = report(),
+    ?assertEqual(3, length(Slow)),
+    Walls = [W || #{wall := W} <- Slow],
+    ?assertEqual(lists:reverse(lists:sort(Walls)), Walls),
+    Self = self(),
+    [begin
+         ?assertMatch(#{identity := slow, pid := Self, node := _}, S),
+         ?assert(Wall >= 15),
+         Start = calendar:rfc3339_to_system_time(binary_to_list(Start0), [{unit, millisecond}]),
+         ?assert(Start >= T0 andalso Start =< T1),
+         [#{tier := a, calls := 1, self := A}, #{tier := b, calls := 1, self := B}] = Tiers,
+         ?assert(A >= 20.0 andalso A < 40.0),
+         ?assert(B >= 2.0 andalso B < 20.0),
+         ?assert(abs(A + B + Other - Wall) < 0.01)
+     end || #{wall := Wall, start := Start0, tiers := Tiers, other := Other} = S <- Slow].
+
+%% Requests older than the window leave the report; those inside it,
+%% spread over several slices, all stay.
+-spec window() -> term().
+window() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{window => 1.5}),
+    ?W:run_requests(5, old, fun() -> ?W:sleep_a(1) end),
+    timer:sleep(2000),
+    ?W:run_requests(20, new, fun() -> ?W:sleep_a(40) end),     % about 0.9 s: 6 slices
+    R = report(),
+    ?assertEqual([new], [Id || #{identity := Id} <- maps:get(rows, R)]),
+    ?assertMatch(#{requests := 20, window_s := 1.5}, R),
+    ?assertEqual(20, maps:get(count, stat(row(R, new), a, self))),
+    assert_tier(40, [sleep_a], 20, mean(row(R, new), a, self)),
+    ?assert(maps:get(traced_s, R) =< 1.5 + 0.2),
+    ?assert(maps:get(traced_s, R) >= 1.0).
+
+-spec abort() -> term().
+abort() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?W:run_requests(5, x, fun() -> ?W:sleep_a(1) end),
+    ok = kprof_tiers:abort(overload, #{lag_ms => 1800}),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    ?assertEqual({match_spec, false}, erlang:trace_info({?W, sleep_a, 1}, match_spec)),
+    ?W:run_requests(5, y, fun() -> ?W:sleep_a(1) end),      % untraced, not seen
+    R = report(),
+    ?assertMatch(#{seen := 5, requests := 5, active := false,
+                   aborted := [#{reason := overload, info := #{lag_ms := 1800}}]}, R),
+    ?assertEqual([x], [Id || #{identity := Id} <- maps:get(rows, R)]),
+    Text = text(R),
+    ?assertMatch({match, _}, re:run(Text, "tracing ABORTED: overload")),
+    ok = kprof_tiers:abort(again, #{}),                     % once only
+    ?assertMatch(#{aborted := [#{reason := overload}]}, report()),
+    %% A new start clears it.
+    ok = kprof:stop_tiers(),
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?assertMatch(#{aborted := [], active := true, requests := 0}, report()).
+
+-spec stop_and_reset() -> term().
+stop_and_reset() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?assertEqual({error, already_started}, kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{})),
+    ?W:run_requests(3, x, fun() -> ?W:sleep_a(1) end),
+    ok = kprof:reset(),
+    ?assertMatch(#{requests := 0, rows := [], seen := 0}, report()),
+    ?W:run_requests(4, x, fun() -> ?W:sleep_a(1) end),
+    ok = kprof:stop_tiers(),
+    assert_untraced(),
+    ?W:run_requests(4, x, fun() -> ?W:sleep_a(1) end),     % not counted
+    ?assertMatch(#{requests := 4, seen := 4, active := false, aborted := []}, report()),
+    ?assertEqual(ok, kprof:stop_tiers()).
+
+-spec sink_down() -> term().
+sink_down() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    #{os_pid := OsPid} = kprof_sink:info(),
+    _ = os:cmd("kill -KILL " ++ integer_to_list(OsPid)),
+    wait_until(fun() -> maps:get(aborted, kprof_tiers:info()) =/= false end),
+    ?assertMatch(#{active := false, aborted := {sink_down, #{status := _}, _}},
+                 kprof_tiers:info()),
+    assert_untraced(),
+    %% The new sink knows no tiers: the report is empty, and says why.
+    ?assertMatch(#{requests := 0, aborted := [#{reason := sink_down}]}, report()).
+
+-spec bad_configs() -> term().
+bad_configs() ->
+    Good = [{a, [{?W, sleep_a, 1}]}],
+    Many = [{list_to_atom("t" ++ integer_to_list(I)), [{?W, sleep_a, 1}]} || I <- lists:seq(1, 33)],
+    Bad = [{foo, #{}, {bad_tiers, foo}},
+           {[], #{}, no_tiers},
+           {[x | y], #{}, {bad_tiers, [x | y]}},
+           {Many, #{}, {too_many_tiers, 33, 32}},
+           {[{a, [{no_such_module_xyz, f, 0}]}], #{}, {unknown_module, a, no_such_module_xyz}},
+           {[{a, [{?W, no_such_fun, 1}]}], #{}, {undefined_function, a, {?W, no_such_fun, 1}}},
+           {[{a, [{?W, sleep_a, 2}]}], #{}, {undefined_function, a, {?W, sleep_a, 2}}},
+           {[{a, [{?W, nope, '_'}]}], #{}, {undefined_function, a, {?W, nope, '_'}}},
+           {[{a, [{?W, '_', '_'}]}, {b, [{?W, sleep_b, 1}]}], #{},
+            {overlapping_tiers, {?W, sleep_b, 1}, {a, {?W, '_', '_'}}, {b, {?W, sleep_b, 1}}}},
+           {[{a, [{?W, sleep_a, '_'}]}, {b, [{?W, sleep_a, 1}]}], #{},
+            {overlapping_tiers, {?W, sleep_a, 1}, {a, {?W, sleep_a, '_'}}, {b, {?W, sleep_a, 1}}}},
+           {[{a, [{?W, '_', 1}]}], #{}, {bad_mfa_spec, a, {?W, '_', 1}}},
+           {[{a, [foo]}], #{}, {bad_mfa_spec, a, foo}},
+           {[{a, [{?W, sleep_a, -1}]}], #{}, {bad_mfa_spec, a, {?W, sleep_a, -1}}},
+           {[{"a", [{?W, sleep_a, 1}]}], #{}, {bad_tier, {"a", [{?W, sleep_a, 1}]}}},
+           {[{a, foo}], #{}, {bad_tier, {a, foo}}},
+           {[{a, []}], #{}, {empty_tier, a}},
+           {Good ++ Good, #{}, {duplicate_tier, a}},
+           {[{other, [{?W, sleep_a, 1}]}], #{}, {reserved_tier_name, other}},
+           {[{a, [{kprof_mark, start, 1}]}], #{}, {reserved_module, a, kprof_mark}},
+           {Good, [sample], {bad_options, [sample]}},
+           {Good, #{sample => 0}, {bad_option, {sample, 0}}},
+           {Good, #{sample => 1.5}, {bad_option, {sample, 1.5}}},
+           {Good, #{window => 0}, {bad_option, {window, 0}}},
+           {Good, #{foo => 1}, {bad_option, {foo, 1}}},
+           {Good, #{slow_ms => -1}, {bad_option, {slow_ms, -1}}},
+           {Good, #{nodes => []}, {bad_option, {nodes, []}}},
+           {Good, #{max_inflight => 0}, {bad_option, {max_inflight, 0}}},
+           {Good, #{entry => []}, {bad_option, {entry, []}}},
+           {Good, #{entry => {?W, nope, 2}}, {undefined_function, entry, {?W, nope, 2}}},
+           {Good, #{identity => mfa}, {identity_without_entry, mfa}},
+           {Good, #{entry => {?W, entry, 2}, identity => {arg, 3}},
+            {bad_identity, {arg, 3}, {?W, entry, 2}}},
+           {Good, #{entry => {?W, entry, 2}, identity => {arg, 0}},
+            {bad_option, {identity, {arg, 0}}}},
+           {Good, #{entry => {?W, entry, 2}, identity => shell_fun("fun([A]) -> A end.")},
+            {bad_identity, {arity_mismatch, {?W, entry, 2}}}},
+           {Good, #{entry => {?W, entry, 2}, identity => {ms, [{['$1', '_'], [], [{foo, '$1'}]}]}},
+            {bad_match_spec, {?W, entry, 2}, '_'}},
+           {Good, #{nodes => ['nobody@nowhere']}, {node, 'nobody@nowhere', '_'}}],
+    [begin
+         Result = kprof:start_tiers(Tiers, Opts),
+         ?assert(matches(Expected, Result), {Tiers, Opts, Expected, Result}),
+         assert_untraced()
+     end || {Tiers, Opts, Expected} <- Bad],
+    %% Funs that cannot become match specs: a compiled one, one calling a
+    %% function a match spec cannot.
+    Entry = #{entry => {?W, entry, 2}},
+    ?assertMatch({error, {identity_fun_not_convertible, [_ | _]}},
+                 kprof:start_tiers(Good, Entry#{identity => fun([A, _]) -> A end})),
+    ?assertMatch({error, {identity_fun_not_convertible, [_ | _]}},
+                 kprof:start_tiers(Good, Entry#{identity =>
+                                                    shell_fun("fun([A, _]) -> lists:reverse(A) end.")})),
+    assert_untraced(),
+    %% The sink was never told.
+    ?assertEqual({error, not_started}, kprof_sink:command({tier_report, false})),
+    ?assertMatch(#{active := false, tiers := []}, kprof_tiers:info()).
+
+-spec bad_report_opts() -> term().
+bad_report_opts() ->
+    ?assertEqual({error, not_started}, kprof:report(#{format => term})),
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?assertEqual({error, {bad_option, {format, xml}}}, kprof:report(#{format => xml})),
+    ?assertEqual({error, {bad_option, {time, wall}}}, kprof:report(#{time => wall})),
+    ?assertEqual({error, {bad_options, [term]}}, kprof:report([term])),
+    ?assertMatch({error, {node, 'nobody@nowhere', _}},
+                 kprof:report(#{nodes => ['nobody@nowhere'], format => term})).
+
+-spec json_report() -> term().
+json_report() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}], #{slow_ms => 0}),
+    Ids = [{users, "get", self()}, <<"/bin/\"quoted\"">>, 'an atom', "ünïcode"],
+    [kprof:request(Id, fun() -> ?W:sleep_a(1), ?W:sleep_b(1) end) || Id <- Ids],
+    settle(),
+    {ok, Json} = kprof:report(#{format => json}),
+    ?assert(is_binary(Json)),
+    Doc = json_decode(Json),
+    #{<<"tiers">> := [<<"a">>, <<"b">>], <<"requests">> := 4, <<"rows">> := Rows,
+      <<"all">> := #{<<"requests">> := 4}, <<"slow">> := Slow} = Doc,
+    Identities = lists:sort([Id || #{<<"identity">> := Id} <- Rows]),
+    Expected = lists:sort([unicode:characters_to_binary(io_lib:format("~0tp", [hd(Ids)])),
+                           <<"/bin/\"quoted\"">>, <<"an atom">>,
+                           unicode:characters_to_binary(io_lib:format("~0tp", ["ünïcode"]))]),
+    ?assertEqual(Expected, Identities),
+    [#{<<"tiers">> := [#{<<"tier">> := <<"a">>, <<"self">> := A} | _],
+       <<"other">> := #{<<"mean">> := _}, <<"wall">> := #{<<"p99">> := _}} | _] = Rows,
+    ?assert(is_number(maps:get(<<"mean">>, A))),
+    ?assertEqual(4, length(Slow)),
+    [?assert(is_binary(maps:get(<<"pid">>, S))) || S <- Slow].
+
+-spec text_report() -> term().
+text_report() ->
+    ok = kprof:start_tiers([{http, [{?W, sleep_a, 1}]}, {database, [{?W, sleep_b, 1}]},
+                            {templating_with_a_long_name, [{?W, small, 1}]}],
+                           #{sample => 1.0, slow_ms => 3}),
+    ?W:run_requests(3, {users, get}, fun() -> ?W:sleep_a(2), ?W:sleep_b(1), ?W:small(1) end),
+    ?W:run_requests(1, lists:seq(1, 40), fun() -> ?W:sleep_a(1) end),
+    R = report(),
+    Text = text(R),
+    Lines = string:split(Text, "\n", all),
+    [Header, _Units, Names, Sub, All, Users, Long | _] = Lines,
+    ?assertMatch({match, _}, re:run(Header, "^kprof tiers on .*: [0-9.]+ s traced, requests 4 "
+                                    "recorded \\(seen 4, sampled 4\\), events [0-9]+, "
+                                    "dropped 0, tracing on$")),
+    ?assertMatch({match, _}, re:run(Names, "^identity +reqs +http +database +"
+                                    "templating_with_a_long_name +other$")),
+    ?assertMatch({match, _}, re:run(Sub, "^ +mean +p99 +mean +p99 +mean +p99 +mean$")),
+    ?assertMatch({match, _}, re:run(All, "^all +4  [0-9.]+ ")),
+    ?assertMatch({match, _}, re:run(Users, "^\\{users,get\\} +3  [0-9.]+ ")),
+    ?assertMatch({match, _}, re:run(Long, "^\\[1,2,3,.*\\.\\.\\. +1  ")),
+    %% Columns line up: every value starts where its header does.
+    Col = string:str(Names, "database"),
+    ?assertEqual(Col, string:str(Sub, "mean   p99    mean") + 14),
+    ?assertMatch({match, _}, re:run(Text, "slowest requests")),
+    [Table1 | _] = string:split(text(R, #{limit => 1}), "slowest"),
+    ?assertMatch({match, _}, re:run(Table1, "\\{users,get\\}")),
+    ?assertEqual(nomatch, re:run(Table1, "\\[1,2,3")),
+    ?assertMatch({match, _}, re:run(text(R, #{limit => 1}), "1 more identities")),
+    ?assertMatch({match, _}, re:run(text(R, #{time => inclusive}), "inclusive time")),
+    ?assertEqual(ok, kprof:report()),
+    ?assertEqual(ok, kprof:report(#{time => inclusive})),
+    ?assertEqual("0.412", lists:flatten(kprof_report:format_ms(0.41234))),
+    ?assertEqual("1.90", lists:flatten(kprof_report:format_ms(1.9))),
+    ?assertEqual("12.3", lists:flatten(kprof_report:format_ms(12.34))),
+    ?assertEqual("1234", lists:flatten(kprof_report:format_ms(1234.4))),
+    ?assertEqual("100", lists:flatten(kprof_report:format_ms(99.96))),
+    ?assertEqual("0", lists:flatten(kprof_report:format_ms(0.0))).
+
+%%%%%%%%%%%%%%%
+%%% HELPERS %%%
+%%%%%%%%%%%%%%%
+
+-spec setup() -> pid().
+setup() ->
+    logger:set_handler_config(default, level, error),
+    ok = kprof:start(#{}),
+    _ = ?W:start_server(kprof_tiers_db),
+    _ = ?W:start_server(kprof_tiers_tpl),
+    ?W:start_times().
+
+-spec cleanup(pid()) -> ok.
+cleanup(Times) ->
+    ok = ?W:stop_times(Times),
+    _ = kprof:stop_tiers(),
+    ok = kprof:stop(),
+    ok = ?W:stop_server(kprof_tiers_db),
+    ok = ?W:stop_server(kprof_tiers_tpl),
+    _ = seq_trace:set_token([]),
+    erase('$kprof_request'),
+    logger:set_handler_config(default, level, all),
+    ok.
+
+%% Every trace message handed to the sink; then the report.
+-spec report() -> map().
+report() ->
+    settle(),
+    {ok, R} = kprof:report(#{format => term}),
+    R.
+
+-spec settle() -> ok.
+settle() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after ?WAIT -> error(trace_delivered) end.
+
+-spec text(map()) -> string().
+text(R) ->
+    text(R, #{}).
+
+-spec text(map(), map()) -> string().
+text(R, Opts) ->
+    unicode:characters_to_list(kprof_report:text(R, Opts)).
+
+-spec row(map(), term()) -> map().
+row(#{rows := Rows}, Id) ->
+    case [R || #{identity := I} = R <- Rows, I =:= Id] of
+        [Row] -> Row;
+        [] -> error({no_row, Id, [I || #{identity := I} <- Rows]})
+    end.
+
+-spec stat(map(), atom(), self | inclusive) -> map().
+stat(#{tiers := Tiers}, Tier, Kind) ->
+    [Stats] = [maps:get(Kind, T) || #{tier := Name} = T <- Tiers, Name =:= Tier],
+    Stats.
+
+-spec mean(map(), atom(), self | inclusive) -> float().
+mean(Row, Tier, Kind) ->
+    maps:get(mean, stat(Row, Tier, Kind)).
+
+-spec calls(map(), atom()) -> non_neg_integer().
+calls(#{tiers := Tiers}, Tier) ->
+    [Calls] = [C || #{tier := Name, calls := C} <- Tiers, Name =:= Tier],
+    Calls.
+
+%% The sink's mean for a tier: within max(2 ms, 30 %) of the time the
+%% work of these functions measured itself (per request of N), and that
+%% time at least what the workload asked for.
+-spec assert_tier(number(), [atom()], pos_integer(), number()) -> ok.
+assert_tier(Asked, Keys, N, Sink) ->
+    Measured = lists:sum([?W:measured_ms(K, N) || K <- Keys]),
+    Tolerance = max(2.0, 0.3 * Measured),
+    case Measured >= 0.95 * Asked andalso abs(Sink - Measured) =< Tolerance of
+        true -> ok;
+        false -> error({not_within, Tolerance, {asked, Asked}, {measured, Measured},
+                        {sink, Sink}})
+    end.
+
+-spec assert_untraced() -> ok.
+assert_untraced() ->
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(whereis(kprof_tiers_db), flags)),
+    [?assertEqual({match_spec, false}, erlang:trace_info(MFA, match_spec))
+     || MFA <- [{?W, sleep_a, 1}, {?W, sleep_b, 1}, {?W, entry, 2}, {kprof_mark, start, 1},
+                {kprof_mark, stop, 0}]],
+    ?assertEqual(untraced, kprof_tiers:enter(x)),
+    ok.
+
+%% `{error, Expected}', '_' anywhere in Expected matching anything.
+-spec matches(term(), term()) -> boolean().
+matches(Expected, {error, Reason}) ->
+    match_term(Expected, Reason);
+matches(_, _) ->
+    false.
+
+-spec match_term(term(), term()) -> boolean().
+match_term('_', _) -> true;
+match_term(A, B) when is_tuple(A), is_tuple(B), tuple_size(A) =:= tuple_size(B) ->
+    match_term(tuple_to_list(A), tuple_to_list(B));
+match_term([A | As], [B | Bs]) -> match_term(A, B) andalso match_term(As, Bs);
+match_term(A, B) -> A =:= B.
+
+%% A fun as the shell makes it (erl_eval), which kprof can convert.
+-spec shell_fun(string()) -> fun().
+shell_fun(Text) ->
+    shell_fun(Text, []).
+
+-spec shell_fun(string(), [{atom(), term()}]) -> fun().
+shell_fun(Text, Bindings) ->
+    {ok, Tokens, _} = erl_scan:string(Text),
+    {ok, [Expr]} = erl_parse:parse_exprs(Tokens),
+    Bound = lists:foldl(fun({K, V}, B) -> erl_eval:add_binding(K, V, B) end,
+                        erl_eval:new_bindings(), Bindings),
+    {value, Fun, _} = erl_eval:expr(Expr, Bound),
+    Fun.
+
+%% Runs Fun in a fresh process (entry calls leave a token behind) and
+%% waits for it.
+-spec in_process(fun(() -> term())) -> ok.
+in_process(Fun) ->
+    {Pid, MRef} = spawn_monitor(Fun),
+    receive {'DOWN', MRef, process, Pid, normal} -> ok
+    after ?WAIT -> error(in_process_timeout)
+    end.
+
+-spec catch_throw(fun(() -> term())) -> term().
+catch_throw(Fun) ->
+    try Fun() catch throw:T -> {caught, T} end.
+
+-spec token_state() -> seq_trace_token_cleared | term().
+token_state() ->
+    case seq_trace:get_token() of
+        [] -> seq_trace_token_cleared;
+        T -> T
+    end.
+
+-spec wait_until(fun(() -> boolean())) -> ok.
+wait_until(Fun) ->
+    wait_until(Fun, 500).
+
+-spec wait_until(fun(() -> boolean()), non_neg_integer()) -> ok.
+wait_until(_Fun, 0) ->
+    error(wait_until_timeout);
+wait_until(Fun, N) ->
+    case Fun() of
+        true -> ok;
+        false -> timer:sleep(10), wait_until(Fun, N - 1)
+    end.
+
+%%% A small JSON decoder, to read the report back.
+
+-spec json_decode(binary()) -> term().
+json_decode(Bin) ->
+    {Value, Rest} = value(skip_ws(Bin)),
+    <<>> = skip_ws(Rest),
+    Value.
+
+value(<<${, R/binary>>) -> object(skip_ws(R), #{});
+value(<<$[, R/binary>>) -> array(skip_ws(R), []);
+value(<<$", R/binary>>) -> string(R, []);
+value(<<"true", R/binary>>) -> {true, R};
+value(<<"false", R/binary>>) -> {false, R};
+value(<<"null", R/binary>>) -> {null, R};
+value(R) -> number(R).
+
+object(<<$}, R/binary>>, Acc) -> {Acc, R};
+object(<<$", R0/binary>>, Acc) ->
+    {K, R1} = string(R0, []),
+    <<$:, R2/binary>> = skip_ws(R1),
+    {V, R3} = value(skip_ws(R2)),
+    case skip_ws(R3) of
+        <<$,, R4/binary>> -> object(skip_ws(R4), Acc#{K => V});
+        <<$}, R4/binary>> -> {Acc#{K => V}, R4}
+    end.
+
+array(<<$], R/binary>>, []) -> {[], R};
+array(R0, Acc) ->
+    {V, R1} = value(R0),
+    case skip_ws(R1) of
+        <<$,, R2/binary>> -> array(skip_ws(R2), [V | Acc]);
+        <<$], R2/binary>> -> {lists:reverse([V | Acc]), R2}
+    end.
+
+string(<<$", R/binary>>, Acc) -> {unicode:characters_to_binary(lists:reverse(Acc)), R};
+string(<<$\\, $u, Hex:4/binary, R/binary>>, Acc) -> string(R, [binary_to_integer(Hex, 16) | Acc]);
+string(<<$\\, C, R/binary>>, Acc) ->
+    string(R, [case C of $n -> $\n; $r -> $\r; $t -> $\t; $b -> $\b; $f -> $\f; _ -> C end | Acc]);
+string(<<C/utf8, R/binary>>, Acc) -> string(R, [C | Acc]).
+
+number(Bin) ->
+    {match, [Num]} = re:run(Bin, "^-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", [{capture, first, binary}]),
+    Rest = binary:part(Bin, byte_size(Num), byte_size(Bin) - byte_size(Num)),
+    Value = try binary_to_integer(Num) catch error:badarg -> binary_to_float(fix_float(Num)) end,
+    {Value, Rest}.
+
+%% "1e-5" is not a float for binary_to_float/1.
+fix_float(Num) ->
+    case binary:match(Num, <<".">>) of
+        nomatch -> re:replace(Num, "([eE])", ".0\\1", [{return, binary}]);
+        _ -> Num
+    end.
+
+skip_ws(<<C, R/binary>>) when C =:= $\s; C =:= $\n; C =:= $\t; C =:= $\r -> skip_ws(R);
+skip_ws(R) -> R.
