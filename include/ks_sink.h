@@ -3,6 +3,7 @@
 #define KS_SINK_H
 
 #include "ks_decode.h"
+#include "ks_flame.h"
 #include "ks_frame.h"
 #include "ks_overload.h"
 #include "ks_stats.h"
@@ -23,6 +24,7 @@ typedef struct ks_sink {
   ks_stats st;
   ks_tiers tiers;
   ks_overload ov;
+  ks_flame flame;        /* flame captures (flame.c) */
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */

@@ -187,6 +187,8 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
       if (clear)
         ks_tiers_clear_rows(&s->tiers);
     }
+  } else if (strncmp(name, "flame_", 6) == 0 && arity >= 2) {
+    e = ks_flame_command(s, name, arity, cmd, idx, &x);
   } else {
     e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
         ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "unknown_command") ||

@@ -26,6 +26,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_stats_init(&s->st);
   ks_tiers_init(&s->tiers);
   ks_overload_init(&s->ov);
+  ks_flame_init(&s->flame);
   s->emit = emit;
   s->emit_ctx = emit_ctx;
   return KS_OK;
@@ -36,6 +37,7 @@ void ks_sink_free(ks_sink *s) {
   ks_intern_free(&s->in);
   ks_stats_free(&s->st);
   ks_tiers_free(&s->tiers);
+  ks_flame_free(&s->flame);
 }
 
 void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
@@ -49,6 +51,8 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
       s->st.dropped++;
     if (s->tiers.active)
       ks_tiers_event(&s->tiers, &s->in, &d);
+    if (s->flame.active)
+      ks_flame_event(&s->flame, &s->in, &d);
     break;
   case KS_FRAME_COMMAND:
     s->st.commands++;

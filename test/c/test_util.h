@@ -41,5 +41,6 @@ Suite *decode_suite(void);
 Suite *replay_suite(void);
 Suite *control_suite(void);
 Suite *tiers_suite(void);
+Suite *flame_suite(void);
 
 #endif

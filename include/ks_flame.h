@@ -1,0 +1,191 @@
+/* ks_flame.h: flame-graph captures in the sink (doc/flame.md says what they compute).
+ *
+ * A capture turns the trace events of its processes into per-process call
+ * stacks and credits the time between two events of a process to the stack
+ * it had before the later one. Stacks are not stored: each stack is a node
+ * of a call-path tree (node = parent node + frame, interned in a hash table)
+ * and only the node's self time grows. The writers (write_*.c) walk the tree.
+ */
+#ifndef KS_FLAME_H
+#define KS_FLAME_H
+
+#include <stdio.h>
+
+#include "ks_decode.h"
+
+#define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
+
+/* Frame ids in the tree: an MFA id, a process (its pid id), or a pseudo frame. */
+enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2 };
+enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2 };
+#define KS_FR(kind, v) ((uint32_t)(kind) << 30 | (uint32_t)(v))
+#define KS_FR_KIND(f) ((f) >> 30)
+#define KS_FR_VAL(f) ((f) & 0x3fffffffu)
+
+/* Output formats (bits). */
+enum {
+  KS_FMT_FOLDED = 1,
+  KS_FMT_PERF = 2,
+  KS_FMT_SPEEDSCOPE = 4,
+  KS_FMT_SVG = 8
+};
+
+/* A call path. Node 0 is the root of every process; children are in a list. */
+typedef struct ks_fnode {
+  uint32_t parent, frame;
+  uint32_t child, sibling;     /* first child, next sibling (KS_NONE ends) */
+  uint64_t self;               /* ns credited while this was the stack */
+} ks_fnode;
+
+typedef struct ks_ftree {
+  ks_fnode *v;
+  uint32_t n, cap, max;
+  uint32_t *slots;             /* (parent, frame) -> node; KS_NONE is empty */
+  uint32_t mask;
+  int ordered;                 /* child lists put in first-seen order */
+  uint64_t dropped;            /* nodes not created at the cap (time went to the parent) */
+} ks_ftree;
+
+int ks_ftree_init(ks_ftree *t, uint32_t max_nodes);
+void ks_ftree_free(ks_ftree *t);
+/* The child of `parent` for `frame`, created when new; `parent` itself at the cap. */
+uint32_t ks_ftree_child(ks_ftree *t, uint32_t parent, uint32_t frame);
+/* Child lists were built by prepending: reverses them once, for first-seen order. */
+void ks_ftree_order(ks_ftree *t);
+/* Inclusive ns of every node into total[t->n] (children come after parents). */
+void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
+
+/* One frame of a process's stack: the real BEAM stack, a tail call replacing its caller. */
+typedef struct ks_fentry {
+  uint32_t mfa;
+  uint32_t base;               /* what it returns to, as the call's {caller} said */
+  uint32_t node;
+} ks_fentry;
+
+typedef struct ks_fproc {
+  uint32_t pid;                /* pid id */
+  uint32_t root;               /* the process's tree node */
+  ks_fentry *st;
+  uint32_t n, cap;
+  uint32_t over;               /* frames beyond max_stack, not kept */
+  uint32_t cur;                /* the node time goes to now, KS_NONE for none */
+  uint32_t out_mfa;            /* where it was scheduled out */
+  uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
+  int64_t last_ts;
+  uint8_t armed, out, gc, dead, has_ts, named;
+  char *name;                  /* registered name, UTF-8, or NULL */
+} ks_fproc;
+
+typedef struct ks_fopts {
+  int sleep, gc, children;
+  uint32_t max_depth;          /* deeper frames go to one TRUNCATED frame */
+  uint32_t max_nodes, max_stack, max_procs;
+  uint32_t trigger;            /* flame_capture's MFA id; KS_NONE otherwise */
+  uint32_t ncalls;             /* trigger calls to capture */
+  uint32_t hide;               /* the apply wrapper: never a frame; returning to it ends */
+  int64_t time_offset;         /* erlang:time_offset(nanosecond): meta (wall) ts -> monotonic */
+  uint32_t perf_period_us;     /* 0: chosen from the total time */
+} ks_fopts;
+
+typedef struct ks_fcounters {
+  uint64_t events;             /* events that changed a stack or its time */
+  uint64_t calls_started, calls_done, calls_refused;
+  uint64_t lost_frames;        /* frames popped without their return_to (tail calls, exceptions) */
+  uint64_t unknown_callers;    /* callers not on the stack: inferred */
+  uint64_t depth_capped;       /* pushes beyond max_depth */
+  uint64_t stack_overflow;     /* pushes beyond max_stack */
+  uint64_t dropped_procs;      /* processes beyond max_procs */
+} ks_fcounters;
+
+typedef struct ks_fcap {
+  int used;
+  int stopped;                 /* finished: takes no more events */
+  int64_t id;
+  ks_fopts o;
+  ks_ftree tree;
+  ks_fproc *procs;
+  uint32_t nprocs, cap_procs;
+  uint32_t *pslots;            /* pid id -> proc index + 1, open addressing */
+  uint32_t pmask;
+  uint32_t last_pid, last_proc;
+  ks_fcounters k;
+} ks_fcap;
+
+typedef struct ks_flame {
+  int active;                  /* captures in use */
+  ks_fcap cap[KS_FLAME_MAX];
+  uint32_t *mask;              /* pid id -> bit per capture */
+  uint32_t mask_cap;
+} ks_flame;
+
+void ks_flame_init(ks_flame *fl);
+void ks_flame_free(ks_flame *fl);
+void ks_flame_default_opts(ks_fopts *o);
+/* Returns the capture's slot, KS_EINVAL for an id in use, KS_EFULL when all are. */
+int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o);
+ks_fcap *ks_flame_find(ks_flame *fl, int64_t id);
+/* Adds a process (armed: its events count from now); name may be NULL. */
+int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len);
+void ks_flame_drop(ks_flame *fl, ks_fcap *c);
+/* One decoded trace event, for every capture it concerns. */
+void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d);
+/* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
+void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
+
+/* flame_stack.c: the stack rules, for one process of a capture. */
+void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller);
+void ks_fstack_return_to(ks_fcap *c, ks_fproc *p, uint32_t to);
+void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa);
+/* The stack becomes the one frame mfa, returning to base (a trigger call). */
+void ks_fstack_root(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base);
+void ks_fstack_clear(ks_fproc *p);
+/* Credits [last_ts, ts) to the current node; ts never goes back. */
+void ks_fstack_credit(ks_fcap *c, ks_fproc *p, int64_t ts);
+/* Recomputes p->cur after a change of stack or state. */
+void ks_fstack_update(ks_fcap *c, ks_fproc *p);
+
+/* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
+size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
+                           size_t cap);
+/* The process of a root node's frame, or NULL. */
+const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid);
+
+/* What a writer gets: a finished capture, totals, and its names. */
+typedef struct ks_fout {
+  const ks_fcap *c;
+  const ks_intern *in;
+  const uint64_t *total;       /* inclusive ns per node */
+  uint64_t grand;              /* total[0] */
+} ks_fout;
+
+/*
+ * Walks the subtree of `start` depth first, children in first-seen order,
+ * laid out on a timeline: a node spans [t, t + total) from the start of the
+ * walk, and its self time comes after its children (a merged timeline, like
+ * a sampled profile collapsed). Nodes with no time are left out. open()
+ * returns 0 to leave out the node's children (close is still called); any
+ * negative return stops the walk and is returned.
+ */
+typedef int (*ks_fvisit_fn)(void *ctx, uint32_t node, uint32_t depth, uint64_t t);
+int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
+             void *ctx);
+
+/* write_*.c: each returns KS_OK or a negative errno-like code from the stream. */
+int ks_write_folded(const ks_fout *o, FILE *f);
+int ks_write_perf(const ks_fout *o, FILE *f);
+int ks_write_speedscope(const ks_fout *o, FILE *f);
+int ks_write_svg(const ks_fout *o, FILE *f);
+
+/* flame_control.c: a flame_* command (name, tuple arity, idx just past the tag) into x. */
+struct ks_sink;
+#ifdef EI_H
+int ks_flame_command(struct ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
+                     ei_x_buff *x);
+#endif
+
+/* Escapes for the writers (flame_names.c): out gets at most cap-1 bytes and a NUL. */
+size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
+void ks_flame_put_json(FILE *f, const char *s, size_t n);
+void ks_flame_put_xml(FILE *f, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,445 @@
+/* flame.c: flame captures: which processes belong to which capture, and their events.
+ *
+ * A capture is keyed by the set of its processes. A process joins
+ *   - by command (flame_pids: kprof:flame_apply's caller, flame_pid's pids);
+ *   - by a trigger call (flame_capture): the meta trace call of the trigger
+ *     MFA carries {kprof_flame, Id} as its match-spec payload;
+ *   - by being spawned by a process of a capture that follows children.
+ * Every pid id has a bitmask of the captures it is in, so an event costs one
+ * array read when no capture wants it. Several captures may share a process.
+ *
+ * Trigger calls are seen through meta tracing (the VM turns the process's
+ * trace flags on at the call): the meta call and its return_from or
+ * exception_from carry wall-clock timestamps, turned into monotonic time
+ * with the VM's time offset. The process counts (is armed) from the call
+ * to its return; calls beyond ncalls are refused and counted.
+ */
+#include <stdlib.h>
+
+#include "ks_flame.h"
+
+void ks_flame_default_opts(ks_fopts *o) {
+  memset(o, 0, sizeof(*o));
+  o->sleep = 1;
+  o->gc = 1;
+  o->children = 0;
+  o->max_depth = 256;
+  o->max_nodes = 1000000;
+  o->max_stack = 65536;
+  o->max_procs = 100000;
+  o->trigger = KS_NONE;
+  o->ncalls = 0;
+  o->hide = KS_NONE;
+  o->time_offset = 0;
+  o->perf_period_us = 0;
+}
+
+void ks_flame_init(ks_flame *fl) {
+  memset(fl, 0, sizeof(*fl));
+}
+
+static void free_cap(ks_fcap *c) {
+  uint32_t k;
+
+  for (k = 0; k < c->nprocs; k++) {
+    free(c->procs[k].st);
+    free(c->procs[k].name);
+  }
+  free(c->procs);
+  free(c->pslots);
+  ks_ftree_free(&c->tree);
+  memset(c, 0, sizeof(*c));
+}
+
+void ks_flame_free(ks_flame *fl) {
+  int i;
+
+  for (i = 0; i < KS_FLAME_MAX; i++)
+    if (fl->cap[i].used)
+      free_cap(&fl->cap[i]);
+  free(fl->mask);
+  memset(fl, 0, sizeof(*fl));
+}
+
+ks_fcap *ks_flame_find(ks_flame *fl, int64_t id) {
+  int i;
+
+  for (i = 0; i < KS_FLAME_MAX; i++)
+    if (fl->cap[i].used && fl->cap[i].id == id)
+      return &fl->cap[i];
+  return NULL;
+}
+
+int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
+  ks_fcap *c = NULL;
+  int i;
+
+  if (ks_flame_find(fl, id) != NULL)
+    return KS_EINVAL;
+  for (i = 0; i < KS_FLAME_MAX && c == NULL; i++)
+    if (!fl->cap[i].used)
+      c = &fl->cap[i];
+  if (c == NULL)
+    return KS_EFULL;
+  memset(c, 0, sizeof(*c));
+  c->o = *o;
+  if (c->o.max_depth < 1)
+    c->o.max_depth = 1;
+  if (c->o.max_stack < c->o.max_depth + 1)
+    c->o.max_stack = c->o.max_depth + 1;
+  if (ks_ftree_init(&c->tree, c->o.max_nodes) != KS_OK)
+    return KS_ENOMEM;
+  c->pmask = 63;
+  c->pslots = calloc(c->pmask + 1, sizeof(*c->pslots));
+  if (c->pslots == NULL) {
+    ks_ftree_free(&c->tree);
+    return KS_ENOMEM;
+  }
+  c->used = 1;
+  c->id = id;
+  c->last_pid = KS_NONE;
+  fl->active++;
+  return (int)(c - fl->cap);
+}
+
+/* Process index + 1 in the capture's pid table, 0 when absent; *slot: where it goes. */
+static uint32_t proc_slot(const ks_fcap *c, uint32_t pid, uint32_t *slot) {
+  uint32_t i = (uint32_t)((pid * 0x9e3779b97f4a7c15ull) >> 40) & c->pmask, k;
+
+  for (;;) {
+    k = c->pslots[i];
+    if (k == 0 || c->procs[k - 1].pid == pid) {
+      *slot = i;
+      return k;
+    }
+    i = (i + 1) & c->pmask;
+  }
+}
+
+static ks_fproc *proc_find(ks_fcap *c, uint32_t pid) {
+  uint32_t slot, k;
+
+  if (pid == c->last_pid)
+    return &c->procs[c->last_proc];
+  k = proc_slot(c, pid, &slot);
+  if (k == 0)
+    return NULL;
+  c->last_pid = pid;
+  c->last_proc = k - 1;
+  return &c->procs[k - 1];
+}
+
+static int grow_pslots(ks_fcap *c) {
+  uint32_t n = (c->pmask + 1) * 2, k, slot;
+  uint32_t *old = c->pslots, oldmask = c->pmask;
+
+  c->pslots = calloc(n, sizeof(*c->pslots));
+  if (c->pslots == NULL) {
+    c->pslots = old;
+    return KS_ENOMEM;
+  }
+  c->pmask = n - 1;
+  for (k = 0; k <= oldmask; k++)
+    if (old[k] != 0) {
+      proc_slot(c, c->procs[old[k] - 1].pid, &slot);
+      c->pslots[slot] = old[k];
+    }
+  free(old);
+  return KS_OK;
+}
+
+static int set_mask(ks_flame *fl, uint32_t pid, uint32_t bit) {
+  if (pid >= fl->mask_cap) {
+    uint32_t cap = fl->mask_cap ? fl->mask_cap : 1024;
+    uint32_t *m;
+    while (cap <= pid)
+      cap *= 2;
+    m = realloc(fl->mask, (size_t)cap * sizeof(*m));
+    if (m == NULL)
+      return KS_ENOMEM;
+    memset(m + fl->mask_cap, 0, (size_t)(cap - fl->mask_cap) * sizeof(*m));
+    fl->mask = m;
+    fl->mask_cap = cap;
+  }
+  fl->mask[pid] |= bit;
+  return KS_OK;
+}
+
+/* The capture's process for pid, added (not armed) when new; NULL at a cap. */
+static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
+  uint32_t slot, k = proc_slot(c, pid, &slot);
+  ks_fproc *p;
+
+  if (k != 0)
+    return &c->procs[k - 1];
+  if (c->nprocs >= c->o.max_procs) {
+    c->k.dropped_procs++;
+    return NULL;
+  }
+  if (c->nprocs == c->cap_procs) {
+    uint32_t cap = c->cap_procs ? c->cap_procs * 2 : 8;
+    ks_fproc *v = realloc(c->procs, (size_t)cap * sizeof(*v));
+    if (v == NULL)
+      return NULL;
+    c->procs = v;
+    c->cap_procs = cap;
+  }
+  if (set_mask(fl, pid, 1u << (c - fl->cap)) != KS_OK)
+    return NULL;
+  p = &c->procs[c->nprocs];
+  memset(p, 0, sizeof(*p));
+  p->pid = pid;
+  p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
+  p->cur = KS_NONE;
+  p->out_mfa = KS_NONE;
+  c->pslots[slot] = ++c->nprocs;
+  if ((uint64_t)c->nprocs * 2 > (uint64_t)c->pmask + 1 && grow_pslots(c) != KS_OK &&
+      c->nprocs + 1 >= c->pmask) {
+    /* Nearly full and cannot grow: take no more (the table must keep a hole). */
+    c->o.max_procs = c->nprocs;
+  }
+  c->last_pid = KS_NONE;
+  return &c->procs[c->nprocs - 1];
+}
+
+static void set_name(ks_fproc *p, const char *name, size_t len) {
+  char *s = malloc(len + 1);
+
+  if (s == NULL)
+    return;
+  memcpy(s, name, len);
+  s[len] = 0;
+  free(p->name);
+  p->name = s;
+  p->named = 1;
+}
+
+int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
+  ks_fproc *p = proc_add(fl, c, pid);
+
+  if (p == NULL)
+    return KS_EFULL;
+  if (name != NULL && name_len > 0)
+    set_name(p, name, name_len);
+  if (c->o.trigger == KS_NONE && !c->stopped) {
+    p->armed = 1;
+    ks_fstack_update(c, p);
+  }
+  return KS_OK;
+}
+
+const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid) {
+  uint32_t slot, k = proc_slot(c, pid, &slot);
+
+  return k ? &c->procs[k - 1] : NULL;
+}
+
+void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
+  uint32_t bit = 1u << (c - fl->cap), k;
+
+  for (k = 0; k < c->nprocs; k++)
+    if (c->procs[k].pid < fl->mask_cap)
+      fl->mask[c->procs[k].pid] &= ~bit;
+  free_cap(c);
+  fl->active--;
+}
+
+void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
+  uint32_t bit = 1u << (c - fl->cap), k;
+
+  for (k = 0; k < c->nprocs; k++) {
+    ks_fproc *p = &c->procs[k];
+    if (p->armed && !p->dead && has_end)
+      ks_fstack_credit(c, p, end_ts);
+    p->armed = 0;
+    p->cur = KS_NONE;
+    if (p->pid < fl->mask_cap)
+      fl->mask[p->pid] &= ~bit;
+  }
+  c->stopped = 1;
+}
+
+/* Meta trace timestamps are wall clock: to the VM's monotonic clock, never back. */
+static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
+  int64_t t = ev->ts - c->o.time_offset;
+
+  if (p->has_ts && t < p->last_ts)
+    t = p->last_ts;
+  return t;
+}
+
+static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
+  int64_t t;
+
+  if (!(ev->flags & KS_EVF_TS))
+    return;
+  t = meta_ts(c, p, ev);
+  if (ev->kind == KS_EV_CALL) {
+    if (p->armed && p->trig_depth > 0) {
+      p->trig_depth++;   /* a recursive trigger call: its local call event pushed it */
+      return;
+    }
+    if (c->k.calls_started >= c->o.ncalls) {
+      c->k.calls_refused++;
+      return;
+    }
+    c->k.calls_started++;
+    c->k.events++;
+    p->armed = 1;
+    p->out = p->gc = 0;
+    p->trig_depth = 1;
+    p->has_ts = 1;
+    p->last_ts = t;
+    ks_fstack_root(c, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    ks_fstack_update(c, p);
+  } else if (ev->kind == KS_EV_RETURN_FROM || ev->kind == KS_EV_EXCEPTION_FROM) {
+    if (!p->armed || p->trig_depth == 0 || --p->trig_depth > 0)
+      return;
+    c->k.events++;
+    ks_fstack_credit(c, p, t);
+    c->k.calls_done++;
+    p->armed = 0;
+    ks_fstack_clear(p);
+    ks_fstack_update(c, p);
+  }
+}
+
+static void register_name(ks_fproc *p, const ks_intern *in, const ks_event *ev) {
+  ks_slice raw = ks_intern_term_get(in, ev->name);
+  char buf[1024];
+  ks_etf e;
+  ks_atom a;
+  int n;
+
+  if (raw.p == NULL)
+    return;
+  ks_etf_init(&e, raw.p, raw.n);
+  if (ks_etf_atom(&e, &a) != KS_OK || (n = ks_atom_utf8(&a, buf, sizeof(buf))) < 0)
+    return;
+  set_name(p, buf, (size_t)n);
+}
+
+static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
+  const ks_event *ev = &d->ev;
+
+  if (ev->flags & KS_EVF_WALL) {
+    if (c->o.trigger != KS_NONE && ev->mfa == c->o.trigger)
+      trigger_event(c, p, ev);
+    return;   /* no other event may mix wall-clock time into the stacks */
+  }
+  if (ev->kind == KS_EV_REGISTER && !p->named && ev->name != KS_NONE)
+    register_name(p, in, ev);
+  if (!p->armed || p->dead)
+    return;
+  if (ev->flags & KS_EVF_TS)
+    ks_fstack_credit(c, p, ev->ts);
+  c->k.events++;
+  switch (ev->kind) {
+  case KS_EV_CALL:
+    ks_fstack_call(c, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    break;
+  case KS_EV_RETURN_TO:
+    if (ev->mfa != KS_NONE && ev->mfa == c->o.hide) {
+      p->armed = 0;   /* flame_apply's function returned to the wrapper: done */
+      ks_fstack_clear(p);
+      break;
+    }
+    ks_fstack_return_to(c, p, ev->mfa);
+    break;
+  case KS_EV_IN:
+  case KS_EV_IN_EXITING:
+    p->out = 0;
+    if (p->n == 0)
+      ks_fstack_infer(c, p, ev->mfa);
+    break;
+  case KS_EV_OUT:
+  case KS_EV_OUT_EXITING:
+    p->out = 1;
+    p->out_mfa = ev->mfa;
+    break;
+  case KS_EV_OUT_EXITED:
+  case KS_EV_EXIT:
+    p->dead = 1;
+    ks_fstack_clear(p);
+    break;
+  case KS_EV_GC_MINOR_START:
+  case KS_EV_GC_MAJOR_START:
+    p->gc = 1;
+    break;
+  case KS_EV_GC_MINOR_END:
+  case KS_EV_GC_MAJOR_END:
+    p->gc = 0;
+    break;
+  default:
+    c->k.events--;   /* links, sends, ...: not about stacks */
+    return;
+  }
+  ks_fstack_update(c, p);
+}
+
+/* {kprof_flame, Id}: the payload of a trigger's meta call. */
+static int payload_id(ks_slice s, int64_t *id) {
+  ks_etf e;
+  ks_atom a;
+  uint32_t ar;
+
+  ks_etf_init(&e, s.p, s.n);
+  if (ks_etf_tuple(&e, &ar) != KS_OK || ar != 2 || ks_etf_atom(&e, &a) != KS_OK ||
+      !ks_etf_atom_is(&a, "kprof_flame") || ks_etf_int64(&e, id) != KS_OK)
+    return KS_EINVAL;
+  return KS_OK;
+}
+
+static void join_trigger(ks_flame *fl, const ks_decoded *d) {
+  int64_t id;
+  ks_fcap *c;
+
+  if (payload_id(d->payload, &id) != KS_OK || (c = ks_flame_find(fl, id)) == NULL ||
+      c->stopped || c->o.trigger == KS_NONE)
+    return;
+  if (proc_add(fl, c, d->ev.pid) == NULL)
+    c->k.calls_refused++;
+}
+
+static void join_child(ks_flame *fl, const ks_event *ev) {
+  uint32_t m = ev->other < fl->mask_cap ? fl->mask[ev->other] : 0;
+  ks_fproc *parent, *p;
+  int i;
+
+  while (m != 0) {
+    ks_fcap *c;
+    i = __builtin_ctz(m);
+    m &= m - 1;
+    c = &fl->cap[i];
+    if (!c->o.children || c->stopped || (parent = proc_find(c, ev->other)) == NULL ||
+        !parent->armed || parent->dead)
+      continue;
+    if ((p = proc_add(fl, c, ev->pid)) != NULL && !p->armed) {
+      p->armed = 1;
+      ks_fstack_update(c, p);
+    }
+  }
+}
+
+void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
+  const ks_event *ev = &d->ev;
+  uint32_t m;
+  int i;
+
+  if (ev->pid == KS_NONE || (ev->flags & KS_EVF_PORT))
+    return;
+  if (ev->kind == KS_EV_CALL && d->payload.p != NULL && (ev->flags & KS_EVF_WALL))
+    join_trigger(fl, d);
+  else if (ev->kind == KS_EV_SPAWNED && ev->other != KS_NONE)
+    join_child(fl, ev);
+  m = ev->pid < fl->mask_cap ? fl->mask[ev->pid] : 0;
+  while (m != 0) {
+    ks_fcap *c;
+    ks_fproc *p;
+    i = __builtin_ctz(m);
+    m &= m - 1;
+    c = &fl->cap[i];
+    if ((p = proc_find(c, ev->pid)) != NULL)
+      proc_event(c, p, in, d);
+  }
+}

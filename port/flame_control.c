@@ -1,0 +1,407 @@
+/* flame_control.c: the flame_* commands (doc/flame.md) and the files a capture ends in.
+ *
+ *   {flame_start, Id, [{Key, Value}]}         ok | {error, Reason}
+ *   {flame_pids, Id, [{Pid, Name | undefined}]} ok | {error, Reason}
+ *   {flame_status, Id}                        #{events, calls_started, ...}
+ *   {flame_members, Id}                       [Pid]: every process that joined
+ *   {flame_write, Id, EndTs | undefined, Dir, Base, [Format]}
+ *                      {ok, [Path], Info} | {error, no_events, Info} | {error, Reason}
+ *   {flame_drop, Id}                          ok
+ *
+ * flame_write ends the capture whatever happens. Files are created with
+ * O_EXCL: when Dir/Base.* exists, Base-1, Base-2, ... are tried, so two
+ * captures never write over each other (or over anything else).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <ei.h>
+
+#include "ks_sink.h"
+
+#define PATH_MAX_LEN 4096
+
+static const struct {
+  int bit;
+  const char *atom, *ext;
+  int (*write)(const ks_fout *, FILE *);
+} formats[] = {
+  {KS_FMT_FOLDED, "folded", ".folded", ks_write_folded},
+  {KS_FMT_PERF, "perf", ".perf", ks_write_perf},
+  {KS_FMT_SPEEDSCOPE, "speedscope", ".speedscope.json", ks_write_speedscope},
+  {KS_FMT_SVG, "svg", ".svg", ks_write_svg},
+};
+#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
+
+static int64_t now_us(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int encode_error(ei_x_buff *x, const char *reason) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_atom(x, reason);
+}
+
+/* {M, F, Arity} at *idx into an MFA id. */
+static int decode_mfa(ks_sink *s, const char *b, size_t len, int *idx, uint32_t *id) {
+  ks_etf e;
+  ks_atom m, f;
+  uint32_t ar;
+  int64_t a;
+
+  ks_etf_init(&e, b, len);
+  e.i = (size_t)*idx;
+  if (ks_etf_tuple(&e, &ar) != KS_OK || ar != 3 || ks_etf_atom(&e, &m) != KS_OK ||
+      ks_etf_atom(&e, &f) != KS_OK || ks_etf_int64(&e, &a) != KS_OK || a < 0 || a > 255 ||
+      ks_intern_mfa(&s->in, &m, &f, (uint32_t)a, id) != KS_OK)
+    return KS_EINVAL;
+  *idx = (int)e.i;
+  return KS_OK;
+}
+
+static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_t *v) {
+  long long n;
+
+  if (ei_decode_longlong(b, idx, &n) != 0 || n < lo || n > hi)
+    return KS_EINVAL;
+  *v = (uint32_t)n;
+  return KS_OK;
+}
+
+static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  char key[MAXATOMLEN];
+  int ar, flag;
+  long long v;
+
+  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
+    return KS_EINVAL;
+  if (strcmp(key, "sleep") == 0 || strcmp(key, "gc") == 0 || strcmp(key, "children") == 0) {
+    if (ei_decode_boolean(b, idx, &flag) != 0)
+      return KS_EINVAL;
+    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : &o->children) = flag;
+    return KS_OK;
+  }
+  if (strcmp(key, "max_depth") == 0)
+    return decode_u32(b, idx, 1, 100000, &o->max_depth);
+  if (strcmp(key, "max_nodes") == 0)
+    return decode_u32(b, idx, 16, 1u << 26, &o->max_nodes);
+  if (strcmp(key, "max_stack") == 0)
+    return decode_u32(b, idx, 1, 1u << 24, &o->max_stack);
+  if (strcmp(key, "max_procs") == 0)
+    return decode_u32(b, idx, 1, 1u << 22, &o->max_procs);
+  if (strcmp(key, "ncalls") == 0)
+    return decode_u32(b, idx, 1, UINT32_MAX, &o->ncalls);
+  if (strcmp(key, "perf_period_us") == 0)
+    return decode_u32(b, idx, 0, 60000000, &o->perf_period_us);
+  if (strcmp(key, "trigger") == 0)
+    return decode_mfa(s, b, len, idx, &o->trigger);
+  if (strcmp(key, "hide") == 0)
+    return decode_mfa(s, b, len, idx, &o->hide);
+  if (strcmp(key, "time_offset") == 0) {
+    if (ei_decode_longlong(b, idx, &v) != 0)
+      return KS_EINVAL;
+    o->time_offset = v;
+    return KS_OK;
+  }
+  return KS_EINVAL;
+}
+
+static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
+  long long id;
+  ks_fopts o;
+  int n, k, rc;
+
+  ks_flame_default_opts(&o);
+  if (ei_decode_longlong(b, idx, &id) != 0 || ei_decode_list_header(b, idx, &n) != 0)
+    return "badarg";
+  for (k = 0; k < n; k++)
+    if (decode_opt(s, b, len, idx, &o) != KS_OK)
+      return "badarg";
+  if (o.trigger != KS_NONE && o.ncalls == 0)
+    return "badarg";
+  if (s->tiers.active)
+    return "tiers_active";   /* both would want the same trace patterns */
+  for (k = 0; k < KS_FLAME_MAX && o.trigger != KS_NONE; k++)
+    if (s->flame.cap[k].used && s->flame.cap[k].o.trigger == o.trigger)
+      return "busy";         /* one meta tracer per function */
+  rc = ks_flame_start(&s->flame, id, &o);
+  if (rc == KS_EINVAL)
+    return "exists";
+  if (rc == KS_EFULL)
+    return "too_many_captures";
+  return rc < 0 ? "enomem" : NULL;
+}
+
+/* A binary's bytes at *idx, copied into out (NUL-terminated). */
+static int decode_bin(const char *b, int *idx, char *out, size_t cap, size_t *n) {
+  int type, size;
+  long got;
+
+  if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size < 0 ||
+      (size_t)size >= cap || ei_decode_binary(b, idx, out, &got) != 0)
+    return KS_EINVAL;
+  out[got] = 0;
+  *n = (size_t)got;
+  return KS_OK;
+}
+
+static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
+  char name[1024];
+  long long id;
+  ks_fcap *c;
+  ks_slice raw;
+  ks_etf e;
+  uint32_t pid;
+  size_t nlen;
+  int n, k, ar, is_port;
+
+  if (ei_decode_longlong(b, idx, &id) != 0)
+    return "badarg";
+  if ((c = ks_flame_find(&s->flame, id)) == NULL)
+    return "not_found";
+  if (ei_decode_list_header(b, idx, &n) != 0)
+    return "badarg";
+  for (k = 0; k < n; k++) {
+    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2)
+      return "badarg";
+    ks_etf_init(&e, b, len);
+    e.i = (size_t)*idx;
+    if (ks_etf_pid(&e, &raw, &is_port) != KS_OK || is_port)
+      return "badarg";
+    *idx = (int)e.i;
+    if (ks_intern_pid(&s->in, raw, &pid) != KS_OK)
+      return "too_many_pids";
+    nlen = 0;
+    if (decode_bin(b, idx, name, sizeof(name), &nlen) != KS_OK) {
+      char atom[MAXATOMLEN];
+      if (ei_decode_atom(b, idx, atom) != 0)
+        return "badarg";
+      nlen = 0;
+    }
+    if (ks_flame_add_pid(&s->flame, c, pid, nlen ? name : NULL, nlen) != KS_OK)
+      return "too_many_processes";
+  }
+  return NULL;
+}
+
+static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
+  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
+}
+
+#define INFO_KEYS 15
+
+static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
+  uint32_t armed = 0, k;
+
+  for (k = 0; k < c->nprocs; k++)
+    armed += c->procs[k].armed;
+  return ei_x_encode_map_header(x, INFO_KEYS + extra) || put_u64(x, "events", c->k.events) ||
+         put_u64(x, "calls_started", c->k.calls_started) ||
+         put_u64(x, "calls_done", c->k.calls_done) ||
+         put_u64(x, "calls_refused", c->k.calls_refused) ||
+         put_u64(x, "lost_frames", c->k.lost_frames) ||
+         put_u64(x, "unknown_callers", c->k.unknown_callers) ||
+         put_u64(x, "depth_capped", c->k.depth_capped) ||
+         put_u64(x, "stack_overflow", c->k.stack_overflow) ||
+         put_u64(x, "dropped_procs", c->k.dropped_procs) ||
+         put_u64(x, "dropped_nodes", c->tree.dropped) || put_u64(x, "nodes", c->tree.n) ||
+         put_u64(x, "procs", c->nprocs) || put_u64(x, "armed", armed) ||
+         put_u64(x, "max_depth", c->o.max_depth) || put_u64(x, "max_nodes", c->o.max_nodes);
+}
+
+static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c) {
+  uint32_t k;
+  int e = 0;
+
+  if (c->nprocs > 0)
+    e = ei_x_encode_list_header(x, c->nprocs);
+  for (k = 0; k < c->nprocs && !e; k++) {
+    ks_pid_view v;
+    erlang_pid p;
+    if (ks_intern_pid_get(&s->in, c->procs[k].pid, &v) != KS_OK)
+      return -1;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.node, sizeof(p.node), "%s", v.node);
+    p.num = v.num;
+    p.serial = v.serial;
+    p.creation = v.creation;
+    e = ei_x_encode_pid(x, &p);
+  }
+  return e || ei_x_encode_empty_list(x);
+}
+
+/* Opens every requested file under one base name that is free for all of them. */
+static int open_files(const char *dir, const char *base, int fmts, FILE **out, char paths[][PATH_MAX_LEN]) {
+  int k, try, fd;
+  size_t f;
+
+  for (try = 0; try < 1000; try++) {
+    int clash = 0;
+    for (f = 0; f < NFORMATS; f++)
+      out[f] = NULL;
+    for (f = 0; f < NFORMATS && !clash; f++) {
+      if (!(fmts & formats[f].bit))
+        continue;
+      if (try == 0)
+        k = snprintf(paths[f], PATH_MAX_LEN, "%s/%s%s", dir, base, formats[f].ext);
+      else
+        k = snprintf(paths[f], PATH_MAX_LEN, "%s/%s-%d%s", dir, base, try, formats[f].ext);
+      if (k < 0 || k >= PATH_MAX_LEN)
+        return -ENAMETOOLONG;
+      fd = open(paths[f], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0 && errno == EEXIST) {
+        clash = 1;
+        break;
+      }
+      if (fd < 0 || (out[f] = fdopen(fd, "w")) == NULL) {
+        int err = errno;
+        if (fd >= 0)
+          close(fd);
+        clash = -err;
+        break;
+      }
+    }
+    if (clash == 0)
+      return KS_OK;
+    for (f = 0; f < NFORMATS; f++)
+      if (out[f] != NULL) {
+        fclose(out[f]);
+        unlink(paths[f]);
+        out[f] = NULL;
+      }
+    if (clash < 0)
+      return clash;
+  }
+  return -EEXIST;
+}
+
+static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, what) ||
+         ei_x_encode_binary(x, path, (long)strlen(path)) ||
+         ei_x_encode_atom(x, strerror(err));
+}
+
+static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
+  char dir[PATH_MAX_LEN], base[1024], atom[MAXATOMLEN];
+  char paths[NFORMATS][PATH_MAX_LEN];
+  FILE *files[NFORMATS];
+  int64_t took[NFORMATS] = {0};
+  long long end_ts = 0;
+  int has_end = 0, fmts = 0, n, k, e = 0, rc, failed = -1, err = 0;
+  size_t f, len;
+  uint64_t *total;
+  ks_fout o;
+
+  if (ei_decode_longlong(b, idx, &end_ts) == 0)
+    has_end = 1;
+  else if (ei_decode_atom(b, idx, atom) != 0)
+    return encode_error(x, "badarg");
+  if (decode_bin(b, idx, dir, sizeof(dir) - 1100, &len) != KS_OK ||
+      decode_bin(b, idx, base, sizeof(base), &len) != KS_OK || len == 0 ||
+      strchr(base, '/') != NULL || ei_decode_list_header(b, idx, &n) != 0)
+    return encode_error(x, "badarg");
+  for (k = 0; k < n; k++) {
+    if (ei_decode_atom(b, idx, atom) != 0)
+      return encode_error(x, "badarg");
+    for (f = 0; f < NFORMATS; f++)
+      if (strcmp(atom, formats[f].atom) == 0)
+        fmts |= formats[f].bit;
+  }
+  if (fmts == 0)
+    return encode_error(x, "badarg");
+  ks_flame_finish(&s->flame, c, has_end, end_ts);
+  ks_ftree_order(&c->tree);
+  total = malloc((size_t)c->tree.n * sizeof(*total));
+  if (total == NULL)
+    return encode_error(x, "enomem");
+  ks_ftree_totals(&c->tree, total);
+  o.c = c;
+  o.in = &s->in;
+  o.total = total;
+  o.grand = total[0];
+  if (c->k.events == 0 || o.grand == 0) {
+    free(total);
+    return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
+           ei_x_encode_atom(x, "no_events") || encode_counters(x, c, 1) ||
+           put_u64(x, "total_us", 0);
+  }
+  if ((rc = open_files(dir, base, fmts, files, paths)) != KS_OK) {
+    free(total);
+    return encode_path_error(x, "open_failed", dir, -rc);
+  }
+  for (f = 0; f < NFORMATS; f++) {
+    int64_t t0 = now_us();
+    if (files[f] == NULL)
+      continue;
+    setvbuf(files[f], NULL, _IOFBF, 1 << 20);
+    rc = formats[f].write(&o, files[f]);
+    if (fclose(files[f]) != 0 && rc == KS_OK)
+      rc = KS_EINVAL;
+    if (rc != KS_OK && failed < 0) {
+      failed = (int)f;
+      err = rc == KS_ENOMEM ? ENOMEM : EIO;
+    }
+    took[f] = now_us() - t0;
+  }
+  free(total);
+  if (failed >= 0)
+    return encode_path_error(x, "write_failed", paths[failed], err);
+  e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
+      ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
+  for (f = 0; f < NFORMATS && !e; f++)
+    if (fmts & formats[f].bit)
+      e = ei_x_encode_binary(x, paths[f], (long)strlen(paths[f]));
+  e = e || ei_x_encode_empty_list(x) || encode_counters(x, c, 2) ||
+      put_u64(x, "total_us", (o.grand + 500) / 1000) || ei_x_encode_atom(x, "write_us") ||
+      ei_x_encode_map_header(x, __builtin_popcount((unsigned)fmts));
+  for (f = 0; f < NFORMATS && !e; f++)
+    if (fmts & formats[f].bit)
+      e = put_u64(x, formats[f].atom, (uint64_t)took[f]);
+  return e;
+}
+
+int ks_flame_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
+                     ei_x_buff *x) {
+  const char *b = (const char *)cmd.p, *err;
+  long long id;
+  ks_fcap *c;
+  int e;
+
+  if (strcmp(name, "flame_start") == 0 && arity == 3) {
+    err = start(s, b, cmd.n, &idx);
+    return err ? encode_error(x, err) : ei_x_encode_atom(x, "ok");
+  }
+  if (strcmp(name, "flame_pids") == 0 && arity == 3) {
+    err = add_pids(s, b, cmd.n, &idx);
+    return err ? encode_error(x, err) : ei_x_encode_atom(x, "ok");
+  }
+  if (strcmp(name, "flame_status") != 0 && strcmp(name, "flame_members") != 0 &&
+      strcmp(name, "flame_drop") != 0 && strcmp(name, "flame_write") != 0)
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+           ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "unknown_command") ||
+           ei_x_append_buf(x, b, (int)cmd.n);
+  if (ei_decode_longlong(b, &idx, &id) != 0)
+    return encode_error(x, "badarg");
+  if ((c = ks_flame_find(&s->flame, id)) == NULL)
+    return encode_error(x, "not_found");
+  if (strcmp(name, "flame_status") == 0 && arity == 2)
+    return encode_counters(x, c, 0);
+  if (strcmp(name, "flame_members") == 0 && arity == 2)
+    return encode_members(x, s, c);
+  if (strcmp(name, "flame_drop") == 0 && arity == 2) {
+    ks_flame_drop(&s->flame, c);
+    return ei_x_encode_atom(x, "ok");
+  }
+  if (strcmp(name, "flame_write") == 0 && arity == 6) {
+    e = write_capture(s, c, b, &idx, x);
+    ks_flame_drop(&s->flame, c);
+    return e;
+  }
+  return encode_error(x, "badarg");
+}

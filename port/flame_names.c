@@ -1,0 +1,118 @@
+/* flame_names.c: what a frame is called in the outputs, and the escapes of each format.
+ *
+ *   an MFA          Module:Function/Arity
+ *   a process       <0.N.S>, or name(<0.N.S>) when it has a registered name
+ *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth)
+ * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
+ */
+#include <stdio.h>
+
+#include "ks_flame.h"
+
+static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED"};
+
+static size_t put(char *buf, size_t cap, int n) {
+  if (n < 0)
+    return 0;
+  return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
+                           size_t cap) {
+  uint32_t v = KS_FR_VAL(frame);
+  ks_mfa_view m;
+  ks_pid_view pv;
+  const ks_fproc *p;
+
+  if (cap == 0)
+    return 0;
+  buf[0] = 0;
+  switch (KS_FR_KIND(frame)) {
+  case KS_FR_MFA:
+    if (ks_intern_mfa_get(in, v, &m) != KS_OK)
+      return put(buf, cap, snprintf(buf, cap, "?"));
+    return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
+  case KS_FR_PROC:
+    if (ks_intern_pid_get(in, v, &pv) != KS_OK)
+      return put(buf, cap, snprintf(buf, cap, "<?>"));
+    p = ks_flame_proc_of(c, v);
+    if (p != NULL && p->name != NULL)
+      return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", p->name, pv.num, pv.serial));
+    return put(buf, cap, snprintf(buf, cap, "<0.%u.%u>", pv.num, pv.serial));
+  case KS_FR_PSEUDO:
+    if (v < sizeof(pseudo_names) / sizeof(pseudo_names[0]))
+      return put(buf, cap, snprintf(buf, cap, "%s", pseudo_names[v]));
+    break;
+  default:
+    break;
+  }
+  return put(buf, cap, snprintf(buf, cap, "?"));
+}
+
+/*
+ * Folded stacks and perf script: `;` separates frames, spaces end them and
+ * a leading `(` is a process name to Firefox's importer. Those, `%` and
+ * control bytes become %XX, so the escape can be undone.
+ */
+size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t i, o = 0;
+
+  if (cap == 0)
+    return 0;
+  for (i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    int esc = ch == ';' || ch == ' ' || ch == '%' || ch < 0x20 || ch == 0x7f ||
+              (i == 0 && ch == '(');
+    if (o + (esc ? 3 : 1) >= cap)
+      break;
+    if (esc) {
+      out[o++] = '%';
+      out[o++] = hex[ch >> 4];
+      out[o++] = hex[ch & 15];
+    } else {
+      out[o++] = (char)ch;
+    }
+  }
+  out[o] = 0;
+  return o;
+}
+
+void ks_flame_put_json(FILE *f, const char *s, size_t n) {
+  size_t i;
+
+  putc('"', f);
+  for (i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\') {
+      putc('\\', f);
+      putc(ch, f);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      fprintf(f, "\\u%04x", ch);
+    } else {
+      putc(ch, f);
+    }
+  }
+  putc('"', f);
+}
+
+/* XML 1.0 has no place for control characters: they become U+FFFD. */
+void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    switch (ch) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs("&quot;", f); break;
+    case '\'': fputs("&#39;", f); break;
+    default:
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+        fputs("\xef\xbf\xbd", f);
+      else
+        putc(ch, f);
+    }
+  }
+}

@@ -1,0 +1,86 @@
+/* write_folded.c: folded stacks, one `root;frame;...;leaf COUNT` line per call path.
+ *
+ * COUNT is the path's self time in whole microseconds. Rounding is done on
+ * the running sum along the merged timeline, so the counts add up to the
+ * capture's total time (rounded once) and no path's count is off by more
+ * than 1. Paths whose count rounds to 0 are left out. Lines come parent
+ * first, siblings in first-seen order. flamegraph.pl, inferno,
+ * speedscope and Firefox Profiler read this.
+ */
+#include <stdlib.h>
+
+#include "ks_flame.h"
+
+typedef struct folded {
+  const ks_fout *o;
+  FILE *f;
+  char *path;
+  size_t cap;
+  size_t *len;          /* path length at each depth */
+  uint32_t len_cap;
+  char name[2048], esc[6144];
+} folded;
+
+static int reserve(folded *w, size_t need, uint32_t depth) {
+  if (need > w->cap) {
+    size_t cap = w->cap * 2 > need ? w->cap * 2 : need;
+    char *p = realloc(w->path, cap);
+    if (p == NULL)
+      return KS_ENOMEM;
+    w->path = p;
+    w->cap = cap;
+  }
+  if (depth >= w->len_cap) {
+    uint32_t cap = w->len_cap * 2 > depth + 1 ? w->len_cap * 2 : depth + 1;
+    size_t *l = realloc(w->len, cap * sizeof(*l));
+    if (l == NULL)
+      return KS_ENOMEM;
+    w->len = l;
+    w->len_cap = cap;
+  }
+  return KS_OK;
+}
+
+static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
+  folded *w = ctx;
+  uint64_t end, count;
+  size_t n, at;
+
+  if (depth == 0) {   /* the tree's root is not a frame */
+    if (reserve(w, 1, 0) != KS_OK)
+      return KS_ENOMEM;
+    w->len[0] = 0;
+    return 1;
+  }
+  n = ks_flame_frame_name(w->o->c, w->o->in, w->o->c->tree.v[node].frame, w->name,
+                          sizeof(w->name));
+  n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+  at = w->len[depth - 1];
+  if (reserve(w, at + n + 2, depth) != KS_OK)
+    return KS_ENOMEM;
+  if (depth > 1)
+    w->path[at++] = ';';
+  memcpy(w->path + at, w->esc, n);
+  w->len[depth] = at + n;
+  /* The node's self time is [end - self, end) of the merged timeline. */
+  end = t + w->o->total[node];
+  count = (end + 500) / 1000 - (end - w->o->c->tree.v[node].self + 500) / 1000;
+  if (count == 0)
+    return 1;
+  fwrite(w->path, 1, w->len[depth], w->f);
+  fprintf(w->f, " %llu\n", (unsigned long long)count);
+  return ferror(w->f) ? KS_EINVAL : 1;
+}
+
+int ks_write_folded(const ks_fout *o, FILE *f) {
+  folded w;
+  int rc;
+
+  memset(&w, 0, sizeof(w));
+  w.o = o;
+  w.f = f;
+  rc = ks_fwalk(o, 0, open_node, NULL, &w);
+  free(w.path);
+  free(w.len);
+  return rc < 0 ? rc : KS_OK;
+}

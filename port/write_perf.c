@@ -1,0 +1,119 @@
+/* write_perf.c: `perf script` text, as if a sampling profiler had watched the processes.
+ *
+ * Each process is a thread (comm = its name, tid = the N of <0.N.S>) and
+ * the bottom frame of its stacks, as in the folded stacks. Its
+ * merged timeline (see ks_fwalk) is sampled every `period`: a sample at
+ * t = (k + 1/2) * period shows the call path whose self time covers t.
+ * Viewers weigh samples by count (Firefox Profiler) or by the time between
+ * them (speedscope), so evenly spaced samples are right for both; a path
+ * with less than half a period of self time may not show. The period is
+ * the capture's perf_period_us, or chosen so the file has about 20,000
+ * samples (at least 10 us). Sample lines:
+ *
+ *   comm tid/tid [000] SECONDS: PERIOD_NS cpu-clock:
+ *   \t<hex> Module:Function/Arity (erlang)      leaf first, one per frame
+ *   <blank>
+ */
+#include <stdlib.h>
+
+#include "ks_flame.h"
+
+#define TARGET_SAMPLES 20000
+#define MIN_PERIOD_NS 10000
+
+typedef struct perf {
+  const ks_fout *o;
+  FILE *f;
+  uint64_t period;
+  char comm[1024];
+  uint32_t tid;
+  char *stack;          /* the lines of the current node's stack */
+  size_t stack_len, stack_cap;
+  char name[2048], esc[6144];
+} perf;
+
+static int append(perf *w, const char *s, size_t n) {
+  if (w->stack_len + n > w->stack_cap) {
+    size_t cap = w->stack_cap * 2 > w->stack_len + n ? w->stack_cap * 2 : w->stack_len + n;
+    char *p = realloc(w->stack, cap);
+    if (p == NULL)
+      return KS_ENOMEM;
+    w->stack = p;
+    w->stack_cap = cap;
+  }
+  memcpy(w->stack + w->stack_len, s, n);
+  w->stack_len += n;
+  return KS_OK;
+}
+
+/* The frames from node down to the process's root frame, leaf first. */
+static int build_stack(perf *w, uint32_t node) {
+  const ks_ftree *tr = &w->o->c->tree;
+  char line[64];
+  size_t n;
+  int k;
+
+  w->stack_len = 0;
+  for (; node != 0 && node != KS_NONE; node = tr->v[node].parent) {
+    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
+    n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+    k = snprintf(line, sizeof(line), "\t%x ", node);
+    if (append(w, line, (size_t)k) != KS_OK || append(w, w->esc, n) != KS_OK ||
+        append(w, " (erlang)\n", 10) != KS_OK)
+      return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
+  perf *w = ctx;
+  uint64_t end = t + w->o->total[node], self = w->o->c->tree.v[node].self;
+  uint64_t start = end - self, half = w->period / 2, k, at;
+
+  if (self == 0)
+    return 1;
+  /* The first k with k * period + half >= start. */
+  k = start <= half ? 0 : (start - half + w->period - 1) / w->period;
+  if (k * w->period + half >= end)
+    return 1;
+  if (build_stack(w, node) != KS_OK)
+    return KS_ENOMEM;
+  for (; (at = k * w->period + half) < end; k++) {
+    uint64_t us = 1000000 + at / 1000;   /* times start at 1 s: 0 reads as unset */
+    fprintf(w->f, "%s %u/%u [000] %llu.%06llu: %llu cpu-clock:\n", w->comm, w->tid, w->tid,
+            (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000),
+            (unsigned long long)w->period);
+    fwrite(w->stack, 1, w->stack_len, w->f);
+    putc('\n', w->f);
+  }
+  return ferror(w->f) ? KS_EINVAL : 1;
+}
+
+int ks_write_perf(const ks_fout *o, FILE *f) {
+  const ks_ftree *tr = &o->c->tree;
+  ks_pid_view pv;
+  perf w;
+  uint32_t k;
+  size_t n;
+  int rc = KS_OK;
+
+  memset(&w, 0, sizeof(w));
+  w.o = o;
+  w.f = f;
+  if (o->c->o.perf_period_us > 0) {
+    w.period = (uint64_t)o->c->o.perf_period_us * 1000;
+  } else {
+    w.period = (o->grand / TARGET_SAMPLES + 999) / 1000 * 1000;
+    if (w.period < MIN_PERIOD_NS)
+      w.period = MIN_PERIOD_NS;
+  }
+  for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
+    n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, w.name, sizeof(w.name));
+    ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
+    w.tid = ks_intern_pid_get(o->in, KS_FR_VAL(tr->v[k].frame), &pv) == KS_OK ? pv.num : 0;
+    /* Each process is its own timeline from 0. */
+    rc = ks_fwalk(o, k, NULL, close_node, &w);
+  }
+  free(w.stack);
+  return rc < 0 ? rc : KS_OK;
+}

@@ -1,0 +1,125 @@
+/* write_speedscope.c: speedscope's JSON file format, one evented profile per process.
+ *
+ * https://www.speedscope.app/file-format-schema.json. Frames are shared;
+ * each process's profile is its merged timeline (see ks_fwalk): an O event
+ * where a call path starts, a C event where it ends, in microseconds from 0,
+ * siblings in first-seen order and a node's self time after its children.
+ * Events are balanced and `at` never decreases. Time order is therefore not
+ * the order things happened in (nothing is stored per event to know it):
+ * the "Left Heavy" and "Sandwich" views are exact, "Time Order" shows the
+ * merged timeline. The process is the profile's name, not a frame.
+ */
+#include <stdlib.h>
+
+#include "ks_flame.h"
+
+typedef struct sscope {
+  const ks_fout *o;
+  FILE *f;
+  uint32_t *keys, *idx, mask;   /* frame id -> index in shared.frames */
+  int first;
+} sscope;
+
+static uint32_t frame_slot(const sscope *w, uint32_t frame) {
+  uint32_t i = (uint32_t)((frame * 0x9e3779b97f4a7c15ull) >> 33) & w->mask;
+
+  while (w->keys[i] != KS_NONE && w->keys[i] != frame)
+    i = (i + 1) & w->mask;
+  return i;
+}
+
+static void put_us(FILE *f, uint64_t ns) {
+  fprintf(f, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
+}
+
+static int event(sscope *w, char type, uint32_t node, uint64_t at) {
+  uint32_t i = frame_slot(w, w->o->c->tree.v[node].frame);
+
+  fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, w->idx[i]);
+  put_us(w->f, at);
+  putc('}', w->f);
+  w->first = 0;
+  return ferror(w->f) ? KS_EINVAL : 1;
+}
+
+static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
+  return depth == 0 ? 1 : event(ctx, 'O', node, t);
+}
+
+static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
+  sscope *w = ctx;
+
+  return depth == 0 ? 1 : event(w, 'C', node, t + w->o->total[node]);
+}
+
+/* shared.frames: every frame below a process root that has time, first seen first. */
+static int write_frames(sscope *w) {
+  const ks_ftree *tr = &w->o->c->tree;
+  char name[2048];
+  uint32_t k, i, nframes = 0, size = 16;
+  size_t n;
+
+  while (size < 2 * tr->n)
+    size *= 2;
+  w->mask = size - 1;
+  w->keys = malloc(size * sizeof(*w->keys));
+  w->idx = malloc(size * sizeof(*w->idx));
+  if (w->keys == NULL || w->idx == NULL)
+    return KS_ENOMEM;
+  memset(w->keys, 0xff, size * sizeof(*w->keys));
+  fputs("\"shared\":{\"frames\":[", w->f);
+  for (k = 1; k < tr->n; k++) {
+    if (w->o->total[k] == 0 || tr->v[k].parent == 0)
+      continue;
+    i = frame_slot(w, tr->v[k].frame);
+    if (w->keys[i] != KS_NONE)
+      continue;
+    w->keys[i] = tr->v[k].frame;
+    w->idx[i] = nframes;
+    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[k].frame, name, sizeof(name));
+    fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
+    ks_flame_put_json(w->f, name, n);
+    putc('}', w->f);
+  }
+  fputs("]},", w->f);
+  return ferror(w->f) ? KS_EINVAL : KS_OK;
+}
+
+int ks_write_speedscope(const ks_fout *o, FILE *f) {
+  const ks_ftree *tr = &o->c->tree;
+  char name[2048];
+  sscope w;
+  uint32_t k;
+  size_t n;
+  int rc, nprof = 0;
+
+  memset(&w, 0, sizeof(w));
+  w.o = o;
+  w.f = f;
+  fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",", f);
+  fprintf(f, "\"name\":\"kprof flame %lld\",\"exporter\":\"kprof " KS_VERSION "\","
+             "\"activeProfileIndex\":0,", (long long)o->c->id);
+  rc = write_frames(&w);
+  if (rc == KS_OK) {
+    fputs("\"profiles\":[", f);
+    for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
+      if (o->total[k] == 0)
+        continue;
+      n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, name, sizeof(name));
+      fputs(nprof++ ? ",{\"type\":\"evented\",\"name\":" : "{\"type\":\"evented\",\"name\":", f);
+      ks_flame_put_json(f, name, n);
+      fputs(",\"unit\":\"microseconds\",\"startValue\":0,\"endValue\":", f);
+      put_us(f, o->total[k]);
+      fputs(",\"events\":[", f);
+      w.first = 1;
+      rc = ks_fwalk(o, k, open_node, close_node, &w);
+      fputs("]}", f);
+    }
+    fputs("]}\n", f);
+  }
+  free(w.keys);
+  free(w.idx);
+  if (rc < 0)
+    return rc;
+  return ferror(f) ? KS_EINVAL : KS_OK;
+}

@@ -1,0 +1,815 @@
+/* test_flame.c: flame captures on synthetic event sequences whose stacks and times are
+ * known: body and tail calls, exceptions unwinding several frames, return_to undefined,
+ * scheduling (SLEEP), GC, the depth cap, inferred callers, trigger calls, children,
+ * shared processes, the node cap; then every writer, the escapes, and the commands. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#define US 1000   /* timestamps below are in microseconds */
+
+static ks_intern in;
+static ks_flame fl;
+static uint32_t pid_a, pid_b, pid_c;
+
+static uint32_t mfa(const char *m, const char *f, uint32_t a) {
+  ks_atom am = {(const unsigned char *)m, strlen(m), 1}, af = {(const unsigned char *)f, strlen(f), 1};
+  uint32_t id;
+  ck_assert_int_eq(ks_intern_mfa(&in, &am, &af, a, &id), KS_OK);
+  return id;
+}
+
+static uint32_t M(const char *f) {
+  return mfa("m", f, 0);
+}
+
+static uint32_t pid(unsigned num) {
+  ei_x_buff x;
+  ks_slice s;
+  uint32_t id;
+  ck_assert_int_eq(ei_x_new(&x), 0);
+  tb_pid(&x, "n@h", num, 0, 1);
+  s.p = (const unsigned char *)x.buff;
+  s.n = (size_t)x.index;
+  ck_assert_int_eq(ks_intern_pid(&in, s, &id), KS_OK);
+  ei_x_free(&x);
+  return id;
+}
+
+static void setup(void) {
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  ks_flame_init(&fl);
+  pid_a = pid(1);
+  pid_b = pid(2);
+  pid_c = pid(3);
+}
+
+static void teardown(void) {
+  ks_flame_free(&fl);
+  ks_intern_free(&in);
+}
+
+static ks_fcap *start_with(const ks_fopts *o, int64_t id) {
+  int slot = ks_flame_start(&fl, id, o);
+  ck_assert_int_ge(slot, 0);
+  return &fl.cap[slot];
+}
+
+/* A pid-mode capture of pid_a (and pid_b when both). */
+static ks_fcap *start(int both) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  c = start_with(&o, 1);
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
+  if (both)
+    ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_b, "worker", 6), KS_OK);
+  return c;
+}
+
+static void ev_full(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller, uint32_t other,
+                    int wall, const unsigned char *payload, size_t plen) {
+  ks_decoded d;
+
+  memset(&d, 0, sizeof(d));
+  d.ev.kind = (uint8_t)kind;
+  d.ev.flags = KS_EVF_TS | (wall ? KS_EVF_WALL : 0);
+  d.ev.pid = p;
+  d.ev.ts = ts;
+  d.ev.mfa = m;
+  d.ev.caller = caller;
+  d.ev.other = other;
+  d.ev.name = KS_NONE;
+  if (caller != KS_NONE)
+    d.ev.flags |= KS_EVF_CALLER;
+  d.payload.p = payload;
+  d.payload.n = plen;
+  ks_flame_event(&fl, &in, &d);
+}
+
+static void ev(int kind, uint32_t p, int64_t us, uint32_t m, uint32_t caller) {
+  ev_full(kind, p, us * US, m, caller, KS_NONE, 0, NULL, 0);
+}
+
+#define CALL(p, t, m, c) ev(KS_EV_CALL, p, t, m, c)
+#define RET(p, t, to) ev(KS_EV_RETURN_TO, p, t, to, KS_NONE)
+#define OUT(p, t, m) ev(KS_EV_OUT, p, t, m, KS_NONE)
+#define IN(p, t, m) ev(KS_EV_IN, p, t, m, KS_NONE)
+
+/* Runs a writer on the finished capture into a string (caller frees). */
+static char *write_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  uint64_t *total = malloc(c->tree.n * sizeof(*total));
+  ks_fout o;
+
+  ck_assert_ptr_nonnull(f);
+  ks_ftree_order(&c->tree);
+  ks_ftree_totals(&c->tree, total);
+  o.c = c;
+  o.in = &in;
+  o.total = total;
+  o.grand = total[0];
+  ck_assert_int_eq(writer(&o, f), KS_OK);
+  fclose(f);
+  free(total);
+  return buf;
+}
+
+static char *folded(ks_fcap *c, int64_t end_us) {
+  ks_flame_finish(&fl, c, end_us >= 0, end_us * US);
+  return write_with(c, ks_write_folded);
+}
+
+#define EXPECT_FOLDED(c, end, want)            \
+  do {                                         \
+    char *got_ = folded(c, end);               \
+    ck_assert_str_eq(got_, want);              \
+    free(got_);                                \
+  } while (0)
+
+START_TEST(body_and_tail_calls) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);     /* bottom frame */
+  CALL(pid_a, 10, M("b"), M("a"));     /* a: 10 */
+  RET(pid_a, 30, M("a"));              /* b: 20 */
+  CALL(pid_a, 35, M("c"), M("a"));     /* a: 5 */
+  CALL(pid_a, 45, M("d"), M("a"));     /* c: 10; c tail-calls d: d replaces c */
+  CALL(pid_a, 50, M("e"), M("a"));     /* d: 5; d tail-calls e */
+  RET(pid_a, 60, M("a"));              /* e: 10 */
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  EXPECT_FOLDED(c, 70,                 /* a: 10 more */
+                "<0.1.0>;m:a/0 25\n"
+                "<0.1.0>;m:a/0;m:b/0 20\n"
+                "<0.1.0>;m:a/0;m:c/0 10\n"
+                "<0.1.0>;m:a/0;m:d/0 5\n"
+                "<0.1.0>;m:a/0;m:e/0 10\n");
+  ck_assert_uint_eq(c->k.lost_frames, 0);
+}
+END_TEST
+
+/* A self tail call keeps one frame; a body recursion grows the stack. */
+START_TEST(recursion) {
+  ks_fcap *c = start(0);
+  int k;
+
+  CALL(pid_a, 0, M("loop"), KS_NONE);
+  for (k = 1; k <= 100; k++)
+    CALL(pid_a, k, M("loop"), KS_NONE);   /* tail recursion from the bottom frame */
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  CALL(pid_a, 200, M("f"), M("loop"));
+  CALL(pid_a, 210, M("f"), M("f"));
+  CALL(pid_a, 220, M("f"), M("f"));
+  ck_assert_uint_eq(c->procs[0].n, 4);
+  RET(pid_a, 230, M("f"));
+  RET(pid_a, 240, M("f"));
+  RET(pid_a, 250, M("loop"));
+  EXPECT_FOLDED(c, 250,
+                "<0.1.0>;m:loop/0 200\n"
+                "<0.1.0>;m:loop/0;m:f/0 20\n"
+                "<0.1.0>;m:loop/0;m:f/0;m:f/0 20\n"
+                "<0.1.0>;m:loop/0;m:f/0;m:f/0;m:f/0 10\n");
+}
+END_TEST
+
+/* An exception thrown four frames down and caught in a: one return_to a. */
+START_TEST(exception_unwinds_several) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), M("a"));
+  CALL(pid_a, 20, M("c"), M("b"));
+  CALL(pid_a, 30, M("d"), M("c"));
+  CALL(pid_a, 40, M("e"), M("d"));
+  RET(pid_a, 50, M("a"));
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->k.lost_frames, 3);
+  CALL(pid_a, 60, M("f"), M("a"));
+  RET(pid_a, 70, M("a"));
+  EXPECT_FOLDED(c, 70,
+                "<0.1.0>;m:a/0 20\n"
+                "<0.1.0>;m:a/0;m:b/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0;m:d/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0;m:d/0;m:e/0 10\n"
+                "<0.1.0>;m:a/0;m:f/0 10\n");
+}
+END_TEST
+
+/* Frames left by tail calls out of untraced code: the next call finds its caller deeper. */
+START_TEST(lost_frames_and_unknown_callers) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("b"), M("a"));      /* empty stack: a is inferred */
+  ck_assert_uint_eq(c->procs[0].n, 2);
+  ck_assert_uint_eq(c->k.unknown_callers, 1);
+  CALL(pid_a, 10, M("x"), M("u"));     /* u is nowhere: inferred above b */
+  ck_assert_uint_eq(c->procs[0].n, 4);
+  CALL(pid_a, 20, M("g"), M("a"));     /* returns to a: u and x were left, b replaced */
+  ck_assert_uint_eq(c->procs[0].n, 2);
+  ck_assert_uint_eq(c->k.lost_frames, 2);
+  RET(pid_a, 30, M("z"));              /* back into z, never seen: z is the new bottom */
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  EXPECT_FOLDED(c, 40,
+                "<0.1.0>;m:a/0;m:b/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0;m:u/0;m:x/0 10\n"
+                "<0.1.0>;m:a/0;m:g/0 10\n"
+                "<0.1.0>;m:z/0 10\n");
+}
+END_TEST
+
+START_TEST(return_to_undefined) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), M("a"));
+  ev(KS_EV_RETURN_TO, pid_a, 20, KS_NONE, KS_NONE);
+  ck_assert_uint_eq(c->procs[0].n, 0);
+  EXPECT_FOLDED(c, 50,
+                "<0.1.0> 30\n"
+                "<0.1.0>;m:a/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0 10\n");
+}
+END_TEST
+
+/* Scheduled out: SLEEP above the stack (above the function it waits in, when untraced). */
+START_TEST(sleep_and_gc) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  OUT(pid_a, 10, M("a"));
+  IN(pid_a, 110, M("a"));
+  OUT(pid_a, 120, mfa("timer", "sleep", 1));
+  IN(pid_a, 220, mfa("timer", "sleep", 1));
+  ev(KS_EV_GC_MINOR_START, pid_a, 230, KS_NONE, KS_NONE);
+  ev(KS_EV_GC_MINOR_END, pid_a, 235, KS_NONE, KS_NONE);
+  EXPECT_FOLDED(c, 240,
+                "<0.1.0>;m:a/0 35\n"
+                "<0.1.0>;m:a/0;SLEEP 100\n"
+                "<0.1.0>;m:a/0;timer:sleep/1;SLEEP 100\n"
+                "<0.1.0>;m:a/0;GC 5\n");
+}
+END_TEST
+
+START_TEST(sleep_dropped) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  o.sleep = 0;
+  o.gc = 0;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  OUT(pid_a, 10, M("a"));
+  IN(pid_a, 110, M("a"));
+  ev(KS_EV_GC_MAJOR_START, pid_a, 120, KS_NONE, KS_NONE);
+  ev(KS_EV_GC_MAJOR_END, pid_a, 125, KS_NONE, KS_NONE);
+  EXPECT_FOLDED(c, 130, "<0.1.0>;m:a/0 30\n");
+}
+END_TEST
+
+/* The first event of a process that was idle: its in event says where it waits. */
+START_TEST(in_gives_the_bottom_frame) {
+  ks_fcap *c = start(0);
+
+  IN(pid_a, 0, mfa("gen_server", "loop", 7));
+  CALL(pid_a, 10, M("h"), mfa("gen_server", "loop", 7));
+  RET(pid_a, 30, mfa("gen_server", "loop", 7));
+  OUT(pid_a, 35, mfa("gen_server", "loop", 7));
+  EXPECT_FOLDED(c, 45,
+                "<0.1.0>;gen_server:loop/7 15\n"
+                "<0.1.0>;gen_server:loop/7;m:h/0 20\n"
+                "<0.1.0>;gen_server:loop/7;SLEEP 10\n");
+}
+END_TEST
+
+START_TEST(depth_cap) {
+  ks_fopts o;
+  ks_fcap *c;
+  int k;
+
+  ks_flame_default_opts(&o);
+  o.max_depth = 3;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("r"), KS_NONE);
+  for (k = 1; k < 10; k++)
+    CALL(pid_a, k * 10, M("r"), M("r"));
+  ck_assert_uint_eq(c->procs[0].n, 10);
+  for (k = 9; k >= 1; k--)
+    RET(pid_a, 100 + (10 - k) * 10, M("r"));
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->k.depth_capped, 7);
+  EXPECT_FOLDED(c, 190,
+                "<0.1.0>;m:r/0 10\n"
+                "<0.1.0>;m:r/0;m:r/0 20\n"
+                "<0.1.0>;m:r/0;m:r/0;m:r/0 20\n"
+                "<0.1.0>;m:r/0;m:r/0;m:r/0;TRUNCATED 140\n");
+}
+END_TEST
+
+/* Per process: two processes interleaved get their own stacks and roots. */
+START_TEST(processes_apart) {
+  ks_fcap *c = start(1);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_b, 5, M("b"), KS_NONE);
+  CALL(pid_a, 10, M("a2"), M("a"));
+  CALL(pid_b, 25, M("b2"), M("b"));
+  CALL(pid_c, 30, M("other"), KS_NONE);   /* not in the capture */
+  RET(pid_a, 40, M("a"));
+  RET(pid_b, 45, M("b"));
+  ck_assert_uint_eq(c->nprocs, 2);
+  EXPECT_FOLDED(c, 50,
+                "<0.1.0>;m:a/0 20\n"
+                "<0.1.0>;m:a/0;m:a2/0 30\n"
+                "worker(<0.2.0>);m:b/0 25\n"
+                "worker(<0.2.0>);m:b/0;m:b2/0 20\n");
+}
+END_TEST
+
+/* {kprof_flame, 7}: what the trigger's meta pattern puts in the call message. */
+static const unsigned char payload7[] = {104, 2, 100, 0, 11, 'k', 'p', 'r', 'o', 'f', '_',
+                                         'f', 'l', 'a', 'm', 'e', 97, 7};
+
+START_TEST(trigger_calls) {
+  ks_fopts o;
+  ks_fcap *c;
+  int64_t off = 1000000000000ll;   /* wall = monotonic + off */
+  uint32_t trig = M("trig"), loop = M("loop");
+
+  ks_flame_default_opts(&o);
+  o.trigger = trig;
+  o.ncalls = 2;
+  o.time_offset = off;
+  c = start_with(&o, 7);
+  /* Before any trigger: not in the capture. */
+  CALL(pid_a, 0, M("x"), KS_NONE);
+  /* First call in pid_a: only the meta call (flags come on inside it). */
+  ev_full(KS_EV_CALL, pid_a, 10 * US + off, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  ck_assert_uint_eq(c->nprocs, 1);
+  CALL(pid_a, 20, M("w"), trig);
+  RET(pid_a, 50, trig);
+  ev_full(KS_EV_RETURN_FROM, pid_a, 55 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_done, 1);
+  /* Outside a trigger call: not counted. */
+  RET(pid_a, 60, loop);
+  CALL(pid_a, 70, M("y"), loop);
+  /* Second call, in pid_b: its local call event comes first, then the meta one. */
+  CALL(pid_b, 100, trig, loop);
+  ev_full(KS_EV_CALL, pid_b, 100 * US + off, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  CALL(pid_b, 110, trig, trig);   /* recursive trigger call: local, then meta */
+  ev_full(KS_EV_CALL, pid_b, 110 * US + off, trig, trig, KS_NONE, 1, payload7, sizeof(payload7));
+  RET(pid_b, 140, trig);
+  ev_full(KS_EV_RETURN_FROM, pid_b, 140 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_done, 1);
+  ev_full(KS_EV_RETURN_FROM, pid_b, 150 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_done, 2);
+  /* A third call is refused. */
+  ev_full(KS_EV_CALL, pid_c, 200 * US + off, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  CALL(pid_c, 210, M("z"), trig);
+  ck_assert_uint_eq(c->k.calls_started, 2);
+  ck_assert_uint_eq(c->k.calls_refused, 1);
+  ck_assert_uint_eq(c->nprocs, 3);   /* pid_c is known, to be untraced */
+  EXPECT_FOLDED(c, 300,
+                "<0.1.0>;m:trig/0 15\n"
+                "<0.1.0>;m:trig/0;m:w/0 30\n"
+                "<0.2.0>;m:trig/0 20\n"
+                "<0.2.0>;m:trig/0;m:trig/0 30\n");
+}
+END_TEST
+
+START_TEST(children_follow) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  o.children = 1;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  ev_full(KS_EV_SPAWN, pid_a, 10 * US, KS_NONE, KS_NONE, pid_b, 0, NULL, 0);
+  ev_full(KS_EV_SPAWNED, pid_b, 12 * US, KS_NONE, KS_NONE, pid_a, 0, NULL, 0);
+  CALL(pid_b, 20, M("child"), KS_NONE);
+  ev_full(KS_EV_EXIT, pid_b, 50 * US, KS_NONE, KS_NONE, KS_NONE, 0, NULL, 0);
+  CALL(pid_b, 60, M("late"), KS_NONE);   /* after its exit: ignored */
+  ev_full(KS_EV_SPAWNED, pid_c, 70 * US, KS_NONE, KS_NONE, pid_b, 0, NULL, 0);
+  ck_assert_uint_eq(c->nprocs, 2);   /* a dead parent spawns nothing we follow */
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:a/0 100\n"
+                "<0.2.0> 8\n"
+                "<0.2.0>;m:child/0 30\n");
+}
+END_TEST
+
+START_TEST(children_not_followed) {
+  ks_fcap *c = start(0);
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  ev_full(KS_EV_SPAWNED, pid_b, 12 * US, KS_NONE, KS_NONE, pid_a, 0, NULL, 0);
+  CALL(pid_b, 20, M("child"), KS_NONE);
+  ck_assert_uint_eq(c->nprocs, 1);
+  EXPECT_FOLDED(c, 30, "<0.1.0>;m:a/0 30\n");
+}
+END_TEST
+
+/* Two captures of one process each get every event; dropping one leaves the other. */
+START_TEST(shared_process) {
+  ks_fopts o;
+  ks_fcap *c1, *c2;
+
+  ks_flame_default_opts(&o);
+  c1 = start_with(&o, 1);
+  c2 = start_with(&o, 2);
+  ck_assert_int_eq(ks_flame_start(&fl, 2, &o), KS_EINVAL);
+  ks_flame_add_pid(&fl, c1, pid_a, NULL, 0);
+  ks_flame_add_pid(&fl, c2, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), M("a"));
+  ks_flame_drop(&fl, c1);
+  ck_assert_int_eq(fl.active, 1);
+  RET(pid_a, 20, M("a"));
+  EXPECT_FOLDED(c2, 30,
+                "<0.1.0>;m:a/0 20\n"
+                "<0.1.0>;m:a/0;m:b/0 10\n");
+}
+END_TEST
+
+START_TEST(too_many_captures) {
+  ks_fopts o;
+  int k;
+
+  ks_flame_default_opts(&o);
+  for (k = 0; k < KS_FLAME_MAX; k++)
+    ck_assert_int_ge(ks_flame_start(&fl, k, &o), 0);
+  ck_assert_int_eq(ks_flame_start(&fl, 1000, &o), KS_EFULL);
+}
+END_TEST
+
+/* At max nodes a new path's time goes to its parent, counted. */
+START_TEST(node_cap) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got;
+  int k;
+
+  ks_flame_default_opts(&o);
+  o.max_nodes = 4;   /* root, process, a, b */
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  for (k = 0; k < 5; k++) {
+    CALL(pid_a, 10 + 20 * k, k == 0 ? M("b") : mfa("m", "n", (uint32_t)k), M("a"));
+    RET(pid_a, 20 + 20 * k, M("a"));
+  }
+  ck_assert_uint_eq(c->tree.n, 4);
+  ck_assert_uint_eq(c->tree.dropped, 4);
+  got = folded(c, 110);
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 100\n<0.1.0>;m:a/0;m:b/0 10\n");
+  free(got);
+}
+END_TEST
+
+/* Many paths: the hash table grows, every node is found again. */
+START_TEST(tree_grows) {
+  ks_ftree t;
+  uint32_t k, a[5000];
+
+  ck_assert_int_eq(ks_ftree_init(&t, 100000), KS_OK);
+  for (k = 0; k < 5000; k++)
+    a[k] = ks_ftree_child(&t, k % 7 == 0 ? 0 : a[k - 1], k % 13);
+  for (k = 0; k < 5000; k++)
+    ck_assert_uint_eq(ks_ftree_child(&t, k % 7 == 0 ? 0 : a[k - 1], k % 13), a[k]);
+  ck_assert_uint_le(t.n, 5001);
+  ks_ftree_free(&t);
+}
+END_TEST
+
+/* Counts add up to the total even when every path has a fraction of a microsecond. */
+START_TEST(folded_rounding) {
+  ks_fcap *c = start(0);
+  char *got, *p;
+  unsigned long sum = 0;
+  int k;
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  for (k = 0; k < 10; k++) {
+    ev_full(KS_EV_CALL, pid_a, 1000 * k + 100, mfa("m", "x", (uint32_t)k), M("a"), KS_NONE, 0, NULL, 0);
+    ev_full(KS_EV_RETURN_TO, pid_a, 1000 * k + 700, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  }
+  got = folded(c, 10);
+  for (p = got; (p = strchr(p, ' ')) != NULL; p++)
+    sum += strtoul(p + 1, NULL, 10);
+  ck_assert_uint_eq(sum, 10);
+  free(got);
+}
+END_TEST
+
+static void small_capture(ks_fcap *c) {
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 100, M("b"), M("a"));
+  OUT(pid_a, 150, M("b"));
+  IN(pid_a, 250, M("b"));
+  RET(pid_a, 300, M("a"));
+  CALL(pid_b, 0, M("c"), KS_NONE);
+  ks_flame_finish(&fl, c, 1, 400 * US);
+}
+
+static int count(const char *s, const char *sub) {
+  int n = 0;
+  for (; (s = strstr(s, sub)) != NULL; s += strlen(sub))
+    n++;
+  return n;
+}
+
+START_TEST(speedscope_events) {
+  ks_fcap *c = start(1);
+  char *got;
+
+  small_capture(c);
+  got = write_with(c, ks_write_speedscope);
+  ck_assert_ptr_nonnull(strstr(got, "\"$schema\":\"https://www.speedscope.app/file-format-schema.json\""));
+  ck_assert_ptr_nonnull(strstr(got, "\"frames\":[{\"name\":\"m:a/0\"},{\"name\":\"m:b/0\"},"
+                                    "{\"name\":\"SLEEP\"},{\"name\":\"m:c/0\"}]"));
+  ck_assert_ptr_nonnull(strstr(got, "{\"type\":\"evented\",\"name\":\"<0.1.0>\",\"unit\":"
+                                    "\"microseconds\",\"startValue\":0,\"endValue\":400.000,"
+                                    "\"events\":[{\"type\":\"O\",\"frame\":0,\"at\":0.000},"
+                                    "{\"type\":\"O\",\"frame\":1,\"at\":0.000},"
+                                    "{\"type\":\"O\",\"frame\":2,\"at\":0.000},"
+                                    "{\"type\":\"C\",\"frame\":2,\"at\":100.000},"
+                                    "{\"type\":\"C\",\"frame\":1,\"at\":200.000},"
+                                    "{\"type\":\"C\",\"frame\":0,\"at\":400.000}]}"));
+  ck_assert_ptr_nonnull(strstr(got, "\"name\":\"worker(<0.2.0>)\""));
+  ck_assert_int_eq(count(got, "\"type\":\"O\""), count(got, "\"type\":\"C\""));
+  free(got);
+}
+END_TEST
+
+START_TEST(perf_samples) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got;
+
+  ks_flame_default_opts(&o);
+  o.perf_period_us = 10;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  ks_flame_add_pid(&fl, c, pid_b, "worker", 6);
+  small_capture(c);
+  got = write_with(c, ks_write_perf);
+  /* a: 400 us in all, 40 samples; b's sleep 100 us: 10 samples; c: 40. */
+  ck_assert_int_eq(count(got, "cpu-clock:\n"), 80);
+  ck_assert_int_eq(count(got, "<0.1.0> 1/1 [000] "), 40);
+  ck_assert_int_eq(count(got, "worker(<0.2.0>) 2/2 [000] "), 40);
+  /* Addresses are node numbers: root 0, processes 1 and 2, then a, b, SLEEP. */
+  ck_assert_int_eq(count(got, "\t5 SLEEP (erlang)\n\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n"
+                              "\t1 <0.1.0> (erlang)\n\n"), 10);
+  /* The merged timeline: b's SLEEP [0, 100), b [100, 200), a's own time [200, 400). */
+  ck_assert_ptr_nonnull(strstr(got, "<0.1.0> 1/1 [000] 1.000195: 10000 cpu-clock:\n"
+                                    "\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n"
+                                    "\t1 <0.1.0> (erlang)\n\n"
+                                    "<0.1.0> 1/1 [000] 1.000205: 10000 cpu-clock:\n"
+                                    "\t3 m:a/0 (erlang)\n\t1 <0.1.0> (erlang)\n\n"));
+  free(got);
+}
+END_TEST
+
+START_TEST(svg_frames) {
+  ks_fcap *c = start(1);
+  char *got;
+
+  small_capture(c);
+  got = write_with(c, ks_write_svg);
+  ck_assert_ptr_nonnull(strstr(got, "<svg version=\"1.1\""));
+  ck_assert_ptr_nonnull(strstr(got, "<g data-d=\"0\" data-n=\"all\"><title>all (800 us, 100.00%)"));
+  ck_assert_ptr_nonnull(strstr(got, "data-n=\"m:b/0\"><title>m:b/0 (200 us, 25.00%)</title>"));
+  ck_assert_ptr_nonnull(strstr(got, "data-n=\"worker(&lt;0.2.0&gt;)\""));
+  ck_assert_int_eq(count(got, "<g data-d="), 7);
+  ck_assert_ptr_nonnull(strstr(got, "function zoom("));
+  ck_assert_ptr_nonnull(strstr(got, "function search("));
+  ck_assert_ptr_null(strstr(got, "http://www.w3.org/1999/xlink"));   /* nothing external */
+  free(got);
+}
+END_TEST
+
+START_TEST(escapes) {
+  ks_fcap *c = start(0);
+  uint32_t odd = mfa("my mod;x", "f\"<1>%", 2);
+  char out[64], *got, *buf = NULL;
+  size_t len = 0;
+  FILE *f;
+
+  ck_assert_uint_eq(ks_flame_escape_folded("(a b;c%\n", 8, out, sizeof(out)), 18);
+  ck_assert_str_eq(out, "%28a%20b%3Bc%25%0A");
+  CALL(pid_a, 0, odd, KS_NONE);
+  got = folded(c, 5);
+  ck_assert_str_eq(got, "<0.1.0>;my%20mod%3Bx:f\"<1>%25/2 5\n");
+  free(got);
+  f = open_memstream(&buf, &len);
+  ks_flame_put_json(f, "a\"b\\c\x01", 6);
+  ks_flame_put_xml(f, "<&>\"'\x02", 6);
+  fclose(f);
+  ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u0001\"&lt;&amp;&gt;&quot;&#39;\xef\xbf\xbd");
+  free(buf);
+}
+END_TEST
+
+/* The commands, end to end through a sink: start, pids, events, status, members, write. */
+static ks_sink sink;
+static tb_out outb;
+
+static void feed(ei_x_buff *x) {
+  size_t n;
+  unsigned char *fr = tb_framed(x, &n);
+  ck_assert_int_eq(ks_sink_feed(&sink, fr, n), KS_OK);
+  free(fr);
+  ei_x_free(x);
+}
+
+static void cmd_begin(ei_x_buff *x, long ref, const char *name, int arity) {
+  tb_begin(x);
+  ei_x_encode_tuple_header(x, 3);
+  tb_atom(x, "kprof");
+  ei_x_encode_long(x, ref);
+  ei_x_encode_tuple_header(x, arity);
+  tb_atom(x, name);
+}
+
+static void trace_call(unsigned p, long long ts, const char *f, const char *caller) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 6);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", p, 0, 1);
+  tb_atom(&x, "call");
+  tb_mfa(&x, "w", f, 0);
+  if (caller)
+    tb_mfa(&x, "w", caller, 0);
+  else
+    tb_atom(&x, "undefined");
+  ei_x_encode_longlong(&x, ts);
+  feed(&x);
+}
+
+static char *reply(int k) {
+  return tb_out_reply(&outb, k);
+}
+
+static void write_cmd(long ref, long id, const char *dir, const char *base) {
+  ei_x_buff x;
+
+  cmd_begin(&x, ref, "flame_write", 6);
+  ei_x_encode_long(&x, id);
+  ei_x_encode_longlong(&x, 2000000);
+  ei_x_encode_binary(&x, dir, (long)strlen(dir));
+  ei_x_encode_binary(&x, base, (long)strlen(base));
+  ei_x_encode_list_header(&x, 2);
+  tb_atom(&x, "folded");
+  tb_atom(&x, "svg");
+  ei_x_encode_empty_list(&x);
+  feed(&x);
+}
+
+static void start_cmd(long ref, long id) {
+  ei_x_buff x;
+
+  cmd_begin(&x, ref, "flame_start", 3);
+  ei_x_encode_long(&x, id);
+  ei_x_encode_list_header(&x, 2);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "sleep");
+  tb_atom(&x, "false");
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "max_depth");
+  ei_x_encode_long(&x, 64);
+  ei_x_encode_empty_list(&x);
+  feed(&x);
+}
+
+START_TEST(commands) {
+  char dir[] = "/tmp/kprof-flame-test-XXXXXX", path[256], *r;
+  unsigned char *file;
+  ei_x_buff x;
+  size_t len;
+
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  memset(&outb, 0, sizeof(outb));
+  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  start_cmd(1, 42);
+  start_cmd(2, 42);
+  cmd_begin(&x, 3, "flame_pids", 3);
+  ei_x_encode_long(&x, 42);
+  ei_x_encode_list_header(&x, 1);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_pid(&x, "n@h", 9, 0, 1);
+  ei_x_encode_binary(&x, "srv", 3);
+  ei_x_encode_empty_list(&x);
+  feed(&x);
+  trace_call(9, 1000000, "top", NULL);
+  trace_call(9, 1500000, "leaf", "top");
+  trace_call(8, 1600000, "elsewhere", NULL);
+  cmd_begin(&x, 4, "flame_status", 2);
+  ei_x_encode_long(&x, 42);
+  feed(&x);
+  cmd_begin(&x, 5, "flame_members", 2);
+  ei_x_encode_long(&x, 42);
+  feed(&x);
+  write_cmd(6, 42, dir, "cap");
+  write_cmd(7, 42, dir, "cap");   /* gone with the first write */
+  cmd_begin(&x, 8, "flame_bogus", 2);
+  ei_x_encode_long(&x, 1);
+  feed(&x);
+  ck_assert_int_eq(outb.frames, 8);
+  r = reply(0); ck_assert_str_eq(r, "ok"); free(r);
+  r = reply(1); ck_assert_str_eq(r, "{error, exists}"); free(r);
+  r = reply(2); ck_assert_str_eq(r, "ok"); free(r);
+  r = reply(3);
+  ck_assert_ptr_nonnull(strstr(r, "events => 2"));
+  ck_assert_ptr_nonnull(strstr(r, "procs => 1"));
+  free(r);
+  r = reply(4); ck_assert_str_eq(r, "[<n@h.9.0>]"); free(r);
+  r = reply(5);
+  ck_assert_msg(strncmp(r, "{ok, [#Bin<", 11) == 0, "got %s", r);
+  ck_assert_ptr_nonnull(strstr(r, "total_us => 1000"));
+  ck_assert_ptr_nonnull(strstr(r, "write_us => #{folded => "));
+  free(r);
+  r = reply(6); ck_assert_str_eq(r, "{error, not_found}"); free(r);
+  r = reply(7); ck_assert_str_eq(r, "{error, {unknown_command, {flame_bogus, 1}}}"); free(r);
+  snprintf(path, sizeof(path), "%s/cap.folded", dir);
+  file = read_file(path, &len);
+  ck_assert_ptr_nonnull(file);
+  ck_assert_str_eq((char *)file, "srv(<0.9.0>);w:top/0 500\nsrv(<0.9.0>);w:top/0;w:leaf/0 500\n");
+  free(file);
+  /* Same base again: the files are not overwritten, the name gets -1. */
+  start_cmd(9, 43);
+  cmd_begin(&x, 10, "flame_pids", 3);
+  ei_x_encode_long(&x, 43);
+  ei_x_encode_list_header(&x, 1);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_pid(&x, "n@h", 9, 0, 1);
+  tb_atom(&x, "undefined");
+  ei_x_encode_empty_list(&x);
+  feed(&x);
+  trace_call(9, 1700000, "top", NULL);
+  write_cmd(11, 43, dir, "cap");
+  r = reply(10);
+  ck_assert_msg(strncmp(r, "{ok, [#Bin<", 11) == 0, "got %s", r);
+  free(r);
+  snprintf(path, sizeof(path), "%s/cap-1.folded", dir);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  snprintf(path, sizeof(path), "%s/cap-1.svg", dir);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  /* No events: no files. */
+  start_cmd(12, 44);
+  write_cmd(13, 44, dir, "none");
+  r = reply(12);
+  ck_assert_msg(strncmp(r, "{error, no_events, #{", 21) == 0, "got %s", r);
+  free(r);
+  snprintf(path, sizeof(path), "%s/none.folded", dir);
+  ck_assert_int_ne(access(path, F_OK), 0);
+  ck_assert_int_eq(sink.flame.active, 0);
+  ks_sink_free(&sink);
+  tb_out_free(&outb);
+  snprintf(path, sizeof(path), "rm -rf %s", dir);
+  ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
+Suite *flame_suite(void) {
+  Suite *s = suite_create("flame");
+  TCase *tc = tcase_create("flame");
+
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, body_and_tail_calls);
+  tcase_add_test(tc, recursion);
+  tcase_add_test(tc, exception_unwinds_several);
+  tcase_add_test(tc, lost_frames_and_unknown_callers);
+  tcase_add_test(tc, return_to_undefined);
+  tcase_add_test(tc, sleep_and_gc);
+  tcase_add_test(tc, sleep_dropped);
+  tcase_add_test(tc, in_gives_the_bottom_frame);
+  tcase_add_test(tc, depth_cap);
+  tcase_add_test(tc, processes_apart);
+  tcase_add_test(tc, trigger_calls);
+  tcase_add_test(tc, children_follow);
+  tcase_add_test(tc, children_not_followed);
+  tcase_add_test(tc, shared_process);
+  tcase_add_test(tc, too_many_captures);
+  tcase_add_test(tc, node_cap);
+  tcase_add_test(tc, tree_grows);
+  tcase_add_test(tc, folded_rounding);
+  tcase_add_test(tc, speedscope_events);
+  tcase_add_test(tc, perf_samples);
+  tcase_add_test(tc, svg_frames);
+  tcase_add_test(tc, escapes);
+  tcase_add_test(tc, commands);
+  suite_add_tcase(s, tc);
+  return s;
+}
