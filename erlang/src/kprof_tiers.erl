@@ -76,6 +76,10 @@
 %%% <li>`max_identities' (200), `max_inflight' (20000),
 %%%     `max_request_events' (20000), `grace_ms' (100): the sink's limits
 %%%     (doc/tiers.md).</li>
+%%% <li>`max_lag_ms', `max_queue_bytes', `max_memory_bytes', `max_events',
+%%%     `rate', `max_seconds': the limits of {@link kprof_guard}, which
+%%%     the tiers arm on every node they run on (its defaults when none is
+%%%     given).</li>
 %%% </ul>
 %%%
 %%% == Safety ==
@@ -83,9 +87,10 @@
 %%% <li>Everything is validated, on every node, before any trace flag or
 %%%     pattern is set: a bad call changes nothing. A step that fails
 %%%     after that undoes the steps before it, on every node.</li>
-%%% <li>{@link abort/2} (for the overload monitor) turns tracing off from
-%%%     the calling process without waiting for this server, and the
-%%%     report says so. A sink that dies aborts the tiers too.</li>
+%%% <li>{@link abort/2} turns tracing off from the calling process without
+%%%     waiting for this server, and the report says so. The tiers arm
+%%%     {@link kprof_guard} with it: overload, a limit, or a sink that dies
+%%%     aborts them.</li>
 %%% <li>Stopping kprof stops the tiers. While tiers run, kprof owns call
 %%%     tracing: `stop' clears the `call' flags of every process.</li>
 %%% </ul>
@@ -119,6 +124,9 @@
 -define(TIMEOUT, 30000).
 -define(RESERVED_MODULES, [kprof, kprof_mark, kprof_tiers]).
 -define(RESERVED_NAMES, [other, all]).
+%% Options that are kprof_guard's limits.
+-define(GUARD_KEYS, [max_lag_ms, max_queue_bytes, max_memory_bytes, max_events, rate,
+                     max_seconds]).
 
 -type tier_name() :: atom().
 -type mfa_spec() :: {module(), atom(), arity() | '_'} | {module(), '_', '_'}.
@@ -135,7 +143,8 @@
                   max_identities => pos_integer(),
                   max_inflight => pos_integer(),
                   max_request_events => pos_integer(),
-                  grace_ms => non_neg_integer()}.
+                  grace_ms => non_neg_integer(),
+                  atom() => term()}.          % kprof_guard:limits()
 -type report_opts() :: #{format => text | term | json,   % text
                          time => self | inclusive,       % self
                          nodes => [node()],              % those of start/2
@@ -152,6 +161,7 @@
                sample = 1.0 :: number(),
                window :: undefined | number(),    % seconds
                slow_max = 20 :: non_neg_integer(),
+               limits = #{} :: map(),              % kprof_guard's, given ones only
                nodes = [] :: [node()]}).
 
 -record(state, {plan :: undefined | #plan{},
@@ -437,6 +447,7 @@ handle_info(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S) ->
     _ = untrace_state(S),
+    S#state.active andalso disarm_guard(),
     unpublish().
 
 %% @private
@@ -538,6 +549,7 @@ started(Plan, Counters, S) ->
                undefined -> undefined;
                Pid -> erlang:monitor(process, Pid)
            end,
+    arm_guard(Plan),
     Now = now_ns(),
     S#state{plan = Plan, active = true, since = Now, until = undefined,
             counters = Counters, base = sink_base(), slices = [], slice_from = Now,
@@ -548,6 +560,7 @@ started(Plan, Counters, S) ->
 stopped(S = #state{active = true}) ->
     untrace_state(S),
     unpublish(),
+    disarm_guard(),
     _ = kprof_sink:command(tiers_stop),
     S1 = final_slice(S),
     cancel_timer(S1#state{active = false, until = now_ns()});
@@ -579,6 +592,30 @@ reset_state(S = #state{counters = C}) ->
                 false -> Now
             end,
     S#state{since = Now, until = Until, base = sink_base(), slices = [], slice_from = Now}.
+
+%% The guard watches for overload and limits, and calls abort/2.
+-spec arm_guard(#plan{}) -> ok.
+arm_guard(#plan{patterns = Patterns, limits = Limits}) ->
+    Arm = #{abort => fun ?MODULE:abort/2,
+            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns]},
+    case whereis(kprof_guard) of
+        undefined ->
+            ok;
+        _ ->
+            Limits1 = case map_size(Limits) of
+                          0 -> #{};
+                          _ -> #{limits => element(2, kprof_guard:validate_limits(Limits))}
+                      end,
+            case catch kprof_guard:arm(tiers, maps:merge(Arm, Limits1)) of
+                ok -> ok;
+                Other -> logger:warning("kprof_tiers: the guard refused to arm: ~p", [Other])
+            end
+    end.
+
+-spec disarm_guard() -> ok.
+disarm_guard() ->
+    _ = (catch kprof_guard:disarm(tiers)),
+    ok.
 
 -spec demonitor_sink(#state{}) -> ok.
 demonitor_sink(#state{sink_mon = undefined}) -> ok;
@@ -868,7 +905,16 @@ check_opt(max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
 check_opt(max_inflight, N) when is_integer(N), N > 0, N =< 10000000 -> ok;
 check_opt(max_request_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
 check_opt(grace_ms, N) when is_integer(N), N >= 0, N =< 3600000 -> ok;
-check_opt(K, V) -> fail({bad_option, {K, V}}).
+check_opt(K, V) ->
+    case lists:member(K, ?GUARD_KEYS) of
+        true ->
+            case kprof_guard:validate_limits(#{K => V}) of
+                {ok, _} -> ok;
+                {error, _} -> fail({bad_option, {K, V}})
+            end;
+        false ->
+            fail({bad_option, {K, V}})
+    end.
 
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->
@@ -1000,6 +1046,7 @@ plan(Checked, Entries, O) ->
           sample = maps:get(sample, O, 1.0),
           window = maps:get(window, O, undefined),
           slow_max = SlowMax,
+          limits = maps:with(?GUARD_KEYS, O),
           nodes = dedup(maps:get(nodes, O, [node()]))}.
 
 %% Without duplicates, in the order given (nodes start in that order).

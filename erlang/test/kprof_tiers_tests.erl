@@ -45,6 +45,7 @@ tiers_test_() ->
       {"abort turns tracing off and is reported", fun abort/0},
       {"stop keeps the report; reset empties it", fun stop_and_reset/0},
       {"a dead sink aborts the tiers", fun sink_down/0},
+      {"the tiers arm kprof_guard, whose abort reaches them", fun guard/0},
       {"every bad configuration is refused and changes nothing", fun bad_configs/0},
       {"bad report options", fun bad_report_opts/0},
       {"the JSON report parses back", fun json_report/0},
@@ -371,6 +372,22 @@ sink_down() ->
     %% The new sink knows no tiers: the report is empty, and says why.
     ?assertMatch(#{requests := 0, aborted := [#{reason := sink_down}]}, report()).
 
+-spec guard() -> term().
+guard() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{max_seconds => 60, max_lag_ms => 2000}),
+    ?assertMatch(#{armed := [tiers], limits := #{max_seconds := 60, max_lag_ms := 2000}},
+                 kprof_guard:status()),
+    ?W:run_requests(3, x, fun() -> ?W:sleep_a(1) end),
+    ok = kprof_guard:abort(limit, #{what => test}),
+    ?assertMatch(#{active := false, aborted := {limit, #{what := test}, _}}, kprof_tiers:info()),
+    assert_untraced(),
+    ?assertMatch(#{requests := 3, aborted := [#{reason := limit}]}, report()),
+    ok = kprof:stop_tiers(),
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?assertMatch(#{armed := [tiers]}, kprof_guard:status()),
+    ok = kprof:stop_tiers(),
+    ?assertMatch(#{armed := []}, kprof_guard:status()).
+
 -spec bad_configs() -> term().
 bad_configs() ->
     Good = [{a, [{?W, sleep_a, 1}]}],
@@ -404,6 +421,7 @@ bad_configs() ->
            {Good, #{slow_ms => -1}, {bad_option, {slow_ms, -1}}},
            {Good, #{nodes => []}, {bad_option, {nodes, []}}},
            {Good, #{max_inflight => 0}, {bad_option, {max_inflight, 0}}},
+           {Good, #{max_lag_ms => -5}, {bad_option, {max_lag_ms, -5}}},
            {Good, #{entry => []}, {bad_option, {entry, []}}},
            {Good, #{entry => {?W, nope, 2}}, {undefined_function, entry, {?W, nope, 2}}},
            {Good, #{identity => mfa}, {identity_without_entry, mfa}},

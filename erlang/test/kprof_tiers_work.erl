@@ -16,7 +16,7 @@
 %% Several processes
 -export([start_server/1, stop_server/1, via/3, http/3, db/2, tpl/1]).
 %% Helpers of the tests
--export([run_requests/3, run_mfa_requests/5, burn/1, burn_until/1,
+-export([run_requests/3, run_mfa_requests/5, settle/0, burn/1, burn_until/1,
          start_times/0, stop_times/1, reset_times/0, measured_ms/2]).
 
 -define(TIMES, kprof_tiers_work_times).
@@ -166,6 +166,13 @@ run_requests(N, Identity, Fun) ->
 -spec run_mfa_requests(non_neg_integer(), term(), module(), atom(), list()) -> ok.
 run_mfa_requests(N, Identity, M, F, A) ->
     run_requests(N, Identity, fun() -> apply(M, F, A) end).
+
+%% @doc Wait until every trace message of this node is in the sink's
+%% port.
+-spec settle() -> ok.
+settle() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after 5000 -> error(trace_delivered) end.
 
 %%% Measured times
 
