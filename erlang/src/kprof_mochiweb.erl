@@ -1,0 +1,36 @@
+%%% @doc Every HTTP request of a mochiweb server as a kprof request.
+%%%
+%%% ```
+%%% Loop = kprof_mochiweb:loop(fun my_app:handle/1, #{}),
+%%% mochiweb_http:start([{name, shop}, {port, 8080}, {loop, Loop}]).
+%%% '''
+%%% The loop fun runs the application's loop inside
+%%% {@link kprof:request/2} with the identity `{Method, Route}': `Method'
+%%% a string (`"GET"'), `Route' what option `route' (a fun of the path)
+%%% returns, by default {@link kprof_httpd:route/1} (numeric segments as
+%%% `:id'). mochiweb writes the response from within the loop, so the
+%%% request includes it. mochiweb is not a dependency of kprof: this
+%%% module only calls `mochiweb_request:get/2'.
+-module(kprof_mochiweb).
+
+-export([loop/2]).
+
+-export_type([opts/0]).
+
+-type opts() :: #{route => fun((string()) -> term())}.
+
+%% @doc A loop fun for `mochiweb_http:start/1' that runs `Fun(Req)' as a
+%% kprof request.
+-spec loop(fun((term()) -> term()), opts()) -> fun((term()) -> term()).
+loop(Fun, Opts) when is_function(Fun, 1), is_map(Opts) ->
+    Route = maps:get(route, Opts, fun kprof_httpd:route/1),
+    fun(Req) ->
+            Method = method(mochiweb_request:get(method, Req)),
+            Path = mochiweb_request:get(path, Req),
+            kprof:request({Method, Route(Path)}, fun() -> Fun(Req) end)
+    end.
+
+-spec method(atom() | string() | binary()) -> string().
+method(M) when is_atom(M) -> atom_to_list(M);
+method(M) when is_binary(M) -> binary_to_list(M);
+method(M) -> M.
