@@ -1,17 +1,20 @@
 %%% @doc The request markers of the tier profiler (doc/tiers.md).
 %%%
-%%% Two functions that do nothing: while tiers run, {@link kprof_tiers}
+%%% Functions that do nothing: while tiers run, {@link kprof_tiers}
 %%% traces them, and the trace message of a call is what marks a request
 %%% for the sink. `start(Identity)' opens the request labelled by the
 %%% caller's seq_trace token (the identity travels in the message);
-%%% `stop()' ends it. {@link kprof:request/2} and {@link kprof:set_token/1}
-%%% call them; nothing else should.
+%%% `stop()' ends it; `resume()' tells the sink that the process works for
+%%% the request of its token again after a nested request (a `return_to'
+%%% message has no label: the sink gives it to the request of the
+%%% process's last labelled call). {@link kprof:request/2} and
+%%% {@link kprof:set_token/1} call them; nothing else should.
 %%%
 %%% Both must stay remote calls into a loaded module so that the trace
 %%% pattern sees them: this module is loaded before its pattern is set.
 -module(kprof_mark).
 
--export([start/1, stop/0]).
+-export([start/1, stop/0, resume/0]).
 
 %% @doc Marks the start of a request with this identity (a no-op unless
 %% traced).
@@ -23,4 +26,10 @@ start(_Identity) ->
 %% traced).
 -spec stop() -> ok.
 stop() ->
+    ok.
+
+%% @doc Marks that the calling process is back in the request of its
+%% token (a no-op unless traced).
+-spec resume() -> ok.
+resume() ->
     ok.

@@ -245,7 +245,8 @@ text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
 
 -spec header_line(report()) -> iolist().
 header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
-                  seen := Seen, sampled := Sampled, events := Events, dropped := Dropped}) ->
+                  seen := Seen, sampled := Sampled, events := Events, dropped := Dropped,
+                  inflight := Inflight}) ->
     Window = case maps:get(window_s, R) of
                  undefined -> "";
                  W -> io_lib:format(" (window ~ts s)", [format_num(W)])
@@ -255,9 +256,9 @@ header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
                    _ -> io_lib:format(" (seen ~b, sampled ~b)", [Seen, Sampled])
                end,
     io_lib:format("kprof tiers on ~ts: ~ts s traced~ts, requests ~b recorded~ts, "
-                  "events ~b, dropped ~b, ~ts",
+                  "~b in flight, events ~b, dropped ~b, ~ts",
                   [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
-                   Window, Requests, SeenText, Events, Dropped, state_text(R)]).
+                   Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R)]).
 
 -spec state_text(report()) -> iolist().
 state_text(#{aborted := [_ | _] = Aborted}) ->

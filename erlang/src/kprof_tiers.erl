@@ -17,6 +17,11 @@
 %%%        db:query/1 (tier 1) ---->  call + return_to in Db, label L   --+    (groups by L,
 %%%    kprof_mark:stop() ---------->  call {Token(L), Caller}           --+     times tiers)
 %%% '''
+%%% Time goes to the most recently opened frame still open in any process
+%%% of the request (doc/tiers.md): while `http:handle/1' waits for the db
+%%% server, `db:query/1' has the time once the server runs it; until then
+%%% (the request waits in the server's queue) the time is still http's.
+%%%
 %%% A tier function's trace pattern only fires in a process that carries a
 %%% seq_trace token (`is_seq_trace'), so untraced processes cost one failed
 %%% match-spec guard per call, and `arity' plus `return_to' keep arguments
@@ -292,14 +297,20 @@ enter(Identity) ->
     end.
 
 %% @doc Close the request {@link enter/1} opened: the stop marker, then
-%% the caller's previous token back.
+%% the caller's previous token back. When that token is an outer
+%% request's, the resume marker says so to the sink, or the returns the
+%% process makes next would count for the inner request.
 -spec leave(untraced | {traced, term()}) -> ok.
 leave(untraced) ->
+    ok;
+leave({traced, []}) ->
+    kprof_mark:stop(),
+    _ = seq_trace:set_token([]),
     ok;
 leave({traced, Old}) ->
     kprof_mark:stop(),
     _ = seq_trace:set_token(Old),
-    ok.
+    kprof_mark:resume().
 
 %%%%%%%%%%%%%%%%%%
 %%% VALIDATION %%%
@@ -1034,7 +1045,9 @@ entry_ms(Head, Guards, IdentityExpr) ->
 plan(Checked, Entries, O) ->
     Indexed = lists:zip(lists:seq(0, length(Checked) - 1), Checked),
     TierPatterns = [{Spec, tier_ms()} || {_, {_, Specs}} <- Indexed, {Spec, _} <- Specs],
-    Marks = [{{kprof_mark, start, 1}, start_ms()}, {{kprof_mark, stop, 0}, tier_ms()}],
+    %% resume/0 is in no sink spec: its frame counts as `other'.
+    Marks = [{{kprof_mark, start, 1}, start_ms()}, {{kprof_mark, stop, 0}, tier_ms()},
+             {{kprof_mark, resume, 0}, tier_ms()}],
     SinkSpecs = [{M, F, A, I} || {I, {_, Specs}} <- Indexed, {{M, F, A}, _} <- Specs]
         ++ [{kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop}]
         ++ [{M, F, A, entry} || {{M, F, A}, _} <- Entries],

@@ -33,6 +33,7 @@ tiers_test_() ->
       {"an exception of the request's fun goes through with its stacktrace",
        fun request_exception/0},
       {"two identities, sorted by requests, `all' merges them", fun two_identities/0},
+      {"a request within a request", fun nested_requests/0},
       {"a module loaded by start_tiers, every function of it in one tier",
        fun lazy_module/0},
       {"sampling 2000 requests at 0.1", {timeout, 30, fun sampling/0}},
@@ -180,6 +181,25 @@ two_identities() ->
     ?assert(abs(Weighted - mean(All, a, self)) < 1.0e-6),
     ?assertEqual(max(maps:get(max, stat(First, a, self)), maps:get(max, stat(Second, a, self))),
                  maps:get(max, stat(All, a, self))).
+
+%% The outer request's tier frame stays open while the inner request
+%% runs; once the inner one ends, the outer frame's return is the outer
+%% request's again.
+-spec nested_requests() -> term().
+nested_requests() ->
+    ok = kprof:start_tiers([{a, [{?W, nest, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
+    ?W:run_requests(10, outer, fun() -> ?W:nest(2), ?W:sleep_a(5) end),
+    R = report(),
+    Outer = row(R, outer),
+    Inner = row(R, inner),
+    assert_tier(2, [sleep_b], 10, mean(Inner, b, self)),
+    %% The outer request does not see the inner one's tiers: its nest/1
+    %% frame was open all along.
+    assert_tier(2, [sleep_b], 10, mean(Outer, a, self)),
+    ?assertEqual(0, calls(Outer, b)),
+    %% The sleep after nest/1 returned is in no tier.
+    assert_tier(5, [sleep_a], 10, maps:get(mean, maps:get(other, Outer))),
+    ?assertEqual(10, calls(Outer, a)).
 
 -spec lazy_module() -> term().
 lazy_module() ->
@@ -496,7 +516,7 @@ text_report() ->
     Lines = string:split(Text, "\n", all),
     [Header, _Units, Names, Sub, All, Users, Long | _] = Lines,
     ?assertMatch({match, _}, re:run(Header, "^kprof tiers on .*: [0-9.]+ s traced, requests 4 "
-                                    "recorded \\(seen 4, sampled 4\\), events [0-9]+, "
+                                    "recorded \\(seen 4, sampled 4\\), 0 in flight, events [0-9]+, "
                                     "dropped 0, tracing on$")),
     ?assertMatch({match, _}, re:run(Names, "^identity +reqs +http +database +"
                                     "templating_with_a_long_name +other$")),
@@ -679,6 +699,7 @@ json_decode(Bin) ->
     <<>> = skip_ws(Rest),
     Value.
 
+-spec value(binary()) -> {term(), binary()}.
 value(<<${, R/binary>>) -> object(skip_ws(R), #{});
 value(<<$[, R/binary>>) -> array(skip_ws(R), []);
 value(<<$", R/binary>>) -> string(R, []);
@@ -687,6 +708,7 @@ value(<<"false", R/binary>>) -> {false, R};
 value(<<"null", R/binary>>) -> {null, R};
 value(R) -> number(R).
 
+-spec object(binary(), map()) -> {map(), binary()}.
 object(<<$}, R/binary>>, Acc) -> {Acc, R};
 object(<<$", R0/binary>>, Acc) ->
     {K, R1} = string(R0, []),
@@ -697,6 +719,7 @@ object(<<$", R0/binary>>, Acc) ->
         <<$}, R4/binary>> -> {Acc#{K => V}, R4}
     end.
 
+-spec array(binary(), list()) -> {list(), binary()}.
 array(<<$], R/binary>>, []) -> {[], R};
 array(R0, Acc) ->
     {V, R1} = value(R0),
@@ -705,12 +728,14 @@ array(R0, Acc) ->
         <<$], R2/binary>> -> {lists:reverse([V | Acc]), R2}
     end.
 
+-spec string(binary(), [char()]) -> {binary(), binary()}.
 string(<<$", R/binary>>, Acc) -> {unicode:characters_to_binary(lists:reverse(Acc)), R};
 string(<<$\\, $u, Hex:4/binary, R/binary>>, Acc) -> string(R, [binary_to_integer(Hex, 16) | Acc]);
 string(<<$\\, C, R/binary>>, Acc) ->
     string(R, [case C of $n -> $\n; $r -> $\r; $t -> $\t; $b -> $\b; $f -> $\f; _ -> C end | Acc]);
 string(<<C/utf8, R/binary>>, Acc) -> string(R, [C | Acc]).
 
+-spec number(binary()) -> {number(), binary()}.
 number(Bin) ->
     {match, [Num]} = re:run(Bin, "^-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", [{capture, first, binary}]),
     Rest = binary:part(Bin, byte_size(Num), byte_size(Bin) - byte_size(Num)),
@@ -718,11 +743,13 @@ number(Bin) ->
     {Value, Rest}.
 
 %% "1e-5" is not a float for binary_to_float/1.
+-spec fix_float(binary()) -> binary().
 fix_float(Num) ->
     case binary:match(Num, <<".">>) of
         nomatch -> re:replace(Num, "([eE])", ".0\\1", [{return, binary}]);
         _ -> Num
     end.
 
+-spec skip_ws(binary()) -> binary().
 skip_ws(<<C, R/binary>>) when C =:= $\s; C =:= $\n; C =:= $\t; C =:= $\r -> skip_ws(R);
 skip_ws(R) -> R.

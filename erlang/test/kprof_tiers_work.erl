@@ -12,7 +12,7 @@
 
 %% Tier functions
 -export([sleep_a/1, sleep_b/1, burn_a/1, outer/2, inner/1, body_rec/2, tail_rec/2,
-         catcher/2, thrower/1, big/1, small/1, entry/2, entry3/3]).
+         catcher/2, thrower/1, big/1, small/1, entry/2, entry3/3, nest/1]).
 %% Several processes
 -export([start_server/1, stop_server/1, via/3, http/3, db/2, tpl/1]).
 %% Helpers of the tests
@@ -97,6 +97,12 @@ thrower(Ms) ->
 -spec deeper() -> no_return().
 deeper() ->
     throw(thrown).
+
+%% @doc A request within this function: sleeps `Ms' in {@link sleep_b/1}
+%% as the request `inner'.
+-spec nest(non_neg_integer()) -> ok.
+nest(Ms) ->
+    kprof:request(inner, fun() -> ?MODULE:sleep_b(Ms) end).
 
 %% @doc A fresh binary of `Bytes' bytes.
 -spec big(non_neg_integer()) -> binary().

@@ -15,9 +15,12 @@ static void on_frame(void *ctx, const unsigned char *f, size_t len) {
   ck_assert_int_lt(s->n, 64);
   s->lens[s->n] = len;
   s->first[s->n] = len ? f[0] : 0;
-  /* Every byte of a frame is the frame's own fill byte. */
-  for (size_t i = 0; i < len; i++)
-    ck_assert_uint_eq(f[i], f[0]);
+  /* Every byte of a frame is the frame's own fill byte (one check: Check's
+   * asserts each record a mark point, far too slow per byte under valgrind). */
+  size_t i = 0;
+  while (i < len && f[i] == f[0])
+    i++;
+  ck_assert_uint_eq(i, len);
   s->n++;
 }
 
@@ -77,7 +80,8 @@ START_TEST(split_at_every_size) {
   ck_assert_int_eq(ks_framer_init(&f, 64, 1 << 20), KS_OK);
   for (size_t off = 0; off < total; off += chunk) {
     size_t k = total - off < chunk ? total - off : chunk;
-    ck_assert_int_eq(ks_framer_feed(&f, b + off, k, on_frame, &s), KS_OK);
+    if (ks_framer_feed(&f, b + off, k, on_frame, &s) != KS_OK)
+      ck_abort_msg("feed failed at %zu", off);
   }
   check_all_seen(&s, &f);
   /* Back to the small buffer once the 70000-byte frame is gone. */
