@@ -24,25 +24,25 @@
 -spec tiers_test_() -> term().
 tiers_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
-     [{"sleeping tiers: self time per tier, calls, wall = tiers + other", fun sleep_tiers/0},
-      {"burning tiers", fun burn_tiers/0},
-      {"a tier within a tier: self and inclusive", fun nested_tiers/0},
-      {"recursion in body and tail position", fun recursive_tiers/0},
-      {"three processes through gen_server calls", fun three_processes/0},
-      {"exceptions inside tiers", fun exceptions/0},
+     [{"sleeping tiers: self time per tier, calls, wall = tiers + other", retried(fun sleep_tiers/0)},
+      {"burning tiers", retried(fun burn_tiers/0)},
+      {"a tier within a tier: self and inclusive", retried(fun nested_tiers/0)},
+      {"recursion in body and tail position", retried(fun recursive_tiers/0)},
+      {"three processes through gen_server calls", retried(fun three_processes/0)},
+      {"exceptions inside tiers", retried(fun exceptions/0)},
       {"an exception of the request's fun goes through with its stacktrace",
        fun request_exception/0},
-      {"two identities, sorted by requests, `all' merges them", fun two_identities/0},
-      {"a request within a request", fun nested_requests/0},
+      {"two identities, sorted by requests, `all' merges them", retried(fun two_identities/0)},
+      {"a request within a request", retried(fun nested_requests/0)},
       {"a module loaded by start_tiers, every function of it in one tier",
-       fun lazy_module/0},
+       retried(fun lazy_module/0)},
       {"sampling 2000 requests at 0.1", {timeout, 30, fun sampling/0}},
-      {"set_token/clear_token", fun tokens/0},
-      {"entry calls with identity {arg, N}, entry in a tier", fun entry_arg/0},
+      {"set_token/clear_token", retried(fun tokens/0)},
+      {"entry calls with identity {arg, N}, entry in a tier", retried(fun entry_arg/0)},
       {"entry identities: mfa, a shell fun, a match spec", fun entry_identities/0},
       {"return values never enter the stream", {timeout, 30, fun bytes_per_request/0}},
-      {"slow requests", fun slow_requests/0},
-      {"a rolling window", {timeout, 30, fun window/0}},
+      {"slow requests", retried(fun slow_requests/0)},
+      {"a rolling window", {timeout, 60, retried(fun window/0)}},
       {"abort turns tracing off and is reported", fun abort/0},
       {"stop keeps the report; reset empties it", fun stop_and_reset/0},
       {"a dead sink aborts the tiers", fun sink_down/0},
@@ -606,6 +606,37 @@ mean(Row, Tier, Kind) ->
 calls(#{tiers := Tiers}, Tier) ->
     [Calls] = [C || #{tier := Name, calls := C} <- Tiers, Name =:= Tier],
     Calls.
+
+%% A timing test, tried again (twice at most) when it fails: on a
+%% shared 2-core machine a process can lose the CPU for tens of
+%% milliseconds between the end of its measured work and its trace event.
+-spec retried(fun(() -> term())) -> fun(() -> term()).
+retried(Test) ->
+    fun() -> attempts(3, Test) end.
+
+-spec attempts(pos_integer(), fun(() -> term())) -> term().
+attempts(1, Test) ->
+    Test();
+attempts(N, Test) ->
+    try
+        Test()
+    catch
+        error:Reason ->
+            ?debugFmt("timing test failed, trying again (load ~s): ~P",
+                      [load_average(), Reason, 12]),
+            _ = kprof:stop_tiers(),
+            ok = ?W:reset_times(),
+            _ = seq_trace:set_token([]),
+            _ = erase('$kprof_request'),
+            attempts(N - 1, Test)
+    end.
+
+-spec load_average() -> string().
+load_average() ->
+    case file:read_file("/proc/loadavg") of
+        {ok, L} -> lists:flatten(lists:join(" ", lists:sublist(string:lexemes(binary_to_list(L), " "), 3)));
+        _ -> "?"
+    end.
 
 %% The sink's mean for a tier: within max(2 ms, 30 %) of the time the
 %% work of these functions measured itself (per request of N), and that
