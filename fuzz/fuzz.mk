@@ -1,0 +1,44 @@
+# libFuzzer targets of the sink (included by the top-level Makefile).
+#   make fuzz-run                 both targets, FUZZ_SECONDS in all (default 30, split evenly)
+#   make fuzz-run FUZZ_SECONDS=120
+#   make fuzz-regress             every file of fuzz/regress/ through both targets, no fuzzing
+#   make fuzz-cov                 line coverage of port/ by the corpora (llvm-cov report)
+# Built with clang (libFuzzer + ASan + UBSan) from the library sources, not from
+# $(B)/libkprof_sink.a: every object needs the fuzzer's coverage instrumentation.
+# Seed corpora are made at run time into $(B)/fuzz/corpus-{sink,decode}/ from the VM's
+# recorded streams (test/data/*.bin and a small bench/gen_stream.erl recording) and
+# command frames (fuzz/mkcorpus.escript); the corpora grow across runs. Crash inputs
+# are written to $(B)/fuzz/. KPROF_FUZZ_LAX_ECHO=1: see fuzz/fuzz_sink.c.
+FUZZ_DIR     := $(B)/fuzz
+FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
+FUZZ_SECONDS ?= 30
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -Iinclude $(EI_CFLAGS)
+FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode
+
+FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer \
+                  -fprofile-instr-generate -fcoverage-mapping -Iinclude $(EI_CFLAGS)
+FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode
+
+.PHONY: fuzz-build fuzz-run fuzz-regress fuzz-cov
+fuzz-build: $(FUZZ_BINS)
+
+$(FUZZ_DIR):
+	mkdir -p $@
+
+$(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.c $(CORE_SRC) $(wildcard include/*.h) | $(FUZZ_DIR)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(CORE_SRC) $(EI_LIBS)
+
+fuzz-run: $(FUZZ_BINS)
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh run
+
+fuzz-regress: $(FUZZ_BINS)
+	FUZZ_DIR=$(FUZZ_DIR) fuzz/run.sh regress
+
+$(FUZZ_COV_BINS): $(FUZZ_DIR)/cov/%: fuzz/%.c $(CORE_SRC) $(wildcard include/*.h)
+	mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -o $@ $< $(CORE_SRC) $(EI_LIBS)
+
+fuzz-cov: $(FUZZ_COV_BINS)
+	FUZZ_DIR=$(FUZZ_DIR) fuzz/run.sh cov
