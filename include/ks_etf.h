@@ -72,6 +72,9 @@ int ks_etf_atom_is(const ks_atom *a, const char *lit);
 int ks_etf_int64(ks_etf *c, int64_t *v);
 /* Skips one term of any shape without recursion; fails on any byte out of bounds. */
 int ks_etf_skip(ks_etf *c);
+/* The term (whole slice) is one that binary_to_term accepts, as far as the
+ * cheap checks go: safe to copy into a reply. */
+int ks_etf_echoable(ks_slice term);
 /* A list of terms (NIL, STRING_EXT or proper LIST_EXT): skips it, gives its length. */
 int ks_etf_list_length(ks_etf *c, uint32_t *len);
 /* A pid or port: its encoded bytes, tag included, and whether it is a port. */

@@ -131,6 +131,9 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
 
   if (begin_reply(&x, ref) != KS_OK)
     return;
+  /* Command may come back verbatim: never echo what the owner cannot decode. */
+  if (cmd.p != NULL && !ks_etf_echoable(cmd))
+    cmd.p = NULL;   /* answered as a badly shaped command */
   if (cmd.p == NULL)
     e = encode_error(&x, "bad_command");
   else if (command_name(cmd, name, &arity, &idx) != KS_OK)

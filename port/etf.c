@@ -195,7 +195,36 @@ static int fixed_size(int tag) {
   }
 }
 
-int ks_etf_skip(ks_etf *c) {
+static int valid_utf8(const unsigned char *s, size_t n);
+
+/* What binary_to_term refuses but a plain skip lets through. */
+static int strict_ok(const ks_etf *c, int tag) {
+  const unsigned char *p = c->p + c->i;
+  ks_etf t = *c;
+  ks_atom a;
+
+  switch (tag) {
+  case KS_TAG_FLOAT:          /* the old text form: never written by term_to_binary since R13 */
+  case KS_TAG_NEW_FUN:
+  case KS_TAG_FUN:
+  case KS_TAG_EXPORT:
+    return 0;
+  case KS_TAG_NEW_FLOAT:      /* NaN and infinities do not decode */
+    return c->n - c->i >= 9 && ((p[1] & 0x7f) != 0x7f || (p[2] & 0xf0) != 0xf0);
+  case KS_TAG_BIT_BINARY:
+    return c->n - c->i >= 6 && p[5] >= 1 && p[5] <= 8 && ks_be32(p + 1) > 0;
+  case KS_TAG_ATOM: case KS_TAG_SMALL_ATOM:
+  case KS_TAG_ATOM_UTF8: case KS_TAG_SMALL_ATOM_UTF8:
+    if (ks_etf_atom(&t, &a) != KS_OK || a.n > 255 * 4)
+      return 0;
+    return !a.utf8 ? a.n <= 255 : valid_utf8(a.s, a.n);
+  default:
+    return 1;
+  }
+}
+
+/* Skips one term; strict also refuses what binary_to_term would (for echoed terms). */
+static int skip_term(ks_etf *c, int strict) {
   uint64_t owed = 1;
   size_t len;
   ks_atom a;
@@ -205,6 +234,8 @@ int ks_etf_skip(ks_etf *c) {
     owed--;
     NEED(c, 1);
     tag = c->p[c->i];
+    if (strict && !strict_ok(c, tag))
+      return KS_EBADTERM;
     fixed = fixed_size(tag);
     if (fixed >= 0) {
       NEED(c, 1 + (size_t)fixed);
@@ -321,6 +352,17 @@ int ks_etf_skip(ks_etf *c) {
       return KS_EBADTERM;
   }
   return KS_OK;
+}
+
+int ks_etf_skip(ks_etf *c) {
+  return skip_term(c, 0);
+}
+
+int ks_etf_echoable(ks_slice term) {
+  ks_etf c;
+
+  ks_etf_init(&c, term.p, term.n);
+  return skip_term(&c, 1) == KS_OK && ks_etf_at_end(&c);
 }
 
 /* Well-formed UTF-8 without NUL (keys are NUL-terminated), so replies decode. */

@@ -55,6 +55,11 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
       ks_flame_event(&s->flame, &s->in, &d);
     break;
   case KS_FRAME_COMMAND:
+    /* The reply carries Ref verbatim: one the owner could not decode gets none. */
+    if (!ks_etf_echoable(d.ref)) {
+      s->st.decode_errors++;
+      break;
+    }
     s->st.commands++;
     ks_control_command(s, d.ref, d.cmd);
     break;

@@ -217,6 +217,32 @@ START_TEST(overload_alert_on_lag) {
 }
 END_TEST
 
+/* A FLOAT_EXT whose text is not a number: ei and binary_to_term refuse it, so the
+ * sink must not copy it into a reply (found by fuzz_sink). */
+START_TEST(unechoable_terms_are_not_echoed) {
+  static const unsigned char bad_float[32] = {99, 'x'};
+  ei_x_buff x;
+
+  tb_begin(&x);   /* {kprof, BadFloat, ping}: no reply at all */
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_append_buf(&x, (const char *)bad_float, 32);
+  tb_atom(&x, "ping");
+  feed_x(&x);
+  ck_assert_int_eq(out.frames, 0);
+  ck_assert_uint_eq(sink.st.decode_errors, 1);
+  tb_begin(&x);   /* {kprof, 5, {foo, BadFloat}}: a bad command, not echoed */
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, 5);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "foo");
+  ei_x_append_buf(&x, (const char *)bad_float, 32);
+  feed_x(&x);
+  expect_reply(0, "{error, bad_command}");
+}
+END_TEST
+
 Suite *control_suite(void) {
   Suite *s = suite_create("control");
   TCase *tc = tcase_create("control");
@@ -229,6 +255,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, badly_shaped_commands);
   tcase_add_test(tc, truncated_input_at_eof);
   tcase_add_test(tc, overload_alert_on_lag);
+  tcase_add_test(tc, unechoable_terms_are_not_echoed);
   suite_add_tcase(s, tc);
   return s;
 }
