@@ -1,0 +1,433 @@
+%%% @doc What tiered profiling costs a busy node (`make bench-tiers').
+%%%
+%%% A synthetic three-tier service: every request is a new process (the
+%%% http tier, `HTTP_US' of CPU) that calls a db gen_server (`DB_US') and
+%%% then a template gen_server (`TPL_US'); four request identities. An
+%%% open-loop generator offers a fixed rate (5000 req/s) for a few seconds
+%%% in each mode, one mode after the other, the modes interleaved over
+%%% the rounds:
+%%%
+%%% <ul>
+%%% <li>`untraced': kprof runs, no tiers (kprof:request/2 is a
+%%%     persistent_term read);</li>
+%%% <li>`tiers': every request traced;</li>
+%%% <li>`tiers 0.1': `sample => 0.1'.</li>
+%%% </ul>
+%%%
+%%% Per mode: achieved req/s (requests / time from the first scheduled
+%%% start to the last end), loss against untraced, latency of a request
+%%% from its process's start to its end, trace bytes per request (the
+%%% sink's `bytes' delta / requests offered), the sink's CPU
+%%% (`/proc/<os_pid>/stat' utime + stime of the sink process) and the VM's,
+%%% each as % of one core (the VM runs with `+sbwt none': its CPU time is
+%%% work, not schedulers spinning). Prints a table and rewrites the "Tiers" section
+%%% of bench/RESULTS.md. Not a test: nothing fails on a number.
+-module(tiers_bench).
+-behaviour(gen_server).
+
+-export([main/1]).
+%% Tier functions
+-export([http/1, db_query/1, tpl_render/1, bare/1, bare_db/1, bare_tpl/1]).
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-define(HTTP_US, 30).
+-define(DB_US, 60).
+-define(TPL_US, 40).
+-define(IDENTITIES, 4).
+-define(TIERS, [{http, [{?MODULE, http, 1}]}, {db, [{?MODULE, db_query, 1}]},
+                {templating, [{?MODULE, tpl_render, 1}]}]).
+
+%%%%%%%%%%%%
+%%% MAIN %%%
+%%%%%%%%%%%%
+
+%% @doc `main([Rate, Seconds, Rounds, ResultsFile])', all strings (from
+%% the Makefile).
+-spec main([string()]) -> no_return().
+main([Rate0, Seconds0, Rounds0, Results]) ->
+    Rate = list_to_integer(Rate0),
+    Seconds = list_to_integer(Seconds0),
+    Rounds = list_to_integer(Rounds0),
+    logger:set_handler_config(default, level, error),
+    ok = kprof:start(),
+    {ok, _} = gen_server:start({local, bench_db}, ?MODULE, [], []),
+    {ok, _} = gen_server:start({local, bench_tpl}, ?MODULE, [], []),
+    Load = load_average(),
+    io:format("tiers bench: ~b req/s offered, ~b s per mode, ~b round(s); load average ~s~n",
+              [Rate, Seconds, Rounds, Load]),
+    _ = drive(Rate, 1),                                  % warm-up
+    Modes = [untraced, {tiers, 1.0}, {tiers, 0.1}],
+    Runs = [{M, run(M, Rate, Seconds)} || _ <- lists:seq(1, Rounds), M <- Modes],
+    Rows = [summary(M, [R || {M1, R} <- Runs, M1 =:= M], Rate) || M <- Modes],
+    Base = maps:get(achieved, hd(Rows)),
+    Cost = [{M, cost(M)} || M <- Modes],
+    Table = [table(Rows, Base), "\n", cost_lines(Cost)],
+    io:put_chars(Table),
+    Section = section(Table, Rows, Rate, Seconds, Rounds, Load),
+    ok = write_section(Results, Section),
+    io:format("tiers bench: wrote the \"Tiers\" section of ~s~n", [Results]),
+    halt(0).
+
+%%%%%%%%%%%%%%%%%%%%%%
+%%% TIER FUNCTIONS %%%
+%%%%%%%%%%%%%%%%%%%%%%
+
+%% @doc The http tier: some work, a query, a render.
+-spec http(non_neg_integer()) -> term().
+http(Id) ->
+    burn(?HTTP_US),
+    Rows = gen_server:call(bench_db, {query, Id}),
+    gen_server:call(bench_tpl, {render, Rows}).
+
+%% @doc The db tier, in the db server.
+-spec db_query(term()) -> [term()].
+db_query(Id) ->
+    burn(?DB_US),
+    [Id, Id].
+
+%% @doc The templating tier, in the template server.
+-spec tpl_render([term()]) -> binary().
+tpl_render(Rows) ->
+    burn(?TPL_US),
+    term_to_binary(Rows).
+
+%% @doc The three tiers with no work, in one process: what tracing adds
+%% to a request by itself.
+-spec bare(term()) -> term().
+bare(Id) ->
+    ?MODULE:bare_tpl(?MODULE:bare_db(Id)).
+
+%% @doc The db tier of {@link bare/1}.
+-spec bare_db(term()) -> [term()].
+bare_db(Id) -> [Id].
+
+%% @doc The templating tier of {@link bare/1}.
+-spec bare_tpl([term()]) -> [term()].
+bare_tpl(Rows) -> Rows.
+
+%% @private
+-spec init([]) -> {ok, #{}}.
+init([]) -> {ok, #{}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call({query, Id}, _From, S) -> {reply, db_query(Id), S};
+handle_call({render, Rows}, _From, S) -> {reply, tpl_render(Rows), S}.
+
+%% @private
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_, S) -> {noreply, S}.
+
+-spec burn(non_neg_integer()) -> ok.
+burn(Us) ->
+    spin(erlang:monotonic_time(microsecond) + Us).
+
+-spec spin(integer()) -> ok.
+spin(T) ->
+    case erlang:monotonic_time(microsecond) >= T of
+        true -> ok;
+        false -> spin(T)
+    end.
+
+%%%%%%%%%%%%%%%%%%%
+%%% ONE MODE %%%%%%
+%%%%%%%%%%%%%%%%%%%
+
+-spec run(untraced | {tiers, float()}, pos_integer(), pos_integer()) -> map().
+run(Mode, Rate, Seconds) ->
+    case Mode of
+        untraced -> ok;
+        {tiers, Sample} -> ok = kprof:start_tiers(?TIERS, #{sample => Sample})
+    end,
+    S0 = kprof:sink_stats(),
+    Sink0 = sink_cpu(),
+    Vm0 = vm_cpu(),
+    Run = drive(Rate, Seconds),
+    Sink1 = sink_cpu(),
+    Vm1 = vm_cpu(),
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    {synced, _} = kprof:sink_sync(),
+    S1 = kprof:sink_stats(),
+    Report = case Mode of
+                 untraced ->
+                     undefined;
+                 _ ->
+                     {ok, R} = kprof:report(#{format => term}),
+                     ok = kprof:stop_tiers(),
+                     R
+             end,
+    Run#{bytes => maps:get(bytes, S1) - maps:get(bytes, S0),
+         events => maps:get(trace_events, S1) - maps:get(trace_events, S0),
+         sink_cpu => Sink1 - Sink0, vm_cpu => Vm1 - Vm0, report => Report}.
+
+%% Offers `Rate' requests a second for `Seconds', open loop: request I is
+%% due at T0 + I / Rate whatever happened to the ones before it. The
+%% generator wakes every millisecond and spawns what is due.
+-spec drive(pos_integer(), pos_integer()) -> map().
+drive(Rate, Seconds) ->
+    N = Rate * Seconds,
+    Tab = ets:new(bench_latency, [public, {write_concurrency, true}]),
+    T0 = now_ns() + 1000000,
+    generate(0, N, T0, 1.0e9 / Rate, Tab),
+    wait_all(Tab, N, now_ns() + 60000000000),
+    Samples = ets:tab2list(Tab),
+    ets:delete(Tab),
+    Lat = lists:sort([L || {_, L, _} <- Samples]),
+    LastEnd = lists:max([E || {_, _, E} <- Samples]),
+    Wall = (LastEnd - T0) / 1.0e9,
+    #{requests => N, wall_s => Wall, achieved => N / Wall, latencies => Lat}.
+
+-spec generate(non_neg_integer(), pos_integer(), integer(), float(), ets:tid()) -> ok.
+generate(I, N, _T0, _Interval, _Tab) when I >= N ->
+    ok;
+generate(I, N, T0, Interval, Tab) ->
+    Due = min(N, trunc((now_ns() - T0) / Interval) + 1),
+    spawn_requests(I, Due, Tab),
+    receive after 1 -> ok end,
+    generate(max(I, Due), N, T0, Interval, Tab).
+
+-spec spawn_requests(non_neg_integer(), non_neg_integer(), ets:tid()) -> ok.
+spawn_requests(I, Due, _Tab) when I >= Due ->
+    ok;
+spawn_requests(I, Due, Tab) ->
+    _ = spawn(fun() -> request(I, Tab) end),
+    spawn_requests(I + 1, Due, Tab).
+
+-spec request(non_neg_integer(), ets:tid()) -> true.
+request(I, Tab) ->
+    Start = now_ns(),
+    Id = {page, I rem ?IDENTITIES},
+    _ = kprof:request(Id, fun() -> ?MODULE:http(Id) end),
+    End = now_ns(),
+    ets:insert(Tab, {I, End - Start, End}).
+
+-spec wait_all(ets:tid(), pos_integer(), integer()) -> ok.
+wait_all(Tab, N, Deadline) ->
+    case ets:info(Tab, size) >= N orelse now_ns() > Deadline of
+        true -> ok;
+        false -> timer:sleep(5), wait_all(Tab, N, Deadline)
+    end.
+
+-spec now_ns() -> integer().
+now_ns() ->
+    erlang:monotonic_time(nanosecond).
+
+%% Closed loop, one process, no work in the tiers: microseconds of
+%% elapsed time per request, the best of five runs of 5000 (the sink
+%% catches up between runs: one process in a loop makes ~150,000 events a
+%% second, more than a loaded 2-core machine's sink keeps up with for
+%% long).
+-spec cost(untraced | {tiers, float()}) -> float().
+cost(Mode) ->
+    case Mode of
+        untraced -> ok;
+        {tiers, Sample} ->
+            ok = kprof:start_tiers([{http, [{?MODULE, bare, 1}]}, {db, [{?MODULE, bare_db, 1}]},
+                                    {templating, [{?MODULE, bare_tpl, 1}]}],
+                                   #{sample => Sample})
+    end,
+    N = 5000,
+    Once = fun() ->
+                   {Us, _} = timer:tc(fun() ->
+                                              [kprof:request(page, fun() -> ?MODULE:bare(I) end)
+                                               || I <- lists:seq(1, N)]
+                                      end),
+                   {synced, _} = kprof_sink:command(sync, 60000),
+                   Us
+           end,
+    Best = lists:min([Once() || _ <- lists:seq(1, 5)]),
+    case Mode of
+        untraced -> ok;
+        _ -> ok = kprof:stop_tiers()
+    end,
+    Best / N.
+
+-spec cost_lines([{term(), float()}]) -> iolist().
+cost_lines(Cost) ->
+    [{untraced, Base} | _] = Cost,
+    ["Closed loop, one process, three tiers doing nothing (what tracing adds to a request):\n",
+     [io_lib:format("- ~s: ~.2f us per request (+~.2f us)~n", [mode_name(M), Us, Us - Base])
+      || {M, Us} <- Cost]].
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% CPU TIME FROM /proc %%%%%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% utime + stime of an OS process, in seconds.
+-spec proc_cpu(integer() | string()) -> float().
+proc_cpu(OsPid) ->
+    {ok, Stat} = file:read_file("/proc/" ++ to_list(OsPid) ++ "/stat"),
+    [_, Rest] = string:split(Stat, ")", trailing),
+    Fields = string:lexemes(Rest, " "),
+    %% Rest starts at field 3 (state); utime and stime are fields 14 and 15.
+    UTime = binary_to_integer(lists:nth(14 - 2, Fields)),
+    STime = binary_to_integer(lists:nth(15 - 2, Fields)),
+    (UTime + STime) / clock_ticks().
+
+-spec sink_cpu() -> float().
+sink_cpu() ->
+    #{os_pid := OsPid} = kprof_sink:info(),
+    proc_cpu(OsPid).
+
+-spec vm_cpu() -> float().
+vm_cpu() ->
+    proc_cpu(os:getpid()).
+
+-spec clock_ticks() -> pos_integer().
+clock_ticks() ->
+    case string:to_integer(os:cmd("getconf CLK_TCK")) of
+        {N, _} when is_integer(N), N > 0 -> N;
+        _ -> 100
+    end.
+
+-spec to_list(integer() | string()) -> string().
+to_list(I) when is_integer(I) -> integer_to_list(I);
+to_list(S) -> S.
+
+-spec load_average() -> string().
+load_average() ->
+    case file:read_file("/proc/loadavg") of
+        {ok, L} -> lists:flatten(lists:join(" ", lists:sublist(string:lexemes(binary_to_list(L), " "), 3)));
+        _ -> "?"
+    end.
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% SUMMARY AND RESULTS.md %%%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+-spec summary(term(), [map()], pos_integer()) -> map().
+summary(Mode, Runs, Rate) ->
+    Sum = fun(K) -> lists:sum([maps:get(K, R) || R <- Runs]) end,
+    Lat = lists:sort(lists:append([maps:get(latencies, R) || R <- Runs])),
+    Wall = Sum(wall_s),
+    Requests = Sum(requests),
+    Reports = [R || #{report := R} <- Runs, R =/= undefined],
+    #{mode => Mode, offered => Rate,
+      achieved => Requests / Wall,
+      lat_mean => lists:sum(Lat) / length(Lat) / 1.0e6,
+      lat_p50 => pct(Lat, 0.5) / 1.0e6,
+      lat_p99 => pct(Lat, 0.99) / 1.0e6,
+      bytes_per_req => Sum(bytes) / Requests,
+      events_per_req => Sum(events) / Requests,
+      sink_cpu => 100 * Sum(sink_cpu) / Wall,
+      vm_cpu => 100 * Sum(vm_cpu) / Wall,
+      sink_us_per_req => 1.0e6 * Sum(sink_cpu) / Requests,
+      vm_us_per_req => 1.0e6 * Sum(vm_cpu) / Requests,
+      recorded => lists:sum([maps:get(requests, R) || R <- Reports]),
+      tiers => tier_means(Reports)}.
+
+-spec pct([number()], float()) -> number().
+pct(Sorted, Q) ->
+    lists:nth(max(1, round(Q * length(Sorted))), Sorted).
+
+%% The mean self time of each tier over every recorded request, in us.
+-spec tier_means([map()]) -> [{atom(), float()}].
+tier_means([]) ->
+    [];
+tier_means(Reports) ->
+    Alls = [A || #{all := A} <- Reports],
+    Names = [T || #{tier := T} <- maps:get(tiers, hd(Alls))],
+    [{Name, weighted([{C, M} || #{tiers := Ts} <- Alls,
+                                #{tier := T, self := #{count := C, mean := M}} <- Ts,
+                                T =:= Name])}
+     || Name <- Names] ++
+        [{other, weighted([{C, M} || #{other := #{count := C, mean := M}} <- Alls])}].
+
+-spec weighted([{non_neg_integer(), float()}]) -> float().
+weighted(CountMeans) ->
+    case lists:sum([C || {C, _} <- CountMeans]) of
+        0 -> 0.0;
+        N -> 1000 * lists:sum([C * M || {C, M} <- CountMeans]) / N
+    end.
+
+-spec mode_name(term()) -> string().
+mode_name(untraced) -> "untraced";
+mode_name({tiers, 1.0}) -> "tiers";
+mode_name({tiers, S}) -> "tiers, sample " ++ float_to_list(S, [{decimals, 3}, compact]).
+
+-spec table([map()], float()) -> iolist().
+table(Rows, Base) ->
+    Head = "| mode | offered/s | achieved/s | loss % | latency p50 ms | p99 ms | mean ms "
+           "| trace bytes/req | events/req | VM CPU us/req | sink CPU us/req | VM CPU % "
+           "| sink CPU % |\n"
+           "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+    [Head |
+     [io_lib:format("| ~s | ~b | ~.1f | ~s | ~.3f | ~.3f | ~.3f | ~.1f | ~.2f | ~.1f | ~.1f "
+                    "| ~.1f | ~.1f |~n",
+                    [mode_name(M), Offered, Achieved, loss(M, Achieved, Base), P50, P99, Mean,
+                     Bytes, Events, VmUs, SinkUs, VmCpu, SinkCpu])
+      || #{mode := M, offered := Offered, achieved := Achieved, lat_mean := Mean,
+           lat_p50 := P50, lat_p99 := P99, bytes_per_req := Bytes, events_per_req := Events,
+           sink_cpu := SinkCpu, vm_cpu := VmCpu, sink_us_per_req := SinkUs,
+           vm_us_per_req := VmUs} <- Rows]].
+
+-spec loss(term(), float(), float()) -> string().
+loss(untraced, _, _) -> "-";
+loss(_, Achieved, Base) -> lists:flatten(io_lib:format("~.2f", [100 * (Base - Achieved) / Base])).
+
+-spec section(iolist(), [map()], pos_integer(), pos_integer(), pos_integer(), string()) ->
+          iolist().
+section(Table, Rows, Rate, Seconds, Rounds, Load) ->
+    {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
+    Traced = [R || #{mode := {tiers, _}} = R <- Rows],
+    ["## Tiers\n\n",
+     io_lib:format("`make bench-tiers` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores, ~s; "
+                   "OTP ~s (erts ~s); load average before the run: ~s.~n~n",
+                   [Y, Mo, D, H, Mi, erlang:system_info(logical_processors_available),
+                    cpu_model(), erlang:system_info(otp_release), erlang:system_info(version),
+                    Load]),
+     io_lib:format("A synthetic three-tier service (bench/tiers_bench.erl): each request is a new "
+                   "process, the http tier (~b us of CPU), which calls a db gen_server (~b us) "
+                   "then a template gen_server (~b us); ~b identities. Offered ~b req/s open loop, "
+                   "~b s per mode, ~b round(s), the modes interleaved. Latency: from the request "
+                   "process's start to its end. Loss: (untraced - traced) / untraced achieved "
+                   "req/s. Trace bytes and events: the sink's counters per request offered. CPU: "
+                   "utime + stime of the VM and of the sink process, per request offered and as "
+                   "% of one core over the mode's wall time. The machine is shared: the load "
+                   "average says how much else ran.~n~n",
+                   [?HTTP_US, ?DB_US, ?TPL_US, ?IDENTITIES, Rate, Seconds, Rounds]),
+     Table, "\n",
+     [io_lib:format("- ~s: ~b requests recorded by the sink; mean self time per tier: ~s~n",
+                    [mode_name(M), Recorded,
+                     lists:join(", ", [io_lib:format("~s ~.1f us", [T, Us]) || {T, Us} <- Tiers])])
+      || #{mode := M, recorded := Recorded, tiers := Tiers} <- Traced],
+     "\n"].
+
+-spec cpu_model() -> string().
+cpu_model() ->
+    case file:read_file("/proc/cpuinfo") of
+        {ok, Info} ->
+            case re:run(Info, "model name\\s*: ([^\\n]*)", [{capture, all_but_first, list}]) of
+                {match, [Model]} -> Model;
+                nomatch -> "?"
+            end;
+        _ -> "?"
+    end.
+
+%% Replaces the "## Tiers" section (up to the next "## " heading) or
+%% appends it; the rest of the file stays.
+-spec write_section(string(), iolist()) -> ok.
+write_section(File, Section) ->
+    New = unicode:characters_to_binary(Section),
+    Old = case file:read_file(File) of
+              {ok, B} -> B;
+              {error, enoent} -> <<"# kprof benchmark results\n\n">>
+          end,
+    Lines = string:split(Old, "\n", all),
+    {Before, Rest} = lists:splitwith(fun(L) -> L =/= <<"## Tiers">> end, Lines),
+    After = case Rest of
+                [] -> [];
+                [_ | Tail] -> lists:dropwhile(fun(L) -> not is_heading(L) end, Tail)
+            end,
+    Head = string:trim(lists:join("\n", Before), trailing),
+    Out = case After of
+              [] -> [Head, "\n\n", New];
+              _ -> [Head, "\n\n", New, lists:join("\n", After)]
+          end,
+    file:write_file(File, Out).
+
+-spec is_heading(binary()) -> boolean().
+is_heading(<<"## ", _/binary>>) -> true;
+is_heading(_) -> false.
