@@ -61,6 +61,38 @@
 %%% for the traced work to end, and for `erlang:trace_delivered/1', before
 %%% `sink_sync()'.)
 %%%
+%%% == Tiers: where each kind of request spends its time ==
+%%%
+%%% Name the tiers of a service by their functions, wrap requests (or let
+%%% `entry' functions, `kprof_httpd' or `kprof_mochiweb' do it), and ask
+%%% for the table; work done for a request in other processes (a
+%%% gen_server it calls) counts for it. From examples/tiers_shop.erl (its
+%%% `run/0' starts the shop's two servers, then does this for 200 requests):
+%%% ```
+%%% 1> kprof:start_tiers([{http, [{tiers_shop, page, 1}]},
+%%%                       {database, [{tiers_shop, query, 1}]},
+%%%                       {templating, [{tiers_shop, render, 1}]}], #{slow_ms => 8}).
+%%% ok
+%%% 2> kprof:request({users, get}, fun() -> tiers_shop:page({users, get}) end).
+%%% <<131,107,0,1,1>>
+%%% 3> kprof:report().
+%%% kprof tiers on nonode@nohost: 0.823 s traced, requests 200 recorded (seen 200, sampled 200), 0 in flight, events 2000, dropped 0, tracing on
+%%% times in ms; per tier its self time (time in its own code); other: time in no tier
+%%% identity       reqs  http          database      templating    other
+%%%                      mean   p99    mean   p99    mean   p99    mean
+%%% all             200  1.67   7.93   1.70   8.06   0.560  5.18   0.037
+%%% {users,get}     150  1.32   9.31   0.853  5.31   0.213  4.26   0.044
+%%% {orders,list}    50  2.74   7.54   4.22   9.24   1.60   6.23   0.018
+%%% slowest requests (wall ms, identity, pid, start, self ms per tier):
+%%%   14.6  {users,get}  <0.232.0>  2026-11-22T00:40:30.051Z  http 12.7 database 1.71 templating 0.128  other 0.032
+%%% 4> kprof:stop_tiers().
+%%% ok
+%%% '''
+%%% {@link report/1} also gives the table as a map or as JSON; tiers run
+%%% on several nodes at once (option `nodes'), sample requests (`sample')
+%%% and report a rolling window (`window'). {@link kprof_tiers} has the
+%%% details.
+%%%
 %%% == Safety ==
 %%%
 %%% <ul>
