@@ -38,23 +38,65 @@ static inline void ks_put_be32(unsigned char *p, uint32_t v) {
   p[3] = (unsigned char)v;
 }
 
-/* A small multiply-xorshift hash: keys are short (atoms, pids), 8 bytes a step. */
-static inline uint64_t ks_hash(const void *key, size_t n) {
-  const unsigned char *s = key;
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+static inline uint64_t ks_load64(const unsigned char *p) {
   uint64_t v;
-  while (n >= 8) {
-    memcpy(&v, s, 8);
-    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-    s += 8;
-    n -= 8;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* Up to 8 bytes, zero-extended. */
+static inline uint64_t ks_load_upto8(const unsigned char *p, size_t n) {
+  uint64_t v = 0;
+  memcpy(&v, p, n);
+  return v;
+}
+
+/* 64x64 -> 128-bit multiply, folded: the mixing step of wyhash. */
+static inline uint64_t ks_mum(uint64_t a, uint64_t b) {
+  __uint128_t r = (__uint128_t)a * b;
+  return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/*
+ * Keys are short (pids ~28 bytes, MFA tuples ~25): two independent multiplies
+ * cover up to 32 bytes with overlapping loads; longer keys loop 16 bytes a step.
+ */
+static inline uint64_t ks_hash(const void *key, size_t n) {
+  const unsigned char *p = key;
+  const uint64_t s0 = 0xa0761d6478bd642full, s1 = 0xe7037ed1a0b428dbull,
+                 s2 = 0x8ebc6af09c88c6e3ull, s3 = 0x589965cc75374cc3ull;
+  uint64_t a, b, h = s0 ^ n;
+
+  if (n <= 16) {
+    if (n >= 8) {
+      a = ks_load64(p);
+      b = ks_load64(p + n - 8);
+    } else {
+      a = ks_load_upto8(p, n);
+      b = 0;
+    }
+    return ks_mum(a ^ s1, b ^ h);
   }
-  v = 0;
-  memcpy(&v, s, n);
-  h = (h ^ v) * 0x94d049bb133111ebull;
-  h ^= h >> 29;
-  return h;
+  while (n > 32) {
+    h = ks_mum(ks_load64(p) ^ s1, ks_load64(p + 8) ^ h);
+    p += 16;
+    n -= 16;
+  }
+  a = ks_mum(ks_load64(p) ^ s1, ks_load64(p + 8) ^ h);
+  b = ks_mum(ks_load64(p + n - 16) ^ s2, ks_load64(p + n - 8) ^ s3);
+  return ks_mum(a ^ s2, b ^ n);
+}
+
+/* Equality of short keys without a call into libc. */
+static inline int ks_key_eq(const unsigned char *a, const unsigned char *b, size_t n) {
+  if (n >= 8) {
+    size_t i;
+    for (i = 0; i + 8 <= n; i += 8)
+      if (ks_load64(a + i) != ks_load64(b + i))
+        return 0;
+    return ks_load64(a + n - 8) == ks_load64(b + n - 8);
+  }
+  return memcmp(a, b, n) == 0;
 }
 
 #endif

@@ -65,11 +65,71 @@ static inline int ks_etf_at_end(const ks_etf *c) {
   return c->i == c->n;
 }
 
-int ks_etf_version(ks_etf *c);
-int ks_etf_tuple(ks_etf *c, uint32_t *arity);
-int ks_etf_atom(ks_etf *c, ks_atom *a);
-int ks_etf_atom_is(const ks_atom *a, const char *lit);
-int ks_etf_int64(ks_etf *c, int64_t *v);
+/* The hot readers are inline: the decoder calls them several times per message. */
+#define KS_NEED(c, k) ((c)->n - (c)->i >= (size_t)(k))
+
+static inline int ks_etf_version(ks_etf *c) {
+  if (!KS_NEED(c, 1) || c->p[c->i] != KS_TAG_VERSION)
+    return KS_EBADTERM;
+  c->i++;
+  return KS_OK;
+}
+
+static inline int ks_etf_tuple(ks_etf *c, uint32_t *arity) {
+  if (!KS_NEED(c, 2))
+    return KS_EBADTERM;
+  if (c->p[c->i] == KS_TAG_SMALL_TUPLE) {
+    *arity = c->p[c->i + 1];
+    c->i += 2;
+    return KS_OK;
+  }
+  if (c->p[c->i] == KS_TAG_LARGE_TUPLE && KS_NEED(c, 5)) {
+    *arity = ks_be32(c->p + c->i + 1);
+    c->i += 5;
+    return KS_OK;
+  }
+  return KS_EBADTERM;
+}
+
+static inline int ks_etf_atom(ks_etf *c, ks_atom *a) {
+  size_t len, hdr;
+  int tag;
+
+  if (!KS_NEED(c, 2))
+    return KS_EBADTERM;
+  tag = c->p[c->i];
+  if (tag == KS_TAG_SMALL_ATOM_UTF8 || tag == KS_TAG_SMALL_ATOM) {
+    hdr = 2;
+    len = c->p[c->i + 1];
+  } else if ((tag == KS_TAG_ATOM || tag == KS_TAG_ATOM_UTF8) && KS_NEED(c, 3)) {
+    hdr = 3;
+    len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+  } else {
+    return KS_EBADTERM;
+  }
+  if (!KS_NEED(c, hdr + len))
+    return KS_EBADTERM;
+  a->utf8 = tag == KS_TAG_SMALL_ATOM_UTF8 || tag == KS_TAG_ATOM_UTF8;
+  a->s = c->p + c->i + hdr;
+  a->n = len;
+  c->i += hdr + len;
+  return KS_OK;
+}
+
+/* An atom equal to an ASCII string literal (both encodings agree on ASCII). */
+#define ks_etf_atom_is(a, lit) \
+  ((a)->n == sizeof(lit) - 1 && memcmp((a)->s, (lit), sizeof(lit) - 1) == 0)
+
+int ks_etf_int64_slow(ks_etf *c, int64_t *v);
+
+static inline int ks_etf_int64(ks_etf *c, int64_t *v) {
+  if (KS_NEED(c, 2) && c->p[c->i] == KS_TAG_SMALL_INTEGER) {
+    *v = c->p[c->i + 1];
+    c->i += 2;
+    return KS_OK;
+  }
+  return ks_etf_int64_slow(c, v);
+}
 /* Skips one term of any shape without recursion; fails on any byte out of bounds. */
 int ks_etf_skip(ks_etf *c);
 /* The term (whole slice) is one that binary_to_term accepts, as far as the

@@ -62,7 +62,11 @@ typedef struct ks_intern {
   ks_itab mfa_raw, mfa_canon;
   uint32_t *mfas;          /* id -> canonical key offset */
   uint32_t n_mfas, cap_mfas, max_mfas;
+  ks_itab mfa_tuple;       /* raw {M,F,Arity} tuple bytes -> id */
   ks_itab pid_raw, pid_canon;
+  unsigned char last_pid[64];   /* the last pid seen, raw: runs of one process are common */
+  size_t last_pid_len;
+  uint32_t last_pid_id;
   uint32_t *pids;          /* id -> canonical key offset */
   uint32_t n_pids, cap_pids, max_pids;
   ks_itab terms;
@@ -78,6 +82,9 @@ int ks_intern_init(ks_intern *in, const ks_intern_limits *lim);
 void ks_intern_free(ks_intern *in);
 /* Each returns KS_OK and sets *id, KS_EFULL at the cap, KS_EBADTERM on bad atoms. */
 int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t arity, uint32_t *id);
+/* Same, keyed first by `raw`, the {M, F, Arity} tuple's bytes in the frame. */
+int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,
+                      uint32_t arity, uint32_t *id);
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id);
 int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);
 /* Views stay valid until the next intern call. Return KS_EINVAL for an unknown id. */

@@ -15,9 +15,17 @@ const char *const ks_event_kind_names[KS_EV__COUNT] = {
 int ks_event_kind_of(const ks_atom *a) {
   int k;
 
-  /* `call` first: it is most of the traffic. */
+  /* The bulk of the traffic first, by length. */
+  switch (a->n) {
+  case 2: if (a->s[0] == 'i' && a->s[1] == 'n') return KS_EV_IN; break;
+  case 3: if (memcmp(a->s, "out", 3) == 0) return KS_EV_OUT; break;
+  case 4: if (memcmp(a->s, "call", 4) == 0) return KS_EV_CALL; break;
+  case 9: if (memcmp(a->s, "return_to", 9) == 0) return KS_EV_RETURN_TO; break;
+  case 11: if (memcmp(a->s, "return_from", 11) == 0) return KS_EV_RETURN_FROM; break;
+  default: break;
+  }
   for (k = 0; k < KS_EV__COUNT; k++)
-    if (ks_etf_atom_is(a, ks_event_kind_names[k]))
+    if (a->n == strlen(ks_event_kind_names[k]) && memcmp(a->s, ks_event_kind_names[k], a->n) == 0)
       return k;
   return -1;
 }
@@ -43,8 +51,16 @@ static int note(int rc, uint32_t *id, int *full) {
 }
 
 static int decode_pid(ks_etf *c, ks_intern *in, uint32_t *id, int *is_port, int *full) {
+  size_t n = in->last_pid_len;
   ks_slice raw;
 
+  /* Bytes equal to the last pid's are that pid: no need to parse them. */
+  if (n > 0 && KS_NEED(c, n) && ks_key_eq(c->p + c->i, in->last_pid, n)) {
+    c->i += n;
+    *id = in->last_pid_id;
+    *is_port = in->last_pid[0] != KS_TAG_NEW_PID && in->last_pid[0] != KS_TAG_PID;
+    return KS_OK;
+  }
   if (ks_etf_pid(c, &raw, is_port) != KS_OK)
     return KS_EBADTERM;
   return note(ks_intern_pid(in, raw, id), id, full);
@@ -52,22 +68,24 @@ static int decode_pid(ks_etf *c, ks_intern *in, uint32_t *id, int *is_port, int 
 
 /* {M, F, Arity | Args} */
 static int decode_mfa(ks_etf *c, ks_intern *in, uint32_t *id, int *full) {
+  size_t at = c->i;
   uint32_t ar, arity;
   ks_atom m, f;
-  int64_t a;
-  int t;
+  ks_slice raw;
 
   if (ks_etf_tuple(c, &ar) != KS_OK || ar != 3 || ks_etf_atom(c, &m) != KS_OK ||
-      ks_etf_atom(c, &f) != KS_OK)
+      ks_etf_atom(c, &f) != KS_OK || !KS_NEED(c, 2))
     return KS_EBADTERM;
-  t = ks_etf_peek(c);
-  if (t == KS_TAG_SMALL_INTEGER || t == KS_TAG_INTEGER) {
-    if (ks_etf_int64(c, &a) != KS_OK || a < 0 || a > 255)
-      return KS_EBADTERM;
-    arity = (uint32_t)a;
-  } else if (ks_etf_list_length(c, &arity) != KS_OK) {
-    return KS_EBADTERM;
+  if (c->p[c->i] == KS_TAG_SMALL_INTEGER) {
+    /* The common case: the tuple's own bytes are the key, nothing is copied. */
+    arity = c->p[c->i + 1];
+    c->i += 2;
+    raw.p = c->p + at;
+    raw.n = c->i - at;
+    return note(ks_intern_mfa_raw(in, raw, &m, &f, arity, id), id, full);
   }
+  if (ks_etf_list_length(c, &arity) != KS_OK)
+    return KS_EBADTERM;
   return note(ks_intern_mfa(in, &m, &f, arity, id), id, full);
 }
 
@@ -326,8 +344,14 @@ int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_deco
   uint32_t arity;
   int full = 0, rc;
 
-  memset(out, 0, sizeof(*out));
+  /* Field by field: a memset of the whole record costs more than the decode of a call. */
+  out->ev.kind = 0;
+  out->ev.flags = 0;
+  out->ev.reserved = 0;
+  out->ev.ts = 0;
   out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.name = KS_NONE;
+  out->label.p = out->payload.p = out->ref.p = out->cmd.p = NULL;
+  out->label.n = out->payload.n = out->ref.n = out->cmd.n = 0;
   ks_etf_init(&c, buf, len);
   if (ks_etf_version(&c) != KS_OK || ks_etf_tuple(&c, &arity) != KS_OK || arity < 1 ||
       ks_etf_atom(&c, &tag) != KS_OK)

@@ -10,64 +10,7 @@
 
 #define NEED(c, k) do { if ((c)->n - (c)->i < (size_t)(k)) return KS_EBADTERM; } while (0)
 
-int ks_etf_version(ks_etf *c) {
-  NEED(c, 1);
-  if (c->p[c->i] != KS_TAG_VERSION)
-    return KS_EBADTERM;
-  c->i++;
-  return KS_OK;
-}
-
-int ks_etf_tuple(ks_etf *c, uint32_t *arity) {
-  NEED(c, 2);
-  if (c->p[c->i] == KS_TAG_SMALL_TUPLE) {
-    *arity = c->p[c->i + 1];
-    c->i += 2;
-    return KS_OK;
-  }
-  if (c->p[c->i] == KS_TAG_LARGE_TUPLE) {
-    NEED(c, 5);
-    *arity = ks_be32(c->p + c->i + 1);
-    c->i += 5;
-    return KS_OK;
-  }
-  return KS_EBADTERM;
-}
-
-int ks_etf_atom(ks_etf *c, ks_atom *a) {
-  size_t len, hdr;
-
-  NEED(c, 2);
-  switch (c->p[c->i]) {
-  case KS_TAG_SMALL_ATOM_UTF8:
-  case KS_TAG_SMALL_ATOM:
-    hdr = 2;
-    len = c->p[c->i + 1];
-    break;
-  case KS_TAG_ATOM_UTF8:
-  case KS_TAG_ATOM:
-    NEED(c, 3);
-    hdr = 3;
-    len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
-    break;
-  default:
-    return KS_EBADTERM;
-  }
-  NEED(c, hdr + len);
-  a->utf8 = c->p[c->i] == KS_TAG_SMALL_ATOM_UTF8 || c->p[c->i] == KS_TAG_ATOM_UTF8;
-  a->s = c->p + c->i + hdr;
-  a->n = len;
-  c->i += hdr + len;
-  return KS_OK;
-}
-
-/* ASCII literals only: both encodings agree on them. */
-int ks_etf_atom_is(const ks_atom *a, const char *lit) {
-  size_t n = strlen(lit);
-  return a->n == n && memcmp(a->s, lit, n) == 0;
-}
-
-int ks_etf_int64(ks_etf *c, int64_t *v) {
+int ks_etf_int64_slow(ks_etf *c, int64_t *v) {
   size_t n, k;
   uint64_t mag;
   int neg;
@@ -101,7 +44,14 @@ int ks_etf_int64(ks_etf *c, int64_t *v) {
   NEED(c, n);
   /* Little-endian digits; anything wider than 63 bits is not a time we want. */
   mag = 0;
-  for (k = 0; k < n; k++) {
+  k = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (n == 8) {   /* monotonic timestamps: one load */
+    memcpy(&mag, c->p + c->i, 8);
+    k = 8;
+  }
+#endif
+  for (; k < n; k++) {
     unsigned char d = c->p[c->i + k];
     if (k >= 8) {
       if (d != 0)

@@ -45,7 +45,7 @@ uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t has
     s = &t->slots[i];
     if (s->val == KS_NONE)
       return KS_NONE;
-    if (s->hash == hash && s->len == len && memcmp(t->arena + s->off, key, len) == 0)
+    if (s->hash == hash && s->len == len && ks_key_eq(t->arena + s->off, key, len))
       return s->val;
     i = (i + 1) & t->mask;
   }
@@ -130,6 +130,7 @@ int ks_intern_init(ks_intern *in, const ks_intern_limits *lim) {
   in->max_pids = lim ? lim->max_pids : 1u << 20;
   in->max_terms = lim ? lim->max_terms : 1u << 20;
   if (ks_itab_init(&in->mfa_raw, 1024) || ks_itab_init(&in->mfa_canon, 1024) ||
+      ks_itab_init(&in->mfa_tuple, 1024) ||
       ks_itab_init(&in->pid_raw, 1024) || ks_itab_init(&in->pid_canon, 1024) ||
       ks_itab_init(&in->terms, 256)) {
     ks_intern_free(in);
@@ -141,6 +142,7 @@ int ks_intern_init(ks_intern *in, const ks_intern_limits *lim) {
 void ks_intern_free(ks_intern *in) {
   ks_itab_free(&in->mfa_raw);
   ks_itab_free(&in->mfa_canon);
+  ks_itab_free(&in->mfa_tuple);
   ks_itab_free(&in->pid_raw);
   ks_itab_free(&in->pid_canon);
   ks_itab_free(&in->terms);
@@ -211,18 +213,51 @@ int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t ar
   return KS_OK;
 }
 
+int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,
+                      uint32_t arity, uint32_t *id) {
+  uint64_t h = ks_hash(raw.p, raw.n);
+  uint32_t v = ks_itab_get(&in->mfa_tuple, raw.p, raw.n, h);
+  int rc;
+
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  if ((rc = ks_intern_mfa(in, m, f, arity, &v)) != KS_OK)
+    return rc;
+  if ((rc = ks_itab_put(&in->mfa_tuple, raw.p, raw.n, h, v, NULL)) != KS_OK)
+    return rc;
+  *id = v;
+  return KS_OK;
+}
+
+/* The tail of a pid (num, serial, creation) is what differs between pids. */
+static uint64_t pid_hash(ks_slice raw) {
+  return raw.n >= 16 ? ks_hash(raw.p + raw.n - 16, 16) ^ raw.n : ks_hash(raw.p, raw.n);
+}
+
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   unsigned char key[ATOM_MAX + 1 + 12];
-  uint64_t h = ks_hash(raw.p, raw.n), port_id;
+  uint64_t h, port_id;
   uint32_t v, num, serial, creation;
   ks_etf c;
   ks_atom node;
   size_t kn;
   int tag, n, rc;
 
+  if (raw.n == in->last_pid_len && ks_key_eq(raw.p, in->last_pid, raw.n)) {
+    *id = in->last_pid_id;
+    return KS_OK;
+  }
+  h = pid_hash(raw);
   v = ks_itab_get(&in->pid_raw, raw.p, raw.n, h);
   if (v != KS_NONE) {
     *id = v;
+    if (raw.n <= sizeof(in->last_pid)) {
+      memcpy(in->last_pid, raw.p, raw.n);
+      in->last_pid_len = raw.n;
+      in->last_pid_id = v;
+    }
     return KS_OK;
   }
   ks_etf_init(&c, raw.p, raw.n);
