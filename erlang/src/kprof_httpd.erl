@@ -75,10 +75,8 @@ after_me([]) -> [].
 
 -spec path(string()) -> string().
 path(Uri) ->
-    case string:split(Uri, "?") of
-        [Path | _] -> Path;
-        [] -> Uri
-    end.
+    [Path | _] = string:split(Uri, "?"),
+    Path.
 
 -spec segment(string()) -> string().
 segment([]) -> [];
