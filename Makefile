@@ -46,8 +46,9 @@ AR := gcc-ar
 
 include test/c/check.mk
 include erlang/erlang.mk
-# Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk, ...).
--include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk))
+# Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk,
+# examples/shop/shop.mk, ...).
+-include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk examples/*/*.mk))
 
 # deps first, then a fresh make: the variables above need erl and pkg-config installed.
 demo: deps
