@@ -1,6 +1,6 @@
 %%% The shortest kprof session: trace a few thousand calls of a small call
 %%% tree through the sink, then print what the sink counted.
-%%% Run by `make demo' until the three-tier example takes over.
+%%% (`make demo' runs the three-tier example, examples/shop, instead.)
 -module(kprof_demo_basic).
 -export([main/0, tree/1]).
 
