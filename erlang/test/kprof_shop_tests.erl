@@ -1,0 +1,182 @@
+%%% @doc The example shop (examples/shop) under kprof tiers, end to end:
+%%% real HTTP over loopback to mochiweb, queries to SQLite through the
+%%% pool's gen_server workers, pages from bbmustache. 200 requests per
+%%% route, then the report must show each tier where the route uses it,
+%%% and the database owning the time of GET /report.
+%%%
+%%% The shop's modules are compiled from examples/shop/src into
+%%% _build/shop/ebin when they are not on the code path (`make eunit'
+%%% does not build them). The database is smaller than the demo's (5,000
+%%% orders) so that 200 reports take a few seconds.
+-module(kprof_shop_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-define(ROUTES, [{"/", {"GET", "/"}},
+                 {"/users/:id", {"GET", "/users/:id"}},
+                 {"/report", {"GET", "/report"}},
+                 {"/catalog", {"GET", "/catalog"}}]).
+-define(N, 200).
+
+-spec shop_test_() -> term().
+shop_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     [{timeout, 60, {"200 requests per route: three tiers, database time owns /report",
+                     fun tiers/0}},
+      {timeout, 30, {"the kprof_mochiweb loop instead of an entry function",
+                     fun mochiweb_helper/0}}]}.
+
+-spec tiers() -> term().
+tiers() ->
+    {ok, #{port := Port, db_file := DbFile}} = shop:start(#{orders => 5000}),
+    try
+        ?assert(filelib:is_regular(DbFile)),
+        ok = kprof:start_tiers(shop_demo:tiers(), shop_demo:tier_opts()),
+        [?assertEqual([{200, ?N}], drive(Port, Path)) || {Path, _} <- ?ROUTES],
+        R = report(),
+        ?assertEqual([http, database, templating], maps:get(tiers, R)),
+        ?assertEqual(0, maps:get(dropped, R)),
+        ?assertEqual(lists:sort([{Id, ?N} || {_, Id} <- ?ROUTES]),
+                     lists:sort([{Id, N} || #{identity := Id, requests := N} <- maps:get(rows, R)])),
+        %% Every route runs a handler and renders a page; all but / query.
+        [begin
+             Row = row(R, Id),
+             ?assert(calls(Row, http) >= ?N),
+             ?assert(self_ms(Row, http) > 0),
+             ?assert(calls(Row, templating) >= ?N),
+             ?assert(self_ms(Row, templating) > 0),
+             case Id of
+                 {_, "/"} ->
+                     ?assertEqual(0, calls(Row, database)),
+                     ?assertEqual(0.0, float(self_ms(Row, database)));
+                 _ ->
+                     ?assert(calls(Row, database) >= ?N),
+                     ?assert(self_ms(Row, database) > 0)
+             end
+         end || {_, Id} <- ?ROUTES],
+        %% The report's time is the database's: more than the other tiers
+        %% together, and most of the request.
+        Report = row(R, {"GET", "/report"}),
+        Db = self_ms(Report, database),
+        ?assert(Db > self_ms(Report, http) + self_ms(Report, templating)),
+        ?assert(Db > 0.5 * wall_ms(Report)),
+        %% The catalog renders a big page: more templating than /users/:id.
+        ?assert(self_ms(row(R, {"GET", "/catalog"}), templating)
+                > self_ms(row(R, {"GET", "/users/:id"}), templating))
+    after
+        _ = kprof:stop_tiers(),
+        ok = shop:stop()
+    end,
+    ?assertEqual(undefined, whereis(shop_sup)),
+    ?assertNot(filelib:is_regular(DbFile)).
+
+-spec mochiweb_helper() -> term().
+mochiweb_helper() ->
+    {ok, #{port := Port}} = shop:start(#{orders => 1000, loop => kprof_mochiweb}),
+    try
+        ok = kprof:start_tiers([{http, [{shop_web, '_', '_'}, {shop_http, '_', '_'}]},
+                                {database, [{shop_db, '_', '_'}]},
+                                {templating, [{shop_tpl, '_', '_'}]}], #{}),
+        [{200, _} = shop_load:get(Port, "/users/" ++ integer_to_list(I))
+         || I <- lists:seq(1, 20)],
+        {404, _} = shop_load:get(Port, "/nowhere"),
+        R = report(),
+        Row = row(R, {"GET", "/users/:id"}),
+        ?assertEqual(20, maps:get(requests, Row)),
+        ?assert(self_ms(Row, database) > 0),
+        ?assertEqual(1, maps:get(requests, row(R, {"GET", "/nowhere"})))
+    after
+        _ = kprof:stop_tiers(),
+        ok = shop:stop()
+    end.
+
+%%%%%%%%%%%%%%%
+%%% HELPERS %%%
+%%%%%%%%%%%%%%%
+
+-spec setup() -> ok.
+setup() ->
+    ok = ensure_shop(),
+    logger:set_handler_config(default, level, emergency),
+    ok = kprof:start(#{}),
+    ok.
+
+-spec cleanup(ok) -> ok.
+cleanup(_) ->
+    _ = kprof:stop_tiers(),
+    _ = shop:stop(),
+    ok = kprof:stop(),
+    logger:set_handler_config(default, level, all),
+    ok.
+
+%% ?N GETs of Path (":id" a random user) from 4 clients, each waiting for
+%% its answer before the next: [{Status, Count}].
+-spec drive(inet:port_number(), string()) -> [{term(), pos_integer()}].
+drive(Port, Pattern) ->
+    Self = self(),
+    Clients = [spawn_link(fun() ->
+                                  Self ! {self(), [status(shop_load:get(Port, path(Pattern)))
+                                                   || _ <- lists:seq(1, ?N div 4)]}
+                          end) || _ <- lists:seq(1, 4)],
+    Statuses = lists:append([receive {C, S} -> S end || C <- Clients]),
+    lists:foldl(fun(S, Acc) -> orddict:update_counter(S, 1, Acc) end, [], Statuses).
+
+-spec path(string()) -> string().
+path("/users/:id") -> "/users/" ++ integer_to_list(rand:uniform(2000));
+path(Path) -> Path.
+
+-spec status({integer(), binary()} | {error, term()}) -> integer() | {error, term()}.
+status({error, _} = Error) -> Error;
+status({Code, _}) -> Code.
+
+%% The shop's beams: on the path already (make shop), or compiled now.
+-spec ensure_shop() -> ok.
+ensure_shop() ->
+    [code:which(M) =/= non_existing
+     orelse error({missing_debian_package, M, "run: apt-get install erlang-mochiweb "
+                   "erlang-p1-sqlite3 erlang-bbmustache (or make deps)"})
+     || M <- [mochiweb_http, sqlite3, bbmustache]],
+    case code:which(shop) of
+        non_existing ->
+            Root = root(),
+            Out = filename:join(Root, "_build/shop/ebin"),
+            ok = filelib:ensure_path(Out),
+            [{ok, _} = compile:file(F, [debug_info, {outdir, Out}, return_errors])
+             || F <- filelib:wildcard(filename:join(Root, "examples/shop/src/*.erl"))],
+            true = code:add_patha(Out),
+            ok;
+        _ ->
+            ok
+    end.
+
+%% The repository: three levels above this test's source.
+-spec root() -> file:filename().
+root() ->
+    Src = proplists:get_value(source, ?MODULE:module_info(compile)),
+    filename:dirname(filename:dirname(filename:dirname(Src))).
+
+-spec report() -> map().
+report() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    {ok, R} = kprof:report(#{format => term}),
+    R.
+
+-spec row(map(), term()) -> map().
+row(#{rows := Rows}, Id) ->
+    [Row] = [R || #{identity := I} = R <- Rows, I =:= Id],
+    Row.
+
+-spec calls(map(), atom()) -> non_neg_integer().
+calls(#{tiers := Tiers}, Tier) ->
+    [C] = [C || #{tier := T, calls := C} <- Tiers, T =:= Tier],
+    C.
+
+-spec self_ms(map(), atom()) -> number().
+self_ms(#{tiers := Tiers}, Tier) ->
+    [M] = [M || #{tier := T, self := #{mean := M}} <- Tiers, T =:= Tier],
+    M.
+
+-spec wall_ms(map()) -> number().
+wall_ms(#{wall := #{mean := M}}) ->
+    M.
