@@ -44,3 +44,9 @@ $(B)/record/%.beam: test/record/%.erl | $(B)/record
 
 $(B)/record:
 	mkdir -p $@
+
+# edoc of erlang/src -> _build/doc/index.html; fails on an edoc warning or on an
+# exported function without a doc (scripts/docs.escript).
+.PHONY: docs
+docs:
+	scripts/docs.escript $(B)/doc $(ERL_SRC)
