@@ -104,6 +104,7 @@ connect({sqlite, File}, Name) ->
         {error, _} = Error -> Error
     end;
 connect({postgres, Info}, _Name) ->
+    {ok, _} = application:ensure_all_started(p1_pgsql),
     case pgsql:connect(maps:get(host, Info, "127.0.0.1"), maps:get(database, Info, "shop"),
                        maps:get(user, Info, "shop"), maps:get(password, Info, ""),
                        maps:get(port, Info, 5432)) of
@@ -150,8 +151,7 @@ query({sqlite, Name}, Sql, Params) ->
     end;
 query({postgres, Pid}, Sql, Params) ->
     case pgsql:pquery(Pid, shop_rows:numbered(iolist_to_binary(Sql)), Params) of
-        {ok, {_Tag, Cols, Rows}} -> shop_rows:to_maps(Cols, Rows);
-        {ok, Other} -> error({postgres, Other, iolist_to_binary(Sql)});
+        {ok, _Tag, _Status, Cols, Rows} -> shop_rows:from_pgsql(Cols, Rows);
         Error -> error({postgres, Error, iolist_to_binary(Sql)})
     end.
 
@@ -169,13 +169,18 @@ init({Backend, N}) ->
     end.
 
 %% @private
+%% PostgreSQL's answers come from p1_pgsql's socket process, which never
+%% saw the caller's seq_trace token, and a process that receives a message
+%% without a token loses its own. The worker puts the caller's token back
+%% before replying, so the caller keeps it too (kprof follows a request by
+%% that token; without this, the templating of a page rendered after a
+%% PostgreSQL query would not be seen).
 -spec handle_call(term(), gen_server:from(), conn()) -> {reply, term(), conn()}.
-handle_call({user, Id}, _From, Conn) ->
-    {reply, run_user(Conn, Id), Conn};
-handle_call(report, _From, Conn) ->
-    {reply, run_report(Conn), Conn};
-handle_call({catalog, Limit}, _From, Conn) ->
-    {reply, run_catalog(Conn, Limit), Conn}.
+handle_call(Query, _From, Conn) ->
+    Token = seq_trace:get_token(),
+    Reply = run(Conn, Query),
+    _ = seq_trace:set_token(Token),
+    {reply, Reply, Conn}.
 
 %% @private
 -spec handle_cast(term(), conn()) -> {noreply, conn()}.
@@ -202,6 +207,11 @@ call(Query) ->
     ok = counters:add(Counter, 1, 1),
     Worker = element(1 + counters:get(Counter, 1) rem tuple_size(Names), Names),
     gen_server:call(Worker, Query, ?CALL_TIMEOUT).
+
+-spec run(conn(), term()) -> term().
+run(Conn, {user, Id}) -> run_user(Conn, Id);
+run(Conn, report) -> run_report(Conn);
+run(Conn, {catalog, Limit}) -> run_catalog(Conn, Limit).
 
 -spec run_user(conn(), integer()) -> {ok, row(), [row()]} | not_found.
 run_user(Conn, Id) ->
