@@ -7,7 +7,9 @@
 %%% The shop's modules are compiled from examples/shop/src into
 %%% _build/shop/ebin when they are not on the code path (`make eunit'
 %%% does not build them). The database is smaller than the demo's (5,000
-%%% orders) so that 200 reports take a few seconds.
+%%% orders) so that 200 reports take a few seconds. With
+%%% `KPROF_SHOP_PG_PORT' set (examples/shop/pg.sh start), the same test
+%%% runs on PostgreSQL too.
 -module(kprof_shop_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -22,15 +24,19 @@
 shop_test_() ->
     {setup, fun setup/0, fun cleanup/1,
      [{timeout, 60, {"200 requests per route: three tiers, database time owns /report",
-                     fun tiers/0}},
+                     ?_test(tiers(sqlite))}},
       {timeout, 30, {"the kprof_mochiweb loop instead of an entry function",
-                     fun mochiweb_helper/0}}]}.
+                     fun mochiweb_helper/0}}]
+     ++ [{timeout, 60, {"the same on PostgreSQL", ?_test(tiers({postgres, #{port => P}}))}}
+         || P <- pg_port()]}.
 
--spec tiers() -> term().
-tiers() ->
-    {ok, #{port := Port, db_file := DbFile}} = shop:start(#{orders => 5000}),
+-spec tiers(sqlite | {postgres, map()}) -> term().
+tiers(Db) ->
+    {ok, Started} = shop:start(#{orders => 5000, db => Db}),
+    #{port := Port} = Started,
+    DbFile = maps:get(db_file, Started, none),
     try
-        ?assert(filelib:is_regular(DbFile)),
+        ?assert(Db =/= sqlite orelse filelib:is_regular(DbFile)),
         ok = kprof:start_tiers(shop_demo:tiers(), shop_demo:tier_opts()),
         [?assertEqual([{200, ?N}], drive(Port, Path)) || {Path, _} <- ?ROUTES],
         R = report(),
@@ -57,9 +63,9 @@ tiers() ->
         %% The report's time is the database's: more than the other tiers
         %% together, and most of the request.
         Report = row(R, {"GET", "/report"}),
-        Db = self_ms(Report, database),
-        ?assert(Db > self_ms(Report, http) + self_ms(Report, templating)),
-        ?assert(Db > 0.5 * wall_ms(Report)),
+        DbMs = self_ms(Report, database),
+        ?assert(DbMs > self_ms(Report, http) + self_ms(Report, templating)),
+        ?assert(DbMs > 0.5 * wall_ms(Report)),
         %% The catalog renders a big page: more templating than /users/:id.
         ?assert(self_ms(row(R, {"GET", "/catalog"}), templating)
                 > self_ms(row(R, {"GET", "/users/:id"}), templating))
@@ -69,6 +75,13 @@ tiers() ->
     end,
     ?assertEqual(undefined, whereis(shop_sup)),
     ?assertNot(filelib:is_regular(DbFile)).
+
+-spec pg_port() -> [inet:port_number()].
+pg_port() ->
+    case os:getenv("KPROF_SHOP_PG_PORT") of
+        false -> [];
+        P -> [list_to_integer(P)]
+    end.
 
 -spec mochiweb_helper() -> term().
 mochiweb_helper() ->
