@@ -1,6 +1,8 @@
 # Sink throughput benchmark (included by the top-level Makefile).
-#   make bench                    replays a recorded stream of >= 5 M real trace messages
+#   make bench                    all of them: bench-sink, bench-overhead, bench-tiers
+#   make bench-sink               replays a recorded stream of >= 5 M real trace messages
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
+#   make bench-overhead           cost per event in the traced process, tracer by tracer
 #   make bench BENCH_RUNS=9       more runs
 #   make bench-stream             only (re)generate the stream if it is missing
 # The stream is recorded once from a real traced workload by bench/gen_stream.erl into
@@ -11,8 +13,11 @@ BENCH_MSGS   ?= 5000000
 BENCH_RUNS   ?= 5
 BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only
 
-.PHONY: bench bench-stream
-bench: $(SINK) $(BENCH_BINS)
+.PHONY: bench bench-sink bench-stream bench-overhead
+# Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
+bench: bench-sink bench-overhead bench-tiers
+
+bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
 
 bench-stream:
@@ -26,3 +31,13 @@ $(BENCH_DIR)/replay: bench/replay.c $(wildcard include/*.h) $(B)/libkprof_sink.a
 
 $(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a
+
+# What one trace event costs the traced process, tracer by tracer (bench/overhead_bench.erl).
+OVERHEAD_CALLS  ?= 200000
+OVERHEAD_ROUNDS ?= 3
+bench-overhead: $(SINK) $(BENCH_DIR)/overhead_bench.beam
+	erl -noshell -pa $(BENCH_DIR) \
+	  -eval 'overhead_bench:main(["$(OVERHEAD_CALLS)", "$(OVERHEAD_ROUNDS)", "bench/RESULTS.md"])'
+
+$(BENCH_DIR)/overhead_bench.beam: bench/overhead_bench.erl | $(BENCH_DIR)
+	erlc -o $(BENCH_DIR) $<

@@ -1,0 +1,179 @@
+%%% @doc What a trace event costs the traced process, tracer by tracer
+%%% (`make bench-overhead', issue 6 benchmark 3).
+%%%
+%%% One worker process calls a traced function `Calls' times in a loop, with
+%%% `[call, arity, monotonic_timestamp]' and a local pattern; the time of the
+%%% loop, minus the untraced loop's, divided by `Calls', is the cost per event
+%%% in the traced process. Tracers, side by side, interleaved over `Rounds':
+%%%
+%%% <ul>
+%%% <li>`kprof_sink': a port to the sink as kprof opens it (1 MiB pipe);</li>
+%%% <li>`kprof_sink 64k pipe': the same with the default pipe size, on a
+%%%     tenth of the calls: the VM's port queue drains quadratically behind a
+%%%     small pipe, so the full count takes minutes;</li>
+%%% <li>`kprof_sink parallelism': the port opened with `{parallelism, true}';</li>
+%%% <li>`process tracer': an Erlang process that receives and counts;</li>
+%%% <li>`dbg ip': `dbg:trace_port(ip, {0, 50000})', no client (it drops);</li>
+%%% <li>`dbg file': `dbg:trace_port(file, File)'.</li>
+%%% </ul>
+%%%
+%%% Also: the time until the tracer has everything (for the sink, the reply
+%%% to a `sync' sent after the loop). Medians. Prints a table and rewrites
+%%% the "Cost per event" section of bench/RESULTS.md.
+-module(overhead_bench).
+-export([main/1, f/1, run_mode/3]).
+
+-define(FLAGS, [call, arity, monotonic_timestamp]).
+
+%% The traced function.
+f(X) -> X.
+
+main([CallsS, RoundsS, Results]) ->
+    Calls = list_to_integer(CallsS),
+    Rounds = list_to_integer(RoundsS),
+    {module, _} = code:ensure_loaded(?MODULE),
+    Sink = filename:absname("erlang/priv/kprof_sink"),
+    Modes = [untraced,
+             {sink, "kprof_sink", [], []},
+             {sink, "kprof_sink 64k pipe", ["--pipe-size", "65536"], []},
+             {sink, "kprof_sink parallelism", [], [{parallelism, true}]},
+             process, dbg_ip, dbg_file],
+    Runs = [{mode_name(M), run(M, Sink, calls_of(M, Calls))} || _ <- lists:seq(1, Rounds), M <- Modes],
+    Table = [summary(Name, [R || {N, R} <- Runs, N =:= Name]) || Name <- lists:usort(
+                                                                 [mode_name(M) || M <- Modes])],
+    Base = proplists:get_value("untraced", [{N, Loop} || {N, Loop, _} <- Table]),
+    Lines = [line(N, Loop, Drain, Base, calls_of(M, Calls), Calls)
+             || {M, {N, Loop, Drain}} <- lists:zip(Modes, order(Modes, Table))],
+    Text = ["| tracer | loop (ms) | ns/event in the traced process | until the tracer has all (ms) |\n",
+            "|---|--:|--:|--:|\n", Lines,
+            io_lib:format("~nMedians of ~b rounds of ~b calls each, modes interleaved; "
+                          "flags ~w, local pattern, match spec [].~n", [Rounds, Calls, ?FLAGS])],
+    io:format("~s", [Text]),
+    write_section(Results, "Cost per event", Text),
+    halt(0).
+
+order(Modes, Table) ->
+    [lists:keyfind(mode_name(M), 1, Table) || M <- Modes].
+
+calls_of({sink, _, ["--pipe-size", "65536"], _}, Calls) -> Calls div 10;
+calls_of(_, Calls) -> Calls.
+
+mode_name(untraced) -> "untraced";
+mode_name({sink, Name, _, _}) -> Name;
+mode_name(process) -> "process tracer";
+mode_name(dbg_ip) -> "dbg ip (drops)";
+mode_name(dbg_file) -> "dbg file".
+
+summary(Name, Rs) ->
+    {Name, median([L || {L, _} <- Rs]), median([D || {_, D} <- Rs])}.
+
+%% The untraced loop ran all the calls; a mode run on fewer is compared pro rata.
+line(Name, Loop, Drain, Base, Calls, AllCalls) ->
+    Ns = case Name of
+             "untraced" -> "-";
+             _ -> io_lib:format("~b", [round((Loop - Base * Calls / AllCalls) * 1.0e6 / Calls)])
+         end,
+    Note = case Calls of AllCalls -> ""; _ -> io_lib:format(" (~b calls)", [Calls]) end,
+    io_lib:format("| ~s~s | ~.1f | ~s | ~.1f |~n", [Name, Note, Loop, Ns, Drain]).
+
+median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).
+
+%% {LoopMs, UntilDeliveredMs}
+run_mode(M, S, C) -> run(M, S, C).
+
+run(untraced, _Sink, Calls) ->
+    {loop(undefined, Calls), 0.0};
+run({sink, _Name, Args, PortOpts}, Sink, Calls) ->
+    Port = open_port({spawn_executable, Sink},
+                     [{args, Args}, binary, {packet, 4}, use_stdio, exit_status | PortOpts]),
+    Loop = loop(Port, Calls),
+    T0 = now_us(),
+    Ref = make_ref(),
+    port_command(Port, term_to_binary({kprof, Ref, stats})),
+    #{trace_events := N} = receive {Port, {data, B}} -> {kprof_reply, Ref, S} = binary_to_term(B), S
+                           after 120000 -> error(sink_timeout) end,
+    Calls = N,
+    Drain = (now_us() - T0) / 1000,
+    port_close(Port),
+    {Loop, Drain};
+run(process, _Sink, Calls) ->
+    Self = self(),
+    Counter = spawn(fun() -> count(Self, Calls) end),
+    Loop = loop(Counter, Calls),
+    T0 = now_us(),
+    receive {counted, Counter} -> ok after 120000 -> error(counter_timeout) end,
+    {Loop, (now_us() - T0) / 1000};
+run(dbg_ip, _Sink, Calls) ->
+    Port = (dbg:trace_port(ip, {0, 50000}))(),
+    Loop = loop(Port, Calls),
+    catch port_close(Port),
+    {Loop, 0.0};
+run(dbg_file, _Sink, Calls) ->
+    File = filename:absname("_build/bench/overhead.trace"),
+    ok = filelib:ensure_dir(File),
+    Port = (dbg:trace_port(file, File))(),
+    Loop = loop(Port, Calls),
+    T0 = now_us(),
+    catch port_close(Port),   % the file driver writes what it holds on close
+    Drain = (now_us() - T0) / 1000,
+    _ = file:delete(File),
+    {Loop, Drain}.
+
+count(Parent, 0) -> Parent ! {counted, self()};
+count(Parent, N) -> receive {trace_ts, _, call, _, _} -> count(Parent, N - 1) end.
+
+%% The worker's own time for Calls traced calls.
+loop(Tracer, Calls) ->
+    Self = self(),
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      T0 = now_us(),
+                      calls(Calls),
+                      Self ! {looped, self(), now_us() - T0}
+              end),
+    case Tracer of
+        undefined -> ok;
+        _ ->
+            1 = erlang:trace(W, true, [{tracer, Tracer} | ?FLAGS]),
+            1 = erlang:trace_pattern({?MODULE, f, 1}, [], [local])
+    end,
+    W ! go,
+    Us = receive {looped, W, T} -> T after 120000 -> error(loop_timeout) end,
+    erlang:trace_pattern({?MODULE, f, 1}, false, [local]),
+    Us / 1000.
+
+calls(0) -> ok;
+calls(N) -> f(N), calls(N - 1).
+
+now_us() -> erlang:monotonic_time(microsecond).
+
+%% Replaces (or appends) "## Title" ... up to the next "## " in the results file.
+write_section(File, Title, Body) ->
+    Old = case file:read_file(File) of {ok, B} -> binary_to_list(B); _ -> "# kprof benchmark results\n" end,
+    Head = "## " ++ Title,
+    Stamp = io_lib:format("~s~n~nMeasured ~s on ~s (~b cores, OTP ~s).~n~n",
+                          [Head, calendar:system_time_to_rfc3339(erlang:system_time(second)),
+                           cpu_model(), erlang:system_info(logical_processors),
+                           erlang:system_info(otp_release)]),
+    New = lists:flatten([Stamp, Body]),
+    Out = case string:find(Old, Head) of
+              nomatch -> Old ++ "\n" ++ New;
+              Rest ->
+                  Before = string:slice(Old, 0, length(Old) - length(Rest)),
+                  After = case string:find(string:slice(Rest, length(Head)), "\n## ") of
+                              nomatch -> "";
+                              Tail -> string:slice(Tail, 1)
+                          end,
+                  Before ++ New ++ "\n" ++ After
+          end,
+    ok = file:write_file(File, Out).
+
+cpu_model() ->
+    case file:read_file("/proc/cpuinfo") of
+        {ok, B} ->
+            case re:run(B, "model name\\s*:\\s*(.*)", [{capture, all_but_first, list}]) of
+                {match, [M]} -> M;
+                _ -> "unknown CPU"
+            end;
+        _ -> "unknown CPU"
+    end.
