@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make test`: every suite, one after the other; a summary at the end; non-zero if any failed.
 #   C unit tests (Check), the same under ASan+UBSan, under valgrind, the Erlang
-#   end-to-end tests (EUnit), then the fuzzers for FUZZ_SECONDS (default 30).
+#   end-to-end tests (EUnit), the API docs (edoc, no warning, every export
+#   documented), then the fuzzers for FUZZ_SECONDS (default 30).
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -28,6 +29,7 @@ run check-c     $MAKE --no-print-directory check-c
 run check-asan  $MAKE --no-print-directory check-asan
 run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
+run docs        $MAKE --no-print-directory docs
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 
 [ -n "$failures" ] && echo "failed:$failures"
