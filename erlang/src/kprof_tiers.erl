@@ -248,10 +248,14 @@ abort(Reason, Info) ->
         {_Sample, Counters, Patterns} ->
             case counters:get(Counters, ?ACTIVE) of
                 1 ->
+                    %% Requests stop at once; the server hears of it before
+                    %% the slow part (trace_pattern/3 waits for every
+                    %% scheduler), and untraces again should this process
+                    %% die half-way.
                     counters:put(Counters, ?ACTIVE, 0),
-                    untrace(Patterns),
                     Time = erlang:system_time(millisecond),
-                    gen_server:cast(?SERVER, {aborted, Reason, Info, Time});
+                    gen_server:cast(?SERVER, {aborted, Reason, Info, Time}),
+                    untrace(Patterns);
                 _ ->
                     ok
             end;
@@ -458,7 +462,6 @@ handle_info(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S) ->
     _ = untrace_state(S),
-    S#state.active andalso disarm_guard(),
     unpublish().
 
 %% @private
@@ -531,9 +534,12 @@ untrace(Patterns) ->
     _ = (catch erlang:trace(all, false, ?FLAGS)),
     remove_patterns(Patterns).
 
+%% The guard first: while it is armed it puts back the patterns it sees
+%% gone (it takes that for a code reload).
 -spec untrace_state(#state{}) -> ok.
 untrace_state(#state{active = true, plan = #plan{patterns = Patterns}, counters = C}) ->
     counters:put(C, ?ACTIVE, 0),
+    disarm_guard(),
     untrace(Patterns);
 untrace_state(_) ->
     ok.
@@ -571,7 +577,6 @@ started(Plan, Counters, S) ->
 stopped(S = #state{active = true}) ->
     untrace_state(S),
     unpublish(),
-    disarm_guard(),
     _ = kprof_sink:command(tiers_stop),
     S1 = final_slice(S),
     cancel_timer(S1#state{active = false, until = now_ns()});
@@ -582,6 +587,9 @@ stopped(S) ->
 
 -spec aborted(term(), term(), integer(), #state{}) -> #state{}.
 aborted(Reason, Info, Time, S = #state{active = true}) ->
+    %% Again, after the guard is disarmed: abort/2 untraced from its
+    %% caller, and the guard may have put patterns back since.
+    untrace_state(S),
     _ = kprof_sink:command(tiers_stop),
     S1 = final_slice(S),
     cancel_timer(S1#state{active = false, until = now_ns(), aborted = {Reason, Info, Time}});
@@ -589,8 +597,8 @@ aborted(_Reason, _Info, _Time, S) ->
     S.
 
 -spec abort_here(term(), term(), #state{}) -> #state{}.
-abort_here(Reason, Info, S) ->
-    untrace_state(S),
+abort_here(Reason, Info, S = #state{counters = C}) ->
+    counters:put(C, ?ACTIVE, 0),
     aborted(Reason, Info, erlang:system_time(millisecond), S).
 
 -spec reset_state(#state{}) -> #state{}.

@@ -14,11 +14,11 @@ multi_test_() ->
     {setup, fun setup/0, fun cleanup/1,
      fun(#{peer := Peer, bad := Bad}) ->
              [{"two nodes: rows merged by identity, histograms exactly",
-               {timeout, 60, fun() -> merge(Peer) end}},
+               {timeout, 120, fun() -> merge(Peer) end}},
               {"a node that cannot start: nothing started anywhere",
-               {timeout, 60, fun() -> all_or_nothing(Peer, Bad) end}},
+               {timeout, 120, fun() -> all_or_nothing(Peer, Bad) end}},
               {"a module missing on a node: refused before anything starts",
-               {timeout, 60, fun() -> missing_module(Peer) end}}]
+               {timeout, 120, fun() -> missing_module(Peer) end}}]
      end}.
 
 -spec merge(node()) -> term().

@@ -14,11 +14,13 @@
 -spec web_test_() -> term().
 web_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
-     [{"kprof_httpd: one request per HTTP request, {Method, Route}", fun httpd/0},
-      {"kprof_httpd: a route function from the httpd configuration", fun httpd_route/0},
-      {"kprof_httpd: without tiers the chain just runs", fun httpd_untraced/0},
-      {"kprof_mochiweb: the loop fun", fun mochiweb/0},
-      {"the default route", fun route/0}]}.
+     [{Title, {timeout, 120, Test}}
+      || {Title, Test} <- [{"kprof_httpd: one request per HTTP request, {Method, Route}", fun httpd/0},
+                           {"kprof_httpd: a route function from the httpd configuration",
+                            fun httpd_route/0},
+                           {"kprof_httpd: without tiers the chain just runs", fun httpd_untraced/0},
+                           {"kprof_mochiweb: the loop fun", fun mochiweb/0},
+                           {"the default route", fun route/0}]]}.
 
 -spec httpd() -> term().
 httpd() ->
