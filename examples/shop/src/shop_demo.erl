@@ -163,12 +163,10 @@ flame(Port) ->
             Result = kprof:flame_capture({shop_http, report, 1}, 1, Opts),
             unlink(Asker),
             exit(Asker, kill),
-            {ok, Files} = Result,
+            {ok, _Files} = Result,
             io:format("~p~n", [Result]),
             io:format("   flame graph of one GET /report: open the .svg in a browser, or load "
-                      "the .speedscope.json at https://www.speedscope.app~n"),
-            [io:format("   ~s~n", [F]) || F <- Files],
-            ok;
+                      "the .speedscope.json~n   at https://www.speedscope.app~n");
         false ->
             step("7> kprof:flame_capture({shop_http, report, 1}, 1, Opts)."),
             io:format("   flame graphs: not available in this build~n")
