@@ -28,7 +28,8 @@
 %%%
 %%% The database is generated at every start ({@link shop_seed}, a fixed
 %%% random seed): with SQLite in a new file under option `dir'
-%%% (`_build/shop'), deleted by {@link stop/0}.
+%%% (`_build/shop'), deleted by {@link stop/0} (or by the next start, if
+%%% the VM ended without stopping the shop).
 -module(shop).
 
 -export([start/0, start/1, stop/0, port/0, url/0, config/1]).
@@ -116,6 +117,7 @@ start_with(#{db := Db, dir := Dir, templates := Tpl} = Cfg0) ->
                                                 ++ integer_to_list(erlang:unique_integer([positive]))
                                                 ++ ".db")),
                       ok = filelib:ensure_dir(File),
+                      ok = remove_stale(filename:dirname(File)),
                       {sqlite, File};
                   {postgres, Info} when is_map(Info) ->
                       {postgres, Info}
@@ -166,6 +168,15 @@ seed(Backend, Cfg) ->
         Error ->
             Error
     end.
+
+%% Databases left by VMs that ended without shop:stop/0 (their OS process
+%% is gone).
+-spec remove_stale(file:filename()) -> ok.
+remove_stale(Dir) ->
+    [file:delete(F) || F <- filelib:wildcard(filename:join(Dir, "shop-*.db*")),
+                       [_, OsPid | _] <- [string:split(filename:basename(F), "-", all)],
+                       not filelib:is_dir("/proc/" ++ OsPid)],
+    ok.
 
 %% examples/shop/templates, found from where this module was compiled.
 -spec templates_dir() -> file:filename().
