@@ -32,7 +32,8 @@
 
 %% PUBLIC
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
-         subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0]).
+         subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
+         other_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -69,6 +70,7 @@
                 last_stats = 0 :: integer(),   % monotonic ms: negative, set at start
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
+                other_tracers = [] :: [{pid(), term()}],
                 reapplied = 0 :: non_neg_integer()}).
 
 %%====================================================================
@@ -131,6 +133,16 @@ subscribe() ->
 unsubscribe() ->
     gen_server:call(?MODULE, {unsubscribe, self()}).
 
+%% @doc Processes traced by a tracer other than kprof's sink (dbg, recon_trace,
+%% a tool of your own). Before OTP 27 a process has one tracer: kprof cannot
+%% see their calls, and `erlang:trace(all, ...)' passes them over silently.
+-spec other_tracers() -> [{pid(), Tracer :: term()}].
+other_tracers() ->
+    Ours = kprof_sink:port(),
+    [{P, T} || P <- processes(),
+               {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+               T =/= [], T =/= Ours].
+
 %%====================================================================
 %% gen_server
 %%====================================================================
@@ -152,8 +164,11 @@ handle_call({arm, Name, Spec}, _From, S0) ->
              true -> start_watch(S0#state{aborted = undefined});
              false -> S0
          end,
+    Others = other_tracers(),
+    warn_other_tracers(Others),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
-                  limits = strictest(S1#state.limits, Limits, First)},
+                  limits = strictest(S1#state.limits, Limits, First),
+                  other_tracers = Others},
     send_overload_bound(S2),
     {reply, ok, S2};
 handle_call({disarm, Name}, _From, S) ->
@@ -162,7 +177,8 @@ handle_call({abort, Kind, Info}, _From, S) ->
     {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
 handle_call(status, _From, S) ->
     {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
-              aborted => S#state.aborted, reapplied => S#state.reapplied}, S};
+              aborted => S#state.aborted, reapplied => S#state.reapplied,
+              other_tracers => length(S#state.other_tracers)}, S};
 handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
     case maps:is_key(Pid, Subs) of
         true -> {reply, ok, S};
@@ -390,6 +406,15 @@ overload_info(Info) ->
 %%====================================================================
 %% PRIVATE: helpers
 %%====================================================================
+
+warn_other_tracers([]) ->
+    ok;
+warn_other_tracers(Others = [{P, T} | _]) ->
+    logger:warning("kprof: ~b process(es) already have another tracer (dbg, recon_trace, ...),"
+                   " so kprof cannot trace them and their calls will be missing;"
+                   " e.g. ~p is traced by ~p. Stop that tracer (dbg:stop/0,"
+                   " recon_trace:clear/0) and start kprof's tracing again.",
+                   [length(Others), P, T]).
 
 sync_clock() ->
     catch kprof_sink:command({clock, erlang:monotonic_time(nanosecond)}, 1000, [nosuspend]).

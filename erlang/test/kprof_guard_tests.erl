@@ -21,7 +21,8 @@ guard_test_() ->
       {"rate {Max, PerMs}", {timeout, 30, fun rate_limit/0}},
       {"max_seconds", {timeout, 30, fun max_seconds/0}},
       {"bad limits are refused", fun bad_limits/0},
-      {"manual abort and status", fun manual_abort/0}]}.
+      {"manual abort and status", fun manual_abort/0},
+      {"another tracer on a process is reported", fun other_tracer/0}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -183,6 +184,18 @@ manual_abort() ->
     ?assert(traced_off(W)),
     #{armed := [], aborted := #{kind := manual}, sink := ok} = kprof:status(),
     stop_worker(W).
+
+other_tracer() ->
+    Dbg = spawn(fun() -> receive stop -> ok end end),
+    Victim = spawn(fun() -> receive stop -> ok end end),
+    1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
+    ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
+    W = arm_worker(1, #{}),
+    #{other_tracers := 1} = kprof:status(),
+    ok = kprof_guard:disarm(test),
+    stop_worker(W),
+    Victim ! stop,
+    Dbg ! stop.
 
 app_stop_leaves_nothing() ->
     setup(),
