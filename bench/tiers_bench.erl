@@ -31,9 +31,9 @@
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2]).
 
--define(HTTP_US, 30).
--define(DB_US, 60).
--define(TPL_US, 40).
+-define(HTTP_US, 10).
+-define(DB_US, 20).
+-define(TPL_US, 15).
 -define(IDENTITIES, 4).
 -define(TIERS, [{http, [{?MODULE, http, 1}]}, {db, [{?MODULE, db_query, 1}]},
                 {templating, [{?MODULE, tpl_render, 1}]}]).
@@ -374,10 +374,10 @@ section(Table, Rows, Rate, Seconds, Rounds, Load) ->
     Traced = [R || #{mode := {tiers, _}} = R <- Rows],
     ["## Tiers\n\n",
      io_lib:format("`make bench-tiers` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores, ~s; "
-                   "OTP ~s (erts ~s); load average before the run: ~s.~n~n",
+                   "OTP ~s (erts ~s); nice ~b; load average before the run: ~s.~n~n",
                    [Y, Mo, D, H, Mi, erlang:system_info(logical_processors_available),
                     cpu_model(), erlang:system_info(otp_release), erlang:system_info(version),
-                    Load]),
+                    niceness(), Load]),
      io_lib:format("A synthetic three-tier service (bench/tiers_bench.erl): each request is a new "
                    "process, the http tier (~b us of CPU), which calls a db gen_server (~b us) "
                    "then a template gen_server (~b us); ~b identities. Offered ~b req/s open loop, "
@@ -389,11 +389,21 @@ section(Table, Rows, Rate, Seconds, Rounds, Load) ->
                    "average says how much else ran.~n~n",
                    [?HTTP_US, ?DB_US, ?TPL_US, ?IDENTITIES, Rate, Seconds, Rounds]),
      Table, "\n",
+     "The tier times the sink measured (below) include the tracing itself: the VM writes each "
+     "trace message to the sink's pipe from the traced process, inside the span it times, and "
+     "the db and template servers are one process each.\n\n",
      [io_lib:format("- ~s: ~b requests recorded by the sink; mean self time per tier: ~s~n",
                     [mode_name(M), Recorded,
                      lists:join(", ", [io_lib:format("~s ~.1f us", [T, Us]) || {T, Us} <- Tiers])])
       || #{mode := M, recorded := Recorded, tiers := Tiers} <- Traced],
      "\n"].
+
+%% The VM's nice value (field 19 of /proc/self/stat).
+-spec niceness() -> integer().
+niceness() ->
+    {ok, Stat} = file:read_file("/proc/self/stat"),
+    [_, Rest] = string:split(Stat, ")", trailing),
+    binary_to_integer(lists:nth(19 - 2, string:lexemes(Rest, " "))).
 
 -spec cpu_model() -> string().
 cpu_model() ->
