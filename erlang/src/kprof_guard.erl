@@ -388,18 +388,20 @@ turn_off(Name, A, Kind, Info) ->
     end,
     ok.
 
-message(Kind, #{what := lag_ms, value := V, bound := B}) ->
-    io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(V), secs(B)]);
+message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
+    io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
 message(Kind, #{what := What, value := V, bound := B}) ->
     io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->
     io_lib:format("~p ~0p", [Kind, Info]).
 
 secs(Ms) when Ms >= 1000 -> io_lib:format("~.1f s", [Ms / 1000]);
-secs(Ms) -> io_lib:format("~b ms", [Ms]).
+secs(Ms) when is_integer(Ms) -> io_lib:format("~b ms", [Ms]);
+secs(Ms) when Ms >= 10 -> io_lib:format("~b ms", [round(Ms)]);
+secs(Ms) -> io_lib:format("~.1f ms", [Ms]).
 
 overload_info(#{lag_us := Lag, max_lag_us := Max}) ->
-    #{what => lag_ms, value => Lag div 1000, bound => Max div 1000};
+    #{what => lag_ms, value => Lag div 1000, lag_us => Lag, bound => Max div 1000};
 overload_info(Info) ->
     Info.
 
