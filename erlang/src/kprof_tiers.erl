@@ -40,8 +40,8 @@
 %%%     || N <- lists:seq(1, 10000)], ok.
 %%% ok
 %%% 3> kprof:report().
-%%% kprof tiers on nonode@nohost: 3.21 s traced, requests 1003 recorded (seen 10000, sampled 1003), events 8024, dropped 0, tracing on
-%%% times in ms, self time per tier, other = time in no tier
+%%% kprof tiers on nonode@nohost: 3.21 s traced, requests 1003 recorded (seen 10000, sampled 1003), 0 in flight, events 10030, dropped 0, tracing on
+%%% times in ms; per tier its self time (time in its own code); other: time in no tier
 %%% identity      reqs  http          database      templating    other
 %%%                     mean   p99    mean   p99    mean   p99    mean
 %%% all           1003  0.412  1.90   2.10   9.80   0.700  2.20   0.050
