@@ -276,7 +276,7 @@ info() ->
 %% @doc Open a request in the calling process if tiers run and the sample
 %% says so: sets a fresh seq_trace label and calls the start marker.
 %% Returns what {@link leave/1} needs, or `untraced'.
--spec enter(term()) -> untraced | {traced, term()}.
+-spec enter(term()) -> untraced | {traced, term(), pos_integer()}.
 enter(Identity) ->
     case persistent_term:get(?PT, undefined) of
         undefined ->
@@ -291,9 +291,10 @@ enter(Identity) ->
                         false ->
                             counters:add(Counters, ?SAMPLED, 1),
                             Old = seq_trace:get_token(),
-                            _ = seq_trace:set_token(label, erlang:unique_integer([positive])),
+                            Label = erlang:unique_integer([positive]),
+                            _ = seq_trace:set_token(label, Label),
                             kprof_mark:start(Identity),
-                            {traced, Old}
+                            {traced, Old, Label}
                     end;
                 _ ->
                     untraced
@@ -301,17 +302,22 @@ enter(Identity) ->
     end.
 
 %% @doc Close the request {@link enter/1} opened: the stop marker, then
-%% the caller's previous token back. When that token is an outer
-%% request's, the resume marker says so to the sink, or the returns the
-%% process makes next would count for the inner request.
--spec leave(untraced | {traced, term()}) -> ok.
+%% the caller's previous token back. The label is set again first: a
+%% process that receives a message without a token loses its own, and a
+%% stop marker without one would leave the request open in the sink for
+%% ever. When the previous token is an outer request's, the resume marker
+%% says so to the sink, or the returns the process makes next would count
+%% for the inner request.
+-spec leave(untraced | {traced, term(), pos_integer()}) -> ok.
 leave(untraced) ->
     ok;
-leave({traced, []}) ->
+leave({traced, [], Label}) ->
+    _ = seq_trace:set_token(label, Label),
     kprof_mark:stop(),
     _ = seq_trace:set_token([]),
     ok;
-leave({traced, Old}) ->
+leave({traced, Old, Label}) ->
+    _ = seq_trace:set_token(label, Label),
     kprof_mark:stop(),
     _ = seq_trace:set_token(Old),
     kprof_mark:resume().

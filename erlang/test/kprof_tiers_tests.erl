@@ -41,6 +41,7 @@ tests() ->
        fun request_exception/0},
       {"two identities, sorted by requests, `all' merges them", retried(fun two_identities/0)},
       {"a request within a request", retried(fun nested_requests/0)},
+      {"a request whose process loses its token still ends", fun lost_token/0},
       {"a module loaded by start_tiers, every function of it in one tier",
        retried(fun lazy_module/0)},
       {"sampling 2000 requests at 0.1", fun sampling/0},
@@ -207,6 +208,28 @@ nested_requests() ->
     %% The sleep after nest/1 returned is in no tier.
     assert_tier(5, [sleep_a], 10, maps:get(mean, maps:get(other, Outer))),
     ?assertEqual(10, calls(Outer, a)).
+
+%% A message without a token takes the process's token (seq_trace): what
+%% the request does after it is not seen, but the request ends.
+-spec lost_token() -> term().
+lost_token() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
+    Self = self(),
+    [begin
+         spawn(fun() -> timer:sleep(5), Self ! untokened end),   % a process with no token
+         kprof:request(lost, fun() ->
+                                     ?W:sleep_a(1),
+                                     receive untokened -> ok end,
+                                     [] = seq_trace:get_token(),
+                                     ?W:sleep_b(1)
+                             end)
+     end || _ <- lists:seq(1, 5)],
+    ?assertEqual(seq_trace_token_cleared, token_state()),
+    R = report(),
+    ?assertMatch(#{requests := 5, inflight := 0}, R),
+    Row = row(R, lost),
+    ?assertEqual(5, calls(Row, a)),
+    ?assertEqual(0, calls(Row, b)).
 
 -spec lazy_module() -> term().
 lazy_module() ->
