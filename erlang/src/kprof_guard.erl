@@ -202,6 +202,10 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
+handle_info({sink_reply, stats, #{trace_events := N}}, S) when map_size(S#state.armed) > 0 ->
+    {noreply, check_events(now_ms(), N, erlang:monotonic_time(microsecond), S)};
+handle_info({sink_reply, _Cmd, _Reply}, S) ->
+    {noreply, S};
 handle_info({kprof_alert, overload, Info}, S) ->
     T0 = erlang:monotonic_time(microsecond),
     {noreply, do_abort(overload, overload_info(Info), T0, S)};
@@ -277,7 +281,7 @@ check(S0) ->
                               bound => map_get(max_seconds, L)}, T0, S0);
         true ->
             S1 = maybe_clock(Now, Queue, S0),
-            S2 = maybe_events(Now, T0, S1),
+            S2 = maybe_events(Now, S1),
             maybe_reload(Now, S2)
     end.
 
@@ -289,17 +293,16 @@ maybe_clock(_Now, _Queue, S) ->
     S.
 
 %% Event counts come from the sink's stats (the VM does not count port-tracer output).
-maybe_events(Now, T0, S = #state{limits = L}) when Now - S#state.last_stats >= ?STATS_EVERY ->
+maybe_events(Now, S = #state{limits = L}) when Now - S#state.last_stats >= ?STATS_EVERY ->
     case map_get(max_events, L) =:= infinity andalso map_get(rate, L) =:= infinity of
         true ->
             S#state{last_stats = Now};
         false ->
-            case catch kprof_sink:command(stats, 1000, [nosuspend]) of
-                #{trace_events := N} -> check_events(Now, N, T0, S#state{last_stats = Now});
-                _ -> S#state{last_stats = Now}
-            end
+            %% Asked from a process of its own: the tick never waits for the sink.
+            async(stats),
+            S#state{last_stats = Now}
     end;
-maybe_events(_Now, _T0, S) ->
+maybe_events(_Now, S) ->
     S.
 
 check_events(Now, N, T0, S0 = #state{limits = L}) ->
@@ -418,13 +421,20 @@ warn_other_tracers(Others = [{P, T} | _]) ->
                    " recon_trace:clear/0) and start kprof's tracing again.",
                    [length(Others), P, T]).
 
+%% A command whose reply comes back as {sink_reply, Cmd, Reply}: the guard
+%% itself never waits behind a port queue.
+async(Cmd) ->
+    Guard = self(),
+    _ = spawn(fun() -> Guard ! {sink_reply, Cmd, catch kprof_sink:command(Cmd, 1000, [nosuspend])} end),
+    ok.
+
 sync_clock() ->
-    catch kprof_sink:command({clock, erlang:monotonic_time(nanosecond)}, 1000, [nosuspend]).
+    async({clock, erlang:monotonic_time(nanosecond)}).
 
 send_overload_bound(#state{limits = #{max_lag_ms := infinity}}) ->
-    catch kprof_sink:command({overload, 0}, 1000, [nosuspend]);
+    async({overload, 0});
 send_overload_bound(#state{limits = #{max_lag_ms := Ms}}) ->
-    catch kprof_sink:command({overload, Ms}, 1000, [nosuspend]);
+    async({overload, Ms});
 send_overload_bound(_) ->
     ok.
 

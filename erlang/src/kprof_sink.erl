@@ -64,6 +64,8 @@
                 args :: [string()],
                 pending = #{} :: #{reference() => #pending{}},
                 subs = #{} :: #{pid() => reference()},
+                %% Sends the commands a busy port did not take, in order.
+                writer :: pid() | undefined,
                 restarts = [] :: [integer()]}).   % monotonic ms of reopens
 
 %%%%%%%%%%%%%%
@@ -199,6 +201,11 @@ handle_info({Port, {data, Bin}}, S = #state{port = Port}) ->
     {noreply, handle_frame(decode(Bin), S)};
 handle_info({timeout, _TRef, {call, Ref}}, S) ->
     {noreply, expire(Ref, S)};
+handle_info({writer_idle, W}, S = #state{writer = W}) ->
+    W ! stop,
+    {noreply, S#state{writer = undefined}};
+handle_info({'EXIT', W, _}, S = #state{writer = W}) ->
+    {noreply, S#state{writer = undefined}};
 handle_info({Port, {exit_status, Status}}, S = #state{port = Port}) ->
     sink_down(Status, S);
 handle_info({'EXIT', Port, Reason}, S = #state{port = Port}) ->
@@ -243,19 +250,54 @@ safe_call(Request, Timeout) ->
 
 -spec send_command(command(), non_neg_integer(), [nosuspend], gen_server:from(), #state{}) ->
           {reply, term(), #state{}} | {noreply, #state{}}.
-send_command(Cmd, Timeout, PortOpts, From, S = #state{port = Port, pending = Pending}) ->
+send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer = W}) ->
+    %% The server never suspends on a busy port: it would stop reading the
+    %% sink's replies and alerts. A command the port does not take at once
+    %% goes to a writer process that may suspend instead (and keeps the
+    %% order); a watcher's (nosuspend) gets {error, busy}.
     Ref = make_ref(),
-    try erlang:port_command(Port, term_to_binary({kprof, Ref, Cmd}), PortOpts) of
-        false ->
-            {reply, {error, busy}, S};
+    Bin = term_to_binary({kprof, Ref, Cmd}),
+    case W =:= undefined andalso try_send(Bin, S) of
         true ->
-            TRef = erlang:start_timer(Timeout, self(), {call, Ref}),
-            P = #pending{from = From, timer = TRef},
-            {noreply, S#state{pending = Pending#{Ref => P}}}
-    catch
-        error:badarg ->
+            {noreply, S#state{pending = Pending#{Ref => pending(From, Timeout, Ref)}}};
+        closed ->
             %% The port is closing; its exit_status is on its way.
-            {reply, {error, {sink_down, port_closed}}, S}
+            {reply, {error, {sink_down, port_closed}}, S};
+        _Busy when PortOpts =:= [nosuspend] ->
+            {reply, {error, busy}, S};
+        _Busy ->
+            S1 = ensure_writer(S),
+            S1#state.writer ! {send, Bin},
+            {noreply, S1#state{pending = Pending#{Ref => pending(From, Timeout, Ref)}}}
+    end.
+
+pending(From, Timeout, Ref) ->
+    #pending{from = From, timer = erlang:start_timer(Timeout, self(), {call, Ref})}.
+
+-spec try_send(binary(), #state{}) -> boolean() | closed.
+try_send(Bin, #state{port = Port}) ->
+    try erlang:port_command(Port, Bin, [nosuspend])
+    catch error:badarg -> closed
+    end.
+
+ensure_writer(S = #state{writer = W}) when is_pid(W) -> S;
+ensure_writer(S = #state{port = Port}) ->
+    Owner = self(),
+    S#state{writer = spawn_link(fun() -> writer(Owner, Port) end)}.
+
+%% Any process may write to a port; this one may be suspended while the
+%% port is busy. Idle for a while, it asks to stop: what the server sent
+%% before it saw the request still comes first.
+writer(Owner, Port) ->
+    receive
+        {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+        stop -> ok
+    after 100 ->
+        Owner ! {writer_idle, self()},
+        receive
+            {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+            stop -> ok
+        end
     end.
 
 -spec expire(reference(), #state{}) -> #state{}.
@@ -345,7 +387,8 @@ sink_down(Status, S0) ->
     logger:warning("kprof_sink: the sink exited (status ~p); "
                    "~b pending call(s) failed; tracing to its port stopped",
                    [Status, N]),
-    S1 = fail_pending({error, {sink_down, Status}}, S0),
+    _ = is_pid(S0#state.writer) andalso exit(S0#state.writer, kill),
+    S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined}),
     notify({kprof_alert, sink_down, #{status => Status}}, S1),
     reopen(Status, S1).
 
