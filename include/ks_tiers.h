@@ -30,6 +30,7 @@ typedef struct ks_tier_opts {
   uint32_t slow_max;            /* slowest requests kept */
   uint64_t grace_ns;            /* how long after its end a request still takes events */
   uint64_t slow_ns;             /* requests at least this long are candidates */
+  uint64_t max_age_ns;          /* an open request older than this is abandoned */
 } ks_tier_opts;
 
 /* One event of a request, buffered until the request is finalised. */

@@ -28,6 +28,8 @@ static int decode_opts(const char *b, int *idx, ks_tier_opts *o) {
       o->slow_max = (uint32_t)v;
     else if (strcmp(key, "grace_ms") == 0 && v <= 3600000)
       o->grace_ns = (uint64_t)v * 1000000;
+    else if (strcmp(key, "max_request_ms") == 0 && v > 0 && v <= 86400000)
+      o->max_age_ns = (uint64_t)v * 1000000;
     else if (strcmp(key, "slow_us") == 0)
       o->slow_ns = (uint64_t)v * 1000;
     else

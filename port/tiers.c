@@ -16,6 +16,7 @@ void ks_tiers_default_opts(ks_tier_opts *o) {
   o->max_request_events = 20000;
   o->slow_max = 20;
   o->grace_ns = 100 * 1000000ull;
+  o->max_age_ns = 60 * 1000000000ull;
   o->slow_ns = UINT64_MAX;
 }
 
@@ -208,7 +209,28 @@ static void index_remove(ks_tiers *t, uint32_t slot) {
   }
 }
 
+static void release(ks_tiers *t, uint32_t slot);
+
+/*
+ * A request whose process died (a web server kills a handler on disconnect)
+ * never ends: past max_age it is dropped and counted as abandoned, so its
+ * slot comes back. Swept when slots run out and every 64k events.
+ */
+static void sweep_stale(ks_tiers *t) {
+  uint32_t k;
+
+  for (k = 0; k < t->o.max_inflight; k++) {
+    ks_req *r = &t->reqs[k];
+    if (r->used && !r->ended && (uint64_t)(t->last_ts - r->start_ts) > t->o.max_age_ns) {
+      t->abandoned++;
+      release(t, k);
+    }
+  }
+}
+
 static uint32_t take_slot(ks_tiers *t) {
+  if (t->n_free == 0)
+    sweep_stale(t);
   return t->n_free > 0 ? t->free_slots[--t->n_free] : KS_NONE;
 }
 
@@ -514,6 +536,8 @@ void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   } else {
     return;
   }
+  if ((t->seq & 0xffff) == 0)
+    sweep_stale(t);
   ks_tiers_flush(t, 0);
 }
 

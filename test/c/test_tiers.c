@@ -297,6 +297,45 @@ START_TEST(entry_opens_and_ends) {
 }
 END_TEST
 
+/* Requests whose process died never end: past max_age they give their slot back. */
+START_TEST(stale_requests_are_abandoned) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(3, sizeof(*specs));
+  uint32_t req, http, k;
+  unsigned char label[2] = {97, 0};
+
+  ks_tiers_free(&tiers);
+  ks_tiers_init(&tiers);
+  specs[0] = spec("http", NULL, HTTP, 0);
+  specs[1] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[2] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  ks_tiers_default_opts(&o);
+  o.max_inflight = 4;
+  o.grace_ns = 10;
+  o.max_age_ns = 1000000;   /* 1 ms */
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 3, 1, &o), KS_OK);
+  req = mfa("app", "req", 2);
+  http = mfa("http", "handle", 1);
+  for (k = 0; k < 4; k++) {   /* four requests whose processes are killed */
+    label[1] = (unsigned char)k;
+    start(pid_a, k, label, ID_GET);
+    CALL(pid_a, k, http, req, label);
+  }
+  for (k = 10; k < 17; k++) {   /* seven normal ones, 10 ms later */
+    int64_t t0 = 10000000 + (int64_t)k * 1000;
+    label[1] = (unsigned char)k;
+    start(pid_b, t0, label, ID_GET);
+    CALL(pid_b, t0, http, req, label);
+    RET(pid_b, t0 + 100, req);
+    stop(pid_b, t0 + 100, label);
+  }
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 7);
+  ck_assert_uint_eq(tiers.abandoned, 4);
+  ck_assert_uint_eq(tiers.dropped_requests, 0);
+}
+END_TEST
+
 START_TEST(orphans_and_caps) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1);
 
@@ -364,6 +403,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, grace_window_and_identities);
   tcase_add_test(tc, entry_opens_and_ends);
   tcase_add_test(tc, orphans_and_caps);
+  tcase_add_test(tc, stale_requests_are_abandoned);
   tcase_add_test(tc, hist_quantile_error_bound);
   suite_add_tcase(s, tc);
   return s;
