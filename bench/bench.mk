@@ -13,9 +13,9 @@ BENCH_MSGS   ?= 5000000
 BENCH_RUNS   ?= 5
 BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only
 
-.PHONY: bench bench-sink bench-stream bench-overhead
+.PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-tiers
+bench: bench-sink bench-overhead bench-aggregator bench-tiers
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
@@ -40,4 +40,14 @@ bench-overhead: $(SINK) $(BENCH_DIR)/overhead_bench.beam
 	  -eval 'overhead_bench:main(["$(OVERHEAD_CALLS)", "$(OVERHEAD_ROUNDS)", "bench/RESULTS.md"])'
 
 $(BENCH_DIR)/overhead_bench.beam: bench/overhead_bench.erl | $(BENCH_DIR)
+	erlc -o $(BENCH_DIR) $<
+
+# The same tier aggregation in the sink vs in an Erlang process tracer (bench/aggregator_bench.erl).
+AGG_CLIENTS  ?= 4
+AGG_REQUESTS ?= 2000
+bench-aggregator: $(SINK) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/aggregator_bench.beam
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'aggregator_bench:main(["$(AGG_CLIENTS)", "$(AGG_REQUESTS)", "bench/RESULTS.md"])'
+
+$(BENCH_DIR)/aggregator_bench.beam: bench/aggregator_bench.erl | $(BENCH_DIR)
 	erlc -o $(BENCH_DIR) $<

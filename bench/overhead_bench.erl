@@ -21,7 +21,7 @@
 %%% to a `sync' sent after the loop). Medians. Prints a table and rewrites
 %%% the "Cost per event" section of bench/RESULTS.md.
 -module(overhead_bench).
--export([main/1, f/1, run_mode/3]).
+-export([main/1, f/1, run_mode/3, write_section/3]).
 
 -define(FLAGS, [call, arity, monotonic_timestamp]).
 
