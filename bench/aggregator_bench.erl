@@ -55,7 +55,7 @@ main([CS, RS, Results]) ->
             Line(in_vm, "in-VM process tracer (Erlang)"),
             io_lib:format("~nMedians of 3 rounds; ~b clients x ~b requests, closed loop; "
                           "each request: http (5 us) -> db gen_server (10 us) -> "
-                          "template gen_server (8 us), 10 trace events.~n", [C, R])],
+                          "template gen_server (8 us); 10 trace events a request (kprof adds 4 for its request markers).~n", [C, R])],
     io:format("~s", [Text]),
     overhead_bench:write_section(Results, "Sink vs in-VM aggregator", Text),
     halt(0).
