@@ -73,6 +73,7 @@ typedef struct ks_fproc {
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
   int64_t last_ts;
   uint8_t armed, out, gc, dead, has_ts, named;
+  uint8_t pinned;              /* the bottom frame is a trigger call: never replaced */
   char *name;                  /* registered name, UTF-8, or NULL */
 } ks_fproc;
 
@@ -82,6 +83,7 @@ typedef struct ks_fopts {
   uint32_t max_nodes, max_stack, max_procs;
   uint32_t trigger;            /* flame_capture's MFA id; KS_NONE otherwise */
   uint32_t ncalls;             /* trigger calls to capture */
+  int hold;                    /* trigger calls are not taken until flame_arm */
   uint32_t hide;               /* the apply wrapper: never a frame; returning to it ends */
   int64_t time_offset;         /* erlang:time_offset(nanosecond): meta (wall) ts -> monotonic */
   uint32_t perf_period_us;     /* 0: chosen from the total time */
@@ -90,6 +92,7 @@ typedef struct ks_fopts {
 typedef struct ks_fcounters {
   uint64_t events;             /* events that changed a stack or its time */
   uint64_t calls_started, calls_done, calls_refused;
+  uint64_t calls_early;        /* trigger calls before flame_arm, not taken */
   uint64_t lost_frames;        /* frames popped without their return_to (tail calls, exceptions) */
   uint64_t unknown_callers;    /* callers not on the stack: inferred */
   uint64_t depth_capped;       /* pushes beyond max_depth */

@@ -12,7 +12,8 @@
  * trace flags on at the call): the meta call and its return_from or
  * exception_from carry wall-clock timestamps, turned into monotonic time
  * with the VM's time offset. The process counts (is armed) from the call
- * to its return; calls beyond ncalls are refused and counted.
+ * to its return; calls beyond ncalls are refused and counted, and so are
+ * calls made before flame_arm says every trace pattern is in place.
  */
 #include <stdlib.h>
 
@@ -277,6 +278,10 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
   if (ev->kind == KS_EV_CALL) {
     if (p->armed && p->trig_depth > 0) {
       p->trig_depth++;   /* a recursive trigger call: its local call event pushed it */
+      return;
+    }
+    if (c->o.hold) {
+      c->k.calls_early++;   /* the trace patterns were still being set up */
       return;
     }
     if (c->k.calls_started >= c->o.ncalls) {

@@ -2,8 +2,10 @@
  *
  *   {flame_start, Id, [{Key, Value}]}         ok | {error, Reason}
  *   {flame_pids, Id, [{Pid, Name | undefined}]} ok | {error, Reason}
+ *   {flame_arm, Id}                           ok: trigger calls count from now
  *   {flame_status, Id}                        #{events, calls_started, ...}
  *   {flame_members, Id}                       [Pid]: every process that joined
+ *   {flame_members, Id, From}                 [Pid]: those that joined after the first From
  *   {flame_write, Id, EndTs | undefined, Dir, Base, [Format]}
  *                      {ok, [Path], Info} | {error, no_events, Info} | {error, Reason}
  *   {flame_drop, Id}                          ok
@@ -80,10 +82,12 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
 
   if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
     return KS_EINVAL;
-  if (strcmp(key, "sleep") == 0 || strcmp(key, "gc") == 0 || strcmp(key, "children") == 0) {
+  if (strcmp(key, "sleep") == 0 || strcmp(key, "gc") == 0 || strcmp(key, "children") == 0 ||
+      strcmp(key, "hold") == 0) {
     if (ei_decode_boolean(b, idx, &flag) != 0)
       return KS_EINVAL;
-    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : &o->children) = flag;
+    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : key[0] == 'c' ? &o->children
+                                                                          : &o->hold) = flag;
     return KS_OK;
   }
   if (strcmp(key, "max_depth") == 0)
@@ -193,7 +197,7 @@ static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
   return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
 }
 
-#define INFO_KEYS 15
+#define INFO_KEYS 16
 
 static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
   uint32_t armed = 0, k;
@@ -204,6 +208,7 @@ static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
          put_u64(x, "calls_started", c->k.calls_started) ||
          put_u64(x, "calls_done", c->k.calls_done) ||
          put_u64(x, "calls_refused", c->k.calls_refused) ||
+         put_u64(x, "calls_early", c->k.calls_early) ||
          put_u64(x, "lost_frames", c->k.lost_frames) ||
          put_u64(x, "unknown_callers", c->k.unknown_callers) ||
          put_u64(x, "depth_capped", c->k.depth_capped) ||
@@ -214,13 +219,15 @@ static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
          put_u64(x, "max_depth", c->o.max_depth) || put_u64(x, "max_nodes", c->o.max_nodes);
 }
 
-static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c) {
+static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint32_t from) {
   uint32_t k;
   int e = 0;
 
-  if (c->nprocs > 0)
-    e = ei_x_encode_list_header(x, c->nprocs);
-  for (k = 0; k < c->nprocs && !e; k++) {
+  if (from > c->nprocs)
+    from = c->nprocs;
+  if (c->nprocs > from)
+    e = ei_x_encode_list_header(x, c->nprocs - from);
+  for (k = from; k < c->nprocs && !e; k++) {
     ks_pid_view v;
     erlang_pid p;
     if (ks_intern_pid_get(&s->in, c->procs[k].pid, &v) != KS_OK)
@@ -382,7 +389,8 @@ int ks_flame_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int 
     return err ? encode_error(x, err) : ei_x_encode_atom(x, "ok");
   }
   if (strcmp(name, "flame_status") != 0 && strcmp(name, "flame_members") != 0 &&
-      strcmp(name, "flame_drop") != 0 && strcmp(name, "flame_write") != 0)
+      strcmp(name, "flame_drop") != 0 && strcmp(name, "flame_write") != 0 &&
+      strcmp(name, "flame_arm") != 0)
     return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
            ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "unknown_command") ||
            ei_x_append_buf(x, b, (int)cmd.n);
@@ -392,8 +400,16 @@ int ks_flame_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int 
     return encode_error(x, "not_found");
   if (strcmp(name, "flame_status") == 0 && arity == 2)
     return encode_counters(x, c, 0);
-  if (strcmp(name, "flame_members") == 0 && arity == 2)
-    return encode_members(x, s, c);
+  if (strcmp(name, "flame_members") == 0 && (arity == 2 || arity == 3)) {
+    uint32_t from = 0;
+    if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
+      return encode_error(x, "badarg");
+    return encode_members(x, s, c, from);
+  }
+  if (strcmp(name, "flame_arm") == 0 && arity == 2) {
+    c->o.hold = 0;
+    return ei_x_encode_atom(x, "ok");
+  }
   if (strcmp(name, "flame_drop") == 0 && arity == 2) {
     ks_flame_drop(&s->flame, c);
     return ei_x_encode_atom(x, "ok");

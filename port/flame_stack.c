@@ -91,6 +91,7 @@ static void pop_to(ks_fcap *c, ks_fproc *p, uint32_t n) {
 void ks_fstack_clear(ks_fproc *p) {
   p->n = 0;
   p->over = 0;
+  p->pinned = 0;
 }
 
 void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
@@ -98,9 +99,12 @@ void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
     push(c, p, mfa, KS_NONE);
 }
 
+/* A trigger call's frame stays at the bottom until its meta return_from:
+ * its {return_trace} keeps it on the BEAM stack even when it tail-calls. */
 void ks_fstack_root(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
   ks_fstack_clear(p);
   push(c, p, mfa, base);
+  p->pinned = p->n == 1;
 }
 
 void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller) {
@@ -113,7 +117,11 @@ void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller) {
     return;
   }
   if (caller == KS_NONE) {
-    ks_fstack_clear(p);
+    if (p->pinned) {
+      pop_to(c, p, 1);
+    } else {
+      ks_fstack_clear(p);
+    }
     push(c, p, mfa, KS_NONE);
     return;
   }
@@ -126,7 +134,10 @@ void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller) {
     }
     if (p->st[j].base == caller) {         /* a tail call out of frame j */
       pop_to(c, p, j + 1);
-      replace_top(c, p, mfa);
+      if (j == 0 && p->pinned)
+        push(c, p, mfa, caller);
+      else
+        replace_top(c, p, mfa);
       return;
     }
   }
@@ -154,6 +165,12 @@ void ks_fstack_return_to(ks_fcap *c, ks_fproc *p, uint32_t to) {
     }
   if (p->n > 0 && p->st[p->n - 1].mfa == to)
     return;   /* back in the top frame from a callee we did not see */
+  if (p->pinned && p->st[0].base == to) {
+    if (p->n > 1)
+      c->k.lost_frames += p->n - 2;
+    p->n = 1;   /* out of what the trigger tail-called, into its return_trace frame */
+    return;
+  }
   if (p->n > 1)
     c->k.lost_frames += p->n - 1;
   ks_fstack_clear(p);

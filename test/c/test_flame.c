@@ -385,6 +385,62 @@ START_TEST(trigger_calls) {
 }
 END_TEST
 
+/* A trigger that tail-calls stays the bottom frame (its return_trace frame
+ * is still there); its caller's return_to may come before the meta return_from. */
+START_TEST(trigger_tail_calls) {
+  ks_fopts o;
+  ks_fcap *c;
+  uint32_t trig = M("trig"), loop = M("loop"), lc = M("lc");
+
+  ks_flame_default_opts(&o);
+  o.trigger = trig;
+  o.ncalls = 1;
+  c = start_with(&o, 7);
+  ev_full(KS_EV_CALL, pid_a, 0, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  CALL(pid_a, 10, lc, loop);           /* trig tail-calls lc */
+  CALL(pid_a, 20, M("leaf"), lc);
+  RET(pid_a, 30, lc);
+  CALL(pid_a, 35, lc, loop);           /* lc tail-recurses */
+  RET(pid_a, 40, loop);                /* lc returns into trig's return_trace frame */
+  ck_assert_uint_eq(c->procs[0].n, 1);
+  ev_full(KS_EV_RETURN_FROM, pid_a, 45 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_done, 1);
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:trig/0 15\n"
+                "<0.1.0>;m:trig/0;m:lc/0 20\n"
+                "<0.1.0>;m:trig/0;m:lc/0;m:leaf/0 10\n");
+}
+END_TEST
+
+/* Before flame_arm (hold) trigger calls are counted, not traced. */
+START_TEST(trigger_hold) {
+  ks_fopts o;
+  ks_fcap *c;
+  uint32_t trig = M("trig"), loop = M("loop");
+
+  ks_flame_default_opts(&o);
+  o.trigger = trig;
+  o.ncalls = 1;
+  o.hold = 1;
+  c = start_with(&o, 7);
+  ev_full(KS_EV_CALL, pid_a, 0, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  CALL(pid_a, 10, M("early"), trig);
+  ev_full(KS_EV_RETURN_FROM, pid_a, 20 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_early, 1);
+  ck_assert_uint_eq(c->k.calls_started, 0);
+  c->o.hold = 0;   /* what flame_arm does */
+  CALL(pid_a, 30, trig, loop);
+  ev_full(KS_EV_CALL, pid_a, 30 * US, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
+  CALL(pid_a, 40, M("late"), trig);
+  RET(pid_a, 50, trig);
+  ev_full(KS_EV_RETURN_FROM, pid_a, 50 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
+  ck_assert_uint_eq(c->k.calls_done, 1);
+  EXPECT_FOLDED(c, 60,
+                "<0.1.0>;m:trig/0 10\n"
+                "<0.1.0>;m:trig/0;m:late/0 10\n");
+}
+END_TEST
+
 START_TEST(children_follow) {
   ks_fopts o;
   ks_fcap *c;
@@ -798,6 +854,8 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, depth_cap);
   tcase_add_test(tc, processes_apart);
   tcase_add_test(tc, trigger_calls);
+  tcase_add_test(tc, trigger_tail_calls);
+  tcase_add_test(tc, trigger_hold);
   tcase_add_test(tc, children_follow);
   tcase_add_test(tc, children_not_followed);
   tcase_add_test(tc, shared_process);
