@@ -120,6 +120,9 @@
 %% TIERS
 -export([start_tiers/2, stop_tiers/0, request/2, set_token/1, clear_token/0,
          report/0, report/1, reset/0]).
+%% FLAME
+-export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
+         flame_pid/1, flame_pid/2, flame_pid/3]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -450,3 +453,80 @@ report(Opts) ->
 -spec reset() -> ok | {error, term()}.
 reset() ->
     kprof_tiers:reset().
+
+%%%%%%%%%%%%%
+%%% FLAME %%%
+%%%%%%%%%%%%%
+%%% Flame graphs: per-process call stacks built by the sink from call,
+%%% return_to, scheduling and GC events, time credited to the stack that
+%%% ran, written by the sink as folded stacks, perf script text, speedscope
+%%% JSON and an interactive SVG. See kprof_flame and doc/flame.md.
+%%%
+%%% ```
+%%% 1> {ok, Sum, Files} = kprof:flame_apply(fun() -> lists:sum(lists:seq(1, 1000)) end,
+%%%                                         #{output_directory => "/tmp/fl"}).
+%%% {ok,500500,
+%%%     ["/tmp/fl/kprof-apply-20250101-120000-66.folded",
+%%%      "/tmp/fl/kprof-apply-20250101-120000-66.perf",
+%%%      "/tmp/fl/kprof-apply-20250101-120000-66.speedscope.json",
+%%%      "/tmp/fl/kprof-apply-20250101-120000-66.svg"]}
+%%% 2> kprof:flame_capture({shop_db, query, 2}, 5, #{output_format => svg}).
+%%% {ok,["/home/me/kprof-capture-20250101-120001-67.svg"]}
+%%% 3> kprof:flame_pid(whereis(shop_cache), 2000, #{sleep => false}).
+%%% {ok,[...]}
+%%% '''
+%%% Options (all optional): `output_format' (`folded', `perf',
+%%% `speedscope', `svg', a list of them, or `all', the default),
+%%% `output_directory' (default "."), `sleep' (SLEEP frames for time
+%%% scheduled out, default true), `gc' (GC frames, default true),
+%%% `children' (follow spawned processes, default false), `max_depth'
+%%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
+%%% `timeout' (flame_capture, 30000 ms) and `open => speedscope'.
+%%% No events gives `{error, no_events}' and a logged hint; nothing is
+%%% ever written silently empty.
+
+%% @equiv flame_apply(Fun, #{})
+-spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}) ->
+          {ok, term(), [file:filename()]} | {error, term()}.
+flame_apply(Fun) ->
+    flame_apply(Fun, #{}).
+
+%% @doc Run `Fun()' (or `apply(M, F, Args)') in the calling process,
+%% traced from just before the call to its return; `{ok, Result, Files}'.
+%% An exception of the function is raised again after the files are
+%% written. `children => true' follows the processes it spawns.
+-spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}, kprof_flame:opts()) ->
+          {ok, term(), [file:filename()]} | {error, term()}.
+flame_apply(Fun, Opts) ->
+    kprof_flame:apply(Fun, Opts).
+
+%% @equiv flame_capture(MFA, NCalls, #{})
+-spec flame_capture(mfa(), pos_integer()) -> {ok, [file:filename()]} | {error, term()}.
+flame_capture(MFA, NCalls) ->
+    flame_capture(MFA, NCalls, #{}).
+
+%% @doc Trace the next `NCalls' calls of `{M, F, Arity}' in whatever
+%% processes make them, from the call to its return, without changing any
+%% code; returns when they are done, or `{error, timeout}' after the
+%% `timeout' option (30 s).
+-spec flame_capture(mfa(), pos_integer(), kprof_flame:opts()) ->
+          {ok, [file:filename()]} | {error, term()}.
+flame_capture(MFA, NCalls, Opts) ->
+    kprof_flame:capture(MFA, NCalls, Opts).
+
+%% @equiv flame_pid(Pids, 3000, #{})
+-spec flame_pid(pid() | [pid()]) -> {ok, [file:filename()]} | {error, term()}.
+flame_pid(Pids) ->
+    flame_pid(Pids, default, #{}).
+
+%% @equiv flame_pid(Pids, Millis, #{})
+-spec flame_pid(pid() | [pid()], non_neg_integer()) -> {ok, [file:filename()]} | {error, term()}.
+flame_pid(Pids, Millis) ->
+    flame_pid(Pids, Millis, #{}).
+
+%% @doc Trace running processes for `Millis' ms (at most 60000; the
+%% default of flame_pid/1 is 3000).
+-spec flame_pid(pid() | [pid()], non_neg_integer() | default, kprof_flame:opts()) ->
+          {ok, [file:filename()]} | {error, term()}.
+flame_pid(Pids, Millis, Opts) ->
+    kprof_flame:pid(Pids, Millis, Opts).

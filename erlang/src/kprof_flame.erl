@@ -1,0 +1,453 @@
+%%% @doc Flame graphs of real calls, made off-node: the VM sends call,
+%%% return_to, scheduling, process and GC events to the sink, which turns
+%%% them into call stacks, adds up the time of every stack and writes the
+%%% files itself. `kprof:flame_apply/2', `kprof:flame_capture/3' and
+%%% `kprof:flame_pid/3' are the user's entry points (doc/flame.md).
+%%%
+%%% ```
+%%%  flame_apply(Fun)      the caller, from just before Fun() to its return
+%%%  flame_pid(Pids, Ms)   running processes, for Ms milliseconds
+%%%  flame_capture(MFA, N) the next N calls of MFA in any process: a meta
+%%%                        pattern on MFA turns the caller's flags on at the
+%%%                        call and names the capture in the call's message
+%%% '''
+%%% Stacks are per process, the root frame names it; time goes to the stack
+%%% that was running (`SLEEP' while scheduled out, `GC' while collecting).
+%%% Nothing but commands and the list of files crosses back into Erlang.
+-module(kprof_flame).
+
+%% PUBLIC (through kprof)
+-export([apply/2, capture/3, pid/3, validate/2]).
+%% Internal: the frame flame_apply hides.
+-export([traced/2, hidden_frame/0]).
+
+-export_type([opts/0, format/0]).
+
+-type format() :: folded | perf | speedscope | svg.
+-type opts() ::
+        #{output_format => format() | [format()] | all,  % default: all four
+          output_directory => file:filename(),          % default: the cwd
+          sleep => boolean(),              % SLEEP frames (default true)
+          gc => boolean(),                 % GC frames (default true)
+          children => boolean(),           % follow spawned processes (default false)
+          max_depth => pos_integer(),      % deeper frames: TRUNCATED (default 256)
+          max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
+          perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
+          timeout => timeout(),            % flame_capture's wait (default 30000 ms)
+          open => speedscope | false,      % run the speedscope CLI on the result
+          %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
+          %% max_events, rate, max_seconds): past one, tracing stops and the
+          %% capture ends with {error, {aborted, Kind, Files}}.
+          atom() => term()}.
+
+-define(DEFAULT_PID_MS, 3000).
+-define(MAX_PID_MS, 60000).
+-define(POLL_MS, 10).
+%% Waiting for the sink to drain the VM's queue and write the files.
+-define(WRITE_TIMEOUT, 300000).
+-define(FORMATS, [folded, perf, speedscope, svg]).
+-define(GUARD_KEYS, [max_lag_ms, max_queue_bytes, max_memory_bytes, max_events, rate,
+                     max_seconds]).
+
+%%%%%%%%%%%%%%
+%%% PUBLIC %%%
+%%%%%%%%%%%%%%
+
+%% @doc Run `Fun()' or `apply(M, F, Args)' traced in the calling process.
+-spec apply(fun(() -> term()) | {module(), atom(), [term()]}, opts()) ->
+          {ok, term(), [file:filename()]} | {error, term()}.
+apply(What, Opts) ->
+    case {is_runnable(What), validate(Opts, apply)} of
+        {false, _} -> {error, {bad_fun, What}};
+        {true, {ok, Cfg}} -> with_sink(fun(Port) -> run_apply(What, Cfg, Port) end);
+        {true, Error} -> Error
+    end.
+
+%% @doc Trace the next `N' calls of `{M, F, Arity}' in whatever processes
+%% make them.
+-spec capture(mfa(), pos_integer(), opts()) -> {ok, [file:filename()]} | {error, term()}.
+capture({M, F, A} = MFA, N, Opts)
+  when is_atom(M), is_atom(F), is_integer(A), A >= 0, A =< 255, is_integer(N), N > 0 ->
+    case validate(Opts, capture) of
+        {ok, Cfg} ->
+            case function_exists(MFA) of
+                true -> with_sink(fun(Port) -> run_capture(MFA, N, Cfg, Port) end);
+                false -> {error, {no_such_function, MFA}}
+            end;
+        Error ->
+            Error
+    end;
+capture(MFA, N, _Opts) ->
+    {error, {badarg, {MFA, N}}}.
+
+%% @doc Trace running processes for `Millis' ms (at most 60 s).
+-spec pid(pid() | [pid()], non_neg_integer() | default, opts()) ->
+          {ok, [file:filename()]} | {error, term()}.
+pid(Pid, Millis, Opts) when is_pid(Pid) ->
+    pid([Pid], Millis, Opts);
+pid(Pids, default, Opts) ->
+    pid(Pids, ?DEFAULT_PID_MS, Opts);
+pid(Pids, Millis, Opts) when is_list(Pids), Pids =/= [], is_integer(Millis), Millis >= 0 ->
+    case {lists:all(fun is_pid/1, Pids), validate(Opts, pid)} of
+        {false, _} ->
+            {error, {badarg, Pids}};
+        {true, {ok, Cfg}} ->
+            Ms = cap_millis(Millis),
+            case [P || P <- lists:usort(Pids), is_process_alive(P)] of
+                [] -> {error, no_such_process};
+                Alive -> with_sink(fun(Port) -> run_pid(Alive, Ms, Cfg, Port) end)
+            end;
+        {true, Error} ->
+            Error
+    end;
+pid(Pids, Millis, _Opts) ->
+    {error, {badarg, {Pids, Millis}}}.
+
+%% @doc Check options (a map) for a mode; the result has every default filled in.
+-spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
+validate(Opts, _Mode) when is_map(Opts) ->
+    Defaults = #{output_format => all, output_directory => ".", sleep => true, gc => true,
+                 children => false, max_depth => 256, max_nodes => 1000000,
+                 perf_period_us => 0, timeout => 30000, open => false},
+    Limits = maps:with(?GUARD_KEYS, Opts),
+    case check(maps:to_list(maps:merge(Defaults, maps:without(?GUARD_KEYS, Opts))), #{}) of
+        {ok, Cfg} when map_size(Limits) =:= 0 ->
+            {ok, Cfg#{limits => #{}}};
+        {ok, Cfg} ->
+            case kprof_guard:validate_limits(Limits) of
+                {ok, _} -> {ok, Cfg#{limits => Limits}};
+                {error, {bad_option, K, V}} -> {error, {bad_option, {K, V}}}
+            end;
+        Error ->
+            Error
+    end;
+validate(Opts, _Mode) ->
+    {error, {bad_options, Opts}}.
+
+%% @private The wrapper flame_apply runs the function in: its frame is
+%% hidden (the sink's `hide' option), so stacks start at the function.
+-spec traced(fun(() -> term()) | mfa_args(), list()) ->
+          {{ok, term()} | {raise, atom(), term(), list()}, integer()}.
+traced(What, Flags) ->
+    erlang:trace(self(), true, Flags),
+    try case What of
+            {M, F, Args} -> erlang:apply(M, F, Args);
+            Fun -> Fun()
+        end
+    of
+        Result ->
+            End = erlang:monotonic_time(nanosecond),
+            untrace_self(),
+            {{ok, Result}, End}
+    catch
+        Class:Reason:Stack ->
+            End = erlang:monotonic_time(nanosecond),
+            untrace_self(),
+            {{raise, Class, Reason, Stack}, End}
+    end.
+
+%% @private
+-spec hidden_frame() -> mfa().
+hidden_frame() ->
+    {?MODULE, traced, 2}.
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+-type mfa_args() :: {module(), atom(), [term()]}.
+
+-spec run_apply(fun(() -> term()) | mfa_args(), map(), port()) ->
+          {ok, term(), [file:filename()]} | {error, term()}.
+run_apply(What, Cfg, Port) ->
+    Id = erlang:unique_integer([positive]),
+    case kprof_flame_srv:open(Id, apply, Cfg#{port => Port, pids => [self()]}) of
+        ok ->
+            Flags = kprof_flame_srv:flags(Cfg, Port),
+            {Outcome, End} = traced(What, Flags),
+            _ = kprof_flame_srv:close(Id),
+            Aborted = aborted(Id, 0),
+            Written = write(Id, End, Cfg, apply),
+            case {Outcome, Aborted} of
+                {{ok, Result}, {aborted, Kind}} ->
+                    {error, {aborted, Kind, Result, files(Written)}};
+                {{ok, Result}, false} ->
+                    case Written of
+                        {ok, Files} -> {ok, Result, Files};
+                        Error -> Error
+                    end;
+                {{raise, Class, Reason, Stack}, _} ->
+                    logger:notice("kprof flame_apply: the function raised ~p:~p; files: ~p",
+                                  [Class, Reason, Written]),
+                    erlang:raise(Class, Reason, Stack)
+            end;
+        Error ->
+            Error
+    end.
+
+-spec run_pid([pid()], non_neg_integer(), map(), port()) ->
+          {ok, [file:filename()]} | {error, term()}.
+run_pid(Pids, Ms, Cfg, Port) ->
+    Id = erlang:unique_integer([positive]),
+    case kprof_flame_srv:open(Id, pid, Cfg#{port => Port, pids => Pids}) of
+        ok ->
+            Aborted = aborted(Id, Ms),
+            End = erlang:monotonic_time(nanosecond),
+            _ = kprof_flame_srv:close(Id),
+            end_with(again(Id, Aborted), write(Id, End, Cfg, pid));
+        Error ->
+            Error
+    end.
+
+-spec run_capture(mfa(), pos_integer(), map(), port()) ->
+          {ok, [file:filename()]} | {error, term()}.
+run_capture(MFA, N, Cfg, Port) ->
+    Id = erlang:unique_integer([positive]),
+    case kprof_flame_srv:open(Id, capture, Cfg#{port => Port, trigger => MFA, ncalls => N}) of
+        ok ->
+            Deadline = deadline(maps:get(timeout, Cfg)),
+            case wait_calls(Id, N, Deadline, false) of
+                Done when Done =:= done; element(1, Done) =:= aborted ->
+                    End = erlang:monotonic_time(nanosecond),
+                    _ = kprof_flame_srv:close(Id),
+                    end_with(again(Id, Done), write(Id, End, Cfg, capture));
+                {error, _} = Error ->
+                    _ = kprof_flame_srv:close(Id),
+                    _ = again(Id, false),
+                    _ = kprof_sink:command({flame_drop, Id}),
+                    Error
+            end;
+        Error ->
+            Error
+    end.
+
+%% Polls the sink until N trigger calls have returned. Once N have started,
+%% the trigger pattern comes off so no more processes get flags.
+-spec wait_calls(integer(), pos_integer(), integer() | infinity, boolean()) ->
+          done | {aborted, atom()} | {error, term()}.
+wait_calls(Id, N, Deadline, Stopped) ->
+    case kprof_sink:command({flame_status, Id}) of
+        #{calls_done := Done} when Done >= N ->
+            done;
+        #{calls_started := Started} = Status ->
+            Stopped1 = Stopped orelse
+                (Started >= N andalso kprof_flame_srv:stop_trigger(Id) =:= ok),
+            case past(Deadline) of
+                true ->
+                    logger:warning("kprof flame_capture: timeout with ~b of ~b calls started "
+                                   "and ~b done; nothing written",
+                                   [Started, N, maps:get(calls_done, Status)]),
+                    {error, timeout};
+                false ->
+                    case aborted(Id, ?POLL_MS) of
+                        false -> wait_calls(Id, N, Deadline, Stopped1);
+                        Aborted -> Aborted
+                    end
+            end;
+        {error, _} = Error ->
+            Error;
+        Other ->
+            {error, {sink, Other}}
+    end.
+
+%% The guard stopped the tracing (overload or a limit) within Ms?
+-spec aborted(integer(), non_neg_integer()) -> {aborted, atom()} | false.
+aborted(Id, Ms) ->
+    receive
+        {kprof_flame_aborted, Id, Kind} ->
+            logger:warning("kprof flame: the guard stopped the capture (~p); the files show "
+                           "what came before", [Kind]),
+            {aborted, Kind}
+    after Ms ->
+            false
+    end.
+
+%% After the guard is disarmed (close): an abort it sent before is in the mailbox.
+-spec again(integer(), done | false | {aborted, atom()}) -> done | false | {aborted, atom()}.
+again(Id, Outcome) when Outcome =:= done; Outcome =:= false ->
+    case aborted(Id, 0) of
+        false -> Outcome;
+        Aborted -> Aborted
+    end;
+again(_Id, Aborted) ->
+    Aborted.
+
+-spec end_with(done | false | {aborted, atom()}, {ok, [file:filename()]} | {error, term()}) ->
+          {ok, [file:filename()]} | {error, term()}.
+end_with({aborted, Kind}, Written) -> {error, {aborted, Kind, files(Written)}};
+end_with(_, Written) -> Written.
+
+-spec files({ok, [file:filename()]} | {error, term()}) -> [file:filename()].
+files({ok, Files}) -> Files;
+files(_) -> [].
+
+-spec deadline(timeout()) -> integer() | infinity.
+deadline(infinity) -> infinity;
+deadline(Ms) -> erlang:monotonic_time(millisecond) + Ms.
+
+-spec past(integer() | infinity) -> boolean().
+past(infinity) -> false;
+past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
+
+%% Every trace message sent so far is in the port's queue before the
+%% command: the sink has seen them all when it writes.
+-spec write(integer(), integer(), map(), apply | pid | capture) ->
+          {ok, [file:filename()]} | {error, term()}.
+write(Id, End, Cfg, Mode) ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end,
+    Dir = filename:absname(maps:get(output_directory, Cfg)),
+    Base = base_name(Mode, Id),
+    Formats = formats(maps:get(output_format, Cfg)),
+    Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
+           unicode:characters_to_binary(Base), Formats},
+    case filelib:ensure_path(Dir) of
+        ok ->
+            case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+                {ok, Paths, Info} ->
+                    Files = [unicode:characters_to_list(P) || P <- Paths],
+                    logger:info(#{what => kprof_flame_written, id => Id, files => Files,
+                                  info => Info}),
+                    warn_limits(Info),
+                    maybe_open(maps:get(open, Cfg), Files),
+                    {ok, Files};
+                {error, no_events, _Info} ->
+                    logger:warning("kprof flame: no events, no files written. ~ts",
+                                   [hint(Mode)]),
+                    {error, no_events};
+                {error, _} = Error ->
+                    Error;
+                Other ->
+                    {error, {sink, Other}}
+            end;
+        {error, Reason} ->
+            _ = kprof_sink:command({flame_drop, Id}),
+            {error, {output_directory, Dir, Reason}}
+    end.
+
+-spec hint(apply | pid | capture) -> string().
+hint(apply) ->
+    "The function made no call the VM could trace (BIFs of modules loaded after "
+    "the capture started are not traced), or returned at once.";
+hint(pid) ->
+    "The processes were not scheduled in during the capture (idle in a receive): "
+    "trace them for longer, or while they work.";
+hint(capture) ->
+    "The trigger calls made no traceable call and took no time.".
+
+%% Limits that changed the picture are said, not hidden.
+-spec warn_limits(map()) -> ok.
+warn_limits(Info) ->
+    Said = [{depth_capped, "frames deeper than max_depth were merged into TRUNCATED"},
+            {dropped_nodes, "call paths beyond max_nodes were credited to their parents"},
+            {stack_overflow, "frames beyond the per-process stack limit were only counted"},
+            {dropped_procs, "processes beyond the capture's limit were left out"}],
+    _ = [logger:notice("kprof flame: ~s (~b times)", [Text, N])
+         || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
+    ok.
+
+-spec maybe_open(speedscope | false, [file:filename()]) -> ok.
+maybe_open(speedscope, Files) ->
+    case {os:find_executable("speedscope"),
+          [F || F <- Files, lists:suffix(".speedscope.json", F)]} of
+        {false, _} ->
+            logger:notice("kprof flame: the speedscope CLI is not installed "
+                          "(npm install -g speedscope); files: ~p", [Files]);
+        {_, []} ->
+            logger:notice("kprof flame: open => speedscope needs the speedscope format");
+        {Exe, [File | _]} ->
+            _ = spawn(fun() ->
+                              Port = open_port({spawn_executable, Exe},
+                                               [{args, [File]}, exit_status, stderr_to_stdout]),
+                              drain(Port)
+                      end),
+            ok
+    end,
+    ok;
+maybe_open(false, _Files) ->
+    ok.
+
+-spec drain(port()) -> ok.
+drain(Port) ->
+    receive
+        {Port, {exit_status, _}} -> ok;
+        {Port, _} -> drain(Port)
+    after 60000 -> ok
+    end.
+
+-spec base_name(apply | pid | capture, integer()) -> string().
+base_name(Mode, Id) ->
+    {{Y, Mo, D}, {H, Mi, S}} = calendar:local_time(),
+    lists:flatten(io_lib:format("kprof-~s-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b-~b",
+                                [Mode, Y, Mo, D, H, Mi, S, Id])).
+
+-spec formats(format() | [format()] | all) -> [format()].
+formats(all) -> ?FORMATS;
+formats(F) when is_atom(F) -> [F];
+formats(Fs) -> lists:usort(Fs).
+
+-spec with_sink(fun((port()) -> Result)) -> Result | {error, term()}.
+with_sink(Fun) ->
+    case kprof:start() of
+        ok ->
+            case kprof_sink:port() of
+                Port when is_port(Port) -> Fun(Port);
+                Error -> Error
+            end;
+        Error ->
+            Error
+    end.
+
+-spec untrace_self() -> ok.
+untrace_self() ->
+    _ = erlang:trace(self(), false, kprof_flame_srv:untrace_flags()),
+    ok.
+
+-spec is_runnable(term()) -> boolean().
+is_runnable(F) when is_function(F, 0) -> true;
+is_runnable({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_list(A);
+is_runnable(_) -> false.
+
+-spec function_exists(mfa()) -> boolean().
+function_exists({M, F, A}) ->
+    case code:ensure_loaded(M) of
+        {module, M} -> lists:member({F, A}, M:module_info(functions));
+        _ -> false
+    end.
+
+-spec cap_millis(non_neg_integer()) -> non_neg_integer().
+cap_millis(Ms) when Ms > ?MAX_PID_MS ->
+    logger:notice("kprof flame_pid: ~b ms is over the limit; tracing for ~b ms", [Ms, ?MAX_PID_MS]),
+    ?MAX_PID_MS;
+cap_millis(Ms) ->
+    Ms.
+
+%%% VALIDATION
+
+-spec check([{term(), term()}], map()) -> {ok, map()} | {error, term()}.
+check([], Acc) ->
+    {ok, Acc};
+check([{K, V} | Rest], Acc) ->
+    case valid(K, V) of
+        true -> check(Rest, Acc#{K => V});
+        false -> {error, {bad_option, {K, V}}}
+    end.
+
+-spec valid(term(), term()) -> boolean().
+valid(output_format, all) -> true;
+valid(output_format, F) when is_atom(F) -> lists:member(F, ?FORMATS);
+valid(output_format, Fs) when is_list(Fs), Fs =/= [] ->
+    lists:all(fun(F) -> is_atom(F) andalso lists:member(F, ?FORMATS) end, Fs);
+valid(output_directory, D) ->
+    (is_list(D) andalso D =/= [] andalso io_lib:printable_unicode_list(D))
+        orelse (is_binary(D) andalso byte_size(D) > 0);
+valid(sleep, B) -> is_boolean(B);
+valid(gc, B) -> is_boolean(B);
+valid(children, B) -> is_boolean(B);
+valid(max_depth, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
+valid(max_nodes, N) -> is_integer(N) andalso N >= 16 andalso N =< 1 bsl 26;
+valid(perf_period_us, N) -> is_integer(N) andalso N >= 0 andalso N =< 60000000;
+valid(timeout, infinity) -> true;
+valid(timeout, N) -> is_integer(N) andalso N >= 0;
+valid(open, O) -> O =:= speedscope orelse O =:= false;
+valid(_, _) -> false.

@@ -1,0 +1,424 @@
+%%% @doc The one place that changes the VM's trace patterns and flags for
+%%% flame captures (see {@link kprof_flame} and doc/flame.md).
+%%%
+%%% Several captures may run at once; they share the call pattern on every
+%%% function (`{'_','_','_'}' and `on_load', local, match spec
+%%% `[{'_', [], [{message, {caller}}]}]'), set when the first capture opens
+%%% and cleared when the last one closes. Processes traced by two captures
+%%% keep their flags until both are done. A flame_capture trigger has a
+%%% meta pattern of its own; one capture per trigger function at a time.
+%%%
+%%% Started on demand under `kprof_sup' (a temporary child). It monitors
+%%% each capture's owner: when the owner dies, its capture is closed and
+%%% dropped from the sink, so no pattern or flag outlives it.
+%%%
+%%% Each capture arms {@link kprof_guard} (when it runs) with its limits:
+%%% on overload (trace messages older than `max_lag_ms' when the sink reads
+%%% them, the port's queue over `max_queue_bytes', ...) the guard turns the
+%%% tracing off at once, and the capture's owner gets
+%%% `{kprof_flame_aborted, Id, Kind}': the capture ends with what the sink
+%%% has, instead of the VM's port queue growing without bound.
+-module(kprof_flame_srv).
+-behaviour(gen_server).
+
+%% PUBLIC (for kprof_flame)
+-export([open/3, close/1, stop_trigger/1, flags/2, untrace_flags/0]).
+%% gen_server callbacks
+-export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2,
+         terminate/2, code_change/3]).
+
+-define(SERVER, ?MODULE).
+-define(CALL_TIMEOUT, 60000).
+%% Every process flag a capture may set, to clear them all.
+-define(ALL_FLAGS, [call, arity, return_to, running, procs, garbage_collection,
+                    set_on_spawn, monotonic_timestamp]).
+-define(CALLER_MS, [{'_', [], [{message, {caller}}]}]).
+
+-record(cap, {owner :: pid(),
+              mref :: reference(),
+              mode :: apply | pid | capture,
+              pids = [] :: [pid()],              % traced by this server (pid mode)
+              trigger :: mfa() | undefined,
+              children = false :: boolean()}).
+
+-record(state, {caps = #{} :: #{integer() => #cap{}},
+                refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
+                patterns = false :: boolean()}).             % the call patterns are set
+
+%%%%%%%%%%%%%%
+%%% PUBLIC %%%
+%%%%%%%%%%%%%%
+
+%% @doc Register capture `Id' of the caller with the sink and set up the
+%% VM for it. `Cfg' holds the validated options plus `port', and `pids'
+%% (apply, pid) or `trigger' and `ncalls' (capture).
+-spec open(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
+open(Id, Mode, Cfg) ->
+    case ensure_started() of
+        ok -> call({open, Id, Mode, Cfg, self()});
+        Error -> Error
+    end.
+
+%% @doc Undo what {@link open/3} did for `Id' (the sink keeps the capture
+%% until `flame_write' or `flame_drop').
+-spec close(integer()) -> ok | {error, term()}.
+close(Id) ->
+    call({close, Id}).
+
+%% @doc Remove a capture's trigger pattern: it has all the calls it wants.
+-spec stop_trigger(integer()) -> ok | {error, term()}.
+stop_trigger(Id) ->
+    call({stop_trigger, Id}).
+
+%% @doc The process flags of a capture with options `Cfg'.
+-spec flags(map(), port()) -> [atom() | {tracer, port()}].
+flags(Cfg, Port) ->
+    [call, arity, return_to, running, procs, monotonic_timestamp, {tracer, Port}]
+        ++ [garbage_collection || maps:get(gc, Cfg)]
+        ++ [set_on_spawn || maps:get(children, Cfg)].
+
+%% @doc Every flag a capture may have set.
+-spec untrace_flags() -> [atom()].
+untrace_flags() ->
+    ?ALL_FLAGS.
+
+%% @private
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?SERVER}, ?MODULE, [], []).
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% GEN_SERVER CALLBACKS       %%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% @private
+-spec init([]) -> {ok, #state{}}.
+init([]) ->
+    {ok, #state{}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call({open, Id, Mode, Cfg, Owner}, _From, S) ->
+    case do_open(Id, Mode, Cfg, Owner, S) of
+        {ok, S1} -> {reply, ok, S1};
+        {error, _} = Error -> {reply, Error, S}
+    end;
+handle_call({close, Id}, _From, S) ->
+    {reply, ok, do_close(Id, S)};
+handle_call({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
+    case Caps of
+        #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
+            _ = erlang:trace_pattern(MFA, false, [meta]),
+            {reply, ok, S};
+        _ ->
+            {reply, ok, S}
+    end;
+handle_call(_Other, _From, S) ->
+    {reply, {error, bad_call}, S}.
+
+%% @private
+-spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
+handle_cast(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+-spec handle_info(term(), #state{}) -> {noreply, #state{}}.
+handle_info({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
+    %% The guard took the flags off and the '_' pattern; the rest is ours.
+    case Caps of
+        #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
+            _ = erlang:trace_pattern(MFA, false, [meta]);
+        _ ->
+            ok
+    end,
+    _ = erlang:trace_pattern(on_load, false, [local]),
+    {noreply, S#state{patterns = false}};
+handle_info({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps}) ->
+    case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] of
+        [Id] ->
+            S1 = do_close(Id, S),
+            _ = kprof_sink:command({flame_drop, Id}),
+            {noreply, S1};
+        [] ->
+            {noreply, S}
+    end;
+handle_info(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+-spec terminate(term(), #state{}) -> ok.
+terminate(_Reason, S = #state{caps = Caps}) ->
+    _ = lists:foldl(fun do_close/2, S, maps:keys(Caps)),
+    ok.
+
+%% @private
+-spec code_change(term(), #state{}, term()) -> {ok, #state{}}.
+code_change(_OldVsn, S, _Extra) ->
+    {ok, S}.
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+-spec ensure_started() -> ok | {error, term()}.
+ensure_started() ->
+    case whereis(?SERVER) of
+        Pid when is_pid(Pid) ->
+            ok;
+        undefined ->
+            Spec = #{id => ?SERVER, start => {?MODULE, start_link, []},
+                     restart => temporary, shutdown => 5000, type => worker,
+                     modules => [?MODULE]},
+            case catch supervisor:start_child(kprof_sup, Spec) of
+                {ok, _} -> ok;
+                {error, {already_started, _}} -> ok;
+                {error, already_present} ->
+                    _ = supervisor:delete_child(kprof_sup, ?SERVER),
+                    ensure_started();
+                {'EXIT', {noproc, _}} -> {error, not_running};
+                Other -> {error, {flame_server, Other}}
+            end
+    end.
+
+-spec call(term()) -> term().
+call(Request) ->
+    try
+        gen_server:call(?SERVER, Request, ?CALL_TIMEOUT)
+    catch
+        exit:{noproc, _} -> {error, not_running};
+        exit:{timeout, _} -> {error, timeout};
+        exit:{Reason, _} -> {error, {not_running, Reason}}
+    end.
+
+-spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
+          {ok, #state{}} | {error, term()}.
+do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
+    Port = maps:get(port, Cfg),
+    Trigger = maps:get(trigger, Cfg, undefined),
+    case sink_start(Id, Mode, Cfg) of
+        ok ->
+            First = not S#state.patterns,
+            %% The trigger before the call patterns (see set_trigger/4).
+            case set_trigger(Trigger, Id, Cfg, Port) of
+                ok ->
+                    First andalso set_patterns(),
+                    _ = Trigger =/= undefined andalso kprof_sink:command({flame_arm, Id}),
+                    Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
+                               mode = Mode, trigger = Trigger,
+                               children = maps:get(children, Cfg)},
+                    arm_guard(Id, Owner, Cfg),
+                    S1 = S#state{caps = Caps#{Id => Cap}, patterns = true},
+                    {ok, trace_pids(Id, Mode, Cfg, Port, S1)};
+                {error, _} = Error ->
+                    _ = kprof_sink:command({flame_drop, Id}),
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% The capture in the sink: options, then its processes with their names.
+-spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
+sink_start(Id, Mode, Cfg) ->
+    Opts = [{sleep, maps:get(sleep, Cfg)}, {gc, maps:get(gc, Cfg)},
+            {children, maps:get(children, Cfg)},
+            {max_depth, maps:get(max_depth, Cfg)}, {max_nodes, maps:get(max_nodes, Cfg)},
+            {perf_period_us, maps:get(perf_period_us, Cfg)}]
+        ++ mode_opts(Mode, Cfg),
+    case kprof_sink:command({flame_start, Id, Opts}) of
+        ok when Mode =:= capture ->
+            ok;
+        ok ->
+            Pids = [{P, name_of(P)} || P <- maps:get(pids, Cfg)],
+            case kprof_sink:command({flame_pids, Id, Pids}) of
+                ok -> ok;
+                Error -> _ = kprof_sink:command({flame_drop, Id}), sink_error(Error)
+            end;
+        Error ->
+            sink_error(Error)
+    end.
+
+-spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].
+mode_opts(apply, _Cfg) ->
+    [{hide, kprof_flame:hidden_frame()}];
+mode_opts(pid, _Cfg) ->
+    [];
+mode_opts(capture, Cfg) ->
+    [{trigger, maps:get(trigger, Cfg)}, {ncalls, maps:get(ncalls, Cfg)}, {hold, true},
+     {time_offset, erlang:time_offset(nanosecond)}].
+
+-spec sink_error(term()) -> {error, term()}.
+sink_error({error, _} = E) -> E;
+sink_error(Other) -> {error, {sink, Other}}.
+
+-spec name_of(pid()) -> binary() | undefined.
+name_of(Pid) ->
+    case erlang:process_info(Pid, registered_name) of
+        {registered_name, Name} -> atom_to_binary(Name, utf8);
+        _ -> undefined
+    end.
+
+-spec set_patterns() -> ok.
+set_patterns() ->
+    _ = erlang:trace_pattern({'_', '_', '_'}, ?CALLER_MS, [local]),
+    _ = erlang:trace_pattern(on_load, ?CALLER_MS, [local]),
+    ok.
+
+-spec clear_patterns() -> ok.
+clear_patterns() ->
+    _ = erlang:trace_pattern({'_', '_', '_'}, false, [local]),
+    _ = erlang:trace_pattern(on_load, false, [local]),
+    ok.
+
+%% The trigger's meta pattern turns the calling process's flags on, and
+%% names the capture in the call's message: {[], Caller, {kprof_flame, Id}}.
+%% (A seq_trace label would do too, but asking for the token in the same
+%% match spec as setting it crashed OTP 25 under GC; the payload is enough.)
+%%
+%% Checked on OTP 25: a process whose call of the trigger runs this match
+%% spec while the meta pattern is being installed and local call patterns
+%% exist already loses the flags the match spec gave it a little later,
+%% and may make no event at all on its next calls. Installed before the
+%% call patterns it does not. So the first capture sets the trigger first,
+%% then the call patterns, then tells the sink (flame_arm) to take trigger
+%% calls: calls before that are counted as `calls_early', not traced. A
+%% capture starting while another one runs has the call patterns in place
+%% already; its trigger calls during the install may be lost (doc/flame.md).
+-spec set_trigger(mfa() | undefined, integer(), map(), port()) -> ok | {error, term()}.
+set_trigger(undefined, _Id, _Cfg, _Port) ->
+    ok;
+set_trigger(MFA, Id, Cfg, Port) ->
+    Flags = [F || F <- flags(Cfg, Port), not is_tuple(F)] ++ [{{tracer, Port}}],
+    MS = [{'_', [], [{trace, [], Flags},
+                     {message, {{[], {caller}, {{kprof_flame, Id}}}}},
+                     {return_trace}, {exception_trace}]}],
+    try erlang:trace_pattern(MFA, MS, [{meta, Port}]) of
+        0 -> {error, {no_such_function, MFA}};
+        _ -> ok
+    catch
+        error:Reason -> {error, {trace_pattern, Reason}}
+    end.
+
+%% The guard's abort runs in the guard: it only sends messages.
+-spec arm_guard(integer(), pid(), map()) -> ok.
+arm_guard(Id, Owner, Cfg) ->
+    Srv = self(),
+    Abort = fun(Kind, _Info) ->
+                    Srv ! {guard_abort, Id, Kind},
+                    Owner ! {kprof_flame_aborted, Id, Kind}
+            end,
+    Arm = #{abort => Abort, patterns => [{{'_', '_', '_'}, ?CALLER_MS, [local]}]},
+    Limits = case maps:get(limits, Cfg, #{}) of
+                 L when map_size(L) =:= 0 -> #{};
+                 L -> #{limits => L}
+             end,
+    case whereis(kprof_guard) of
+        undefined ->
+            ok;
+        _ ->
+            case catch kprof_guard:arm({kprof_flame, Id}, maps:merge(Arm, Limits)) of
+                ok -> ok;
+                Other -> logger:warning("kprof flame: the guard refused to arm: ~p", [Other])
+            end
+    end.
+
+-spec trace_pids(integer(), apply | pid | capture, map(), port(), #state{}) -> #state{}.
+trace_pids(Id, pid, Cfg, Port, S = #state{caps = Caps, refs = Refs}) ->
+    Flags = flags(Cfg, Port),
+    Traced = [P || P <- maps:get(pids, Cfg), trace(P, true, Flags)],
+    Cap = maps:get(Id, Caps),
+    Refs1 = lists:foldl(fun(P, R) -> maps:update_with(P, fun(N) -> N + 1 end, 1, R) end,
+                        Refs, Traced),
+    S#state{caps = Caps#{Id := Cap#cap{pids = Traced}}, refs = Refs1};
+trace_pids(_Id, _Mode, _Cfg, _Port, S) ->
+    S.
+
+-spec trace(pid(), boolean(), list()) -> boolean().
+trace(Pid, How, Flags) ->
+    try erlang:trace(Pid, How, Flags) of
+        1 -> true;
+        _ -> false
+    catch
+        error:badarg -> false   % gone already
+    end.
+
+-spec do_close(integer(), #state{}) -> #state{}.
+do_close(Id, S = #state{caps = Caps}) ->
+    case maps:take(Id, Caps) of
+        error ->
+            S;
+        {Cap, Rest} ->
+            erlang:demonitor(Cap#cap.mref, [flush]),
+            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            Cap#cap.trigger =/= undefined
+                andalso erlang:trace_pattern(Cap#cap.trigger, false, [meta]),
+            S1 = untrace_pids(Id, Cap, S#state{caps = Rest}),
+            case map_size(Rest) of
+                0 -> clear_patterns(), S1#state{patterns = false};
+                _ -> S1
+            end
+    end.
+
+%% Flags come off a process when no other open capture wants it: pid mode
+%% counts its processes; processes that joined a trigger capture or were
+%% spawned under `children' are asked from the sink.
+-spec untrace_pids(integer(), #cap{}, #state{}) -> #state{}.
+untrace_pids(Id, Cap = #cap{pids = Pids}, S = #state{refs = Refs}) ->
+    {Off, Refs1} = lists:foldl(fun(P, {Off0, R}) ->
+                                       case maps:get(P, R, 0) of
+                                           N when N =< 1 -> {[P | Off0], maps:remove(P, R)};
+                                           N -> {Off0, R#{P := N - 1}}
+                                       end
+                               end, {[], Refs}, Pids),
+    S1 = S#state{refs = Refs1},
+    Joined = case Cap#cap.mode =:= capture orelse Cap#cap.children of
+                 true -> members(Id);
+                 false -> []
+             end,
+    Keep = kept(S1),
+    [untrace(P) || P <- lists:usort(Off ++ Joined), not maps:is_key(P, Keep)],
+    Cap#cap.children andalso sweep(Keep),
+    S1.
+
+%% Processes other open captures need: pid-mode ones and sink members.
+-spec kept(#state{}) -> #{pid() => true}.
+kept(#state{caps = Caps, refs = Refs}) ->
+    Members = [P || {Id, #cap{mode = M, children = C, owner = O}} <- maps:to_list(Caps),
+                    P <- [O || M =:= apply] ++
+                             case M =:= capture orelse C of
+                                 true -> members(Id);
+                                 false -> []
+                             end],
+    maps:merge(maps:from_list([{P, true} || P <- Members]), maps:map(fun(_, _) -> true end, Refs)).
+
+-spec members(integer()) -> [pid()].
+members(Id) ->
+    case kprof_sink:command({flame_members, Id}) of
+        L when is_list(L) -> L;
+        _ -> []
+    end.
+
+-spec untrace(pid()) -> boolean().
+untrace(Pid) ->
+    trace(Pid, false, ?ALL_FLAGS).
+
+%% Children spawned after the sink listed the members still inherit the
+%% flags: any process traced to the sink's port that no capture wants.
+-spec sweep(#{pid() => true}) -> ok.
+sweep(Keep) ->
+    case kprof_sink:port() of
+        Port when is_port(Port) ->
+            _ = [untrace(P) || P <- erlang:processes(), not maps:is_key(P, Keep),
+                               erlang:trace_info(P, tracer) =:= {tracer, Port},
+                               has_our_flags(P)],
+            ok;
+        _ ->
+            ok
+    end.
+
+-spec has_our_flags(pid()) -> boolean().
+has_our_flags(P) ->
+    case erlang:trace_info(P, flags) of
+        {flags, Fs} -> lists:member(call, Fs) andalso lists:member(return_to, Fs);
+        _ -> false
+    end.

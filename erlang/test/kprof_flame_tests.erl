@@ -1,0 +1,632 @@
+%%% @doc End-to-end tests of kprof's flame graphs: real processes traced
+%%% into the real sink, known call trees checked in every format it writes.
+%%%
+%%% The traced code is this module's `shape_*' functions: a call tree whose
+%%% shape (body calls, tail calls, recursion, an exception through several
+%%% frames) and times (sleeps, a busy loop) are known. Times are checked
+%%% within a tolerance: at least what the code asked for, at most that plus
+%%% a margin for a loaded 2-core machine.
+-module(kprof_flame_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% Traced by the tests.
+-export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
+         shape_thrower/0, shape_deep/1, trig/1, trig_loop/0, worker_loop/1, busy/1, busy_forever/0, parent/0,
+         child/0, events_loop/1, leaf/0]).
+%% logger handler callback.
+-export([log/2]).
+
+-define(MS, 1000).                 % folded counts are microseconds
+-define(SLACK, 15 * ?MS).          % what a busy machine may add to a timed step
+
+%%%%%%%%%%%%%%%%%%%
+%%% TRACED CODE %%%
+%%%%%%%%%%%%%%%%%%%
+
+%% top -> sleeper (30 ms asleep), burner (20 ms busy), tail_a -> tail_b
+%% (a tail call: tail_b replaces tail_a, 10 ms asleep), thrower -> deep x4
+%% (5 ms asleep, then a throw caught in thrower), thrower (5 ms asleep).
+shape_top() ->
+    slept = ?MODULE:shape_sleeper(),
+    burnt = ?MODULE:shape_burner(20),
+    b = ?MODULE:shape_tail_a(),
+    thrown = ?MODULE:shape_thrower(),
+    done.
+
+shape_sleeper() ->
+    timer:sleep(30),
+    slept.
+
+shape_burner(Ms) ->
+    ok = spin(erlang:monotonic_time(millisecond) + Ms),
+    burnt.
+
+spin(End) ->
+    case erlang:monotonic_time(millisecond) >= End of
+        true -> ok;
+        false -> spin(End)
+    end.
+
+shape_tail_a() ->
+    ?MODULE:shape_tail_b().
+
+shape_tail_b() ->
+    timer:sleep(10),
+    b.
+
+shape_thrower() ->
+    try ?MODULE:shape_deep(3) catch throw:deep -> ok end,
+    timer:sleep(5),
+    thrown.
+
+%% Returns sometimes (the compiler must not see that it never does, or it
+%% turns the recursion into tail calls).
+shape_deep(0) ->
+    timer:sleep(5),
+    case get(never_set) of
+        undefined -> throw(deep);
+        V -> V
+    end;
+shape_deep(N) ->
+    [?MODULE:shape_deep(N - 1)].
+
+%% flame_capture's trigger: 10 ms asleep inside leaf.
+trig(N) ->
+    [?MODULE:leaf() || _ <- lists:seq(1, N)].
+
+leaf() ->
+    timer:sleep(10),
+    leaf.
+
+%% Calls trig(1) every few milliseconds until told to stop.
+trig_loop() ->
+    _ = ?MODULE:trig(1),
+    receive stop -> ok after 3 -> trig_loop() end.
+
+%% A process that calls trig(1) at each `go'.
+worker_loop(Parent) ->
+    receive
+        {go, Ref} ->
+            _ = ?MODULE:trig(1),
+            Parent ! {done, Ref, self()},
+            worker_loop(Parent);
+        stop ->
+            ok
+    end.
+
+%% Busy for Ms, mostly inside erlang:md5/1 on 16 KiB (tens of microseconds
+%% a call). A process that makes calls non-stop makes more trace events than
+%% the VM can hand to a port, and the VM then stalls in its port queue
+%% (doc/flame.md); these tests trace work that also computes.
+busy(Ms) ->
+    End = erlang:monotonic_time(millisecond) + Ms,
+    busy_until(End, binary:copy(<<"kprof">>, 3277)).
+
+busy_until(End, Bin) ->
+    _ = erlang:md5(Bin),
+    case erlang:monotonic_time(millisecond) >= End of
+        true -> ok;
+        false -> busy_until(End, Bin)
+    end.
+
+%% Busy until told to stop (setting trace patterns on a loaded machine can
+%% take longer than any fixed busy time).
+busy_forever() ->
+    ok = ?MODULE:busy(5),
+    receive stop -> ok after 0 -> busy_forever() end.
+
+%% children: the parent spawns a child and waits for it.
+parent() ->
+    Self = self(),
+    _ = spawn(fun() -> ?MODULE:child(), Self ! child_done end),
+    receive child_done -> ok end,
+    parent_done.
+
+child() ->
+    timer:sleep(20),
+    child_done.
+
+%% N iterations of 3 events each: call leaf2 (body), its return_to, and
+%% the loop's own tail call. Every 64 iterations it waits a millisecond,
+%% as real work does now and then: a loop that does nothing but calls makes
+%% events faster than the VM can hand them to any port, and the VM's port
+%% queue then drains in quadratic time (doc/flame.md).
+events_loop(0) ->
+    ok;
+events_loop(N) ->
+    _ = leaf2(N),
+    case N band 63 of
+        0 -> receive after 1 -> ok end;
+        _ -> ok
+    end,
+    events_loop(N - 1).
+
+leaf2(N) ->
+    N + 1.
+
+%%%%%%%%%%%%%
+%%% TESTS %%%
+%%%%%%%%%%%%%
+
+-spec flame_test_() -> term().
+flame_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [fun(D) -> {Title, {timeout, 60, fun() -> F(D) end}} end
+      || {Title, F} <-
+             [{"flame_apply: a known call tree, in all four formats", fun known_tree/1},
+              {"sleep => false drops scheduled-out time", fun no_sleep/1},
+              {"flame_pid: per-process stacks, nothing of other processes", fun per_process/1},
+              {"children => true follows spawned processes", fun children/1},
+              {"children => false does not", fun no_children/1},
+              {"flame_capture: N calls across several processes, then no flags left",
+               fun capture_n_calls/1},
+              {"flame_capture: a function never called times out cleanly",
+               fun capture_timeout/1},
+              {"concurrent captures each get their own files", fun concurrent/1},
+              {"no events: {error, no_events}, no files", fun no_events/1},
+              {"an exception of the function goes through; files are written",
+               fun apply_raises/1},
+              {"bad options change nothing", fun bad_options/1},
+              {"one output format, max_depth cap said in the files", fun one_format/1}]]}.
+
+%% The volume test: 1 million events by default (make eunit); 10 million
+%% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume).
+-spec flame_volume_test_() -> term().
+flame_volume_test_() ->
+    Events = case os:getenv("KPROF_FLAME_EVENTS") of
+                 false -> 1000000;
+                 N -> list_to_integer(N)
+             end,
+    {setup, fun setup/0, fun cleanup/1,
+     fun(D) ->
+             {timeout, 900, {io_lib:format("~b events: bounded sink memory, files in seconds",
+                                           [Events]),
+                             fun() -> volume(D, Events) end}}
+     end}.
+
+%%% A known call tree
+
+known_tree(Dir) ->
+    {ok, done, Files} = kprof:flame_apply(fun ?MODULE:shape_top/0, #{output_directory => Dir}),
+    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"],
+                 [ext(F) || F <- Files]),
+    [?assert(filelib:is_regular(F)) || F <- Files],
+    Folded = folded(file_of(".folded", Files)),
+    Root = root_of(Folded),
+    ?assertEqual(pid_to_list(self()), Root),
+    P = fun(Fs) -> [Root | [mfa(F) || F <- Fs]] end,
+    Top = P([shape_top]),
+    Sleeper = P([shape_top, shape_sleeper]),
+    SleepIn = fun(Path) -> Path ++ ["timer:sleep/1", "SLEEP"] end,
+    Burner = P([shape_top, shape_burner]),
+    TailB = P([shape_top, shape_tail_b]),
+    Thrower = P([shape_top, shape_thrower]),
+    Deep = Thrower ++ [mfa(shape_deep) || _ <- lists:seq(1, 4)],
+    %% Every stack starts at the process and the traced function; the
+    %% wrapper kprof_flame runs it in is not shown.
+    [?assertMatch([Root, _ | _], S) || S <- maps:keys(Folded)],
+    ?assertEqual([], [S || S <- maps:keys(Folded), lists:nth(2, S) =/= mfa(shape_top)]),
+    %% The times, from the folded stacks.
+    Checks = [{SleepIn(Sleeper), 30}, {Burner, 20}, {SleepIn(TailB), 10},
+              {SleepIn(Deep), 5}, {SleepIn(Thrower), 5}],
+    %% (At least Ms less the clock's millisecond: the busy loop reads whole ms.)
+    [within(Path, incl(Folded, Path), (Ms - 1) * ?MS, Ms * ?MS + ?SLACK) || {Path, Ms} <- Checks],
+    within(Top, incl(Folded, Top), 70 * ?MS, 70 * ?MS + 5 * ?SLACK),
+    %% The tail call: tail_b sits on top, not on tail_a; the busy loop is
+    %% spin/1 under burner, tail-recursing in one frame.
+    ?assertEqual(0, incl(Folded, P([shape_top, shape_tail_a, shape_tail_b]))),
+    ?assert(incl(Folded, Burner ++ ["kprof_flame_tests:spin/1"]) > 15 * ?MS),
+    ?assertEqual(0, incl(Folded, Burner ++ ["kprof_flame_tests:spin/1",
+                                            "kprof_flame_tests:spin/1"])),
+    %% The exception unwound four frames at once: what follows is thrower's.
+    ?assertEqual(0, incl(Folded, Deep ++ [mfa(shape_deep)])),
+    %% The other formats say the same, path by path.
+    Paths = [P1 || {P1, _} <- Checks] ++ [Top, Burner, Deep],
+    Speedscope = speedscope(file_of(".speedscope.json", Files)),
+    ?assertMatch([{_, _}], maps:to_list(Speedscope)),
+    [{Name, SS}] = maps:to_list(Speedscope),
+    ?assertEqual(Root, Name),
+    [?assert(abs(incl(Folded, Pa) - maps:get(tl(Pa), SS, 0)) =< 20) || Pa <- Paths],
+    Svg = svg(file_of(".svg", Files)),
+    [?assert(abs(incl(Folded, Pa) - maps:get(["all" | Pa], Svg, 0)) =< 20) || Pa <- Paths],
+    {Period, Perf} = perf(file_of(".perf", Files)),
+    [?assert(abs(incl(Folded, Pa) - incl(Perf, Pa)) =< 2 * Period + incl(Folded, Pa) div 50)
+     || Pa <- Paths].
+
+no_sleep(Dir) ->
+    {ok, done, Files} = kprof:flame_apply(fun ?MODULE:shape_top/0,
+                                          #{output_directory => Dir, sleep => false,
+                                            output_format => folded}),
+    Folded = folded(hd(Files)),
+    ?assertEqual([], [S || S <- maps:keys(Folded), lists:member("SLEEP", S)]),
+    Top = [root_of(Folded), mfa(shape_top)],
+    %% 50 ms asleep are gone; the 20 ms busy loop stays, but for the times
+    %% it was scheduled out for other processes (this machine may be busy).
+    within(Top, incl(Folded, Top), 5 * ?MS, 20 * ?MS + 2 * ?SLACK).
+
+%%% Processes
+
+per_process(Dir) ->
+    A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    B = spawn_link(fun() -> register(kprof_flame_test_b, self()), ?MODULE:busy_forever() end),
+    {ok, Files} = kprof:flame_pid([A, B], 100, #{output_directory => Dir,
+                                                 output_format => [folded, speedscope]}),
+    [X ! stop || X <- [A, B]],
+    Folded = folded(file_of(".folded", Files)),
+    Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    RootB = "kprof_flame_test_b(" ++ pid_to_list(B) ++ ")",
+    ?assertEqual(lists:sort([pid_to_list(A), RootB]), Roots),
+    %% Both ran busy_until for (nearly) all of the 100 ms.
+    [?assert(incl(Folded, [R]) > 50 * ?MS) || R <- Roots],
+    [?assert(incl(Folded, [R, "kprof_flame_tests:busy_forever/0"]) > 40 * ?MS) || R <- Roots],
+    %% busy/1 tail-calls busy_until/2: busy_until replaces it on the stack.
+    [?assert(incl(Folded, [R, "kprof_flame_tests:busy_forever/0",
+                           "kprof_flame_tests:busy_until/2", "erlang:md5/1"]) > 20 * ?MS)
+     || R <- Roots],
+    %% One speedscope profile per process, named for it.
+    ?assertEqual(Roots, lists:sort(maps:keys(speedscope(file_of(".speedscope.json", Files))))).
+
+children(Dir) ->
+    {ok, parent_done, Files} = kprof:flame_apply(fun ?MODULE:parent/0,
+                                                 #{output_directory => Dir, children => true,
+                                                   output_format => folded}),
+    Folded = folded(hd(Files)),
+    Me = pid_to_list(self()),
+    Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    ?assertMatch([_, _], Roots),
+    [Child] = Roots -- [Me],
+    %% The child's 20 ms in child/0 are its own, not the parent's.
+    ChildTime = lists:sum([N || {S, N} <- maps:to_list(Folded), hd(S) =:= Child,
+                                lists:member(mfa(child), S)]),
+    within([Child, "child/0"], ChildTime, 20 * ?MS, 20 * ?MS + ?SLACK),
+    ?assertEqual([], [S || S <- maps:keys(Folded), hd(S) =:= Me, lists:member(mfa(child), S)]),
+    %% No flags left on anything.
+    ?assertEqual([], traced_processes()).
+
+no_children(Dir) ->
+    {ok, parent_done, Files} = kprof:flame_apply(fun ?MODULE:parent/0,
+                                                 #{output_directory => Dir,
+                                                   output_format => folded}),
+    Folded = folded(hd(Files)),
+    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([], traced_processes()).
+
+%%% flame_capture
+
+capture_n_calls(Dir) ->
+    %% Three processes call trig/1 (10 ms) again and again; the capture takes
+    %% the first four calls made once it is set up, whoever makes them.
+    Workers = [spawn_link(fun() -> ?MODULE:trig_loop() end) || _ <- lists:seq(1, 3)],
+    {ok, Files} = kprof:flame_capture({?MODULE, trig, 1}, 4,
+                                      #{output_directory => Dir, timeout => 20000}),
+    %% No flags left behind, while the workers go on calling it.
+    timer:sleep(50),
+    ?assertEqual([], traced_processes()),
+    [W ! stop || W <- Workers],
+    Folded = folded(file_of(".folded", Files)),
+    Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    ?assert(length(Roots) >= 2),
+    ?assertEqual([], Roots -- [pid_to_list(W) || W <- Workers]),
+    %% Every stack starts at the trigger; four calls of 10 ms each.
+    ?assertEqual([], [S || [_, F | _] = S <- maps:keys(Folded), F =/= "kprof_flame_tests:trig/1"]),
+    Trig = lists:sum([N || {[_, "kprof_flame_tests:trig/1" | _], N} <- maps:to_list(Folded)]),
+    within(trig, Trig, 40 * ?MS, 40 * ?MS + 4 * ?SLACK),
+    %% The list comprehension trig/1 tail-calls sits on it (the trigger's
+    %% frame stays), leaf/0 and its sleep above.
+    ?assert(lists:any(fun(S) -> lists:member("kprof_flame_tests:leaf/0", S) end,
+                      maps:keys(Folded))),
+    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 1}, meta)),
+    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
+
+capture_timeout(Dir) ->
+    T0 = erlang:monotonic_time(millisecond),
+    ?assertEqual({error, timeout},
+                 kprof:flame_capture({?MODULE, child, 0}, 1,
+                                     #{output_directory => Dir, timeout => 300})),
+    ?assert(erlang:monotonic_time(millisecond) - T0 < 5000),
+    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, child, 0}, meta)),
+    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
+    ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
+    ?assertEqual({error, {no_such_function, {?MODULE, nope, 0}}},
+                 kprof:flame_capture({?MODULE, nope, 0}, 1, #{})).
+
+%%% Several at once
+
+concurrent(Dir) ->
+    Self = self(),
+    Run = fun(Fun) ->
+                  spawn_link(fun() ->
+                                     Self ! {self(), kprof:flame_apply(Fun, #{output_directory => Dir,
+                                                                               output_format => folded})}
+                             end)
+          end,
+    Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    P1 = Run(fun ?MODULE:shape_top/0),
+    P2 = Run(fun() -> ?MODULE:busy(60) end),
+    {ok, PidFiles} = kprof:flame_pid(Busy, 80, #{output_directory => Dir, output_format => folded}),
+    Busy ! stop,
+    {ok, done, F1} = receive {P1, R1} -> R1 after 30000 -> timeout end,
+    {ok, ok, F2} = receive {P2, R2} -> R2 after 30000 -> timeout end,
+    All = F1 ++ F2 ++ PidFiles,
+    ?assertEqual(3, length(lists:usort(All))),
+    Roots = [lists:usort([R || [R | _] <- maps:keys(folded(F))]) || F <- All],
+    ?assertEqual([[pid_to_list(P1)], [pid_to_list(P2)], [pid_to_list(Busy)]], Roots),
+    ?assert(incl(folded(hd(F1)), [pid_to_list(P1), mfa(shape_top)]) > 60 * ?MS),
+    ?assertEqual(0, incl(folded(hd(F2)), [pid_to_list(P2), mfa(shape_top)])),
+    ?assertEqual([], traced_processes()),
+    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
+
+%%% Errors
+
+no_events(Dir) ->
+    Idle = spawn_link(fun() -> receive stop -> ok end end),
+    ?assertEqual({error, no_events}, kprof:flame_pid(Idle, 100, #{output_directory => Dir})),
+    Idle ! stop,
+    ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
+    {Gone, MRef} = spawn_monitor(fun() -> ok end),
+    receive {'DOWN', MRef, process, Gone, _} -> ok end,
+    ?assertEqual({error, no_such_process}, kprof:flame_pid(Gone, 10, #{})).
+
+apply_raises(Dir) ->
+    ?assertError(boom, kprof:flame_apply(fun() -> ?MODULE:leaf(), error(boom) end,
+                                         #{output_directory => Dir, output_format => folded})),
+    [File] = filelib:wildcard(filename:join(Dir, "*.folded")),
+    Leaf = [N || {S, N} <- maps:to_list(folded(File)), lists:member(mfa(leaf), S)],
+    ?assert(lists:sum(Leaf) >= 10 * ?MS),
+    ?assertEqual([], traced_processes()).
+
+bad_options(Dir) ->
+    Bad = [#{output_format => pdf}, #{output_format => []}, #{sleep => yes},
+           #{max_depth => 0}, #{open => firefox}, #{frobnicate => 1}, not_a_map],
+    [?assertMatch({error, _}, kprof:flame_apply(fun() -> ok end, B)) || B <- Bad],
+    ?assertMatch({error, _}, kprof:flame_pid(self(), -1, #{})),
+    ?assertMatch({error, _}, kprof:flame_capture({?MODULE, leaf, 0}, 0, #{})),
+    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
+    ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
+    ?assertEqual({error, {bad_fun, 42}}, kprof:flame_apply(42, #{})).
+
+one_format(Dir) ->
+    {ok, done, [File]} = kprof:flame_apply(fun ?MODULE:shape_top/0,
+                                           #{output_directory => Dir, output_format => svg,
+                                             max_depth => 3}),
+    ?assertEqual(".svg", ext(File)),
+    Svg = svg(File),
+    Root = pid_to_list(self()),
+    %% Three frames deep at most, then TRUNCATED (and SLEEP or GC above it).
+    ?assert(maps:get(["all", Root, mfa(shape_top), mfa(shape_thrower), mfa(shape_deep),
+                      "TRUNCATED"], Svg) >= 5 * ?MS),
+    ?assertEqual([], [K || K <- maps:keys(Svg), length(K) > 7]).
+
+%%% 10 million events
+
+volume(Dir, Want) ->
+    N = Want div 3 + 1000,  % 3 events an iteration, and a few more
+    #{level := Primary} = logger:get_primary_config(),
+    ok = logger:set_primary_config(level, info),
+    ok = logger:add_handler(kprof_flame_tests, ?MODULE, #{config => #{pid => self()}, level => info}),
+    #{os_pid := OsPid} = kprof_sink:info(),
+    T0 = erlang:monotonic_time(microsecond),
+    {ok, ok, Files} = kprof:flame_apply(fun() ->
+                                                R = ?MODULE:events_loop(N),
+                                                self() ! {work_done, erlang:monotonic_time(microsecond)},
+                                                R
+                                        end, #{output_directory => Dir}),
+    T2 = erlang:monotonic_time(microsecond),
+    T1 = receive {work_done, T} -> T end,
+    Info = receive {log, #{what := kprof_flame_written, info := I}} -> I after 5000 -> #{} end,
+    ok = logger:remove_handler(kprof_flame_tests),
+    ok = logger:set_primary_config(level, Primary),
+    Events = maps:get(events, Info),
+    HWM = vm_hwm_kb(OsPid),
+    Folded = folded(file_of(".folded", Files)),
+    ?debugFmt("~nvolume capture: ~b events in ~.2f s traced (~b events/s), files ~.2f s after "
+              "the work ended, sink peak RSS ~b MiB, write times (us): ~p, sizes: ~p",
+              [Events, (T1 - T0) / 1.0e6, round(Events / ((T1 - T0) / 1.0e6)), (T2 - T1) / 1.0e6,
+               HWM div 1024, maps:get(write_us, Info),
+               [{ext(F), filelib:file_size(F)} || F <- Files]]),
+    ?assert(Events >= Want),
+    ?assert(HWM < 100 * 1024),
+    ?assert(lists:sum(maps:values(maps:get(write_us, Info))) < 2000000),
+    %% The fun, the loop in one frame (tail calls), leaf2 above it.
+    [_, Fun | _] = hd(maps:keys(Folded)),
+    Loop = [pid_to_list(self()), Fun, "kprof_flame_tests:events_loop/1"],
+    ?assert(incl(Folded, Loop) > 1000 * ?MS),
+    ?assert(incl(Folded, Loop ++ ["kprof_flame_tests:leaf2/1"]) > 0),
+    ?assertEqual(0, incl(Folded, Loop ++ ["kprof_flame_tests:events_loop/1"])).
+
+%%%%%%%%%%%%%%%
+%%% HELPERS %%%
+%%%%%%%%%%%%%%%
+
+setup() ->
+    logger:set_handler_config(default, level, error),
+    ok = kprof:start(#{}),
+    Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-flame-eunit-~s-~b",
+                                                            [os:getpid(), erlang:unique_integer([positive])]))),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+cleanup(Dir) ->
+    ok = kprof:stop(),
+    _ = file:del_dir_r(Dir),
+    logger:set_handler_config(default, level, all),
+    ok.
+
+log(#{msg := {report, R}}, #{config := #{pid := Pid}}) when is_map(R) ->
+    Pid ! {log, R},
+    ok;
+log(_, _) ->
+    ok.
+
+mfa(F) ->
+    case F of
+        shape_burner -> "kprof_flame_tests:shape_burner/1";
+        shape_deep -> "kprof_flame_tests:shape_deep/1";
+        _ -> "kprof_flame_tests:" ++ atom_to_list(F) ++ "/0"
+    end.
+
+within(What, Got, Lo, Hi) ->
+    case Got >= Lo andalso Got =< Hi of
+        true -> ok;
+        false -> ?assertEqual({What, in, Lo, Hi}, {What, Got})
+    end.
+
+ext(File) ->
+    case lists:suffix(".speedscope.json", File) of
+        true -> ".speedscope.json";
+        false -> filename:extension(File)
+    end.
+
+file_of(Ext, Files) ->
+    [F] = [F || F <- Files, ext(F) =:= Ext],
+    F.
+
+root_of(Folded) ->
+    [R] = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    R.
+
+%% Inclusive time of a path: every stack that starts with it.
+incl(Stacks, Path) ->
+    lists:sum([N || {S, N} <- maps:to_list(Stacks), lists:prefix(Path, S)]).
+
+%% Processes still traced (with our flags) to anything.
+traced_processes() ->
+    [P || P <- erlang:processes(), P =/= self(),
+          case erlang:trace_info(P, flags) of
+              {flags, Fs} -> lists:member(call, Fs);
+              _ -> false
+          end].
+
+vm_hwm_kb(OsPid) ->
+    {ok, Status} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/status"),
+    [Line] = [L || L <- binary:split(Status, <<"\n">>, [global]),
+                   binary:match(L, <<"VmHWM:">>) =/= nomatch],
+    [_, Kb | _] = string:lexemes(binary_to_list(Line), " \t"),
+    list_to_integer(Kb).
+
+%%% Reading the formats back
+
+%% Folded stacks: #{[Frame] => Microseconds}, each path once.
+folded(File) ->
+    {ok, Bin} = file:read_file(File),
+    Lines = [L || L <- string:split(binary_to_list(Bin), "\n", all), L =/= ""],
+    lists:foldl(fun(L, Acc) ->
+                        [Stack, Count] = string:split(L, " ", trailing),
+                        Path = string:split(Stack, ";", all),
+                        ?assertNot(maps:is_key(Path, Acc)),
+                        Acc#{Path => list_to_integer(Count)}
+                end, #{}, Lines).
+
+%% perf script: {Period, #{[Frame] => Microseconds}} (samples x period).
+perf(File) ->
+    {ok, Bin} = file:read_file(File),
+    Samples = [S || S <- string:split(binary_to_list(Bin), "\n\n", all), S =/= "", S =/= "\n"],
+    lists:foldl(fun(S, {_, Acc}) ->
+                        [Header | Frames] = string:split(S, "\n", all),
+                        [_Comm, _Tid, "[000]", _Time, PeriodNs, "cpu-clock:"] =
+                            string:lexemes(Header, " "),
+                        Period = list_to_integer(PeriodNs) div 1000,
+                        Path = lists:reverse([Name || F <- Frames, F =/= "",
+                                                      [_Addr, Name, "(erlang)"] <-
+                                                          [string:lexemes(F, "\t ")]]),
+                        {Period, maps:update_with(Path, fun(V) -> V + Period end, Period, Acc)}
+                end, {0, #{}}, Samples).
+
+%% speedscope: #{ProfileName => #{[Frame] => inclusive microseconds}},
+%% checking that events are balanced and `at' never goes back.
+speedscope(File) ->
+    {ok, Bin} = file:read_file(File),
+    {Json, <<"\n">>} = json(Bin),
+    ?assertEqual(<<"https://www.speedscope.app/file-format-schema.json">>, maps:get(<<"$schema">>, Json)),
+    Frames = list_to_tuple([binary_to_list(maps:get(<<"name">>, F))
+                            || F <- maps:get(<<"frames">>, maps:get(<<"shared">>, Json))]),
+    maps:from_list(
+      [begin
+           #{<<"type">> := <<"evented">>, <<"unit">> := <<"microseconds">>,
+             <<"startValue">> := 0, <<"endValue">> := End, <<"events">> := Evs} = P,
+           {[], Acc, Last} =
+               lists:foldl(fun(#{<<"type">> := T, <<"frame">> := F, <<"at">> := At},
+                               {Stack, Acc0, Prev}) ->
+                                   ?assert(At >= Prev),
+                                   Name = element(F + 1, Frames),
+                                   case T of
+                                       <<"O">> -> {[{Name, At} | Stack], Acc0, At};
+                                       <<"C">> ->
+                                           [{Name, Start} | Rest] = Stack,
+                                           Path = lists:reverse([Name | [N || {N, _} <- Rest]]),
+                                           D = round(At - Start),
+                                           {Rest, maps:update_with(Path, fun(V) -> V + D end, D, Acc0), At}
+                                   end
+                           end, {[], #{}, 0}, Evs),
+           ?assert(Last =< End + 0.001),
+           {binary_to_list(maps:get(<<"name">>, P)), Acc}
+       end || P <- maps:get(<<"profiles">>, Json)]).
+
+%% The SVG's frames: #{[Frame] => microseconds} from the titles, paths
+%% rebuilt from each frame's depth.
+svg(File) ->
+    {ok, Bin} = file:read_file(File),
+    {match, Frames} = re:run(Bin, "<g data-d=\"(\\d+)\" data-n=\"[^\"]*\"><title>(.*?) \\((\\d+) us, [0-9.]+%\\)</title>",
+                             [global, {capture, all_but_first, list}, unicode]),
+    {_, Acc} = lists:foldl(fun([D, Name, Us], {Stack, Acc0}) ->
+                                   Depth = list_to_integer(D),
+                                   Path = lists:sublist(Stack, Depth) ++ [unescape(Name)],
+                                   {Path, Acc0#{Path => list_to_integer(Us)}}
+                           end, {[], #{}}, Frames),
+    Acc.
+
+unescape(S) ->
+    lists:flatten(lists:foldl(fun({From, To}, Acc) -> string:replace(Acc, From, To, all) end, S,
+                              [{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"},
+                               {"&amp;", "&"}])).
+
+%% Just enough JSON for speedscope files: {Term, Rest}; objects are maps
+%% with binary keys, strings binaries.
+json(<<C, R/binary>>) when C =:= $\s; C =:= $\n; C =:= $\t; C =:= $\r -> json(R);
+json(<<${, R/binary>>) -> object(ws(R), #{});
+json(<<$[, R/binary>>) -> array(ws(R), []);
+json(<<$", R/binary>>) -> string(R, <<>>);
+json(<<"true", R/binary>>) -> {true, R};
+json(<<"false", R/binary>>) -> {false, R};
+json(<<"null", R/binary>>) -> {null, R};
+json(B) ->
+    {match, [Num]} = re:run(B, "^-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", [{capture, first, binary}]),
+    <<_:(byte_size(Num))/binary, R/binary>> = B,
+    V = case binary:match(Num, [<<".">>, <<"e">>, <<"E">>]) of
+            nomatch -> binary_to_integer(Num);
+            _ -> float(binary_to_float(normal_float(Num)))
+        end,
+    {V, R}.
+
+normal_float(N) ->
+    case binary:match(N, <<".">>) of
+        nomatch -> binary:replace(N, [<<"e">>, <<"E">>], <<".0e">>);
+        _ -> N
+    end.
+
+ws(<<C, R/binary>>) when C =:= $\s; C =:= $\n; C =:= $\t; C =:= $\r -> ws(R);
+ws(B) -> B.
+
+object(<<$}, R/binary>>, Acc) -> {Acc, R};
+object(<<$,, R/binary>>, Acc) -> object(ws(R), Acc);
+object(<<$", R/binary>>, Acc) ->
+    {K, R1} = string(R, <<>>),
+    <<$:, R2/binary>> = ws(R1),
+    {V, R3} = json(R2),
+    object(ws(R3), Acc#{K => V}).
+
+array(<<$], R/binary>>, Acc) -> {lists:reverse(Acc), R};
+array(<<$,, R/binary>>, Acc) -> array(ws(R), Acc);
+array(B, Acc) ->
+    {V, R} = json(B),
+    array(ws(R), [V | Acc]).
+
+string(<<$", R/binary>>, Acc) -> {Acc, R};
+string(<<$\\, $u, H:4/binary, R/binary>>, Acc) ->
+    string(R, <<Acc/binary, (unicode:characters_to_binary([binary_to_integer(H, 16)]))/binary>>);
+string(<<$\\, C, R/binary>>, Acc) ->
+    E = case C of $n -> $\n; $t -> $\t; $r -> $\r; $b -> $\b; $f -> $\f; _ -> C end,
+    string(R, <<Acc/binary, E>>);
+string(<<C, R/binary>>, Acc) ->
+    string(R, <<Acc/binary, C>>).
