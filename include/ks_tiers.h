@@ -110,6 +110,7 @@ typedef struct ks_tiers {
   uint32_t *pid_slot, *pid_gen;
   uint32_t pid_cap;
   uint32_t seq;
+  uint32_t sweep_tick;          /* events since start: stale requests are swept every 64k */
   int64_t last_ts;
   /* Identities: raw bytes -> row. Row max_identities is the fold row. */
   ks_itab identities;

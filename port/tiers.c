@@ -536,7 +536,7 @@ void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   } else {
     return;
   }
-  if ((t->seq & 0xffff) == 0)
+  if ((++t->sweep_tick & 0xffff) == 0)
     sweep_stale(t);
   ks_tiers_flush(t, 0);
 }
