@@ -5,6 +5,12 @@
 set -eu
 
 PKGS="gcc make pkg-config erlang-nox erlang-dev erlang-mochiweb erlang-p1-sqlite3 erlang-bbmustache libuv1-dev check clang libclang-rt-14-dev valgrind"
+# `scripts/deps.sh browser` (make check-browser): chromium, and node/npm when missing.
+if [ "${1:-}" = browser ]; then
+  PKGS="$PKGS chromium"
+  command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+  command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+fi
 
 missing=""
 for p in $PKGS; do
