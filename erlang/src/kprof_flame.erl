@@ -115,7 +115,7 @@ validate(Opts, _Mode) when is_map(Opts) ->
             {ok, Cfg#{limits => #{}}};
         {ok, Cfg} ->
             case kprof_guard:validate_limits(Limits) of
-                {ok, _} -> {ok, Cfg#{limits => Limits}};
+                {ok, Merged} -> {ok, Cfg#{limits => Merged}};
                 {error, {bad_option, K, V}} -> {error, {bad_option, {K, V}}}
             end;
         Error ->

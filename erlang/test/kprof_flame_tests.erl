@@ -168,7 +168,8 @@ flame_test_() ->
               {"an exception of the function goes through; files are written",
                fun apply_raises/1},
               {"bad options change nothing", fun bad_options/1},
-              {"one output format, max_depth cap said in the files", fun one_format/1}]]}.
+              {"one output format, max_depth cap said in the files", fun one_format/1},
+              {"a guard limit ends the capture with the files so far", fun guard_limit/1}]]}.
 
 %% The volume test: 1 million events by default (make eunit); 10 million
 %% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume).
@@ -397,6 +398,19 @@ one_format(Dir) ->
     ?assert(maps:get(["all", Root, mfa(shape_top), mfa(shape_thrower), mfa(shape_deep),
                       "TRUNCATED"], Svg) >= 5 * ?MS),
     ?assertEqual([], [K || K <- maps:keys(Svg), length(K) > 7]).
+
+guard_limit(Dir) ->
+    Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    T0 = erlang:monotonic_time(millisecond),
+    {error, {aborted, limit, [File]}} =
+        kprof:flame_pid(Busy, 20000, #{output_directory => Dir, output_format => folded,
+                                       max_seconds => 1}),
+    ?assert(erlang:monotonic_time(millisecond) - T0 < 10000),
+    Busy ! stop,
+    ?assert(incl(folded(File), [pid_to_list(Busy)]) > 100 * ?MS),
+    ?assertEqual([], traced_processes()),
+    ?assertMatch({error, {bad_option, {max_lag_ms, -1}}},
+                 kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
 
 %%% 10 million events
 
