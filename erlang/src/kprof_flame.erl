@@ -17,7 +17,7 @@
 -module(kprof_flame).
 
 %% PUBLIC (through kprof)
--export([apply/2, capture/3, pid/3, validate/2]).
+-export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
 %% Internal: the frame flame_apply hides.
 -export([traced/2, hidden_frame/0]).
 
@@ -27,6 +27,7 @@
 -type opts() ::
         #{output_format => format() | [format()] | all,  % default: all four
           output_directory => file:filename(),          % default: the cwd
+          name => string(),                % files' base name (default kprof-Mode-Time-Id)
           sleep => boolean(),              % SLEEP frames (default true)
           gc => boolean(),                 % GC frames (default true)
           children => boolean(),           % follow spawned processes (default false)
@@ -145,6 +146,20 @@ traced(What, Flags) ->
             untrace_self(),
             {{raise, Class, Reason, Stack}, End}
     end.
+
+%% @doc The files a capture with these (validated) options will write when
+%% nothing is in the way (an existing file makes the sink add `-1', `-2',
+%% ... to the base name): for callers that must say where before the end.
+-spec planned_files(map()) -> [file:filename()].
+planned_files(Cfg = #{name := Name}) ->
+    Dir = filename:absname(maps:get(output_directory, Cfg)),
+    [filename:join(Dir, Name ++ ext_of(F)) || F <- formats(maps:get(output_format, Cfg))].
+
+-spec ext_of(format()) -> string().
+ext_of(folded) -> ".folded";
+ext_of(perf) -> ".perf";
+ext_of(speedscope) -> ".speedscope.json";
+ext_of(svg) -> ".svg".
 
 %% @private
 -spec hidden_frame() -> mfa().
@@ -297,7 +312,7 @@ write(Id, End, Cfg, Mode) ->
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end,
     Dir = filename:absname(maps:get(output_directory, Cfg)),
-    Base = base_name(Mode, Id),
+    Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
@@ -441,6 +456,9 @@ valid(output_format, Fs) when is_list(Fs), Fs =/= [] ->
 valid(output_directory, D) ->
     (is_list(D) andalso D =/= [] andalso io_lib:printable_unicode_list(D))
         orelse (is_binary(D) andalso byte_size(D) > 0);
+valid(name, N) ->
+    is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
+        andalso not lists:member($/, N);
 valid(sleep, B) -> is_boolean(B);
 valid(gc, B) -> is_boolean(B);
 valid(children, B) -> is_boolean(B);

@@ -1,0 +1,76 @@
+%%% @doc An inets httpd module: a flame graph of a request that asks for one
+%%% (`x-trace-request: true'), when `allow_tracing' is set (see
+%%% {@link kprof_flame_web}).
+%%%
+%%% ```
+%%% application:set_env(kprof, allow_tracing, true),
+%%% inets:start(httpd, [{port, 8080}, {server_name, "shop"},
+%%%                     {server_root, "/tmp"}, {document_root, "/tmp"},
+%%%                     {modules, [kprof_httpd_flame, mod_alias, mod_esi, mod_get]},
+%%%                     {kprof_flame_opts, #{output_directory => "/tmp/flames"}}]).
+%%% '''
+%%% Put it first: its `do/1' runs the modules after it itself, under
+%%% {@link kprof:flame_apply/2}, then tells httpd the chain is done. The
+%%% response gets `x-kprof-files' when a module left it to httpd to send
+%%% (`{response, {response, Head, Body}}', as mod_get and most modules do);
+%%% a response a module sent itself (mod_esi's `deliver') is out before the
+%%% files exist, and they are only logged. `kprof_flame_opts' (optional) are
+%%% flame_apply's options.
+-module(kprof_httpd_flame).
+
+-include_lib("inets/include/httpd.hrl").
+
+-export([do/1]).
+
+%% @doc The httpd module callback.
+-spec do(#mod{}) -> {proceed, list()} | {break, list()} | done | {continue, term()}.
+do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
+    case kprof_flame_web:decide(proplists:get_value("x-trace-request", Header)) of
+        trace ->
+            Modules = httpd_util:lookup(Db, modules, []),
+            Opts = httpd_util:lookup(Db, kprof_flame_opts, #{}),
+            {Outcome, Files} =
+                kprof_flame_web:run(fun() -> traverse(ModData, after_me(Modules)) end, Opts),
+            logger:notice("kprof flame: traced ~s ~s: ~p",
+                          [ModData#mod.method, ModData#mod.request_uri, Files]),
+            case Outcome of
+                {proceed, Data1} -> {break, with_header(Data1, Files)};
+                Other -> Other
+            end;
+        _ ->
+            {proceed, Data}
+    end.
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+%% What httpd's own traversal does with each module's answer.
+-spec traverse(#mod{}, [module()]) -> {proceed, list()} | done | {continue, term()}.
+traverse(ModData, []) ->
+    {proceed, ModData#mod.data};
+traverse(ModData, [Module | Rest]) ->
+    case Module:do(ModData) of
+        {proceed, Data} -> traverse(ModData#mod{data = Data}, Rest);
+        {break, Data} -> {proceed, Data};
+        done -> done;
+        {continue, _} = Continue -> Continue
+    end.
+
+-spec after_me([module()]) -> [module()].
+after_me([?MODULE | Rest]) -> Rest;
+after_me([_ | Rest]) -> after_me(Rest);
+after_me([]) -> [].
+
+-spec with_header(list(), [file:filename()]) -> list().
+with_header(Data, []) ->
+    Data;
+with_header(Data, Files) ->
+    Value = lists:flatten(lists:join(",", Files)),
+    case lists:keyfind(response, 1, Data) of
+        {response, {response, Head, Body}} ->
+            lists:keyreplace(response, 1, Data,
+                             {response, {response, Head ++ [{"x-kprof-files", Value}], Body}});
+        _ ->
+            Data
+    end.
