@@ -23,15 +23,14 @@
 
 -include_lib("inets/include/httpd.hrl").
 
--export([do/1, identity/3, route/1]).
+-export([do/1, identity/3, route/1, run_rest/2]).
 
 %% @doc The httpd module callback: runs the modules after this one as one
 %% kprof request.
 -spec do(#mod{}) -> {break, list()} | done | {continue, term()}.
 do(ModData = #mod{config_db = Db, method = Method, request_uri = Uri}) ->
-    Modules = httpd_util:lookup(Db, modules, []),
     Identity = identity(Method, Uri, httpd_util:lookup(Db, kprof_route, undefined)),
-    case kprof:request(Identity, fun() -> traverse(ModData, after_me(Modules)) end) of
+    case kprof:request(Identity, fun() -> run_rest(?MODULE, ModData) end) of
         {proceed, Data} -> {break, Data};
         Other -> Other
     end.
@@ -52,6 +51,13 @@ route(Path) ->
     Segments = string:split(path(Path), "/", all),
     lists:flatten(lists:join("/", [segment(S) || S <- Segments])).
 
+%% @doc Runs the httpd modules configured after `Me' on `ModData', as httpd's
+%% own traversal would, and returns what httpd expects from `Me' itself
+%% (kprof_httpd_flame wraps the rest of the chain the same way).
+-spec run_rest(module(), #mod{}) -> {proceed, list()} | done | {continue, term()}.
+run_rest(Me, ModData = #mod{config_db = Db}) ->
+    traverse(ModData, after_me(Me, httpd_util:lookup(Db, modules, []))).
+
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
@@ -68,10 +74,10 @@ traverse(ModData, [Module | Rest]) ->
         {continue, _} = Continue -> Continue
     end.
 
--spec after_me([module()]) -> [module()].
-after_me([?MODULE | Rest]) -> Rest;
-after_me([_ | Rest]) -> after_me(Rest);
-after_me([]) -> [].
+-spec after_me(module(), [module()]) -> [module()].
+after_me(Me, [Me | Rest]) -> Rest;
+after_me(Me, [_ | Rest]) -> after_me(Me, Rest);
+after_me(_Me, []) -> [].
 
 -spec path(string()) -> string().
 path(Uri) ->

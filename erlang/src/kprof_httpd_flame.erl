@@ -27,10 +27,9 @@
 do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
     case kprof_flame_web:decide(proplists:get_value("x-trace-request", Header)) of
         trace ->
-            Modules = httpd_util:lookup(Db, modules, []),
             Opts = httpd_util:lookup(Db, kprof_flame_opts, #{}),
             {Outcome, Files} =
-                kprof_flame_web:run(fun() -> traverse(ModData, after_me(Modules)) end, Opts),
+                kprof_flame_web:run(fun() -> kprof_httpd:run_rest(?MODULE, ModData) end, Opts),
             logger:notice("kprof flame: traced ~s ~s: ~p",
                           [ModData#mod.method, ModData#mod.request_uri, Files]),
             case Outcome of
@@ -44,23 +43,6 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
-
-%% What httpd's own traversal does with each module's answer.
--spec traverse(#mod{}, [module()]) -> {proceed, list()} | done | {continue, term()}.
-traverse(ModData, []) ->
-    {proceed, ModData#mod.data};
-traverse(ModData, [Module | Rest]) ->
-    case Module:do(ModData) of
-        {proceed, Data} -> traverse(ModData#mod{data = Data}, Rest);
-        {break, Data} -> {proceed, Data};
-        done -> done;
-        {continue, _} = Continue -> Continue
-    end.
-
--spec after_me([module()]) -> [module()].
-after_me([?MODULE | Rest]) -> Rest;
-after_me([_ | Rest]) -> after_me(Rest);
-after_me([]) -> [].
 
 -spec with_header(list(), [file:filename()]) -> list().
 with_header(Data, []) ->
