@@ -15,10 +15,7 @@ static ks_flame fl;
 static uint32_t pid_a, pid_b, pid_c;
 
 static uint32_t mfa(const char *m, const char *f, uint32_t a) {
-  ks_atom am = {(const unsigned char *)m, strlen(m), 1}, af = {(const unsigned char *)f, strlen(f), 1};
-  uint32_t id;
-  ck_assert_int_eq(ks_intern_mfa(&in, &am, &af, a, &id), KS_OK);
-  return id;
+  return tb_intern_mfa(&in, m, f, a);
 }
 
 static uint32_t M(const char *f) {
@@ -26,16 +23,7 @@ static uint32_t M(const char *f) {
 }
 
 static uint32_t pid(unsigned num) {
-  ei_x_buff x;
-  ks_slice s;
-  uint32_t id;
-  ck_assert_int_eq(ei_x_new(&x), 0);
-  tb_pid(&x, "n@h", num, 0, 1);
-  s.p = (const unsigned char *)x.buff;
-  s.n = (size_t)x.index;
-  ck_assert_int_eq(ks_intern_pid(&in, s, &id), KS_OK);
-  ei_x_free(&x);
-  return id;
+  return tb_intern_pid(&in, num);
 }
 
 static void setup(void) {

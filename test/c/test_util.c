@@ -35,6 +35,28 @@ void tb_mfa(ei_x_buff *x, const char *m, const char *f, int arity) {
   ck_assert_int_eq(ei_x_encode_long(x, arity), 0);
 }
 
+uint32_t tb_intern_mfa(ks_intern *in, const char *m, const char *f, uint32_t arity) {
+  ks_atom am = {(const unsigned char *)m, strlen(m), 1}, af = {(const unsigned char *)f, strlen(f), 1};
+  uint32_t id;
+
+  ck_assert_int_eq(ks_intern_mfa(in, &am, &af, arity, &id), KS_OK);
+  return id;
+}
+
+uint32_t tb_intern_pid(ks_intern *in, unsigned num) {
+  ei_x_buff x;
+  ks_slice s;
+  uint32_t id;
+
+  ck_assert_int_eq(ei_x_new(&x), 0);
+  tb_pid(&x, "n@h", num, 0, 1);
+  s.p = (const unsigned char *)x.buff;
+  s.n = (size_t)x.index;
+  ck_assert_int_eq(ks_intern_pid(in, s, &id), KS_OK);
+  ei_x_free(&x);
+  return id;
+}
+
 unsigned char *tb_framed(const ei_x_buff *x, size_t *len) {
   unsigned char *f = malloc((size_t)x->index + 4);
 

@@ -13,6 +13,9 @@ void tb_atom(ei_x_buff *x, const char *a);
 void tb_atom_as(ei_x_buff *x, const char *a, erlang_char_encoding enc);
 void tb_pid(ei_x_buff *x, const char *node, unsigned num, unsigned serial, unsigned creation);
 void tb_mfa(ei_x_buff *x, const char *m, const char *f, int arity);
+/* Interns M:F/A (UTF-8 atoms) or the pid <0.num.0>@n@h; fails the test on error. */
+uint32_t tb_intern_mfa(ks_intern *in, const char *m, const char *f, uint32_t arity);
+uint32_t tb_intern_pid(ks_intern *in, unsigned num);
 /* Wraps x's bytes in a 4-byte length prefix (into out, caller frees). */
 unsigned char *tb_framed(const ei_x_buff *x, size_t *len);
 
