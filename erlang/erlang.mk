@@ -24,9 +24,17 @@ ERL_TEST_SRC  := $(wildcard erlang/test/*.erl)
 ERL_TEST_BEAM := $(ERL_TEST_SRC:erlang/test/%.erl=$(B)/test/ebin/%.beam)
 ERL_TEST_MODS := $(call erl_csv,$(ERL_TEST_SRC:erlang/test/%.erl=%))
 
+# The whole log goes to the terminal and to $(B)/eunit.log; on failure the
+# failing tests are printed again at the end, where a CI tail shows them.
 eunit: erl $(SINK) $(ERL_TEST_BEAM)
-	erl -noshell -pa erlang/ebin -pa $(B)/test/ebin \
-	  -eval 'case eunit:test([$(ERL_TEST_MODS)], [verbose]) of ok -> halt(0); _ -> halt(1) end'
+	@rm -f $(B)/eunit.rc
+	{ erl -noshell -pa erlang/ebin -pa $(B)/test/ebin \
+	  -eval 'case eunit:test([$(ERL_TEST_MODS)], [verbose]) of ok -> halt(0); _ -> halt(1) end'; \
+	  echo $$? > $(B)/eunit.rc; } 2>&1 | tee $(B)/eunit.log
+	@rc=$$(cat $(B)/eunit.rc); if [ "$$rc" != 0 ]; then \
+	  echo "== eunit failures (full log: $(B)/eunit.log) =="; \
+	  grep -n -B2 -A40 '\*failed\*\|\*\*\* context\|\*timed out\*\|\*skipped\*\|::error' $(B)/eunit.log | head -200; \
+	  exit $$rc; fi
 
 $(B)/test/ebin/%.beam: erlang/test/%.erl $(ERL_BEAM) | $(B)/test/ebin
 	erlc $(ERLC_FLAGS) -I erlang/include -pa erlang/ebin -o $(B)/test/ebin $<

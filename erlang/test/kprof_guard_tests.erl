@@ -9,9 +9,9 @@
 guard_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
      [{"lag past max_lag_ms: overload alert, tracing off, node alive",
-       {timeout, 60, fun lag_trip/0}},
+       {timeout, 90, fun lag_trip/0}},
       {"port queue past max_queue_bytes: overload",
-       {timeout, 60, fun queue_trip/0}},
+       {timeout, 90, fun queue_trip/0}},
       {"kill -9 of the sink: sink_down, tracing off within 1 s, restart works",
        {timeout, 30, fun sink_killed/0}},
       {"owner killed: tracing off, old sink process exits",
@@ -63,14 +63,16 @@ stop_worker(W) ->
 await_alert(T0) ->
     receive
         {kprof_alert, Kind, Info} -> {Kind, Info, erlang:monotonic_time(millisecond) - T0}
-    after 20000 ->
+    after 45000 ->   % a starved machine needs up to ~20 s to fill the pipe
         error(no_alert)
     end.
 
 lag_trip() ->
     ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
     T0 = erlang:monotonic_time(millisecond),
-    W = arm_worker(2, #{max_lag_ms => 300, max_queue_bytes => infinity}),
+    %% 10 calls a sleep: over 500/s even when a loaded machine stretches
+    %% timer:sleep(1) to 10 ms.
+    W = arm_worker(10, #{max_lag_ms => 300, max_queue_bytes => infinity}),
     {Kind, Info, _Ms} = await_alert(T0),
     ?assertEqual(overload, Kind),
     ?assertMatch(#{what := lag_ms, bound := 300}, Info),
@@ -87,7 +89,9 @@ lag_trip() ->
 queue_trip() ->
     ok = kprof_sink:command({test_delay_us, 2000}),
     T0 = erlang:monotonic_time(millisecond),
-    W = arm_worker(20, #{max_lag_ms => infinity, max_queue_bytes => 200000}),
+    %% The 1 MiB pipe fills first, then the port queue: 100 calls a sleep
+    %% get there in seconds even when a loaded machine stretches the sleeps.
+    W = arm_worker(100, #{max_lag_ms => infinity, max_queue_bytes => 200000}),
     {Kind, Info, Ms} = await_alert(T0),
     ?assertEqual(overload, Kind),
     ?assertMatch(#{what := queue_bytes, bound := 200000}, Info),
