@@ -32,6 +32,12 @@ run eunit       $MAKE --no-print-directory eunit
 run docs        $MAKE --no-print-directory docs
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 
-[ -n "$failures" ] && echo "failed:$failures"
+if [ -n "$failures" ]; then
+  case "$failures" in
+    *eunit*) echo "== the failing EUnit tests (full log: _build/eunit.log) =="
+             grep -B1 -A14 '\*failed\*\|\*timed out\*' _build/eunit.log | head -120 ;;
+  esac
+  echo "failed:$failures"
+fi
 echo "make test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
