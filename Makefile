@@ -19,14 +19,22 @@ B         := _build
 CORE_SRC  := $(filter-out port/main.c,$(wildcard port/*.c))
 CORE_OBJ  := $(CORE_SRC:port/%.c=$(B)/obj/%.o)
 SINK      := erlang/priv/kprof_sink
+# The tracer NIF the tiers trace with (nif/, erlang/src/kprof_tracer.erl).
+NIF       := erlang/priv/kprof_tracer.so
+NIF_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -fPIC -shared -Iinclude -I$(ERL_ROOT)/usr/include
 
-.PHONY: all sink erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
-all: sink erl
+.PHONY: all sink nif erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
+all: sink nif erl
 
 deps:
 	@scripts/deps.sh
 
 sink: $(SINK)
+
+nif: $(NIF)
+
+$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h | erlang/priv
+	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
@@ -60,4 +68,4 @@ test: deps
 	@scripts/test.sh
 
 clean:
-	rm -rf $(B) erlang/ebin $(SINK)
+	rm -rf $(B) erlang/ebin $(SINK) $(NIF)

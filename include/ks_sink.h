@@ -6,6 +6,7 @@
 #include "ks_flame.h"
 #include "ks_frame.h"
 #include "ks_overload.h"
+#include "ks_ring_reader.h"
 #include "ks_stats.h"
 #include "ks_tiers.h"
 
@@ -25,6 +26,7 @@ typedef struct ks_sink {
   ks_tiers tiers;
   ks_overload ov;
   ks_flame flame;        /* flame captures (flame.c) */
+  ks_ring_reader ring;   /* events of the kprof_tracer NIF (ring.c) */
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
@@ -42,10 +44,15 @@ int ks_sink_feed(ks_sink *s, const void *data, size_t n);
 void ks_sink_read(ks_sink *s, size_t n);
 /* End of input: an unfinished frame is counted as truncated. */
 void ks_sink_eof(ks_sink *s);
+/* Reads what the ring holds (the event loop calls it every millisecond while
+ * a ring is open, and before every command), then sends owed alerts. */
+void ks_sink_poll_ring(ks_sink *s);
+/* One decoded trace event, from a frame or the ring: counted and routed. */
+void ks_sink_trace(ks_sink *s, ks_decoded *d, int rc);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
-/* Sends the alerts owed (overload), if any. */
+/* Sends the alerts owed (overload, ring drops), if any. */
 void ks_control_alerts(ks_sink *s);
 
 /* tier_control.c (b: the command's bytes, idx: just past its tag atom) */

@@ -57,7 +57,11 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"pipe_size", s->pipe_size}, {"replies", s->emitted},
     {"alerts", s->ov.alerts},
     {"lag_us", s->ov.lag_ns > 0 ? (uint64_t)s->ov.lag_ns / 1000 : 0},
-    {"worst_lag_us", s->ov.worst_lag_ns > 0 ? (uint64_t)s->ov.worst_lag_ns / 1000 : 0}};
+    {"worst_lag_us", s->ov.worst_lag_ns > 0 ? (uint64_t)s->ov.worst_lag_ns / 1000 : 0},
+    {"ring_size", s->ring.size}, {"ring_records", s->ring.records},
+    {"ring_bytes", s->ring.bytes}, {"ring_drops", s->ring.drops_seen},
+    {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
+    {"ring_bad", s->ring.bad}};
   size_t k, n = sizeof(top) / sizeof(top[0]);
   int e;
 
@@ -190,6 +194,24 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
       if (clear)
         ks_tiers_clear_rows(&s->tiers);
     }
+  } else if (IS("ring_open", 2)) {
+    unsigned long long size;
+    int rc;
+    if (ei_decode_ulonglong((const char *)cmd.p, &idx, &size) != 0)
+      rc = KS_EINVAL;
+    else
+      rc = ks_ring_open(&s->ring, size);
+    if (rc == KS_OK)
+      e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "ok") ||
+          ei_x_encode_binary(&x, s->ring.name, (int)strlen(s->ring.name));
+    else
+      e = encode_error(&x, rc == KS_ENOMEM ? "enomem" : "badarg");
+  } else if (IS("ring_unlink", 0)) {
+    ks_ring_unlink(&s->ring);
+    e = ei_x_encode_atom(&x, "ok");
+  } else if (IS("ring_close", 0)) {
+    ks_ring_close(&s->ring);
+    e = ei_x_encode_atom(&x, "ok");
   } else if (strncmp(name, "flame_", 6) == 0 && arity >= 2) {
     e = ks_flame_command(s, name, arity, cmd, idx, &x);
   } else {
@@ -200,11 +222,32 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   finish(s, &x, e);
 }
 
+/* The ring was full: events were lost. One alert per second at most. */
+static void ring_alert(ks_sink *s) {
+  ks_overload *o = &s->ov;
+  ei_x_buff x;
+  int e;
+
+  if (!s->ring.drops_pending || o->now_ns - o->last_alert_ns < o->alert_gap_ns)
+    return;
+  s->ring.drops_pending = 0;
+  o->last_alert_ns = o->now_ns;
+  o->alerts++;
+  if (begin(&x, "kprof_alert") != KS_OK)
+    return;
+  e = ei_x_encode_atom(&x, "overload") || ei_x_encode_map_header(&x, 3) ||
+      put_key_u64(&x, "ring_drops", s->ring.drops_seen) ||
+      put_key_u64(&x, "ring_size", s->ring.size) ||
+      put_key_u64(&x, "events", s->st.trace_events);
+  finish(s, &x, e);
+}
+
 void ks_control_alerts(ks_sink *s) {
   ks_overload *o = &s->ov;
   ei_x_buff x;
   int e;
 
+  ring_alert(s);
   if (!o->pending)
     return;
   o->pending = 0;

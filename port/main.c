@@ -2,6 +2,9 @@
  *
  *   kprof_sink [--max-frame BYTES] [--read-buf BYTES] [--pipe-size BYTES]
  *
+ * While the kprof_tracer NIF writes to a ring (port/ring.c), a 1 ms timer
+ * reads it; the timer runs only while a ring is open.
+ *
  * The sink lives as long as its stdin: at end of file it stops reading, lets
  * the writes it owes drain, and exits 0.
  */
@@ -22,6 +25,8 @@ typedef struct out_req {
 
 static uv_loop_t *loop;
 static uv_pipe_t in_pipe, out_pipe;
+static uv_timer_t ring_timer;
+static int ring_timer_on;
 static int out_is_pipe;
 static ks_sink sink;
 
@@ -79,9 +84,25 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = n;
 }
 
+static void on_ring_timer(uv_timer_t *t) {
+  ks_sink_poll_ring(&sink);
+}
+
+/* A command may have opened or closed the ring. */
+static void watch_ring(void) {
+  if (sink.ring.h != NULL && !ring_timer_on) {
+    uv_timer_start(&ring_timer, on_ring_timer, 1, 1);
+    ring_timer_on = 1;
+  } else if (sink.ring.h == NULL && ring_timer_on) {
+    uv_timer_stop(&ring_timer);
+    ring_timer_on = 0;
+  }
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread > 0) {
     ks_sink_read(&sink, (size_t)nread);
+    watch_ring();
     return;
   }
   if (nread == 0)
@@ -91,6 +112,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   ks_sink_eof(&sink);
   uv_read_stop(stream);
   uv_close((uv_handle_t *)stream, NULL);
+  uv_timer_stop(&ring_timer);
+  uv_close((uv_handle_t *)&ring_timer, NULL);
   if (out_is_pipe)
     uv_close((uv_handle_t *)&out_pipe, NULL);   /* pending writes finish first */
 }
@@ -184,7 +207,7 @@ int main(int argc, char **argv) {
   }
   if (uv_guess_handle(STDIN_FILENO) == UV_NAMED_PIPE) {
     sink.pipe_size = enlarge_pipe(STDIN_FILENO, pipe_size);
-    if ((rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
+    if ((rc = uv_timer_init(loop, &ring_timer)) || (rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
         (rc = uv_read_start((uv_stream_t *)&in_pipe, on_alloc, on_read))) {
       fprintf(stderr, "kprof_sink: stdin: %s\n", uv_strerror(rc));
       return 1;

@@ -27,6 +27,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_tiers_init(&s->tiers);
   ks_overload_init(&s->ov);
   ks_flame_init(&s->flame);
+  ks_ring_reader_init(&s->ring);
   s->emit = emit;
   s->emit_ctx = emit_ctx;
   return KS_OK;
@@ -38,6 +39,33 @@ void ks_sink_free(ks_sink *s) {
   ks_stats_free(&s->st);
   ks_tiers_free(&s->tiers);
   ks_flame_free(&s->flame);
+  ks_ring_close(&s->ring);
+}
+
+void ks_sink_trace(ks_sink *s, ks_decoded *d, int rc) {
+  if (rc == KS_EFULL) {
+    s->st.dropped++;
+    return;
+  }
+  ks_overload_event(&s->ov, &d->ev);
+  if (ks_stats_event(&s->st, &d->ev) != KS_OK)
+    s->st.dropped++;
+  if (s->tiers.active)
+    ks_tiers_event(&s->tiers, &s->in, d);
+  if (s->flame.active)
+    ks_flame_event(&s->flame, &s->in, d);
+}
+
+static void ring_event(void *ctx, ks_decoded *d, int rc) {
+  ks_sink_trace(ctx, d, rc);
+}
+
+void ks_sink_poll_ring(ks_sink *s) {
+  if (s->ring.h == NULL)
+    return;
+  s->ov.now_ns = ks_overload_clock();
+  ks_ring_drain(&s->ring, &s->in, SIZE_MAX, ring_event, s);
+  ks_control_alerts(s);
 }
 
 void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
@@ -46,15 +74,12 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
 
   switch (ks_decode_frame(&s->in, frame, len, &d)) {
   case KS_FRAME_TRACE:
-    ks_overload_event(&s->ov, &d.ev);
-    if (ks_stats_event(&s->st, &d.ev) != KS_OK)
-      s->st.dropped++;
-    if (s->tiers.active)
-      ks_tiers_event(&s->tiers, &s->in, &d);
-    if (s->flame.active)
-      ks_flame_event(&s->flame, &s->in, &d);
+    ks_sink_trace(s, &d, KS_OK);
     break;
   case KS_FRAME_COMMAND:
+    /* Everything the ring holds came before this command. */
+    if (s->ring.h != NULL)
+      ks_ring_drain(&s->ring, &s->in, SIZE_MAX, ring_event, s);
     /* The reply carries Ref verbatim: one the owner could not decode gets none. */
     if (!ks_etf_echoable(d.ref)) {
       s->st.decode_errors++;
@@ -91,6 +116,7 @@ void ks_sink_read(ks_sink *s, size_t n) {
 }
 
 void ks_sink_eof(ks_sink *s) {
+  ks_sink_poll_ring(s);
   if (ks_framer_pending(&s->fr) > 0)
     s->st.truncated++;
 }

@@ -523,11 +523,55 @@ set_patterns([{Spec, MS} | Rest], Done) ->
 
 -spec set_flags(port()) -> ok | {error, term()}.
 set_flags(Port) ->
-    try erlang:trace(all, true, [{tracer, Port} | ?FLAGS]) of
+    Tracer = tracer(Port),
+    try erlang:trace(all, true, [Tracer | ?FLAGS]) of
         _ -> ok
     catch
-        error:Reason -> {error, {trace_flags_failed, Reason}}
+        error:Reason ->
+            _ = release_ring(),
+            {error, {trace_flags_failed, Reason}}
     end.
+
+%% The tracer the processes get: the kprof_tracer NIF writing to a ring the
+%% sink reads (kprof_tracer explains why), unless the application
+%% environment says `{tracer, port}' or the NIF is not there; then the
+%% sink's port. A ring that cannot be set up falls back to the port, said
+%% in a warning.
+-spec tracer(port()) -> {tracer, port()} | {tracer, kprof_tracer, pos_integer()}.
+tracer(Port) ->
+    case application:get_env(kprof, tracer, ring) =:= ring andalso kprof_tracer:available() of
+        false ->
+            {tracer, Port};
+        true ->
+            Bytes = application:get_env(kprof, ring_bytes, 16 bsl 20),
+            Gen = erlang:unique_integer([positive]),
+            case catch kprof_sink:command({ring_open, Bytes}) of
+                {ok, Name} when is_binary(Name) ->
+                    case kprof_tracer:attach(Name, Gen) of
+                        ok ->
+                            _ = kprof_sink:command(ring_unlink),
+                            {tracer, kprof_tracer, Gen};
+                        {error, Reason} ->
+                            _ = kprof_sink:command(ring_close),
+                            fallback(Port, {attach, Reason})
+                    end;
+                Other ->
+                    fallback(Port, {ring_open, Other})
+            end
+    end.
+
+-spec fallback(port(), term()) -> {tracer, port()}.
+fallback(Port, Why) ->
+    logger:warning("kprof tiers: no ring for the tracer NIF (~p); tracing to the sink's port, "
+                   "which costs the traced processes more per event", [Why]),
+    {tracer, Port}.
+
+%% The NIF writes no more; the sink reads what the ring holds and closes it.
+-spec release_ring() -> ok.
+release_ring() ->
+    _ = (catch kprof_tracer:detach()),
+    _ = (catch kprof_sink:command(ring_close)),
+    ok.
 
 -spec remove_patterns([mfa_spec() | pattern()]) -> ok.
 remove_patterns(Patterns) ->
@@ -538,6 +582,7 @@ remove_patterns(Patterns) ->
 -spec untrace([pattern()]) -> ok.
 untrace(Patterns) ->
     _ = (catch erlang:trace(all, false, ?FLAGS)),
+    release_ring(),
     remove_patterns(Patterns).
 
 %% The guard first: while it is armed it puts back the patterns it sees

@@ -1,0 +1,43 @@
+/* ks_ring_reader.h: the sink's end of the shared-memory ring (include/ks_ring.h). */
+#ifndef KS_RING_READER_H
+#define KS_RING_READER_H
+
+#include "ks_decode.h"
+#include "ks_ring.h"
+
+typedef struct ks_ring_reader {
+  ks_ring_hdr *h;          /* NULL: no ring */
+  uint64_t size;
+  char name[64];           /* the shm name, until unlinked */
+  int linked;
+  ks_itab atoms;           /* atom word -> offset of its name in `names` */
+  unsigned char *names;    /* [len:2][utf8:1][bytes] per atom */
+  size_t names_len, names_cap;
+  ks_itab mfas;            /* M word, F word, arity -> MFA id */
+  ks_itab pids;            /* pid word -> pid id */
+  uint64_t records, bytes, unresolved, bad, drops_seen, unsupported_seen;
+  int drops_pending;       /* the ring dropped events since the last alert */
+} ks_ring_reader;
+
+/* Called per event, with the decoded record (the sink routes it like a frame's). */
+typedef void (*ks_ring_event_fn)(void *ctx, ks_decoded *d, int rc);
+
+void ks_ring_reader_init(ks_ring_reader *r);
+/* Creates and maps a new ring of `size` data bytes (a power of two, >= 64 KiB). */
+int ks_ring_open(ks_ring_reader *r, uint64_t size);
+/* Removes the shm name (the NIF has mapped it). */
+void ks_ring_unlink(ks_ring_reader *r);
+/* Marks the ring closed for writers, drains nothing, unmaps. */
+void ks_ring_close(ks_ring_reader *r);
+/*
+ * Reads up to `max` committed records; events go to fn. Returns the number
+ * of records read. A record reserved but not yet committed stops the read
+ * (the next drain resumes there).
+ */
+size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn, void *ctx);
+/* Reads a record stream (the bytes of a ring's data, from position 0) without a
+ * shared ring: for tests and the fuzzer. Returns records read. */
+size_t ks_ring_replay(ks_ring_reader *r, ks_intern *in, const unsigned char *data, size_t n,
+                      ks_ring_event_fn fn, void *ctx);
+
+#endif

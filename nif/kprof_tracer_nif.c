@@ -1,0 +1,411 @@
+/* kprof_tracer_nif.c: an erl_tracer module that writes trace events into kprof_sink's ring.
+ *
+ * erlang:trace(Pids, true, [{tracer, kprof_tracer, Gen} | Flags]) makes the
+ * VM call enabled/3 and trace/5 below, in the traced process, for every
+ * event. A `call` or `return_to` becomes one binary record in the shared
+ * ring of include/ks_ring.h (no term_to_binary, no port task, no syscall);
+ * atoms and pids are sent as the VM's term words, each defined once per
+ * ring by a record that names it. Other events are counted as unsupported.
+ *
+ * attach/2 maps the ring the sink created and makes Gen the live tracer
+ * state; a tracer whose state is not the live Gen (an older session), or any
+ * tracer once detach/0 ran, answers `remove` and the VM drops it from the
+ * process. Mappings are retired, not unmapped, at detach: a scheduler may
+ * still be inside trace/5 with the old address. Two sessions later, when
+ * no event can still be in flight, they are unmapped.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <erl_nif.h>
+
+#include "ks_ring.h"
+
+static ERL_NIF_TERM am_trace, am_remove, am_call, am_return_to, am_trace_status,
+    am_match_spec_result, am_true, am_ok, am_error;
+
+static _Atomic(ks_ring_hdr *) live_ring;
+static _Atomic uint64_t live_gen;     /* 0: none */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  ks_ring_hdr *h;
+  uint64_t size;
+} retired[2], current;
+
+/* Per scheduler thread: words already defined in the ring of generation gen. */
+#define CACHE 1024
+static __thread uint64_t cache_gen;
+static __thread uint64_t atom_cache[CACHE], pid_cache[CACHE];
+
+static inline size_t slot_of(uint64_t word) {
+  return (size_t)((word >> 4) * 0x9E3779B97F4A7C15ULL >> 54) & (CACHE - 1);
+}
+
+/* Defines an atom in the ring unless this thread already did. */
+static int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+  uint64_t w = (uint64_t)atom, pos;
+  size_t k = slot_of(w), len;
+  char name[256];
+  int n, utf8 = 0;
+  unsigned char *rec;
+  ks_rec_atom *a;
+
+  if (atom_cache[k] == w)
+    return 1;
+  n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_LATIN1);
+#ifdef ERL_NIF_UTF8
+  if (n <= 0) {
+    n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_UTF8);
+    utf8 = 1;
+  }
+#endif
+  if (n <= 0)
+    return 0;
+  len = ks_ring_align(sizeof(ks_rec_atom) + (size_t)(n - 1));
+  if ((rec = ks_ring_reserve(h, len, &pos)) == NULL)
+    return 0;
+  a = (ks_rec_atom *)(void *)rec;
+  a->atom = w;
+  a->len = (uint16_t)(n - 1);
+  a->utf8 = (uint8_t)utf8;
+  memcpy(rec + sizeof(*a), name, (size_t)(n - 1));
+  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
+  atom_cache[k] = w;
+  return 1;
+}
+
+static int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
+  uint64_t w = (uint64_t)pid, pos;
+  size_t k = slot_of(w), len;
+  ErlNifBinary bin;
+  unsigned char *rec;
+  ks_rec_pid *p;
+
+  if (pid_cache[k] == w)
+    return 1;
+  if (!enif_term_to_binary(env, pid, &bin))
+    return 0;
+  if (bin.size < 2 || bin.size > 256) {
+    enif_release_binary(&bin);
+    return 0;
+  }
+  len = ks_ring_align(sizeof(ks_rec_pid) + bin.size - 1);
+  if ((rec = ks_ring_reserve(h, len, &pos)) == NULL) {
+    enif_release_binary(&bin);
+    return 0;
+  }
+  p = (ks_rec_pid *)(void *)rec;
+  p->pid = w;
+  p->len = (uint16_t)(bin.size - 1);
+  memcpy(rec + sizeof(*p), bin.data + 1, bin.size - 1);   /* without the version byte */
+  enif_release_binary(&bin);
+  ks_ring_commit(h, rec, pos, len, KS_REC_PID, 0);
+  pid_cache[k] = w;
+  return 1;
+}
+
+/* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. */
+static int get_mfa(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t, uint64_t *m, uint64_t *f,
+                   uint8_t *arity) {
+  const ERL_NIF_TERM *e;
+  int n;
+  unsigned a;
+
+  if (!enif_get_tuple(env, t, &n, &e) || n != 3 || !enif_is_atom(env, e[0]) ||
+      !enif_is_atom(env, e[1]))
+    return 0;
+  if (!enif_get_uint(env, e[2], &a) && !enif_get_list_length(env, e[2], &a))
+    return 0;
+  if (a > 255 || !define_atom(env, h, e[0]) || !define_atom(env, h, e[1]))
+    return 0;
+  *m = (uint64_t)e[0];
+  *f = (uint64_t)e[1];
+  *arity = (uint8_t)a;
+  return 1;
+}
+
+/* A term's external format without the version byte, as the VM would send
+ * it: integers are encoded here (the common label), the rest by the VM. */
+static int etf_of(ErlNifEnv *env, ERL_NIF_TERM t, unsigned char *out, size_t cap, size_t *len) {
+  ErlNifSInt64 v;
+  ErlNifBinary bin;
+
+  if (enif_get_int64(env, t, &v)) {
+    if (v >= 0 && v <= 255) {
+      out[0] = 97;
+      out[1] = (unsigned char)v;
+      *len = 2;
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      uint32_t u = (uint32_t)(int32_t)v;
+      out[0] = 98;
+      out[1] = (unsigned char)(u >> 24);
+      out[2] = (unsigned char)(u >> 16);
+      out[3] = (unsigned char)(u >> 8);
+      out[4] = (unsigned char)u;
+      *len = 5;
+    } else {
+      uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+      size_t n = 0;
+      out[0] = 110;
+      out[2] = v < 0;
+      while (u != 0) {
+        out[3 + n++] = (unsigned char)u;
+        u >>= 8;
+      }
+      out[1] = (unsigned char)n;
+      *len = 3 + n;
+    }
+    return 1;
+  }
+  if (!enif_term_to_binary(env, t, &bin))
+    return 0;
+  if (bin.size < 2 || bin.size - 1 > cap) {
+    enif_release_binary(&bin);
+    return 0;
+  }
+  memcpy(out, bin.data + 1, bin.size - 1);
+  *len = bin.size - 1;
+  enif_release_binary(&bin);
+  return 1;
+}
+
+static int is_token(ErlNifEnv *env, ERL_NIF_TERM t, const ERL_NIF_TERM **e) {
+  int n;
+
+  if (enif_is_empty_list(env, t)) {
+    *e = NULL;
+    return 1;
+  }
+  return enif_get_tuple(env, t, &n, e) && n == 5;
+}
+
+static void count_unsupported(ks_ring_hdr *h) {
+  atomic_fetch_add_explicit(&h->unsupported, 1, memory_order_relaxed);
+}
+
+static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
+                       ERL_NIF_TERM opts) {
+  unsigned char label[256], payload_buf[4096], *payload = payload_buf, *rec;
+  size_t label_len = 0, payload_len = 0, len;
+  ERL_NIF_TERM extra;
+  const ERL_NIF_TERM *x = NULL, *tok = NULL;
+  ErlNifBinary big = {0};
+  int nx = 0, have_big = 0;
+  unsigned flags = 0;
+  ks_rec_call c;
+  uint64_t pos;
+
+  memset(&c, 0, sizeof(c));
+  c.ts = enif_monotonic_time(ERL_NIF_NSEC);
+  if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
+    count_unsupported(h);
+    return;
+  }
+  c.pid = (uint64_t)pid;
+  /* {message, Extra} of the match spec; `true` when there was none. */
+  if (enif_get_map_value(env, opts, am_match_spec_result, &extra) &&
+      !enif_is_identical(extra, am_true)) {
+    ERL_NIF_TERM token = 0, caller = 0, pay = 0;
+    if (is_token(env, extra, &tok)) {
+      token = extra;
+    } else if (enif_get_tuple(env, extra, &nx, &x) && (nx == 2 || nx == 3) &&
+               is_token(env, x[0], &tok)) {
+      token = x[0];
+      caller = x[1];
+      if (nx == 3)
+        pay = x[2];
+    } else {
+      caller = extra;
+    }
+    if (token != 0) {
+      flags |= KS_RECF_TOKEN;
+      if (tok != NULL) {
+        if (!etf_of(env, tok[1], label, sizeof(label), &label_len)) {
+          count_unsupported(h);
+          return;
+        }
+        flags |= KS_RECF_LABEL;
+      }
+    }
+    if (caller != 0 && get_mfa(env, h, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
+      flags |= KS_RECF_CALLER;
+    if (pay != 0) {
+      if (!enif_term_to_binary(env, pay, &big) || big.size < 2 ||
+          big.size > KS_RING_MAX_REC - sizeof(c) - sizeof(label)) {
+        if (big.data != NULL)
+          enif_release_binary(&big);
+        count_unsupported(h);
+        return;
+      }
+      have_big = 1;
+      payload = big.data + 1;
+      payload_len = big.size - 1;
+      flags |= KS_RECF_PAYLOAD;
+    }
+  }
+  c.label_len = (uint8_t)label_len;
+  c.payload_len = (uint32_t)payload_len;
+  len = ks_ring_align(sizeof(c) + label_len + payload_len);
+  if ((rec = ks_ring_reserve(h, len, &pos)) != NULL) {
+    memcpy(rec + 8, (unsigned char *)&c + 8, sizeof(c) - 8);
+    memcpy(rec + sizeof(c), label, label_len);
+    memcpy(rec + sizeof(c) + label_len, payload, payload_len);
+    ks_ring_commit(h, rec, pos, len, KS_REC_CALL, flags);
+  }
+  if (have_big)
+    enif_release_binary(&big);
+}
+
+static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa) {
+  ks_rec_return_to r;
+  unsigned flags = 0;
+  unsigned char *rec;
+  uint64_t pos;
+
+  memset(&r, 0, sizeof(r));
+  r.ts = enif_monotonic_time(ERL_NIF_NSEC);
+  if (!define_pid(env, h, pid)) {
+    count_unsupported(h);
+    return;
+  }
+  r.pid = (uint64_t)pid;
+  if (get_mfa(env, h, mfa, &r.m, &r.f, &r.arity))
+    flags |= KS_RECF_MFA;
+  if ((rec = ks_ring_reserve(h, sizeof(r), &pos)) != NULL) {
+    memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
+    ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_RETURN_TO, flags);
+  }
+}
+
+/* The ring of this tracer state, with this thread's caches made current. */
+static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
+  ErlNifUInt64 gen;
+  uint64_t live = atomic_load_explicit(&live_gen, memory_order_acquire);
+
+  if (live == 0 || !enif_get_uint64(env, state, &gen) || gen != live)
+    return NULL;
+  if (cache_gen != live) {
+    memset(atom_cache, 0, sizeof(atom_cache));
+    memset(pid_cache, 0, sizeof(pid_cache));
+    cache_gen = live;
+  }
+  return atomic_load_explicit(&live_ring, memory_order_acquire);
+}
+
+/* enabled(TraceTag, TracerState, Tracee) */
+static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  uint64_t live = atomic_load_explicit(&live_gen, memory_order_relaxed);
+  ErlNifUInt64 gen;
+
+  if (live == 0 || !enif_get_uint64(env, argv[1], &gen) || gen != live)
+    return am_remove;
+  return am_trace;
+}
+
+/* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
+static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ks_ring_hdr *h = ring_of(env, argv[1]);
+
+  if (h == NULL)
+    return am_ok;
+  if (enif_is_identical(argv[0], am_call))
+    trace_call(env, h, argv[2], argv[3], argv[4]);
+  else if (enif_is_identical(argv[0], am_return_to))
+    trace_return_to(env, h, argv[2], argv[3]);
+  else
+    count_unsupported(h);
+  return am_ok;
+}
+
+static void retire_current(void) {
+  if (retired[0].h != NULL)
+    ks_ring_unmap(retired[0].h, retired[0].size);
+  retired[0] = retired[1];
+  retired[1] = current;
+  current.h = NULL;
+  current.size = 0;
+}
+
+/* attach(ShmName :: binary(), Gen :: pos_integer()) -> ok | {error, Reason} */
+static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifBinary name;
+  ErlNifUInt64 gen;
+  char path[256];
+  struct stat st;
+  ks_ring_hdr *h, probe;
+  int fd;
+  const char *why = NULL;
+
+  if (!enif_inspect_binary(env, argv[0], &name) || name.size == 0 || name.size >= sizeof(path) ||
+      !enif_get_uint64(env, argv[1], &gen) || gen == 0)
+    return enif_make_badarg(env);
+  memcpy(path, name.data, name.size);
+  path[name.size] = 0;
+  if ((fd = shm_open(path, O_RDWR, 0)) < 0)
+    return enif_make_tuple2(env, am_error, enif_make_atom(env, "shm_open"));
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)KS_RING_HDR ||
+      pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+    why = "bad_ring";
+  else if (probe.magic != KS_RING_MAGIC || probe.version != KS_RING_VERSION ||
+           probe.hdr_size != KS_RING_HDR || probe.size == 0 ||
+           (probe.size & (probe.size - 1)) != 0 ||
+           (off_t)(KS_RING_HDR + probe.size) != st.st_size)
+    why = "bad_ring";
+  if (why != NULL) {
+    close(fd);
+    return enif_make_tuple2(env, am_error, enif_make_atom(env, why));
+  }
+  h = ks_ring_map(fd, probe.size);
+  close(fd);
+  if (h == NULL)
+    return enif_make_tuple2(env, am_error, enif_make_atom(env, "mmap"));
+  pthread_mutex_lock(&attach_lock);
+  atomic_store_explicit(&live_gen, 0, memory_order_release);
+  atomic_store_explicit(&live_ring, NULL, memory_order_release);
+  retire_current();
+  current.h = h;
+  current.size = probe.size;
+  atomic_store_explicit(&live_ring, h, memory_order_release);
+  atomic_store_explicit(&live_gen, gen, memory_order_release);
+  pthread_mutex_unlock(&attach_lock);
+  return am_ok;
+}
+
+/* detach() -> ok: every kprof_tracer state is stale from now on. */
+static ERL_NIF_TERM nif_detach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  pthread_mutex_lock(&attach_lock);
+  atomic_store_explicit(&live_gen, 0, memory_order_release);
+  atomic_store_explicit(&live_ring, NULL, memory_order_release);
+  retire_current();
+  pthread_mutex_unlock(&attach_lock);
+  return am_ok;
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+  am_trace = enif_make_atom(env, "trace");
+  am_remove = enif_make_atom(env, "remove");
+  am_call = enif_make_atom(env, "call");
+  am_return_to = enif_make_atom(env, "return_to");
+  am_trace_status = enif_make_atom(env, "trace_status");
+  am_match_spec_result = enif_make_atom(env, "match_spec_result");
+  am_true = enif_make_atom(env, "true");
+  am_ok = enif_make_atom(env, "ok");
+  am_error = enif_make_atom(env, "error");
+  return 0;
+}
+
+/* The module is never purged while a ring may be live (kprof_tracer keeps it). */
+static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
+  return load(env, priv, info);
+}
+
+static ErlNifFunc funcs[] = {
+    {"enabled", 3, nif_enabled, 0},
+    {"trace", 5, nif_trace, 0},
+    {"attach", 2, nif_attach, 0},
+    {"detach", 0, nif_detach, 0},
+};
+
+ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)

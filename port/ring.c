@@ -1,0 +1,306 @@
+/* ring.c: the sink's end of the shared-memory ring: create it, read its records as events.
+ *
+ * The kprof_tracer NIF writes `call` and `return_to` records that name atoms
+ * and pids by the VM's term words, each defined by an earlier record
+ * (include/ks_ring.h). Here the words are mapped to the sink's own MFA and
+ * pid ids (the intern tables every frame goes through), so the tiers and
+ * flame code see the same events whichever way they came. The ring is
+ * untrusted input like stdin: every length is checked, an unknown word or a
+ * bad record is counted, never followed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ks_ring_reader.h"
+
+void ks_ring_reader_init(ks_ring_reader *r) {
+  memset(r, 0, sizeof(*r));
+}
+
+static void free_maps(ks_ring_reader *r) {
+  ks_itab_free(&r->atoms);
+  ks_itab_free(&r->mfas);
+  ks_itab_free(&r->pids);
+  free(r->names);
+  r->names = NULL;
+  r->names_len = r->names_cap = 0;
+}
+
+static int init_maps(ks_ring_reader *r) {
+  free_maps(r);
+  if (ks_itab_init(&r->atoms, 1024) != KS_OK || ks_itab_init(&r->mfas, 1024) != KS_OK ||
+      ks_itab_init(&r->pids, 1024) != KS_OK) {
+    free_maps(r);
+    return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+int ks_ring_open(ks_ring_reader *r, uint64_t size) {
+  static unsigned serial;
+  ks_ring_hdr *h;
+  int fd;
+
+  if (size < (64u << 10) || size > (1ull << 32) || (size & (size - 1)) != 0)
+    return KS_EINVAL;
+  ks_ring_close(r);
+  if (init_maps(r) != KS_OK)
+    return KS_ENOMEM;
+  snprintf(r->name, sizeof(r->name), "/kprof-%ld-%u", (long)getpid(), ++serial);
+  fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    return KS_EINVAL;
+  if (ftruncate(fd, (off_t)(KS_RING_HDR + size)) != 0 || (h = ks_ring_map(fd, size)) == NULL) {
+    close(fd);
+    shm_unlink(r->name);
+    return KS_ENOMEM;
+  }
+  close(fd);
+  h->magic = KS_RING_MAGIC;
+  h->version = KS_RING_VERSION;
+  h->hdr_size = KS_RING_HDR;
+  h->size = size;
+  r->h = h;
+  r->size = size;
+  r->linked = 1;
+  return KS_OK;
+}
+
+void ks_ring_unlink(ks_ring_reader *r) {
+  if (r->linked) {
+    shm_unlink(r->name);
+    r->linked = 0;
+  }
+}
+
+void ks_ring_close(ks_ring_reader *r) {
+  if (r->h != NULL) {
+    atomic_store_explicit(&r->h->closed, 1, memory_order_release);
+    ks_ring_unmap(r->h, r->size);
+    r->h = NULL;
+  }
+  ks_ring_unlink(r);
+  free_maps(r);
+}
+
+static int put_name(ks_ring_reader *r, uint64_t word, const unsigned char *s, size_t n, int utf8) {
+  uint32_t off;
+
+  if (ks_itab_get(&r->atoms, &word, 8, ks_hash(&word, 8)) != KS_NONE)
+    return KS_OK;
+  if (r->names_len + 3 + n > r->names_cap) {
+    size_t cap = r->names_cap ? r->names_cap * 2 : 4096;
+    unsigned char *p;
+    while (cap < r->names_len + 3 + n)
+      cap *= 2;
+    if (cap > UINT32_MAX || (p = realloc(r->names, cap)) == NULL)
+      return KS_ENOMEM;
+    r->names = p;
+    r->names_cap = cap;
+  }
+  off = (uint32_t)r->names_len;
+  r->names[off] = (unsigned char)(n >> 8);
+  r->names[off + 1] = (unsigned char)n;
+  r->names[off + 2] = (unsigned char)utf8;
+  memcpy(r->names + off + 3, s, n);
+  r->names_len += 3 + n;
+  return ks_itab_put(&r->atoms, &word, 8, ks_hash(&word, 8), off, NULL);
+}
+
+static int atom_of(const ks_ring_reader *r, uint64_t word, ks_atom *a) {
+  uint32_t off = ks_itab_get(&r->atoms, &word, 8, ks_hash(&word, 8));
+
+  if (off == KS_NONE)
+    return KS_EUNKNOWN;
+  a->n = ((size_t)r->names[off] << 8) | r->names[off + 1];
+  a->utf8 = r->names[off + 2];
+  a->s = r->names + off + 3;
+  return KS_OK;
+}
+
+/* The sink's MFA id of (M, F, Arity) words. */
+static int mfa_id(ks_ring_reader *r, ks_intern *in, uint64_t m, uint64_t f, uint8_t arity,
+                  uint32_t *id) {
+  unsigned char key[17];
+  uint64_t h;
+  ks_atom am, af;
+  int rc;
+
+  memcpy(key, &m, 8);
+  memcpy(key + 8, &f, 8);
+  key[16] = arity;
+  h = ks_hash(key, sizeof(key));
+  if ((*id = ks_itab_get(&r->mfas, key, sizeof(key), h)) != KS_NONE)
+    return KS_OK;
+  if (atom_of(r, m, &am) != KS_OK || atom_of(r, f, &af) != KS_OK)
+    return KS_EUNKNOWN;
+  if ((rc = ks_intern_mfa(in, &am, &af, arity, id)) != KS_OK)
+    return rc;
+  return ks_itab_put(&r->mfas, key, sizeof(key), h, *id, NULL);
+}
+
+static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
+  *id = ks_itab_get(&r->pids, &word, 8, ks_hash(&word, 8));
+  return *id == KS_NONE ? KS_EUNKNOWN : KS_OK;
+}
+
+/* A definition or an event. Returns KS_OK, or an error for the counters. */
+static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *rec, size_t len,
+                       unsigned type, unsigned flags, ks_ring_event_fn fn, void *ctx) {
+  ks_decoded d;
+  int rc;
+
+  if (type == KS_REC_ATOM) {
+    ks_rec_atom a;
+    if (len < sizeof(a))
+      return KS_EBADTERM;
+    memcpy(&a, rec, sizeof(a));
+    if (a.len == 0 || a.len > 255 * 4 || sizeof(a) + a.len > len)
+      return KS_EBADTERM;
+    return put_name(r, a.atom, rec + sizeof(a), a.len, a.utf8 != 0);
+  }
+  if (type == KS_REC_PID) {
+    ks_rec_pid p;
+    ks_slice raw;
+    uint32_t id;
+    if (len < sizeof(p))
+      return KS_EBADTERM;
+    memcpy(&p, rec, sizeof(p));
+    if (p.len == 0 || sizeof(p) + p.len > len)
+      return KS_EBADTERM;
+    if (ks_itab_get(&r->pids, &p.pid, 8, ks_hash(&p.pid, 8)) != KS_NONE)
+      return KS_OK;
+    raw.p = rec + sizeof(p);
+    raw.n = p.len;
+    if ((rc = ks_intern_pid(in, raw, &id)) != KS_OK)
+      return rc;
+    return ks_itab_put(&r->pids, &p.pid, 8, ks_hash(&p.pid, 8), id, NULL);
+  }
+  memset(&d, 0, sizeof(d));
+  d.ev.flags = KS_EVF_TS;
+  d.ev.mfa = d.ev.other = d.ev.caller = d.ev.name = KS_NONE;
+  if (type == KS_REC_CALL) {
+    ks_rec_call c;
+    if (len < sizeof(c))
+      return KS_EBADTERM;
+    memcpy(&c, rec, sizeof(c));
+    if (sizeof(c) + (size_t)c.label_len + c.payload_len > len ||
+        (!(flags & KS_RECF_LABEL) && c.label_len != 0) ||
+        (!(flags & KS_RECF_PAYLOAD) && c.payload_len != 0) ||
+        ((flags & KS_RECF_LABEL) && c.label_len == 0))
+      return KS_EBADTERM;
+    d.ev.kind = KS_EV_CALL;
+    d.ev.ts = c.ts;
+    if ((rc = pid_id(r, c.pid, &d.ev.pid)) != KS_OK ||
+        (rc = mfa_id(r, in, c.m, c.f, c.arity, &d.ev.mfa)) != KS_OK)
+      return rc;
+    if (flags & KS_RECF_CALLER) {
+      if ((rc = mfa_id(r, in, c.caller_m, c.caller_f, c.caller_arity, &d.ev.caller)) != KS_OK)
+        return rc;
+      d.ev.flags |= KS_EVF_CALLER;
+    }
+    if (flags & KS_RECF_TOKEN)
+      d.ev.flags |= KS_EVF_TOKEN;
+    if (flags & KS_RECF_LABEL) {
+      d.label.p = rec + sizeof(c);
+      d.label.n = c.label_len;
+      d.ev.flags |= KS_EVF_LABEL;
+    }
+    if (flags & KS_RECF_PAYLOAD) {
+      d.payload.p = rec + sizeof(c) + c.label_len;
+      d.payload.n = c.payload_len;
+    }
+  } else if (type == KS_REC_RETURN_TO) {
+    ks_rec_return_to t;
+    if (len < sizeof(t))
+      return KS_EBADTERM;
+    memcpy(&t, rec, sizeof(t));
+    d.ev.kind = KS_EV_RETURN_TO;
+    d.ev.ts = t.ts;
+    if ((rc = pid_id(r, t.pid, &d.ev.pid)) != KS_OK)
+      return rc;
+    if ((flags & KS_RECF_MFA) && (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
+      return rc;
+  } else {
+    return KS_EBADTERM;
+  }
+  fn(ctx, &d, KS_OK);
+  return KS_OK;
+}
+
+static void count(ks_ring_reader *r, int rc) {
+  if (rc == KS_EUNKNOWN)
+    r->unresolved++;
+  else if (rc != KS_OK)
+    r->bad++;
+}
+
+size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn,
+                     void *ctx) {
+  ks_ring_hdr *h = r->h;
+  uint64_t tail, head, drops;
+  size_t n = 0;
+
+  if (h == NULL)
+    return 0;
+  tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+  head = atomic_load_explicit(&h->head, memory_order_acquire);
+  while (n < max && tail < head) {
+    unsigned char *rec = ks_ring_data(h) + (tail & (r->size - 1));
+    uint64_t w0 = atomic_load_explicit((_Atomic uint64_t *)(void *)rec, memory_order_acquire);
+    size_t len = (size_t)(w0 >> 32) & 0xffff;
+    if ((uint32_t)w0 != ks_ring_stamp(tail))
+      break;   /* reserved, not yet committed */
+    if (len < 8 || (len & 7) != 0 || len > head - tail) {
+      /* A writer broke the format: nothing after it can be trusted. */
+      r->bad++;
+      memset(rec, 0, (size_t)(head - tail) < r->size ? (size_t)(head - tail) : r->size);
+      atomic_store_explicit(&h->tail, head, memory_order_release);
+      tail = head;
+      break;
+    }
+    count(r, read_record(r, in, rec, len, (unsigned)(w0 >> 48) & 0xff, (unsigned)(w0 >> 56), fn,
+                         ctx));
+    memset(rec, 0, len);   /* so a stale stamp is never read as a record */
+    tail += len;
+    atomic_store_explicit(&h->tail, tail, memory_order_release);
+    r->records++;
+    r->bytes += len;
+    n++;
+  }
+  drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+  if (drops > r->drops_seen) {
+    r->drops_seen = drops;
+    r->drops_pending = 1;
+  }
+  r->unsupported_seen = atomic_load_explicit(&h->unsupported, memory_order_relaxed);
+  return n;
+}
+
+size_t ks_ring_replay(ks_ring_reader *r, ks_intern *in, const unsigned char *data, size_t n,
+                      ks_ring_event_fn fn, void *ctx) {
+  size_t at = 0, count_read = 0;
+
+  if (r->atoms.slots == NULL && init_maps(r) != KS_OK)
+    return 0;
+  while (n - at >= 8) {
+    uint64_t w0;
+    size_t len;
+    memcpy(&w0, data + at, 8);
+    len = (size_t)(w0 >> 32) & 0xffff;
+    if (len < 8 || (len & 7) != 0 || len > n - at) {
+      r->bad++;
+      break;
+    }
+    count(r, read_record(r, in, data + at, len, (unsigned)(w0 >> 48) & 0xff,
+                         (unsigned)(w0 >> 56), fn, ctx));
+    at += len;
+    r->records++;
+    count_read++;
+  }
+  return count_read;
+}
