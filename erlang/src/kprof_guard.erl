@@ -389,8 +389,13 @@ turn_off(Name, A, Kind, Info) ->
         undefined -> ok;
         Port -> catch erlang:trace(all, false, [all, {tracer, Port}])
     end,
+    %% Processes traced by the tracer NIF drop it at their next event.
+    _ = (catch kprof_tracer:detach()),
     ok.
 
+message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
+    io_lib:format("~p (the tracer's ring of ~b MiB was full: ~b events lost)",
+                  [Kind, Size bsr 20, N]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
 message(Kind, #{what := What, value := V, bound := B}) ->
@@ -405,6 +410,8 @@ secs(Ms) -> io_lib:format("~.1f ms", [Ms]).
 
 overload_info(#{lag_us := Lag, max_lag_us := Max}) ->
     #{what => lag_ms, value => Lag div 1000, lag_us => Lag, bound => Max div 1000};
+overload_info(#{ring_drops := N, ring_size := Size}) ->
+    #{what => ring_drops, value => N, bound => 0, ring_size => Size};
 overload_info(Info) ->
     Info.
 
