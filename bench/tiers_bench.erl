@@ -10,8 +10,11 @@
 %%% <ul>
 %%% <li>`untraced': kprof runs, no tiers (kprof:request/2 is a
 %%%     persistent_term read);</li>
-%%% <li>`tiers': every request traced;</li>
-%%% <li>`tiers 0.1': `sample => 0.1'.</li>
+%%% <li>`tiers, NIF ring': every request traced, by the kprof_tracer NIF
+%%%     (the default tracer);</li>
+%%% <li>`tiers, sample 0.1, NIF ring': `sample => 0.1';</li>
+%%% <li>`tiers, port tracer': every request traced, each event sent to the
+%%%     sink's port (the tracer kprof used before the NIF).</li>
 %%% </ul>
 %%%
 %%% Per mode: achieved req/s (requests / time from the first scheduled
@@ -24,6 +27,8 @@
 %%% of bench/RESULTS.md. Not a test: nothing fails on a number.
 -module(tiers_bench).
 -behaviour(gen_server).
+
+-type mode() :: untraced | {tiers, float(), ring | port}.
 
 -export([main/1]).
 %% Tier functions
@@ -57,7 +62,7 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     io:format("tiers bench: ~b req/s offered, ~b s per mode, ~b round(s); load average ~s~n",
               [Rate, Seconds, Rounds, Load]),
     _ = drive(Rate, 1),                                  % warm-up
-    Modes = [untraced, {tiers, 1.0}, {tiers, 0.1}],
+    Modes = [untraced, {tiers, 1.0, ring}, {tiers, 0.1, ring}, {tiers, 1.0, port}],
     Runs = [{M, run(M, Rate, Seconds)} || _ <- lists:seq(1, Rounds), M <- Modes],
     Rows = [summary(M, [R || {M1, R} <- Runs, M1 =:= M], Rate) || M <- Modes],
     Base = maps:get(achieved, hd(Rows)),
@@ -134,11 +139,13 @@ spin(T) ->
 %%% ONE MODE %%%%%%
 %%%%%%%%%%%%%%%%%%%
 
--spec run(untraced | {tiers, float()}, pos_integer(), pos_integer()) -> map().
+-spec run(mode(), pos_integer(), pos_integer()) -> map().
 run(Mode, Rate, Seconds) ->
     case Mode of
         untraced -> ok;
-        {tiers, Sample} -> ok = kprof:start_tiers(?TIERS, #{sample => Sample})
+        {tiers, Sample, Tracer} ->
+            ok = application:set_env(kprof, tracer, Tracer),
+            ok = kprof:start_tiers(?TIERS, #{sample => Sample})
     end,
     S0 = kprof:sink_stats(),
     Sink0 = sink_cpu(),
@@ -158,7 +165,8 @@ run(Mode, Rate, Seconds) ->
                      ok = kprof:stop_tiers(),
                      R
              end,
-    Run#{bytes => maps:get(bytes, S1) - maps:get(bytes, S0),
+    Run#{bytes => maps:get(bytes, S1) - maps:get(bytes, S0)
+             + maps:get(ring_bytes, S1) - maps:get(ring_bytes, S0),
          events => maps:get(trace_events, S1) - maps:get(trace_events, S0),
          sink_cpu => Sink1 - Sink0, vm_cpu => Vm1 - Vm0, report => Report}.
 
@@ -219,11 +227,12 @@ now_ns() ->
 %% catches up between runs: one process in a loop makes ~150,000 events a
 %% second, more than a loaded 2-core machine's sink keeps up with for
 %% long).
--spec cost(untraced | {tiers, float()}) -> float().
+-spec cost(mode()) -> float().
 cost(Mode) ->
     case Mode of
         untraced -> ok;
-        {tiers, Sample} ->
+        {tiers, Sample, Tracer} ->
+            ok = application:set_env(kprof, tracer, Tracer),
             ok = kprof:start_tiers([{http, [{?MODULE, bare, 1}]}, {db, [{?MODULE, bare_db, 1}]},
                                     {templating, [{?MODULE, bare_tpl, 1}]}],
                                    #{sample => Sample})
@@ -344,8 +353,12 @@ weighted(CountMeans) ->
 
 -spec mode_name(term()) -> string().
 mode_name(untraced) -> "untraced";
-mode_name({tiers, 1.0}) -> "tiers";
-mode_name({tiers, S}) -> "tiers, sample " ++ float_to_list(S, [{decimals, 3}, compact]).
+mode_name({tiers, 1.0, T}) -> "tiers, " ++ tracer_name(T);
+mode_name({tiers, S, T}) ->
+    "tiers, sample " ++ float_to_list(S, [{decimals, 3}, compact]) ++ ", " ++ tracer_name(T).
+
+tracer_name(ring) -> "NIF ring";
+tracer_name(port) -> "port tracer".
 
 -spec table([map()], float()) -> iolist().
 table(Rows, Base) ->
@@ -371,7 +384,7 @@ loss(_, Achieved, Base) -> lists:flatten(io_lib:format("~.2f", [100 * (Base - Ac
           iolist().
 section(Table, Rows, Rate, Seconds, Rounds, Load) ->
     {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
-    Traced = [R || #{mode := {tiers, _}} = R <- Rows],
+    Traced = [R || #{mode := {tiers, _, _}} = R <- Rows],
     ["## Tiers\n\n",
      io_lib:format("`make bench-tiers` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores, ~s; "
                    "OTP ~s (erts ~s); nice ~b; load average before the run: ~s.~n~n",
@@ -389,9 +402,11 @@ section(Table, Rows, Rate, Seconds, Rounds, Load) ->
                    "average says how much else ran.~n~n",
                    [?HTTP_US, ?DB_US, ?TPL_US, ?IDENTITIES, Rate, Seconds, Rounds]),
      Table, "\n",
-     "The tier times the sink measured (below) include the tracing itself: the VM writes each "
-     "trace message to the sink's pipe from the traced process, inside the span it times, and "
-     "the db and template servers are one process each.\n\n",
+     "Tracers: `NIF ring' is the default (the kprof_tracer NIF writes a record per event into "
+     "shared memory the sink reads); `port tracer' sends each event to the sink's port "
+     "(application env {tracer, port}). The tier times the sink measured (below) include the "
+     "tracing itself, done in the traced process inside the span it times; the db and template "
+     "servers are one process each.\n\n",
      [io_lib:format("- ~s: ~b requests recorded by the sink; mean self time per tier: ~s~n",
                     [mode_name(M), Recorded,
                      lists:join(", ", [io_lib:format("~s ~.1f us", [T, Us]) || {T, Us} <- Tiers])])
