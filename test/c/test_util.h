@@ -45,5 +45,6 @@ Suite *replay_suite(void);
 Suite *control_suite(void);
 Suite *tiers_suite(void);
 Suite *flame_suite(void);
+Suite *ring_suite(void);
 
 #endif

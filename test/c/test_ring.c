@@ -1,0 +1,355 @@
+/* test_ring.c: the shared-memory ring: records written as the kprof_tracer NIF writes them
+ * (include/ks_ring.h), read back by port/ring.c as events. */
+#include <stdlib.h>
+
+#include "test_util.h"
+#include "ks_ring_reader.h"
+
+#define M_WORD 0x1000bULL   /* atom words (any distinct values) */
+#define F_WORD 0x2000bULL
+#define G_WORD 0x3000bULL
+#define PID_WORD 0x4003ULL
+
+typedef struct got {
+  ks_decoded d[64];
+  unsigned char label[64][16];
+  unsigned char payload[64][64];
+  int n;
+} got;
+
+static void collect(void *ctx, ks_decoded *d, int rc) {
+  got *g = ctx;
+
+  ck_assert_int_eq(rc, KS_OK);
+  ck_assert_int_lt(g->n, 64);
+  g->d[g->n] = *d;
+  /* The slices point into the ring, which the reader zeroes after the call. */
+  ck_assert_uint_le(d->label.n, sizeof(g->label[0]));
+  ck_assert_uint_le(d->payload.n, sizeof(g->payload[0]));
+  memcpy(g->label[g->n], d->label.p, d->label.n);
+  memcpy(g->payload[g->n], d->payload.p, d->payload.n);
+  g->d[g->n].label.p = g->label[g->n];
+  g->d[g->n].payload.p = g->payload[g->n];
+  g->n++;
+}
+
+static uint64_t put_atom(ks_ring_hdr *h, uint64_t word, const char *name) {
+  size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
+  uint64_t pos;
+  unsigned char *rec = ks_ring_reserve(h, len, &pos);
+  ks_rec_atom a;
+
+  ck_assert_ptr_nonnull(rec);
+  memset(&a, 0, sizeof(a));
+  a.atom = word;
+  a.len = (uint16_t)n;
+  memcpy(rec + 8, (unsigned char *)&a + 8, sizeof(a) - 8);
+  memcpy(rec + sizeof(a), name, n);
+  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
+  return pos;
+}
+
+static void put_pid(ks_ring_hdr *h, uint64_t word, unsigned num) {
+  ei_x_buff x;
+  ks_rec_pid p;
+  uint64_t pos;
+  size_t len;
+  unsigned char *rec;
+
+  tb_begin(&x);
+  tb_pid(&x, "nonode@nohost", num, 0, 0);
+  len = ks_ring_align(sizeof(p) + (size_t)x.index - 1);
+  rec = ks_ring_reserve(h, len, &pos);
+  ck_assert_ptr_nonnull(rec);
+  memset(&p, 0, sizeof(p));
+  p.pid = word;
+  p.len = (uint16_t)(x.index - 1);
+  memcpy(rec + 8, (unsigned char *)&p + 8, sizeof(p) - 8);
+  memcpy(rec + sizeof(p), x.buff + 1, (size_t)x.index - 1);
+  ks_ring_commit(h, rec, pos, len, KS_REC_PID, 0);
+  ei_x_free(&x);
+}
+
+/* A call of M:F/1 from M:G/0 with label 7 (SMALL_INTEGER_EXT) and a payload;
+ * commit = 0 leaves it reserved, not committed (its address is returned). */
+static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commit,
+                               uint64_t *pos_out) {
+  static const unsigned char label[] = {97, 7}, payload[] = {100, 0, 2, 'h', 'i'};
+  size_t len = ks_ring_align(sizeof(ks_rec_call) + sizeof(label) + sizeof(payload));
+  uint64_t pos;
+  unsigned char *rec = ks_ring_reserve(h, len, &pos);
+  ks_rec_call c;
+
+  ck_assert_ptr_nonnull(rec);
+  memset(&c, 0, sizeof(c));
+  c.ts = ts;
+  c.pid = PID_WORD;
+  c.m = m;
+  c.f = F_WORD;
+  c.arity = 1;
+  c.caller_m = M_WORD;
+  c.caller_f = G_WORD;
+  c.caller_arity = 0;
+  c.label_len = sizeof(label);
+  c.payload_len = sizeof(payload);
+  memcpy(rec + 8, (unsigned char *)&c + 8, sizeof(c) - 8);
+  memcpy(rec + sizeof(c), label, sizeof(label));
+  memcpy(rec + sizeof(c) + sizeof(label), payload, sizeof(payload));
+  if (commit)
+    ks_ring_commit(h, rec, pos, len, KS_REC_CALL,
+                   KS_RECF_TOKEN | KS_RECF_LABEL | KS_RECF_CALLER | KS_RECF_PAYLOAD);
+  if (pos_out != NULL)
+    *pos_out = pos;
+  return rec;
+}
+
+static void put_return_to(ks_ring_hdr *h, int64_t ts) {
+  uint64_t pos;
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos);
+  ks_rec_return_to r;
+
+  ck_assert_ptr_nonnull(rec);
+  memset(&r, 0, sizeof(r));
+  r.ts = ts;
+  r.pid = PID_WORD;
+  r.m = M_WORD;
+  r.f = G_WORD;
+  r.arity = 0;
+  memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
+  ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_RETURN_TO, KS_RECF_MFA);
+}
+
+static void define_all(ks_ring_hdr *h) {
+  put_atom(h, M_WORD, "shop_db");
+  put_atom(h, F_WORD, "query");
+  put_atom(h, G_WORD, "run");
+  put_pid(h, PID_WORD, 42);
+}
+
+typedef struct fixture {
+  ks_ring_reader r;
+  ks_intern in;
+  got g;
+} fixture;
+
+static void setup(fixture *f, uint64_t size) {
+  memset(f, 0, sizeof(*f));
+  ks_ring_reader_init(&f->r);
+  ck_assert_int_eq(ks_intern_init(&f->in, NULL), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&f->r, size), KS_OK);
+  ck_assert_ptr_nonnull(f->r.h);
+}
+
+static void teardown(fixture *f) {
+  ks_ring_close(&f->r);
+  ks_intern_free(&f->in);
+}
+
+START_TEST(test_events) {
+  fixture f;
+  ks_mfa_view v;
+  uint32_t pid = KS_NONE;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  put_call(f.r.h, -5000, M_WORD, 1, NULL);
+  put_return_to(f.r.h, -4000);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 6);
+  ck_assert_int_eq(f.g.n, 2);
+  /* The call: the same ids the decoder would give, label and payload bytes. */
+  ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);
+  ck_assert_int_eq(f.g.d[0].ev.ts, -5000);
+  ck_assert_int_eq(f.g.d[0].ev.flags,
+                   KS_EVF_TS | KS_EVF_TOKEN | KS_EVF_LABEL | KS_EVF_CALLER);
+  ck_assert_uint_eq(f.g.d[0].ev.mfa, tb_intern_mfa(&f.in, "shop_db", "query", 1));
+  ck_assert_uint_eq(f.g.d[0].ev.caller, tb_intern_mfa(&f.in, "shop_db", "run", 0));
+  ck_assert_int_eq(ks_intern_mfa_get(&f.in, f.g.d[0].ev.mfa, &v), KS_OK);
+  ck_assert_str_eq(v.m, "shop_db");
+  pid = tb_intern_pid(&f.in, 42);
+  ck_assert_uint_eq(f.g.d[0].ev.pid, pid);
+  ck_assert_uint_eq(f.g.d[0].label.n, 2);
+  ck_assert_int_eq(f.g.d[0].label.p[1], 7);
+  ck_assert_uint_eq(f.g.d[0].payload.n, 5);
+  ck_assert_int_eq(memcmp(f.g.d[0].payload.p, "\x64\x00\x02hi", 5), 0);
+  /* The return_to. */
+  ck_assert_int_eq(f.g.d[1].ev.kind, KS_EV_RETURN_TO);
+  ck_assert_uint_eq(f.g.d[1].ev.mfa, tb_intern_mfa(&f.in, "shop_db", "run", 0));
+  ck_assert_uint_eq(f.g.d[1].ev.pid, pid);
+  ck_assert_uint_eq(f.r.unresolved + f.r.bad, 0);
+  ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_uncommitted_stops_the_read) {
+  fixture f;
+  uint64_t pos;
+  unsigned char *rec;
+  size_t len = ks_ring_align(sizeof(ks_rec_call) + 2 + 5);
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  rec = put_call(f.r.h, 1, M_WORD, 0, &pos);    /* reserved by a slow writer */
+  put_return_to(f.r.h, 2);                      /* committed after it */
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 4);
+  ck_assert_int_eq(f.g.n, 0);
+  ks_ring_commit(f.r.h, rec, pos, len, KS_REC_CALL,
+                 KS_RECF_TOKEN | KS_RECF_LABEL | KS_RECF_CALLER | KS_RECF_PAYLOAD);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  ck_assert_int_eq(f.g.n, 2);
+  ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);   /* in ring order */
+  ck_assert_int_eq(f.g.d[1].ev.kind, KS_EV_RETURN_TO);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_full_ring_counts_drops) {
+  fixture f;
+  int k, written = 0;
+  uint64_t pos;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  for (k = 0; k < 2000; k++) {
+    if (ks_ring_reserve(f.r.h, 48, &pos) == NULL)
+      continue;
+    /* commit a return_to in place */
+    {
+      unsigned char *rec = ks_ring_data(f.r.h) + (pos & (f.r.size - 1));
+      ks_rec_return_to r;
+      memset(&r, 0, sizeof(r));
+      r.pid = PID_WORD;
+      memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
+      ks_ring_commit(f.r.h, rec, pos, sizeof(r), KS_REC_RETURN_TO, 0);
+      written++;
+    }
+  }
+  ck_assert_int_lt(written, 2000);
+  ck_assert_uint_eq(atomic_load(&f.r.h->drops), (uint64_t)(2000 - written));
+  while (ks_ring_drain(&f.r, &f.in, 64, collect, &f.g) > 0)
+    f.g.n = 0;
+  ck_assert_int_eq(f.r.drops_pending, 1);
+  ck_assert_uint_eq(f.r.drops_seen, (uint64_t)(2000 - written));
+  /* Room again once read. */
+  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_wraps_around) {
+  fixture f;
+  int lap, k, total = 0;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  /* 70-byte-ish records over 20 laps: records straddle the end of the data. */
+  for (lap = 0; lap < 20 * 64; lap++) {
+    for (k = 0; k < 12; k++)
+      put_call(f.r.h, lap * 100 + k, M_WORD, 1, NULL);
+    f.g.n = 0;
+    ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 12);
+    for (k = 0; k < 12; k++) {
+      ck_assert_int_eq(f.g.d[k].ev.ts, lap * 100 + k);
+      ck_assert_int_eq(f.g.d[k].payload.p[4], 'i');
+    }
+    total += f.g.n;
+  }
+  ck_assert_uint_gt(atomic_load(&f.r.h->head), 20 * (64u << 10));
+  ck_assert_int_eq(total, 20 * 64 * 12);
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_unknown_words_and_bad_records) {
+  fixture f;
+  uint64_t pos;
+  unsigned char *rec;
+
+  setup(&f, 64u << 10);
+  /* A call naming atoms never defined: counted, no event. */
+  put_pid(f.r.h, PID_WORD, 1);
+  put_call(f.r.h, 1, 0x9999bULL, 1, NULL);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  ck_assert_int_eq(f.g.n, 0);
+  ck_assert_uint_eq(f.r.unresolved, 1);
+  /* A call whose lengths run past its record: bad. */
+  rec = ks_ring_reserve(f.r.h, 64, &pos);
+  memset(rec + 8, 0, 56);
+  rec[8 + 48] = 200;   /* label_len */
+  ks_ring_commit(f.r.h, rec, pos, 64, KS_REC_CALL, KS_RECF_LABEL);
+  /* A record of an unknown type: bad. */
+  rec = ks_ring_reserve(f.r.h, 16, &pos);
+  ks_ring_commit(f.r.h, rec, pos, 16, 99, 0);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  ck_assert_uint_eq(f.r.bad, 2);
+  /* A length the reader cannot trust: it gives up to the head, counted. */
+  rec = ks_ring_reserve(f.r.h, 16, &pos);
+  atomic_store((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, 4, KS_REC_CALL, 0));
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 0);
+  ck_assert_uint_eq(f.r.bad, 3);
+  ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
+  ck_assert_int_eq(f.g.n, 0);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_sink_routes_ring_events) {
+  ks_sink s;
+  tb_out out = {0};
+
+  ck_assert_int_eq(ks_sink_init(&s, NULL, tb_out_emit, &out), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&s.ring, 64u << 10), KS_OK);
+  define_all(s.ring.h);
+  put_call(s.ring.h, 10, M_WORD, 1, NULL);
+  put_return_to(s.ring.h, 20);
+  ks_sink_poll_ring(&s);
+  ck_assert_uint_eq(s.st.trace_events, 2);
+  ck_assert_uint_eq(s.st.events[KS_EV_CALL], 1);
+  ck_assert_uint_eq(s.st.events[KS_EV_RETURN_TO], 1);
+  /* A full ring makes an overload alert. */
+  atomic_store(&s.ring.h->drops, 5);
+  ks_sink_poll_ring(&s);
+  ck_assert_int_eq(out.frames, 1);
+  {
+    char *alert = tb_out_reply(&out, 0);
+    ck_assert_ptr_nonnull(strstr(alert, "ring_drops"));
+    free(alert);
+  }
+  ks_sink_free(&s);
+  tb_out_free(&out);
+}
+END_TEST
+
+START_TEST(test_replay_garbage) {
+  fixture f;
+  unsigned char junk[512];
+  size_t k;
+
+  memset(&f, 0, sizeof(f));
+  ks_ring_reader_init(&f.r);
+  ck_assert_int_eq(ks_intern_init(&f.in, NULL), KS_OK);
+  for (k = 0; k < sizeof(junk); k++)
+    junk[k] = (unsigned char)(k * 37 + 11);
+  ks_ring_replay(&f.r, &f.in, junk, sizeof(junk), collect, &f.g);
+  ck_assert_uint_ge(f.r.bad, 1);
+  ks_ring_close(&f.r);
+  ks_intern_free(&f.in);
+}
+END_TEST
+
+Suite *ring_suite(void) {
+  Suite *s = suite_create("ring");
+  TCase *tc = tcase_create("ring");
+
+  tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_uncommitted_stops_the_read);
+  tcase_add_test(tc, test_full_ring_counts_drops);
+  tcase_add_test(tc, test_wraps_around);
+  tcase_add_test(tc, test_unknown_words_and_bad_records);
+  tcase_add_test(tc, test_sink_routes_ring_events);
+  tcase_add_test(tc, test_replay_garbage);
+  suite_add_tcase(s, tc);
+  return s;
+}
