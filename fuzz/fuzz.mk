@@ -15,11 +15,11 @@ FUZZ_SECONDS ?= 30
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Iinclude $(EI_CFLAGS)
-FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode
+FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode $(FUZZ_DIR)/fuzz_ring
 
 FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer \
                   -fprofile-instr-generate -fcoverage-mapping -Iinclude $(EI_CFLAGS)
-FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode
+FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode $(FUZZ_DIR)/cov/fuzz_ring
 
 .PHONY: fuzz-build fuzz-run fuzz-regress fuzz-cov
 fuzz-build: $(FUZZ_BINS)

@@ -10,7 +10,7 @@ set -uo pipefail
 
 FUZZ_DIR=${FUZZ_DIR:-_build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-TARGETS="fuzz_sink fuzz_decode"
+TARGETS="fuzz_sink fuzz_decode fuzz_ring"
 COMMON=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -32,15 +32,20 @@ seed() {
     echo "fuzz: no recorded stream to seed from (test/data/*.bin)" >&2
   fi
   ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkcorpus.escript \
-    "$FUZZ_DIR/corpus-sink" "$FUZZ_DIR/corpus-decode" "${streams[@]}"
+    "$FUZZ_DIR/corpus-sink" "$FUZZ_DIR/corpus-decode" "${streams[@]}" &&
+    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkring.escript "$FUZZ_DIR/corpus-ring"
 }
 
 corpus_of() {
-  case $1 in fuzz_sink) echo "$FUZZ_DIR/corpus-sink" ;; *) echo "$FUZZ_DIR/corpus-decode" ;; esac
+  case $1 in
+    fuzz_sink) echo "$FUZZ_DIR/corpus-sink" ;;
+    fuzz_ring) echo "$FUZZ_DIR/corpus-ring" ;;
+    *) echo "$FUZZ_DIR/corpus-decode" ;;
+  esac
 }
 
 run() {
-  local per=$((FUZZ_SECONDS / 2)) t rc=0 log summary=""
+  local per=$((FUZZ_SECONDS / $(wc -w <<< "$TARGETS"))) t rc=0 log summary=""
   [ "$per" -lt 1 ] && per=1
   touch "$FUZZ_DIR/.run-start"
   seed || return 1
@@ -59,7 +64,7 @@ run() {
       "$(sed -E 's/^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+//; s/[[:space:]]+(lim|exec\/s|rss|L|MS):.*//' <<< "$done_line")")
     if [ $r -ne 0 ]; then
       rc=1
-      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode):|runtime error|Test unit written' "$log" | head -20 >&2
+      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring):|runtime error|Test unit written' "$log" | head -20 >&2
     fi
   done
   echo "fuzz: summary (libFuzzer's cov = edges covered, ft = features):$summary"
@@ -82,7 +87,7 @@ regress() {
       echo "fuzz: $t: ${#files[@]} regression inputs pass"
     else
       echo "fuzz: $t: FAILED on a regression input (log: $FUZZ_DIR/$t-regress.log)" >&2
-      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
+      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
       rc=1
     fi
   done

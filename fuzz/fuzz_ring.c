@@ -1,0 +1,117 @@
+/* fuzz_ring.c: libFuzzer target for the sink's end of the shared-memory ring (port/ring.c).
+ *
+ * The input is a stream of ring records (include/ks_ring.h: word 0 = stamp,
+ * length, type, flags; then the type's fields), as the kprof_tracer NIF
+ * writes them. Its first byte picks the path:
+ *   even: ks_ring_replay over the bytes as they are (record parsing alone);
+ *   odd:  each record is copied into a real ring (64 KiB, mapped twice) with
+ *         ks_ring_reserve / ks_ring_commit, so its stamp is right, and
+ *         ks_ring_drain reads them, every 8 records and at the end; records
+ *         straddle the end of the data as the ring fills and empties.
+ * Every event handed out must be consistent: kind call or return_to, ids
+ * resolvable in their intern tables (small caps, so they fill), label and
+ * payload slices only with their flags. The ring is created once.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ks_ring_reader.h"
+
+static ks_ring_reader ring, replay;
+static ks_intern in;
+static int ready;
+static unsigned runs;
+
+static void fail(const char *what) {
+  fprintf(stderr, "fuzz_ring: %s\n", what);
+  abort();
+}
+
+static void check(void *ctx, ks_decoded *d, int rc) {
+  ks_mfa_view v;
+  ks_pid_view p;
+
+  if (rc != KS_OK)
+    fail("event with an error code");
+  if (d->ev.kind != KS_EV_CALL && d->ev.kind != KS_EV_RETURN_TO)
+    fail("kind");
+  if (ks_intern_pid_get(&in, d->ev.pid, &p) != KS_OK)
+    fail("pid id");
+  if (d->ev.kind == KS_EV_CALL && ks_intern_mfa_get(&in, d->ev.mfa, &v) != KS_OK)
+    fail("mfa id");
+  if (d->ev.mfa != KS_NONE && ks_intern_mfa_get(&in, d->ev.mfa, &v) != KS_OK)
+    fail("return_to mfa id");
+  if ((d->ev.flags & KS_EVF_CALLER) && ks_intern_mfa_get(&in, d->ev.caller, &v) != KS_OK)
+    fail("caller id");
+  if (!!(d->ev.flags & KS_EVF_LABEL) != (d->label.p != NULL) || (d->label.p && d->label.n == 0))
+    fail("label slice");
+  if (d->payload.p == NULL && d->payload.n != 0)
+    fail("payload slice");
+  /* Touch the bytes: ASan checks they are inside the mapping. */
+  if (d->label.n > 0 && d->label.p[d->label.n - 1] == 0x5a && d->label.p[0] == 0xa5)
+    (void)ctx;
+  if (d->payload.n > 0)
+    (void)*(volatile const unsigned char *)(d->payload.p + d->payload.n - 1);
+}
+
+static void setup(void) {
+  ks_intern_limits lim = {64, 64, 16};
+
+  if (ready && ++runs % 512 != 0)
+    return;
+  if (ready) {
+    ks_ring_close(&ring);
+    ks_ring_close(&replay);
+    ks_intern_free(&in);
+  }
+  ks_ring_reader_init(&ring);
+  ks_ring_reader_init(&replay);
+  if (ks_intern_init(&in, &lim) != KS_OK || ks_ring_open(&ring, 64u << 10) != KS_OK)
+    fail("setup");
+  ks_ring_unlink(&ring);
+  ready = 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  size_t at = 1;
+  unsigned k = 0;
+
+  if (size < 1)
+    return 0;
+  setup();
+  if ((data[0] & 1) == 0) {
+    ks_ring_replay(&replay, &in, data + 1, size - 1, check, NULL);
+    return 0;
+  }
+  while (size - at >= 8) {
+    uint64_t w0, pos;
+    size_t len;
+    unsigned char *rec;
+    memcpy(&w0, data + at, 8);
+    len = (size_t)(w0 >> 32) & 0xffff;
+    if (len < 8)
+      len = 8;
+    len = ks_ring_align(len);
+    if (len > size - at)
+      len = (size - at) & ~(size_t)7;
+    if ((rec = ks_ring_reserve(ring.h, len, &pos)) == NULL) {
+      /* Full: a drain makes room for any record (they are shorter than the ring). */
+      ks_ring_drain(&ring, &in, SIZE_MAX, check, NULL);
+      if ((rec = ks_ring_reserve(ring.h, len, &pos)) == NULL)
+        fail("no room in an empty ring");
+    }
+    memcpy(rec + 8, data + at + 8, len - 8);
+    ks_ring_commit(ring.h, rec, pos, len, (unsigned)(w0 >> 48) & 0xff, (unsigned)(w0 >> 56));
+    at += len;
+    if (++k % 8 == 0)
+      ks_ring_drain(&ring, &in, SIZE_MAX, check, NULL);
+  }
+  ks_ring_drain(&ring, &in, SIZE_MAX, check, NULL);
+  if (atomic_load(&ring.h->tail) != atomic_load(&ring.h->head))
+    fail("records left in the ring");
+  return 0;
+}

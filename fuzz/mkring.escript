@@ -1,0 +1,59 @@
+#!/usr/bin/env escript
+%% fuzz/mkring.escript Dir: seed inputs for fuzz_ring (fuzz/fuzz_ring.c) in Dir:
+%% ring records as the kprof_tracer NIF writes them (include/ks_ring.h), for
+%% both paths (first byte 0: replay, 1: through a real ring).
+-mode(compile).
+
+main([Dir]) ->
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    M = 16#1000b, F = 16#2000b, G = 16#3000b, P = 16#4003,
+    Defs = [atom(M, <<"shop_db">>), atom(F, <<"query">>), atom(G, <<"run">>),
+            pid(P, self())],
+    Req = [call(-5000, P, M, F, 2, {M, G, 0}, 7, {users, get}),
+           call(-4000, P, M, G, 0, none, 7, none),
+           return_to(-3000, P, {M, F, 2}),
+           return_to(-2000, P, undefined),
+           call(-1000, P, M, F, 2, {M, G, 0}, 100000, <<"/users/:id">>)],
+    Seeds = [{"defs-request", Defs ++ Req},
+             {"request-then-defs", Req ++ Defs},
+             {"many", Defs ++ lists:append(lists:duplicate(40, Req))},
+             {"bad", Defs ++ [<<0:32, 200:16/little, 1, 255, 0:56/unit:8>>]}],
+    [ok = file:write_file(filename:join(Dir, Name ++ "-" ++ integer_to_list(Mode)),
+                          [Mode | Recs])
+     || {Name, Recs} <- Seeds, Mode <- [0, 1]],
+    ok.
+
+rec(Type, Flags, Body) ->
+    Len = (8 + byte_size(Body) + 7) band (bnot 7),
+    Pad = Len - 8 - byte_size(Body),
+    <<0:32, Len:16/little, Type, Flags, Body/binary, 0:Pad/unit:8>>.
+
+atom(Word, Name) ->
+    rec(3, 0, <<Word:64/little, (byte_size(Name)):16/little, 0, 0:40, Name/binary>>).
+
+pid(Word, Pid) ->
+    <<131, Etf/binary>> = term_to_binary(Pid),
+    rec(4, 0, <<Word:64/little, (byte_size(Etf)):16/little, 0:48, Etf/binary>>).
+
+call(Ts, P, M, F, A, Caller, Label, Payload) ->
+    {CM, CF, CA, CFl} = case Caller of
+                            none -> {0, 0, 0, 0};
+                            {X, Y, Z} -> {X, Y, Z, 4}
+                        end,
+    <<131, L/binary>> = term_to_binary(Label),
+    Pay = case Payload of
+              none -> <<>>;
+              _ -> <<131, B/binary>> = term_to_binary(Payload), B
+          end,
+    PFl = case Pay of <<>> -> 0; _ -> 8 end,
+    rec(1, 1 bor 2 bor CFl bor PFl,
+        <<Ts:64/little-signed, P:64/little, M:64/little, F:64/little, CM:64/little,
+          CF:64/little, A, CA, (byte_size(L)), 0, (byte_size(Pay)):32/little,
+          L/binary, Pay/binary>>).
+
+return_to(Ts, P, MFA) ->
+    {M, F, A, Fl} = case MFA of
+                        undefined -> {0, 0, 0, 0};
+                        {X, Y, Z} -> {X, Y, Z, 16}
+                    end,
+    rec(2, Fl, <<Ts:64/little-signed, P:64/little, M:64/little, F:64/little, A, 0:56>>).
