@@ -394,14 +394,17 @@ turn_off(Name, A, Kind, Info) ->
     ok.
 
 message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
-    io_lib:format("~p (the tracer's ring of ~b MiB was full: ~b events lost)",
-                  [Kind, Size bsr 20, N]);
+    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost)",
+                  [Kind, bytes(Size), N]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
 message(Kind, #{what := What, value := V, bound := B}) ->
     io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->
     io_lib:format("~p ~0p", [Kind, Info]).
+
+bytes(B) when B >= 1 bsl 20 -> io_lib:format("~b MiB", [B bsr 20]);
+bytes(B) -> io_lib:format("~b KiB", [B bsr 10]).
 
 secs(Ms) when Ms >= 1000 -> io_lib:format("~.1f s", [Ms / 1000]);
 secs(Ms) when is_integer(Ms) -> io_lib:format("~b ms", [Ms]);

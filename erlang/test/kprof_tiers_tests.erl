@@ -11,6 +11,8 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
+-export([port_tracer_suite/0]).
+
 -define(W, kprof_tiers_work).
 -define(WAIT, 5000).
 
@@ -59,6 +61,23 @@ tests() ->
       {"bad report options", fun bad_report_opts/0},
       {"the JSON report parses back", fun json_report/0},
       {"the text report: header, tier names, identity rows", fun text_report/0}].
+
+%% The same tests with the port tracer instead of the tracer NIF's ring
+%% (run by kprof_tracer_tests).
+
+-spec port_tracer_suite() -> term().
+port_tracer_suite() ->
+    {foreach,
+     fun() ->
+             _ = application:load(kprof),
+             ok = application:set_env(kprof, tracer, port),
+             setup()
+     end,
+     fun(Times) ->
+             cleanup(Times),
+             application:unset_env(kprof, tracer)
+     end,
+     [{"port tracer: " ++ Title, {timeout, 120, Test}} || {Title, Test} <- tests()]}.
 
 -spec not_running_test() -> term().
 not_running_test() ->

@@ -1,0 +1,135 @@
+%%% @doc EUnit: the tracer NIF (kprof_tracer) and its ring, end to end: the
+%%% tiers trace with it by default, the port tracer gives the same results
+%%% (the whole tier suite is run again with it), a full ring is an alert
+%%% and an abort, a ring that cannot be set up falls back to the port, and
+%%% a tracer of an old session removes itself.
+-module(kprof_tracer_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-define(W, kprof_tiers_work).
+-define(TIERS, [{a, [{?W, sleep_a, 1}]}, {b, [{?W, burn_a, 1}]}]).
+
+tracer_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [{"the ring is the default tracer; nothing is left after stop", fun ring_default/0},
+      {"the same requests, ring and port: the same calls and counts", fun same_as_port/0},
+      {"a full ring: alert, tiers aborted, tracing off, reason in status",
+       {timeout, 120, fun ring_full/0}},
+      {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
+      {"a tracer of an old session answers remove", fun stale/0}]}.
+
+%% Every tier test again, traced through the sink's port.
+port_tracer_test_() ->
+    kprof_tiers_tests:port_tracer_suite().
+
+setup() ->
+    logger:set_handler_config(default, level, error),
+    _ = application:load(kprof),
+    ok = kprof:start(#{}),
+    ?W:start_times().
+
+cleanup(Times) ->
+    ok = ?W:stop_times(Times),
+    _ = kprof:stop_tiers(),
+    _ = kprof:unsubscribe(),
+    ok = kprof:stop(),
+    [application:unset_env(kprof, K) || K <- [tracer, ring_bytes]],
+    logger:set_handler_config(default, level, all),
+    flush().
+
+flush() ->
+    receive _ -> flush() after 0 -> ok end.
+
+requests(N, Id) ->
+    ?W:run_requests(N, Id, fun() -> ?W:sleep_a(1), ?W:burn_a(200) end).
+
+report() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    {ok, R} = kprof:report(#{format => term}),
+    R.
+
+calls(#{rows := Rows}, Id) ->
+    [#{tiers := Tiers, requests := N}] = [R || #{identity := I} = R <- Rows, I =:= Id],
+    {N, [{T, C} || #{tier := T, calls := C} <- Tiers]}.
+
+ring_default() ->
+    ?assert(kprof_tracer:available()),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    Self = self(),
+    P = spawn_link(fun() -> requests(5, x), Self ! {done, self()}, receive stop -> ok end end),
+    receive {done, P} -> ok end,
+    ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(P, tracer)),
+    ?assertEqual({5, [{a, 5}, {b, 5}]}, calls(report(), x)),
+    #{ring_records := Recs, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
+      bytes := Bytes} = kprof:sink_stats(),
+    ?assert(Recs >= 5 * 8),
+    ?assert(Bytes < 2000),   % commands only: no trace message went to the port
+    ok = kprof:stop_tiers(),
+    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({traced, false}, erlang:trace_info({?W, sleep_a, 1}, traced)),
+    P ! stop.
+
+same_as_port() ->
+    Run = fun(Tracer) ->
+                  ok = application:set_env(kprof, tracer, Tracer),
+                  ok = kprof:start_tiers(?TIERS, #{}),
+                  requests(20, y),
+                  ?W:run_requests(7, z, fun() -> ?W:sleep_a(1) end),
+                  R = report(),
+                  ok = kprof:stop_tiers(),
+                  {calls(R, y), calls(R, z), maps:get(requests, maps:get(all, R))}
+          end,
+    Ring = Run(ring),
+    ?assertEqual({{20, [{a, 20}, {b, 20}]}, {7, [{a, 7}, {b, 0}]}, 27}, Ring),
+    ?assertEqual(Ring, Run(port)).
+
+ring_full() ->
+    %% A 64 KiB ring and a sink slowed to 500 events/s: the ring fills in
+    %% about a thousand events.
+    ok = application:set_env(kprof, ring_bytes, 65536),
+    ok = kprof:subscribe(),
+    ok = kprof_sink:command({test_delay_us, 2000}),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    Self = self(),
+    P = spawn_link(fun() -> flood(Self) end),
+    Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
+    ?assertMatch(#{what := ring_drops, ring_size := 65536}, Alert),
+    ?assert(maps:get(value, Alert) > 0),
+    #{aborted := #{kind := overload, message := Msg}} = kprof:status(),
+    ?assertMatch({match, _}, re:run(Msg, "ring of 64 KiB was full: [0-9]+ events lost")),
+    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    P ! stop,
+    ok = kprof_sink:command({test_delay_us, 0}).
+
+flood(Parent) ->
+    receive
+        stop -> ok
+    after 0 ->
+        ?W:run_requests(50, f, fun() -> ?W:sleep_a(0) end),
+        flood(Parent)
+    end.
+
+fallback() ->
+    ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused
+    ok = kprof:start_tiers(?TIERS, #{}),
+    requests(3, w),
+    ?assertMatch({tracer, Port} when is_port(Port), erlang:trace_info(self(), tracer)),
+    ?assertEqual({3, [{a, 3}, {b, 3}]}, calls(report(), w)).
+
+stale() ->
+    ?assertEqual(remove, kprof_tracer:enabled(call, 123456789, self())),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    requests(1, s),
+    {tracer, {kprof_tracer, Gen}} = erlang:trace_info(self(), tracer),
+    ?assertEqual(trace, kprof_tracer:enabled(call, Gen, self())),
+    ?assertEqual(remove, kprof_tracer:enabled(call, Gen + 1, self())),
+    ok = kprof:stop_tiers(),
+    ?assertEqual(remove, kprof_tracer:enabled(call, Gen, self())),
+    %% A new session has a new generation.
+    ok = kprof:start_tiers(?TIERS, #{}),
+    requests(1, s),
+    {tracer, {kprof_tracer, Gen2}} = erlang:trace_info(self(), tracer),
+    ?assertNotEqual(Gen, Gen2),
+    ?assertEqual(remove, kprof_tracer:enabled(call, Gen, self())).
