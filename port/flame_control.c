@@ -294,33 +294,85 @@ static int encode_path_error(ei_x_buff *x, const char *what, const char *path, i
          ei_x_encode_atom(x, strerror(err));
 }
 
-static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
-  char dir[PATH_MAX_LEN], base[1024], atom[MAXATOMLEN];
+int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
+  char atom[MAXATOMLEN];
+  size_t f, len;
+  int n, k;
+
+  d->fmts = 0;
+  if (decode_bin(b, idx, d->dir, sizeof(d->dir) - 1100, &len) != KS_OK ||
+      decode_bin(b, idx, d->base, sizeof(d->base), &len) != KS_OK || len == 0 ||
+      strchr(d->base, '/') != NULL || ei_decode_list_header(b, idx, &n) != 0)
+    return KS_EINVAL;
+  for (k = 0; k < n; k++) {
+    if (ei_decode_atom(b, idx, atom) != 0)
+      return KS_EINVAL;
+    for (f = 0; f < NFORMATS; f++)
+      if (strcmp(atom, formats[f].atom) == 0)
+        d->fmts |= formats[f].bit;
+  }
+  if (n > 0 && (ei_decode_list_header(b, idx, &n) != 0 || n != 0))
+    return KS_EINVAL;
+  return d->fmts != 0 ? KS_OK : KS_EINVAL;
+}
+
+int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
+                         int (*info)(ei_x_buff *x, const void *ctx, int extra), const void *ctx) {
   char paths[NFORMATS][PATH_MAX_LEN];
   FILE *files[NFORMATS];
   int64_t took[NFORMATS] = {0};
+  int e = 0, rc, failed = -1, err = 0, fmts = d->fmts;
+  size_t f;
+
+  if ((rc = open_files(d->dir, d->base, fmts, files, paths)) != KS_OK)
+    return encode_path_error(x, "open_failed", d->dir, -rc);
+  for (f = 0; f < NFORMATS; f++) {
+    int64_t t0 = now_us();
+    if (files[f] == NULL)
+      continue;
+    setvbuf(files[f], NULL, _IOFBF, 1 << 20);
+    rc = formats[f].write(o, files[f]);
+    if (fclose(files[f]) != 0 && rc == KS_OK)
+      rc = KS_EINVAL;
+    if (rc != KS_OK && failed < 0) {
+      failed = (int)f;
+      err = rc == KS_ENOMEM ? ENOMEM : EIO;
+    }
+    took[f] = now_us() - t0;
+  }
+  if (failed >= 0)
+    return encode_path_error(x, "write_failed", paths[failed], err);
+  e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
+      ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
+  for (f = 0; f < NFORMATS && !e; f++)
+    if (fmts & formats[f].bit)
+      e = ei_x_encode_binary(x, paths[f], (long)strlen(paths[f]));
+  e = e || ei_x_encode_empty_list(x) || info(x, ctx, 2) ||
+      put_u64(x, "total_us", (o->grand + 500) / 1000) || ei_x_encode_atom(x, "write_us") ||
+      ei_x_encode_map_header(x, __builtin_popcount((unsigned)fmts));
+  for (f = 0; f < NFORMATS && !e; f++)
+    if (fmts & formats[f].bit)
+      e = put_u64(x, formats[f].atom, (uint64_t)took[f]);
+  return e;
+}
+
+static int capture_info(ei_x_buff *x, const void *ctx, int extra) {
+  return encode_counters(x, ctx, extra);
+}
+
+static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
+  char atom[MAXATOMLEN];
   long long end_ts = 0;
-  int has_end = 0, fmts = 0, n, k, e = 0, rc, failed = -1, err = 0;
-  size_t f, len;
+  int has_end = 0, e;
   uint64_t *total;
+  ks_fdest d;
   ks_fout o;
 
   if (ei_decode_longlong(b, idx, &end_ts) == 0)
     has_end = 1;
   else if (ei_decode_atom(b, idx, atom) != 0)
     return encode_error(x, "badarg");
-  if (decode_bin(b, idx, dir, sizeof(dir) - 1100, &len) != KS_OK ||
-      decode_bin(b, idx, base, sizeof(base), &len) != KS_OK || len == 0 ||
-      strchr(base, '/') != NULL || ei_decode_list_header(b, idx, &n) != 0)
-    return encode_error(x, "badarg");
-  for (k = 0; k < n; k++) {
-    if (ei_decode_atom(b, idx, atom) != 0)
-      return encode_error(x, "badarg");
-    for (f = 0; f < NFORMATS; f++)
-      if (strcmp(atom, formats[f].atom) == 0)
-        fmts |= formats[f].bit;
-  }
-  if (fmts == 0)
+  if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return encode_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
   ks_ftree_order(&c->tree);
@@ -338,38 +390,8 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
            ei_x_encode_atom(x, "no_events") || encode_counters(x, c, 1) ||
            put_u64(x, "total_us", 0);
   }
-  if ((rc = open_files(dir, base, fmts, files, paths)) != KS_OK) {
-    free(total);
-    return encode_path_error(x, "open_failed", dir, -rc);
-  }
-  for (f = 0; f < NFORMATS; f++) {
-    int64_t t0 = now_us();
-    if (files[f] == NULL)
-      continue;
-    setvbuf(files[f], NULL, _IOFBF, 1 << 20);
-    rc = formats[f].write(&o, files[f]);
-    if (fclose(files[f]) != 0 && rc == KS_OK)
-      rc = KS_EINVAL;
-    if (rc != KS_OK && failed < 0) {
-      failed = (int)f;
-      err = rc == KS_ENOMEM ? ENOMEM : EIO;
-    }
-    took[f] = now_us() - t0;
-  }
+  e = ks_flame_write_reply(&o, &d, x, capture_info, c);
   free(total);
-  if (failed >= 0)
-    return encode_path_error(x, "write_failed", paths[failed], err);
-  e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
-      ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
-  for (f = 0; f < NFORMATS && !e; f++)
-    if (fmts & formats[f].bit)
-      e = ei_x_encode_binary(x, paths[f], (long)strlen(paths[f]));
-  e = e || ei_x_encode_empty_list(x) || encode_counters(x, c, 2) ||
-      put_u64(x, "total_us", (o.grand + 500) / 1000) || ei_x_encode_atom(x, "write_us") ||
-      ei_x_encode_map_header(x, __builtin_popcount((unsigned)fmts));
-  for (f = 0; f < NFORMATS && !e; f++)
-    if (fmts & formats[f].bit)
-      e = put_u64(x, formats[f].atom, (uint64_t)took[f]);
   return e;
 }
 
