@@ -3,6 +3,7 @@
 #define KS_TIERS_H
 
 #include "ks_decode.h"
+#include "ks_flame.h"
 #include "ks_hist.h"
 
 #define KS_TIER_MAX 32
@@ -31,7 +32,16 @@ typedef struct ks_tier_opts {
   uint64_t grace_ns;            /* how long after its end a request still takes events */
   uint64_t slow_ns;             /* requests at least this long are candidates */
   uint64_t max_age_ns;          /* an open request older than this is abandoned */
+  uint32_t full_max_events;     /* full trace: events buffered per request */
+  uint32_t full_max_nodes;      /* full trace: call paths per identity */
+  uint32_t full_max_identities; /* full trace: identities with an aggregate */
 } ks_tier_opts;
+
+/* Per MFA id, besides its role: what the specs say of it. */
+enum {
+  KS_MFA_ENTRY = 1,             /* an entry MFA */
+  KS_MFA_TIERED = 2             /* named by a spec: traced without full trace too */
+};
 
 /* One event of a request, buffered until the request is finalised. */
 typedef struct ks_req_ev {
@@ -68,6 +78,9 @@ typedef struct ks_req {
   ks_req_ev *ev;
   uint32_t n_ev, cap_ev;
   uint32_t next_ended;          /* FIFO of ended requests, by end */
+  int full, full_truncated;     /* full trace: its identity is selected */
+  ks_req_ev *fev;               /* full trace: every event, tier functions' too */
+  uint32_t n_fev, cap_fev;
 } ks_req;
 
 /* What one finalised request adds up to. */
@@ -89,6 +102,46 @@ typedef struct ks_tier_row {
   uint64_t requests;
   ks_tier_col *cols;            /* ntiers + 2: tiers, other, wall (self only) */
 } ks_tier_row;
+
+/* Full trace, per process: its stack as chains of tail calls (tier_full.c). A
+ * chain is what one return_to ends; `tiered` says that a tier-traced function
+ * was in it, so that without full trace the VM would have sent that return_to. */
+typedef struct ks_chain {
+  uint32_t base, mfa;           /* what the chain returns to; its latest function */
+  uint32_t tiered;
+} ks_chain;
+
+typedef struct ks_chains {
+  ks_chain *v;
+  uint32_t n, cap, over;        /* over: chains past the cap, only counted */
+} ks_chains;
+
+/* One identity's full trace: a call-path tree (the flame writers' input) and
+ * calls per MFA id. Self and inclusive time per MFA come from the tree. */
+typedef struct ks_full_agg {
+  ks_fcap fc;                   /* only its tree, counters and options are used */
+  uint64_t *calls;
+  uint32_t calls_cap;
+  uint64_t requests, events, truncated;
+} ks_full_agg;
+
+typedef struct ks_full {
+  int on, all;                  /* on: full-trace patterns are set; all: every identity */
+  ks_itab selected;             /* identity bytes -> 1 */
+  uint8_t *row_on;              /* per identity row: selected */
+  ks_full_agg **agg;            /* per identity row, made at its first request */
+  uint32_t n_agg;
+  ks_chains *chains;            /* per pid id */
+  uint32_t chains_cap;
+  uint32_t *pid_slot, *pid_gen; /* per pid id: the request of its last labelled call */
+  uint32_t pid_cap;
+  ks_fproc *procs;              /* scratch of the walk */
+  uint32_t *skip_ret;           /* per proc: the return_to of a marker call, not a frame */
+  uint32_t nprocs, cap_procs;
+  uint64_t dropped_requests;    /* finalised without an aggregate (identity cap, memory) */
+  uint64_t dropped_events;      /* past full_max_events */
+  uint64_t truncated_requests, filtered_events, chain_overflow;
+} ks_full;
 
 typedef struct ks_tiers {
   int active;
@@ -126,6 +179,7 @@ typedef struct ks_tiers {
   uint64_t requests, events, abandoned, truncated_requests, dropped_requests,
       dropped_events, orphan_events, folded_requests;
   int64_t first_ts;
+  ks_full full;                 /* full trace of selected identities (tier_full.c) */
 } ks_tiers;
 
 void ks_tiers_init(ks_tiers *t);
@@ -147,6 +201,39 @@ int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res);
 int ks_frames_call(ks_frames *s, uint32_t mfa, uint32_t caller, int role, uint32_t seq);
 uint32_t ks_frames_return_to(ks_frames *s, uint32_t to);
 void ks_frames_free(ks_frames *s);
+
+/* tier_full.c: full trace. Select after ks_tiers_start: all, or the identities'
+ * external-format bytes (no version byte). ks_tiers_reset keeps the selection. */
+int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n);
+void ks_full_free(ks_full *f, uint32_t nrows);
+/* What a reset keeps: the selection, and the processes' chains (their stacks
+ * did not change). Detach before ks_tiers_free, attach after ks_tiers_start. */
+void ks_full_detach(ks_full *f, ks_full *keep);
+int ks_full_attach(ks_tiers *t, ks_full *keep);
+/* Whether a new identity row is selected. */
+void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id);
+/* The chain model of a labelled call / a return_to; returns whether the event
+ * is one the VM would send without full trace (tiered). */
+int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered);
+int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to);
+/* A request's full-trace events into its identity's aggregate. */
+void ks_full_walk(ks_tiers *t, ks_req *r);
+/* Per-MFA totals of an aggregate, largest inclusive first (*n of them, caller
+ * frees; NULL with *n = 0 when empty or out of memory). Inclusive: summed over
+ * processes, a recursive function's inner frames not counted again. */
+typedef struct ks_full_mfa {
+  uint32_t mfa;
+  uint64_t calls, incl, self;
+} ks_full_mfa;
+ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
+
+#ifdef EI_H
+/* tier_control.c: a row's identity term (kprof_other_identities: the fold row). */
+int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
+/* tier_full_control.c: a tier_full_* command (idx just past the tag) into x. */
+int ks_tier_full_command(struct ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
+                         ei_x_buff *x);
+#endif
 
 /* tier_agg.c */
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res);

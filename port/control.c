@@ -194,6 +194,8 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
       if (clear)
         ks_tiers_clear_rows(&s->tiers);
     }
+  } else if (strncmp(name, "tier_full_", 10) == 0 && arity >= 2) {
+    e = ks_tier_full_command(s, name, arity, cmd, idx, &x);
   } else if (IS("ring_open", 2)) {
     unsigned long long size;
     int rc;

@@ -7,7 +7,38 @@
 
 #include "ks_sink.h"
 
-static int decode_opts(const char *b, int *idx, ks_tier_opts *o) {
+/* Full trace: {full_trace, all | [Identity]}; the identities' bytes stay in b. */
+typedef struct full_sel {
+  int on, all;
+  ks_slice *ids;
+  uint32_t n;
+} full_sel;
+
+static int decode_full(const char *b, int *idx, full_sel *fs) {
+  char atom[MAXATOMLEN];
+  int n, k, start;
+
+  if (fs->on)
+    return KS_EINVAL;   /* given twice */
+  fs->on = 1;
+  if (ei_decode_atom(b, idx, atom) == 0)
+    return strcmp(atom, "all") == 0 ? (fs->all = 1, KS_OK) : KS_EINVAL;
+  if (ei_decode_list_header(b, idx, &n) != 0 || n < 1 || n > 100000)
+    return KS_EINVAL;
+  if ((fs->ids = calloc((size_t)n, sizeof(*fs->ids))) == NULL)
+    return KS_ENOMEM;
+  for (k = 0; k < n; k++) {
+    start = *idx;
+    if (ei_skip_term(b, idx) != 0)
+      return KS_EINVAL;
+    fs->ids[k].p = (const unsigned char *)b + start;
+    fs->ids[k].n = (size_t)(*idx - start);
+  }
+  fs->n = (uint32_t)n;
+  return ei_decode_list_header(b, idx, &n) == 0 && n == 0 ? KS_OK : KS_EINVAL;
+}
+
+static int decode_opts(const char *b, int *idx, ks_tier_opts *o, full_sel *fs) {
   int n, k, ar;
   char key[MAXATOMLEN];
   long long v;
@@ -15,8 +46,14 @@ static int decode_opts(const char *b, int *idx, ks_tier_opts *o) {
   if (ei_decode_list_header(b, idx, &n) != 0)
     return KS_EINVAL;
   for (k = 0; k < n; k++) {
-    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
-        ei_decode_longlong(b, idx, &v) != 0 || v < 0)
+    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
+      return KS_EINVAL;
+    if (strcmp(key, "full_trace") == 0) {
+      if (decode_full(b, idx, fs) != KS_OK)
+        return KS_EINVAL;
+      continue;
+    }
+    if (ei_decode_longlong(b, idx, &v) != 0 || v < 0)
       return KS_EINVAL;
     if (strcmp(key, "max_identities") == 0 && v > 0 && v <= 100000)
       o->max_identities = (uint32_t)v;
@@ -32,6 +69,12 @@ static int decode_opts(const char *b, int *idx, ks_tier_opts *o) {
       o->max_age_ns = (uint64_t)v * 1000000;
     else if (strcmp(key, "slow_us") == 0)
       o->slow_ns = (uint64_t)v * 1000;
+    else if (strcmp(key, "full_max_events") == 0 && v > 0 && v <= 100000000)
+      o->full_max_events = (uint32_t)v;
+    else if (strcmp(key, "full_max_nodes") == 0 && v >= 16 && v <= (1 << 26))
+      o->full_max_nodes = (uint32_t)v;
+    else if (strcmp(key, "full_max_identities") == 0 && v > 0 && v <= 100000)
+      o->full_max_identities = (uint32_t)v;
     else
       return KS_EINVAL;
   }
@@ -55,7 +98,7 @@ static int decode_name(const char *b, int *idx, char **out) {
   return *out != NULL ? KS_OK : KS_ENOMEM;
 }
 
-/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | entry */
+/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | entry | traced */
 static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *nout,
                         int *ntiers) {
   int n, k, ar, type, size;
@@ -107,7 +150,9 @@ static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *n
       else if (strcmp(role, "entry") == 0) {
         s->role = KS_ROLE_NONE;
         s->entry = 1;
-      } else
+      } else if (strcmp(role, "traced") == 0)
+        s->role = KS_ROLE_NONE;   /* in no tier, but traced without full trace too */
+      else
         return KS_EINVAL;
     } else {
       return KS_EINVAL;
@@ -131,19 +176,23 @@ static void free_specs(ks_tier_spec *v, uint32_t n) {
 int ks_tier_command_start(ks_sink *s, const char *b, int *idx) {
   ks_tier_spec *specs = NULL;
   ks_tier_opts o;
+  full_sel fs = {0, 0, NULL, 0};
   uint32_t n = 0;
   int ntiers, rc;
 
   ks_tiers_default_opts(&o);
   rc = decode_specs(b, idx, &specs, &n, &ntiers);
   if (rc == KS_OK)
-    rc = decode_opts(b, idx, &o);
+    rc = decode_opts(b, idx, &o, &fs);
   if (rc == KS_OK && ntiers < 1)
     rc = KS_EINVAL;
   if (rc == KS_OK)
     rc = ks_tiers_start(&s->tiers, &s->in, specs, n, ntiers, &o);
   if (rc != KS_OK)
     free_specs(specs, n);
+  else if (fs.on && (rc = ks_full_select(&s->tiers, fs.all, fs.ids, fs.n)) != KS_OK)
+    ks_tiers_free(&s->tiers);
+  free(fs.ids);
   return rc;
 }
 
@@ -190,7 +239,7 @@ static int encode_pid(ei_x_buff *x, const ks_intern *in, uint32_t id) {
 }
 
 /* The identity term of a row, or kprof_other_identities for the fold row. */
-static int encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
+int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   const ks_itab *it = &t->identities;
   size_t i;
 
@@ -256,7 +305,7 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
     const ks_tier_row *row = &t->rows[r];
     if (row->requests == 0)
       continue;
-    e |= ei_x_encode_tuple_header(x, 3) || encode_identity(x, t, r) ||
+    e |= ei_x_encode_tuple_header(x, 3) || ks_tier_encode_identity(x, t, r) ||
          ei_x_encode_ulonglong(x, row->requests) ||
          ei_x_encode_list_header(x, t->ntiers + 2);
     for (c = 0; c < t->ntiers + 2; c++) {
@@ -273,7 +322,7 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
     e |= ei_x_encode_list_header(x, t->n_slow);
   for (k = 0; k < t->n_slow && !e; k++) {
     const ks_req_result *q = &t->slow[k];
-    e |= ei_x_encode_tuple_header(x, 7) || encode_identity(x, t, q->identity) ||
+    e |= ei_x_encode_tuple_header(x, 7) || ks_tier_encode_identity(x, t, q->identity) ||
          encode_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
          ei_x_encode_ulonglong(x, q->wall) || encode_u64_list(x, q->calls, t->ntiers) ||
          encode_u64_list(x, q->self, t->ntiers + 1) || encode_u64_list(x, q->incl, t->ntiers);

@@ -18,6 +18,9 @@ void ks_tiers_default_opts(ks_tier_opts *o) {
   o->grace_ns = 100 * 1000000ull;
   o->max_age_ns = 60 * 1000000000ull;
   o->slow_ns = UINT64_MAX;
+  o->full_max_events = 100000;
+  o->full_max_nodes = 100000;
+  o->full_max_identities = 20;
 }
 
 void ks_tiers_init(ks_tiers *t) {
@@ -40,6 +43,7 @@ static void free_specs(ks_tiers *t) {
 static void free_req(ks_req *r) {
   free(r->label);
   free(r->ev);
+  free(r->fev);
   ks_frames_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
 }
@@ -65,6 +69,7 @@ void ks_tiers_free(ks_tiers *t) {
   uint32_t k;
 
   free_inflight(t);
+  ks_full_free(&t->full, t->o.max_identities + 1);
   free_specs(t);
   ks_itab_free(&t->identities);
   ks_tiers_free_rows(t);
@@ -126,7 +131,8 @@ void ks_tiers_stop(ks_tiers *t) {
   t->active = 0;
 }
 
-/* Classifies an MFA against the specs the first time it is seen. */
+/* Classifies an MFA against the specs the first time it is seen; *entry gets
+ * its KS_MFA_* bits. */
 static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
   ks_mfa_view v;
   uint32_t k;
@@ -163,8 +169,9 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
       if (strcmp(s->m, v.m) != 0 || (s->f != NULL && strcmp(s->f, v.f) != 0) ||
           (s->arity >= 0 && (uint32_t)s->arity != v.arity))
         continue;
+      is_entry |= KS_MFA_TIERED;
       if (s->entry)
-        is_entry = 1;
+        is_entry |= KS_MFA_ENTRY;
       else if (role == KS_ROLE_NONE)
         role = s->role;
     }
@@ -243,6 +250,8 @@ static void release(ks_tiers *t, uint32_t slot) {
   r->label = NULL;
   free(r->ev);
   r->ev = NULL;
+  free(r->fev);
+  r->fev = NULL;
   ks_frames_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
   r->gen = gen + 1;
@@ -253,6 +262,8 @@ static void release(ks_tiers *t, uint32_t slot) {
 static void finalize(ks_tiers *t, uint32_t slot) {
   ks_req_result res;
 
+  if (t->reqs[slot].full)
+    ks_full_walk(t, &t->reqs[slot]);
   if (ks_tiers_walk(t, &t->reqs[slot], &res) == KS_OK) {
     t->requests++;
     if (t->reqs[slot].truncated)
@@ -322,6 +333,7 @@ static uint32_t identity_row(ks_tiers *t, ks_slice id) {
     t->folded_requests++;
     return t->o.max_identities;   /* the fold row */
   }
+  ks_full_row_added(t, t->n_identities, id);
   return t->n_identities++;
 }
 
@@ -356,6 +368,39 @@ static int append(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
   e->role = (int8_t)role;
   t->events++;
   return KS_OK;
+}
+
+/* Full trace: every event of a selected request, up to full_max_events. */
+static void append_full(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
+  ks_req_ev *e;
+
+  if (r->n_fev == r->cap_fev) {
+    uint32_t cap = r->cap_fev ? r->cap_fev * 2 : 64;
+    ks_req_ev *v;
+    if (r->cap_fev >= t->o.full_max_events) {
+      if (!r->full_truncated)
+        t->full.truncated_requests++;
+      r->full_truncated = 1;
+      t->full.dropped_events++;
+      return;
+    }
+    if (cap > t->o.full_max_events)
+      cap = t->o.full_max_events;
+    if ((v = realloc(r->fev, cap * sizeof(*v))) == NULL) {
+      t->full.dropped_events++;
+      return;
+    }
+    r->fev = v;
+    r->cap_fev = cap;
+  }
+  e = &r->fev[r->n_fev++];
+  e->ts = d->ev.ts;
+  e->pid = d->ev.pid;
+  e->mfa = d->ev.mfa;
+  e->caller = d->ev.caller;
+  e->seq = t->seq++;
+  e->kind = d->ev.kind;
+  e->role = (int8_t)role;
 }
 
 /* {M, F, Arity} in external format, into buf: an entry's identity when it has no other. */
@@ -432,6 +477,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
     ident.n = 1;
   }
   r->identity = identity_row(t, ident);
+  r->full = t->full.on && t->full.row_on[r->identity];
   i = (uint32_t)h & t->index_mask;
   while (t->index[i] != 0)
     i = (i + 1) & t->index_mask;
@@ -442,52 +488,96 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   return slot;
 }
 
-static int remember_pid(ks_tiers *t, uint32_t pid, uint32_t slot) {
+/* pid id -> the slot (and its generation) of the request of its last labelled call. */
+static int remember_in(ks_tiers *t, uint32_t **slots, uint32_t **gens, uint32_t *pcap,
+                       uint32_t pid, uint32_t slot) {
   if (pid == KS_NONE)
     return KS_EINVAL;
-  if (pid >= t->pid_cap) {
-    uint32_t cap = t->pid_cap ? t->pid_cap : 1024, old = t->pid_cap;
+  if (pid >= *pcap) {
+    uint32_t cap = *pcap ? *pcap : 1024, old = *pcap;
     uint32_t *s, *g;
     while (cap <= pid)
       cap *= 2;
-    s = realloc(t->pid_slot, cap * sizeof(*s));
+    s = realloc(*slots, cap * sizeof(*s));
     if (s == NULL)
       return KS_ENOMEM;
-    t->pid_slot = s;
-    g = realloc(t->pid_gen, cap * sizeof(*g));
+    *slots = s;
+    g = realloc(*gens, cap * sizeof(*g));
     if (g == NULL)
       return KS_ENOMEM;
-    t->pid_gen = g;
+    *gens = g;
     for (; old < cap; old++)
-      t->pid_slot[old] = KS_NONE;
-    t->pid_cap = cap;
+      s[old] = KS_NONE;
+    *pcap = cap;
   }
-  t->pid_slot[pid] = slot;
-  t->pid_gen[pid] = t->reqs[slot].gen;
+  (*slots)[pid] = slot;
+  (*gens)[pid] = t->reqs[slot].gen;
   return KS_OK;
 }
 
-static uint32_t slot_of_pid(const ks_tiers *t, uint32_t pid) {
+static int remember_pid(ks_tiers *t, uint32_t pid, uint32_t slot) {
+  return remember_in(t, &t->pid_slot, &t->pid_gen, &t->pid_cap, pid, slot);
+}
+
+static uint32_t slot_in(const ks_tiers *t, const uint32_t *slots, const uint32_t *gens,
+                        uint32_t cap, uint32_t pid) {
   uint32_t slot;
 
-  if (pid == KS_NONE || pid >= t->pid_cap || (slot = t->pid_slot[pid]) == KS_NONE)
+  if (pid == KS_NONE || pid >= cap || (slot = slots[pid]) == KS_NONE)
     return KS_NONE;
-  if (!t->reqs[slot].used || t->reqs[slot].gen != t->pid_gen[pid])
+  if (!t->reqs[slot].used || t->reqs[slot].gen != gens[pid])
     return KS_NONE;
   return slot;
 }
 
+static uint32_t slot_of_pid(const ks_tiers *t, uint32_t pid) {
+  return slot_in(t, t->pid_slot, t->pid_gen, t->pid_cap, pid);
+}
+
+/* Full trace: where a process's next return_to goes in the full stream, which
+ * follows every labelled call (the tier stream follows tier calls only). */
+static void full_remember(ks_tiers *t, uint32_t pid, uint32_t slot) {
+  ks_full *f = &t->full;
+
+  if (slot != KS_NONE)
+    remember_in(t, &f->pid_slot, &f->pid_gen, &f->pid_cap, pid, slot);
+  else if (pid < f->pid_cap)
+    f->pid_slot[pid] = KS_NONE;
+}
+
+/* Full trace: a labelled call of a function no spec names. */
+static void on_full_call(ks_tiers *t, const ks_decoded *d) {
+  uint32_t slot = find_slot(t, d->label, ks_hash(d->label.p, d->label.n));
+
+  full_remember(t, d->ev.pid, slot);
+  if (slot != KS_NONE && t->reqs[slot].full)
+    append_full(t, &t->reqs[slot], d, KS_ROLE_NONE);
+  else
+    t->full.filtered_events++;
+}
+
 static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
-  uint64_t h = ks_hash(d->label.p, d->label.n);
-  uint32_t slot = find_slot(t, d->label, h);
+  uint64_t h;
+  uint32_t slot;
   int entry, role = role_of(t, in, d->ev.mfa, &entry);
   ks_req *r;
 
-  if (role == KS_ROLE_START || (entry && (slot == KS_NONE || t->reqs[slot].ended))) {
+  if (t->full.on &&
+      !ks_full_chain_call(&t->full, d->ev.pid, d->ev.mfa, d->ev.caller,
+                          (entry & KS_MFA_TIERED) != 0)) {
+    on_full_call(t, d);
+    return;
+  }
+  h = ks_hash(d->label.p, d->label.n);
+  slot = find_slot(t, d->label, h);
+  if (role == KS_ROLE_START ||
+      ((entry & KS_MFA_ENTRY) && (slot == KS_NONE || t->reqs[slot].ended))) {
     slot = open_request(t, in, d, h, role != KS_ROLE_START);
     if (slot == KS_NONE)
       return;
   }
+  if (t->full.on)
+    full_remember(t, d->ev.pid, slot);
   if (slot == KS_NONE) {
     t->orphan_events++;
     return;
@@ -495,6 +585,8 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   r = &t->reqs[slot];
   remember_pid(t, d->ev.pid, slot);
   append(t, r, d, role);
+  if (r->full)
+    append_full(t, r, d, role);
   if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid)
     ks_frames_call(&r->entry_stack, d->ev.mfa, d->ev.caller, role, 0);
   if (role == KS_ROLE_STOP && d->ev.pid == r->entry_pid)
@@ -502,9 +594,21 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
 }
 
 static void on_return_to(ks_tiers *t, const ks_decoded *d) {
-  uint32_t slot = slot_of_pid(t, d->ev.pid);
+  uint32_t slot;
   ks_req *r;
 
+  if (t->full.on) {
+    const ks_full *f = &t->full;
+    int tiered = ks_full_chain_return(&t->full, d->ev.pid, d->ev.mfa);
+    slot = slot_in(t, f->pid_slot, f->pid_gen, f->pid_cap, d->ev.pid);
+    if (slot != KS_NONE && t->reqs[slot].full)
+      append_full(t, &t->reqs[slot], d, KS_ROLE_NONE);
+    if (!tiered) {
+      t->full.filtered_events += slot == KS_NONE || !t->reqs[slot].full;
+      return;
+    }
+  }
+  slot = slot_of_pid(t, d->ev.pid);
   if (slot == KS_NONE) {
     t->orphan_events++;
     return;
@@ -546,15 +650,20 @@ void ks_tiers_reset(ks_tiers *t) {
   ks_tier_spec *specs = t->specs;
   uint32_t nspecs = t->nspecs;
   int ntiers = t->ntiers, active = t->active;
+  ks_full keep;
 
   /* Keep the configuration; drop requests, rows and counters. */
   t->specs = NULL;
   t->nspecs = 0;
+  ks_full_detach(&t->full, &keep);
   ks_tiers_free(t);
   if (ntiers > 0 && ks_tiers_start(t, NULL, specs, nspecs, ntiers, &o) == KS_OK) {
     t->active = active;
+    if (ks_full_attach(t, &keep) != KS_OK)
+      t->active = 0;
     return;
   }
+  ks_full_free(&keep, 0);
   for (uint32_t k = 0; k < nspecs; k++) {
     free(specs[k].m);
     free(specs[k].f);

@@ -46,5 +46,6 @@ Suite *control_suite(void);
 Suite *tiers_suite(void);
 Suite *flame_suite(void);
 Suite *ring_suite(void);
+Suite *full_trace_suite(void);
 
 #endif

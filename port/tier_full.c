@@ -1,0 +1,432 @@
+/* tier_full.c: full request trace (doc/tiers.md, "Full trace").
+ *
+ * With full trace on, every function of every loaded module is traced in
+ * processes that carry a request's token, not only the tier functions. Two
+ * things follow here.
+ *
+ * The tier accounting must see what it saw before: the calls of functions a
+ * spec names (KS_MFA_TIERED), and the return_to events the VM would have sent
+ * without full trace. The VM sends one return_to per chain of tail calls
+ * started by a traced call; with every function traced, chains start at more
+ * calls, and a chain sends the return_to it would have sent alone iff a
+ * tier-traced function was in it. So each process's stack is kept here as
+ * chains (the walk's own rules, tier_walk.c), each with a `tiered` bit, and a
+ * return_to is passed on to the tiers only when a chain it ends had one.
+ *
+ * Requests of selected identities also keep every event, and when finalised
+ * they are walked with the flame stack rules (flame_stack.c) into their
+ * identity's call-path tree (flame_tree.c): one tree per identity, every
+ * process of the request a stack from the root, time per process. Calls are
+ * counted per MFA; self and inclusive time per MFA come from the tree.
+ */
+#include <stdlib.h>
+
+#include "ks_tiers.h"
+
+#define KS_CHAINS_MAX 65536
+
+int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n) {
+  ks_full *f = &t->full;
+  uint32_t k, rows = t->o.max_identities + 1;
+
+  ks_full_free(f, rows);
+  if (ks_itab_init(&f->selected, n * 2 + 16) != KS_OK)
+    return KS_ENOMEM;
+  for (k = 0; k < n; k++)
+    if (ks_itab_get(&f->selected, ids[k].p, ids[k].n, ks_hash(ids[k].p, ids[k].n)) == KS_NONE &&
+        ks_itab_put(&f->selected, ids[k].p, ids[k].n, ks_hash(ids[k].p, ids[k].n), 1, NULL) !=
+            KS_OK) {
+      ks_full_free(f, rows);
+      return KS_ENOMEM;
+    }
+  f->row_on = calloc(rows, 1);
+  f->agg = calloc(rows, sizeof(*f->agg));
+  if (f->row_on == NULL || f->agg == NULL) {
+    ks_full_free(f, rows);
+    return KS_ENOMEM;
+  }
+  f->all = all;
+  f->on = 1;
+  return KS_OK;
+}
+
+static void free_agg(ks_full_agg *a) {
+  ks_ftree_free(&a->fc.tree);
+  free(a->calls);
+  free(a);
+}
+
+void ks_full_free(ks_full *f, uint32_t nrows) {
+  uint32_t k;
+
+  if (f->agg != NULL)
+    for (k = 0; k < nrows; k++)
+      if (f->agg[k] != NULL)
+        free_agg(f->agg[k]);
+  for (k = 0; k < f->chains_cap; k++)
+    free(f->chains[k].v);
+  for (k = 0; k < f->cap_procs; k++)
+    free(f->procs[k].st);
+  free(f->agg);
+  free(f->row_on);
+  free(f->chains);
+  free(f->pid_slot);
+  free(f->pid_gen);
+  free(f->procs);
+  free(f->skip_ret);
+  ks_itab_free(&f->selected);
+  memset(f, 0, sizeof(*f));
+}
+
+void ks_full_detach(ks_full *f, ks_full *keep) {
+  memset(keep, 0, sizeof(*keep));
+  keep->on = f->on;
+  keep->all = f->all;
+  keep->selected = f->selected;
+  keep->chains = f->chains;
+  keep->chains_cap = f->chains_cap;
+  memset(&f->selected, 0, sizeof(f->selected));
+  f->chains = NULL;
+  f->chains_cap = 0;
+}
+
+int ks_full_attach(ks_tiers *t, ks_full *keep) {
+  ks_full *f = &t->full;
+  uint32_t rows = t->o.max_identities + 1;
+
+  if (!keep->on) {
+    ks_full_free(keep, 0);
+    return KS_OK;
+  }
+  ks_full_free(f, rows);
+  f->row_on = calloc(rows, 1);
+  f->agg = calloc(rows, sizeof(*f->agg));
+  if (f->row_on == NULL || f->agg == NULL) {
+    ks_full_free(f, rows);
+    ks_full_free(keep, 0);
+    return KS_ENOMEM;
+  }
+  f->selected = keep->selected;
+  f->chains = keep->chains;
+  f->chains_cap = keep->chains_cap;
+  f->all = keep->all;
+  f->on = 1;
+  memset(keep, 0, sizeof(*keep));
+  return KS_OK;
+}
+
+void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
+  ks_full *f = &t->full;
+
+  if (!f->on || row >= t->o.max_identities)
+    return;   /* the fold row mixes identities: never full-traced */
+  f->row_on[row] = f->all || ks_itab_get(&f->selected, id.p, id.n, ks_hash(id.p, id.n)) != KS_NONE;
+}
+
+/* ---- the chain model: which return_to events the tiers would have had ---- */
+
+static ks_chains *chains_of(ks_full *f, uint32_t pid, int make) {
+  if (pid == KS_NONE)
+    return NULL;
+  if (pid >= f->chains_cap) {
+    uint32_t cap = f->chains_cap ? f->chains_cap : 1024;
+    ks_chains *v;
+    if (!make)
+      return NULL;
+    while (cap <= pid)
+      cap *= 2;
+    v = realloc(f->chains, (size_t)cap * sizeof(*v));
+    if (v == NULL)
+      return NULL;
+    memset(v + f->chains_cap, 0, (size_t)(cap - f->chains_cap) * sizeof(*v));
+    f->chains = v;
+    f->chains_cap = cap;
+  }
+  return &f->chains[pid];
+}
+
+int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered) {
+  ks_chains *s = chains_of(f, pid, 1);
+  ks_chain *top;
+
+  if (s == NULL)
+    return tiered;
+  if (s->over > 0) {
+    s->over++;
+    f->chain_overflow++;
+    return tiered;
+  }
+  top = s->n ? &s->v[s->n - 1] : NULL;
+  /* The walk's rule (tier_walk.c): a tail call joins the top chain. */
+  if (top != NULL && caller != KS_NONE && caller == top->base && caller != top->mfa) {
+    top->mfa = mfa;
+    top->tiered |= (uint32_t)tiered;
+    return tiered;
+  }
+  if (s->n == s->cap) {
+    uint32_t cap = s->cap ? s->cap * 2 : 16;
+    ks_chain *v = cap <= KS_CHAINS_MAX ? realloc(s->v, (size_t)cap * sizeof(*v)) : NULL;
+    if (v == NULL) {
+      s->over++;
+      f->chain_overflow++;
+      return tiered;
+    }
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n].base = caller;
+  s->v[s->n].mfa = mfa;
+  s->v[s->n].tiered = (uint32_t)tiered;
+  s->n++;
+  return tiered;
+}
+
+int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to) {
+  ks_chains *s = chains_of(f, pid, 0);
+  uint32_t tiered = 0, k;
+  int deeper = 0;
+
+  if (s == NULL || s->n == 0)
+    return 1;   /* a chain we never saw start: pass it on, as before */
+  if (s->over > 0) {
+    s->over--;
+    return 1;
+  }
+  if (s->v[s->n - 1].base != to && to != KS_NONE)
+    for (k = 0; k + 1 < s->n; k++)
+      if (s->v[k].base == to) {
+        deeper = 1;
+        break;
+      }
+  if (!deeper) {
+    s->n--;
+    return (int)s->v[s->n].tiered;
+  }
+  while (s->n > 0) {
+    const ks_chain *c = &s->v[--s->n];
+    tiered |= c->tiered;
+    if (c->base == to)
+      break;
+  }
+  return (int)tiered;
+}
+
+/* ---- a finalised request into its identity's aggregate ---- */
+
+static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
+  ks_full *f = &t->full;
+  ks_full_agg *a;
+
+  if (f->agg[row] != NULL)
+    return f->agg[row];
+  if (f->n_agg >= t->o.full_max_identities || (a = calloc(1, sizeof(*a))) == NULL)
+    return NULL;
+  ks_flame_default_opts(&a->fc.o);
+  a->fc.o.sleep = 0;
+  a->fc.o.gc = 0;
+  a->fc.o.max_nodes = t->o.full_max_nodes;
+  if (ks_ftree_init(&a->fc.tree, t->o.full_max_nodes) != KS_OK) {
+    free(a);
+    return NULL;
+  }
+  a->fc.used = 1;
+  a->fc.id = row;
+  f->agg[row] = a;
+  f->n_agg++;
+  return a;
+}
+
+static void count_call(ks_full_agg *a, uint32_t mfa) {
+  if (mfa == KS_NONE)
+    return;
+  if (mfa >= a->calls_cap) {
+    uint32_t cap = a->calls_cap ? a->calls_cap : 256;
+    uint64_t *v;
+    while (cap <= mfa)
+      cap *= 2;
+    if ((v = realloc(a->calls, (size_t)cap * sizeof(*v))) == NULL)
+      return;
+    memset(v + a->calls_cap, 0, (size_t)(cap - a->calls_cap) * sizeof(*v));
+    a->calls = v;
+    a->calls_cap = cap;
+  }
+  a->calls[mfa]++;
+}
+
+/* The walk's process for pid; its stack array is kept from request to request. */
+static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
+  ks_fproc *p;
+  uint32_t k;
+
+  for (k = 0; k < f->nprocs; k++)
+    if (f->procs[k].pid == pid)
+      return &f->procs[k];
+  if (f->nprocs == f->cap_procs) {
+    uint32_t cap = f->cap_procs ? f->cap_procs * 2 : 8;
+    ks_fproc *v = realloc(f->procs, (size_t)cap * sizeof(*v));
+    uint32_t *skip;
+    if (v == NULL)
+      return NULL;
+    memset(v + f->cap_procs, 0, (size_t)(cap - f->cap_procs) * sizeof(*v));
+    f->procs = v;
+    f->cap_procs = cap;   /* the stacks above are freed with procs from here on */
+    if ((skip = realloc(f->skip_ret, (size_t)cap * sizeof(*skip))) == NULL)
+      return NULL;
+    f->skip_ret = skip;
+  }
+  f->skip_ret[f->nprocs] = KS_NONE;
+  p = &f->procs[f->nprocs++];
+  {
+    ks_fentry *st = p->st;
+    uint32_t cap = p->cap;
+    memset(p, 0, sizeof(*p));
+    p->st = st;
+    p->cap = cap;
+  }
+  p->pid = pid;
+  p->root = 0;
+  p->cur = KS_NONE;
+  p->out_mfa = KS_NONE;
+  p->armed = 1;
+  return p;
+}
+
+static int fev_less(const void *a, const void *b) {
+  const ks_req_ev *x = a, *y = b;
+
+  if (x->ts != y->ts)
+    return x->ts < y->ts ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Time goes to a process's top frame; a process with no frame has none. */
+static void update(ks_fcap *c, ks_fproc *p) {
+  ks_fstack_update(c, p);
+  if (p->n == 0)
+    p->cur = KS_NONE;
+}
+
+void ks_full_walk(ks_tiers *t, ks_req *r) {
+  ks_full *f = &t->full;
+  ks_full_agg *a = agg_of(t, r->identity);
+  int64_t end = r->ended ? r->end_ts : r->start_ts;
+  ks_fproc *entry;
+  ks_fcap *c;
+  uint32_t k;
+
+  if (a == NULL) {
+    f->dropped_requests++;
+    return;
+  }
+  c = &a->fc;
+  f->nprocs = 0;
+  qsort(r->fev, r->n_fev, sizeof(*r->fev), fev_less);
+  for (k = 0; k < r->n_fev; k++) {
+    const ks_req_ev *e = &r->fev[k];
+    int64_t at = e->ts < r->start_ts ? r->start_ts : e->ts;
+    ks_fproc *p;
+
+    if (r->ended && e->pid == r->entry_pid && at > r->end_ts)
+      continue;   /* as in the tier walk: the entry process is done at the end */
+    if ((p = proc_of(f, e->pid)) == NULL)
+      break;
+    if (!r->ended && at > end)
+      end = at;
+    ks_fstack_credit(c, p, at);
+    if (e->kind == KS_EV_CALL) {
+      if (e->role == KS_ROLE_START || e->role == KS_ROLE_STOP) {
+        /* kprof's markers are not the request's code: neither their call
+         * nor their return into kprof (not traced, it would be inferred). */
+        f->skip_ret[p - f->procs] = e->caller;
+        continue;
+      }
+      f->skip_ret[p - f->procs] = KS_NONE;
+      count_call(a, e->mfa);
+      ks_fstack_call(c, p, e->mfa, e->caller);
+    } else {
+      uint32_t skip = f->skip_ret[p - f->procs];
+      f->skip_ret[p - f->procs] = KS_NONE;
+      if (skip != KS_NONE && skip == e->mfa)
+        continue;
+      ks_fstack_return_to(c, p, e->mfa);
+    }
+    update(c, p);
+    c->k.events++;
+  }
+  /* The entry process runs to the end; the others to their last event. */
+  entry = proc_of(f, r->entry_pid);
+  if (entry != NULL && entry->has_ts)
+    ks_fstack_credit(c, entry, end);
+  a->requests++;
+  a->events += r->n_fev;
+  a->truncated += r->full_truncated != 0;
+}
+
+/* ---- per-MFA totals, from the tree ---- */
+
+static int mfa_less(const void *a, const void *b) {
+  const ks_full_mfa *x = a, *y = b;
+
+  if (x->incl != y->incl)
+    return x->incl > y->incl ? -1 : 1;
+  if (x->self != y->self)
+    return x->self > y->self ? -1 : 1;
+  return x->mfa < y->mfa ? -1 : x->mfa > y->mfa;
+}
+
+ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
+  const ks_ftree *tr = &a->fc.tree;
+  uint64_t *total, *self, *incl;
+  ks_full_mfa *out = NULL;
+  uint32_t ids = a->calls_cap, k, n = 0;
+
+  *nout = 0;
+  for (k = 1; k < tr->n; k++)
+    if (KS_FR_KIND(tr->v[k].frame) == KS_FR_MFA && KS_FR_VAL(tr->v[k].frame) + 1 > ids)
+      ids = KS_FR_VAL(tr->v[k].frame) + 1;
+  if (ids == 0)
+    return NULL;
+  total = malloc((size_t)tr->n * sizeof(*total));
+  self = calloc(ids, sizeof(*self));
+  incl = calloc(ids, sizeof(*incl));
+  if (total == NULL || self == NULL || incl == NULL)
+    goto done;
+  ks_ftree_totals(tr, total);
+  for (k = 1; k < tr->n; k++) {
+    uint32_t fr = tr->v[k].frame, up;
+    int outer = 1;
+    if (KS_FR_KIND(fr) != KS_FR_MFA)
+      continue;
+    self[KS_FR_VAL(fr)] += tr->v[k].self;
+    /* A frame under another of the same function is already in its time. */
+    for (up = tr->v[k].parent; up != 0 && up != KS_NONE; up = tr->v[up].parent)
+      if (tr->v[up].frame == fr) {
+        outer = 0;
+        break;
+      }
+    if (outer)
+      incl[KS_FR_VAL(fr)] += total[k];
+  }
+  for (k = 0; k < ids; k++)
+    n += (k < a->calls_cap && a->calls[k] > 0) || self[k] > 0 || incl[k] > 0;
+  if (n == 0 || (out = malloc((size_t)n * sizeof(*out))) == NULL)
+    goto done;
+  n = 0;
+  for (k = 0; k < ids; k++) {
+    uint64_t calls = k < a->calls_cap ? a->calls[k] : 0;
+    if (calls == 0 && self[k] == 0 && incl[k] == 0)
+      continue;
+    out[n].mfa = k;
+    out[n].calls = calls;
+    out[n].incl = incl[k];
+    out[n].self = self[k];
+    n++;
+  }
+  qsort(out, n, sizeof(*out), mfa_less);
+  *nout = n;
+done:
+  free(total);
+  free(self);
+  free(incl);
+  return out;
+}
