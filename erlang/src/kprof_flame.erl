@@ -18,8 +18,8 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides.
--export([traced/2, hidden_frame/0]).
+%% Internal: the frame flame_apply hides; open => speedscope (kprof_tiers too).
+-export([traced/2, hidden_frame/0, maybe_open/2]).
 
 -export_type([opts/0, format/0]).
 
@@ -361,26 +361,40 @@ warn_limits(Info) ->
          || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
     ok.
 
+%% @private `open => speedscope': runs `speedscope File.speedscope.json' in a
+%% process of its own (never blocks the caller, and its failure is only
+%% logged); without the CLI on the PATH, a warning says how to get it. The
+%% files are there either way.
 -spec maybe_open(speedscope | false, [file:filename()]) -> ok.
 maybe_open(speedscope, Files) ->
-    case {os:find_executable("speedscope"),
-          [F || F <- Files, lists:suffix(".speedscope.json", F)]} of
-        {false, _} ->
-            logger:notice("kprof flame: the speedscope CLI is not installed "
-                          "(npm install -g speedscope); files: ~p", [Files]);
-        {_, []} ->
-            logger:notice("kprof flame: open => speedscope needs the speedscope format");
-        {Exe, [File | _]} ->
-            _ = spawn(fun() ->
-                              Port = open_port({spawn_executable, Exe},
-                                               [{args, [File]}, exit_status, stderr_to_stdout]),
-                              drain(Port)
-                      end),
-            ok
+    case [F || F <- Files, lists:suffix(".speedscope.json", F)] of
+        [] ->
+            logger:warning("kprof flame: open => speedscope needs the speedscope "
+                           "output_format; files: ~p", [Files]);
+        [File | _] ->
+            case os:find_executable("speedscope") of
+                false ->
+                    logger:warning("kprof flame: open => speedscope: the speedscope CLI is "
+                                   "not on the PATH (install it with `npm install -g "
+                                   "speedscope`), or load ~ts at https://www.speedscope.app",
+                                   [File]);
+                Exe ->
+                    _ = spawn(fun() -> run_detached(Exe, File) end),
+                    ok
+            end
     end,
     ok;
 maybe_open(false, _Files) ->
     ok.
+
+-spec run_detached(file:filename(), file:filename()) -> ok.
+run_detached(Exe, File) ->
+    try open_port({spawn_executable, Exe}, [{args, [File]}, exit_status, stderr_to_stdout]) of
+        Port -> drain(Port)
+    catch
+        error:Reason ->
+            logger:warning("kprof flame: could not run ~ts: ~p", [Exe, Reason])
+    end.
 
 -spec drain(port()) -> ok.
 drain(Port) ->
