@@ -121,6 +121,7 @@
 -export([start_tiers/2, stop_tiers/0, request/2, set_token/1, clear_token/0,
          report/0, report/1, reset/0]).
 %% FLAME
+-export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
          flame_pid/1, flame_pid/2, flame_pid/3]).
 
@@ -448,6 +449,26 @@ report() ->
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
     kprof_tiers:report(Opts).
+
+%% @doc A flame graph per identity of the tiers' full trace (option
+%% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
+%% identity full-traced so far), written by this node's sink from the
+%% identity's call-path tree with the flame writers. Returns `{ok,
+%% [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
+%% `speedscope', `svg', a list, or `all', the default), `output_directory'
+%% (default "."), `open => speedscope'; anything else is `{error,
+%% {bad_option, {K, V}}}'. `{error, {no_full_trace, Identity}}' when the
+%% identity has no full-trace data, `{error, full_trace_off}' when the
+%% tiers run without full trace.
+%%
+%% ```
+%% 1> kprof:start_tiers(Tiers, #{full_trace => {"GET", "/report"}}).
+%% 2> kprof:full_trace_flame({"GET", "/report"}, #{output_format => svg}).
+%% {ok,[{{"GET","/report"},["/home/me/kprof-full-__GET____report__-20250101-120000.svg"]}]}
+%% '''
+-spec full_trace_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
+full_trace_flame(Identity, Opts) ->
+    kprof_tiers:full_trace_flame(Identity, Opts).
 
 %% @doc Forget what the tiers recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.

@@ -14,14 +14,22 @@
 %%%   seen => 120400, sampled => 12040, requests => 12040, events => 240800,
 %%%   dropped => 0, bytes => 2408000, aborted => [], active => true, ...,
 %%%   all => Row, rows => [Row],               % most requests first
-%%%   slow => [#{identity, node, pid, start, wall, tiers, other}]}
+%%%   slow => [#{identity, node, pid, start, wall, tiers, other}],
+%%%   full_trace => undefined | Full}          % option full_trace of start_tiers
+%%% Full = #{requests, dropped_requests, dropped_events, truncated, filtered_events,
+%%%          identities => [#{identity, requests, truncated, total, dropped_nodes,
+%%%                           mfas => [#{mfa, calls, inclusive, self}]}]}
 %%% Row = #{identity => {users, get}, requests => 8100,
 %%%         tiers => [#{tier => http, calls => 8100, self => Stats, inclusive => Stats}],
 %%%         other => Stats, wall => Stats}
 %%% Stats = #{count, mean, min, max, p50, p90, p99, p999}
 %%% '''
 %%% `all' merges every row. In JSON, an identity is its `~0p' text unless
-%%% it is a binary or an atom.
+%%% it is a binary or an atom. In `full_trace', an identity's `mfas' are
+%%% its functions with the largest inclusive time first (at most 100 per
+%%% node), times summed over its requests (and over processes: a function
+%%% open in two processes at once counts twice); `total' is the time of
+%%% every process of its requests.
 -module(kprof_report).
 
 -export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
@@ -43,6 +51,8 @@
 -define(ID_WIDTH, 40).
 -define(VAL_WIDTH, 7).
 -define(TEXT_LIMIT, 50).
+%% Functions per identity in the text's full-trace tables.
+-define(FULL_TEXT_TOP, 10).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% MERGING THE SINK'S REPORTS %%%
@@ -160,7 +170,45 @@ build(Tiers, First, NodeReports, Opts) ->
       reported_at => rfc3339(erlang:system_time(millisecond)),
       all => All,
       rows => Rows,
-      slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)]}.
+      slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
+      full_trace => full_trace([F || R <- NodeReports,
+                                     (F = maps:get(full_trace, R, undefined)) =/= undefined])}.
+
+%% The sinks' full-trace aggregates merged by identity, and by MFA in each.
+-spec full_trace([map()]) -> undefined | map().
+full_trace([]) ->
+    undefined;
+full_trace(Fulls) ->
+    Sum = fun(K) -> lists:sum([maps:get(K, F, 0) || F <- Fulls]) end,
+    ById = lists:foldl(
+             fun({Id, A}, Acc) ->
+                     maps:update_with(Id, fun(B) -> merge_full(A, B) end, A, Acc)
+             end, #{}, [IA || F <- Fulls, IA <- maps:get(identities, F, [])]),
+    Ids = lists:sort(fun(#{requests := A, identity := IA}, #{requests := B, identity := IB}) ->
+                             {B, IA} =< {A, IB}
+                     end, [full_identity(Id, A) || {Id, A} <- maps:to_list(ById)]),
+    #{requests => Sum(requests), dropped_requests => Sum(dropped_requests),
+      dropped_events => Sum(dropped_events), truncated => Sum(truncated),
+      filtered_events => Sum(filtered_events), identities => Ids}.
+
+-spec merge_full(map(), map()) -> map().
+merge_full(A, B) ->
+    Mfas = lists:foldl(fun({MFA, C, I, S}, Acc) ->
+                               maps:update_with(MFA, fun({C0, I0, S0}) -> {C0 + C, I0 + I, S0 + S} end,
+                                                {C, I, S}, Acc)
+                       end, #{}, maps:get(mfas, A) ++ maps:get(mfas, B)),
+    Sums = maps:from_list([{K, maps:get(K, A, 0) + maps:get(K, B, 0)}
+                           || K <- [requests, events, truncated, dropped_nodes, total_ns]]),
+    Sums#{mfas => [{MFA, C, I, S} || {MFA, {C, I, S}} <- maps:to_list(Mfas)]}.
+
+-spec full_identity(term(), map()) -> map().
+full_identity(Id, A) ->
+    Mfas = lists:sort(fun({M1, _, I1, S1}, {M2, _, I2, S2}) -> {I2, S2, M1} =< {I1, S1, M2} end,
+                      maps:get(mfas, A)),
+    #{identity => Id, requests => maps:get(requests, A), truncated => maps:get(truncated, A),
+      total => ms(maps:get(total_ns, A)), dropped_nodes => maps:get(dropped_nodes, A),
+      mfas => [#{mfa => MFA, calls => C, inclusive => ms(I), self => ms(S)}
+               || {MFA, C, I, S} <- Mfas]}.
 
 -spec all_row(non_neg_integer(), list()) -> tuple().
 all_row(NTiers, Rows) ->
@@ -240,8 +288,35 @@ text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
                0 -> [];
                K -> [io_lib:format("(~b more identities: option limit)", [K])]
            end,
-    Table = [header_line(R), time_line(Time), Head1, Head2 | Body] ++ More ++ slow_lines(R),
+    Table = [header_line(R), time_line(Time), Head1, Head2 | Body] ++ More ++ slow_lines(R)
+        ++ full_lines(maps:get(full_trace, R, undefined)),
     [[string:trim(Line, trailing), $\n] || Line <- Table].
+
+%% Per full-traced identity, its top functions by inclusive time.
+-spec full_lines(undefined | map()) -> [iolist()].
+full_lines(undefined) ->
+    [];
+full_lines(#{identities := Ids, dropped_requests := DR, dropped_events := DE,
+             truncated := Tr}) ->
+    Head = io_lib:format("full trace: ~b identities; top functions by inclusive time, ms "
+                         "summed over requests (dropped requests ~b, events ~b, truncated ~b)",
+                         [length(Ids), DR, DE, Tr]),
+    [Head |
+     lists:append(
+       [[io_lib:format("  ~ts: ~b requests, ~ts ms in all", [identity_text(Id), N,
+                                                              format_ms(Total)]),
+         io_lib:format("    ~ts~ts~ts  function", [lpad("calls", 9), lpad("incl", 9),
+                                                    lpad("self", 9)])
+         | [io_lib:format("    ~ts~ts~ts  ~ts", [lpad(integer_to_list(C), 9),
+                                                  lpad(lists:flatten(format_ms(I)), 9),
+                                                  lpad(lists:flatten(format_ms(S)), 9), mfa_text(MFA)])
+            || #{mfa := MFA, calls := C, inclusive := I, self := S}
+                   <- lists:sublist(Mfas, ?FULL_TEXT_TOP)]]
+        || #{identity := Id, requests := N, total := Total, mfas := Mfas} <- Ids])].
+
+-spec mfa_text(term()) -> string().
+mfa_text({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
+mfa_text(Other) -> lists:flatten(io_lib:format("~0tp", [Other])).
 
 -spec header_line(report()) -> iolist().
 header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,

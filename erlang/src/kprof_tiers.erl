@@ -81,6 +81,19 @@
 %%% <li>`max_identities' (200), `max_inflight' (20000),
 %%%     `max_request_events' (20000), `grace_ms' (100): the sink's limits
 %%%     (doc/tiers.md).</li>
+%%% <li>`full_trace' (`false'): `Identity', `[Identity]' or `all': every
+%%%     function of every loaded module (kprof's own and `erlang''s BIFs
+%%%     aside; modules loaded later are not) is traced in processes that
+%%%     carry a request's token, and the requests of those identities are
+%%%     aggregated per MFA and per call path (a flame graph per identity:
+%%%     {@link kprof:full_trace_flame/2}; the report's `full_trace' key).
+%%%     Tier times stay what they are without it. The trace patterns take
+%%%     a while to set (module by module) and every call of a request costs
+%%%     a trace message, whichever its identity: turn it on for a
+%%%     while, not for ever. `full_trace_max_events' (100000 per request),
+%%%     `full_trace_max_nodes' (100000 call paths per identity),
+%%%     `full_trace_max_identities' (20): the sink's caps, past which events,
+%%%     paths and identities are dropped and counted.</li>
 %%% <li>`max_lag_ms', `max_queue_bytes', `max_memory_bytes', `max_events',
 %%%     `rate', `max_seconds': the limits of {@link kprof_guard}, which
 %%%     the tiers arm on every node they run on (its defaults when none is
@@ -104,7 +117,7 @@
 
 %% PUBLIC (behind kprof:start_tiers/2, stop_tiers/0, reset/0, report/1)
 -export([start_link/0, start/2, stop/0, reset/0, report/1,
-         abort/1, abort/2, info/0]).
+         abort/1, abort/2, info/0, full_trace_flame/2]).
 %% REQUESTS (kprof:request/2, set_token/1, clear_token/0)
 -export([enter/1, leave/1]).
 %% VALIDATION
@@ -126,8 +139,13 @@
 -define(MAX_TIERS, 32).
 -define(FLAGS, [call, arity, return_to, monotonic_timestamp]).
 -define(SLICES, 10).
+%% MFAs per identity in the report's full_trace.
+-define(FULL_TOP, 100).
 -define(TIMEOUT, 30000).
 -define(RESERVED_MODULES, [kprof, kprof_mark, kprof_tiers]).
+%% Never full-traced: BIFs only, or tracing's own.
+-define(FULL_SKIP, [erlang, erts_internal, erl_tracer, kprof_tracer, kprof_sink,
+                    kprof_guard]).
 -define(RESERVED_NAMES, [other, all]).
 %% Options that are kprof_guard's limits.
 -define(GUARD_KEYS, [max_lag_ms, max_queue_bytes, max_memory_bytes, max_events, rate,
@@ -149,6 +167,10 @@
                   max_inflight => pos_integer(),
                   max_request_events => pos_integer(),
                   grace_ms => non_neg_integer(),
+                  full_trace => false | all | term() | [term()],
+                  full_trace_max_events => pos_integer(),
+                  full_trace_max_nodes => pos_integer(),
+                  full_trace_max_identities => pos_integer(),
                   atom() => term()}.          % kprof_guard:limits()
 -type report_opts() :: #{format => text | term | json,   % text
                          time => self | inclusive,       % self
@@ -156,13 +178,16 @@
                          limit => pos_integer() | infinity}. % text: 50
 %% What one node reports; see kprof_report:merge/1.
 -type node_report() :: #{atom() => term()}.
--type sink_spec() :: {module(), atom(), arity() | '_', non_neg_integer() | start | stop | entry}.
+-type sink_spec() :: {module(), atom(), arity() | '_',
+                      non_neg_integer() | start | stop | entry | traced}.
 -type pattern() :: {mfa_spec(), [tuple()]}.
 
 -record(plan, {tiers = [] :: [{tier_name(), [mfa_spec()]}],
                patterns = [] :: [pattern()],      % in the order they are set
                sink_specs = [] :: [sink_spec()],
-               sink_opts = [] :: [{atom(), non_neg_integer()}],
+               sink_opts = [] :: [{atom(), term()}],
+               full = false :: false | all | [term()],  % full_trace
+               full_patterns = [] :: [pattern()],  % set at start: {{M, '_', '_'}, MS}
                sample = 1.0 :: number(),
                window :: undefined | number(),    % seconds
                slow_max = 20 :: non_neg_integer(),
@@ -232,6 +257,100 @@ report(Opts) ->
         ok -> report_nodes(Opts);
         {error, _} = Error -> Error
     end.
+
+%% @doc Write a flame graph of each full-traced identity (`all') or of one,
+%% from this node's sink, with the writers of the flame captures:
+%% `{ok, [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
+%% `speedscope', `svg', a list, or `all', the default), `output_directory'
+%% (`"."'), `open => speedscope'. Files are named
+%% `kprof-full-<identity>-<YYYYMMDD-HHMMSS>.<ext>'; the aggregates stay.
+-spec full_trace_flame(term(), map()) ->
+          {ok, [{term(), [file:filename()]}]} | {error, term()}.
+full_trace_flame(Which, Opts) when is_map(Opts) ->
+    Flame = [output_format, output_directory, open],
+    case [{K, V} || {K, V} <- lists:sort(maps:to_list(maps:without(Flame, Opts)))] of
+        [] ->
+            case kprof_flame:validate(Opts, apply) of
+                {ok, Cfg} -> full_flame(Which, Cfg);
+                {error, _} = Error -> Error
+            end;
+        [KV | _] ->
+            {error, {bad_option, KV}}
+    end;
+full_trace_flame(_Which, Opts) ->
+    {error, {bad_options, Opts}}.
+
+-spec full_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
+full_flame(Which, Cfg) ->
+    %% Every trace message sent so far is in the port's queue before the command.
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after ?TIMEOUT -> ok end,
+    case kprof_sink:command({tier_full_report, 0}) of
+        #{on := true, identities := Aggs} ->
+            Ids = [Id || {Id, _} <- Aggs],
+            case Which of
+                all -> write_full(Ids, Cfg);
+                _ ->
+                    case lists:member(Which, Ids) of
+                        true -> write_full([Which], Cfg);
+                        false -> {error, {no_full_trace, Which}}
+                    end
+            end;
+        #{on := false} ->
+            {error, full_trace_off};
+        {error, not_started} ->
+            {error, not_started};
+        {error, _} = Error ->
+            Error;
+        Other ->
+            {error, {sink, Other}}
+    end.
+
+-spec write_full([term()], map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
+write_full(Ids, Cfg) ->
+    Dir = filename:absname(maps:get(output_directory, Cfg)),
+    Formats = case maps:get(output_format, Cfg) of
+                  all -> [folded, perf, speedscope, svg];
+                  F when is_atom(F) -> [F];
+                  Fs -> lists:usort(Fs)
+              end,
+    case filelib:ensure_path(Dir) of
+        ok -> write_full(Ids, Dir, Formats, Cfg, []);
+        {error, Reason} -> {error, {output_directory, Dir, Reason}}
+    end.
+
+-spec write_full([term()], file:filename(), [atom()], map(), list()) ->
+          {ok, [{term(), [file:filename()]}]} | {error, term()}.
+write_full([], _Dir, _Formats, _Cfg, Acc) ->
+    {ok, lists:reverse(Acc)};
+write_full([Id | Rest], Dir, Formats, Cfg, Acc) ->
+    Cmd = {tier_full_write, Id, unicode:characters_to_binary(Dir),
+           unicode:characters_to_binary(full_base_name(Id)), Formats},
+    case kprof_sink:command(Cmd, 300000) of
+        {ok, Paths, _Info} ->
+            Files = [unicode:characters_to_list(P) || P <- Paths],
+            kprof_flame:maybe_open(maps:get(open, Cfg), Files),
+            write_full(Rest, Dir, Formats, Cfg, [{Id, Files} | Acc]);
+        {error, no_events} ->
+            write_full(Rest, Dir, Formats, Cfg, [{Id, []} | Acc]);
+        {error, _} = Error ->
+            Error;
+        Other ->
+            {error, {sink, Other}}
+    end.
+
+%% kprof-full-<identity as safe text>-<local time>
+-spec full_base_name(term()) -> string().
+full_base_name(Id) ->
+    Text = unicode:characters_to_list(io_lib:format("~0tp", [Id])),
+    Safe = string:slice([case (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                 orelse (C >= $0 andalso C =< $9) orelse C =:= $_ of
+                             true -> C;
+                             false -> $_
+                         end || C <- Text], 0, 60),
+    {{Y, Mo, D}, {H, Mi, S}} = calendar:local_time(),
+    lists:flatten(io_lib:format("kprof-full-~ts-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b",
+                                [Safe, Y, Mo, D, H, Mi, S])).
 
 %% @equiv abort(Reason, #{})
 -spec abort(term()) -> ok.
@@ -405,8 +524,8 @@ handle_call({start, Plan}, _From, S) ->
             {reply, {error, already_started}, S};
         false ->
             case start_tracing(Plan) of
-                {ok, Counters} ->
-                    {reply, ok, started(Plan, Counters, S)};
+                {ok, Plan1, Counters} ->
+                    {reply, ok, started(Plan1, Counters, S)};
                 {error, _} = Error ->
                     {reply, Error, S}
             end
@@ -480,25 +599,30 @@ code_change(_OldVsn, S, _Extra) ->
 %%%%%%%%%%%%%
 
 %% The sink first (it starts counting nothing until events come), then the
-%% patterns, then the flags: each step undoes the ones before it.
--spec start_tracing(#plan{}) -> {ok, counters:counters_ref()} | {error, term()}.
-start_tracing(Plan = #plan{patterns = Patterns}) ->
+%% patterns (full trace's first: the tier patterns replace them on tier
+%% functions), then the flags: each step undoes the ones before it.
+-spec start_tracing(#plan{}) -> {ok, #plan{}, counters:counters_ref()} | {error, term()}.
+start_tracing(Plan0 = #plan{patterns = Patterns}) ->
     case kprof_sink:port() of
         Port when is_port(Port) ->
-            case kprof_sink:command({tiers_start, Plan#plan.sink_specs,
-                                     Plan#plan.sink_opts}) of
+            case kprof_sink:command({tiers_start, Plan0#plan.sink_specs,
+                                     Plan0#plan.sink_opts}) of
                 ok ->
+                    Full = set_full_patterns(Plan0#plan.full),
+                    Plan = Plan0#plan{full_patterns = Full},
                     case set_patterns(Patterns, []) of
                         ok ->
                             case set_flags(Port) of
                                 ok ->
-                                    {ok, publish(Plan)};
+                                    {ok, Plan, publish(Plan)};
                                 {error, _} = Error ->
                                     remove_patterns(Patterns),
+                                    remove_patterns(Full),
                                     _ = kprof_sink:command(tiers_stop),
                                     Error
                             end;
                         {error, _} = Error ->
+                            remove_patterns(Full),
                             _ = kprof_sink:command(tiers_stop),
                             Error
                     end;
@@ -520,6 +644,42 @@ set_patterns([{Spec, MS} | Rest], Done) ->
             remove_patterns(Done),
             {error, {trace_pattern_failed, Spec, Other}}
     end.
+
+%% Full trace: the tier match spec on every function of every loaded
+%% module but kprof's own, module by module (each trace_pattern/3 call stops
+%% every scheduler for a moment; one call on {'_','_','_'} would stop them
+%% for the whole of it), yielding in between. BIFs are left out (`erlang',
+%% `erts_internal', and the BIFs of other modules): a traced BIF sends its
+%% own return_to, which the sink's chain model does not expect.
+-spec set_full_patterns(false | all | [term()]) -> [pattern()].
+set_full_patterns(false) ->
+    [];
+set_full_patterns(_) ->
+    MS = tier_ms(),
+    [begin
+         _ = (catch erlang:trace_pattern({M, '_', '_'}, MS, [local])),
+         _ = [catch erlang:trace_pattern({M, F, A}, false, [local])
+              || {F, A} <- exports(M), erlang:is_builtin(M, F, A)],
+         erlang:yield(),
+         {{M, '_', '_'}, MS}
+     end || M <- full_trace_modules()].
+
+-spec exports(module()) -> [{atom(), arity()}].
+exports(M) ->
+    case catch M:module_info(exports) of
+        L when is_list(L) -> L;
+        _ -> []
+    end.
+
+%% Every loaded module but kprof's and the BIF modules.
+-spec full_trace_modules() -> [module()].
+full_trace_modules() ->
+    Own = case application:get_key(kprof, modules) of
+              {ok, Mods} -> Mods;
+              undefined -> []
+          end,
+    Skip = sets:from_list(Own ++ ?RESERVED_MODULES ++ ?FULL_SKIP, [{version, 2}]),
+    lists:sort([M || {M, _} <- code:all_loaded(), not sets:is_element(M, Skip)]).
 
 -spec set_flags(port()) -> ok | {error, term()}.
 set_flags(Port) ->
@@ -588,20 +748,22 @@ untrace(Patterns) ->
 %% The guard first: while it is armed it puts back the patterns it sees
 %% gone (it takes that for a code reload).
 -spec untrace_state(#state{}) -> ok.
-untrace_state(#state{active = true, plan = #plan{patterns = Patterns}, counters = C}) ->
+untrace_state(#state{active = true, plan = #plan{patterns = Patterns, full_patterns = Full},
+                     counters = C}) ->
     counters:put(C, ?ACTIVE, 0),
     disarm_guard(),
-    untrace(Patterns);
+    untrace(Patterns ++ Full);
 untrace_state(_) ->
     ok.
 
 %% The request path reads this; replacing it costs a global GC, so it
 %% changes only at start and stop.
 -spec publish(#plan{}) -> counters:counters_ref().
-publish(#plan{sample = Sample, patterns = Patterns}) ->
+publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
     C = counters:new(3, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
-    persistent_term:put(?PT, {Sample, C, Patterns}),
+    %% abort/2 untraces these: full trace's too.
+    persistent_term:put(?PT, {Sample, C, Patterns ++ Full}),
     C.
 
 -spec unpublish() -> ok.
@@ -664,10 +826,19 @@ reset_state(S = #state{counters = C}) ->
     S#state{since = Now, until = Until, base = sink_base(), slices = [], slice_from = Now}.
 
 %% The guard watches for overload and limits, and calls abort/2.
+%% Full trace's module patterns are not listed: the guard checks every
+%% pattern it holds for a reload every tick, which for every loaded module
+%% is too slow. A catch-all stands for them: the guard never re-applies it
+%% (`'_'' is no loaded module) and, should it abort, clears every local
+%% pattern with it (after kprof_tiers:abort/2 has removed them itself).
 -spec arm_guard(#plan{}) -> ok.
-arm_guard(#plan{patterns = Patterns, limits = Limits}) ->
+arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full}) ->
+    CatchAll = case Full of
+                   false -> [];
+                   _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
+               end,
     Arm = #{abort => fun ?MODULE:abort/2,
-            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns]},
+            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll},
     case whereis(kprof_guard) of
         undefined ->
             ok;
@@ -790,8 +961,20 @@ node_report(Raw, S = #state{plan = Plan, counters = C}) ->
       active => S#state.active,
       aborted => S#state.aborted,
       sink_dropped => delta(dropped, Stats, S#state.base),
+      full_trace => full_report(Plan),
       bytes => delta(bytes, Stats, S#state.base),
       slow_max => Plan#plan.slow_max}.
+
+%% The sink's full-trace aggregates (since start or reset, windows aside),
+%% or `undefined' without full trace.
+-spec full_report(#plan{}) -> undefined | map().
+full_report(#plan{full = false}) ->
+    undefined;
+full_report(_Plan) ->
+    case kprof_sink:command({tier_full_report, ?FULL_TOP}) of
+        #{identities := _} = Full -> Full;
+        _ -> undefined
+    end.
 
 -spec count(undefined | counters:counters_ref(), pos_integer()) -> non_neg_integer().
 count(undefined, _I) -> 0;
@@ -975,6 +1158,14 @@ check_opt(max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
 check_opt(max_inflight, N) when is_integer(N), N > 0, N =< 10000000 -> ok;
 check_opt(max_request_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
 check_opt(grace_ms, N) when is_integer(N), N >= 0, N =< 3600000 -> ok;
+check_opt(full_trace, V) ->
+    case full_selection(V) of
+        error -> fail({bad_option, {full_trace, V}});
+        _ -> ok
+    end;
+check_opt(full_trace_max_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
+check_opt(full_trace_max_nodes, N) when is_integer(N), N >= 16, N =< 1 bsl 26 -> ok;
+check_opt(full_trace_max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
 check_opt(K, V) ->
     case lists:member(K, ?GUARD_KEYS) of
         true ->
@@ -985,6 +1176,21 @@ check_opt(K, V) ->
         false ->
             fail({bad_option, {K, V}})
     end.
+
+%% `all', a list of identities, or one identity; `false' is off. An empty
+%% or improper list and `true' are mistakes.
+-spec full_selection(term()) -> false | all | [term()] | error.
+full_selection(false) -> false;
+full_selection(all) -> all;
+full_selection(true) -> error;
+full_selection([]) -> error;
+full_selection(L) when is_list(L) ->
+    try length(L) of
+        _ -> lists:usort(L)
+    catch
+        error:badarg -> error
+    end;
+full_selection(Identity) -> [Identity].
 
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->
@@ -1108,13 +1314,15 @@ plan(Checked, Entries, O) ->
     Marks = [{{kprof_mark, start, 1}, start_ms()}, {{kprof_mark, stop, 0}, tier_ms()},
              {{kprof_mark, resume, 0}, tier_ms()}],
     SinkSpecs = [{M, F, A, I} || {I, {_, Specs}} <- Indexed, {{M, F, A}, _} <- Specs]
-        ++ [{kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop}]
+        ++ [{kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop},
+            {kprof_mark, resume, 0, traced}]
         ++ [{M, F, A, entry} || {{M, F, A}, _} <- Entries],
     SlowMax = maps:get(slow_max, O, 20),
     #plan{tiers = [{Name, [Spec || {Spec, _} <- Specs]} || {Name, Specs} <- Checked],
           patterns = TierPatterns ++ Marks ++ entry_patterns(Entries, O),
           sink_specs = SinkSpecs,
           sink_opts = sink_opts(O, SlowMax),
+          full = full_selection(maps:get(full_trace, O, false)),
           sample = maps:get(sample, O, 1.0),
           window = maps:get(window, O, undefined),
           slow_max = SlowMax,
@@ -1131,15 +1339,24 @@ dedup(Nodes) ->
                                       end
                               end, [], Nodes)).
 
--spec sink_opts(opts(), non_neg_integer()) -> [{atom(), non_neg_integer()}].
+-spec sink_opts(opts(), non_neg_integer()) -> [{atom(), term()}].
 sink_opts(O, SlowMax) ->
     Limits = [{K, V} || K <- [max_identities, max_inflight, max_request_events, grace_ms],
                         {ok, V} <- [maps:find(K, O)]],
+    Full = case full_selection(maps:get(full_trace, O, false)) of
+               false -> [];
+               Sel -> [{full_trace, Sel} |
+                       [{SinkKey, V} || {K, SinkKey} <- [{full_trace_max_events, full_max_events},
+                                                         {full_trace_max_nodes, full_max_nodes},
+                                                         {full_trace_max_identities,
+                                                          full_max_identities}],
+                                        {ok, V} <- [maps:find(K, O)]]]
+           end,
     Slow = case maps:find(slow_ms, O) of
                {ok, Ms} -> [{slow_us, round(Ms * 1000)}, {slow_max, SlowMax}];
                error -> []
            end,
-    Limits ++ Slow.
+    Limits ++ Slow ++ Full.
 
 -spec entry_patterns([{mfa_spec(), [mfa()]}], opts()) -> [pattern()].
 entry_patterns([], _O) ->
