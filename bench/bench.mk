@@ -1,5 +1,6 @@
 # Sink throughput benchmark (included by the top-level Makefile).
-#   make bench                    all of them: bench-sink, bench-overhead, bench-tiers
+#   make bench                    all of them: bench-sink, bench-overhead, bench-aggregator,
+#                                 bench-tiers, bench-flame
 #   make bench-sink               replays a recorded stream of >= 5 M real trace messages
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
 #   make bench-overhead           cost per event in the traced process, tracer by tracer
@@ -13,9 +14,9 @@ BENCH_MSGS   ?= 5000000
 BENCH_RUNS   ?= 5
 BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only
 
-.PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator
+.PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-aggregator bench-tiers
+bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
@@ -51,3 +52,15 @@ bench-aggregator: $(SINK) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/aggr
 
 $(BENCH_DIR)/aggregator_bench.beam: bench/aggregator_bench.erl | $(BENCH_DIR)
 	erlc -o $(BENCH_DIR) $<
+
+# A flame capture of 1 M and of 10 M events side by side: sink peak RSS, time to
+# write the files (bench/flame_bench.erl; a few minutes: the VM hands ~100 k events/s
+# to a port when the traced loop lets the port drain).
+FLAME_SMALL ?= 1000000
+FLAME_BIG   ?= 10000000
+bench-flame: $(SINK) erl $(BENCH_DIR)/flame_bench.beam
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_bench:main(["$(FLAME_SMALL)", "$(FLAME_BIG)", "bench/RESULTS.md"])'
+
+$(BENCH_DIR)/flame_bench.beam: bench/flame_bench.erl $(ERL_BEAM) | $(BENCH_DIR)
+	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(BENCH_DIR) $<
