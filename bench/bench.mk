@@ -36,8 +36,8 @@ $(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkpro
 # What one trace event costs the traced process, tracer by tracer (bench/overhead_bench.erl).
 OVERHEAD_CALLS  ?= 200000
 OVERHEAD_ROUNDS ?= 3
-bench-overhead: $(SINK) $(BENCH_DIR)/overhead_bench.beam
-	erl -noshell -pa $(BENCH_DIR) \
+bench-overhead: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
 	  -eval 'overhead_bench:main(["$(OVERHEAD_CALLS)", "$(OVERHEAD_ROUNDS)", "bench/RESULTS.md"])'
 
 $(BENCH_DIR)/overhead_bench.beam: bench/overhead_bench.erl | $(BENCH_DIR)

@@ -12,6 +12,8 @@
 %%%     tenth of the calls: the VM's port queue drains quadratically behind a
 %%%     small pipe, so the full count takes minutes;</li>
 %%% <li>`kprof_sink parallelism': the port opened with `{parallelism, true}';</li>
+%%% <li>`kprof_tracer NIF ring': the tracer the tiers use, the kprof_tracer
+%%%     NIF writing each event into the sink's shared-memory ring (16 MiB);</li>
 %%% <li>`process tracer': an Erlang process that receives and counts;</li>
 %%% <li>`dbg ip': `dbg:trace_port(ip, {0, 50000})', no client (it drops);</li>
 %%% <li>`dbg file': `dbg:trace_port(file, File)'.</li>
@@ -37,7 +39,7 @@ main([CallsS, RoundsS, Results]) ->
              {sink, "kprof_sink", [], []},
              {sink, "kprof_sink 64k pipe", ["--pipe-size", "65536"], []},
              {sink, "kprof_sink parallelism", [], [{parallelism, true}]},
-             process, dbg_ip, dbg_file],
+             nif_ring, process, dbg_ip, dbg_file],
     Runs = [{mode_name(M), run(M, Sink, calls_of(M, Calls))} || _ <- lists:seq(1, Rounds), M <- Modes],
     Table = [summary(Name, [R || {N, R} <- Runs, N =:= Name]) || Name <- lists:usort(
                                                                  [mode_name(M) || M <- Modes])],
@@ -60,6 +62,7 @@ calls_of(_, Calls) -> Calls.
 
 mode_name(untraced) -> "untraced";
 mode_name({sink, Name, _, _}) -> Name;
+mode_name(nif_ring) -> "kprof_tracer NIF ring";
 mode_name(process) -> "process tracer";
 mode_name(dbg_ip) -> "dbg ip (drops)";
 mode_name(dbg_file) -> "dbg file".
@@ -96,6 +99,20 @@ run({sink, _Name, Args, PortOpts}, Sink, Calls) ->
     Drain = (now_us() - T0) / 1000,
     port_close(Port),
     {Loop, Drain};
+run(nif_ring, Sink, Calls) ->
+    Port = open_port({spawn_executable, Sink}, [binary, {packet, 4}, use_stdio, exit_status]),
+    {ok, Name} = sink_call(Port, {ring_open, 16 bsl 20}),
+    Gen = erlang:unique_integer([positive]),
+    ok = kprof_tracer:attach(Name, Gen),
+    ok = sink_call(Port, ring_unlink),
+    Loop = loop({kprof_tracer, Gen}, Calls),
+    T0 = now_us(),
+    #{trace_events := N, ring_drops := 0} = sink_call(Port, stats),   % reads the ring first
+    Calls = N,
+    Drain = (now_us() - T0) / 1000,
+    ok = kprof_tracer:detach(),
+    port_close(Port),
+    {Loop, Drain};
 run(process, _Sink, Calls) ->
     Self = self(),
     Counter = spawn(fun() -> count(Self, Calls) end),
@@ -119,6 +136,13 @@ run(dbg_file, _Sink, Calls) ->
     _ = file:delete(File),
     {Loop, Drain}.
 
+sink_call(Port, Cmd) ->
+    Ref = make_ref(),
+    port_command(Port, term_to_binary({kprof, Ref, Cmd})),
+    receive {Port, {data, B}} -> {kprof_reply, Ref, R} = binary_to_term(B), R
+    after 120000 -> error(sink_timeout)
+    end.
+
 count(Parent, 0) -> Parent ! {counted, self()};
 count(Parent, N) -> receive {trace_ts, _, call, _, _} -> count(Parent, N - 1) end.
 
@@ -133,6 +157,9 @@ loop(Tracer, Calls) ->
               end),
     case Tracer of
         undefined -> ok;
+        {Module, State} ->
+            1 = erlang:trace(W, true, [{tracer, Module, State} | ?FLAGS]),
+            1 = erlang:trace_pattern({?MODULE, f, 1}, [], [local]);
         _ ->
             1 = erlang:trace(W, true, [{tracer, Tracer} | ?FLAGS]),
             1 = erlang:trace_pattern({?MODULE, f, 1}, [], [local])
