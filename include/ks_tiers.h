@@ -68,6 +68,7 @@ typedef struct ks_frames {
 typedef struct ks_req {
   unsigned char *label;         /* the seq_trace label's bytes: the key */
   uint32_t label_len;
+  unsigned char label_buf[16];  /* where `label` points when it fits (no malloc) */
   uint64_t hash;
   uint32_t gen;                 /* bumped each time the slot is reused */
   uint32_t identity;            /* row */

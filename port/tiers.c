@@ -40,8 +40,14 @@ static void free_specs(ks_tiers *t) {
   t->nspecs = 0;
 }
 
+static void free_label(ks_req *r) {
+  if (r->label != r->label_buf)
+    free(r->label);
+  r->label = NULL;
+}
+
 static void free_req(ks_req *r) {
-  free(r->label);
+  free_label(r);
   free(r->ev);
   free(r->fev);
   ks_frames_free(&r->entry_stack);
@@ -241,20 +247,29 @@ static uint32_t take_slot(ks_tiers *t) {
   return t->n_free > 0 ? t->free_slots[--t->n_free] : KS_NONE;
 }
 
+/* The slot's event buffer stays for its next request (no malloc per
+ * request) unless it grew past KEEP_EV events. */
+#define KEEP_EV 64
+
 static void release(ks_tiers *t, uint32_t slot) {
   ks_req *r = &t->reqs[slot];
-  uint32_t gen = r->gen;
+  uint32_t gen = r->gen, cap_ev = r->cap_ev;
+  ks_req_ev *ev = r->ev;
 
   index_remove(t, slot);
-  free(r->label);
-  r->label = NULL;
-  free(r->ev);
-  r->ev = NULL;
+  free_label(r);
+  if (cap_ev > KEEP_EV) {
+    free(ev);
+    ev = NULL;
+    cap_ev = 0;
+  }
   free(r->fev);
   r->fev = NULL;
   ks_frames_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
   r->gen = gen + 1;
+  r->ev = ev;
+  r->cap_ev = cap_ev;
   t->n_inflight--;
   t->free_slots[t->n_free++] = slot;
 }
@@ -457,7 +472,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
     return KS_NONE;
   }
   r = &t->reqs[slot];
-  r->label = malloc(d->label.n);
+  r->label = d->label.n <= sizeof(r->label_buf) ? r->label_buf : malloc(d->label.n);
   if (r->label == NULL) {
     t->free_slots[t->n_free++] = slot;
     t->dropped_requests++;
