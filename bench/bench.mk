@@ -12,7 +12,7 @@
 BENCH_DIR    := $(B)/bench
 BENCH_MSGS   ?= 5000000
 BENCH_RUNS   ?= 5
-BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only
+BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only $(BENCH_DIR)/sink_modes
 
 .PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
@@ -28,6 +28,9 @@ $(BENCH_DIR):
 	mkdir -p $@
 
 $(BENCH_DIR)/replay: bench/replay.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
+
+$(BENCH_DIR)/sink_modes: bench/sink_modes.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
 
 $(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)

@@ -13,7 +13,10 @@
 # 3. Prints the medians, the ratio sink / framing-only and PASS/FAIL against the targets
 #    (>= 10 M msgs/s decoded, >= 50 % of the framing-only rate), and the sink's CPU time
 #    per message (perf stat task-clock when perf works, and wait4's user+sys).
-# 4. Rewrites the "Sink throughput" section of bench/RESULTS.md.
+# 4. In one process (bench/sink_modes.c), the sink's work by mode side by side: framing
+#    only, decoded, flame stacks of every process, and tier-aggregated (TIER_REQUESTS
+#    synthetic requests shaped as kprof's tiers make them), medians of BENCH_RUNS.
+# 5. Rewrites the "Sink throughput" section of bench/RESULTS.md.
 # Exit status: 0 unless a run failed or miscounted (a missed target is not a failure).
 set -euo pipefail
 trap 'echo "bench: FAILED (see above)" >&2' ERR
@@ -94,6 +97,24 @@ S_CPU=$(paste <(col kprof_sink user) <(col kprof_sink sys) | awk '{ print $1 + $
 IN_LINE=$("$REPLAY" --expect "$N" --inproc "$STREAM")
 I_SECS=$(field secs "$IN_LINE")
 
+# The sink's work by mode, in one process.
+TIER_REQUESTS=${TIER_REQUESTS:-500000}
+MODES_OUT=$("$D/sink_modes" "$STREAM" "$TIER_REQUESTS" "$RUNS")
+mode_field() { # mode_field MODE FIELD
+  grep "mode=$1 " <<< "$MODES_OUT" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"
+}
+M_LIMIT=$(mode_field framing_only rate)
+MODES_TABLE=$(for m in framing_only decoded flame_stacks tier_aggregated; do
+  awk -v m="$m" -v n="$(mode_field "$m" msgs)" -v s="$(mode_field "$m" secs)" \
+      -v r="$(mode_field "$m" rate)" -v lim="$M_LIMIT" -v t="$TARGET_RATE" -v tr="$TARGET_RATIO" '
+    BEGIN {
+      name["framing_only"] = "framing only (the limit)"; name["decoded"] = "decoded"
+      name["flame_stacks"] = "flame stacks, every process"; name["tier_aggregated"] = "tier-aggregated requests"
+      v = (m == "framing_only") ? "-" : sprintf("%s, %s", (r >= t) ? "PASS" : "FAIL", (100 * r / lim >= tr) ? "PASS" : "FAIL")
+      printf "| %-28s | %9d | %8.3f | %12.0f | %7.1f %% | %-10s |\n", name[m], n, s, r, 100 * r / lim, v
+    }'
+done)
+
 # CPU time of the sink alone, from the kernel's task clock (perf is the child; it execs the sink).
 # Instructions and cycles per message (user space) too, when the CPU counters are there:
 # unlike times, they hardly move with other load on the machine.
@@ -159,6 +180,17 @@ $( [ -n "$PERF_HW" ] && echo "- sink: $PERF_HW" )
 - load average before / after the runs: $LOAD / $LOAD_END
 - every run saw all $N messages (frame_only's frame count; kprof_sink's stats:
   trace_events = $N, decode_errors = unknown = dropped = 0)
+
+The sink's work by mode, in one process (bench/sink_modes.c: ks_sink_feed as main.c feeds
+what it reads, no pipe), medians of $RUNS runs. Decoded and flame stacks: the stream above
+(flame: one capture of every process in it, stacks and call-path tree built from every
+event). Tier-aggregated: $TIER_REQUESTS synthetic requests of 10 events in two processes, as
+kprof's tiers send them (markers, labels, three tiers, four identities), each walked and
+aggregated into histograms. Targets: >= $(commas $TARGET_RATE) msgs/s, >= $TARGET_RATIO % of framing only.
+
+| mode                         |      msgs | time (s) |       msgs/s | of limit | targets    |
+|------------------------------|----------:|---------:|-------------:|---------:|------------|
+$MODES_TABLE
 EOF
 )
 echo
