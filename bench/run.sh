@@ -104,14 +104,17 @@ mode_field() { # mode_field MODE FIELD
   grep "mode=$1 " <<< "$MODES_OUT" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"
 }
 M_LIMIT=$(mode_field framing_only rate)
+P_LIMIT=$(awk -v n="$N" -v s="$F_SECS" 'BEGIN { printf "%.0f", n / s }')
 MODES_TABLE=$(for m in framing_only decoded flame_stacks tier_aggregated; do
   awk -v m="$m" -v n="$(mode_field "$m" msgs)" -v s="$(mode_field "$m" secs)" \
-      -v r="$(mode_field "$m" rate)" -v lim="$M_LIMIT" -v t="$TARGET_RATE" -v tr="$TARGET_RATIO" '
+      -v r="$(mode_field "$m" rate)" -v lim="$M_LIMIT" -v plim="$P_LIMIT" -v t="$TARGET_RATE" \
+      -v tr="$TARGET_RATIO" '
     BEGIN {
-      name["framing_only"] = "framing only (the limit)"; name["decoded"] = "decoded"
+      name["framing_only"] = "framing only, in process"; name["decoded"] = "decoded"
       name["flame_stacks"] = "flame stacks, every process"; name["tier_aggregated"] = "tier-aggregated requests"
-      v = (m == "framing_only") ? "-" : sprintf("%s, %s", (r >= t) ? "PASS" : "FAIL", (100 * r / lim >= tr) ? "PASS" : "FAIL")
-      printf "| %-28s | %9d | %8.3f | %12.0f | %7.1f %% | %-10s |\n", name[m], n, s, r, 100 * r / lim, v
+      v = (m == "framing_only") ? "-" : sprintf("%s, %s", (r >= t) ? "PASS" : "FAIL", (100 * r / plim >= tr) ? "PASS" : "FAIL")
+      printf "| %-28s | %9d | %8.3f | %12.0f | %7.1f %% | %7.1f %% | %-10s |\n", name[m], n, s, r,
+             100 * r / plim, 100 * r / lim, v
     }'
 done)
 
@@ -186,10 +189,12 @@ what it reads, no pipe), medians of $RUNS runs. Decoded and flame stacks: the st
 (flame: one capture of every process in it, stacks and call-path tree built from every
 event). Tier-aggregated: $TIER_REQUESTS synthetic requests of 10 events in two processes, as
 kprof's tiers send them (markers, labels, three tiers, four identities), each walked and
-aggregated into histograms. Targets: >= $(commas $TARGET_RATE) msgs/s, >= $TARGET_RATIO % of framing only.
+aggregated into histograms. Targets: >= $(commas $TARGET_RATE) msgs/s, and >= $TARGET_RATIO % of the
+framing-only reader through a pipe above (the limit the sink meets: $(commas "$P_LIMIT") msgs/s);
+framing in process, with no reader at all, for scale.
 
-| mode                         |      msgs | time (s) |       msgs/s | of limit | targets    |
-|------------------------------|----------:|---------:|-------------:|---------:|------------|
+| mode                         |      msgs | time (s) |       msgs/s | of pipe reader | of in-process framing | targets |
+|------------------------------|----------:|---------:|-------------:|---------:|---------:|------------|
 $MODES_TABLE
 EOF
 )
