@@ -116,13 +116,19 @@ static inline unsigned char *ks_ring_data(ks_ring_hdr *h) {
 /*
  * Writers: reserve `len` (8-aligned, <= KS_RING_MAX_REC) bytes. Returns the
  * record's address and sets *pos, or NULL (a drop is counted) when the ring
- * is full or closed.
+ * is full or closed. ks_ring_reserve_from starts from a head the caller read
+ * (the tests give it a stale one).
  */
-static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_t *pos) {
-  uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
-
+static inline unsigned char *ks_ring_reserve_from(ks_ring_hdr *h, size_t len, uint64_t *pos,
+                                                  uint64_t head) {
   for (;;) {
     uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    /* `head` may be older than `tail` (other writers moved on and the reader
+     * caught up): take a fresh one, or head - tail wraps and looks full. */
+    if (head < tail) {
+      head = atomic_load_explicit(&h->head, memory_order_relaxed);
+      continue;
+    }
     if (head + len - tail > h->size ||
         atomic_load_explicit(&h->closed, memory_order_relaxed)) {
       atomic_fetch_add_explicit(&h->drops, 1, memory_order_relaxed);
@@ -134,6 +140,10 @@ static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_
   }
   *pos = head;
   return ks_ring_data(h) + (head & (h->size - 1));
+}
+
+static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_t *pos) {
+  return ks_ring_reserve_from(h, len, pos, atomic_load_explicit(&h->head, memory_order_relaxed));
 }
 
 /* Writers: publish a filled record (its word 0 last). */
