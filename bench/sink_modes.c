@@ -265,7 +265,10 @@ int main(int argc, char **argv) {
   }
   ei_init();
 
-  for (r = 0; r < runs; r++) {   /* framing only */
+  /* SINK_MODES_ONLY=tier_aggregated (or another mode) runs that one alone (profiling). */
+  const char *only = getenv("SINK_MODES_ONLY");
+#define RUN(m) (only == NULL || strcmp(only, m) == 0)
+  for (r = 0; r < runs && RUN("framing_only"); r++) {   /* framing only */
     ks_framer fr;
     ks_framer_init(&fr, 1u << 20, 64u << 20);
     frames = 0;
@@ -274,9 +277,10 @@ int main(int argc, char **argv) {
     t[r] = now_s() - t[r];
     ks_framer_free(&fr);
   }
-  report("framing_only", frames, t, runs);
+  if (RUN("framing_only"))
+    report("framing_only", frames, t, runs);
 
-  for (r = 0; r < runs; r++) {   /* decoded */
+  for (r = 0; r < runs && RUN("decoded"); r++) {   /* decoded */
     ks_sink s;
     ks_sink_init(&s, NULL, drop_output, NULL);
     t[r] = now_s();
@@ -285,9 +289,10 @@ int main(int argc, char **argv) {
     events = s.st.trace_events;
     ks_sink_free(&s);
   }
-  report("decoded", events, t, runs);
+  if (RUN("decoded"))
+    report("decoded", events, t, runs);
 
-  for (r = 0; r < runs; r++) {   /* flame stacks: every process of the stream captured */
+  for (r = 0; r < runs && RUN("flame_stacks"); r++) {   /* flame stacks: every process captured */
     ks_sink s;
     ks_sink_init(&s, NULL, drop_output, NULL);
     ks_sink_feed(&s, stream, (size_t)st.st_size);   /* learns the pids */
@@ -311,9 +316,10 @@ int main(int argc, char **argv) {
     }
     ks_sink_free(&s);
   }
-  report("flame_stacks", events, t, runs);
+  if (RUN("flame_stacks"))
+    report("flame_stacks", events, t, runs);
 
-  for (r = 0; r < runs; r++) {   /* tier-aggregated: made in blocks, only the feeding timed */
+  for (r = 0; r < runs && RUN("tier_aggregated"); r++) {   /* tier-aggregated: in blocks */
     ks_sink s;
     long first;
     long long ts = -576460751000000000LL;
@@ -344,6 +350,7 @@ int main(int argc, char **argv) {
     }
     ks_sink_free(&s);
   }
-  report("tier_aggregated", events, t, runs);
+  if (RUN("tier_aggregated"))
+    report("tier_aggregated", events, t, runs);
   return 0;
 }
