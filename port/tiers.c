@@ -352,8 +352,18 @@ static uint32_t identity_row(ks_tiers *t, ks_slice id) {
   return t->n_identities++;
 }
 
+/* A buffered event: what the walk needs of it, in arrival order (seq). */
+static void fill_ev(ks_tiers *t, ks_req_ev *e, const ks_decoded *d, int role) {
+  e->ts = d->ev.ts;
+  e->pid = d->ev.pid;
+  e->mfa = d->ev.mfa;
+  e->caller = d->ev.caller;
+  e->seq = t->seq++;
+  e->kind = d->ev.kind;
+  e->role = (int8_t)role;
+}
+
 static int append(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
-  ks_req_ev *e;
 
   if (r->n_ev == r->cap_ev) {
     uint32_t cap = r->cap_ev ? r->cap_ev * 2 : 16;
@@ -373,21 +383,13 @@ static int append(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
     r->ev = v;
     r->cap_ev = cap;
   }
-  e = &r->ev[r->n_ev++];
-  e->ts = d->ev.ts;
-  e->pid = d->ev.pid;
-  e->mfa = d->ev.mfa;
-  e->caller = d->ev.caller;
-  e->seq = t->seq++;
-  e->kind = d->ev.kind;
-  e->role = (int8_t)role;
+  fill_ev(t, &r->ev[r->n_ev++], d, role);
   t->events++;
   return KS_OK;
 }
 
 /* Full trace: every event of a selected request, up to full_max_events. */
 static void append_full(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
-  ks_req_ev *e;
 
   if (r->n_fev == r->cap_fev) {
     uint32_t cap = r->cap_fev ? r->cap_fev * 2 : 64;
@@ -408,14 +410,7 @@ static void append_full(ks_tiers *t, ks_req *r, const ks_decoded *d, int role) {
     r->fev = v;
     r->cap_fev = cap;
   }
-  e = &r->fev[r->n_fev++];
-  e->ts = d->ev.ts;
-  e->pid = d->ev.pid;
-  e->mfa = d->ev.mfa;
-  e->caller = d->ev.caller;
-  e->seq = t->seq++;
-  e->kind = d->ev.kind;
-  e->role = (int8_t)role;
+  fill_ev(t, &r->fev[r->n_fev++], d, role);
 }
 
 /* {M, F, Arity} in external format, into buf: an entry's identity when it has no other. */
