@@ -61,7 +61,7 @@ $(BENCH_DIR)/aggregator_bench.beam: bench/aggregator_bench.erl | $(BENCH_DIR)
 # to a port when the traced loop lets the port drain).
 FLAME_SMALL ?= 1000000
 FLAME_BIG   ?= 10000000
-bench-flame: $(SINK) erl $(BENCH_DIR)/flame_bench.beam
+bench-flame: $(SINK) erl $(BENCH_DIR)/flame_bench.beam $(BENCH_DIR)/overhead_bench.beam
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
 	  -eval 'flame_bench:main(["$(FLAME_SMALL)", "$(FLAME_BIG)", "bench/RESULTS.md"])'
 

@@ -31,7 +31,7 @@ main([Small0, Big0, Results]) ->
     Rows = [capture(N, Dir) || N <- Sizes],
     Table = table(Rows),
     io:put_chars(Table),
-    ok = write_section(Results, section(Table, Rows, Load)),
+    ok = overhead_bench:write_section(Results, "Flame capture", section(Table, Rows, Load)),
     io:format("flame bench: wrote the \"Flame capture\" section of ~s~n", [Results]),
     halt(0).
 
@@ -127,15 +127,12 @@ table([S, B]) ->
 ratio(_, V) when V == 0 -> "-";
 ratio(A, B) -> io_lib:format("~.2f", [A / B]).
 
+%% The section's body (overhead_bench:write_section/3 adds the heading, date
+%% and machine).
 section(Table, [_, Big], Load) ->
-    {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
     MiB = maps:get(hwm_kb, Big) / 1024,
     Files = maps:get(files_s, Big),
-    ["## Flame capture\n\n",
-     io_lib:format("`make bench-flame` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores; OTP ~s; "
-                   "load average before the run: ~s.~n~n",
-                   [Y, Mo, D, H, Mi, erlang:system_info(logical_processors_available),
-                    erlang:system_info(otp_release), Load]),
+    [io_lib:format("`make bench-flame`; load average before the run: ~s.~n~n", [Load]),
      "kprof:flame_apply/2 of a loop making 3 events an iteration (bench/flame_bench.erl), two "
      "sizes side by side, each with a fresh sink. Peak RSS is the sink's VmHWM; \"end of work "
      "to files\" runs from the traced fun's last instruction to flame_apply/2 returning the "
@@ -155,22 +152,3 @@ load_average() ->
         _ -> "?"
     end.
 
-write_section(File, Section) ->
-    New = unicode:characters_to_binary(Section),
-    Old = case file:read_file(File) of
-              {ok, B} -> B;
-              {error, enoent} -> <<"# kprof benchmark results\n\n">>
-          end,
-    Lines = string:split(Old, "\n", all),
-    {Before, Rest} = lists:splitwith(fun(L) -> L =/= <<"## Flame capture">> end, Lines),
-    After = case Rest of
-                [] -> [];
-                [_ | Tail] -> lists:dropwhile(fun(L) -> not is_heading(L) end, Tail)
-            end,
-    Body = lists:join(<<"\n">>, Before),
-    Rest1 = lists:join(<<"\n">>, After),
-    file:write_file(File, [Body, case Before of [] -> <<>>; _ -> <<"\n">> end, New,
-                           case After of [] -> <<>>; _ -> [<<"\n">>, Rest1] end]).
-
-is_heading(<<"## ", _/binary>>) -> true;
-is_heading(_) -> false.
