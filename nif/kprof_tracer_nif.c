@@ -11,8 +11,11 @@
  * state; a tracer whose state is not the live Gen (an older session), or any
  * tracer once detach/0 ran, answers `remove` and the VM drops it from the
  * process. Mappings are retired, not unmapped, at detach: a scheduler may
- * still be inside trace/5 with the old address. Two sessions later, when
- * no event can still be in flight, they are unmapped.
+ * still be inside trace/5 with the old address. A retired mapping is
+ * unmapped at a later attach or detach once it has been retired for
+ * RETIRE_S seconds (no trace/5 call lasts that long); with more than
+ * RETIRED mappings waiting, a new one is left mapped rather than unmapped
+ * early.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,10 +32,13 @@ static ERL_NIF_TERM am_trace, am_remove, am_call, am_return_to, am_trace_status,
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+#define RETIRED 8
+#define RETIRE_S 10
 static struct {
   ks_ring_hdr *h;
   uint64_t size;
-} retired[2], current;
+  ErlNifTime at;     /* when it was retired (seconds, monotonic) */
+} retired[RETIRED], current;
 
 /* Per scheduler thread: words already defined in the ring of generation gen. */
 #define CACHE 1024
@@ -320,10 +326,20 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 static void retire_current(void) {
-  if (retired[0].h != NULL)
-    ks_ring_unmap(retired[0].h, retired[0].size);
-  retired[0] = retired[1];
-  retired[1] = current;
+  ErlNifTime now = enif_monotonic_time(ERL_NIF_SEC);
+  int k, placed = current.h == NULL;
+
+  for (k = 0; k < RETIRED; k++) {
+    if (retired[k].h != NULL && now - retired[k].at >= RETIRE_S) {
+      ks_ring_unmap(retired[k].h, retired[k].size);
+      retired[k].h = NULL;
+    }
+    if (retired[k].h == NULL && !placed) {
+      retired[k] = current;
+      retired[k].at = now;
+      placed = 1;
+    }
+  }
   current.h = NULL;
   current.size = 0;
 }
