@@ -14,6 +14,8 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
+-import(kprof_test_report, [report/0, row/2, calls/2, self_mean/2]).
+
 -define(ROUTES, [{"/", {"GET", "/"}},
                  {"/users/:id", {"GET", "/users/:id"}},
                  {"/report", {"GET", "/report"}},
@@ -52,27 +54,27 @@ tiers(Db) ->
         [begin
              Row = row(R, Id),
              ?assert(calls(Row, http) >= ?N),
-             ?assert(self_ms(Row, http) > 0),
+             ?assert(self_mean(Row, http) > 0),
              ?assert(calls(Row, templating) >= ?N),
-             ?assert(self_ms(Row, templating) > 0),
+             ?assert(self_mean(Row, templating) > 0),
              case Id of
                  {_, "/"} ->
                      ?assertEqual(0, calls(Row, database)),
-                     ?assertEqual(0.0, float(self_ms(Row, database)));
+                     ?assertEqual(0.0, float(self_mean(Row, database)));
                  _ ->
                      ?assert(calls(Row, database) >= ?N),
-                     ?assert(self_ms(Row, database) > 0)
+                     ?assert(self_mean(Row, database) > 0)
              end
          end || {_, Id} <- ?ROUTES],
         %% The report's time is the database's: more than the other tiers
         %% together, and most of the request.
         Report = row(R, {"GET", "/report"}),
-        DbMs = self_ms(Report, database),
-        ?assert(DbMs > self_ms(Report, http) + self_ms(Report, templating)),
+        DbMs = self_mean(Report, database),
+        ?assert(DbMs > self_mean(Report, http) + self_mean(Report, templating)),
         ?assert(DbMs > 0.5 * wall_ms(Report)),
         %% The catalog renders a big page: more templating than /users/:id.
-        ?assert(self_ms(row(R, {"GET", "/catalog"}), templating)
-                > self_ms(row(R, {"GET", "/users/:id"}), templating))
+        ?assert(self_mean(row(R, {"GET", "/catalog"}), templating)
+                > self_mean(row(R, {"GET", "/users/:id"}), templating))
     after
         _ = kprof:stop_tiers(),
         ok = shop:stop()
@@ -100,7 +102,7 @@ mochiweb_helper() ->
         R = report(),
         Row = row(R, {"GET", "/users/:id"}),
         ?assertEqual(20, maps:get(requests, Row)),
-        ?assert(self_ms(Row, database) > 0),
+        ?assert(self_mean(Row, database) > 0),
         ?assertEqual(1, maps:get(requests, row(R, {"GET", "/nowhere"})))
     after
         _ = kprof:stop_tiers(),
@@ -171,28 +173,6 @@ ensure_shop() ->
 root() ->
     Src = proplists:get_value(source, ?MODULE:module_info(compile)),
     filename:dirname(filename:dirname(filename:dirname(Src))).
-
--spec report() -> map().
-report() ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok end,
-    {ok, R} = kprof:report(#{format => term}),
-    R.
-
--spec row(map(), term()) -> map().
-row(#{rows := Rows}, Id) ->
-    [Row] = [R || #{identity := I} = R <- Rows, I =:= Id],
-    Row.
-
--spec calls(map(), atom()) -> non_neg_integer().
-calls(#{tiers := Tiers}, Tier) ->
-    [C] = [C || #{tier := T, calls := C} <- Tiers, T =:= Tier],
-    C.
-
--spec self_ms(map(), atom()) -> number().
-self_ms(#{tiers := Tiers}, Tier) ->
-    [M] = [M || #{tier := T, self := #{mean := M}} <- Tiers, T =:= Tier],
-    M.
 
 -spec wall_ms(map()) -> number().
 wall_ms(#{wall := #{mean := M}}) ->

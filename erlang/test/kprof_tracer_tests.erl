@@ -7,6 +7,8 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
+-import(kprof_test_report, [report/0]).
+
 -define(W, kprof_tiers_work).
 -define(TIERS, [{a, [{?W, sleep_a, 1}]}, {b, [{?W, burn_a, 1}]}]).
 
@@ -43,12 +45,6 @@ flush() ->
 
 requests(N, Id) ->
     ?W:run_requests(N, Id, fun() -> ?W:sleep_a(1), ?W:burn_a(200) end).
-
-report() ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok end,
-    {ok, R} = kprof:report(#{format => term}),
-    R.
 
 calls(#{rows := Rows}, Id) ->
     [#{tiers := Tiers, requests := N}] = [R || #{identity := I} = R <- Rows, I =:= Id],

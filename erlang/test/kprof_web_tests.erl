@@ -5,6 +5,8 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
+-import(kprof_test_report, [report/0, row/2, calls/2, self_mean/2]).
+
 %% The loop of the mochiweb test (called through a fun).
 -export([app/1]).
 
@@ -39,7 +41,7 @@ httpd() ->
         Row = row(R, {"GET", "/users/:id"}),
         ?assertEqual(5, calls(Row, handler)),
         ?assertEqual(5, calls(Row, work)),
-        ?assert(mean(Row, work) >= 2.0)
+        ?assert(self_mean(Row, work) >= 2.0)
     after
         inets:stop(httpd, Pid)
     end.
@@ -84,7 +86,7 @@ mochiweb() ->
                      [{Id, N} || #{identity := Id, requests := N} <- maps:get(rows, R)]),
         Row = row(R, {"GET", "/items/:id"}),
         ?assertEqual(3, calls(Row, app)),
-        ?assert(mean(Row, work) >= 2.0),
+        ?assert(self_mean(Row, work) >= 2.0),
         %% A custom route.
         ok = kprof:reset(),
         mochiweb_http:stop(kprof_mochi_test),
@@ -155,24 +157,3 @@ post(Url, Body) ->
         httpc:request(post, {Url, [], "application/x-www-form-urlencoded", Body}, [], []),
     {Code, RBody}.
 
--spec report() -> map().
-report() ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok end,
-    {ok, R} = kprof:report(#{format => term}),
-    R.
-
--spec row(map(), term()) -> map().
-row(#{rows := Rows}, Id) ->
-    [Row] = [R || #{identity := I} = R <- Rows, I =:= Id],
-    Row.
-
--spec calls(map(), atom()) -> non_neg_integer().
-calls(#{tiers := Tiers}, Tier) ->
-    [C] = [C || #{tier := T, calls := C} <- Tiers, T =:= Tier],
-    C.
-
--spec mean(map(), atom()) -> float().
-mean(#{tiers := Tiers}, Tier) ->
-    [M] = [M || #{tier := T, self := #{mean := M}} <- Tiers, T =:= Tier],
-    M.
