@@ -12,12 +12,14 @@
 FUZZ_DIR     := $(B)/fuzz
 FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
 FUZZ_SECONDS ?= 30
+# KS_TIERS_INFLIGHT: 512 request slots by default instead of 20000: every input that
+# starts the tiers would allocate, clear and free 20000 (fuzz_sink: 128 -> 736 exec/s).
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-                -Iinclude $(EI_CFLAGS)
+                -DKS_TIERS_INFLIGHT=512 -Iinclude $(EI_CFLAGS)
 FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode $(FUZZ_DIR)/fuzz_ring
 
-FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer \
+FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer -DKS_TIERS_INFLIGHT=512 \
                   -fprofile-instr-generate -fcoverage-mapping -Iinclude $(EI_CFLAGS)
 FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode $(FUZZ_DIR)/cov/fuzz_ring
 

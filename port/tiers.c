@@ -10,9 +10,15 @@
 
 #include "ks_tiers.h"
 
+/* Requests in flight by default (a tiers_start option changes it). The
+ * fuzzer builds with fewer: every input starts the tiers afresh. */
+#ifndef KS_TIERS_INFLIGHT
+#define KS_TIERS_INFLIGHT 20000
+#endif
+
 void ks_tiers_default_opts(ks_tier_opts *o) {
   o->max_identities = 200;
-  o->max_inflight = 20000;
+  o->max_inflight = KS_TIERS_INFLIGHT;
   o->max_request_events = 20000;
   o->slow_max = 20;
   o->grace_ns = 100 * 1000000ull;
