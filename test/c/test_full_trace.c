@@ -68,23 +68,7 @@ static void ev(int tier, int kind, uint32_t p, int64_t us, uint32_t m, uint32_t 
                const unsigned char *label, const unsigned char *payload) {
   ks_decoded d;
 
-  memset(&d, 0, sizeof(d));
-  d.ev.kind = (uint8_t)kind;
-  d.ev.flags = KS_EVF_TS;
-  d.ev.pid = p;
-  d.ev.ts = us * 1000;
-  d.ev.mfa = m;
-  d.ev.caller = caller;
-  d.ev.other = d.ev.name = KS_NONE;
-  if (caller != KS_NONE)
-    d.ev.flags |= KS_EVF_CALLER;
-  if (label != NULL) {
-    d.ev.flags |= KS_EVF_LABEL | KS_EVF_TOKEN;
-    d.label.p = label;
-    d.label.n = 2;
-  }
-  d.payload.p = payload;
-  d.payload.n = payload ? 6 : 0;
+  tb_tier_event(&d, kind, p, us * 1000, m, caller, label, payload, payload ? 6 : 0);
   ks_tiers_event(&full, &in, &d);
   if (tier)
     ks_tiers_event(&plain, &in, &d);

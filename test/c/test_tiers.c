@@ -59,23 +59,7 @@ static void ev(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller,
                const unsigned char *label, const unsigned char *payload, size_t plen) {
   ks_decoded d;
 
-  memset(&d, 0, sizeof(d));
-  d.ev.kind = (uint8_t)kind;
-  d.ev.flags = KS_EVF_TS;
-  d.ev.pid = p;
-  d.ev.ts = ts;
-  d.ev.mfa = m;
-  d.ev.caller = caller;
-  d.ev.other = d.ev.name = KS_NONE;
-  if (caller != KS_NONE)
-    d.ev.flags |= KS_EVF_CALLER;
-  if (label != NULL) {
-    d.ev.flags |= KS_EVF_LABEL | KS_EVF_TOKEN;
-    d.label.p = label;
-    d.label.n = 2;
-  }
-  d.payload.p = payload;
-  d.payload.n = plen;
+  tb_tier_event(&d, kind, p, ts, m, caller, label, payload, plen);
   ks_tiers_event(&tiers, &in, &d);
 }
 

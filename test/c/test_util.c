@@ -192,3 +192,25 @@ const char *test_data_dir(void) {
   const char *d = getenv("KPROF_TEST_DATA");
   return d != NULL ? d : "test/data";
 }
+
+void tb_tier_event(ks_decoded *d, int kind, uint32_t pid, int64_t ts, uint32_t mfa,
+                   uint32_t caller, const unsigned char *label, const unsigned char *payload,
+                   size_t plen) {
+  memset(d, 0, sizeof(*d));
+  d->ev.kind = (uint8_t)kind;
+  d->ev.flags = KS_EVF_TS;
+  d->ev.pid = pid;
+  d->ev.ts = ts;
+  d->ev.mfa = mfa;
+  d->ev.caller = caller;
+  d->ev.other = d->ev.name = KS_NONE;
+  if (caller != KS_NONE)
+    d->ev.flags |= KS_EVF_CALLER;
+  if (label != NULL) {
+    d->ev.flags |= KS_EVF_LABEL | KS_EVF_TOKEN;
+    d->label.p = label;
+    d->label.n = 2;
+  }
+  d->payload.p = payload;
+  d->payload.n = plen;
+}

@@ -16,6 +16,11 @@ void tb_mfa(ei_x_buff *x, const char *m, const char *f, int arity);
 /* Interns M:F/A (UTF-8 atoms) or the pid <0.num.0>@n@h; fails the test on error. */
 uint32_t tb_intern_mfa(ks_intern *in, const char *m, const char *f, uint32_t arity);
 uint32_t tb_intern_pid(ks_intern *in, unsigned num);
+/* A timestamped event as the decoder makes it for the tiers: kind, pid id, ts (ns),
+ * MFA and caller ids (KS_NONE: none), a 2-byte label (NULL: no token) and a payload. */
+void tb_tier_event(ks_decoded *d, int kind, uint32_t pid, int64_t ts, uint32_t mfa,
+                   uint32_t caller, const unsigned char *label, const unsigned char *payload,
+                   size_t plen);
 /* Wraps x's bytes in a 4-byte length prefix (into out, caller frees). */
 unsigned char *tb_framed(const ei_x_buff *x, size_t *len);
 
