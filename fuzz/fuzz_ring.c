@@ -29,12 +29,10 @@ static void fail(const char *what) {
   abort();
 }
 
-static void check(void *ctx, ks_decoded *d, int rc) {
+static void check(void *ctx, ks_decoded *d) {
   ks_mfa_view v;
   ks_pid_view p;
 
-  if (rc != KS_OK)
-    fail("event with an error code");
   if (d->ev.kind != KS_EV_CALL && d->ev.kind != KS_EV_RETURN_TO)
     fail("kind");
   if (ks_intern_pid_get(&in, d->ev.pid, &p) != KS_OK)

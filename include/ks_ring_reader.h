@@ -20,7 +20,7 @@ typedef struct ks_ring_reader {
 } ks_ring_reader;
 
 /* Called per event, with the decoded record (the sink routes it like a frame's). */
-typedef void (*ks_ring_event_fn)(void *ctx, ks_decoded *d, int rc);
+typedef void (*ks_ring_event_fn)(void *ctx, ks_decoded *d);
 
 void ks_ring_reader_init(ks_ring_reader *r);
 /* Creates and maps a new ring of `size` data bytes (a power of two, >= 64 KiB). */

@@ -48,7 +48,7 @@ void ks_sink_eof(ks_sink *s);
  * a ring is open, and before every command), then sends owed alerts. */
 void ks_sink_poll_ring(ks_sink *s);
 /* One decoded trace event, from a frame or the ring: counted and routed. */
-void ks_sink_trace(ks_sink *s, ks_decoded *d, int rc);
+void ks_sink_trace(ks_sink *s, ks_decoded *d);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);

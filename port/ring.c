@@ -228,7 +228,7 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
   } else {
     return KS_EBADTERM;
   }
-  fn(ctx, &d, KS_OK);
+  fn(ctx, &d);
   return KS_OK;
 }
 

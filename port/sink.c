@@ -42,11 +42,7 @@ void ks_sink_free(ks_sink *s) {
   ks_ring_close(&s->ring);
 }
 
-void ks_sink_trace(ks_sink *s, ks_decoded *d, int rc) {
-  if (rc == KS_EFULL) {
-    s->st.dropped++;
-    return;
-  }
+void ks_sink_trace(ks_sink *s, ks_decoded *d) {
   ks_overload_event(&s->ov, &d->ev);
   if (ks_stats_event(&s->st, &d->ev) != KS_OK)
     s->st.dropped++;
@@ -56,8 +52,8 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d, int rc) {
     ks_flame_event(&s->flame, &s->in, d);
 }
 
-static void ring_event(void *ctx, ks_decoded *d, int rc) {
-  ks_sink_trace(ctx, d, rc);
+static void ring_event(void *ctx, ks_decoded *d) {
+  ks_sink_trace(ctx, d);
 }
 
 void ks_sink_poll_ring(ks_sink *s) {
@@ -74,12 +70,11 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
 
   switch (ks_decode_frame(&s->in, frame, len, &d)) {
   case KS_FRAME_TRACE:
-    ks_sink_trace(s, &d, KS_OK);
+    ks_sink_trace(s, &d);
     break;
   case KS_FRAME_COMMAND:
     /* Everything the ring holds came before this command. */
-    if (s->ring.h != NULL)
-      ks_ring_drain(&s->ring, &s->in, SIZE_MAX, ring_event, s);
+    ks_sink_poll_ring(s);
     /* The reply carries Ref verbatim: one the owner could not decode gets none. */
     if (!ks_etf_echoable(d.ref)) {
       s->st.decode_errors++;
