@@ -26,8 +26,8 @@
 
 #include "ks_ring.h"
 
-static ERL_NIF_TERM am_trace, am_remove, am_call, am_return_to, am_trace_status,
-    am_match_spec_result, am_true, am_ok, am_error;
+static ERL_NIF_TERM am_trace, am_remove, am_call, am_return_to, am_match_spec_result, am_true,
+    am_ok, am_error;
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
@@ -285,12 +285,19 @@ static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ER
   }
 }
 
-/* The ring of this tracer state, with this thread's caches made current. */
-static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
+/* The live generation if `state` is it, else 0. */
+static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state) {
   ErlNifUInt64 gen;
   uint64_t live = atomic_load_explicit(&live_gen, memory_order_acquire);
 
-  if (live == 0 || !enif_get_uint64(env, state, &gen) || gen != live)
+  return live != 0 && enif_get_uint64(env, state, &gen) && gen == live ? live : 0;
+}
+
+/* The ring of this tracer state, with this thread's caches made current. */
+static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
+  uint64_t live = live_state(env, state);
+
+  if (live == 0)
     return NULL;
   if (cache_gen != live) {
     memset(atom_cache, 0, sizeof(atom_cache));
@@ -302,12 +309,7 @@ static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
 
 /* enabled(TraceTag, TracerState, Tracee) */
 static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  uint64_t live = atomic_load_explicit(&live_gen, memory_order_relaxed);
-  ErlNifUInt64 gen;
-
-  if (live == 0 || !enif_get_uint64(env, argv[1], &gen) || gen != live)
-    return am_remove;
-  return am_trace;
+  return live_state(env, argv[1]) != 0 ? am_trace : am_remove;
 }
 
 /* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
@@ -344,6 +346,13 @@ static void retire_current(void) {
   current.size = 0;
 }
 
+/* No state is live and the current ring is retired (attach_lock held). */
+static void stop_live(void) {
+  atomic_store_explicit(&live_gen, 0, memory_order_release);
+  atomic_store_explicit(&live_ring, NULL, memory_order_release);
+  retire_current();
+}
+
 /* attach(ShmName :: binary(), Gen :: pos_integer()) -> ok | {error, Reason} */
 static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   ErlNifBinary name;
@@ -378,9 +387,7 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   if (h == NULL)
     return enif_make_tuple2(env, am_error, enif_make_atom(env, "mmap"));
   pthread_mutex_lock(&attach_lock);
-  atomic_store_explicit(&live_gen, 0, memory_order_release);
-  atomic_store_explicit(&live_ring, NULL, memory_order_release);
-  retire_current();
+  stop_live();
   current.h = h;
   current.size = probe.size;
   atomic_store_explicit(&live_ring, h, memory_order_release);
@@ -392,9 +399,7 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 /* detach() -> ok: every kprof_tracer state is stale from now on. */
 static ERL_NIF_TERM nif_detach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   pthread_mutex_lock(&attach_lock);
-  atomic_store_explicit(&live_gen, 0, memory_order_release);
-  atomic_store_explicit(&live_ring, NULL, memory_order_release);
-  retire_current();
+  stop_live();
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
 }
@@ -404,7 +409,6 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_remove = enif_make_atom(env, "remove");
   am_call = enif_make_atom(env, "call");
   am_return_to = enif_make_atom(env, "return_to");
-  am_trace_status = enif_make_atom(env, "trace_status");
   am_match_spec_result = enif_make_atom(env, "match_spec_result");
   am_true = enif_make_atom(env, "true");
   am_ok = enif_make_atom(env, "ok");
