@@ -5,7 +5,9 @@
  *      every 256 inputs (a fresh one per input would spend most of the time
  *      initialising hash tables);
  *   2. again into the same table (the raw-bytes fast path): the result must
- *      be identical, field for field;
+ *      be identical, field for field; and, when ks_decode_frame_fast takes the
+ *      frame (its pid and MFA are known now), ks_decode_frame_general must give
+ *      the same event;
  *   3. into a table kept across inputs with tiny caps (8 / 8 / 4), so the
  *      caps are hit all the time (renewed every 4096 inputs).
  * A crash found with a used table replays alone in nearly every case (only
@@ -152,6 +154,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       (d1.ref.p != d2.ref.p || d1.ref.n != d2.ref.n || d1.cmd.p != d2.cmd.p ||
        d1.cmd.n != d2.cmd.n))
     fail("a second decode sliced the command differently", rc2, NULL);
+
+  /* 2b: where the fast path answers, the general decoder gives the same event. */
+  if (ks_decode_frame_fast(&small_in, data, size, &d3) != 0) {
+    ks_decoded g;
+    if (ks_decode_frame_general(&small_in, data, size, &g) != KS_FRAME_TRACE ||
+        memcmp(&g.ev, &d3.ev, sizeof(g.ev)) != 0 || g.label.p != NULL || g.payload.p != NULL ||
+        d3.label.p != NULL || d3.payload.p != NULL)
+      fail("the fast path and the general decoder disagree", KS_FRAME_TRACE, &d3.ev);
+  }
 
   /* 3: a long-lived table at its caps. */
   if (shared_ok && ++shared_runs % 4096 == 0) {

@@ -26,6 +26,15 @@ typedef struct ks_decoded {
  * Allocates only when it meets an MFA, pid or label for the first time.
  */
 int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out);
+/*
+ * ks_decode_frame is these two: the fast path takes {trace_ts, Pid, What, MFA[, Value], Ts}
+ * of a known pid and MFA (nearly all traffic) and returns KS_FRAME_TRACE, or 0 for a
+ * frame it leaves to the general decoder, which takes everything. Where the fast
+ * path answers, both answer the same (test_replay and fuzz_decode compare them).
+ */
+int ks_decode_frame_fast(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out);
+int ks_decode_frame_general(ks_intern *in, const unsigned char *buf, size_t len,
+                            ks_decoded *out);
 
 /* The kind whose atom this is, or -1. */
 int ks_event_kind_of(const ks_atom *a);

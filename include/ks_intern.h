@@ -58,8 +58,18 @@ typedef struct ks_term {
  * key to the same id, so the same MFA or pid gets one id whatever atom
  * encoding the VM used.
  */
+/* A direct-mapped cache in front of mfa_tuple for the fast path (ks_intern_mfa_known). */
+#define KS_MFA_RECENT 256
+#define KS_MFA_RECENT_KEY 56
+typedef struct ks_mfa_recent {
+  uint32_t len;   /* 0: empty */
+  uint32_t id;
+  unsigned char key[KS_MFA_RECENT_KEY];
+} ks_mfa_recent;
+
 typedef struct ks_intern {
   ks_itab mfa_raw, mfa_canon;
+  ks_mfa_recent *mfa_recent;   /* KS_MFA_RECENT entries */
   uint32_t *mfas;          /* id -> canonical key offset */
   uint32_t n_mfas, cap_mfas, max_mfas;
   ks_itab mfa_tuple;       /* raw {M,F,Arity} tuple bytes -> id */
@@ -86,6 +96,9 @@ int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t ar
 int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,
                       uint32_t arity, uint32_t *id);
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id);
+/* Lookups only, for bytes the table has seen: KS_OK and *id, or KS_EINVAL (nothing is added). */
+int ks_intern_mfa_known(ks_intern *in, const unsigned char *tuple, size_t n, uint32_t *id);
+int ks_intern_pid_known(ks_intern *in, ks_slice raw, uint32_t *id);
 int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);
 /* Views stay valid until the next intern call. Return KS_EINVAL for an unknown id. */
 int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v);

@@ -132,7 +132,8 @@ int ks_intern_init(ks_intern *in, const ks_intern_limits *lim) {
   if (ks_itab_init(&in->mfa_raw, 1024) || ks_itab_init(&in->mfa_canon, 1024) ||
       ks_itab_init(&in->mfa_tuple, 1024) ||
       ks_itab_init(&in->pid_raw, 1024) || ks_itab_init(&in->pid_canon, 1024) ||
-      ks_itab_init(&in->terms, 256)) {
+      ks_itab_init(&in->terms, 256) ||
+      (in->mfa_recent = calloc(KS_MFA_RECENT, sizeof(*in->mfa_recent))) == NULL) {
     ks_intern_free(in);
     return KS_ENOMEM;
   }
@@ -146,6 +147,7 @@ void ks_intern_free(ks_intern *in) {
   ks_itab_free(&in->pid_raw);
   ks_itab_free(&in->pid_canon);
   ks_itab_free(&in->terms);
+  free(in->mfa_recent);
   free(in->mfas);
   free(in->pids);
   free(in->termv);
@@ -231,6 +233,49 @@ int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_at
   return KS_OK;
 }
 
+/*
+ * The recent-MFA slot of a tuple: its last 8 bytes (the function's tail and
+ * the arity) and its length (the module's) mixed by one multiply. Every
+ * tuple is at least 8 bytes: {104, 3}, two atoms of 2 bytes or more, {97, A}.
+ */
+static inline ks_mfa_recent *recent_slot(const ks_intern *in, const unsigned char *t, size_t n) {
+  uint64_t k = (ks_load64(t + n - 8) ^ n) * 0x9e3779b97f4a7c15ull;
+
+  return &in->mfa_recent[k >> 56];
+}
+
+int ks_intern_mfa_known(ks_intern *in, const unsigned char *tuple, size_t n, uint32_t *id) {
+  ks_mfa_recent *r;
+  uint32_t v;
+
+  if (n < 8)
+    return KS_EINVAL;
+  r = recent_slot(in, tuple, n);
+  if (r->len == n && ks_key_eq(r->key, tuple, n)) {
+    *id = r->id;
+    return KS_OK;
+  }
+  v = ks_itab_get(&in->mfa_tuple, tuple, n, ks_hash(tuple, n));
+  if (v == KS_NONE)
+    return KS_EINVAL;
+  if (n <= KS_MFA_RECENT_KEY) {
+    memcpy(r->key, tuple, n);
+    r->len = (uint32_t)n;
+    r->id = v;
+  }
+  *id = v;
+  return KS_OK;
+}
+
+/* The last pid seen, kept raw: runs of events from one process are common. */
+static void remember_pid(ks_intern *in, ks_slice raw, uint32_t id) {
+  if (raw.n <= sizeof(in->last_pid)) {
+    memcpy(in->last_pid, raw.p, raw.n);
+    in->last_pid_len = raw.n;
+    in->last_pid_id = id;
+  }
+}
+
 /* The tail of a pid (num, serial, creation) is what differs between pids. */
 static uint64_t pid_hash(ks_slice raw) {
   return raw.n >= 16 ? ks_hash(raw.p + raw.n - 16, 16) ^ raw.n : ks_hash(raw.p, raw.n);
@@ -253,11 +298,7 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   v = ks_itab_get(&in->pid_raw, raw.p, raw.n, h);
   if (v != KS_NONE) {
     *id = v;
-    if (raw.n <= sizeof(in->last_pid)) {
-      memcpy(in->last_pid, raw.p, raw.n);
-      in->last_pid_len = raw.n;
-      in->last_pid_id = v;
-    }
+    remember_pid(in, raw, v);
     return KS_OK;
   }
   ks_etf_init(&c, raw.p, raw.n);
@@ -308,6 +349,16 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
     return rc;
   if ((rc = ks_itab_put(&in->pid_raw, raw.p, raw.n, h, v, NULL)) != KS_OK)
     return rc;
+  *id = v;
+  return KS_OK;
+}
+
+int ks_intern_pid_known(ks_intern *in, ks_slice raw, uint32_t *id) {
+  uint32_t v = ks_itab_get(&in->pid_raw, raw.p, raw.n, pid_hash(raw));
+
+  if (v == KS_NONE)
+    return KS_EINVAL;
+  remember_pid(in, raw, v);
   *id = v;
   return KS_OK;
 }
