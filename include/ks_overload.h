@@ -7,15 +7,17 @@
 /*
  * The VM's monotonic clock (erlang:monotonic_time(nanosecond)) is the OS
  * monotonic clock plus an offset of the VM's own. The owner sends the VM's
- * time in a {clock, VmNs} command while the port queue is short; the sink
- * keeps offset = VmNs - its own CLOCK_MONOTONIC at that moment (the command's
- * own queueing delay makes the estimate err on the side of less lag).
+ * time in a {clock, VmNs} command once a second; the sink estimates
+ * offset = VmNs - its own CLOCK_MONOTONIC when it reads the command. A command
+ * that waited behind a backlog gives too small an offset, so the largest
+ * estimate is kept (see ks_overload_sync).
  * A message's lag is then (now + offset) - its timestamp; `now` is read once
  * per read from stdin, not per message.
  */
 typedef struct ks_overload {
   int synced;
   int64_t offset_ns;
+  int64_t synced_ns;       /* the sink's clock at the last sync */
   int64_t now_ns;          /* the sink's clock at the current read */
   int64_t max_lag_ns;      /* 0: no bound */
   int64_t lag_ns;          /* lag of the last timestamped message */

@@ -52,5 +52,6 @@ Suite *tiers_suite(void);
 Suite *flame_suite(void);
 Suite *ring_suite(void);
 Suite *full_trace_suite(void);
+Suite *overload_suite(void);
 
 #endif
