@@ -82,6 +82,13 @@ typedef struct ks_intern {
   ks_itab terms;
   ks_term *termv;
   uint32_t n_terms, cap_terms, max_terms;
+  /*
+   * New keys refused at a cap (KS_EFULL), per table. Counted here because only
+   * the table knows which one is full: the decoder and the ring reader see one
+   * KS_EFULL for a frame or record. The stats reply shows them as dropped_mfas,
+   * dropped_pids and dropped_names; the `reset` command zeroes them.
+   */
+  uint64_t dropped_mfas, dropped_pids, dropped_terms;
 } ks_intern;
 
 typedef struct ks_intern_limits {
@@ -90,7 +97,8 @@ typedef struct ks_intern_limits {
 
 int ks_intern_init(ks_intern *in, const ks_intern_limits *lim);
 void ks_intern_free(ks_intern *in);
-/* Each returns KS_OK and sets *id, KS_EFULL at the cap, KS_EBADTERM on bad atoms. */
+/* Each returns KS_OK and sets *id, KS_EFULL at the cap (counted in the table's dropped_*),
+ * KS_EBADTERM on bad atoms. */
 int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t arity, uint32_t *id);
 /* Same, keyed first by `raw`, the {M, F, Arity} tuple's bytes in the frame. */
 int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,

@@ -51,7 +51,9 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"frames", s->fr.frames}, {"bytes", s->fr.bytes},
     {"trace_events", st->trace_events}, {"commands", st->commands},
     {"decode_errors", st->decode_errors}, {"unknown", st->unknown},
-    {"dropped", st->dropped}, {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
+    {"dropped", st->dropped}, {"dropped_mfas", s->in.dropped_mfas},
+    {"dropped_pids", s->in.dropped_pids}, {"dropped_names", s->in.dropped_terms},
+    {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
     {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", s->in.n_pids},
     {"names", s->in.n_terms}, {"max_frame", s->fr.max_frame},
     {"pipe_size", s->pipe_size}, {"replies", s->emitted},
@@ -153,6 +155,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
     e = encode_stats(s, &x);
   } else if (IS("reset", 0)) {
     ks_stats_reset(&s->st);
+    s->in.dropped_mfas = s->in.dropped_pids = s->in.dropped_terms = 0;
     s->ov.worst_lag_ns = 0;
     s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
     e = ei_x_encode_atom(&x, "ok");

@@ -154,6 +154,13 @@ void ks_intern_free(ks_intern *in) {
   memset(in, 0, sizeof(*in));
 }
 
+/* A key refused at a cap is a drop of this table (see ks_intern.dropped_*). */
+static int refused(int rc, uint64_t *dropped) {
+  if (rc == KS_EFULL)
+    (*dropped)++;
+  return rc;
+}
+
 /* Looks up or adds a canonical key; a new key gets the next id. */
 static int canon_id(ks_itab *t, const unsigned char *key, size_t len, uint32_t **offs,
                     uint32_t *n, uint32_t *cap, uint32_t max, uint32_t *id) {
@@ -208,9 +215,9 @@ int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t ar
   rc = canon_id(&in->mfa_canon, key, kn, &in->mfas, &in->n_mfas, &in->cap_mfas,
                 in->max_mfas, &v);
   if (rc != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_mfas);
   if ((rc = ks_itab_put(&in->mfa_raw, raw, rn, h, v, NULL)) != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_mfas);
   *id = v;
   return KS_OK;
 }
@@ -226,9 +233,9 @@ int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_at
     return KS_OK;
   }
   if ((rc = ks_intern_mfa(in, m, f, arity, &v)) != KS_OK)
-    return rc;
+    return rc;   /* counted by ks_intern_mfa */
   if ((rc = ks_itab_put(&in->mfa_tuple, raw.p, raw.n, h, v, NULL)) != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_mfas);
   *id = v;
   return KS_OK;
 }
@@ -346,9 +353,9 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   rc = canon_id(&in->pid_canon, key, kn, &in->pids, &in->n_pids, &in->cap_pids,
                 in->max_pids, &v);
   if (rc != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_pids);
   if ((rc = ks_itab_put(&in->pid_raw, raw.p, raw.n, h, v, NULL)) != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_pids);
   *id = v;
   return KS_OK;
 }
@@ -375,7 +382,7 @@ int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id) {
     return KS_OK;
   }
   if (in->n_terms >= in->max_terms)
-    return KS_EFULL;
+    return refused(KS_EFULL, &in->dropped_terms);
   if (in->n_terms == in->cap_terms) {
     uint32_t c = in->cap_terms ? in->cap_terms * 2 : 64;
     tv = realloc(in->termv, (size_t)c * sizeof(*tv));
@@ -385,7 +392,7 @@ int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id) {
     in->cap_terms = c;
   }
   if ((rc = ks_itab_put(&in->terms, raw.p, raw.n, h, in->n_terms, &off)) != KS_OK)
-    return rc;
+    return refused(rc, &in->dropped_terms);
   in->termv[in->n_terms].off = off;
   in->termv[in->n_terms].len = (uint32_t)raw.n;
   *id = in->n_terms++;

@@ -130,6 +130,54 @@ START_TEST(stats_and_reset) {
 }
 END_TEST
 
+static void call_from(unsigned num, const char *f) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 5);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", num, 0, 3);
+  tb_atom(&x, "call");
+  tb_mfa(&x, "m", f, 0);
+  ei_x_encode_longlong(&x, -5);
+  feed_x(&x);
+}
+
+/* Small caps: the stats reply says which table refused, `dropped` counts the messages. */
+START_TEST(stats_split_drops_by_table) {
+  ks_sink_opts o;
+  char *txt;
+
+  ks_sink_free(&sink);
+  ks_sink_default_opts(&o);
+  o.limits.max_pids = 2;
+  o.limits.max_mfas = 3;
+  ck_assert_int_eq(ks_sink_init(&sink, &o, tb_out_emit, &out), KS_OK);
+  call_from(1, "f");
+  call_from(2, "f");
+  call_from(3, "f");   /* a third pid: refused */
+  call_from(4, "f");   /* a fourth: refused */
+  call_from(1, "g");
+  call_from(1, "h");
+  call_from(1, "i");   /* a fourth MFA: refused */
+  call_from(5, "j");   /* both full: one message, one drop in each table */
+  command(1, "stats");
+  txt = tb_out_reply(&out, 0);
+  ck_assert_ptr_nonnull(strstr(txt, "dropped => 4,"));
+  ck_assert_ptr_nonnull(strstr(txt, "dropped_pids => 3,"));
+  ck_assert_ptr_nonnull(strstr(txt, "dropped_mfas => 2,"));
+  ck_assert_ptr_nonnull(strstr(txt, "dropped_names => 0,"));
+  free(txt);
+  command(2, "reset");
+  command(3, "stats");
+  txt = tb_out_reply(&out, 2);
+  ck_assert_ptr_nonnull(strstr(txt, "dropped => 0,"));
+  ck_assert_ptr_nonnull(strstr(txt, "dropped_pids => 0,"));
+  ck_assert_ptr_nonnull(strstr(txt, "dropped_mfas => 0,"));
+  free(txt);
+}
+END_TEST
+
 START_TEST(badly_shaped_commands) {
   ei_x_buff x;
 
@@ -252,6 +300,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, reply_carries_ref);
   tcase_add_test(tc, sync_is_a_barrier_and_calls_count);
   tcase_add_test(tc, stats_and_reset);
+  tcase_add_test(tc, stats_split_drops_by_table);
   tcase_add_test(tc, badly_shaped_commands);
   tcase_add_test(tc, truncated_input_at_eof);
   tcase_add_test(tc, overload_alert_on_lag);

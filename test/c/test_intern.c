@@ -121,6 +121,49 @@ START_TEST(caps_give_efull_and_keep_old_ids) {
 }
 END_TEST
 
+/* Each table counts the keys its cap refused, and only its own (stats: dropped_*). */
+START_TEST(each_table_counts_its_drops) {
+  ks_intern_limits lim = {2, 3, 1};
+  ks_intern in;
+  ei_x_buff x;
+  uint32_t id;
+  char name[16];
+  int k;
+
+  ck_assert_int_eq(ks_intern_init(&in, &lim), KS_OK);
+  for (k = 0; k < 5; k++) {   /* 3 pids fit, 2 are refused */
+    ck_assert_int_eq(ks_intern_pid(&in, pid_bytes(&x, "a@b", 100 + k, 0, 1), &id),
+                     k < 3 ? KS_OK : KS_EFULL);
+    ei_x_free(&x);
+  }
+  ck_assert_uint_eq(in.dropped_pids, 2);
+  ck_assert_uint_eq(in.dropped_mfas, 0);
+  ck_assert_uint_eq(in.dropped_terms, 0);
+  /* A known pid is no drop, however full the table. */
+  ck_assert_int_eq(ks_intern_pid(&in, pid_bytes(&x, "a@b", 100, 0, 1), &id), KS_OK);
+  ei_x_free(&x);
+  ck_assert_uint_eq(in.dropped_pids, 2);
+  for (k = 0; k < 3; k++) {   /* 2 MFAs fit; the raw-tuple path counts the same */
+    ks_atom m = atom("m", 0), f;
+    unsigned char tuple[10] = {104, 3, 119, 1, 'm', 119, 1, (unsigned char)('a' + k), 97, 0};
+    ks_slice raw = {tuple, sizeof(tuple)};
+    snprintf(name, sizeof(name), "%c", 'a' + k);
+    f = atom(name, 0);
+    ck_assert_int_eq(ks_intern_mfa_raw(&in, raw, &m, &f, 0, &id), k < 2 ? KS_OK : KS_EFULL);
+  }
+  ck_assert_uint_eq(in.dropped_mfas, 1);
+  for (k = 0; k < 4; k++) {   /* 1 term fits */
+    unsigned char t[2] = {97, (unsigned char)k};
+    ks_slice s = {t, 2};
+    ck_assert_int_eq(ks_intern_term(&in, s, &id), k < 1 ? KS_OK : KS_EFULL);
+  }
+  ck_assert_uint_eq(in.dropped_terms, 3);
+  ck_assert_uint_eq(in.dropped_pids, 2);
+  ck_assert_uint_eq(in.dropped_mfas, 1);
+  ks_intern_free(&in);
+}
+END_TEST
+
 /* 200k distinct keys: tables grow, every id comes back the same. */
 START_TEST(many_keys) {
   ks_intern in;
@@ -159,6 +202,7 @@ Suite *intern_suite(void) {
   tcase_add_test(tc, module_function_boundary);
   tcase_add_test(tc, pids_and_their_encodings);
   tcase_add_test(tc, caps_give_efull_and_keep_old_ids);
+  tcase_add_test(tc, each_table_counts_its_drops);
   tcase_add_test(tc, many_keys);
   suite_add_tcase(s, tc);
   return s;
