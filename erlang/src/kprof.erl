@@ -107,6 +107,10 @@
 %%%     stdin closes, and the VM stops tracing to it.</li>
 %%% <li>Options are checked before anything starts: a bad option changes
 %%%     nothing.</li>
+%%% <li>Every function of this module answers a bad argument with
+%%%     `{error, Reason}' naming it (`{bad_option, {Key, Value}}',
+%%%     `{bad_fun, F}', `{badarg, X}', ...), never with an exception;
+%%%     lists in arguments and options must be proper lists.</li>
 %%% </ul>
 -module(kprof).
 
@@ -140,6 +144,9 @@
                    decode_errors := non_neg_integer(),
                    unknown := non_neg_integer(),
                    dropped := non_neg_integer(),
+                   dropped_pids := non_neg_integer(),
+                   dropped_mfas := non_neg_integer(),
+                   dropped_names := non_neg_integer(),
                    oversized := non_neg_integer(),
                    empty := non_neg_integer(),
                    truncated := non_neg_integer(),
@@ -210,7 +217,10 @@ sink_version() ->
     kprof_sink:command(version).
 
 %% @doc The sink's counters since the last reset (see doc/protocol.md):
-%% frames and bytes read, events per kind, decode errors, table sizes.
+%% frames and bytes read, events per kind, decode errors, table sizes,
+%% `dropped' (trace messages lost at a table's cap) and, per table, the
+%% new keys its cap refused: `dropped_pids', `dropped_mfas',
+%% `dropped_names'.
 -spec sink_stats() -> stats() | error().
 sink_stats() ->
     kprof_sink:command(stats).
@@ -353,7 +363,8 @@ validate([{K, V} | Rest], Acc) ->
 -spec valid_opt(term(), term()) -> boolean().
 valid_opt(sink_path, default) -> true;
 valid_opt(sink_path, Path) -> is_filename(Path);
-valid_opt(sink_args, Args) -> is_list(Args) andalso lists:all(fun is_flat_string/1, Args);
+valid_opt(sink_args, Args) ->
+    is_list(Args) andalso proper_length(Args) =/= error andalso lists:all(fun is_flat_string/1, Args);
 valid_opt(call_timeout, T) -> is_integer(T) andalso T >= 0;
 valid_opt(_, _) -> false.
 
@@ -390,7 +401,11 @@ is_flat_string(_) -> false.
 %% '''
 -spec start_tiers(kprof_tiers:tiers(), kprof_tiers:opts()) -> ok | {error, term()}.
 start_tiers(Tiers, Opts) ->
-    kprof_tiers:start(Tiers, Opts).
+    case {proper_tiers(Tiers), proper_opts(Opts)} of
+        {ok, ok} -> kprof_tiers:start(Tiers, Opts);
+        {ok, Error} -> Error;
+        {Error, _} -> Error
+    end.
 
 %% @doc Stop tiered profiling on every node it was started on; what was
 %% recorded stays for {@link report/1}.
@@ -402,8 +417,9 @@ stop_tiers() ->
 %% its result; an exception of `Fun' goes through with its stacktrace.
 %% While tiers run, every tier function called for it, in this process or
 %% in any process it sends messages to, is timed; without tiers, or when
-%% the `sample' left it out, `Fun' just runs.
--spec request(term(), fun(() -> Result)) -> Result.
+%% the `sample' left it out, `Fun' just runs. `{error, {bad_fun, Fun}}'
+%% when `Fun' is not a fun of no arguments (nothing runs).
+-spec request(term(), fun(() -> Result)) -> Result | {error, {bad_fun, term()}}.
 request(Identity, Fun) when is_function(Fun, 0) ->
     case kprof_tiers:enter(Identity) of
         untraced ->
@@ -414,7 +430,9 @@ request(Identity, Fun) when is_function(Fun, 0) ->
             after
                 kprof_tiers:leave(Traced)
             end
-    end.
+    end;
+request(_Identity, Fun) ->
+    {error, {bad_fun, Fun}}.
 
 %% @doc Open a request of this identity in the calling process, for entry
 %% points that cannot wrap a fun; {@link clear_token/0} ends it. A request
@@ -448,7 +466,7 @@ report() ->
 %% See {@link kprof_report} for the map.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
-    kprof_tiers:report(Opts).
+    checked(proper_opts(Opts), fun() -> kprof_tiers:report(Opts) end).
 
 %% @doc A flame graph per identity of the tiers' full trace (option
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
@@ -468,7 +486,7 @@ report(Opts) ->
 %% '''
 -spec full_trace_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
 full_trace_flame(Identity, Opts) ->
-    kprof_tiers:full_trace_flame(Identity, Opts).
+    checked(proper_opts(Opts), fun() -> kprof_tiers:full_trace_flame(Identity, Opts) end).
 
 %% @doc Forget what the tiers recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
@@ -516,10 +534,22 @@ flame_apply(Fun) ->
 %% traced from just before the call to its return; `{ok, Result, Files}'.
 %% An exception of the function is raised again after the files are
 %% written. `children => true' follows the processes it spawns.
+%% `{error, {no_such_function, {M, F, Arity}}}' when `M' does not export
+%% `F/Arity' (nothing is traced).
 -spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}, kprof_flame:opts()) ->
           {ok, term(), [file:filename()]} | {error, term()}.
+flame_apply({M, F, Args} = MFArgs, Opts) when is_atom(M), is_atom(F), is_list(Args) ->
+    case proper_length(Args) of
+        error ->
+            {error, {bad_fun, MFArgs}};
+        Arity ->
+            case is_exported(M, F, Arity) of
+                true -> checked(proper_opts(Opts), fun() -> kprof_flame:apply(MFArgs, Opts) end);
+                false -> {error, {no_such_function, {M, F, Arity}}}
+            end
+    end;
 flame_apply(Fun, Opts) ->
-    kprof_flame:apply(Fun, Opts).
+    checked(proper_opts(Opts), fun() -> kprof_flame:apply(Fun, Opts) end).
 
 %% @equiv flame_capture(MFA, NCalls, #{})
 -spec flame_capture(mfa(), pos_integer()) -> {ok, [file:filename()]} | {error, term()}.
@@ -533,7 +563,7 @@ flame_capture(MFA, NCalls) ->
 -spec flame_capture(mfa(), pos_integer(), kprof_flame:opts()) ->
           {ok, [file:filename()]} | {error, term()}.
 flame_capture(MFA, NCalls, Opts) ->
-    kprof_flame:capture(MFA, NCalls, Opts).
+    checked(proper_opts(Opts), fun() -> kprof_flame:capture(MFA, NCalls, Opts) end).
 
 %% @equiv flame_pid(Pids, 3000, #{})
 -spec flame_pid(pid() | [pid()]) -> {ok, [file:filename()]} | {error, term()}.
@@ -549,5 +579,58 @@ flame_pid(Pids, Millis) ->
 %% default of flame_pid/1 is 3000).
 -spec flame_pid(pid() | [pid()], non_neg_integer() | default, kprof_flame:opts()) ->
           {ok, [file:filename()]} | {error, term()}.
+flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
+    case proper_length(Pids) of
+        error -> {error, {badarg, Pids}};
+        _ -> checked(proper_opts(Opts), fun() -> kprof_flame:pid(Pids, Millis, Opts) end)
+    end;
 flame_pid(Pids, Millis, Opts) ->
-    kprof_flame:pid(Pids, Millis, Opts).
+    checked(proper_opts(Opts), fun() -> kprof_flame:pid(Pids, Millis, Opts) end).
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% VALIDATION: the shape of arguments %%%
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% kprof_tiers and kprof_flame check every option's meaning, but walk
+%%% lists with lists:all/2 and lists:usort/1, which raise function_clause
+%%% on an improper list such as `[svg | x]'. Checked here first, so a
+%%% caller's mistake is `{error, _}', never an exception in the shell.
+
+-spec checked(ok | {error, term()}, fun(() -> Result)) -> Result | {error, term()}.
+checked(ok, Fun) -> Fun();
+checked({error, _} = Error, _Fun) -> Error.
+
+%% An option whose value is an improper list is `{bad_option, {K, V}}'. A
+%% map's other mistakes are for the module that knows its options.
+-spec proper_opts(term()) -> ok | {error, {bad_option, {term(), term()}}}.
+proper_opts(Opts) when is_map(Opts) ->
+    case [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)),
+                    is_list(V), proper_length(V) =:= error] of
+        [] -> ok;
+        [KV | _] -> {error, {bad_option, KV}}
+    end;
+proper_opts(_Opts) ->
+    ok.
+
+%% The tier list and each tier's list of functions.
+-spec proper_tiers(term()) -> ok | {error, {bad_tiers, term()} | {bad_tier, term()}}.
+proper_tiers(Tiers) when is_list(Tiers) ->
+    case proper_length(Tiers) of
+        error ->
+            {error, {bad_tiers, Tiers}};
+        _ ->
+            case [T || {_, Specs} = T <- Tiers, is_list(Specs), proper_length(Specs) =:= error] of
+                [] -> ok;
+                [T | _] -> {error, {bad_tier, T}}
+            end
+    end;
+proper_tiers(_Tiers) ->
+    ok.
+
+-spec proper_length(list()) -> non_neg_integer() | error.
+proper_length(L) ->
+    try length(L) catch error:badarg -> error end.
+
+-spec is_exported(module(), atom(), arity()) -> boolean().
+is_exported(M, F, Arity) ->
+    _ = code:ensure_loaded(M),
+    erlang:function_exported(M, F, Arity).

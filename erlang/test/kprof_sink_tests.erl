@@ -14,7 +14,8 @@
 
 %% Every key doc/protocol.md promises in the `stats' map.
 -define(STATS_KEYS, [frames, bytes, trace_events, commands, events, decode_errors,
-                     unknown, dropped, oversized, empty, truncated, replies,
+                     unknown, dropped, dropped_pids, dropped_mfas, dropped_names,
+                     oversized, empty, truncated, replies,
                      mfas, pids, names, max_frame, pipe_size]).
 %% Every event kind of doc/protocol.md.
 -define(KINDS, [call, return_from, exception_from, return_to, in, out, in_exiting,
@@ -26,8 +27,8 @@
 -define(WAIT, 5000).
 -define(SIGKILL_STATUS, 137).   % 128 + SIGKILL, as the port reports it
 
-%% bad_options/0 breaks kprof:start/1's spec on purpose.
--dialyzer({nowarn_function, bad_options/0}).
+%% bad_options/0 and bad_arguments/0 break kprof's specs on purpose.
+-dialyzer({nowarn_function, [bad_options/0, bad_arguments/0, bad_argument_table/0]}).
 
 %%%%%%%%%%%%%
 %%% TESTS %%%
@@ -68,6 +69,12 @@ sink_restart_limit_test_() ->
     {setup, fun setup/0, fun cleanup/1,
      {timeout, 60, {"6 deaths in 10 s: the server stops, its supervisor restarts it",
                     fun restart_limit/0}}}.
+
+-spec bad_arguments_test_() -> term().
+bad_arguments_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     {timeout, 120, {"every export of kprof: bad arguments give {error, _}, tracing stays off",
+                     fun bad_arguments/0}}}.
 
 -spec start_test_() -> term().
 start_test_() ->
@@ -162,7 +169,8 @@ reset_zeroes() ->
     Stats = kprof:sink_stats(),
     ?assertEqual(#{}, nonzero(maps:get(events, Stats))),
     [?assertEqual({K, 0}, {K, maps:get(K, Stats)})
-     || K <- [trace_events, decode_errors, unknown, dropped, oversized, empty]],
+     || K <- [trace_events, decode_errors, unknown, dropped, dropped_pids, dropped_mfas,
+              dropped_names, oversized, empty]],
     ?assertEqual([], kprof:sink_calls()).
 
 %% The traced process spawns, links, unlinks, registers, unregisters,
@@ -487,6 +495,71 @@ sink_args() ->
     ok = kprof:stop(),
     ok = kprof:start(#{}),
     ?assertEqual(64 * 1024 * 1024, maps:get(max_frame, kprof:sink_stats())).
+
+%%% Bad arguments: every exported function of kprof
+
+%% Each function with arguments, called with bad ones: `{error, _}', no
+%% exception, and no trace flag, pattern or armed guard left behind. The
+%% table must name every export, so a new one cannot be forgotten.
+-spec bad_arguments() -> term().
+bad_arguments() ->
+    Table = bad_argument_table(),
+    %% set_token/1 takes any term: there is no bad argument to give it.
+    AnyTerm = [{set_token, 1}],
+    Exports = [FA || {F, _} = FA <- kprof:module_info(exports), F =/= module_info],
+    Listed = [{F, length(Args)} || {F, Argss} <- Table, Args <- Argss]
+        ++ no_argument_exports() ++ AnyTerm,
+    ?assertEqual([], Exports -- Listed),
+    [begin
+         Result = try apply(kprof, F, Args) catch C:E -> {raised, C, E} end,
+         ?assertMatch({{F, Args}, {error, _}}, {{F, Args}, Result}),
+         assert_nothing_traced({F, Args})
+     end || {F, Argss} <- Table, Args <- Argss],
+    ?assertEqual(ok, kprof:set_token([a | b])),
+    ?assertEqual(ok, kprof:clear_token()),
+    %% Without kprof, the functions of no argument answer `{error, _}' or
+    %% `ok' (stop/0, clear_token/0); start/0 is what starts it.
+    ok = kprof:stop(),
+    [begin
+         Result = try kprof:F() catch C:E -> {raised, C, E} end,
+         ?assert(Result =:= ok orelse element(1, Result) =:= error),
+         ?assertEqual({flags, []}, erlang:trace_info(new, flags))
+     end || {F, 0} <- no_argument_exports(), F =/= start],
+    ?assertEqual(ok, kprof:start()).
+
+-spec bad_argument_table() -> [{atom(), [list()]}].
+bad_argument_table() ->
+    W = {?MODULE, work, 1},
+    Tiers = [{a, [W]}],
+    Improper = [svg | x],
+    [{start, [[x], [#{sink_args => ["a" | b]}], [#{call_timeout => -1}]]},
+     {request, [[x, notfun], [x, fun(A) -> A end]]},
+     {start_tiers, [[x, #{}], [Tiers, x], [[{a, [W | x]}], #{}], [[{a, [W]} | x], #{}],
+                    [Tiers, #{nodes => [node() | y]}], [Tiers, #{entry => [W | x]}],
+                    [Tiers, #{sample => 2}]]},
+     {report, [[x], [#{format => xml}], [#{nodes => [node() | y]}]]},
+     {full_trace_flame, [[all, x], [all, #{output_format => Improper}]]},
+     {flame_apply, [[x], [fun(A) -> A end], [{?MODULE, work, [1 | 2]}], [{?MODULE, nope, []}],
+                    [{no_such_module_here, f, []}]]},
+     {flame_apply, [[fun() -> ok end, x], [fun() -> ok end, #{output_format => Improper}]]},
+     {flame_capture, [[x, 1], [W, 0], [{?MODULE, nope, 0}, 1]]},
+     {flame_capture, [[W, 1, x], [W, 1, #{output_format => Improper}]]},
+     {flame_pid, [[x], [[self() | x]], [[]]]},
+     {flame_pid, [[self(), x], [self(), -1]]},
+     {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]}].
+
+-spec no_argument_exports() -> [{atom(), 0}].
+no_argument_exports() ->
+    [{F, 0} || {F, 0} <- kprof:module_info(exports), F =/= module_info].
+
+-spec assert_nothing_traced(term()) -> ok.
+assert_nothing_traced(Call) ->
+    ?assertEqual({Call, {flags, []}}, {Call, erlang:trace_info(new, flags)}),
+    ?assertEqual({Call, {flags, []}}, {Call, erlang:trace_info(self(), flags)}),
+    ?assertEqual({Call, {traced, false}}, {Call, erlang:trace_info({?MODULE, work, 1}, traced)}),
+    ?assertMatch({_, #{armed := []}}, {Call, kprof_guard:status()}),
+    ?assertMatch({_, {error, _}}, {Call, kprof:report(#{format => term})}),
+    ok.
 
 %%%%%%%%%%%%%%%
 %%% HELPERS %%%
