@@ -12,11 +12,18 @@
 %%% #{tiers => [http, database, templating], time => self,
 %%%   nodes => [a@host], traced_s => 10.0, window_s => undefined,
 %%%   seen => 120400, sampled => 12040, requests => 12040, events => 240800,
-%%%   dropped => 0, bytes => 2408000, aborted => [], active => true, ...,
+%%%   dropped => 0, bytes => 2408000, aborted => [Abort], active => true,
+%%%   dropped_requests => 0, dropped_events => 0, abandoned => 0, % the tiers' caps
+%%%   sink_dropped => 0,                       % trace messages the sink lost
+%%%   sink_dropped_pids => 0, sink_dropped_mfas => 0, sink_dropped_names => 0,
+%%%   reapplied => 0, ...,                     % patterns put back after a code reload
 %%%   all => Row, rows => [Row],               % most requests first
 %%%   slow => [#{identity, node, pid, start, wall, tiers, other}],
 %%%   full_trace => undefined | Full}          % option full_trace of start_tiers
-%%% Full = #{requests, dropped_requests, dropped_events, truncated, filtered_events,
+%%% Abort = #{node, reason => overload, info => Info, time => <<"2026-...Z">>,
+%%%           message => <<"overload (lag 1.8 s > 1.0 s)">>}
+%%% Full = #{requests, dropped_requests, dropped_events, dropped_nodes, truncated,
+%%%          filtered_events,
 %%%          identities => [#{identity, requests, truncated, total, dropped_nodes,
 %%%                           mfas => [#{mfa, calls, inclusive, self}]}]}
 %%% Row = #{identity => {users, get}, requests => 8100,
@@ -30,6 +37,13 @@
 %%% node), times summed over its requests (and over processes: a function
 %%% open in two processes at once counts twice); `total' is the time of
 %%% every process of its requests.
+%%%
+%%% An abort's `message' is {@link kprof_guard}'s text for it when the
+%%% guard's last abort on that node is this one (the guard aborted the
+%%% tiers), else the reason and info as text. `sink_dropped_pids',
+%%% `sink_dropped_mfas' and `sink_dropped_names' are the sink's new keys
+%%% refused at its tables' caps (doc/protocol.md), since start or reset
+%%% when the node report counts them, else since the sink started.
 -module(kprof_report).
 
 -export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
@@ -53,6 +67,10 @@
 -define(TEXT_LIMIT, 50).
 %% Functions per identity in the text's full-trace tables.
 -define(FULL_TEXT_TOP, 10).
+%% The sink's drops per table: the node report's key, the sink stats' key.
+-define(TABLE_DROPS, [{sink_dropped_pids, dropped_pids}, {sink_dropped_mfas, dropped_mfas},
+                      {sink_dropped_names, dropped_names}]).
+-define(RPC_TIMEOUT, 2000).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% MERGING THE SINK'S REPORTS %%%
@@ -145,18 +163,21 @@ build(Tiers, First, NodeReports, Opts) ->
                       end, [row(Tiers, R) || R <- maps:get(rows, Raw)]),
     All = row(Tiers, all_row(NTiers, maps:get(rows, Raw))),
     SinkDropped = Sum(sink_dropped),
-    #{nodes => [N || #{node := N} <- NodeReports],
+    TableDrops = [table_drops(R) || R <- NodeReports],
+    Report = #{nodes => [N || #{node := N} <- NodeReports],
       tiers => Tiers,
       time => maps:get(time, Opts, self),
       traced_s => lists:max([maps:get(traced_ns, R) || R <- NodeReports]) / 1.0e9,
       window_s => maps:get(window, First),
       active => lists:all(fun(R) -> maps:get(active, R) end, NodeReports),
-      aborted => [#{node => N, reason => Reason, info => Info, time => rfc3339(Time)}
+      aborted => [#{node => N, reason => Reason, info => Info, time => rfc3339(Time),
+                    message => abort_message(N, Reason, Info)}
                   || #{node := N, aborted := {Reason, Info, Time}} <- NodeReports],
       seen => Sum(seen),
       sampled => Sum(sampled),
       bytes => Sum(bytes),
       sink_dropped => SinkDropped,
+      reapplied => lists:sum([maps:get(reapplied, R, 0) || R <- NodeReports]),
       dropped => maps:get(dropped_requests, Raw) + maps:get(dropped_events, Raw) + SinkDropped,
       requests => maps:get(requests, Raw),
       inflight => maps:get(inflight, Raw),
@@ -172,7 +193,56 @@ build(Tiers, First, NodeReports, Opts) ->
       rows => Rows,
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
-                                     (F = maps:get(full_trace, R, undefined)) =/= undefined])}.
+                                     (F = maps:get(full_trace, R, undefined)) =/= undefined])},
+    maps:merge(Report, maps:from_list([{K, lists:sum([maps:get(K, D) || D <- TableDrops])}
+                                       || {K, _} <- ?TABLE_DROPS])).
+
+%% The guard's message for this abort ("overload (lag 2.4 s > 300 ms)"):
+%% its status on that node holds its last abort, with the kind and info it
+%% gave the tiers' abort function. An abort it did not make (the tiers saw
+%% the sink die, kprof_tiers:abort/2 was called) is its reason and info.
+-spec abort_message(node(), term(), term()) -> binary().
+abort_message(_Node, _Reason, #{message := Message}) ->
+    unicode:characters_to_binary(Message);
+abort_message(Node, Reason, Info) ->
+    case guard_abort(Node) of
+        #{kind := Reason, info := Info, message := Message} ->
+            unicode:characters_to_binary(Message);
+        _ ->
+            unicode:characters_to_binary(io_lib:format("~0tp ~0tp", [Reason, Info]))
+    end.
+
+-spec guard_abort(node()) -> map() | undefined.
+guard_abort(Node) ->
+    case on_node(Node, kprof_guard, status) of
+        #{aborted := #{} = Abort} -> Abort;
+        _ -> undefined
+    end.
+
+%% The sink's drops per table on this node: since start or reset when the
+%% node report has them, else the sink's counters.
+-spec table_drops(kprof_tiers:node_report()) -> #{atom() => non_neg_integer()}.
+table_drops(R = #{node := Node}) ->
+    case [K || {K, _} <- ?TABLE_DROPS, not maps:is_key(K, R)] of
+        [] ->
+            maps:with([K || {K, _} <- ?TABLE_DROPS], R);
+        _ ->
+            Stats = case on_node(Node, kprof, sink_stats) of
+                        #{} = S -> S;
+                        _ -> #{}
+                    end,
+            maps:from_list([{K, maps:get(S, Stats, 0)} || {K, S} <- ?TABLE_DROPS])
+    end.
+
+%% M:F() on Node; `undefined' when it is not running there or fails.
+-spec on_node(node(), module(), atom()) -> term().
+on_node(Node, M, F) when Node =:= node() ->
+    case whereis(M) =/= undefined orelse M =:= kprof of
+        true -> try M:F() catch _:_ -> undefined end;
+        false -> undefined
+    end;
+on_node(Node, M, F) ->
+    try erpc:call(Node, M, F, [], ?RPC_TIMEOUT) catch _:_ -> undefined end.
 
 %% The sinks' full-trace aggregates merged by identity, and by MFA in each.
 -spec full_trace([map()]) -> undefined | map().
@@ -189,7 +259,8 @@ full_trace(Fulls) ->
                      end, [full_identity(Id, A) || {Id, A} <- maps:to_list(ById)]),
     #{requests => Sum(requests), dropped_requests => Sum(dropped_requests),
       dropped_events => Sum(dropped_events), truncated => Sum(truncated),
-      filtered_events => Sum(filtered_events), identities => Ids}.
+      filtered_events => Sum(filtered_events),
+      dropped_nodes => lists:sum([D || #{dropped_nodes := D} <- Ids]), identities => Ids}.
 
 -spec merge_full(map(), map()) -> map().
 merge_full(A, B) ->
@@ -288,23 +359,50 @@ text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
                0 -> [];
                K -> [io_lib:format("(~b more identities: option limit)", [K])]
            end,
-    Table = [header_line(R), time_line(Time), Head1, Head2 | Body] ++ More ++ slow_lines(R)
-        ++ full_lines(maps:get(full_trace, R, undefined)),
+    Table = [header_line(R)] ++ drop_lines(R) ++ [time_line(Time), Head1, Head2 | Body]
+        ++ More ++ slow_lines(R) ++ full_lines(maps:get(full_trace, R, undefined)),
     [[string:trim(Line, trailing), $\n] || Line <- Table].
+
+%% What was counted and lost, under the header's total: each cap's drops
+%% (a line only when something was lost), and the trace patterns put back
+%% after a code reload. Full trace's drops are in its own section.
+-spec drop_lines(report()) -> [iolist()].
+drop_lines(R) ->
+    Get = fun(K) -> maps:get(K, R, 0) end,
+    Tables = [{Get(K), Name} || {K, Name} <- [{sink_dropped_pids, "pids"},
+                                              {sink_dropped_mfas, "MFAs"},
+                                              {sink_dropped_names, "names"}]],
+    Parts = [io_lib:format(Format, [N]) || {N, Format} <-
+                 [{Get(dropped_requests), "~b requests (in-flight cap max_inflight)"},
+                  {Get(abandoned), "~b requests abandoned (open past max_request_ms)"},
+                  {Get(dropped_events), "~b events (max_request_events)"},
+                  {Get(sink_dropped), "~b trace messages in the sink"}], N > 0]
+        ++ [["sink tables full, new keys refused: ",
+             lists:join(", ", [io_lib:format("~b ~ts", [N, Name]) || {N, Name} <- Tables])]
+            || lists:any(fun({N, _}) -> N > 0 end, Tables)],
+    [["dropped: ", lists:join("; ", Parts)] || Parts =/= []]
+        ++ [io_lib:format("trace patterns put back after code reload: ~b", [Get(reapplied)])
+            || Get(reapplied) > 0].
 
 %% Per full-traced identity, its top functions by inclusive time.
 -spec full_lines(undefined | map()) -> [iolist()].
 full_lines(undefined) ->
     [];
-full_lines(#{identities := Ids, dropped_requests := DR, dropped_events := DE,
-             truncated := Tr}) ->
+full_lines(Full = #{identities := Ids, dropped_requests := DR, dropped_events := DE,
+                    truncated := Tr}) ->
+    DN = maps:get(dropped_nodes, Full, lists:sum([maps:get(dropped_nodes, I, 0) || I <- Ids])),
     Head = io_lib:format("full trace: ~b identities; top functions by inclusive time, ms "
-                         "summed over requests (dropped requests ~b, events ~b, truncated ~b)",
-                         [length(Ids), DR, DE, Tr]),
+                         "summed over requests (dropped requests ~b, events ~b, call paths ~b; "
+                         "truncated ~b)", [length(Ids), DR, DE, DN, Tr]),
     [Head |
      lists:append(
-       [[io_lib:format("  ~ts: ~b requests, ~ts ms in all", [identity_text(Id), N,
-                                                              format_ms(Total)]),
+       [[io_lib:format("  ~ts: ~b requests, ~ts ms in all~ts",
+                       [identity_text(Id), N, format_ms(Total),
+                        case maps:get(dropped_nodes, Ident, 0) of
+                            0 -> "";
+                            D -> io_lib:format(", ~b call paths dropped (full_trace_max_nodes)",
+                                               [D])
+                        end]),
          io_lib:format("    ~ts~ts~ts  function", [lpad("calls", 9), lpad("incl", 9),
                                                     lpad("self", 9)])
          | [io_lib:format("    ~ts~ts~ts  ~ts", [lpad(integer_to_list(C), 9),
@@ -312,7 +410,7 @@ full_lines(#{identities := Ids, dropped_requests := DR, dropped_events := DE,
                                                   lpad(lists:flatten(format_ms(S)), 9), mfa_text(MFA)])
             || #{mfa := MFA, calls := C, inclusive := I, self := S}
                    <- lists:sublist(Mfas, ?FULL_TEXT_TOP)]]
-        || #{identity := Id, requests := N, total := Total, mfas := Mfas} <- Ids])].
+        || #{identity := Id, requests := N, total := Total, mfas := Mfas} = Ident <- Ids])].
 
 -spec mfa_text(term()) -> string().
 mfa_text({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
@@ -335,11 +433,16 @@ header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
                   [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
                    Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R)]).
 
+%% "tracing ABORTED: overload (lag 1.8 s > 1.0 s) at 2026-...Z": what
+%% tripped, the measured figure and the bound; the node too when the tiers
+%% run on several.
 -spec state_text(report()) -> iolist().
-state_text(#{aborted := [_ | _] = Aborted}) ->
+state_text(R = #{aborted := [_ | _] = Aborted}) ->
+    OnNode = length(maps:get(nodes, R, [])) > 1,
     ["tracing ABORTED: ",
-     lists:join("; ", [io_lib:format("~0tp on ~ts at ~ts", [Reason, N, T])
-                       || #{node := N, reason := Reason, time := T} <- Aborted])];
+     lists:join("; ", [[maps:get(message, A, io_lib:format("~0tp", [Reason])),
+                        [[" on ", atom_to_list(N)] || OnNode], " at ", T]
+                       || #{node := N, reason := Reason, time := T} = A <- Aborted])];
 state_text(#{active := true}) ->
     "tracing on";
 state_text(_) ->
