@@ -57,6 +57,9 @@ tests() ->
       {"stop keeps the report; reset empties it", fun stop_and_reset/0},
       {"a dead sink aborts the tiers", fun sink_down/0},
       {"the tiers arm kprof_guard, whose abort reaches them", fun guard/0},
+      {"the guard's abort: its message and time in the header, the data kept",
+       fun guard_abort_message/0},
+      {"drops of the tiers' caps are in the text report", fun drops_in_text/0},
       {"every bad configuration is refused and changes nothing", fun bad_configs/0},
       {"bad report options", fun bad_report_opts/0},
       {"the JSON report parses back", fun json_report/0},
@@ -88,6 +91,72 @@ not_running_test() ->
     ?assertEqual(undefined, get('$kprof_request')),
     ?assertEqual(ok, kprof:clear_token()),
     ?assertEqual({error, not_running}, kprof:report(#{format => term})).
+
+%% A report term built from node reports by hand: every counted drop has a
+%% line, an abort its message (the guard's, or its reason and info).
+-spec report_drops_text_test() -> term().
+report_drops_text_test() ->
+    At = 1763787600000,                 % 2025-11-22T05:00:00.000Z
+    Raw = (kprof_report:empty_raw(1))#{dropped_requests => 3, dropped_events => 7,
+                                       abandoned => 2},
+    Full = #{requests => 2, dropped_requests => 1, dropped_events => 6, truncated => 1,
+             filtered_events => 0,
+             identities => [{x, #{requests => 2, events => 10, truncated => 1,
+                                  dropped_nodes => 5, total_ns => 2000000,
+                                  mfas => [{{m, f, 1}, 3, 1000000, 500000}]}}]},
+    Local = node_report(node(), #{raw => Raw, sink_dropped => 4, sink_dropped_pids => 2,
+                                  sink_dropped_mfas => 1, sink_dropped_names => 0,
+                                  reapplied => 2, full_trace => Full,
+                                  aborted => {limit, #{what => test}, At}}),
+    Other = node_report('kprof_other@nohost',
+                        #{sink_dropped_pids => 1, sink_dropped_mfas => 0,
+                          sink_dropped_names => 0, reapplied => 1,
+                          aborted => {overload, #{what => lag_ms,
+                                                  message => <<"overload (lag 1.8 s > 1.0 s)">>},
+                                      At}}),
+    {ok, R} = kprof_report:build([Local, Other], #{}),
+    ?assertMatch(#{dropped_requests := 3, dropped_events := 7, abandoned := 2,
+                   sink_dropped := 4, sink_dropped_pids := 3, sink_dropped_mfas := 1,
+                   sink_dropped_names := 0, reapplied := 3, dropped := 14,
+                   full_trace := #{dropped_nodes := 5}}, R),
+    ?assertMatch([#{reason := limit, message := <<"limit #{what => test}">>},
+                  #{reason := overload, message := <<"overload (lag 1.8 s > 1.0 s)">>}],
+                 maps:get(aborted, R)),
+    [Header, Drops, Reapplied, Units | _] = Lines = string:split(text(R), "\n", all),
+    Node = atom_to_list(node()),
+    ?assertEqual(match, re:run(Header, "dropped 14, tracing ABORTED: limit #\\{what => test\\} on "
+                               ++ Node ++ " at 2025-11-22T05:00:00.000Z; "
+                               "overload \\(lag 1.8 s > 1.0 s\\) on kprof_other@nohost "
+                               "at 2025-11-22T05:00:00.000Z$", [{capture, none}])),
+    ?assertEqual("dropped: 3 requests (in-flight cap max_inflight); "
+                 "2 requests abandoned (open past max_request_ms); "
+                 "7 events (max_request_events); 4 trace messages in the sink; "
+                 "sink tables full, new keys refused: 3 pids, 1 MFAs, 0 names", Drops),
+    ?assertEqual("trace patterns put back after code reload: 3", Reapplied),
+    ?assertMatch("times in ms;" ++ _, Units),
+    [FullHead] = [L || "full trace:" ++ _ = L <- Lines],
+    ?assertMatch({match, _}, re:run(FullHead, "dropped requests 1, events 6, call paths 5; truncated 1")),
+    ?assertMatch([_], [L || L <- Lines, string:find(L, "  x: 2 requests, 2.00 ms in all, "
+                                                     "5 call paths dropped") =/= nomatch]),
+    Json = kprof_report:json(R),
+    ?assertNotEqual(nomatch, binary:match(Json, <<"\"message\":\"overload (lag 1.8 s > 1.0 s)\"">>)),
+    ?assertNotEqual(nomatch, binary:match(Json, <<"\"sink_dropped_pids\":3">>)),
+    %% Nothing lost, nothing put back: no such lines.
+    {ok, R0} = kprof_report:build([node_report(node(), #{sink_dropped_pids => 0,
+                                                         sink_dropped_mfas => 0,
+                                                         sink_dropped_names => 0})], #{}),
+    [Header0, Units0 | _] = string:split(text(R0), "\n", all),
+    ?assertMatch({match, _}, re:run(Header0, "dropped 0, tracing stopped$")),
+    ?assertMatch("times in ms;" ++ _, Units0).
+
+%% A node report as kprof_tiers:node_report/0 gives it, nothing recorded.
+-spec node_report(node(), map()) -> map().
+node_report(Node, Extra) ->
+    maps:merge(#{node => Node, tiers => [a], raw => kprof_report:empty_raw(1), seen => 0,
+                 sampled => 0, traced_ns => 1000000000, window => undefined, active => false,
+                 aborted => false, sink_dropped => 0, full_trace => undefined, bytes => 0,
+                 slow_max => 20},
+               Extra).
 
 %%% Timing
 
@@ -461,6 +530,43 @@ guard() ->
     ?assertMatch(#{armed := [tiers]}, kprof_guard:status()),
     ok = kprof:stop_tiers(),
     ?assertMatch(#{armed := []}, kprof_guard:status()).
+
+%% The guard aborts the tiers: the header says what tripped, the measured
+%% figure and the bound, when; the requests recorded stay.
+-spec guard_abort_message() -> term().
+guard_abort_message() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    ?W:run_requests(3, x, fun() -> ?W:sleep_a(1) end),
+    ok = kprof_guard:abort(overload, #{what => lag_ms, value => 1800, lag_us => 1800000,
+                                       bound => 1000}),
+    assert_untraced(),
+    R = report(),
+    ?assertMatch(#{requests := 3, active := false,
+                   aborted := [#{reason := overload,
+                                 message := <<"overload (lag 1.8 s > 1.0 s)">>}]}, R),
+    [Header | _] = string:split(text(R), "\n"),
+    ?assertMatch({match, _}, re:run(Header, "tracing ABORTED: overload \\(lag 1\\.8 s > 1\\.0 s\\) "
+                                    "at 20[0-9-]+T[0-9:.]+Z$")),
+    ?assertEqual([x], [Id || #{identity := Id} <- maps:get(rows, R)]),
+    {ok, Json} = kprof:report(#{format => json}),
+    ?assertNotEqual(nomatch, binary:match(Json, <<"overload (lag 1.8 s > 1.0 s)">>)).
+
+%% One request slot, held through a long grace window: the requests after
+%% the first are dropped; three events a request: the rest are dropped.
+-spec drops_in_text() -> term().
+drops_in_text() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}],
+                           #{max_inflight => 1, grace_ms => 5000, max_request_events => 3}),
+    ?W:run_requests(5, x, fun() -> ?W:sleep_a(1), ?W:sleep_a(1) end),
+    R = report(),
+    #{dropped_requests := DR, dropped_events := DE, dropped := D} = R,
+    ?assert(DR > 0),
+    ?assert(DE > 0),
+    ?assert(D >= DR + DE),
+    [Header, Drops | _] = string:split(text(R), "\n", all),
+    ?assertMatch({match, _}, re:run(Header, "dropped [1-9][0-9]*, tracing on$")),
+    ?assertMatch({match, _}, re:run(Drops, "^dropped: [1-9][0-9]* requests \\(in-flight cap "
+                                    "max_inflight\\); .*[1-9][0-9]* events \\(max_request_events\\)")).
 
 -spec bad_configs() -> term().
 bad_configs() ->
