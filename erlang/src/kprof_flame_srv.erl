@@ -12,6 +12,11 @@
 %%% each capture's owner: when the owner dies, its capture is closed and
 %%% dropped from the sink, so no pattern or flag outlives it.
 %%%
+%%% A process has one tracer (before OTP 27): a capture of processes that
+%%% another tracer (dbg, recon_trace, the tracer NIF of kprof's tiers) has
+%%% already is refused with `{error, {traced_by_other, Pid, Tracer}}' and a
+%%% warning that says which, rather than tracing nothing and looking idle.
+%%%
 %%% Each capture arms {@link kprof_guard} (when it runs) with its limits:
 %%% on overload (trace messages older than `max_lag_ms' when the sink reads
 %%% them, the port's queue over `max_queue_bytes', ...) the guard turns the
@@ -51,7 +56,9 @@
 
 %% @doc Register capture `Id' of the caller with the sink and set up the
 %% VM for it. `Cfg' holds the validated options plus `port', and `pids'
-%% (apply, pid) or `trigger' and `ncalls' (capture).
+%% (apply, pid) or `trigger' and `ncalls' (capture). A process of `pids'
+%% that has a tracer other than the sink's port gives
+%% `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing is set up.
 -spec open(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
@@ -192,8 +199,19 @@ call(Request) ->
 
 -spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
           {ok, #state{}} | {error, term()}.
-do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
+do_open(Id, Mode, Cfg, Owner, S) ->
     Port = maps:get(port, Cfg),
+    case traced_by_other(maps:get(pids, Cfg, []), Port) of
+        [] ->
+            do_open(Id, Mode, Cfg, Port, Owner, S);
+        Others = [{Pid, Tracer} | _] ->
+            warn_traced(Others),
+            {error, {traced_by_other, Pid, Tracer}}
+    end.
+
+-spec do_open(integer(), apply | pid | capture, map(), port(), pid(), #state{}) ->
+          {ok, #state{}} | {error, term()}.
+do_open(Id, Mode, Cfg, Port, Owner, S = #state{caps = Caps}) ->
     Trigger = maps:get(trigger, Cfg, undefined),
     case sink_start(Id, Mode, Cfg) of
         ok ->
@@ -216,6 +234,28 @@ do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
         {error, _} = Error ->
             Error
     end.
+
+%% Processes whose tracer is neither none nor the sink's port: the VM would
+%% refuse to trace them (`badarg', or "can only have one tracer per process").
+-spec traced_by_other([pid()], port()) -> [{pid(), term()}].
+traced_by_other(Pids, Port) ->
+    [{P, T} || P <- Pids, {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+               T =/= [], T =/= Port].
+
+-spec warn_traced([{pid(), term()}]) -> ok.
+warn_traced([{Pid, Tracer} | More]) ->
+    {Who, Stop} = case kprof_guard:ours(Tracer) of
+                      true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
+                      false -> {"another tracer (dbg, recon_trace, ...)",
+                                "dbg:stop/0, recon_trace:clear/0"}
+                  end,
+    Others = case length(More) of
+                 0 -> "";
+                 N -> io_lib:format(" (and ~b more of the processes asked for)", [N])
+             end,
+    logger:warning("kprof flame: ~p~ts is traced by ~p, ~ts; a process has one tracer, so "
+                   "kprof cannot trace it and nothing was captured. Stop that tracer (~ts) "
+                   "and try again.", [Pid, Others, Tracer, Who, Stop]).
 
 %% The capture in the sink: options, then its processes with their names.
 -spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.

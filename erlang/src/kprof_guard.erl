@@ -33,7 +33,7 @@
 %% PUBLIC
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0]).
+         other_tracers/0, ours/1]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -133,15 +133,24 @@ subscribe() ->
 unsubscribe() ->
     gen_server:call(?MODULE, {unsubscribe, self()}).
 
-%% @doc Processes traced by a tracer other than kprof's sink (dbg, recon_trace,
+%% @doc Processes traced by a tracer that is not kprof's (dbg, recon_trace,
 %% a tool of your own). Before OTP 27 a process has one tracer: kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
+%% kprof's own tracers (see {@link ours/1}) are never listed.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
-    Ours = kprof_sink:port(),
+    Port = sink_port(),
     [{P, T} || P <- processes(),
                {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-               T =/= [], T =/= Ours].
+               T =/= [], not ours(T, Port)].
+
+%% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' gives it, is
+%% kprof's: the sink's port (flame captures, the tiers' port tracer) or the
+%% tracer NIF of the tiers, `{kprof_tracer, Generation}' (of any generation:
+%% a stale one removes itself at the process's next event).
+-spec ours(term()) -> boolean().
+ours(Tracer) ->
+    ours(Tracer, sink_port()).
 
 %%====================================================================
 %% gen_server
@@ -430,6 +439,10 @@ warn_other_tracers(Others = [{P, T} | _]) ->
                    " e.g. ~p is traced by ~p. Stop that tracer (dbg:stop/0,"
                    " recon_trace:clear/0) and start kprof's tracing again.",
                    [length(Others), P, T]).
+
+ours({kprof_tracer, _Gen}, _Port) -> true;
+ours(Port, Port) when is_port(Port) -> true;
+ours(_Tracer, _Port) -> false.
 
 %% A command whose reply comes back as {sink_reply, Cmd, Reply}: the guard
 %% itself never waits behind a port queue.

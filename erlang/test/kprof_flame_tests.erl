@@ -195,7 +195,9 @@ flame_test_() ->
                fun apply_raises/1},
               {"bad options change nothing", fun bad_options/1},
               {"one output format, max_depth cap said in the files", fun one_format/1},
-              {"a guard limit ends the capture with the files so far", fun guard_limit/1}]]}.
+              {"a guard limit ends the capture with the files so far", fun guard_limit/1},
+              {"a process another tracer has: {error, {traced_by_other, Pid, Tracer}}",
+               fun traced_by_other/1}]]}.
 
 %% The volume test: 1 million events by default (make eunit); 10 million
 %% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume).
@@ -454,6 +456,38 @@ guard_limit(Dir) ->
     ?assertEqual([], traced_processes()),
     ?assertMatch({error, {bad_option, {max_lag_ms, -1}}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
+
+traced_by_other(Dir) ->
+    Dbg = spawn_link(fun() -> receive stop -> ok end end),
+    Victim = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
+    ?assertEqual({error, {traced_by_other, Victim, Dbg}},
+                 kprof:flame_pid(Victim, 100, #{output_directory => Dir})),
+    %% With a process kprof can trace too: still refused, nothing traced.
+    Free = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    ?assertEqual({error, {traced_by_other, Victim, Dbg}},
+                 kprof:flame_pid([Free, Victim], 100, #{output_directory => Dir})),
+    ?assertEqual({flags, []}, erlang:trace_info(Free, flags)),
+    ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
+    %% flame_apply in a process another tracer has.
+    Self = self(),
+    Caller = spawn_link(fun() ->
+                                receive go -> ok end,
+                                Self ! {applied, catch kprof:flame_apply(fun() -> ?MODULE:leaf() end,
+                                                                         #{output_directory => Dir})}
+                        end),
+    1 = erlang:trace(Caller, true, [call, {tracer, Dbg}]),
+    Caller ! go,
+    ?assertEqual({error, {traced_by_other, Caller, Dbg}},
+                 receive {applied, R} -> R after 10000 -> timeout end),
+    ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
+    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
+    %% The refusal left Free as it was: captured as usual on its own.
+    ?assertMatch({ok, [_]}, kprof:flame_pid(Free, 100, #{output_directory => Dir,
+                                                         output_format => folded,
+                                                         max_lag_ms => 30000,
+                                                         max_queue_bytes => 64 bsl 20})),
+    [P ! stop || P <- [Victim, Free, Dbg]].
 
 %%% 10 million events
 

@@ -7,6 +7,9 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
+%% logger handler callback (other_tracers/0).
+-export([log/2]).
+
 -import(kprof_test_report, [report/0]).
 
 -define(W, kprof_tiers_work).
@@ -19,7 +22,9 @@ tracer_test_() ->
       {"a full ring: alert, tiers aborted, tracing off, reason in status",
        {timeout, 120, fun ring_full/0}},
       {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
-      {"a tracer of an old session answers remove", fun stale/0}]}.
+      {"a tracer of an old session answers remove", fun stale/0},
+      {"the tiers' own tracers are no other tracer; a process of dbg's is",
+       {timeout, 30, fun other_tracers/0}}]}.
 
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
@@ -98,6 +103,64 @@ ring_full() ->
     ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
     P ! stop,
     ok = kprof_sink:command({test_delay_us, 0}).
+
+other_tracers() ->
+    ok = logger:add_handler(?MODULE, ?MODULE, #{config => #{pid => self()}, level => warning}),
+    try
+        ok = kprof:start_tiers(?TIERS, #{}),
+        requests(2, o),
+        ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(self(), tracer)),
+        ?assertEqual([], kprof_guard:other_tracers()),
+        ?assertMatch(#{other_tracers := 0}, kprof:status()),
+        ?assertEqual([], tracer_warnings()),
+        ok = kprof:stop_tiers(),
+        %% The same through the sink's port.
+        ok = application:set_env(kprof, tracer, port),
+        ok = kprof:start_tiers(?TIERS, #{}),
+        ?assertEqual({tracer, kprof:sink_port()}, erlang:trace_info(self(), tracer)),
+        ?assertMatch(#{other_tracers := 0}, kprof:status()),
+        ?assertEqual([], tracer_warnings()),
+        ok = kprof:stop_tiers(),
+        ok = application:unset_env(kprof, tracer),
+        %% A process dbg-style traced by another process is named.
+        Dbg = spawn_link(fun() -> receive stop -> ok end end),
+        Victim = spawn_link(fun() -> receive stop -> ok end end),
+        1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
+        ok = kprof:start_tiers(?TIERS, #{}),
+        ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
+        ?assertMatch(#{other_tracers := 1}, kprof:status()),
+        [Warning] = tracer_warnings(),
+        ?assertMatch({match, _}, re:run(Warning, "^kprof: 1 process\\(es\\) already have another")),
+        ?assertMatch({match, _}, re:run(Warning, "e.g. " ++ pid_to_list(Victim) ++ " is traced by "
+                                        ++ pid_to_list(Dbg))),
+        ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
+        ok = kprof:stop_tiers(),
+        [P ! stop || P <- [Victim, Dbg]]
+    after
+        logger:remove_handler(?MODULE)
+    end.
+
+%% The other-tracer warnings logged so far.
+tracer_warnings() ->
+    receive
+        {log, warning, Text} ->
+            case re:run(Text, "another tracer") of
+                {match, _} -> [Text | tracer_warnings()];
+                nomatch -> tracer_warnings()
+            end
+    after 100 ->
+            []
+    end.
+
+-spec log(logger:log_event(), logger:handler_config()) -> ok.
+log(#{level := Level, msg := Msg}, #{config := #{pid := Pid}}) ->
+    Text = case Msg of
+               {string, S} -> S;
+               {report, R} -> io_lib:format("~0p", [R]);
+               {Format, Args} -> io_lib:format(Format, Args)
+           end,
+    Pid ! {log, Level, unicode:characters_to_list(Text)},
+    ok.
 
 flood(Parent) ->
     receive
