@@ -374,7 +374,7 @@ abort(Reason, Info) ->
                     counters:put(Counters, ?ACTIVE, 0),
                     Time = erlang:system_time(millisecond),
                     gen_server:cast(?SERVER, {aborted, Reason, Info, Time}),
-                    untrace(Patterns);
+                    untrace_now(Patterns);
                 _ ->
                     ok
             end;
@@ -739,10 +739,21 @@ remove_patterns(Patterns) ->
                      (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
                   end, Patterns).
 
+%% Flags and patterns off, then the ring closed: the sink answers
+%% ring_close once it has read the backlog before it.
 -spec untrace([pattern()]) -> ok.
 untrace(Patterns) ->
+    untrace_now(Patterns),
+    release_ring().
+
+%% What abort/2 does at once: nothing that waits for the sink, which may be
+%% seconds behind (a ring_close there kept the patterns on for the whole
+%% command timeout after an overload). The NIF writes no more, flags and
+%% patterns come off; the server closes the ring when it hears of the abort.
+-spec untrace_now([pattern()]) -> ok.
+untrace_now(Patterns) ->
+    _ = (catch kprof_tracer:detach()),
     _ = (catch erlang:trace(all, false, ?FLAGS)),
-    release_ring(),
     remove_patterns(Patterns).
 
 %% The guard first: while it is armed it puts back the patterns it sees

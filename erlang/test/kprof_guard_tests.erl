@@ -22,10 +22,16 @@ guard_test_() ->
       {"max_seconds", {timeout, 30, fun max_seconds/0}},
       {"bad limits are refused", fun bad_limits/0},
       {"manual abort and status", fun manual_abort/0},
-      {"another tracer on a process is reported", fun other_tracer/0}]}.
+      {"another tracer on a process is reported", fun other_tracer/0},
+      {"tiers: max_memory_bytes past: overload alert, tracing off",
+       {timeout, 30, fun tiers_memory_trip/0}},
+      {"tiers, port tracer: lag past max_lag_ms: overload; the report keeps the data",
+       {timeout, 150, fun tiers_lag_trip/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
+
+-define(TIERS, [{work, [?MFA]}]).
 
 setup() ->
     {module, _} = code:ensure_loaded(kprof_guard_work),
@@ -200,6 +206,100 @@ other_tracer() ->
     stop_worker(W),
     Victim ! stop,
     Dbg ! stop.
+
+%%% Through the tiers' API (start_tiers with the guard's limits)
+
+tiers_memory_trip() ->
+    ok = kprof:subscribe(),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = kprof:start_tiers(?TIERS, #{max_memory_bytes => 1}),
+    {Kind, Info, Ms} = await_alert(T0),
+    ?assertEqual(overload, Kind),
+    ?assertMatch(#{what := memory_bytes, bound := 1}, Info),
+    %% The abort ran before the alert went out.
+    ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    ok = wait_until(fun() -> maps:get(active, kprof_tiers:info()) =:= false end, 5000),
+    #{aborted := {overload, #{what := memory_bytes}, _}} = kprof_tiers:info(),
+    #{aborted := #{kind := overload, took_us := Took}} = kprof:status(),
+    ?debugFmt("tiers memory trip ~b ms after start; tracing off in ~b us", [Ms, Took]).
+
+%% A worker makes ~60 requests a second of 10 tier calls (~1400 trace messages
+%% a second) into a sink slowed to 500 a second: the lag grows by about
+%% 0.6 s a second and passes 1 s in 2 s or so, when the backlog is ~3 s of
+%% the slowed sink's work (it drains before the report is asked for).
+tiers_lag_trip() ->
+    ok = application:set_env(kprof, tracer, port),
+    try
+        lag_trip_via_tiers()
+    after
+        application:unset_env(kprof, tracer)
+    end.
+
+lag_trip_via_tiers() ->
+    ok = kprof:subscribe(),
+    ok = kprof:start_tiers(?TIERS, #{max_lag_ms => 1000, max_queue_bytes => infinity}),
+    Port = kprof:sink_port(),
+    ?assertMatch({tracer, Port}, erlang:trace_info(self(), tracer)),
+    ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
+    Request = fun() -> kprof:request(lag, fun() -> kprof_guard_work:calls(10) end) end,
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      kprof_guard_work:paced(60, Request, 30000)
+              end),
+    T0 = erlang:monotonic_time(millisecond),
+    W ! go,
+    {Kind, Info, Ms} = await_alert(T0),
+    ?assertEqual(overload, Kind),
+    ?assertMatch(#{what := lag_ms, bound := 1000}, Info),
+    ?assert(maps:get(value, Info) > 1000),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
+    #{aborted := #{kind := overload, took_us := Took, message := Msg}} = kprof:status(),
+    %% The tiers' abort waits for nothing the slowed sink has to answer.
+    ?assert(Took < 1000000),
+    Requests = stop_worker(W),
+    %% The backlog drains (a command waits behind it), then the report.
+    T1 = erlang:monotonic_time(millisecond),
+    ok = kprof_sink:command({test_delay_us, 0}, 120000),
+    Drained = erlang:monotonic_time(millisecond) - T1,
+    Text = capture_io(fun() -> ok = kprof:report(#{format => text}) end),
+    ?assertMatch({match, _}, re:run(Text, "tracing ABORTED: overload")),
+    {match, [Recorded]} = re:run(Text, "^lag +([0-9]+) ", [multiline, {capture, all_but_first, list}]),
+    ?assert(list_to_integer(Recorded) > 0),
+    {ok, #{requests := N, aborted := [#{reason := overload}]}} = kprof:report(#{format => term}),
+    ?assertEqual(list_to_integer(Recorded), N),
+    ?debugFmt("tiers lag trip: ~s ~b ms after the first request; tracing off ~b us after "
+              "the alert; ~b requests made, ~b recorded; backlog drained in ~b ms",
+              [Msg, Ms, Took, Requests, N, Drained]).
+
+%% What Fun prints, as a binary.
+capture_io(Fun) ->
+    Old = group_leader(),
+    Io = spawn(fun() -> collect_io([]) end),
+    group_leader(Io, self()),
+    try
+        Fun()
+    after
+        group_leader(Old, self())
+    end,
+    Io ! {text, self()},
+    receive {text, Io, Text} -> Text after 5000 -> error(no_text) end.
+
+collect_io(Acc) ->
+    receive
+        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
+            From ! {io_reply, Ref, ok},
+            collect_io([Acc, unicode:characters_to_binary(Chars, Enc)]);
+        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
+            From ! {io_reply, Ref, ok},
+            collect_io([Acc, unicode:characters_to_binary(apply(M, F, A), Enc)]);
+        {io_request, From, Ref, _} ->
+            From ! {io_reply, Ref, {error, enotsup}},
+            collect_io(Acc);
+        {text, Pid} ->
+            Pid ! {text, self(), iolist_to_binary(Acc)}
+    end.
 
 app_stop_leaves_nothing() ->
     setup(),
