@@ -17,10 +17,12 @@
 %%% already is refused with `{error, {traced_by_other, Pid, Tracer}}' and a
 %%% warning that says which, rather than tracing nothing and looking idle.
 %%%
-%%% Each capture arms {@link kprof_guard} (when it runs) with its limits:
-%%% on overload (trace messages older than `max_lag_ms' when the sink reads
-%%% them, the port's queue over `max_queue_bytes', ...) the guard turns the
-%%% tracing off at once, and the capture's owner gets
+%%% Each capture arms {@link kprof_guard} (when it runs) with its limits
+%%% and its patterns (the trigger's meta pattern among them, put back after
+%%% a code reload of its module). On overload (trace messages older
+%%% than `max_lag_ms' when the sink reads them, the port's queue over
+%%% `max_queue_bytes', ...) the guard turns the tracing off at once, and
+%%% the capture's owner gets
 %%% `{kprof_flame_aborted, Id, Kind}': the capture ends with what the sink
 %%% has, instead of the VM's port queue growing without bound.
 -module(kprof_flame_srv).
@@ -115,6 +117,9 @@ handle_call({close, Id}, _From, S) ->
 handle_call({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
     case Caps of
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
+            %% The guard first, or it would take the pattern for one a code
+            %% reload dropped and put it back.
+            _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [callers_pattern()])),
             _ = erlang:trace_pattern(MFA, false, [meta]),
             {reply, ok, S};
         _ ->
@@ -328,18 +333,29 @@ clear_patterns() ->
 set_trigger(undefined, _Id, _Cfg, _Port) ->
     ok;
 set_trigger(MFA, Id, Cfg, Port) ->
-    Flags = [F || F <- flags(Cfg, Port), not is_tuple(F)] ++ [{{tracer, Port}}],
-    MS = [{'_', [], [{trace, [], Flags},
-                     {message, {{[], {caller}, {{kprof_flame, Id}}}}},
-                     {return_trace}, {exception_trace}]}],
-    try erlang:trace_pattern(MFA, MS, [{meta, Port}]) of
+    try erlang:trace_pattern(MFA, trigger_ms(Id, Cfg, Port), [{meta, Port}]) of
         0 -> {error, {no_such_function, MFA}};
         _ -> ok
     catch
         error:Reason -> {error, {trace_pattern, Reason}}
     end.
 
-%% The guard's abort runs in the guard: it only sends messages.
+-spec trigger_ms(integer(), map(), port()) -> [tuple()].
+trigger_ms(Id, Cfg, Port) ->
+    Flags = [F || F <- flags(Cfg, Port), not is_tuple(F)] ++ [{{tracer, Port}}],
+    [{'_', [], [{trace, [], Flags},
+                {message, {{[], {caller}, {{kprof_flame, Id}}}}},
+                {return_trace}, {exception_trace}]}].
+
+%% The call pattern every capture shares, as the guard holds it.
+-spec callers_pattern() -> {{'_', '_', '_'}, list(), [local]}.
+callers_pattern() ->
+    {{'_', '_', '_'}, ?CALLER_MS, [local]}.
+
+%% The guard's abort runs in the guard: it only sends messages. The trigger's
+%% meta pattern is the guard's to watch too: a code reload of its module
+%% drops it (the shared `'_'' pattern stands for every module, which the
+%% guard does not check one by one; `on_load' covers reloaded modules).
 -spec arm_guard(integer(), pid(), map()) -> ok.
 arm_guard(Id, Owner, Cfg) ->
     Srv = self(),
@@ -347,7 +363,12 @@ arm_guard(Id, Owner, Cfg) ->
                     Srv ! {guard_abort, Id, Kind},
                     Owner ! {kprof_flame_aborted, Id, Kind}
             end,
-    Arm = #{abort => Abort, patterns => [{{'_', '_', '_'}, ?CALLER_MS, [local]}]},
+    Trigger = case maps:get(trigger, Cfg, undefined) of
+                  undefined -> [];
+                  MFA -> [{MFA, trigger_ms(Id, Cfg, maps:get(port, Cfg)),
+                           [{meta, maps:get(port, Cfg)}]}]
+              end,
+    Arm = #{abort => Abort, patterns => [callers_pattern() | Trigger]},
     Limits = case maps:get(limits, Cfg, #{}) of
                  L when map_size(L) =:= 0 -> #{};
                  L -> #{limits => L}

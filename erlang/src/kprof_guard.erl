@@ -33,7 +33,7 @@
 %% PUBLIC
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, ours/1]).
+         other_tracers/0, ours/1, watch_patterns/2]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -152,6 +152,13 @@ other_tracers() ->
 ours(Tracer) ->
     ours(Tracer, sink_port()).
 
+%% @doc Replaces the patterns the guard puts back after a code reload for
+%% mode `Name' (a mode that removes a pattern of its own while it runs,
+%% e.g. a capture's trigger, says so first, or the guard would put it back).
+-spec watch_patterns(term(), [pattern()]) -> ok.
+watch_patterns(Name, Patterns) when is_list(Patterns) ->
+    gen_server:call(?MODULE, {watch_patterns, Name, Patterns}).
+
 %%====================================================================
 %% gen_server
 %%====================================================================
@@ -180,6 +187,11 @@ handle_call({arm, Name, Spec}, _From, S0) ->
                   other_tracers = Others},
     send_overload_bound(S2),
     {reply, ok, S2};
+handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
+    case Armed of
+        #{Name := A} -> {reply, ok, S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}}};
+        _ -> {reply, ok, S}
+    end;
 handle_call({disarm, Name}, _From, S) ->
     {reply, ok, maybe_unwatch(S#state{armed = maps:remove(Name, S#state.armed)})};
 handle_call({abort, Kind, Info}, _From, S) ->
@@ -363,11 +375,18 @@ is_traced({M, F, '_'}, Flags) ->
         [A | _] -> is_traced({M, F, A}, Flags);
         [] -> true
     end;
-is_traced(MFA, _Flags) ->
-    case erlang:trace_info(MFA, traced) of
-        {traced, false} -> false;
-        _ -> true
+is_traced(MFA, Flags) ->
+    case lists:any(fun is_meta/1, Flags) of
+        %% (A function reloaded under an `on_load' pattern shows
+        %% `{meta, []}' with no meta match spec: not meta traced.)
+        true -> erlang:trace_info(MFA, meta_match_spec) =/= {meta_match_spec, false};
+        false -> erlang:trace_info(MFA, traced) =/= {traced, false}
     end.
+
+is_meta(meta) -> true;
+is_meta({meta, _}) -> true;
+is_meta({meta, _, _}) -> true;
+is_meta(_) -> false.
 
 %%====================================================================
 %% PRIVATE: aborting

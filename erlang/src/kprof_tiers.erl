@@ -136,6 +136,8 @@
 -define(SEEN, 1).
 -define(SAMPLED, 2).
 -define(ACTIVE, 3).
+%% Patterns kprof_guard put back after a code reload, since start.
+-define(REAPPLIED, 4).
 -define(MAX_TIERS, 32).
 -define(FLAGS, [call, arity, return_to, monotonic_timestamp]).
 -define(SLICES, 10).
@@ -383,7 +385,8 @@ abort(Reason, Info) ->
     end.
 
 %% @doc What runs on this node: the tiers, whether tracing is on, the
-%% abort reason, the request counters, the nodes started from here.
+%% abort reason, the request counters, the trace patterns put back after a
+%% code reload (`reapplied'), the nodes started from here.
 -spec info() -> map() | {error, not_running}.
 info() ->
     call(info).
@@ -501,7 +504,8 @@ node_reset() ->
 
 %% @doc This node's report: the sink's rows (merged over the window's
 %% slices when there is a window), times in system time, and the
-%% counters of this node.
+%% counters of this node, `reapplied' among them: the tiers' trace patterns
+%% {@link kprof_guard} put back after a code reload since start (0 if none).
 -spec node_report() -> {ok, node_report()} | {error, term()}.
 node_report() ->
     call(report).
@@ -771,7 +775,7 @@ untrace_state(_) ->
 %% changes only at start and stop.
 -spec publish(#plan{}) -> counters:counters_ref().
 publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
-    C = counters:new(3, [write_concurrency]),
+    C = counters:new(4, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
     %% abort/2 untraces these: full trace's too.
     persistent_term:put(?PT, {Sample, C, Patterns ++ Full}),
@@ -790,7 +794,7 @@ started(Plan, Counters, S) ->
                undefined -> undefined;
                Pid -> erlang:monitor(process, Pid)
            end,
-    arm_guard(Plan),
+    arm_guard(Plan, Counters),
     Now = now_ns(),
     S#state{plan = Plan, active = true, since = Now, until = undefined,
             counters = Counters, base = sink_base(), slices = [], slice_from = Now,
@@ -836,20 +840,23 @@ reset_state(S = #state{counters = C}) ->
             end,
     S#state{since = Now, until = Until, base = sink_base(), slices = [], slice_from = Now}.
 
-%% The guard watches for overload and limits, and calls abort/2.
+%% The guard watches for overload and limits, and calls abort/2; it counts
+%% the patterns it puts back after a code reload in `Counters' (the report's
+%% `reapplied').
 %% Full trace's module patterns are not listed: the guard checks every
 %% pattern it holds for a reload every tick, which for every loaded module
 %% is too slow. A catch-all stands for them: the guard never re-applies it
 %% (`'_'' is no loaded module) and, should it abort, clears every local
 %% pattern with it (after kprof_tiers:abort/2 has removed them itself).
--spec arm_guard(#plan{}) -> ok.
-arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full}) ->
+-spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
+arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full}, Counters) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
                end,
     Arm = #{abort => fun ?MODULE:abort/2,
-            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll},
+            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+            reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     case whereis(kprof_guard) of
         undefined ->
             ok;
@@ -974,6 +981,7 @@ node_report(Raw, S = #state{plan = Plan, counters = C}) ->
       sink_dropped => delta(dropped, Stats, S#state.base),
       full_trace => full_report(Plan),
       bytes => delta(bytes, Stats, S#state.base),
+      reapplied => Get(?REAPPLIED),
       slow_max => Plan#plan.slow_max}.
 
 %% The sink's full-trace aggregates (since start or reset, windows aside),
@@ -1017,8 +1025,9 @@ delta(Key, Stats, Base) ->
 state_info(#state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
                   counters = C}) ->
     Counts = case C of
-                 undefined -> #{seen => 0, sampled => 0};
-                 _ -> #{seen => counters:get(C, ?SEEN), sampled => counters:get(C, ?SAMPLED)}
+                 undefined -> #{seen => 0, sampled => 0, reapplied => 0};
+                 _ -> #{seen => counters:get(C, ?SEEN), sampled => counters:get(C, ?SAMPLED),
+                        reapplied => counters:get(C, ?REAPPLIED)}
              end,
     Tiers = case Plan of
                 undefined -> [];

@@ -26,7 +26,11 @@ guard_test_() ->
       {"tiers: max_memory_bytes past: overload alert, tracing off",
        {timeout, 30, fun tiers_memory_trip/0}},
       {"tiers, port tracer: lag past max_lag_ms: overload; the report keeps the data",
-       {timeout, 150, fun tiers_lag_trip/0}}]}.
+       {timeout, 150, fun tiers_lag_trip/0}},
+      {"tiers: the patterns put back after a code reload are in the report",
+       {timeout, 30, fun tiers_reapplied/0}},
+      {"flame_capture: the trigger's meta pattern is put back after a code reload",
+       {timeout, 60, fun flame_trigger_reapplied/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -272,6 +276,57 @@ lag_trip_via_tiers() ->
     ?debugFmt("tiers lag trip: ~s ~b ms after the first request; tracing off ~b us after "
               "the alert; ~b requests made, ~b recorded; backlog drained in ~b ms",
               [Msg, Ms, Took, Requests, N, Drained]).
+
+tiers_reapplied() ->
+    ok = kprof:start_tiers(?TIERS, #{}),
+    {traced, local} = erlang:trace_info(?MFA, traced),
+    {ok, #{reapplied := 0}} = kprof_tiers:node_report(),
+    reload(kprof_guard_work),
+    {traced, false} = erlang:trace_info(?MFA, traced),
+    ok = wait_until(fun() -> erlang:trace_info(?MFA, traced) =:= {traced, local} end, 5000),
+    {ok, #{reapplied := N}} = kprof_tiers:node_report(),
+    ?assertEqual(1, N),
+    #{reapplied := 1} = kprof_tiers:info(),
+    %% The guard counts every mode's; the tiers their own since start.
+    #{reapplied := All} = kprof:status(),
+    ?assert(All >= 1),
+    kprof:request(x, fun() -> kprof_guard_work:f() end),
+    ok = kprof:stop_tiers(),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    {ok, #{reapplied := 0}} = kprof_tiers:node_report().
+
+flame_trigger_reapplied() ->
+    Dir = filename:join("/tmp", "kprof-guard-eunit-" ++ os:getpid()),
+    Self = self(),
+    C = spawn(fun() ->
+                      Self ! {capture, kprof:flame_capture(?MFA, 2, #{output_directory => Dir,
+                                                                      output_format => folded,
+                                                                      timeout => 30000})}
+              end),
+    Port = kprof:sink_port(),
+    ok = wait_until(fun() -> erlang:trace_info(?MFA, meta) =:= {meta, Port} end, 10000),
+    reload(kprof_guard_work),
+    %% (The capture's on_load pattern gives the new code `{meta, []}': no meta
+    %% match spec, no meta trace.)
+    {meta_match_spec, false} = erlang:trace_info(?MFA, meta_match_spec),
+    ok = wait_until(fun() -> erlang:trace_info(?MFA, meta) =:= {meta, Port} end, 5000),
+    %% Put back as it was: the calls are captured.
+    Caller = spawn(fun() -> kprof_guard_work:calls(3), receive stop -> ok end end),
+    Result = receive {capture, R} -> R after 40000 -> error({capture_stuck, C}) end,
+    Caller ! stop,
+    ?assertMatch({ok, [_]}, Result),
+    ?assertEqual({meta, false}, erlang:trace_info(?MFA, meta)),
+    #{reapplied := N} = kprof:status(),
+    ?assert(N >= 1),
+    _ = file:del_dir_r(Dir).
+
+%% A new version of Mod, as a code reload does: its trace patterns are gone.
+reload(Mod) ->
+    _ = code:purge(Mod),
+    {Mod, Bin, File} = code:get_object_code(Mod),
+    {module, Mod} = code:load_binary(Mod, File, Bin),
+    _ = code:soft_purge(Mod),
+    ok.
 
 %% What Fun prints, as a binary.
 capture_io(Fun) ->
