@@ -19,7 +19,8 @@
 %%%
 %%% Each capture arms {@link kprof_guard} (when it runs) with its limits
 %%% and its patterns (the trigger's meta pattern among them, put back after
-%%% a code reload of its module). On overload (trace messages older
+%%% a code reload of its module); `max_events' counts from before the
+%%% capture's flags and patterns are set. On overload (trace messages older
 %%% than `max_lag_ms' when the sink reads them, the port's queue over
 %%% `max_queue_bytes', ...) the guard turns the tracing off at once, and
 %%% the capture's owner gets
@@ -220,6 +221,8 @@ do_open(Id, Mode, Cfg, Port, Owner, S = #state{caps = Caps}) ->
     Trigger = maps:get(trigger, Cfg, undefined),
     case sink_start(Id, Mode, Cfg) of
         ok ->
+            %% max_events counts from here, before any flag or pattern of ours.
+            E0 = kprof_guard:events_baseline(maps:get(limits, Cfg, #{})),
             First = not S#state.patterns,
             %% The trigger before the call patterns (see set_trigger/4).
             case set_trigger(Trigger, Id, Cfg, Port) of
@@ -229,7 +232,7 @@ do_open(Id, Mode, Cfg, Port, Owner, S = #state{caps = Caps}) ->
                     Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
                                mode = Mode, trigger = Trigger,
                                children = maps:get(children, Cfg)},
-                    arm_guard(Id, Owner, Cfg),
+                    arm_guard(Id, Owner, Cfg, E0),
                     S1 = S#state{caps = Caps#{Id => Cap}, patterns = true},
                     {ok, trace_pids(Id, Mode, Cfg, Port, S1)};
                 {error, _} = Error ->
@@ -356,8 +359,8 @@ callers_pattern() ->
 %% meta pattern is the guard's to watch too: a code reload of its module
 %% drops it (the shared `'_'' pattern stands for every module, which the
 %% guard does not check one by one; `on_load' covers reloaded modules).
--spec arm_guard(integer(), pid(), map()) -> ok.
-arm_guard(Id, Owner, Cfg) ->
+-spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined) -> ok.
+arm_guard(Id, Owner, Cfg, E0) ->
     Srv = self(),
     Abort = fun(Kind, _Info) ->
                     Srv ! {guard_abort, Id, Kind},
@@ -368,7 +371,11 @@ arm_guard(Id, Owner, Cfg) ->
                   MFA -> [{MFA, trigger_ms(Id, Cfg, maps:get(port, Cfg)),
                            [{meta, maps:get(port, Cfg)}]}]
               end,
-    Arm = #{abort => Abort, patterns => [callers_pattern() | Trigger]},
+    Arm0 = #{abort => Abort, patterns => [callers_pattern() | Trigger]},
+    Arm = case E0 of
+              undefined -> Arm0;
+              _ -> Arm0#{events0 => E0}
+          end,
     Limits = case maps:get(limits, Cfg, #{}) of
                  L when map_size(L) =:= 0 -> #{};
                  L -> #{limits => L}

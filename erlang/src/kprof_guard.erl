@@ -33,7 +33,7 @@
 %% PUBLIC
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, ours/1, watch_patterns/2]).
+         other_tracers/0, ours/1, events_baseline/1, watch_patterns/2]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -41,9 +41,13 @@
 
 -define(TICK, 50).
 -define(CLOCK_EVERY, 1000).
--define(STATS_EVERY, 200).
+%% The sink's event count is asked every tick while a limit counts events,
+%% but never while an answer is still due (a busy port makes them slow).
 -define(RELOAD_EVERY, 1000).
 -define(QUIET_QUEUE, 65536).
+%% Frames the sink read between two answers before their mean size is used
+%% to count the events still in the port's backlog.
+-define(MIN_FRAMES, 32).
 
 -type abort_kind() :: overload | limit | sink_down | stopped | manual.
 -type limits() :: #{max_lag_ms => pos_integer() | infinity,
@@ -56,7 +60,8 @@
 -type arm_spec() :: #{abort := fun((abort_kind(), map()) -> any()),
                       patterns => [pattern()],
                       limits => limits(),
-                      reapplied => fun((mfa()) -> any())}.
+                      reapplied => fun((mfa()) -> any()),
+                      events0 => non_neg_integer()}.
 
 -record(armed, {abort, patterns = [], reapplied, since}).
 -record(state, {armed = #{} :: #{atom() => #armed{}},
@@ -67,7 +72,11 @@
                 events0 :: non_neg_integer() | undefined,
                 rate_win = [] :: [{integer(), non_neg_integer()}],
                 last_clock = 0 :: integer(),
-                last_stats = 0 :: integer(),   % monotonic ms: negative, set at start
+                stats_due = false :: boolean(), % a stats command is on its way
+                %% {Events, PortBytes, Frames} the sink had read at its first
+                %% and its last answer since counting started.
+                first_read :: {integer(), integer(), integer()} | undefined,
+                last_read :: {integer(), integer(), integer()} | undefined,
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
@@ -102,6 +111,12 @@ validate_limits(Opts) when is_map(Opts) ->
 %% @doc Arms the guard for a tracing mode. `Name' is the mode (tiers, a
 %% capture's name); arming it again replaces it. The strictest limit of all
 %% armed modes applies.
+%%
+%% `events0' is the sink's event count before the mode set its trace flags
+%% ({@link events_baseline/1}): `max_events' and `rate' count from there.
+%% Without it they count from the sink's first answer after arming, which
+%% a busy port may delay by many events. `reapplied' is called with each
+%% pattern of the mode put back after a code reload.
 -spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
@@ -152,6 +167,24 @@ other_tracers() ->
 ours(Tracer) ->
     ours(Tracer, sink_port()).
 
+%% @doc The sink's count of trace events now, for a mode to read before it
+%% sets its trace flags and give to {@link arm/2} as `events0'; `undefined'
+%% when `Limits' count no events (no `max_events', no `rate') or the sink
+%% does not answer within a second. The sink counts what comes through the
+%% port and what the tracer NIF writes to its ring alike, and answers after
+%% reading the ring.
+-spec events_baseline(map()) -> non_neg_integer() | undefined.
+events_baseline(Limits) when is_map(Limits) ->
+    case counts_events(Limits) of
+        false ->
+            undefined;
+        true ->
+            case catch kprof_sink:command(stats, 1000) of
+                #{trace_events := N} when is_integer(N) -> N;
+                _ -> undefined
+            end
+    end.
+
 %% @doc Replaces the patterns the guard puts back after a code reload for
 %% mode `Name' (a mode that removes a pattern of its own while it runs,
 %% e.g. a capture's trigger, says so first, or the guard would put it back).
@@ -180,13 +213,15 @@ handle_call({arm, Name, Spec}, _From, S0) ->
              true -> start_watch(S0#state{aborted = undefined});
              false -> S0
          end,
+    Counting = not First andalso counts_events(S1#state.limits),
     Others = other_tracers(),
     warn_other_tracers(Others),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
                   limits = strictest(S1#state.limits, Limits, First),
                   other_tracers = Others},
-    send_overload_bound(S2),
-    {reply, ok, S2};
+    S3 = count_from(Counting, maps:get(events0, Spec, undefined), S2),
+    send_overload_bound(S3),
+    {reply, ok, S3};
 handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
     case Armed of
         #{Name := A} -> {reply, ok, S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}}};
@@ -223,8 +258,12 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
-handle_info({sink_reply, stats, #{trace_events := N}}, S) when map_size(S#state.armed) > 0 ->
-    {noreply, check_events(now_ms(), N, erlang:monotonic_time(microsecond), S)};
+handle_info({sink_reply, stats, Stats = #{trace_events := _}}, S)
+  when map_size(S#state.armed) > 0 ->
+    {noreply, check_events(now_ms(), Stats, erlang:monotonic_time(microsecond),
+                           S#state{stats_due = false})};
+handle_info({sink_reply, stats, _Reply}, S) ->
+    {noreply, S#state{stats_due = false}};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
 handle_info({kprof_alert, overload, Info}, S) ->
@@ -267,8 +306,8 @@ start_watch(S) ->
     erlang:send_after(?TICK, self(), tick),
     sync_clock(),
     S#state{sink_mon = Mon, mem_base = erlang:memory(total), events0 = undefined,
-            rate_win = [], last_clock = now_ms(), last_stats = now_ms() - ?STATS_EVERY,
-            last_reload = now_ms()}.
+            first_read = undefined, last_read = undefined,
+            rate_win = [], last_clock = now_ms(), last_reload = now_ms()}.
 
 maybe_unwatch(S = #state{armed = Armed}) when map_size(Armed) > 0 ->
     S;
@@ -277,7 +316,8 @@ maybe_unwatch(S = #state{sink_mon = Mon}) ->
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
     S#state{sink_mon = undefined, limits = #{}}.
 
-%% One tick: the VM-side bounds every tick, the sink's counters less often.
+%% One tick: the VM-side bounds, then the sink's event count (when a limit
+%% counts events and no answer is due), the clock and reloads less often.
 check(S0) ->
     T0 = erlang:monotonic_time(microsecond),
     Now = now_ms(),
@@ -302,8 +342,11 @@ check(S0) ->
                               bound => map_get(max_seconds, L)}, T0, S0);
         true ->
             S1 = maybe_clock(Now, Queue, S0),
-            S2 = maybe_events(Now, S1),
-            maybe_reload(Now, S2)
+            S2 = maybe_events(S1),
+            case backlog_events(Port, S2) of
+                {over, Info} -> do_abort(limit, Info, T0, S2);
+                ok -> maybe_reload(Now, S2)
+            end
     end.
 
 maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
@@ -313,22 +356,50 @@ maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
 maybe_clock(_Now, _Queue, S) ->
     S.
 
-%% Event counts come from the sink's stats (the VM does not count port-tracer output).
-maybe_events(Now, S = #state{limits = L}) when Now - S#state.last_stats >= ?STATS_EVERY ->
-    case map_get(max_events, L) =:= infinity andalso map_get(rate, L) =:= infinity of
-        true ->
-            S#state{last_stats = Now};
-        false ->
-            %% Asked from a process of its own: the tick never waits for the sink.
-            async(stats),
-            S#state{last_stats = Now}
+%% Event counts come from the sink's stats (the VM does not count port-tracer
+%% output): asked every tick while a limit counts them, one at a time.
+maybe_events(S = #state{stats_due = false, limits = L}) ->
+    case counts_events(L) of
+        true -> ask_stats(S);
+        false -> S
     end;
-maybe_events(_Now, S) ->
+maybe_events(S) ->
     S.
 
-check_events(Now, N, T0, S0 = #state{limits = L}) ->
+%% Asked from a process of its own: the tick never waits for the sink.
+ask_stats(S) ->
+    async(stats),
+    S#state{stats_due = true}.
+
+%% Where the count of `max_events' and `rate' starts: the first mode that
+%% counts events gives the sink's count before it set its flags (or, without
+%% one, the sink's first answer is taken); once counting, a mode armed later
+%% counts from there too. The sink is asked at once, not at the next tick.
+count_from(true, _E0, S) ->
+    S;
+count_from(false, E0, S = #state{limits = L}) ->
+    case counts_events(L) of
+        false ->
+            S;
+        true ->
+            Win = [{now_ms(), E0} || E0 =/= undefined],
+            ask_stats(S#state{events0 = E0, rate_win = Win, first_read = undefined,
+                              last_read = undefined})
+    end.
+
+counts_events(L) ->
+    maps:get(max_events, L, infinity) =/= infinity orelse maps:get(rate, L, infinity) =/= infinity.
+
+%% A count below the start is an answer to a question asked before arming
+%% (or the sink's counters were reset): nothing to judge by.
+check_events(_Now, #{trace_events := N}, _T0, S = #state{events0 = E0})
+  when is_integer(E0), N < E0 ->
+    S;
+check_events(Now, Stats = #{trace_events := N}, T0, S0 = #state{limits = L}) ->
     E0 = case S0#state.events0 of undefined -> N; V -> V end,
-    S = S0#state{events0 = E0},
+    Read = read_by_sink(Stats),
+    First = case S0#state.first_read of undefined -> Read; F -> F end,
+    S = S0#state{events0 = E0, first_read = First, last_read = Read},
     Seen = N - E0,
     Win = [{Now, N} | [P || P = {T, _} <- S#state.rate_win, Now - T =< rate_ms(L)]],
     {_, Oldest} = lists:last(Win),
@@ -341,6 +412,42 @@ check_events(Now, N, T0, S0 = #state{limits = L}) ->
         _ ->
             S#state{rate_win = Win}
     end.
+
+%% What the sink had read when it answered: events, and the bytes and frames
+%% of the port (the VM's `output' of the port is those bytes less the 4-byte
+%% length of each frame).
+read_by_sink(#{trace_events := N, bytes := B, frames := F}) -> {N, B - 4 * F, F};
+read_by_sink(_) -> undefined.
+
+%% The sink's count is as old as the backlog in front of its answer, and a
+%% busy port takes no question at all (`nosuspend'): a busy process went past
+%% a max_events of 100 by 100,000s of events. The VM says every tick how many
+%% bytes it has handed to the port; what the sink has not read yet, at the
+%% mean frame size the sink saw in this session, is the events on their way.
+%% Before this session has frames enough, twice the mean of the sink's
+%% whole life stands in (commands and earlier sessions: the size is rather
+%% over- than underrated, so the count is rather late than early).
+backlog_events(Port, #state{limits = #{max_events := Max}, events0 = E0,
+                            first_read = {_, B1, F1}, last_read = {N, B2, F2}})
+  when is_integer(Max), is_integer(E0), F1 > 0 ->
+    FrameBytes = case F2 - F1 >= ?MIN_FRAMES andalso B2 > B1 of
+                     true -> (B2 - B1) / (F2 - F1);
+                     false -> 2 * B1 / F1
+                 end,
+    case catch erlang:port_info(Port, output) of
+        {output, Out} ->
+            Counted = N - E0,
+            Est = Counted + trunc(max(0, Out - B2) / FrameBytes),
+            case Est > Max of
+                true -> {over, #{what => max_events, value => Est, bound => Max,
+                                 counted => Counted}};
+                false -> ok
+            end;
+        _ ->
+            ok
+    end;
+backlog_events(_Port, _S) ->
+    ok.
 
 rate_ms(#{rate := {_, PerMs}}) -> PerMs;
 rate_ms(_) -> 0.
@@ -426,6 +533,9 @@ message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
                   [Kind, bytes(Size), N]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
+message(Kind, #{what := max_events, value := V, bound := B, counted := C}) ->
+    io_lib:format("~p (max_events ~b > ~b: ~b read by the sink, the rest on their way to it)",
+                  [Kind, V, B, C]);
 message(Kind, #{what := What, value := V, bound := B}) ->
     io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->

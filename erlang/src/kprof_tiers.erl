@@ -194,6 +194,9 @@
                window :: undefined | number(),    % seconds
                slow_max = 20 :: non_neg_integer(),
                limits = #{} :: map(),              % kprof_guard's, given ones only
+               %% The sink's event count before the flags were set, when a
+               %% limit counts events (kprof_guard:events_baseline/1).
+               events0 :: undefined | non_neg_integer(),
                nodes = [] :: [node()]}).
 
 -record(state, {plan :: undefined | #plan{},
@@ -616,9 +619,12 @@ start_tracing(Plan0 = #plan{patterns = Patterns}) ->
                     Plan = Plan0#plan{full_patterns = Full},
                     case set_patterns(Patterns, []) of
                         ok ->
+                            %% max_events counts from here: the guard is
+                            %% armed after the flags are set.
+                            E0 = kprof_guard:events_baseline(Plan#plan.limits),
                             case set_flags(Port) of
                                 ok ->
-                                    {ok, Plan, publish(Plan)};
+                                    {ok, Plan#plan{events0 = E0}, publish(Plan)};
                                 {error, _} = Error ->
                                     remove_patterns(Patterns),
                                     remove_patterns(Full),
@@ -849,14 +855,18 @@ reset_state(S = #state{counters = C}) ->
 %% (`'_'' is no loaded module) and, should it abort, clears every local
 %% pattern with it (after kprof_tiers:abort/2 has removed them itself).
 -spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
-arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full}, Counters) ->
+arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, events0 = E0}, Counters) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
                end,
-    Arm = #{abort => fun ?MODULE:abort/2,
-            patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
-            reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
+    Arm0 = #{abort => fun ?MODULE:abort/2,
+             patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
+    Arm = case E0 of
+              undefined -> Arm0;
+              _ -> Arm0#{events0 => E0}
+          end,
     case whereis(kprof_guard) of
         undefined ->
             ok;

@@ -14,7 +14,7 @@
 %% Traced by the tests.
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
          shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
-         child/0, events_loop/1, leaf/0]).
+         child/0, events_loop/1, leaf/0, burst_when_traced/1]).
 %% logger handler callback.
 -export([log/2]).
 
@@ -171,6 +171,19 @@ events_loop(N) ->
 leaf2(N) ->
     N + 1.
 
+%% Waits until it is traced, then makes a short burst of calls (about 600
+%% events) and idles: all of its events come at once, before the guard's
+%% first look at the sink's count.
+burst_when_traced(Parent) ->
+    case erlang:trace_info(self(), flags) of
+        {flags, [_ | _]} ->
+            ok = ?MODULE:events_loop(200),
+            Parent ! {burst_done, self()},
+            receive stop -> ok end;
+        _ ->
+            receive stop -> ok after 1 -> burst_when_traced(Parent) end
+    end.
+
 %%%%%%%%%%%%%
 %%% TESTS %%%
 %%%%%%%%%%%%%
@@ -197,7 +210,11 @@ flame_test_() ->
               {"one output format, max_depth cap said in the files", fun one_format/1},
               {"a guard limit ends the capture with the files so far", fun guard_limit/1},
               {"a process another tracer has: {error, {traced_by_other, Pid, Tracer}}",
-               fun traced_by_other/1}]]}.
+               fun traced_by_other/1},
+              {"flame_pid, max_events => 100: a burst counts from the start",
+               fun max_events_burst/1},
+              {"flame_pid, max_events => 100 on a busy process: trips near the bound",
+               fun max_events_busy/1}]]}.
 
 %% The volume test: 1 million events by default (make eunit); 10 million
 %% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume).
@@ -488,6 +505,37 @@ traced_by_other(Dir) ->
                                                          max_lag_ms => 30000,
                                                          max_queue_bytes => 64 bsl 20})),
     [P ! stop || P <- [Victim, Free, Dbg]].
+
+max_events_burst(Dir) ->
+    Self = self(),
+    P = spawn_link(fun() -> ?MODULE:burst_when_traced(Self) end),
+    T0 = erlang:monotonic_time(millisecond),
+    Result = kprof:flame_pid(P, 3000, #{output_directory => Dir, output_format => folded,
+                                        max_events => 100}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    P ! stop,
+    ?assertMatch({error, {aborted, limit, [_]}}, Result),
+    #{aborted := #{info := #{what := max_events, value := Seen, bound := 100}}} = kprof:status(),
+    ?debugFmt("flame_pid burst, max_events => 100: tripped at ~b events, ~b ms after the start",
+              [Seen, Ms]),
+    ?assertEqual([], traced_processes()).
+
+max_events_busy(Dir) ->
+    Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    T0 = erlang:monotonic_time(millisecond),
+    %% (The other bounds raised as in per_process/1: a loaded machine's port
+    %% falls behind a busy process.)
+    Result = kprof:flame_pid(Busy, 20000, #{output_directory => Dir, output_format => folded,
+                                            max_events => 100, max_lag_ms => 30000,
+                                            max_queue_bytes => 64 bsl 20}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    Busy ! stop,
+    ?assertMatch({error, {aborted, limit, [_]}}, Result),
+    #{aborted := #{info := #{what := max_events, value := Seen, bound := 100},
+                   took_us := Took}} = kprof:status(),
+    ?debugFmt("flame_pid busy, max_events => 100: tripped at ~b events (~b over), ~b ms after "
+              "the start, tracing off in ~b us", [Seen, Seen - 100, Ms, Took]),
+    ?assertEqual([], traced_processes()).
 
 %%% 10 million events
 

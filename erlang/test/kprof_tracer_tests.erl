@@ -24,7 +24,9 @@ tracer_test_() ->
       {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
       {"a tracer of an old session answers remove", fun stale/0},
       {"the tiers' own tracers are no other tracer; a process of dbg's is",
-       {timeout, 30, fun other_tracers/0}}]}.
+       {timeout, 30, fun other_tracers/0}},
+      {"max_events counts the ring's events from the start",
+       {timeout, 60, fun ring_max_events/0}}]}.
 
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
@@ -161,6 +163,37 @@ log(#{level := Level, msg := Msg}, #{config := #{pid := Pid}}) ->
            end,
     Pid ! {log, Level, unicode:characters_to_list(Text)},
     ok.
+
+%% 25 requests of ~100 events each through the ring: past max_events => 200
+%% long before the sink's first answer to the guard. The count starts before
+%% the flags were set, so the burst counts.
+ring_max_events() ->
+    ok = kprof:subscribe(),
+    Tiers = [{a, [{?W, small, 1}]}],
+    ok = kprof:start_tiers(Tiers, #{max_events => 200}),
+    T0 = erlang:monotonic_time(millisecond),
+    Self = self(),
+    P = spawn_link(fun() ->
+                           ?W:run_requests(25, m, fun() -> [?W:small(I) || I <- lists:seq(1, 50)] end),
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    receive {done, P} -> ok end,
+    {Kind, Info} = receive
+                       {kprof_alert, K, I} -> {K, I}
+                   after 10000 -> error(no_alert)
+                   end,
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ?assertEqual(limit, Kind),
+    ?assertMatch(#{what := max_events, bound := 200}, Info),
+    #{value := Seen} = Info,
+    ?assert(Seen > 200),
+    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({traced, false}, erlang:trace_info({?W, small, 1}, traced)),
+    #{ring_records := Recs} = kprof:sink_stats(),
+    ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
+              "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
+    P ! stop.
 
 flood(Parent) ->
     receive
