@@ -25,6 +25,7 @@ typedef struct ks_sink {
   ks_stats st;
   ks_tiers tiers;
   ks_overload ov;
+  ks_limits lim;         /* max_events and rate ({limits, ...}): past one, events are limited */
   ks_flame flame;        /* flame captures (flame.c) */
   ks_ring_reader ring;   /* events of the kprof_tracer NIF (ring.c) */
   ks_emit_fn emit;
@@ -47,12 +48,13 @@ void ks_sink_eof(ks_sink *s);
 /* Reads what the ring holds (the event loop calls it every millisecond while
  * a ring is open, and before every command), then sends owed alerts. */
 void ks_sink_poll_ring(ks_sink *s);
-/* One decoded trace event, from a frame or the ring: counted and routed. */
+/* One decoded trace event, from a frame or the ring: counted, then routed to
+ * the tiers and flame captures unless the limits say it is past a bound. */
 void ks_sink_trace(ks_sink *s, ks_decoded *d);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
-/* Sends the alerts owed (overload, ring drops), if any. */
+/* Sends the alerts owed (overload, ring drops, a limit's trip), if any. */
 void ks_control_alerts(ks_sink *s);
 
 /* tier_control.c (b: the command's bytes, idx: just past its tag atom) */

@@ -57,7 +57,7 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", s->in.n_pids},
     {"names", s->in.n_terms}, {"max_frame", s->fr.max_frame},
     {"pipe_size", s->pipe_size}, {"replies", s->emitted},
-    {"alerts", s->ov.alerts},
+    {"alerts", s->ov.alerts}, {"limited", s->lim.limited},
     {"lag_us", s->ov.lag_ns > 0 ? (uint64_t)s->ov.lag_ns / 1000 : 0},
     {"worst_lag_us", s->ov.worst_lag_ns > 0 ? (uint64_t)s->ov.worst_lag_ns / 1000 : 0},
     {"ring_size", s->ring.size}, {"ring_records", s->ring.records},
@@ -158,6 +158,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
     s->in.dropped_mfas = s->in.dropped_pids = s->in.dropped_terms = 0;
     s->ov.worst_lag_ns = 0;
     s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
+    ks_limits_rearm(&s->lim);   /* the bounds stay, counted from here */
     e = ei_x_encode_atom(&x, "ok");
   } else if (IS("calls", 0)) {
     e = encode_calls(s, &x);
@@ -177,6 +178,19 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
       else
         s->ov.test_delay_us = (uint32_t)v;
       e = ei_x_encode_atom(&x, "ok");
+    }
+  } else if (IS("limits", 4)) {
+    /* {limits, MaxEvents, RateMax, RatePerMs}: 0 for none; counted from here. */
+    unsigned long long v[3];
+    const char *b = (const char *)cmd.p;
+    if (ei_decode_ulonglong(b, &idx, &v[0]) != 0 || ei_decode_ulonglong(b, &idx, &v[1]) != 0 ||
+        ei_decode_ulonglong(b, &idx, &v[2]) != 0 || v[0] > (1ull << 62) || v[1] > (1ull << 62) ||
+        v[2] > 100000000000ull || (v[1] > 0) != (v[2] > 0)) {
+      e = encode_error(&x, "badarg");
+    } else {
+      ks_limits_set(&s->lim, v[0], v[1], (int64_t)v[2]);
+      e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "ok") ||
+          ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->st.trace_events);
     }
   } else if (IS("tiers_start", 3)) {
     e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
@@ -247,11 +261,34 @@ static void ring_alert(ks_sink *s) {
   finish(s, &x, e);
 }
 
+/* A limit tripped: one alert per trip (the trip stays until the limits are set again). */
+static void limit_alert(ks_sink *s) {
+  ks_limits *l = &s->lim;
+  ei_x_buff x;
+  int e, rate = l->tripped == KS_LIMIT_RATE;
+
+  if (!l->pending)
+    return;
+  l->pending = 0;
+  s->ov.alerts++;
+  if (begin(&x, "kprof_alert") != KS_OK)
+    return;
+  e = ei_x_encode_atom(&x, "limit") || ei_x_encode_map_header(&x, rate ? 5 : 4) ||
+      ei_x_encode_atom(&x, "what") || ei_x_encode_atom(&x, rate ? "rate" : "max_events") ||
+      put_key_u64(&x, "value", l->value) ||
+      put_key_u64(&x, "bound", rate ? l->rate_max : l->max_events) ||
+      put_key_u64(&x, "events", l->trip_events);
+  if (rate)
+    e = e || put_key_u64(&x, "per_ms", (uint64_t)(l->rate_per_ns / 1000000));
+  finish(s, &x, e);
+}
+
 void ks_control_alerts(ks_sink *s) {
   ks_overload *o = &s->ov;
   ei_x_buff x;
   int e;
 
+  limit_alert(s);
   ring_alert(s);
   if (!o->pending)
     return;

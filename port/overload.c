@@ -60,3 +60,69 @@ void ks_overload_event(ks_overload *o, const ks_event *ev) {
       o->pending_lag_ns = o->lag_ns;
   }
 }
+
+void ks_limits_init(ks_limits *l) {
+  memset(l, 0, sizeof(*l));
+}
+
+void ks_limits_rearm(ks_limits *l) {
+  l->counted = 0;
+  l->win_count = 0;
+  l->win_start = 0;
+  l->tripped = 0;
+  l->pending = 0;
+  l->value = 0;
+  l->trip_events = 0;
+  l->limited = 0;
+}
+
+void ks_limits_set(ks_limits *l, uint64_t max_events, uint64_t rate_max, int64_t rate_per_ms) {
+  uint64_t limited = l->limited;   /* a stats counter: only reset zeroes it */
+
+  ks_limits_rearm(l);
+  l->limited = limited;
+  l->max_events = max_events;
+  l->rate_max = rate_per_ms > 0 ? rate_max : 0;
+  l->rate_per_ns = l->rate_max > 0 ? rate_per_ms * 1000000 : 0;
+}
+
+/* The event's time for the rate: its VM monotonic timestamp, else the sink's clock. */
+static int64_t event_time(const ks_overload *o, const ks_event *ev) {
+  if ((ev->flags & KS_EVF_TS) && !(ev->flags & KS_EVF_WALL))
+    return ev->ts;
+  return o->synced ? o->now_ns + o->offset_ns : o->now_ns;
+}
+
+static void trip(ks_limits *l, int what, uint64_t value, uint64_t seen) {
+  l->tripped = what;
+  l->pending = 1;
+  l->value = value;
+  l->trip_events = seen;
+}
+
+int ks_limits_event(ks_limits *l, const ks_overload *o, const ks_event *ev, uint64_t seen) {
+  if (l->tripped) {
+    l->limited++;
+    return 1;
+  }
+  if (l->max_events == 0 && l->rate_max == 0)
+    return 0;
+  l->counted++;
+  if (l->rate_max > 0) {
+    int64_t t = event_time(o, ev);
+    /* Out of order by a little (events of other schedulers) counts in the window. */
+    if (l->win_count == 0 || t - l->win_start >= l->rate_per_ns) {
+      l->win_start = t;
+      l->win_count = 0;
+    }
+    l->win_count++;
+  }
+  if (l->max_events > 0 && l->counted > l->max_events)
+    trip(l, KS_LIMIT_MAX_EVENTS, l->counted, seen);
+  else if (l->rate_max > 0 && l->win_count > l->rate_max)
+    trip(l, KS_LIMIT_RATE, l->win_count, seen);
+  else
+    return 0;
+  l->limited++;
+  return 1;
+}

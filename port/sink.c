@@ -26,6 +26,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_stats_init(&s->st);
   ks_tiers_init(&s->tiers);
   ks_overload_init(&s->ov);
+  ks_limits_init(&s->lim);
   ks_flame_init(&s->flame);
   ks_ring_reader_init(&s->ring);
   s->emit = emit;
@@ -46,6 +47,10 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d) {
   ks_overload_event(&s->ov, &d->ev);
   if (ks_stats_event(&s->st, &d->ev) != KS_OK)
     s->st.dropped++;
+  /* Past max_events or the rate: the report holds exactly the events up to the
+   * bound, whatever the VM still sends before tracing is off. */
+  if (ks_limits_event(&s->lim, &s->ov, &d->ev, s->st.trace_events))
+    return;
   if (s->tiers.active)
     ks_tiers_event(&s->tiers, &s->in, d);
   if (s->flame.active)

@@ -291,6 +291,228 @@ START_TEST(unechoable_terms_are_not_echoed) {
 }
 END_TEST
 
+
+static void command_limits(long ref, long long max, long long rate_max, long long per_ms) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, 4);
+  tb_atom(&x, "limits");
+  ei_x_encode_longlong(&x, max);
+  ei_x_encode_longlong(&x, rate_max);
+  ei_x_encode_longlong(&x, per_ms);
+  feed_x(&x);
+}
+
+/* Tiers on web:entry (an entry of tier 0): every labelled call of it the sink
+ * passes on is one more of tiers.events. */
+static void start_entry_tiers(void) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(1, sizeof(*specs));
+
+  specs[0].m = strdup("web");
+  specs[0].f = strdup("entry");
+  specs[0].arity = -1;
+  specs[0].role = 0;
+  specs[0].entry = 1;
+  ks_tiers_default_opts(&o);
+  ck_assert_int_eq(ks_tiers_start(&sink.tiers, &sink.in, specs, 1, 1, &o), KS_OK);
+}
+
+/* One labelled web:entry call at VM time ts (ns), as the ring reader hands it
+ * to the sink; then the alerts owed, as after a read. */
+static void entry_call(int64_t ts) {
+  static const unsigned char label[] = {97, 1};
+  ks_decoded d;
+
+  tb_tier_event(&d, KS_EV_CALL, tb_intern_pid(&sink.in, 1), ts,
+                tb_intern_mfa(&sink.in, "web", "entry", 0), KS_NONE, label, NULL, 0);
+  sink.ov.now_ns = ks_overload_clock();
+  ks_sink_trace(&sink, &d);
+  ks_control_alerts(&sink);
+}
+
+static void entry_calls(int n) {
+  int k;
+
+  for (k = 0; k < n; k++)
+    entry_call(1000000000LL + k);
+}
+
+/* max_events 10: counted from the command; the 11th event sends one alert and
+ * neither it nor any later one reaches the tiers; they count as `limited`. */
+START_TEST(limits_max_events) {
+  char *txt;
+
+  start_entry_tiers();
+  entry_calls(3);                          /* before the command: not counted */
+  command_limits(1, 10, 0, 0);
+  expect_reply(0, "{ok, 3}");
+  entry_calls(10);
+  ck_assert_int_eq(out.frames, 1);         /* at the bound: no alert */
+  ck_assert_uint_eq(sink.tiers.events, 13);
+  entry_calls(1);
+  ck_assert_int_eq(out.frames, 2);
+  txt = tb_out_reply(&out, 1);
+  ck_assert_ptr_nonnull(strstr(txt, "what => max_events"));
+  ck_assert_ptr_nonnull(strstr(txt, "value => 11,"));
+  ck_assert_ptr_nonnull(strstr(txt, "bound => 10,"));
+  ck_assert_ptr_nonnull(strstr(txt, "events => 14"));
+  free(txt);
+  entry_calls(9);                          /* the VM goes on until tracing is off */
+  ck_assert_int_eq(out.frames, 2);         /* one alert per trip */
+  ck_assert_uint_eq(sink.tiers.events, 13);
+  ck_assert_uint_eq(sink.lim.limited, 10);
+  ck_assert_uint_eq(sink.st.trace_events, 23);
+  command(2, "stats");
+  txt = tb_out_reply(&out, 2);
+  ck_assert_ptr_nonnull(strstr(txt, "limited => 10,"));
+  ck_assert_ptr_nonnull(strstr(txt, "trace_events => 23,"));
+  free(txt);
+}
+END_TEST
+
+/* rate {5, 100 ms} by the events' timestamps, in fixed windows. */
+START_TEST(limits_rate) {
+  const int64_t t0 = -576460751000000000LL, ms = 1000000;
+  char *txt;
+  int k;
+
+  start_entry_tiers();
+  command_limits(1, 0, 5, 100);
+  expect_reply(0, "{ok, 0}");
+  for (k = 0; k < 5; k++)
+    entry_call(t0 + k * ms);               /* 5 in the first window */
+  for (k = 0; k < 5; k++)
+    entry_call(t0 + (100 + k) * ms);       /* a new window: 5 again */
+  ck_assert_int_eq(out.frames, 1);
+  ck_assert_uint_eq(sink.tiers.events, 10);
+  entry_call(t0 + 199 * ms);               /* the 6th in 100 ms */
+  ck_assert_int_eq(out.frames, 2);
+  txt = tb_out_reply(&out, 1);
+  ck_assert_ptr_nonnull(strstr(txt, "what => rate"));
+  ck_assert_ptr_nonnull(strstr(txt, "value => 6,"));
+  ck_assert_ptr_nonnull(strstr(txt, "bound => 5,"));
+  ck_assert_ptr_nonnull(strstr(txt, "per_ms => 100"));
+  free(txt);
+  entry_call(t0 + 10000 * ms);             /* even in a quiet window: limited */
+  ck_assert_uint_eq(sink.tiers.events, 10);
+  ck_assert_uint_eq(sink.lim.limited, 2);
+  ck_assert_int_eq(out.frames, 2);
+}
+END_TEST
+
+/* {limits, 0, 0, 0} clears a trip and the bounds; a new command re-arms from itself. */
+START_TEST(limits_cleared_and_rearmed) {
+  start_entry_tiers();
+  command_limits(1, 2, 0, 0);
+  entry_calls(3);
+  ck_assert_int_eq(out.frames, 2);
+  ck_assert_uint_eq(sink.tiers.events, 2);
+  command_limits(2, 0, 0, 0);
+  expect_reply(2, "{ok, 3}");
+  entry_calls(100);                        /* no bound */
+  ck_assert_uint_eq(sink.tiers.events, 102);
+  ck_assert_uint_eq(sink.lim.limited, 1);  /* a counter: only reset zeroes it */
+  ck_assert_int_eq(out.frames, 3);
+  command_limits(3, 4, 0, 0);              /* counted from here, not from the first */
+  expect_reply(3, "{ok, 103}");
+  entry_calls(4);
+  ck_assert_int_eq(out.frames, 4);
+  entry_calls(1);
+  ck_assert_int_eq(out.frames, 5);
+  ck_assert_uint_eq(sink.tiers.events, 106);
+  /* Bad shapes change nothing. */
+  command_limits(4, 1, 5, 0);
+  expect_reply(5, "{error, badarg}");
+  command_limits(5, -1, 0, 0);
+  expect_reply(6, "{error, badarg}");
+  entry_calls(1);
+  ck_assert_uint_eq(sink.tiers.events, 106);
+  ck_assert_uint_eq(sink.lim.limited, 3);
+}
+END_TEST
+
+/* reset forgets the trip and zeroes `limited`; the bounds stay, counted from the reset. */
+START_TEST(limits_reset) {
+  char *txt;
+
+  start_entry_tiers();
+  command_limits(1, 10, 0, 0);
+  entry_calls(12);
+  ck_assert_int_eq(out.frames, 2);
+  ck_assert_uint_eq(sink.lim.limited, 2);
+  command(2, "reset");
+  expect_reply(2, "ok");
+  ck_assert_uint_eq(sink.lim.limited, 0);
+  entry_calls(10);
+  ck_assert_uint_eq(sink.tiers.events, 20);
+  ck_assert_int_eq(out.frames, 3);
+  entry_calls(1);                          /* the 11th since the reset */
+  ck_assert_int_eq(out.frames, 4);
+  txt = tb_out_reply(&out, 3);
+  ck_assert_ptr_nonnull(strstr(txt, "value => 11,"));
+  ck_assert_ptr_nonnull(strstr(txt, "events => 11"));
+  free(txt);
+  ck_assert_uint_eq(sink.tiers.events, 20);
+  ck_assert_uint_eq(sink.lim.limited, 1);
+}
+END_TEST
+
+/* A trace frame through the port: same count as the ring's events; the alert
+ * goes out after the read that tripped it, and names the sink's count at the
+ * trip, not at the end of the read. */
+START_TEST(limits_on_port_frames) {
+  ei_x_buff x;
+  unsigned char *both;
+  size_t n1, n2;
+  unsigned char *f1, *f2;
+  char *txt;
+
+  command_limits(1, 2, 0, 0);
+  call_event("f", 0);
+  call_event("f", 0);
+  ck_assert_int_eq(out.frames, 1);
+  call_event("f", 0);
+  ck_assert_int_eq(out.frames, 2);
+  txt = tb_out_reply(&out, 1);
+  ck_assert_ptr_nonnull(strstr(txt, "value => 3,"));
+  free(txt);
+  ck_assert_uint_eq(sink.lim.limited, 1);
+  ck_assert_uint_eq(sink.ov.alerts, 1);
+  /* Two events in one read, the first of them trips. */
+  command_limits(2, 1, 0, 0);
+  expect_reply(2, "{ok, 3}");
+  call_event("f", 0);
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 5);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", 85, 0, 3);
+  tb_atom(&x, "call");
+  tb_mfa(&x, "m", "f", 0);
+  ei_x_encode_longlong(&x, -5);
+  f1 = tb_framed(&x, &n1);
+  f2 = tb_framed(&x, &n2);
+  ei_x_free(&x);
+  both = malloc(n1 + n2);
+  memcpy(both, f1, n1);
+  memcpy(both + n1, f2, n2);
+  ck_assert_int_eq(ks_sink_feed(&sink, both, n1 + n2), KS_OK);
+  free(both);
+  free(f1);
+  free(f2);
+  ck_assert_int_eq(out.frames, 4);
+  txt = tb_out_reply(&out, 3);
+  ck_assert_ptr_nonnull(strstr(txt, "value => 2,"));
+  ck_assert_ptr_nonnull(strstr(txt, "events => 5"));   /* not 6 */
+  free(txt);
+  ck_assert_uint_eq(sink.st.trace_events, 6);
+}
+END_TEST
+
 Suite *control_suite(void) {
   Suite *s = suite_create("control");
   TCase *tc = tcase_create("control");
@@ -305,6 +527,11 @@ Suite *control_suite(void) {
   tcase_add_test(tc, truncated_input_at_eof);
   tcase_add_test(tc, overload_alert_on_lag);
   tcase_add_test(tc, unechoable_terms_are_not_echoed);
+  tcase_add_test(tc, limits_max_events);
+  tcase_add_test(tc, limits_rate);
+  tcase_add_test(tc, limits_cleared_and_rearmed);
+  tcase_add_test(tc, limits_reset);
+  tcase_add_test(tc, limits_on_port_frames);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,6 @@
 /* test_overload.c: the lag of trace messages against the VM's clock, and clock syncs
- * that arrive late (they wait behind the same backlog as the messages). */
+ * that arrive late (they wait behind the same backlog as the messages); the
+ * max_events and rate limits' counting. */
 #include "test_util.h"
 
 #define SEC 1000000000LL
@@ -84,6 +85,79 @@ START_TEST(a_slower_vm_clock_is_followed) {
 }
 END_TEST
 
+
+/* An event of the kind the limits see; flags 0: no timestamp. */
+static int limit_event(ks_limits *l, int flags, int64_t ts) {
+  ks_event ev;
+
+  memset(&ev, 0, sizeof(ev));
+  ev.kind = KS_EV_CALL;
+  ev.flags = (uint8_t)flags;
+  ev.ts = ts;
+  return ks_limits_event(l, &ov, &ev, 0);
+}
+
+/* max_events alone: exactly the bound passes; the trip is kept until set again. */
+START_TEST(limits_count_exactly) {
+  ks_limits l;
+  int k;
+
+  ks_limits_init(&l);
+  for (k = 0; k < 100; k++)
+    ck_assert_int_eq(limit_event(&l, 0, 0), 0);   /* no limits: nothing counted */
+  ck_assert_uint_eq(l.counted, 0);
+  ks_limits_set(&l, 10, 0, 0);
+  for (k = 0; k < 10; k++)
+    ck_assert_int_eq(limit_event(&l, KS_EVF_TS, k), 0);
+  ck_assert_int_eq(l.pending, 0);
+  ck_assert_int_eq(limit_event(&l, KS_EVF_TS, 10), 1);
+  ck_assert_int_eq(l.tripped, KS_LIMIT_MAX_EVENTS);
+  ck_assert_int_eq(l.pending, 1);
+  ck_assert_uint_eq(l.value, 11);
+  l.pending = 0;                                   /* the alert went out */
+  for (k = 0; k < 5; k++)
+    ck_assert_int_eq(limit_event(&l, KS_EVF_TS, 11 + k), 1);
+  ck_assert_int_eq(l.pending, 0);                  /* one alert per trip */
+  ck_assert_uint_eq(l.limited, 6);
+  ks_limits_set(&l, 0, 0, 0);                      /* cleared */
+  ck_assert_int_eq(limit_event(&l, 0, 0), 0);
+  ck_assert_int_eq(l.tripped, 0);
+  ck_assert_uint_eq(l.limited, 6);
+  ks_limits_set(&l, 1, 0, 0);
+  ks_limits_rearm(&l);                             /* reset: the bound stays */
+  ck_assert_uint_eq(l.limited, 0);
+  ck_assert_int_eq(limit_event(&l, 0, 0), 0);
+  ck_assert_int_eq(limit_event(&l, 0, 0), 1);
+}
+END_TEST
+
+/* The rate by the sink's clock when an event has no VM monotonic timestamp
+ * (none, or a wall-clock one): on the VM's time scale once synced. */
+START_TEST(limits_rate_on_the_sink_clock) {
+  ks_limits l;
+  int k;
+
+  ks_limits_init(&l);
+  ks_limits_set(&l, 0, 3, 50);
+  ov.now_ns = 5 * SEC;
+  for (k = 0; k < 3; k++)
+    ck_assert_int_eq(limit_event(&l, 0, 0), 0);
+  ov.now_ns += 50 * 1000000;                        /* the window is over */
+  for (k = 0; k < 3; k++)
+    ck_assert_int_eq(limit_event(&l, KS_EVF_TS | KS_EVF_WALL, 1), 0);
+  ck_assert_int_eq(limit_event(&l, 0, 0), 1);      /* the 4th in 50 ms */
+  ck_assert_int_eq(l.tripped, KS_LIMIT_RATE);
+  ck_assert_uint_eq(l.value, 4);
+  /* Synced: the sink's clock moved onto the VM's, comparable with timestamps. */
+  ks_overload_sync(&ov, ks_overload_clock() + vm_offset);
+  ks_limits_set(&l, 0, 2, 1000);
+  ov.now_ns = ks_overload_clock();
+  ck_assert_int_eq(limit_event(&l, KS_EVF_TS, ov.now_ns + vm_offset), 0);
+  ck_assert_int_eq(limit_event(&l, 0, 0), 0);
+  ck_assert_int_eq(limit_event(&l, 0, 0), 1);      /* same window: the 3rd */
+}
+END_TEST
+
 Suite *overload_suite(void) {
   Suite *s = suite_create("overload");
   TCase *tc = tcase_create("overload");
@@ -93,6 +167,8 @@ Suite *overload_suite(void) {
   tcase_add_test(tc, a_late_sync_does_not_hide_the_backlog);
   tcase_add_test(tc, a_larger_offset_is_taken_at_once);
   tcase_add_test(tc, a_slower_vm_clock_is_followed);
+  tcase_add_test(tc, limits_count_exactly);
+  tcase_add_test(tc, limits_rate_on_the_sink_clock);
   suite_add_tcase(s, tc);
   return s;
 }
