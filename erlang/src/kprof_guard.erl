@@ -14,7 +14,12 @@
 %%% <li>the node's memory, `erlang:memory(total)': `max_memory_bytes', default
 %%%     the total at arming plus 1 GiB;</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
-%%%     `max_seconds';</li>
+%%%     `max_seconds'. The sink enforces `max_events' and `rate' itself, on
+%%%     every event it reads (the `{limits, ...}' command, doc/protocol.md):
+%%%     the event past the bound trips its `limit' alert, and from that event
+%%%     on nothing more reaches the tiers or a capture, so the report holds
+%%%     exactly the events up to the bound, however many the VM still sends
+%%%     before tracing is off. `max_seconds' is the guard's own;</li>
 %%% <li>the sink itself: if it dies, or its owner does, everything is turned off;</li>
 %%% <li>code reloads, which silently drop trace patterns: they are put back
 %%%     and counted (`reapplied').</li>
@@ -41,13 +46,10 @@
 
 -define(TICK, 50).
 -define(CLOCK_EVERY, 1000).
-%% The sink's event count is asked every tick while a limit counts events,
-%% but never while an answer is still due (a busy port makes them slow).
 -define(RELOAD_EVERY, 1000).
 -define(QUIET_QUEUE, 65536).
-%% Frames the sink read between two answers before their mean size is used
-%% to count the events still in the port's backlog.
--define(MIN_FRAMES, 32).
+%% The sink's limits off: {limits, 0, 0, 0}.
+-define(NO_SINK_LIMITS, {0, 0, 0}).
 
 -type abort_kind() :: overload | limit | sink_down | stopped | manual.
 -type limits() :: #{max_lag_ms => pos_integer() | infinity,
@@ -63,20 +65,18 @@
                       reapplied => fun((mfa()) -> any()),
                       events0 => non_neg_integer()}.
 
+-type sink_limits() :: {non_neg_integer(), non_neg_integer(), non_neg_integer()}.
 -record(armed, {abort, patterns = [], reapplied, since}).
 -record(state, {armed = #{} :: #{atom() => #armed{}},
                 limits = #{} :: map(),
                 subs = #{} :: #{pid() => reference()},
                 sink_mon :: reference() | undefined,
                 mem_base = 0 :: non_neg_integer(),
-                events0 :: non_neg_integer() | undefined,
-                rate_win = [] :: [{integer(), non_neg_integer()}],
+                %% {MaxEvents, RateMax, RatePerMs} last sent to the sink
+                %% (0: no bound); after a trip the sink keeps it until
+                %% the next mode's start sets it again.
+                sink_limits = ?NO_SINK_LIMITS :: sink_limits(),
                 last_clock = 0 :: integer(),
-                stats_due = false :: boolean(), % a stats command is on its way
-                %% {Events, PortBytes, Frames} the sink had read at its first
-                %% and its last answer since counting started.
-                first_read :: {integer(), integer(), integer()} | undefined,
-                last_read :: {integer(), integer(), integer()} | undefined,
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
@@ -112,11 +112,13 @@ validate_limits(Opts) when is_map(Opts) ->
 %% capture's name); arming it again replaces it. The strictest limit of all
 %% armed modes applies.
 %%
-%% `events0' is the sink's event count before the mode set its trace flags
-%% ({@link events_baseline/1}): `max_events' and `rate' count from there.
-%% Without it they count from the sink's first answer after arming, which
-%% a busy port may delay by many events. `reapplied' is called with each
-%% pattern of the mode put back after a code reload.
+%% `events0' says the mode called {@link events_baseline/1} before it set
+%% its trace flags: the sink's `max_events' and `rate' were set then and
+%% count from there. Without it, arming sets them, and they count from the
+%% sink's reading of that command, after the flags. With modes armed at
+%% different times, a later mode whose limits are stricter sets the sink's
+%% again, and the count starts again from its start. `reapplied' is called
+%% with each pattern of the mode put back after a code reload.
 -spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
@@ -167,22 +169,26 @@ other_tracers() ->
 ours(Tracer) ->
     ours(Tracer, sink_port()).
 
-%% @doc The sink's count of trace events now, for a mode to read before it
-%% sets its trace flags and give to {@link arm/2} as `events0'; `undefined'
-%% when `Limits' count no events (no `max_events', no `rate') or the sink
-%% does not answer within a second. The sink counts what comes through the
-%% port and what the tracer NIF writes to its ring alike, and answers after
-%% reading the ring.
+%% @doc Sets the sink's `max_events' and `rate' for a mode about to set its
+%% trace flags (the strictest of `Limits' and those of the modes armed
+%% already), and waits for the sink to read the command: the sink counts
+%% every event after it, and none before. Returns the sink's count of trace
+%% events at that point, for {@link arm/2} as `events0'; `undefined' when
+%% nothing was sent (`Limits' count no events and no limits are set, or the
+%% armed modes' limits stand as they are), the guard is not running, or the
+%% sink does not answer within a second. The sink counts what comes through
+%% the port and what the tracer NIF writes to its ring alike, and reads the
+%% ring before every command.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
-    case counts_events(Limits) of
-        false ->
-            undefined;
-        true ->
-            case catch kprof_sink:command(stats, 1000) of
-                #{trace_events := N} when is_integer(N) -> N;
+    case catch gen_server:call(?MODULE, {sink_limits, Limits}) of
+        {send, {Max, RateMax, PerMs}} ->
+            case catch kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
+                {ok, N} when is_integer(N) -> N;
                 _ -> undefined
-            end
+            end;
+        _ ->
+            undefined
     end.
 
 %% @doc Replaces the patterns the guard puts back after a code reload for
@@ -213,22 +219,29 @@ handle_call({arm, Name, Spec}, _From, S0) ->
              true -> start_watch(S0#state{aborted = undefined});
              false -> S0
          end,
-    Counting = not First andalso counts_events(S1#state.limits),
     Others = other_tracers(),
     warn_other_tracers(Others),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
                   limits = strictest(S1#state.limits, Limits, First),
                   other_tracers = Others},
-    S3 = count_from(Counting, maps:get(events0, Spec, undefined), S2),
+    Baseline = is_integer(maps:get(events0, Spec, undefined)),
+    S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
     {reply, ok, S3};
+handle_call({sink_limits, Limits}, _From, S) ->
+    Fresh = map_size(S#state.armed) =:= 0,
+    Want = sink_bounds(strictest(S#state.limits, Limits, Fresh)),
+    case sink_limits_due(Fresh, Want, S) of
+        true -> {reply, {send, Want}, S#state{sink_limits = Want}};
+        false -> {reply, keep, S}
+    end;
 handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
     case Armed of
         #{Name := A} -> {reply, ok, S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}}};
         _ -> {reply, ok, S}
     end;
 handle_call({disarm, Name}, _From, S) ->
-    {reply, ok, maybe_unwatch(S#state{armed = maps:remove(Name, S#state.armed)})};
+    {reply, ok, maybe_unwatch(S#state{armed = maps:remove(Name, S#state.armed)}, clear)};
 handle_call({abort, Kind, Info}, _From, S) ->
     {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
 handle_call(status, _From, S) ->
@@ -258,12 +271,6 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
-handle_info({sink_reply, stats, Stats = #{trace_events := _}}, S)
-  when map_size(S#state.armed) > 0 ->
-    {noreply, check_events(now_ms(), Stats, erlang:monotonic_time(microsecond),
-                           S#state{stats_due = false})};
-handle_info({sink_reply, stats, _Reply}, S) ->
-    {noreply, S#state{stats_due = false}};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
 handle_info({kprof_alert, overload, Info}, S) ->
@@ -272,6 +279,11 @@ handle_info({kprof_alert, overload, Info}, S) ->
 handle_info({kprof_alert, sink_down, Info}, S) ->
     T0 = erlang:monotonic_time(microsecond),
     {noreply, do_abort(sink_down, Info, T0, S)};
+%% The sink's max_events or rate tripped (only limits the guard set do).
+%% The sink keeps limiting what the VM still sends until the next start.
+handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK_LIMITS ->
+    T0 = erlang:monotonic_time(microsecond),
+    {noreply, do_abort(limit, Info, T0, S, keep)};
 handle_info({kprof_alert, _Kind, _Info}, S) ->
     {noreply, S};
 handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
@@ -305,19 +317,25 @@ start_watch(S) ->
           end,
     erlang:send_after(?TICK, self(), tick),
     sync_clock(),
-    S#state{sink_mon = Mon, mem_base = erlang:memory(total), events0 = undefined,
-            first_read = undefined, last_read = undefined,
-            rate_win = [], last_clock = now_ms(), last_reload = now_ms()}.
+    S#state{sink_mon = Mon, mem_base = erlang:memory(total),
+            last_clock = now_ms(), last_reload = now_ms()}.
 
-maybe_unwatch(S = #state{armed = Armed}) when map_size(Armed) > 0 ->
+%% Nothing armed any more: the sink's limits are cleared, except after their
+%% own trip (`keep'): then the sink goes on limiting the events still on
+%% their way, and the next start sets its limits again.
+maybe_unwatch(S = #state{armed = Armed}, _SinkLimits) when map_size(Armed) > 0 ->
     S;
-maybe_unwatch(S = #state{sink_mon = Mon}) ->
+maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
+    S = case SinkLimits of
+            clear -> set_sink_limits(?NO_SINK_LIMITS, S0);
+            keep -> S0
+        end,
     catch kprof_sink:unsubscribe(),
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
     S#state{sink_mon = undefined, limits = #{}}.
 
-%% One tick: the VM-side bounds, then the sink's event count (when a limit
-%% counts events and no answer is due), the clock and reloads less often.
+%% One tick: the VM-side bounds, max_seconds, then the clock and reloads
+%% less often. (max_events and rate are the sink's: see arm_sink_limits/3.)
 check(S0) ->
     T0 = erlang:monotonic_time(microsecond),
     Now = now_ms(),
@@ -341,12 +359,7 @@ check(S0) ->
             do_abort(limit, #{what => max_seconds, value => (Now - Since) div 1000,
                               bound => map_get(max_seconds, L)}, T0, S0);
         true ->
-            S1 = maybe_clock(Now, Queue, S0),
-            S2 = maybe_events(S1),
-            case backlog_events(Port, S2) of
-                {over, Info} -> do_abort(limit, Info, T0, S2);
-                ok -> maybe_reload(Now, S2)
-            end
+            maybe_reload(Now, maybe_clock(Now, Queue, S0))
     end.
 
 maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
@@ -356,101 +369,42 @@ maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
 maybe_clock(_Now, _Queue, S) ->
     S.
 
-%% Event counts come from the sink's stats (the VM does not count port-tracer
-%% output): asked every tick while a limit counts them, one at a time.
-maybe_events(S = #state{stats_due = false, limits = L}) ->
-    case counts_events(L) of
-        true -> ask_stats(S);
+%% The sink's max_events and rate, {MaxEvents, RateMax, RatePerMs} with 0
+%% for no bound. The sink counts from its reading of the command: a mode
+%% sends it before its flags with events_baseline/1; a mode armed without
+%% one gets it here (Fresh: the first mode, whose count starts now; else
+%% sent only when the strictest limits changed).
+arm_sink_limits(Fresh, Limits, S) ->
+    Want = sink_bounds(Limits),
+    case sink_limits_due(Fresh, Want, S) of
+        true -> set_sink_limits(Want, S);
         false -> S
-    end;
-maybe_events(S) ->
-    S.
-
-%% Asked from a process of its own: the tick never waits for the sink.
-ask_stats(S) ->
-    async(stats),
-    S#state{stats_due = true}.
-
-%% Where the count of `max_events' and `rate' starts: the first mode that
-%% counts events gives the sink's count before it set its flags (or, without
-%% one, the sink's first answer is taken); once counting, a mode armed later
-%% counts from there too. The sink is asked at once, not at the next tick.
-count_from(true, _E0, S) ->
-    S;
-count_from(false, E0, S = #state{limits = L}) ->
-    case counts_events(L) of
-        false ->
-            S;
-        true ->
-            Win = [{now_ms(), E0} || E0 =/= undefined],
-            ask_stats(S#state{events0 = E0, rate_win = Win, first_read = undefined,
-                              last_read = undefined})
     end.
 
-counts_events(L) ->
-    maps:get(max_events, L, infinity) =/= infinity orelse maps:get(rate, L, infinity) =/= infinity.
+%% A fresh start sends whatever is set, zeros too (limits left tripped or
+%% set by a start that failed are replaced); later, only a change.
+sink_limits_due(true, Want, #state{sink_limits = Have}) ->
+    Want =/= ?NO_SINK_LIMITS orelse Have =/= ?NO_SINK_LIMITS;
+sink_limits_due(false, Want, #state{sink_limits = Have}) ->
+    Want =/= Have.
 
-%% A count below the start is an answer to a question asked before arming
-%% (or the sink's counters were reset): nothing to judge by.
-check_events(_Now, #{trace_events := N}, _T0, S = #state{events0 = E0})
-  when is_integer(E0), N < E0 ->
+%% Written in order with every other command, the answer not waited for.
+set_sink_limits(Want, S = #state{sink_limits = Want}) when Want =:= ?NO_SINK_LIMITS ->
     S;
-check_events(Now, Stats = #{trace_events := N}, T0, S0 = #state{limits = L}) ->
-    E0 = case S0#state.events0 of undefined -> N; V -> V end,
-    Read = read_by_sink(Stats),
-    First = case S0#state.first_read of undefined -> Read; F -> F end,
-    S = S0#state{events0 = E0, first_read = First, last_read = Read},
-    Seen = N - E0,
-    Win = [{Now, N} | [P || P = {T, _} <- S#state.rate_win, Now - T =< rate_ms(L)]],
-    {_, Oldest} = lists:last(Win),
-    case {map_get(max_events, L), map_get(rate, L)} of
-        {Max, _} when is_integer(Max), Seen > Max ->
-            do_abort(limit, #{what => max_events, value => Seen, bound => Max}, T0, S);
-        {_, {Max, PerMs}} when N - Oldest > Max ->
-            do_abort(limit, #{what => rate, value => N - Oldest, bound => Max,
-                              per_ms => PerMs}, T0, S);
-        _ ->
-            S#state{rate_win = Win}
+set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
+    _ = (catch kprof_sink:send({limits, Max, RateMax, PerMs})),
+    S#state{sink_limits = Want}.
+
+sink_bounds(L) ->
+    Max = case maps:get(max_events, L, infinity) of
+              M when is_integer(M), M > 0 -> M;
+              _ -> 0
+          end,
+    case maps:get(rate, L, infinity) of
+        {RateMax, PerMs} when is_integer(RateMax), RateMax > 0,
+                              is_integer(PerMs), PerMs > 0 -> {Max, RateMax, PerMs};
+        _ -> {Max, 0, 0}
     end.
-
-%% What the sink had read when it answered: events, and the bytes and frames
-%% of the port (the VM's `output' of the port is those bytes less the 4-byte
-%% length of each frame).
-read_by_sink(#{trace_events := N, bytes := B, frames := F}) -> {N, B - 4 * F, F};
-read_by_sink(_) -> undefined.
-
-%% The sink's count is as old as the backlog in front of its answer, and a
-%% busy port takes no question at all (`nosuspend'): a busy process went past
-%% a max_events of 100 by 100,000s of events. The VM says every tick how many
-%% bytes it has handed to the port; what the sink has not read yet, at the
-%% mean frame size the sink saw in this session, is the events on their way.
-%% Before this session has frames enough, twice the mean of the sink's
-%% whole life stands in (commands and earlier sessions: the size is rather
-%% over- than underrated, so the count is rather late than early).
-backlog_events(Port, #state{limits = #{max_events := Max}, events0 = E0,
-                            first_read = {_, B1, F1}, last_read = {N, B2, F2}})
-  when is_integer(Max), is_integer(E0), F1 > 0 ->
-    FrameBytes = case F2 - F1 >= ?MIN_FRAMES andalso B2 > B1 of
-                     true -> (B2 - B1) / (F2 - F1);
-                     false -> 2 * B1 / F1
-                 end,
-    case catch erlang:port_info(Port, output) of
-        {output, Out} ->
-            Counted = N - E0,
-            Est = Counted + trunc(max(0, Out - B2) / FrameBytes),
-            case Est > Max of
-                true -> {over, #{what => max_events, value => Est, bound => Max,
-                                 counted => Counted}};
-                false -> ok
-            end;
-        _ ->
-            ok
-    end;
-backlog_events(_Port, _S) ->
-    ok.
-
-rate_ms(#{rate := {_, PerMs}}) -> PerMs;
-rate_ms(_) -> 0.
 
 %% A code reload drops the patterns of the module: put them back.
 maybe_reload(Now, S) when Now - S#state.last_reload >= ?RELOAD_EVERY ->
@@ -499,9 +453,12 @@ is_meta(_) -> false.
 %% PRIVATE: aborting
 %%====================================================================
 
-do_abort(_Kind, _Info, _T0, S) when map_size(S#state.armed) =:= 0 ->
+do_abort(Kind, Info, T0, S) ->
+    do_abort(Kind, Info, T0, S, clear).
+
+do_abort(_Kind, _Info, _T0, S, _SinkLimits) when map_size(S#state.armed) =:= 0 ->
     S;
-do_abort(Kind, Info, T0, S0) ->
+do_abort(Kind, Info, T0, S0, SinkLimits) ->
     _ = [turn_off(Name, A, Kind, Info) || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
     Msg = unicode:characters_to_binary(message(Kind, Info)),
@@ -510,7 +467,7 @@ do_abort(Kind, Info, T0, S0) ->
                                                    erlang:system_time(second)),
               took_us => Took, message => Msg},
     _ = [Pid ! {kprof_alert, Kind, Info#{message => Msg}} || Pid <- maps:keys(S0#state.subs)],
-    maybe_unwatch(S0#state{armed = #{}, aborted = Abort}).
+    maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits).
 
 %% The mode's own abort first (so it can note why), then the net: flags whose
 %% tracer is the sink's port, and the patterns it armed.
@@ -533,9 +490,8 @@ message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
                   [Kind, bytes(Size), N]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
-message(Kind, #{what := max_events, value := V, bound := B, counted := C}) ->
-    io_lib:format("~p (max_events ~b > ~b: ~b read by the sink, the rest on their way to it)",
-                  [Kind, V, B, C]);
+message(Kind, #{what := rate, value := V, bound := B, per_ms := PerMs}) ->
+    io_lib:format("~p (rate ~b > ~b in ~b ms)", [Kind, V, B, PerMs]);
 message(Kind, #{what := What, value := V, bound := B}) ->
     io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->

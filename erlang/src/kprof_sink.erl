@@ -32,7 +32,7 @@
 
 %% PUBLIC
 -export([start_link/0, start_link/1,
-         port/0, command/1, command/2, command/3,
+         port/0, command/1, command/2, command/3, send/1,
          subscribe/0, unsubscribe/0,
          info/0, default_path/0]).
 %% gen_server callbacks
@@ -125,6 +125,15 @@ command(Cmd, Timeout) when is_integer(Timeout), Timeout >= 0 ->
 command(Cmd, Timeout, [nosuspend]) when is_integer(Timeout), Timeout >= 0 ->
     safe_call({command, Cmd, Timeout, nosuspend}, Timeout + ?CALL_MARGIN).
 
+%% @doc Write `Cmd' to the sink, in order with every other command, and
+%% return without waiting for its reply (the reply is dropped when it
+%% comes). The server never suspends: a busy port gets the command through
+%% the writer process, still in order. For commands whose answer nobody
+%% needs, e.g. the guard's `{limits, 0, 0, 0}' when tracing stops.
+-spec send(command()) -> ok | {error, term()}.
+send(Cmd) ->
+    safe_call({send, Cmd}, ?DEFAULT_TIMEOUT).
+
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
 %% the sink, `Kind = sink_down' included, until {@link unsubscribe/0} or
 %% the caller's death.
@@ -179,6 +188,8 @@ handle_call({command, Cmd, Timeout}, From, S) ->
     send_command(Cmd, Timeout, [], From, S);
 handle_call({command, Cmd, Timeout, nosuspend}, From, S) ->
     send_command(Cmd, Timeout, [nosuspend], From, S);
+handle_call({send, Cmd}, _From, S) ->
+    send_only(Cmd, S);
 handle_call(port, _From, S = #state{port = Port}) ->
     {reply, Port, S};
 handle_call({subscribe, Pid}, _From, S) ->
@@ -269,6 +280,21 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
             S1 = ensure_writer(S),
             S1#state.writer ! {send, Bin},
             {noreply, S1#state{pending = Pending#{Ref => pending(From, Timeout, Ref)}}}
+    end.
+
+%% As send_command/5, with no caller waiting: the reply's Ref is nobody's.
+-spec send_only(command(), #state{}) -> {reply, ok | {error, term()}, #state{}}.
+send_only(Cmd, S = #state{writer = W}) ->
+    Bin = term_to_binary({kprof, make_ref(), Cmd}),
+    case W =:= undefined andalso try_send(Bin, S) of
+        true ->
+            {reply, ok, S};
+        closed ->
+            {reply, {error, {sink_down, port_closed}}, S};
+        _Busy ->
+            S1 = ensure_writer(S),
+            S1#state.writer ! {send, Bin},
+            {reply, ok, S1}
     end.
 
 pending(From, Timeout, Ref) ->

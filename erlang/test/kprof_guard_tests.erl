@@ -3,6 +3,7 @@
 %%% leaves nothing of kprof's on the node when the application stops.
 -module(kprof_guard_tests).
 -include_lib("eunit/include/eunit.hrl").
+-export([log/2]).   % a logger handler (flame_max_events_exact/0)
 
 -define(MFA, {kprof_guard_work, f, 0}).
 
@@ -30,7 +31,13 @@ guard_test_() ->
       {"tiers: the patterns put back after a code reload are in the report",
        {timeout, 30, fun tiers_reapplied/0}},
       {"flame_capture: the trigger's meta pattern is put back after a code reload",
-       {timeout, 60, fun flame_trigger_reapplied/0}}]}.
+       {timeout, 60, fun flame_trigger_reapplied/0}},
+      {"tiers, max_events => 200: the sink trips at the 201st event, the report holds 200",
+       {timeout, 60, fun tiers_max_events_exact/0}},
+      {"flame_pid, max_events => 100, busy process: the capture holds at most 100 events",
+       {timeout, 60, fun flame_max_events_exact/0}},
+      {"limits set by a start that never armed are replaced at the next start",
+       {timeout, 30, fun stale_sink_limits/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -158,7 +165,9 @@ max_events() ->
     T0 = erlang:monotonic_time(millisecond),
     W = arm_worker(5, #{max_events => 500}),
     {limit, Info, _} = await_alert(T0),
-    ?assertMatch(#{what := max_events, bound := 500}, Info),
+    %% The sink counts from its reading of the guard's command: exactly.
+    ?assertMatch(#{what := max_events, value := 501, bound := 500}, Info),
+    ?assertEqual(<<"limit (max_events 501 > 500)">>, maps:get(message, Info)),
     ?assert(traced_off(W)),
     stop_worker(W).
 
@@ -166,7 +175,8 @@ rate_limit() ->
     T0 = erlang:monotonic_time(millisecond),
     W = arm_worker(5, #{rate => {1000, 1000}}),     % the worker makes ~5000/s
     {limit, Info, _} = await_alert(T0),
-    ?assertMatch(#{what := rate, bound := 1000, per_ms := 1000}, Info),
+    ?assertMatch(#{what := rate, value := 1001, bound := 1000, per_ms := 1000}, Info),
+    ?assertEqual(<<"limit (rate 1001 > 1000 in 1000 ms)">>, maps:get(message, Info)),
     ?assert(traced_off(W)),
     stop_worker(W).
 
@@ -319,6 +329,126 @@ flame_trigger_reapplied() ->
     #{reapplied := N} = kprof:status(),
     ?assert(N >= 1),
     _ = file:del_dir_r(Dir).
+
+%%% max_events enforced by the sink: exact, however much the VM still sends
+
+%% The sink's counts: {trace events read, events not aggregated}.
+sink_counts() ->
+    #{trace_events := N, limited := L} = kprof_sink:command(stats),
+    {N, L}.
+
+%% Every trace message sent so far has reached the sink and been read
+%% (the ring too: the sink reads it before every command).
+sink_drained() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after 10000 -> error(not_delivered) end,
+    {synced, _} = kprof_sink:command(sync, 60000),
+    ok.
+
+%% Requests of 10 tier calls as fast as the worker can: the VM sends
+%% thousands of events between the 201st and the tracing off.
+tiers_max_events_exact() ->
+    ok = kprof:subscribe(),
+    {N0, L0} = sink_counts(),
+    ok = kprof:start_tiers(?TIERS, #{max_events => 200}),
+    Request = fun() -> kprof:request(lim, fun() -> kprof_guard_work:calls(10) end) end,
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      kprof_guard_work:paced(2000, Request, 30000)
+              end),
+    T0 = erlang:monotonic_time(millisecond),
+    W ! go,
+    {Kind, Info, Ms} = await_alert(T0),
+    ?assertEqual(limit, Kind),
+    ?assertMatch(#{what := max_events, value := 201, bound := 200}, Info),
+    %% The 201st event since the start, by the sink's own count.
+    ?assertEqual(N0 + 201, maps:get(events, Info)),
+    ?assertEqual(<<"limit (max_events 201 > 200)">>, maps:get(message, Info)),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
+    Requests = stop_worker(W),
+    ok = sink_drained(),
+    {N1, L1} = sink_counts(),
+    Delivered = N1 - N0,
+    Aggregated = Delivered - (L1 - L0),
+    ?assertEqual(200, Aggregated),
+    {ok, Report = #{events := Events, aborted := [#{reason := limit}]}} =
+        kprof:report(#{format => term}),
+    ?assert(Events > 0 andalso Events =< 200),
+    #{aborted := #{took_us := Took}} = kprof:status(),
+    ?debugFmt("tiers max_events 200: tripped ~b ms after the first request, tracing off "
+              "~b us after the alert; ~b requests made; the VM delivered ~b events, the sink "
+              "aggregated ~b (report: ~b events in ~b requests, ~b orphan)",
+              [Ms, Took, Requests, Delivered, Aggregated, Events, maps:get(requests, Report),
+               maps:get(orphan_events, Report, 0)]).
+
+%% Every logger event of kprof_flame_written goes to the test process.
+log(#{msg := {report, R = #{what := kprof_flame_written}}}, #{config := #{pid := Pid}}) ->
+    Pid ! {flame_written, R};
+log(_Event, _Config) ->
+    ok.
+
+flame_max_events_exact() ->
+    Dir = filename:join("/tmp", "kprof-guard-eunit-max-" ++ os:getpid()),
+    #{level := Primary} = logger:get_primary_config(),
+    ok = logger:set_primary_config(level, info),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{config => #{pid => self()}, level => info}),
+    try
+        flame_max_events_exact(Dir)
+    after
+        _ = logger:remove_handler(?MODULE),
+        ok = logger:set_primary_config(level, Primary),
+        _ = file:del_dir_r(Dir)
+    end.
+
+flame_max_events_exact(Dir) ->
+    Busy = spawn(fun() -> busy_calls() end),
+    {N0, L0} = sink_counts(),
+    T0 = erlang:monotonic_time(millisecond),
+    %% (Lag and queue bounds raised: a loaded machine's port falls behind a
+    %% busy process, and this test is about max_events.)
+    Result = kprof:flame_pid(Busy, 20000, #{output_directory => Dir, output_format => folded,
+                                            max_events => 100, max_lag_ms => 30000,
+                                            max_queue_bytes => 64 bsl 20}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ?assertMatch({error, {aborted, limit, [_]}}, Result),
+    ?assertEqual({flags, []}, erlang:trace_info(Busy, flags)),
+    exit(Busy, kill),
+    #{aborted := #{info := #{what := max_events, value := 101, bound := 100, events := E},
+                   took_us := Took}} = kprof:status(),
+    ?assertEqual(N0 + 101, E),
+    ok = sink_drained(),
+    {N1, L1} = sink_counts(),
+    Delivered = N1 - N0,
+    Aggregated = Delivered - (L1 - L0),
+    ?assertEqual(100, Aggregated),
+    Info = receive {flame_written, #{info := I}} -> I after 5000 -> error(not_written) end,
+    Captured = maps:get(events, Info),
+    ?assert(Captured =< 100),
+    ?debugFmt("flame_pid busy, max_events 100: tripped ~b ms after the start, tracing off in "
+              "~b us; the VM delivered ~b events, the sink aggregated ~b, the capture ~b",
+              [Ms, Took, Delivered, Aggregated, Captured]).
+
+%% Calls non-stop, with a little work between them.
+busy_calls() ->
+    _ = erlang:md5(<<"kprof">>),
+    kprof_guard_work:calls(10),
+    busy_calls().
+
+%% A mode that took the baseline and failed before arming leaves the sink's
+%% limits set; the next start, with no limits, clears them before its flags.
+stale_sink_limits() ->
+    ok = kprof:subscribe(),
+    N0 = kprof_guard:events_baseline(#{max_events => 5}),
+    ?assert(is_integer(N0)),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    _ = [kprof:request(x, fun() -> kprof_guard_work:calls(5) end) || _ <- lists:seq(1, 20)],
+    ok = sink_drained(),
+    {_, Limited} = sink_counts(),
+    ?assertEqual(0, Limited),
+    {ok, #{requests := 20}} = kprof:report(#{format => term}),
+    receive {kprof_alert, K, I} -> error({unexpected_alert, K, I}) after 0 -> ok end,
+    ok = kprof:stop_tiers().
 
 %% A new version of Mod, as a code reload does: its trace patterns are gone.
 reload(Mod) ->
