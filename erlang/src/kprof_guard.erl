@@ -22,7 +22,10 @@
 %%%     before tracing is off. `max_seconds' is the guard's own;</li>
 %%% <li>the sink itself: if it dies, or its owner does, everything is turned off;</li>
 %%% <li>code reloads, which silently drop trace patterns: they are put back
-%%%     and counted (`reapplied').</li>
+%%%     and counted (`reapplied'). A pattern on every function of a module
+%%%     (`{module, ...}' in {@link arm_spec()}) is checked on one function
+%%%     of it, its sentinel: a reload replaces the whole module, so one
+%%%     function that lost its pattern means they all did.</li>
 %%% </ul>
 %%%
 %%% When a bound is crossed, every armed mode is aborted at once (its own
@@ -38,11 +41,12 @@
 %% PUBLIC
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, ours/1, events_baseline/1, watch_patterns/2]).
+         other_tracers/0, ours/1, events_baseline/1, watch_patterns/2,
+         module_pattern/3]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--export_type([limits/0, arm_spec/0, abort_kind/0]).
+-export_type([limits/0, arm_spec/0, abort_kind/0, pattern/0]).
 
 -define(TICK, 50).
 -define(CLOCK_EVERY, 1000).
@@ -58,11 +62,18 @@
                     max_events => pos_integer() | infinity,
                     rate => {pos_integer(), pos_integer()} | infinity,
                     max_seconds => pos_integer() | infinity}.
--type pattern() :: {{module(), atom(), arity() | '_'}, term(), list()}.
+%% `{MFA, MatchSpec, Flags}': one `erlang:trace_pattern/3' call, checked on
+%% `MFA' (its module's first function for a wildcard). `{module, M,
+%% MatchSpec, Flags, Sentinel}': the pattern on every function of `M', its
+%% BIFs aside, as {@link module_pattern/3} sets it and returns it; checked
+%% on `Sentinel' alone (`undefined': never checked), and put back module-wide
+%% with a new sentinel should the old function be gone.
+-type pattern() :: {{module(), atom(), arity() | '_'}, term(), list()}
+                 | {module, module(), term(), list(), mfa() | undefined}.
 -type arm_spec() :: #{abort := fun((abort_kind(), map()) -> any()),
                       patterns => [pattern()],
                       limits => limits(),
-                      reapplied => fun((mfa()) -> any()),
+                      reapplied => fun((mfa() | {module(), '_', '_'}) -> any()),
                       events0 => non_neg_integer()}.
 
 -type sink_limits() :: {non_neg_integer(), non_neg_integer(), non_neg_integer()}.
@@ -118,7 +129,16 @@ validate_limits(Opts) when is_map(Opts) ->
 %% sink's reading of that command, after the flags. With modes armed at
 %% different times, a later mode whose limits are stricter sets the sink's
 %% again, and the count starts again from its start. `reapplied' is called
-%% with each pattern of the mode put back after a code reload.
+%% with each pattern of the mode put back after a code reload: its `MFA',
+%% or ``{M, '_', '_'}'' for a `{module, M, ...}' pattern.
+%%
+%% The patterns (see {@link pattern()}) are checked once a second. A
+%% mode's `{module, M, ...}' pattern put back after a reload is followed
+%% by its other patterns on functions of `M' (they win over it, as when
+%% the mode set them after it). When a mode is aborted its patterns are
+%% cleared; a `{module, ...}' pattern is left to a ``{{'_', '_', '_'}, _,
+%% Flags}'' pattern of the same flags if the mode has one (one call clears
+%% them all).
 -spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
@@ -197,6 +217,21 @@ events_baseline(Limits) when is_map(Limits) ->
 -spec watch_patterns(term(), [pattern()]) -> ok.
 watch_patterns(Name, Patterns) when is_list(Patterns) ->
     gen_server:call(?MODULE, {watch_patterns, Name, Patterns}).
+
+%% @doc Sets `MatchSpec' with `Flags' on every function of module `M'
+%% (``erlang:trace_pattern({M, '_', '_'}, MatchSpec, Flags)''), then takes it
+%% off the BIFs among its exports (a traced BIF sends a `return_to' of its
+%% own), and returns the `{module, M, MatchSpec, Flags, Sentinel}' pattern
+%% the guard watches for it (see {@link arm/2}): `Sentinel' is the first
+%% function of `M', BIFs aside, that has the pattern now, `undefined'
+%% if none has (`M' not loaded, or only BIFs). The guard puts such a
+%% pattern back with this function after a code reload of `M'.
+-spec module_pattern(module(), term(), list()) -> pattern().
+module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
+    _ = (catch erlang:trace_pattern({M, '_', '_'}, MS, Flags)),
+    _ = [catch erlang:trace_pattern({M, F, A}, false, Flags)
+         || {F, A} <- module_info(M, exports), erlang:is_builtin(M, F, A)],
+    {module, M, MS, Flags, sentinel(M, Flags)}.
 
 %%====================================================================
 %% gen_server
@@ -408,10 +443,38 @@ sink_bounds(L) ->
 
 %% A code reload drops the patterns of the module: put them back.
 maybe_reload(Now, S) when Now - S#state.last_reload >= ?RELOAD_EVERY ->
-    lists:foldl(fun reapply/2, S#state{last_reload = Now},
-                [{A, P} || A <- maps:values(S#state.armed), P <- A#armed.patterns]);
+    maps:fold(fun reload_mode/3, S#state{last_reload = Now}, S#state.armed);
 maybe_reload(_Now, S) ->
     S.
+
+%% A mode's patterns on one function first, then its module-wide ones: a
+%% module put back gets the mode's own patterns on its functions again
+%% after it (they were set after it). Module patterns get a new sentinel.
+reload_mode(Name, A = #armed{patterns = Ps0}, S0) ->
+    S1 = lists:foldl(fun(P = {_, _, _}, S) -> reapply({A, P}, S);
+                        (_, S) -> S
+                     end, S0, Ps0),
+    case lists:mapfoldl(fun(P = {module, _, _, _, _}, S) -> reapply_module(A, P, S);
+                           (P, S) -> {P, S}
+                        end, S1, Ps0) of
+        {Ps0, S2} -> S2;
+        {Ps, S2} -> S2#state{armed = maps:put(Name, A#armed{patterns = Ps}, S2#state.armed)}
+    end.
+
+reapply_module(A, P = {module, M, MS, Flags, Sentinel}, S) ->
+    case Sentinel =/= undefined andalso erlang:module_loaded(M)
+        andalso not has_pattern(Sentinel, Flags) of
+        true ->
+            P1 = module_pattern(M, MS, Flags),
+            _ = [catch erlang:trace_pattern(MFA, MS1, Flags1)
+                 || {MFA = {M1, _, _}, MS1, Flags1} <- A#armed.patterns, M1 =:= M],
+            logger:notice("kprof: trace patterns on the functions of ~p were lost"
+                          " (code reload?); put back", [M]),
+            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)({M, '_', '_'}),
+            {P1, S#state{reapplied = S#state.reapplied + 1}};
+        false ->
+            {P, S}
+    end.
 
 reapply({A, {MFA = {M, _, _}, MS, Flags}}, S) ->
     case code:is_loaded(M) =/= false andalso not is_traced(MFA, Flags) of
@@ -442,6 +505,37 @@ is_traced(MFA, Flags) ->
         %% `{meta, []}' with no meta match spec: not meta traced.)
         true -> erlang:trace_info(MFA, meta_match_spec) =/= {meta_match_spec, false};
         false -> erlang:trace_info(MFA, traced) =/= {traced, false}
+    end.
+
+%% A sentinel has its pattern: not when it is gone from the module either
+%% (`{traced, undefined}'), the module reloaded without it.
+has_pattern(MFA, Flags) ->
+    Item = case lists:any(fun is_meta/1, Flags) of
+               true -> meta_match_spec;
+               false -> traced
+           end,
+    case erlang:trace_info(MFA, Item) of
+        {Item, false} -> false;
+        {Item, undefined} -> false;
+        _ -> true
+    end.
+
+%% The first function of M, BIFs aside, with a pattern of Flags' kind.
+sentinel(M, Flags) ->
+    sentinel(M, Flags, module_info(M, functions)).
+
+sentinel(_M, _Flags, []) ->
+    undefined;
+sentinel(M, Flags, [{F, A} | Rest]) ->
+    case not erlang:is_builtin(M, F, A) andalso has_pattern({M, F, A}, Flags) of
+        true -> {M, F, A};
+        false -> sentinel(M, Flags, Rest)
+    end.
+
+module_info(M, What) ->
+    case catch M:module_info(What) of
+        L when is_list(L) -> L;
+        _ -> []
     end.
 
 is_meta(meta) -> true;
@@ -477,6 +571,9 @@ turn_off(Name, A, Kind, Info) ->
         _ -> ok
     end,
     _ = [catch erlang:trace_pattern(MFA, false, Flags) || {MFA, _, Flags} <- A#armed.patterns],
+    All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
+    _ = [catch erlang:trace_pattern({M, '_', '_'}, false, Flags)
+         || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
     case sink_port() of
         undefined -> ok;
         Port -> catch erlang:trace(all, false, [all, {tracer, Port}])

@@ -190,6 +190,8 @@
                sink_opts = [] :: [{atom(), term()}],
                full = false :: false | all | [term()],  % full_trace
                full_patterns = [] :: [pattern()],  % set at start: {{M, '_', '_'}, MS}
+               %% The same for kprof_guard: {module, M, MS, [local], Sentinel}.
+               full_watch = [] :: [kprof_guard:pattern()],
                sample = 1.0 :: number(),
                window :: undefined | number(),    % seconds
                slow_max = 20 :: non_neg_integer(),
@@ -615,8 +617,9 @@ start_tracing(Plan0 = #plan{patterns = Patterns}) ->
             case kprof_sink:command({tiers_start, Plan0#plan.sink_specs,
                                      Plan0#plan.sink_opts}) of
                 ok ->
-                    Full = set_full_patterns(Plan0#plan.full),
-                    Plan = Plan0#plan{full_patterns = Full},
+                    Watch = set_full_patterns(Plan0#plan.full),
+                    Full = [{{M, '_', '_'}, MS} || {module, M, MS, _, _} <- Watch],
+                    Plan = Plan0#plan{full_patterns = Full, full_watch = Watch},
                     case set_patterns(Patterns, []) of
                         ok ->
                             %% max_events counts from here: the guard is
@@ -661,25 +664,19 @@ set_patterns([{Spec, MS} | Rest], Done) ->
 %% for the whole of it), yielding in between. BIFs are left out (`erlang',
 %% `erts_internal', and the BIFs of other modules): a traced BIF sends its
 %% own return_to, which the sink's chain model does not expect.
--spec set_full_patterns(false | all | [term()]) -> [pattern()].
+%% kprof_guard:module_pattern/3 sets them, and gives the pattern the guard
+%% watches for a module (one sentinel function) and puts back the same way
+%% after a code reload of it.
+-spec set_full_patterns(false | all | [term()]) -> [kprof_guard:pattern()].
 set_full_patterns(false) ->
     [];
 set_full_patterns(_) ->
     MS = tier_ms(),
     [begin
-         _ = (catch erlang:trace_pattern({M, '_', '_'}, MS, [local])),
-         _ = [catch erlang:trace_pattern({M, F, A}, false, [local])
-              || {F, A} <- exports(M), erlang:is_builtin(M, F, A)],
+         W = kprof_guard:module_pattern(M, MS, [local]),
          erlang:yield(),
-         {{M, '_', '_'}, MS}
+         W
      end || M <- full_trace_modules()].
-
--spec exports(module()) -> [{atom(), arity()}].
-exports(M) ->
-    case catch M:module_info(exports) of
-        L when is_list(L) -> L;
-        _ -> []
-    end.
 
 %% Every loaded module but kprof's and the BIF modules.
 -spec full_trace_modules() -> [module()].
@@ -849,19 +846,22 @@ reset_state(S = #state{counters = C}) ->
 %% The guard watches for overload and limits, and calls abort/2; it counts
 %% the patterns it puts back after a code reload in `Counters' (the report's
 %% `reapplied').
-%% Full trace's module patterns are not listed: the guard checks every
-%% pattern it holds for a reload every tick, which for every loaded module
-%% is too slow. A catch-all stands for them: the guard never re-applies it
-%% (`'_'' is no loaded module) and, should it abort, clears every local
-%% pattern with it (after kprof_tiers:abort/2 has removed them itself).
+%% Full trace's module patterns are given as `{module, ...}' patterns: the
+%% guard checks one function of each module (a reload replaces the whole
+%% module), puts the module's pattern back the way it was set, then the
+%% tier patterns on its functions. A catch-all goes with them: the guard
+%% never re-applies it (`'_'' is no loaded module) and, should it abort,
+%% clears every local pattern with it in one call rather than module by
+%% module (after kprof_tiers:abort/2 has removed them itself).
 -spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
-arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, events0 = E0}, Counters) ->
+arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
+                events0 = E0}, Counters) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
                end,
     Arm0 = #{abort => fun ?MODULE:abort/2,
-             patterns => [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm = case E0 of
               undefined -> Arm0;

@@ -4,7 +4,8 @@
 %%% are checked exactly; times only against what the test itself measured
 %%% around each request (plus 2 ms), and against the sleeps the code makes
 %%% (the machine may be loaded: nothing nominal is asserted). Also
-%%% `open => speedscope' with a fake speedscope CLI on the PATH.
+%%% `open => speedscope' with a fake speedscope CLI on the PATH, and the
+%%% full trace's patterns put back by kprof_guard after a code reload.
 -module(kprof_full_trace_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -30,7 +31,11 @@ tests() ->
      {"tier times are those of a run without full trace", fun tiers_unchanged/0},
      {"bad options are refused and change nothing", fun bad_options/0},
      {"open => speedscope with the CLI on the PATH", fun open_speedscope/0},
-     {"open => speedscope without the CLI: files, and a hint", fun open_no_speedscope/0}].
+     {"open => speedscope without the CLI: files, and a hint", fun open_no_speedscope/0},
+     {"code reload of a full-traced module: its patterns are put back, counted",
+      fun reload_reapplied/0},
+     {"guard: a module pattern reloaded without its sentinel gets a new one",
+      fun module_pattern_new_sentinel/0}].
 
 %%% The known tree
 
@@ -166,6 +171,96 @@ bad_options() ->
     {ok, #{full_trace := undefined}} = kprof:report(#{format => term}),
     ok = kprof:stop_tiers().
 
+%%% Code reload
+
+%% The work module reloaded while full-traced: the guard puts its patterns
+%% back (module-wide, then the tier pattern on work/1), the requests after
+%% it are full-traced again, and the report counts the reload.
+-spec reload_reapplied() -> term().
+reload_reapplied() ->
+    Srv = ?W:start(),
+    ok = kprof:start_tiers([{work, [{?W, work, 1}]}], #{full_trace => selected}),
+    Leaf = {?W, leaf, 1},                % full trace's pattern only
+    {traced, local} = erlang:trace_info(Leaf, traced),
+    {match_spec, MS} = erlang:trace_info(Leaf, match_spec),
+    {match_spec, WorkMS} = erlang:trace_info({?W, work, 1}, match_spec),
+    reload(?W),
+    {traced, false} = erlang:trace_info(Leaf, traced),
+    {traced, false} = erlang:trace_info({?W, work, 1}, traced),
+    Back = fun() -> [erlang:trace_info(MFA, traced) || {F, A} <- ?W:module_info(functions),
+                                                        MFA <- [{?W, F, A}]] end,
+    ok = wait_until(fun() -> lists:all(fun(T) -> T =:= {traced, local} end, Back()) end,
+                    20000),
+    ?assertEqual({match_spec, MS}, erlang:trace_info(Leaf, match_spec)),
+    ?assertEqual({match_spec, WorkMS}, erlang:trace_info({?W, work, 1}, match_spec)),
+    [{{3, ok}, _} = measure(fun() -> kprof:request(selected, fun() -> ?W:run(Srv) end) end)
+     || _ <- lists:seq(1, ?N)],
+    {ok, R} = kprof:report(#{format => term}),
+    #{full_trace := #{identities := [#{identity := selected, requests := ?N, mfas := Mfas}]},
+      rows := Rows} = R,
+    Calls = lists:sort([{F, C} || #{mfa := {?W, F, _}, calls := C} <- Mfas]),
+    ?assertEqual([{body, ?N}, {handle_call, ?N}, {leaf, ?N}, {rec, 4 * ?N}, {run, ?N},
+                  {tail, ?N}, {top, ?N}, {work, ?N}], Calls),
+    %% The tier's calls too.
+    ?assertEqual([?N], [C || #{tiers := Cols} <- Rows, #{tier := work, calls := C} <- Cols]),
+    %% The module (and the tier pattern on work/1) put back: counted.
+    {ok, #{reapplied := N}} = kprof_tiers:node_report(),
+    ?assert(N >= 1),
+    ?assertEqual(N, maps:get(reapplied, R)),
+    Text = lists:flatten(io_lib:format("~ts", [kprof_report:text(R, #{})])),
+    ?assertNotEqual(nomatch, string:find(Text, "trace patterns put back after code reload")),
+    ok = kprof:stop_tiers(),
+    %% Stopped: nothing left on the module, and the guard puts nothing back.
+    {traced, false} = erlang:trace_info(Leaf, traced),
+    timer:sleep(1500),
+    {traced, false} = erlang:trace_info(Leaf, traced),
+    ?W:stop(Srv).
+
+%% kprof_guard's `{module, ...}' pattern on a module whose new version has
+%% lost the sentinel function: put back on the new functions, with a new
+%% sentinel (the guard does not put it back again and again).
+-spec module_pattern_new_sentinel() -> term().
+module_pattern_new_sentinel() ->
+    M = kprof_ft_dyn,
+    load_dyn(M, [a, b]),
+    P = {module, M, true, [local], {M, a, 0}} = kprof_guard:module_pattern(M, true, [local]),
+    ok = kprof_guard:arm(ft_test, #{abort => fun(_, _) -> ok end, patterns => [P]}),
+    try
+        #{reapplied := N0} = kprof_guard:status(),
+        load_dyn(M, [b, c]),
+        {traced, false} = erlang:trace_info({M, c, 0}, traced),
+        ok = wait_until(fun() -> erlang:trace_info({M, c, 0}, traced) =:= {traced, local} end,
+                        20000),
+        {traced, local} = erlang:trace_info({M, b, 0}, traced),
+        #{reapplied := N1} = kprof_guard:status(),
+        ?assertEqual(N0 + 1, N1),
+        %% Over two checks: nothing more to put back.
+        timer:sleep(2500),
+        ?assertMatch(#{reapplied := N1}, kprof_guard:status()),
+        %% And the next reload is seen on the new sentinel.
+        load_dyn(M, [b, c]),
+        ok = wait_until(fun() -> erlang:trace_info({M, b, 0}, traced) =:= {traced, local} end,
+                        20000),
+        ?assertMatch(#{reapplied := N2} when N2 =:= N1 + 1, kprof_guard:status())
+    after
+        ok = kprof_guard:disarm(ft_test),
+        _ = erlang:trace_pattern({M, '_', '_'}, false, [local]),
+        _ = code:purge(M),
+        _ = code:delete(M),
+        _ = code:purge(M)
+    end.
+
+%% A module of zero-arity functions Fs, each returning its name, loaded
+%% (the old version purged first).
+-spec load_dyn(module(), [atom()]) -> ok.
+load_dyn(M, Fs) ->
+    Forms = [{attribute, 1, module, M}, {attribute, 2, export, [{F, 0} || F <- Fs]}]
+        ++ [{function, 3, F, 0, [{clause, 3, [], [], [{atom, 3, F}]}]} || F <- Fs],
+    {ok, M, Bin} = compile:forms(Forms, []),
+    _ = code:purge(M),
+    {module, M} = code:load_binary(M, atom_to_list(M) ++ ".erl", Bin),
+    ok.
+
 %%% open => speedscope
 
 -spec open_speedscope() -> term().
@@ -264,6 +359,24 @@ wait_file(File, Ms) ->
     case file:read_file(File) of
         {ok, Bin} -> unicode:characters_to_list(Bin);
         {error, enoent} -> timer:sleep(20), wait_file(File, Ms - 20)
+    end.
+
+%% The module's own object code loaded again, as a code upgrade does.
+-spec reload(module()) -> ok.
+reload(Mod) ->
+    _ = code:purge(Mod),
+    {Mod, Bin, File} = code:get_object_code(Mod),
+    {module, Mod} = code:load_binary(Mod, File, Bin),
+    _ = code:soft_purge(Mod),
+    ok.
+
+-spec wait_until(fun(() -> boolean()), integer()) -> ok.
+wait_until(F, Ms) when Ms =< 0 ->
+    case F() of true -> ok; false -> error(timeout) end;
+wait_until(F, Ms) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(20), wait_until(F, Ms - 20)
     end.
 
 -spec tmp_dir() -> file:filename().
