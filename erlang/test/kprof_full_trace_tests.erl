@@ -9,6 +9,7 @@
 -module(kprof_full_trace_tests).
 
 -include_lib("eunit/include/eunit.hrl").
+-import(kprof_test_util, [wait_until/2, reload/1]).
 
 -define(W, kprof_full_trace_work).
 -define(N, 3).
@@ -359,24 +360,6 @@ wait_file(File, Ms) ->
     case file:read_file(File) of
         {ok, Bin} -> unicode:characters_to_list(Bin);
         {error, enoent} -> timer:sleep(20), wait_file(File, Ms - 20)
-    end.
-
-%% The module's own object code loaded again, as a code upgrade does.
--spec reload(module()) -> ok.
-reload(Mod) ->
-    _ = code:purge(Mod),
-    {Mod, Bin, File} = code:get_object_code(Mod),
-    {module, Mod} = code:load_binary(Mod, File, Bin),
-    _ = code:soft_purge(Mod),
-    ok.
-
--spec wait_until(fun(() -> boolean()), integer()) -> ok.
-wait_until(F, Ms) when Ms =< 0 ->
-    case F() of true -> ok; false -> error(timeout) end;
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(20), wait_until(F, Ms - 20)
     end.
 
 -spec tmp_dir() -> file:filename().

@@ -3,6 +3,7 @@
 %%% leaves nothing of kprof's on the node when the application stops.
 -module(kprof_guard_tests).
 -include_lib("eunit/include/eunit.hrl").
+-import(kprof_test_util, [wait_until/2, reload/1]).
 -export([log/2]).   % a logger handler (flame_max_events_exact/0)
 
 -define(MFA, {kprof_guard_work, f, 0}).
@@ -450,14 +451,6 @@ stale_sink_limits() ->
     receive {kprof_alert, K, I} -> error({unexpected_alert, K, I}) after 0 -> ok end,
     ok = kprof:stop_tiers().
 
-%% A new version of Mod, as a code reload does: its trace patterns are gone.
-reload(Mod) ->
-    _ = code:purge(Mod),
-    {Mod, Bin, File} = code:get_object_code(Mod),
-    {module, Mod} = code:load_binary(Mod, File, Bin),
-    _ = code:soft_purge(Mod),
-    ok.
-
 %% What Fun prints, as a binary.
 capture_io(Fun) ->
     Old = group_leader(),
@@ -504,14 +497,6 @@ kill_slow_sink() ->
     end,
     ok = wait_until(fun() -> catch kprof:sink_ping() =:= pong end, 5000),
     kprof:sink_ping().
-
-wait_until(F, Ms) when Ms =< 0 ->
-    case F() of true -> ok; false -> error(timeout) end;
-wait_until(F, Ms) ->
-    case F() of
-        true -> ok;
-        false -> timer:sleep(20), wait_until(F, Ms - 20)
-    end.
 
 flush() ->
     receive _ -> flush() after 0 -> ok end.
