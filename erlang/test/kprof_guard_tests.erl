@@ -77,6 +77,19 @@ stop_worker(W) ->
     W ! {stop, self()},
     receive {stopped, N} -> N after 5000 -> error(worker_stuck) end.
 
+%% A worker making tier requests of 10 calls, PerSec a second for up to 30 s,
+%% until the alert; returns the worker and await_alert/1's answer, timed from
+%% the first request.
+requests_until_alert(Identity, PerSec) ->
+    Request = fun() -> kprof:request(Identity, fun() -> kprof_guard_work:calls(10) end) end,
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      kprof_guard_work:paced(PerSec, Request, 30000)
+              end),
+    T0 = erlang:monotonic_time(millisecond),
+    W ! go,
+    {W, await_alert(T0)}.
+
 %% Waits for the alert; returns {Kind, Info, MsFromArmToAlert}.
 await_alert(T0) ->
     receive
@@ -257,14 +270,7 @@ lag_trip_via_tiers() ->
     Port = kprof:sink_port(),
     ?assertMatch({tracer, Port}, erlang:trace_info(self(), tracer)),
     ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
-    Request = fun() -> kprof:request(lag, fun() -> kprof_guard_work:calls(10) end) end,
-    W = spawn(fun() ->
-                      receive go -> ok end,
-                      kprof_guard_work:paced(60, Request, 30000)
-              end),
-    T0 = erlang:monotonic_time(millisecond),
-    W ! go,
-    {Kind, Info, Ms} = await_alert(T0),
+    {W, {Kind, Info, Ms}} = requests_until_alert(lag, 60),
     ?assertEqual(overload, Kind),
     ?assertMatch(#{what := lag_ms, bound := 1000}, Info),
     ?assert(maps:get(value, Info) > 1000),
@@ -352,14 +358,7 @@ tiers_max_events_exact() ->
     ok = kprof:subscribe(),
     {N0, L0} = sink_counts(),
     ok = kprof:start_tiers(?TIERS, #{max_events => 200}),
-    Request = fun() -> kprof:request(lim, fun() -> kprof_guard_work:calls(10) end) end,
-    W = spawn(fun() ->
-                      receive go -> ok end,
-                      kprof_guard_work:paced(2000, Request, 30000)
-              end),
-    T0 = erlang:monotonic_time(millisecond),
-    W ! go,
-    {Kind, Info, Ms} = await_alert(T0),
+    {W, {Kind, Info, Ms}} = requests_until_alert(lim, 2000),
     ?assertEqual(limit, Kind),
     ?assertMatch(#{what := max_events, value := 201, bound := 200}, Info),
     %% The 201st event since the start, by the sink's own count.
