@@ -989,6 +989,9 @@ node_report(Raw, S = #state{plan = Plan, counters = C}) ->
       active => S#state.active,
       aborted => S#state.aborted,
       sink_dropped => delta(dropped, Stats, S#state.base),
+      sink_dropped_pids => delta(dropped_pids, Stats, S#state.base),
+      sink_dropped_mfas => delta(dropped_mfas, Stats, S#state.base),
+      sink_dropped_names => delta(dropped_names, Stats, S#state.base),
       full_trace => full_report(Plan),
       bytes => delta(bytes, Stats, S#state.base),
       reapplied => Get(?REAPPLIED),
@@ -1018,7 +1021,7 @@ sink_stats() ->
 
 -spec sink_base() -> #{atom() => non_neg_integer()}.
 sink_base() ->
-    maps:with([dropped, bytes], sink_stats()).
+    maps:with([dropped, dropped_pids, dropped_mfas, dropped_names, bytes], sink_stats()).
 
 %% Since start or reset; a sink reset or restart in between starts again
 %% from zero.
