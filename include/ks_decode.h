@@ -19,6 +19,18 @@ typedef struct ks_decoded {
   ks_slice cmd;       /* Command; p == NULL for a badly shaped command */
 } ks_decoded;
 
+/* No event, no ids, no slices. Field by field: a memset of the whole record
+ * costs more than the decode of a call. */
+static inline void ks_decoded_clear(ks_decoded *out) {
+  out->ev.kind = 0;
+  out->ev.flags = 0;
+  out->ev.reserved = 0;
+  out->ev.ts = 0;
+  out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.name = KS_NONE;
+  out->label.p = out->payload.p = out->ref.p = out->cmd.p = NULL;
+  out->label.n = out->payload.n = out->ref.n = out->cmd.n = 0;
+}
+
 /*
  * Returns KS_FRAME_TRACE or KS_FRAME_COMMAND; KS_EFULL when a trace message
  * was decoded but an intern table is at its cap (a drop: ev.kind is set);
@@ -28,7 +40,7 @@ typedef struct ks_decoded {
 int ks_decode_frame(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out);
 /*
  * ks_decode_frame is these two: the fast path takes {trace_ts, Pid, What, MFA[, Value], Ts}
- * of a known pid and MFA (nearly all traffic) and returns KS_FRAME_TRACE, or 0 for a
+ * of a known MFA (nearly all traffic) and returns KS_FRAME_TRACE, or 0 for a
  * frame it leaves to the general decoder, which takes everything. Where the fast
  * path answers, both answer the same (test_replay and fuzz_decode compare them).
  */

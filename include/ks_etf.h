@@ -91,7 +91,7 @@ static inline int ks_etf_tuple(ks_etf *c, uint32_t *arity) {
   return KS_EBADTERM;
 }
 
-static inline int ks_etf_atom(ks_etf *c, ks_atom *a) {
+static inline __attribute__((always_inline)) int ks_etf_atom(ks_etf *c, ks_atom *a) {
   size_t len, hdr;
   int tag;
 

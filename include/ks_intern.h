@@ -104,9 +104,8 @@ int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t ar
 int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,
                       uint32_t arity, uint32_t *id);
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id);
-/* Lookups only, for bytes the table has seen: KS_OK and *id, or KS_EINVAL (nothing is added). */
+/* A lookup only, of a tuple's bytes the table has seen: KS_OK and *id, or KS_EINVAL. */
 int ks_intern_mfa_known(ks_intern *in, const unsigned char *tuple, size_t n, uint32_t *id);
-int ks_intern_pid_known(ks_intern *in, ks_slice raw, uint32_t *id);
 int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);
 /* Views stay valid until the next intern call. Return KS_EINVAL for an unknown id. */
 int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v);

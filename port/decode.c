@@ -50,7 +50,7 @@ static int note(int rc, uint32_t *id, int *full) {
   return rc;
 }
 
-static int decode_pid(ks_etf *c, ks_intern *in, uint32_t *id, int *is_port, int *full) {
+static inline __attribute__((always_inline)) int decode_pid(ks_etf *c, ks_intern *in, uint32_t *id, int *is_port, int *full) {
   size_t n = in->last_pid_len;
   ks_slice raw;
 
@@ -345,14 +345,7 @@ int ks_decode_frame_general(ks_intern *in, const unsigned char *buf, size_t len,
   uint32_t arity;
   int full = 0, rc;
 
-  /* Field by field: a memset of the whole record costs more than the decode of a call. */
-  out->ev.kind = 0;
-  out->ev.flags = 0;
-  out->ev.reserved = 0;
-  out->ev.ts = 0;
-  out->ev.pid = out->ev.mfa = out->ev.other = out->ev.caller = out->ev.name = KS_NONE;
-  out->label.p = out->payload.p = out->ref.p = out->cmd.p = NULL;
-  out->label.n = out->payload.n = out->ref.n = out->cmd.n = 0;
+  ks_decoded_clear(out);
   ks_etf_init(&c, buf, len);
   if (ks_etf_version(&c) != KS_OK || ks_etf_tuple(&c, &arity) != KS_OK || arity < 1 ||
       ks_etf_atom(&c, &tag) != KS_OK)
@@ -378,13 +371,13 @@ int ks_decode_frame_general(ks_intern *in, const unsigned char *buf, size_t len,
 /*
  * The fast path. Nearly all the traffic is {trace_ts, Pid, What, MFA[, Value], Ts}
  * from a process and an MFA the tables already hold, with an 8-digit
- * monotonic timestamp. For those the decoder above parses every term with a
- * bounds check each, hashes the MFA and the kind atom, and looks at the pid
- * twice; here the frame is matched against the bytes the VM writes, and the
- * MFA's bytes are looked up as they stand (they were checked when they were
- * first seen). Anything else, and any miss, goes to the decoder above, so
- * the answers are the same byte for byte (test_decode and fuzz_decode
- * compare the two).
+ * monotonic timestamp. For those the decoder above parses the MFA's atoms,
+ * hashes its bytes into two tables and compares the kind atom against every
+ * kind; here the tag is matched against the bytes the VM writes, and the
+ * MFA's bytes are looked up as they stand through a direct-mapped cache (they
+ * were checked when they were first seen). Anything else, and any miss, goes
+ * to the decoder above, so the answers are the same (test_replay and
+ * fuzz_decode compare the two).
  */
 
 /* 'trace_ts' as ATOM_EXT (OTP 25) and as SMALL_ATOM_UTF8_EXT (OTP 26+), after {131, 104, Arity}. */
@@ -412,62 +405,21 @@ static inline int fast_kind(const unsigned char *s, size_t n) {
   }
 }
 
-/* Bytes an atom takes at p (below end), or 0 when it is not an atom that fits. */
-static inline size_t atom_bytes(const unsigned char *p, const unsigned char *end) {
-  size_t n;
-
-  if (end - p < 2)
-    return 0;
-  if (p[0] == KS_TAG_SMALL_ATOM_UTF8 || p[0] == KS_TAG_SMALL_ATOM)
-    n = 2 + (size_t)p[1];
-  else if ((p[0] == KS_TAG_ATOM || p[0] == KS_TAG_ATOM_UTF8) && end - p >= 3)
-    n = 3 + ((size_t)p[1] << 8 | p[2]);
-  else
-    return 0;
-  return n <= (size_t)(end - p) ? n : 0;
-}
-
-/* The pid at p, known to the table; KS_NONE sends the frame to the decoder above. */
-static inline uint32_t fast_pid(ks_intern *in, const unsigned char *p, const unsigned char *end,
-                         size_t *used) {
-  size_t n = in->last_pid_len, a;
-  ks_slice raw;
-  uint32_t id;
-
-  if (n > 0 && in->last_pid[0] == KS_TAG_NEW_PID && (size_t)(end - p) >= n &&
-      ks_key_eq(p, in->last_pid, n)) {
-    *used = n;
-    return in->last_pid_id;
-  }
-  if (p >= end || p[0] != KS_TAG_NEW_PID || (a = atom_bytes(p + 1, end)) == 0 ||
-      (size_t)(end - p) < 1 + a + 12)
-    return KS_NONE;
-  raw.p = p;
-  raw.n = 1 + a + 12;
-  if (ks_intern_pid_known(in, raw, &id) != KS_OK)
-    return KS_NONE;
-  *used = raw.n;
-  return id;
-}
-
 int ks_decode_frame_fast(ks_intern *in, const unsigned char *buf, size_t len, ks_decoded *out) {
-  const unsigned char *p, *end, *ts;
-  size_t used, a, hdr;
+  const unsigned char *ts;
+  size_t at;
   uint64_t mag;
-  uint32_t arity;
-  int kind;
+  uint32_t arity, ar;
+  ks_atom what, m, f;
+  ks_etf c;
+  int kind, is_port, full = 0;
 
   if (len < 3 + sizeof(tag_latin1) + FAST_TS_LEN || buf[0] != KS_TAG_VERSION ||
       buf[1] != KS_TAG_SMALL_TUPLE || (buf[2] != 5 && buf[2] != 6))
     return 0;
   arity = buf[2];
-  if (eq8_16(buf + 3, (const char *)tag_latin1, sizeof(tag_latin1)))
-    p = buf + 3 + sizeof(tag_latin1);
-  else if (eq8_16(buf + 3, (const char *)tag_utf8, sizeof(tag_utf8)))
-    p = buf + 3 + sizeof(tag_utf8);
-  else
-    return 0;
-  /* The timestamp closes the frame: a negative or positive 8-digit bignum. */
+  /* The timestamp closes the frame: a negative or positive 8-digit bignum. The
+   * cursor stops where it starts. */
   ts = buf + len - FAST_TS_LEN;
   if (ts[0] != KS_TAG_SMALL_BIG || ts[1] != 8 || ts[2] > 1)
     return 0;
@@ -477,44 +429,37 @@ int ks_decode_frame_fast(ks_intern *in, const unsigned char *buf, size_t len, ks
 #endif
   if (mag > (uint64_t)INT64_MAX)
     return 0;
-  end = ts;
-  if ((out->ev.pid = fast_pid(in, p, end, &used)) == KS_NONE)
+  ks_etf_init(&c, buf, len - FAST_TS_LEN);
+  if (eq8_16(buf + 3, (const char *)tag_latin1, sizeof(tag_latin1)))
+    c.i = 3 + sizeof(tag_latin1);
+  else if (eq8_16(buf + 3, (const char *)tag_utf8, sizeof(tag_utf8)))
+    c.i = 3 + sizeof(tag_utf8);
+  else
     return 0;
-  p += used;
-  /* What: the text after a 2- or 3-byte header */
-  if ((a = atom_bytes(p, end)) == 0)
+  ks_decoded_clear(out);
+  /* A pid the decoder above would find or intern alike; a port, or a table at its cap, is its. */
+  if (decode_pid(&c, in, &out->ev.pid, &is_port, &full) != KS_OK || is_port || full)
     return 0;
-  hdr = p[0] == KS_TAG_SMALL_ATOM_UTF8 || p[0] == KS_TAG_SMALL_ATOM ? 2 : 3;
-  if ((kind = fast_kind(p + hdr, a - hdr)) < 0)
+  if (ks_etf_atom(&c, &what) != KS_OK || (kind = fast_kind(what.s, what.n)) < 0)
     return 0;
-  p += a;
+  at = c.i;
   if (kind == KS_EV_RETURN_FROM || kind == KS_EV_EXCEPTION_FROM) {
     /* {M, F, Arity} and a value that has to end where the timestamp starts. */
-    const unsigned char *mfa = p;
-    ks_etf c;
-    size_t m, f;
-    if (arity != 6 || end - p < 2 || p[0] != KS_TAG_SMALL_TUPLE || p[1] != 3 ||
-        (m = atom_bytes(p + 2, end)) == 0 || (f = atom_bytes(p + 2 + m, end)) == 0 ||
-        (size_t)(end - p) < 2 + m + f + 2 || p[2 + m + f] != KS_TAG_SMALL_INTEGER)
+    if (arity != 6 || ks_etf_tuple(&c, &ar) != KS_OK || ar != 3 || ks_etf_atom(&c, &m) != KS_OK ||
+        ks_etf_atom(&c, &f) != KS_OK || !KS_NEED(&c, 2) || c.p[c.i] != KS_TAG_SMALL_INTEGER)
       return 0;
-    p += 2 + m + f + 2;
-    if (ks_intern_mfa_known(in, mfa, (size_t)(p - mfa), &out->ev.mfa) != KS_OK)
-      return 0;
-    ks_etf_init(&c, p, (size_t)(end - p));
-    if (ks_etf_skip(&c) != KS_OK || !ks_etf_at_end(&c))
+    c.i += 2;
+    if (ks_intern_mfa_known(in, buf + at, c.i - at, &out->ev.mfa) != KS_OK ||
+        ks_etf_skip(&c) != KS_OK || !ks_etf_at_end(&c))
       return 0;
   } else {
     /* call without a match-spec extra, return_to, in, out: the MFA fills the rest. */
-    if (arity != 5 || ks_intern_mfa_known(in, p, (size_t)(end - p), &out->ev.mfa) != KS_OK)
+    if (arity != 5 || ks_intern_mfa_known(in, buf + at, c.n - at, &out->ev.mfa) != KS_OK)
       return 0;
   }
   out->ev.kind = (uint8_t)kind;
   out->ev.flags = KS_EVF_TS;
-  out->ev.reserved = 0;
   out->ev.ts = ts[2] ? -(int64_t)mag : (int64_t)mag;
-  out->ev.other = out->ev.caller = out->ev.name = KS_NONE;
-  out->label.p = out->payload.p = out->ref.p = out->cmd.p = NULL;
-  out->label.n = out->payload.n = out->ref.n = out->cmd.n = 0;
   return KS_FRAME_TRACE;
 }
 

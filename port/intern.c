@@ -274,15 +274,6 @@ int ks_intern_mfa_known(ks_intern *in, const unsigned char *tuple, size_t n, uin
   return KS_OK;
 }
 
-/* The last pid seen, kept raw: runs of events from one process are common. */
-static void remember_pid(ks_intern *in, ks_slice raw, uint32_t id) {
-  if (raw.n <= sizeof(in->last_pid)) {
-    memcpy(in->last_pid, raw.p, raw.n);
-    in->last_pid_len = raw.n;
-    in->last_pid_id = id;
-  }
-}
-
 /* The tail of a pid (num, serial, creation) is what differs between pids. */
 static uint64_t pid_hash(ks_slice raw) {
   return raw.n >= 16 ? ks_hash(raw.p + raw.n - 16, 16) ^ raw.n : ks_hash(raw.p, raw.n);
@@ -305,7 +296,11 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   v = ks_itab_get(&in->pid_raw, raw.p, raw.n, h);
   if (v != KS_NONE) {
     *id = v;
-    remember_pid(in, raw, v);
+    if (raw.n <= sizeof(in->last_pid)) {
+      memcpy(in->last_pid, raw.p, raw.n);
+      in->last_pid_len = raw.n;
+      in->last_pid_id = v;
+    }
     return KS_OK;
   }
   ks_etf_init(&c, raw.p, raw.n);
@@ -356,16 +351,6 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
     return refused(rc, &in->dropped_pids);
   if ((rc = ks_itab_put(&in->pid_raw, raw.p, raw.n, h, v, NULL)) != KS_OK)
     return refused(rc, &in->dropped_pids);
-  *id = v;
-  return KS_OK;
-}
-
-int ks_intern_pid_known(ks_intern *in, ks_slice raw, uint32_t *id) {
-  uint32_t v = ks_itab_get(&in->pid_raw, raw.p, raw.n, pid_hash(raw));
-
-  if (v == KS_NONE)
-    return KS_EINVAL;
-  remember_pid(in, raw, v);
   *id = v;
   return KS_OK;
 }

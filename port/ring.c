@@ -180,9 +180,8 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
       return rc;
     return ks_itab_put(&r->pids, &p.pid, 8, ks_hash(&p.pid, 8), id, NULL);
   }
-  memset(&d, 0, sizeof(d));
+  ks_decoded_clear(&d);
   d.ev.flags = KS_EVF_TS;
-  d.ev.mfa = d.ev.other = d.ev.caller = d.ev.name = KS_NONE;
   if (type == KS_REC_CALL) {
     ks_rec_call c;
     if (len < sizeof(c))
