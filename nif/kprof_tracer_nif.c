@@ -193,7 +193,8 @@ static void count_unsupported(ks_ring_hdr *h) {
 
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
                        ERL_NIF_TERM opts) {
-  unsigned char label[256], payload_buf[4096], *payload = payload_buf, *rec;
+  /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
+  unsigned char label[UINT8_MAX], payload_buf[4096], *payload = payload_buf, *rec;
   size_t label_len = 0, payload_len = 0, len;
   ERL_NIF_TERM extra;
   const ERL_NIF_TERM *x = NULL, *tok = NULL;
