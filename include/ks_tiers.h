@@ -198,6 +198,8 @@ void ks_tiers_flush(ks_tiers *t, int all);
 
 /* tier_walk.c: one request's events into a result. */
 int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res);
+/* qsort order of a request's events (tier walk, full trace): by time, then as they arrived. */
+int ks_req_ev_less(const void *a, const void *b);
 /* The chain rules shared by the walk and the entry-end watch. */
 int ks_frames_call(ks_frames *s, uint32_t mfa, uint32_t caller, int role, uint32_t seq);
 uint32_t ks_frames_return_to(ks_frames *s, uint32_t to);

@@ -224,7 +224,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
       e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "ok") ||
           ei_x_encode_binary(&x, s->ring.name, (int)strlen(s->ring.name));
     else
-      e = encode_error(&x, rc == KS_ENOMEM ? "enomem" : "badarg");
+      e = encode_ok_or_error(&x, rc);   /* never KS_OK here: the error */
   } else if (IS("ring_unlink", 0)) {
     ks_ring_unlink(&s->ring);
     e = ei_x_encode_atom(&x, "ok");

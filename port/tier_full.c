@@ -291,14 +291,6 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
   return p;
 }
 
-static int fev_less(const void *a, const void *b) {
-  const ks_req_ev *x = a, *y = b;
-
-  if (x->ts != y->ts)
-    return x->ts < y->ts ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
 /* Time goes to a process's top frame; a process with no frame has none. */
 static void update(ks_fcap *c, ks_fproc *p) {
   ks_fstack_update(c, p);
@@ -320,7 +312,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   }
   c = &a->fc;
   f->nprocs = 0;
-  qsort(r->fev, r->n_fev, sizeof(*r->fev), fev_less);
+  qsort(r->fev, r->n_fev, sizeof(*r->fev), ks_req_ev_less);
   for (k = 0; k < r->n_fev; k++) {
     const ks_req_ev *e = &r->fev[k];
     int64_t at = e->ts < r->start_ts ? r->start_ts : e->ts;

@@ -84,7 +84,7 @@ uint32_t ks_frames_return_to(ks_frames *s, uint32_t to) {
   return before - s->n;
 }
 
-static int ev_less(const void *a, const void *b) {
+int ks_req_ev_less(const void *a, const void *b) {
   const ks_req_ev *x = a, *y = b;
 
   if (x->ts != y->ts)
@@ -156,7 +156,7 @@ int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res) {
   res->entry_pid = r->entry_pid;
   res->start_ts = r->start_ts;
   t->n_stacks = 0;
-  qsort(r->ev, r->n_ev, sizeof(*r->ev), ev_less);
+  qsort(r->ev, r->n_ev, sizeof(*r->ev), ks_req_ev_less);
   for (k = 0; k < r->n_ev; k++) {
     const ks_req_ev *e = &r->ev[k];
     ks_frames *s;
