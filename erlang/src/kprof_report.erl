@@ -42,8 +42,7 @@
 %%% guard's last abort on that node is this one (the guard aborted the
 %%% tiers), else the reason and info as text. `sink_dropped_pids',
 %%% `sink_dropped_mfas' and `sink_dropped_names' are the sink's new keys
-%%% refused at its tables' caps (doc/protocol.md), since start or reset
-%%% when the node report counts them, else since the sink started.
+%%% refused at its tables' caps (doc/protocol.md), since start or reset.
 -module(kprof_report).
 
 -export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
@@ -67,9 +66,8 @@
 -define(TEXT_LIMIT, 50).
 %% Functions per identity in the text's full-trace tables.
 -define(FULL_TEXT_TOP, 10).
-%% The sink's drops per table: the node report's key, the sink stats' key.
--define(TABLE_DROPS, [{sink_dropped_pids, dropped_pids}, {sink_dropped_mfas, dropped_mfas},
-                      {sink_dropped_names, dropped_names}]).
+%% The sink's drops per table, as the node reports count them.
+-define(TABLE_DROPS, [sink_dropped_pids, sink_dropped_mfas, sink_dropped_names]).
 -define(RPC_TIMEOUT, 2000).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
@@ -163,7 +161,6 @@ build(Tiers, First, NodeReports, Opts) ->
                       end, [row(Tiers, R) || R <- maps:get(rows, Raw)]),
     All = row(Tiers, all_row(NTiers, maps:get(rows, Raw))),
     SinkDropped = Sum(sink_dropped),
-    TableDrops = [table_drops(R) || R <- NodeReports],
     Report = #{nodes => [N || #{node := N} <- NodeReports],
       tiers => Tiers,
       time => maps:get(time, Opts, self),
@@ -194,8 +191,7 @@ build(Tiers, First, NodeReports, Opts) ->
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
                                      (F = maps:get(full_trace, R, undefined)) =/= undefined])},
-    maps:merge(Report, maps:from_list([{K, lists:sum([maps:get(K, D) || D <- TableDrops])}
-                                       || {K, _} <- ?TABLE_DROPS])).
+    maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS])).
 
 %% The guard's message for this abort ("overload (lag 2.4 s > 300 ms)"):
 %% its status on that node holds its last abort, with the kind and info it
@@ -219,25 +215,10 @@ guard_abort(Node) ->
         _ -> undefined
     end.
 
-%% The sink's drops per table on this node: since start or reset when the
-%% node report has them, else the sink's counters.
--spec table_drops(kprof_tiers:node_report()) -> #{atom() => non_neg_integer()}.
-table_drops(R = #{node := Node}) ->
-    case [K || {K, _} <- ?TABLE_DROPS, not maps:is_key(K, R)] of
-        [] ->
-            maps:with([K || {K, _} <- ?TABLE_DROPS], R);
-        _ ->
-            Stats = case on_node(Node, kprof, sink_stats) of
-                        #{} = S -> S;
-                        _ -> #{}
-                    end,
-            maps:from_list([{K, maps:get(S, Stats, 0)} || {K, S} <- ?TABLE_DROPS])
-    end.
-
 %% M:F() on Node; `undefined' when it is not running there or fails.
 -spec on_node(node(), module(), atom()) -> term().
 on_node(Node, M, F) when Node =:= node() ->
-    case whereis(M) =/= undefined orelse M =:= kprof of
+    case whereis(M) =/= undefined of
         true -> try M:F() catch _:_ -> undefined end;
         false -> undefined
     end;
