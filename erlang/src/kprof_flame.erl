@@ -18,8 +18,9 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides; open => speedscope (kprof_tiers too).
--export([traced/2, hidden_frame/0, maybe_open/2]).
+%% Internal: the frame flame_apply hides; open => speedscope and the list of
+%% formats (kprof_tiers too).
+-export([traced/2, hidden_frame/0, maybe_open/2, formats/1]).
 
 -export_type([opts/0, format/0]).
 
@@ -410,6 +411,7 @@ base_name(Mode, Id) ->
     lists:flatten(io_lib:format("kprof-~s-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b-~b",
                                 [Mode, Y, Mo, D, H, Mi, S, Id])).
 
+%% @private
 -spec formats(format() | [format()] | all) -> [format()].
 formats(all) -> ?FORMATS;
 formats(F) when is_atom(F) -> [F];

@@ -316,11 +316,7 @@ full_flame(Which, Cfg) ->
 -spec write_full([term()], map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
 write_full(Ids, Cfg) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
-    Formats = case maps:get(output_format, Cfg) of
-                  all -> [folded, perf, speedscope, svg];
-                  F when is_atom(F) -> [F];
-                  Fs -> lists:usort(Fs)
-              end,
+    Formats = kprof_flame:formats(maps:get(output_format, Cfg)),
     case filelib:ensure_path(Dir) of
         ok -> write_full(Ids, Dir, Formats, Cfg, []);
         {error, Reason} -> {error, {output_directory, Dir, Reason}}
