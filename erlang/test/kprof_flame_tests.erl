@@ -95,7 +95,6 @@ leaf() ->
     timer:sleep(10),
     leaf.
 
-%% Calls trig(1) every few milliseconds until told to stop.
 %% Calls trig(1) every few milliseconds until told to stop; tells Parent
 %% how long each call took.
 trig_loop(Parent) ->
@@ -518,6 +517,7 @@ max_events_burst(Dir) ->
     #{aborted := #{info := #{what := max_events, value := Seen, bound := 100}}} = kprof:status(),
     ?debugFmt("flame_pid burst, max_events => 100: tripped at ~b events, ~b ms after the start",
               [Seen, Ms]),
+    ?assertEqual(101, Seen),   % the sink counts every event: the 101st trips
     ?assertEqual([], traced_processes()).
 
 max_events_busy(Dir) ->
@@ -535,6 +535,7 @@ max_events_busy(Dir) ->
                    took_us := Took}} = kprof:status(),
     ?debugFmt("flame_pid busy, max_events => 100: tripped at ~b events (~b over), ~b ms after "
               "the start, tracing off in ~b us", [Seen, Seen - 100, Ms, Took]),
+    ?assertEqual(101, Seen),
     ?assertEqual([], traced_processes()).
 
 %%% 10 million events
