@@ -36,16 +36,21 @@ static void command(long ref, const char *cmd) {
   feed_x(&x);
 }
 
+/* {trace_ts, <num.0.3>@n@h, call, {m, F, Arity}, Ts} into x (begun here). */
+static void call_x(ei_x_buff *x, unsigned num, const char *f, int arity, long long ts) {
+  tb_begin(x);
+  ei_x_encode_tuple_header(x, 5);
+  tb_atom(x, "trace_ts");
+  tb_pid(x, "n@h", num, 0, 3);
+  tb_atom(x, "call");
+  tb_mfa(x, "m", f, arity);
+  ei_x_encode_longlong(x, ts);
+}
+
 static void call_event(const char *f, int arity) {
   ei_x_buff x;
 
-  tb_begin(&x);
-  ei_x_encode_tuple_header(&x, 5);
-  tb_atom(&x, "trace_ts");
-  tb_pid(&x, "n@h", 85, 0, 3);
-  tb_atom(&x, "call");
-  tb_mfa(&x, "m", f, arity);
-  ei_x_encode_longlong(&x, -5);
+  call_x(&x, 85, f, arity, -5);
   feed_x(&x);
 }
 
@@ -133,13 +138,7 @@ END_TEST
 static void call_from(unsigned num, const char *f) {
   ei_x_buff x;
 
-  tb_begin(&x);
-  ei_x_encode_tuple_header(&x, 5);
-  tb_atom(&x, "trace_ts");
-  tb_pid(&x, "n@h", num, 0, 3);
-  tb_atom(&x, "call");
-  tb_mfa(&x, "m", f, 0);
-  ei_x_encode_longlong(&x, -5);
+  call_x(&x, num, f, 0, -5);
   feed_x(&x);
 }
 
@@ -230,13 +229,7 @@ static void command_int(long ref, const char *cmd, long long v) {
 static void call_at(long long ts) {
   ei_x_buff x;
 
-  tb_begin(&x);
-  ei_x_encode_tuple_header(&x, 5);
-  tb_atom(&x, "trace_ts");
-  tb_pid(&x, "n@h", 85, 0, 3);
-  tb_atom(&x, "call");
-  tb_mfa(&x, "m", "f", 0);
-  ei_x_encode_longlong(&x, ts);
+  call_x(&x, 85, "f", 0, ts);
   feed_x(&x);
 }
 
@@ -487,13 +480,7 @@ START_TEST(limits_on_port_frames) {
   command_limits(2, 1, 0, 0);
   expect_reply(2, "{ok, 3}");
   call_event("f", 0);
-  tb_begin(&x);
-  ei_x_encode_tuple_header(&x, 5);
-  tb_atom(&x, "trace_ts");
-  tb_pid(&x, "n@h", 85, 0, 3);
-  tb_atom(&x, "call");
-  tb_mfa(&x, "m", "f", 0);
-  ei_x_encode_longlong(&x, -5);
+  call_x(&x, 85, "f", 0, -5);
   f1 = tb_framed(&x, &n1);
   f2 = tb_framed(&x, &n2);
   ei_x_free(&x);
