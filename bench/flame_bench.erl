@@ -26,7 +26,7 @@ main([Small0, Big0, Results]) ->
     logger:set_handler_config(default, level, error),
     Dir = filename:join(["_build", "bench", "flame-out"]),
     ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    Load = load_average(),
+    Load = overhead_bench:load_average(),
     io:format("flame bench: ~p events; load average ~s~n", [Sizes, Load]),
     Rows = [capture(N, Dir) || N <- Sizes],
     Table = table(Rows),
@@ -145,10 +145,4 @@ section(Table, [_, Big], Load) ->
 
 pass(true) -> "PASS";
 pass(false) -> "FAIL".
-
-load_average() ->
-    case file:read_file("/proc/loadavg") of
-        {ok, B} -> lists:join(" ", lists:sublist(string:lexemes(binary_to_list(B), " "), 3));
-        _ -> "?"
-    end.
 

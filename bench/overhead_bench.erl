@@ -23,7 +23,7 @@
 %%% to a `sync' sent after the loop). Medians. Prints a table and rewrites
 %%% the "Cost per event" section of bench/RESULTS.md.
 -module(overhead_bench).
--export([main/1, f/1, run_mode/3, write_section/3]).
+-export([main/1, f/1, run_mode/3, write_section/3, load_average/0]).
 
 -define(FLAGS, [call, arity, monotonic_timestamp]).
 
@@ -91,10 +91,7 @@ run({sink, _Name, Args, PortOpts}, Sink, Calls) ->
                      [{args, Args}, binary, {packet, 4}, use_stdio, exit_status | PortOpts]),
     Loop = loop(Port, Calls),
     T0 = now_us(),
-    Ref = make_ref(),
-    port_command(Port, term_to_binary({kprof, Ref, stats})),
-    #{trace_events := N} = receive {Port, {data, B}} -> {kprof_reply, Ref, S} = binary_to_term(B), S
-                           after 120000 -> error(sink_timeout) end,
+    #{trace_events := N} = sink_call(Port, stats),
     Calls = N,
     Drain = (now_us() - T0) / 1000,
     port_close(Port),
@@ -135,6 +132,14 @@ run(dbg_file, _Sink, Calls) ->
     Drain = (now_us() - T0) / 1000,
     _ = file:delete(File),
     {Loop, Drain}.
+
+%% The 1, 5 and 15 minute load averages, for the benches' headers.
+-spec load_average() -> string().
+load_average() ->
+    case file:read_file("/proc/loadavg") of
+        {ok, L} -> lists:flatten(lists:join(" ", lists:sublist(string:lexemes(binary_to_list(L), " "), 3)));
+        _ -> "?"
+    end.
 
 sink_call(Port, Cmd) ->
     Ref = make_ref(),

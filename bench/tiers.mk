@@ -11,8 +11,9 @@ TIERS_SECONDS   ?= 3
 TIERS_ROUNDS    ?= 3
 
 .PHONY: bench-tiers
-bench-tiers: $(SINK) erl $(TIERS_BENCH_DIR)/tiers_bench.beam
+bench-tiers: $(SINK) erl $(TIERS_BENCH_DIR)/tiers_bench.beam $(BENCH_DIR)/overhead_bench.beam
 	erl -noshell +sbwt none +sbwtdcpu none +sbwtdio none -pa erlang/ebin -pa $(TIERS_BENCH_DIR) \
+	  -pa $(BENCH_DIR) \
 	  -eval 'tiers_bench:main(["$(TIERS_RATE)", "$(TIERS_SECONDS)", "$(TIERS_ROUNDS)", "bench/RESULTS.md"])'
 
 $(TIERS_BENCH_DIR)/tiers_bench.beam: bench/tiers_bench.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)

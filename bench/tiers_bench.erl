@@ -58,7 +58,7 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     ok = kprof:start(),
     {ok, _} = gen_server:start({local, bench_db}, ?MODULE, [], []),
     {ok, _} = gen_server:start({local, bench_tpl}, ?MODULE, [], []),
-    Load = load_average(),
+    Load = overhead_bench:load_average(),
     io:format("tiers bench: ~b req/s offered, ~b s per mode, ~b round(s); load average ~s~n",
               [Rate, Seconds, Rounds, Load]),
     _ = drive(Rate, 1),                                  % warm-up
@@ -294,13 +294,6 @@ clock_ticks() ->
 -spec to_list(integer() | string()) -> string().
 to_list(I) when is_integer(I) -> integer_to_list(I);
 to_list(S) -> S.
-
--spec load_average() -> string().
-load_average() ->
-    case file:read_file("/proc/loadavg") of
-        {ok, L} -> lists:flatten(lists:join(" ", lists:sublist(string:lexemes(binary_to_list(L), " "), 3)));
-        _ -> "?"
-    end.
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% SUMMARY AND RESULTS.md %%%%
