@@ -1,6 +1,9 @@
 %%% @doc kprof's top supervisor (one_for_one).
 %%%
 %%% Children: {@link kprof_sink}, the owner of the port to the C sink.
+%%% The supervisor also owns the {@link kprof_records} table, where each
+%%% child writes down what it has set in the VM so that a restarted child
+%%% can undo what its killed predecessor left.
 %%% The sink server restarts the port itself (5 times in 10 s); when it
 %%% gives up and stops, this supervisor starts a fresh one, at most 3
 %%% times a minute, after which the application stops.
@@ -18,6 +21,8 @@ start_link() ->
 %% @private
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->
+    %% Owned by this process: it outlives every child (kprof_records).
+    ok = kprof_records:new(),
     Flags = #{strategy => one_for_one, intensity => 3, period => 60},
     Sink = #{id => kprof_sink,
              start => {kprof_sink, start_link, []},
