@@ -8,9 +8,11 @@
  *         ks_ring_reserve / ks_ring_commit, so its stamp is right, and
  *         ks_ring_drain reads them, every 8 records and at the end; records
  *         straddle the end of the data as the ring fills and empties.
- * Every event handed out must be consistent: kind call or return_to, ids
- * resolvable in their intern tables (small caps, so they fill), label and
- * payload slices only with their flags. The ring is created once.
+ * Every event handed out must be consistent: a kind some record carries
+ * (call, return_to, or one of the event record's), ids resolvable in their
+ * intern tables (small caps, so they fill: pid, MFA, other pid, name),
+ * label and payload slices only with their flags, META only from a meta
+ * record, never a wall-clock time. The ring is created once.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,12 +31,31 @@ static void fail(const char *what) {
   abort();
 }
 
+static int ring_kind(unsigned kind) {
+  switch (kind) {
+  case KS_EV_CALL: case KS_EV_RETURN_TO: case KS_EV_RETURN_FROM: case KS_EV_EXCEPTION_FROM:
+  case KS_EV_IN: case KS_EV_OUT: case KS_EV_IN_EXITING: case KS_EV_OUT_EXITING:
+  case KS_EV_OUT_EXITED: case KS_EV_SPAWN: case KS_EV_SPAWNED: case KS_EV_EXIT:
+  case KS_EV_REGISTER: case KS_EV_UNREGISTER: case KS_EV_GC_MINOR_START:
+  case KS_EV_GC_MINOR_END: case KS_EV_GC_MAJOR_START: case KS_EV_GC_MAJOR_END:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 static void check(void *ctx, ks_decoded *d) {
   ks_mfa_view v;
   ks_pid_view p;
 
-  if (d->ev.kind != KS_EV_CALL && d->ev.kind != KS_EV_RETURN_TO)
+  if (!ring_kind(d->ev.kind))
     fail("kind");
+  if (d->ev.other != KS_NONE && ks_intern_pid_get(&in, d->ev.other, &p) != KS_OK)
+    fail("other pid id");
+  if (d->ev.name != KS_NONE && ks_intern_term_get(&in, d->ev.name).p == NULL)
+    fail("name id");
+  if (d->ev.flags & KS_EVF_WALL)
+    fail("wall-clock time from the ring");
   if (ks_intern_pid_get(&in, d->ev.pid, &p) != KS_OK)
     fail("pid id");
   if (d->ev.kind == KS_EV_CALL && ks_intern_mfa_get(&in, d->ev.mfa, &v) != KS_OK)

@@ -14,9 +14,23 @@ main([Dir]) ->
            return_to(-3000, P, {M, F, 2}),
            return_to(-2000, P, undefined),
            call(-1000, P, M, F, 2, {M, G, 0}, 100000, <<"/users/:id">>)],
+    Q = 16#5003,
+    %% A flame capture's events: scheduling, a child, a name, GC, a trigger's meta events.
+    Flame = [pid(Q, spawn(fun() -> ok end)),
+             event(-900, P, in, 16#10, {M, F, 2}, 0),
+             event(-800, P, spawn, 16#20 bor 16#10, {M, G, 1}, Q),
+             event(-700, Q, spawned, 16#20 bor 16#10, {M, G, 1}, P),
+             event(-600, P, register, 16#40, none, M),
+             event(-500, P, gc_minor_start, 0, none, 0),
+             event(-400, P, gc_minor_end, 0, none, 0),
+             event(-300, P, return_from, 16#80 bor 16#10, {M, F, 2}, 0),
+             event(-200, P, exception_from, 16#80 bor 16#10, {M, F, 2}, 0),
+             event(-100, P, out, 0, none, 0),
+             event(-50, Q, exit, 0, none, 0)],
     Seeds = [{"defs-request", Defs ++ Req},
              {"request-then-defs", Req ++ Defs},
              {"many", Defs ++ lists:append(lists:duplicate(40, Req))},
+             {"flame", Defs ++ Flame ++ Req},
              {"bad", Defs ++ [<<0:32, 200:16/little, 1, 255, 0:56/unit:8>>]}],
     [ok = file:write_file(filename:join(Dir, Name ++ "-" ++ integer_to_list(Mode)),
                           [Mode | Recs])
@@ -50,6 +64,22 @@ call(Ts, P, M, F, A, Caller, Label, Payload) ->
         <<Ts:64/little-signed, P:64/little, M:64/little, F:64/little, CM:64/little,
           CF:64/little, A, CA, (byte_size(L)), 0, (byte_size(Pay)):32/little,
           L/binary, Pay/binary>>).
+
+%% An event record: Kind is its ks_event_kind (include/ks_event.h's order).
+event(Ts, P, Kind, Flags, MFA, Other) ->
+    {M, F, A} = case MFA of
+                    none -> {0, 0, 0};
+                    _ -> MFA
+                end,
+    rec(5, Flags, <<Ts:64/little-signed, P:64/little, M:64/little, F:64/little, Other:64/little,
+                    (kind(Kind)), A, 0:48>>).
+
+kind(K) ->
+    Kinds = [call, return_from, exception_from, return_to, in, out, in_exiting, out_exiting,
+             out_exited, spawn, spawned, exit, link, unlink, getting_linked, getting_unlinked,
+             register, unregister, send, send_to_non_existing_process, 'receive',
+             gc_minor_start, gc_minor_end, gc_major_start, gc_major_end],
+    length(lists:takewhile(fun(X) -> X =/= K end, Kinds)).
 
 return_to(Ts, P, MFA) ->
     {M, F, A, Fl} = case MFA of

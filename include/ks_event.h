@@ -52,7 +52,9 @@ enum {
   KS_EVF_LABEL = 4,    /* label is set */
   KS_EVF_CALLER = 8,   /* caller is set */
   KS_EVF_PORT = 16,    /* the traced entity is a port */
-  KS_EVF_TOKEN = 32    /* the call carried a seq_trace token field ([] or a token) */
+  KS_EVF_TOKEN = 32,   /* the call carried a seq_trace token field ([] or a token) */
+  KS_EVF_META = 64     /* from a meta tracer (a flame capture's trigger); a port
+                        * tracer's meta events are the ones with KS_EVF_WALL */
 };
 
 /*

@@ -19,6 +19,11 @@
  *
  * Records are 8-byte aligned: word 0 = stamp (32) | len (16) | type (8) |
  * flags (8), then the type's fixed fields, then variable bytes, padded.
+ *
+ * The reader reports that it is alive through `reads`, which it bumps on
+ * every drain: a VM-side watcher (kprof_guard) that sees `head` ahead of
+ * `tail` while `reads` and `tail` stand still knows the reader stopped,
+ * without asking it anything.
  */
 #ifndef KS_RING_H
 #define KS_RING_H
@@ -30,7 +35,7 @@
 #include <sys/mman.h>
 
 #define KS_RING_MAGIC 0x31676e69726b706bULL   /* "kpkring1", little-endian */
-#define KS_RING_VERSION 1u
+#define KS_RING_VERSION 2u
 #define KS_RING_HDR 4096u
 #define KS_RING_MAX_REC 65528u                  /* len is 16 bits, 8-aligned */
 
@@ -45,13 +50,15 @@ typedef struct ks_ring_hdr {
   _Atomic uint64_t unsupported;            /* events the NIF cannot encode */
   _Atomic uint64_t written;                /* records committed */
   _Atomic uint32_t closed;                 /* the sink stopped reading */
+  _Alignas(64) _Atomic uint64_t reads;     /* drains by the reader, 0 before the first */
 } ks_ring_hdr;
 
 enum ks_rec_type {
   KS_REC_CALL = 1,       /* ks_rec_call + label + payload */
   KS_REC_RETURN_TO = 2,  /* ks_rec_return_to */
   KS_REC_ATOM = 3,       /* ks_rec_atom + name (Latin-1 or UTF-8 bytes) */
-  KS_REC_PID = 4         /* ks_rec_pid + the pid's ETF bytes (no version byte) */
+  KS_REC_PID = 4,        /* ks_rec_pid + the pid's ETF bytes (no version byte) */
+  KS_REC_EVENT = 5       /* ks_rec_event: every other trace tag (in, out, spawn, gc_*, ...) */
 };
 
 /* flags of a call / return_to */
@@ -60,7 +67,10 @@ enum {
   KS_RECF_LABEL = 2,     /* ... with a label (its ETF bytes follow) */
   KS_RECF_CALLER = 4,    /* caller_m/f/arity are set */
   KS_RECF_PAYLOAD = 8,   /* a third element of the extra (ETF bytes follow the label) */
-  KS_RECF_MFA = 16       /* return_to: m/f/arity are set (not `undefined`) */
+  KS_RECF_MFA = 16,      /* return_to, event: m/f/arity are set (not `undefined` or 0) */
+  KS_RECF_OTHER = 32,    /* event: `other` is a pid word (spawn: the child, spawned: the parent) */
+  KS_RECF_NAME = 64,     /* event: `other` is an atom word (register, unregister) */
+  KS_RECF_META = 128     /* call, event: from the meta tracer (a pattern's {meta, ...} tracer) */
 };
 
 /* Atoms and pids are the VM's own term words: stable for the VM's life
@@ -81,6 +91,15 @@ typedef struct ks_rec_return_to {
   uint64_t pid, m, f;
   uint8_t arity, reserved[7];
 } ks_rec_return_to;                /* 48 bytes */
+
+/* Any other trace tag: `kind` is its ks_event_kind (include/ks_event.h). */
+typedef struct ks_rec_event {
+  uint64_t word0;
+  int64_t ts;
+  uint64_t pid, m, f;
+  uint64_t other;                  /* a pid word (KS_RECF_OTHER) or an atom word (KS_RECF_NAME) */
+  uint8_t kind, arity, reserved[6];
+} ks_rec_event;                    /* 56 bytes */
 
 typedef struct ks_rec_atom {
   uint64_t word0;

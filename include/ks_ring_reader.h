@@ -16,6 +16,7 @@ typedef struct ks_ring_reader {
   ks_itab mfas;            /* M word, F word, arity -> MFA id */
   ks_itab pids;            /* pid word -> pid id */
   uint64_t records, bytes, unresolved, bad, drops_seen, unsupported_seen;
+  uint64_t full;           /* events lost to a full intern table (pids, MFAs, names) */
   int drops_pending;       /* the ring dropped events since the last alert */
 } ks_ring_reader;
 

@@ -2,20 +2,32 @@
  *
  * erlang:trace(Pids, true, [{tracer, kprof_tracer, Gen} | Flags]) makes the
  * VM call enabled/3 and trace/5 below, in the traced process, for every
- * event. A `call` or `return_to` becomes one binary record in the shared
- * ring of include/ks_ring.h (no term_to_binary, no port task, no syscall);
- * atoms and pids are sent as the VM's term words, each defined once per
- * ring by a record that names it. Other events are counted as unsupported.
+ * event. Each event becomes one binary record in the shared ring of
+ * include/ks_ring.h (no term_to_binary, no port task, no syscall): `call`
+ * (with its match-spec extra: a {caller}, a seq_trace token, a payload) and
+ * `return_to` have records of their own; running (in, out, ...), procs
+ * (spawn, spawned, exit, register, unregister), garbage_collection and
+ * return_from / exception_from share the event record. Atoms and pids are
+ * sent as the VM's term words, each defined once per ring by a record that
+ * names it. Tags nobody reads (link, send, receive, ...) are discarded in
+ * enabled/3; anything that cannot be encoded is counted as unsupported.
+ *
+ * A meta pattern's tracer, trace_pattern(MFA, MS, [{meta, kprof_tracer,
+ * {meta, Gen}}]), writes the same records marked KS_RECF_META: a flame
+ * capture's trigger (its match spec turns the caller's flags on with
+ * {{tracer, kprof_tracer, Gen}} and names the capture in the call's
+ * message).
  *
  * attach/2 maps the ring the sink created and makes Gen the live tracer
  * state; a tracer whose state is not the live Gen (an older session), or any
  * tracer once detach/0 ran, answers `remove` and the VM drops it from the
- * process. Mappings are retired, not unmapped, at detach: a scheduler may
- * still be inside trace/5 with the old address. A retired mapping is
- * unmapped at a later attach or detach once it has been retired for
- * RETIRE_S seconds (no trace/5 call lasts that long); with more than
- * RETIRED mappings waiting, a new one is left mapped rather than unmapped
- * early.
+ * process. detach/0 keeps the mapping, so resume/1 can make a new Gen live
+ * on it and ring_info/0 can still read its counters; release/0 retires it.
+ * Mappings are retired, not unmapped: a scheduler may still be inside
+ * trace/5 with the old address. A retired mapping is unmapped at a later
+ * attach or release once it has been retired for RETIRE_S seconds (no
+ * trace/5 call lasts that long); with more than RETIRED mappings waiting,
+ * a new one is left mapped rather than unmapped early.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,10 +36,28 @@
 
 #include <erl_nif.h>
 
+#include "ks_event.h"
 #include "ks_ring.h"
 
-static ERL_NIF_TERM am_trace, am_remove, am_call, am_return_to, am_match_spec_result, am_true,
-    am_ok, am_error;
+static ERL_NIF_TERM am_trace, am_remove, am_discard, am_call, am_return_to, am_match_spec_result,
+    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined;
+
+/* The tags of the event record, and the kind each becomes. */
+#define EVENT_TAGS(X)                                                                    \
+  X(in, KS_EV_IN) X(out, KS_EV_OUT) X(return_from, KS_EV_RETURN_FROM)                   \
+  X(exception_from, KS_EV_EXCEPTION_FROM) X(in_exiting, KS_EV_IN_EXITING)                \
+  X(out_exiting, KS_EV_OUT_EXITING) X(out_exited, KS_EV_OUT_EXITED) X(spawn, KS_EV_SPAWN) \
+  X(spawned, KS_EV_SPAWNED) X(exit, KS_EV_EXIT) X(register, KS_EV_REGISTER)               \
+  X(unregister, KS_EV_UNREGISTER) X(gc_minor_start, KS_EV_GC_MINOR_START)                 \
+  X(gc_minor_end, KS_EV_GC_MINOR_END) X(gc_major_start, KS_EV_GC_MAJOR_START)             \
+  X(gc_major_end, KS_EV_GC_MAJOR_END)
+#define X_COUNT(tag, kind) +1
+enum { NTAGS = 0 EVENT_TAGS(X_COUNT) };
+#undef X_COUNT
+static struct {
+  ERL_NIF_TERM atom;
+  uint8_t kind;
+} event_tags[NTAGS];
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
@@ -192,7 +222,7 @@ static void count_unsupported(ks_ring_hdr *h) {
 }
 
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
-                       ERL_NIF_TERM opts) {
+                       ERL_NIF_TERM opts, unsigned flags) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
   unsigned char label[UINT8_MAX], payload_buf[4096], *payload = payload_buf, *rec;
   size_t label_len = 0, payload_len = 0, len;
@@ -200,7 +230,6 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   const ERL_NIF_TERM *x = NULL, *tok = NULL;
   ErlNifBinary big = {0};
   int nx = 0, have_big = 0;
-  unsigned flags = 0;
   ks_rec_call c;
   uint64_t pos;
 
@@ -286,17 +315,85 @@ static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ER
   }
 }
 
-/* The live generation if `state` is it, else 0. */
-static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state) {
+/* A pid (spawn's child, spawned's parent) defined in the ring: its word, or 0. */
+static uint64_t other_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t) {
+  return enif_is_pid(env, t) && define_pid(env, h, t) ? (uint64_t)t : 0;
+}
+
+/* Every tag of event_tags: the record carries what flame reads of it. */
+static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned flags,
+                        ERL_NIF_TERM pid, ERL_NIF_TERM term, ERL_NIF_TERM opts) {
+  ERL_NIF_TERM extra;
+  ks_rec_event r;
+  unsigned char *rec;
+  uint64_t pos;
+
+  memset(&r, 0, sizeof(r));
+  r.ts = enif_monotonic_time(ERL_NIF_NSEC);
+  r.kind = kind;
+  if (!define_pid(env, h, pid)) {
+    count_unsupported(h);
+    return;
+  }
+  r.pid = (uint64_t)pid;
+  switch (kind) {
+  case KS_EV_SPAWN:
+  case KS_EV_SPAWNED:
+    /* {trace, Pid, spawn | spawned, OtherPid, {M, F, Args}} */
+    if ((r.other = other_pid(env, h, term)) != 0)
+      flags |= KS_RECF_OTHER;
+    if (enif_get_map_value(env, opts, am_extra, &extra) &&
+        get_mfa(env, h, extra, &r.m, &r.f, &r.arity))
+      flags |= KS_RECF_MFA;
+    break;
+  case KS_EV_REGISTER:
+  case KS_EV_UNREGISTER:
+    if (enif_is_atom(env, term) && define_atom(env, h, term)) {
+      r.other = (uint64_t)term;
+      flags |= KS_RECF_NAME;
+    }
+    break;
+  case KS_EV_EXIT:
+  case KS_EV_GC_MINOR_START:
+  case KS_EV_GC_MINOR_END:
+  case KS_EV_GC_MAJOR_START:
+  case KS_EV_GC_MAJOR_END:
+    break;   /* the reason, the heap sizes: nothing flame reads */
+  default:
+    /* in, out, ...: {M, F, Arity} or 0; return_from, exception_from: {M, F, Arity} */
+    if (get_mfa(env, h, term, &r.m, &r.f, &r.arity))
+      flags |= KS_RECF_MFA;
+    break;
+  }
+  if ((rec = ks_ring_reserve(h, sizeof(r), &pos)) != NULL) {
+    memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
+    ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_EVENT, flags);
+  }
+}
+
+/* The live generation if `state` is it (Gen, or {meta, Gen} for *meta), else 0. */
+static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
   ErlNifUInt64 gen;
+  const ERL_NIF_TERM *e;
+  int n;
   uint64_t live = atomic_load_explicit(&live_gen, memory_order_acquire);
 
-  return live != 0 && enif_get_uint64(env, state, &gen) && gen == live ? live : 0;
+  *meta = 0;
+  if (live == 0)
+    return 0;
+  if (enif_get_uint64(env, state, &gen))
+    return gen == live ? live : 0;
+  if (enif_get_tuple(env, state, &n, &e) && n == 2 && enif_is_identical(e[0], am_meta) &&
+      enif_get_uint64(env, e[1], &gen) && gen == live) {
+    *meta = 1;
+    return live;
+  }
+  return 0;
 }
 
 /* The ring of this tracer state, with this thread's caches made current. */
-static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
-  uint64_t live = live_state(env, state);
+static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
+  uint64_t live = live_state(env, state, meta);
 
   if (live == 0)
     return NULL;
@@ -308,21 +405,42 @@ static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state) {
   return atomic_load_explicit(&live_ring, memory_order_acquire);
 }
 
-/* enabled(TraceTag, TracerState, Tracee) */
+/* The event record's kind of a tag, or -1. */
+static int event_kind(ERL_NIF_TERM tag) {
+  int k;
+
+  for (k = 0; k < NTAGS; k++)
+    if (enif_is_identical(tag, event_tags[k].atom))
+      return event_tags[k].kind;
+  return -1;
+}
+
+/* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
+ * carries (link, send, 'receive', ...), so trace/5 is not even called. */
 static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  return live_state(env, argv[1]) != 0 ? am_trace : am_remove;
+  int meta;
+
+  if (live_state(env, argv[1], &meta) == 0)
+    return am_remove;
+  if (enif_is_identical(argv[0], am_call) || enif_is_identical(argv[0], am_return_to) ||
+      enif_is_identical(argv[0], am_trace_status) || event_kind(argv[0]) >= 0)
+    return am_trace;
+  return am_discard;
 }
 
 /* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
 static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ks_ring_hdr *h = ring_of(env, argv[1]);
+  int meta, kind;
+  ks_ring_hdr *h = ring_of(env, argv[1], &meta);
 
   if (h == NULL)
     return am_ok;
   if (enif_is_identical(argv[0], am_call))
-    trace_call(env, h, argv[2], argv[3], argv[4]);
+    trace_call(env, h, argv[2], argv[3], argv[4], meta ? KS_RECF_META : 0);
   else if (enif_is_identical(argv[0], am_return_to))
     trace_return_to(env, h, argv[2], argv[3]);
+  else if ((kind = event_kind(argv[0])) >= 0)
+    trace_event(env, h, (uint8_t)kind, meta ? KS_RECF_META : 0, argv[2], argv[3], argv[4]);
   else
     count_unsupported(h);
   return am_ok;
@@ -347,11 +465,29 @@ static void retire_current(void) {
   current.size = 0;
 }
 
-/* No state is live and the current ring is retired (attach_lock held). */
+/* No state is live; the current ring stays mapped (attach_lock held). */
 static void stop_live(void) {
   atomic_store_explicit(&live_gen, 0, memory_order_release);
   atomic_store_explicit(&live_ring, NULL, memory_order_release);
-  retire_current();
+}
+
+/* Checks the shared object on fd is a ring of this version: its data size, or 0. */
+static uint64_t probe_ring(int fd) {
+  struct stat st;
+  ks_ring_hdr probe;
+
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)KS_RING_HDR ||
+      pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+    return 0;
+  if (probe.magic != KS_RING_MAGIC || probe.version != KS_RING_VERSION ||
+      probe.hdr_size != KS_RING_HDR || probe.size == 0 || (probe.size & (probe.size - 1)) != 0 ||
+      (off_t)(KS_RING_HDR + probe.size) != st.st_size)
+    return 0;
+  return probe.size;
+}
+
+static ERL_NIF_TERM error_tuple(ErlNifEnv *env, const char *why) {
+  return enif_make_tuple2(env, am_error, enif_make_atom(env, why));
 }
 
 /* attach(ShmName :: binary(), Gen :: pos_integer()) -> ok | {error, Reason} */
@@ -359,10 +495,9 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   ErlNifBinary name;
   ErlNifUInt64 gen;
   char path[256];
-  struct stat st;
-  ks_ring_hdr *h, probe;
+  ks_ring_hdr *h;
+  uint64_t size;
   int fd;
-  const char *why = NULL;
 
   if (!enif_inspect_binary(env, argv[0], &name) || name.size == 0 || name.size >= sizeof(path) ||
       !enif_get_uint64(env, argv[1], &gen) || gen == 0)
@@ -370,34 +505,47 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   memcpy(path, name.data, name.size);
   path[name.size] = 0;
   if ((fd = shm_open(path, O_RDWR, 0)) < 0)
-    return enif_make_tuple2(env, am_error, enif_make_atom(env, "shm_open"));
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)KS_RING_HDR ||
-      pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
-    why = "bad_ring";
-  else if (probe.magic != KS_RING_MAGIC || probe.version != KS_RING_VERSION ||
-           probe.hdr_size != KS_RING_HDR || probe.size == 0 ||
-           (probe.size & (probe.size - 1)) != 0 ||
-           (off_t)(KS_RING_HDR + probe.size) != st.st_size)
-    why = "bad_ring";
-  if (why != NULL) {
+    return error_tuple(env, "shm_open");
+  if ((size = probe_ring(fd)) == 0) {
     close(fd);
-    return enif_make_tuple2(env, am_error, enif_make_atom(env, why));
+    return error_tuple(env, "bad_ring");
   }
-  h = ks_ring_map(fd, probe.size);
+  h = ks_ring_map(fd, size);
   close(fd);
   if (h == NULL)
-    return enif_make_tuple2(env, am_error, enif_make_atom(env, "mmap"));
+    return error_tuple(env, "mmap");
   pthread_mutex_lock(&attach_lock);
   stop_live();
+  retire_current();
   current.h = h;
-  current.size = probe.size;
+  current.size = size;
   atomic_store_explicit(&live_ring, h, memory_order_release);
   atomic_store_explicit(&live_gen, gen, memory_order_release);
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
 }
 
-/* detach() -> ok: every kprof_tracer state is stale from now on. */
+/* resume(Gen :: pos_integer()) -> ok | {error, no_ring}: Gen becomes the live
+ * state on the ring attach/2 mapped (after a detach), unless the sink closed it. */
+static ERL_NIF_TERM nif_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifUInt64 gen;
+  ERL_NIF_TERM r = am_ok;
+
+  if (!enif_get_uint64(env, argv[0], &gen) || gen == 0)
+    return enif_make_badarg(env);
+  pthread_mutex_lock(&attach_lock);
+  if (current.h == NULL || atomic_load_explicit(&current.h->closed, memory_order_acquire)) {
+    r = error_tuple(env, "no_ring");
+  } else {
+    atomic_store_explicit(&live_ring, current.h, memory_order_release);
+    atomic_store_explicit(&live_gen, gen, memory_order_release);
+  }
+  pthread_mutex_unlock(&attach_lock);
+  return r;
+}
+
+/* detach() -> ok: every kprof_tracer state is stale from now on (the
+ * mapping stays, for resume/1 and ring_info/0). */
 static ERL_NIF_TERM nif_detach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   pthread_mutex_lock(&attach_lock);
   stop_live();
@@ -405,9 +553,66 @@ static ERL_NIF_TERM nif_detach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   return am_ok;
 }
 
+/* release() -> ok: detach, and the mapping is retired (the sink closed the ring). */
+static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  pthread_mutex_lock(&attach_lock);
+  stop_live();
+  retire_current();
+  pthread_mutex_unlock(&attach_lock);
+  return am_ok;
+}
+
+/* live() -> Gen | 0 */
+static ERL_NIF_TERM nif_live(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  return enif_make_uint64(env, atomic_load_explicit(&live_gen, memory_order_acquire));
+}
+
+static int put_u64(ErlNifEnv *env, ERL_NIF_TERM *map, const char *key, uint64_t v) {
+  return enif_make_map_put(env, *map, enif_make_atom(env, key), enif_make_uint64(env, v), map);
+}
+
+/* ring_info() -> #{head, tail, reads, drops, unsupported, written, size, closed, live} |
+ * undefined: the shared header's counters as they are now. Never blocks, never
+ * asks the sink: a watcher compares two readings to see whether the reader moves. */
+static ERL_NIF_TERM nif_ring_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ERL_NIF_TERM map = enif_make_new_map(env);
+  ks_ring_hdr *h;
+  uint64_t size;
+
+  pthread_mutex_lock(&attach_lock);
+  h = current.h;
+  size = current.size;
+  pthread_mutex_unlock(&attach_lock);
+  /* A retired mapping is unmapped only RETIRE_S after release: reading it here is safe. */
+  if (h == NULL)
+    return am_undefined;
+  put_u64(env, &map, "head", atomic_load_explicit(&h->head, memory_order_relaxed));
+  put_u64(env, &map, "tail", atomic_load_explicit(&h->tail, memory_order_relaxed));
+  put_u64(env, &map, "reads", atomic_load_explicit(&h->reads, memory_order_relaxed));
+  put_u64(env, &map, "drops", atomic_load_explicit(&h->drops, memory_order_relaxed));
+  put_u64(env, &map, "unsupported", atomic_load_explicit(&h->unsupported, memory_order_relaxed));
+  put_u64(env, &map, "written", atomic_load_explicit(&h->written, memory_order_relaxed));
+  put_u64(env, &map, "size", size);
+  put_u64(env, &map, "closed", atomic_load_explicit(&h->closed, memory_order_relaxed));
+  put_u64(env, &map, "live", atomic_load_explicit(&live_gen, memory_order_acquire));
+  return map;
+}
+
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+  int k = 0;
+
   am_trace = enif_make_atom(env, "trace");
   am_remove = enif_make_atom(env, "remove");
+  am_discard = enif_make_atom(env, "discard");
+  am_meta = enif_make_atom(env, "meta");
+  am_extra = enif_make_atom(env, "extra");
+  am_trace_status = enif_make_atom(env, "trace_status");
+  am_undefined = enif_make_atom(env, "undefined");
+#define X_TAG(tag, kind_)                            \
+  event_tags[k].atom = enif_make_atom(env, #tag);    \
+  event_tags[k++].kind = (uint8_t)(kind_);
+  EVENT_TAGS(X_TAG)
+#undef X_TAG
   am_call = enif_make_atom(env, "call");
   am_return_to = enif_make_atom(env, "return_to");
   am_match_spec_result = enif_make_atom(env, "match_spec_result");
@@ -427,6 +632,10 @@ static ErlNifFunc funcs[] = {
     {"trace", 5, nif_trace, 0},
     {"attach", 2, nif_attach, 0},
     {"detach", 0, nif_detach, 0},
+    {"resume", 1, nif_resume, 0},
+    {"release", 0, nif_release, 0},
+    {"live", 0, nif_live, 0},
+    {"ring_info", 0, nif_ring_info, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)

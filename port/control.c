@@ -63,7 +63,7 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"ring_size", s->ring.size}, {"ring_records", s->ring.records},
     {"ring_bytes", s->ring.bytes}, {"ring_drops", s->ring.drops_seen},
     {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
-    {"ring_bad", s->ring.bad}};
+    {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full}};
   size_t k, n = sizeof(top) / sizeof(top[0]);
   int e;
 

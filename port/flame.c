@@ -10,10 +10,12 @@
  *
  * Trigger calls are seen through meta tracing (the VM turns the process's
  * trace flags on at the call): the meta call and its return_from or
- * exception_from carry wall-clock timestamps, turned into monotonic time
- * with the VM's time offset. The process counts (is armed) from the call
- * to its return; calls beyond ncalls are refused and counted, and so are
- * calls made before flame_arm says every trace pattern is in place.
+ * exception_from come marked KS_EVF_META from the tracer NIF's ring, with
+ * monotonic timestamps; through a port they carry wall-clock timestamps
+ * (KS_EVF_WALL, the only events that do), turned into monotonic time with
+ * the VM's time offset. The process counts (is armed) from the call to its
+ * return; calls beyond ncalls are refused and counted, and so are calls
+ * made before flame_arm says every trace pattern is in place.
  */
 #include <stdlib.h>
 
@@ -260,9 +262,14 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
   c->stopped = 1;
 }
 
-/* Meta trace timestamps are wall clock: to the VM's monotonic clock, never back. */
+/* A meta trace event, from the ring (KS_EVF_META) or a port (wall-clock time). */
+static int is_meta(const ks_event *ev) {
+  return (ev->flags & (KS_EVF_META | KS_EVF_WALL)) != 0;
+}
+
+/* A meta event's time on the VM's monotonic clock, never back. */
 static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
-  int64_t t = ev->ts - c->o.time_offset;
+  int64_t t = (ev->flags & KS_EVF_WALL) ? ev->ts - c->o.time_offset : ev->ts;
 
   if (p->has_ts && t < p->last_ts)
     t = p->last_ts;
@@ -327,10 +334,10 @@ static void register_name(ks_fproc *p, const ks_intern *in, const ks_event *ev) 
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
   const ks_event *ev = &d->ev;
 
-  if (ev->flags & KS_EVF_WALL) {
+  if (is_meta(ev)) {
     if (c->o.trigger != KS_NONE && ev->mfa == c->o.trigger)
       trigger_event(c, p, ev);
-    return;   /* no other event may mix wall-clock time into the stacks */
+    return;   /* the trigger's own events: never a frame of the stacks */
   }
   if (ev->kind == KS_EV_REGISTER && !p->named && ev->name != KS_NONE)
     register_name(p, in, ev);
@@ -433,7 +440,7 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
 
   if (ev->pid == KS_NONE || (ev->flags & KS_EVF_PORT))
     return;
-  if (ev->kind == KS_EV_CALL && d->payload.p != NULL && (ev->flags & KS_EVF_WALL))
+  if (ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev))
     join_trigger(fl, d);
   else if (ev->kind == KS_EV_SPAWNED && ev->other != KS_NONE)
     join_child(fl, ev);

@@ -1,8 +1,8 @@
 /* ring.c: the sink's end of the shared-memory ring: create it, read its records as events.
  *
- * The kprof_tracer NIF writes `call` and `return_to` records that name atoms
- * and pids by the VM's term words, each defined by an earlier record
- * (include/ks_ring.h). Here the words are mapped to the sink's own MFA and
+ * The kprof_tracer NIF writes `call`, `return_to` and event records (in, out,
+ * spawn, gc_*, ...) that name atoms and pids by the VM's term words, each
+ * defined by an earlier record (include/ks_ring.h). Here the words are mapped to the sink's own MFA and
  * pid ids (the intern tables every frame goes through), so the tiers and
  * flame code see the same events whichever way they came. The ring is
  * untrusted input like stdin: every length is checked, an unknown word or a
@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ks_ring_reader.h"
@@ -40,8 +42,34 @@ static int init_maps(ks_ring_reader *r) {
   return KS_OK;
 }
 
+/* 64 unpredictable bits: another local user cannot guess the name and
+ * create it first (O_EXCL would then refuse it, and the tracer fall back). */
+static uint64_t name_bits(void) {
+  uint64_t v;
+  struct timespec ts;
+
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+    return v;
+  clock_gettime(CLOCK_MONOTONIC, &ts);   /* no entropy yet at boot: unlikely, still unique */
+  return ks_hash(&ts, sizeof(ts)) ^ (uint64_t)getpid();
+}
+
+/* A fresh shm object under a name nobody else has: EEXIST means a clash (or
+ * somebody's squatting), so another name is tried. */
+static int create_shm(ks_ring_reader *r) {
+  int k, fd;
+
+  for (k = 0; k < 16; k++) {
+    snprintf(r->name, sizeof(r->name), "/kprof-%ld-%016llx", (long)getpid(),
+             (unsigned long long)name_bits());
+    fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
 int ks_ring_open(ks_ring_reader *r, uint64_t size) {
-  static unsigned serial;
   ks_ring_hdr *h;
   int fd;
 
@@ -50,8 +78,7 @@ int ks_ring_open(ks_ring_reader *r, uint64_t size) {
   ks_ring_close(r);
   if (init_maps(r) != KS_OK)
     return KS_ENOMEM;
-  snprintf(r->name, sizeof(r->name), "/kprof-%ld-%u", (long)getpid(), ++serial);
-  fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  fd = create_shm(r);
   if (fd < 0)
     return KS_EINVAL;
   if (ftruncate(fd, (off_t)(KS_RING_HDR + size)) != 0 || (h = ks_ring_map(fd, size)) == NULL) {
@@ -148,6 +175,80 @@ static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
   return *id == KS_NONE ? KS_EUNKNOWN : KS_OK;
 }
 
+/* The kinds an event record may carry (what the NIF writes one for). */
+static int event_kind_ok(unsigned kind) {
+  switch (kind) {
+  case KS_EV_RETURN_FROM: case KS_EV_EXCEPTION_FROM:
+  case KS_EV_IN: case KS_EV_OUT: case KS_EV_IN_EXITING: case KS_EV_OUT_EXITING:
+  case KS_EV_OUT_EXITED:
+  case KS_EV_SPAWN: case KS_EV_SPAWNED: case KS_EV_EXIT:
+  case KS_EV_REGISTER: case KS_EV_UNREGISTER:
+  case KS_EV_GC_MINOR_START: case KS_EV_GC_MINOR_END:
+  case KS_EV_GC_MAJOR_START: case KS_EV_GC_MAJOR_END:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* A registered name as the port tracer would send it: the atom's ETF bytes, interned. */
+static int name_id(ks_ring_reader *r, ks_intern *in, uint64_t word, uint32_t *id) {
+  unsigned char etf[3 + 255 * 4];
+  ks_slice raw;
+  ks_atom a;
+  int rc;
+
+  if ((rc = atom_of(r, word, &a)) != KS_OK)
+    return rc;
+  if (a.n > 255 * 4)
+    return KS_EBADTERM;
+  etf[0] = 118;   /* ATOM_UTF8_EXT; a Latin-1 name is turned into UTF-8 below */
+  if (a.utf8) {
+    memcpy(etf + 3, a.s, a.n);
+    raw.n = 3 + a.n;
+  } else {
+    size_t k, n = 0;
+    for (k = 0; k < a.n; k++) {
+      unsigned char ch = a.s[k];
+      if (ch < 0x80) {
+        etf[3 + n++] = ch;
+      } else {
+        etf[3 + n++] = (unsigned char)(0xc0 | ch >> 6);
+        etf[3 + n++] = (unsigned char)(0x80 | (ch & 0x3f));
+      }
+    }
+    raw.n = 3 + n;
+  }
+  etf[1] = (unsigned char)((raw.n - 3) >> 8);
+  etf[2] = (unsigned char)(raw.n - 3);
+  raw.p = etf;
+  return ks_intern_term(in, raw, id);
+}
+
+/* An event record into d: the fields its flags say are there. */
+static int read_event(ks_ring_reader *r, ks_intern *in, const unsigned char *rec, size_t len,
+                      unsigned flags, ks_decoded *d) {
+  ks_rec_event e;
+  int rc;
+
+  if (len < sizeof(e))
+    return KS_EBADTERM;
+  memcpy(&e, rec, sizeof(e));
+  if (!event_kind_ok(e.kind) || ((flags & KS_RECF_OTHER) && (flags & KS_RECF_NAME)))
+    return KS_EBADTERM;
+  d->ev.kind = e.kind;
+  d->ev.ts = e.ts;
+  if ((rc = pid_id(r, e.pid, &d->ev.pid)) != KS_OK)
+    return rc;
+  if ((flags & KS_RECF_MFA) && (rc = mfa_id(r, in, e.m, e.f, e.arity, &d->ev.mfa)) != KS_OK)
+    return rc;
+  if ((flags & KS_RECF_OTHER) && (rc = pid_id(r, e.other, &d->ev.other)) != KS_OK)
+    return rc;
+  if ((flags & KS_RECF_NAME) && (rc = name_id(r, in, e.other, &d->ev.name)) != KS_OK)
+    return rc;
+  return KS_OK;
+}
+
 /* A definition or an event. Returns KS_OK, or an error for the counters. */
 static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *rec, size_t len,
                        unsigned type, unsigned flags, ks_ring_event_fn fn, void *ctx) {
@@ -224,9 +325,14 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
       return rc;
     if ((flags & KS_RECF_MFA) && (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
       return rc;
+  } else if (type == KS_REC_EVENT) {
+    if ((rc = read_event(r, in, rec, len, flags, &d)) != KS_OK)
+      return rc;
   } else {
     return KS_EBADTERM;
   }
+  if (flags & KS_RECF_META)
+    d.ev.flags |= KS_EVF_META;
   fn(ctx, &d);
   return KS_OK;
 }
@@ -234,6 +340,8 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
 static void count(ks_ring_reader *r, int rc) {
   if (rc == KS_EUNKNOWN)
     r->unresolved++;
+  else if (rc == KS_EFULL)
+    r->full++;   /* an intern table at its cap: the event is lost, and counted there too */
   else if (rc != KS_OK)
     r->bad++;
 }
@@ -271,6 +379,8 @@ size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event
     r->bytes += len;
     n++;
   }
+  /* Alive, whether or not there was anything to read (ks_ring.h, `reads`). */
+  atomic_fetch_add_explicit(&h->reads, 1, memory_order_relaxed);
   drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
   if (drops > r->drops_seen) {
     r->drops_seen = drops;

@@ -134,7 +134,8 @@
 -type start_opts() ::
         #{sink_path => file:filename() | default, % default: priv/kprof_sink
           sink_args => [string()],        % default: []
-          call_timeout => non_neg_integer()}. % ms, default: 5000
+          call_timeout => non_neg_integer(), % ms, default: 5000
+          tracer => ring | port}.         % default: ring
 -type error() :: {error, timeout | not_running | {sink_down, term()} | term()}.
 -type stats() :: #{frames := non_neg_integer(),
                    bytes := non_neg_integer(),
@@ -175,7 +176,11 @@ start() ->
 %% <ul>
 %% <li>`sink_path': the `kprof_sink' binary (default `priv/kprof_sink');</li>
 %% <li>`sink_args': its command-line arguments (default `[]');</li>
-%% <li>`call_timeout': how long a `sink_*' call waits, in ms (default 5000).</li>
+%% <li>`call_timeout': how long a `sink_*' call waits, in ms (default 5000);</li>
+%% <li>`tracer': how trace events reach the sink: `ring' (default), the
+%%     `kprof_tracer' NIF writing into shared memory, or `port', the VM's
+%%     port tracer (dearer per event; the one left when the NIF is not
+%%     built). Tiers and flame captures alike.</li>
 %% </ul>
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
 %% `make sink'), `{error, {bad_option, {Key, Value}}}' for an invalid
@@ -348,7 +353,7 @@ validate_start_opts(Opts) ->
 %% What kprof.app.src sets.
 -spec default_opts() -> #{atom() => term()}.
 default_opts() ->
-    #{sink_path => default, sink_args => [], call_timeout => 5000}.
+    #{sink_path => default, sink_args => [], call_timeout => 5000, tracer => ring}.
 
 -spec validate([{term(), term()}], [{atom(), term()}]) ->
           {ok, [{atom(), term()}]} | {error, term()}.
@@ -366,6 +371,7 @@ valid_opt(sink_path, Path) -> is_filename(Path);
 valid_opt(sink_args, Args) ->
     is_list(Args) andalso proper_length(Args) =/= error andalso lists:all(fun is_flat_string/1, Args);
 valid_opt(call_timeout, T) -> is_integer(T) andalso T >= 0;
+valid_opt(tracer, T) -> T =:= ring orelse T =:= port;
 valid_opt(_, _) -> false.
 
 -spec is_filename(term()) -> boolean().

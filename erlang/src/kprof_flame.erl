@@ -61,7 +61,7 @@
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
         {false, _} -> {error, {bad_fun, What}};
-        {true, {ok, Cfg}} -> with_sink(fun(Port) -> run_apply(What, Cfg, Port) end);
+        {true, {ok, Cfg}} -> with_sink(fun() -> run_apply(What, Cfg) end);
         {true, Error} -> Error
     end.
 
@@ -73,7 +73,7 @@ capture({M, F, A} = MFA, N, Opts)
     case validate(Opts, capture) of
         {ok, Cfg} ->
             case function_exists(MFA) of
-                true -> with_sink(fun(Port) -> run_capture(MFA, N, Cfg, Port) end);
+                true -> with_sink(fun() -> run_capture(MFA, N, Cfg) end);
                 false -> {error, {no_such_function, MFA}}
             end;
         Error ->
@@ -97,7 +97,7 @@ pid(Pids, Millis, Opts) when is_list(Pids), Pids =/= [], is_integer(Millis), Mil
             Ms = cap_millis(Millis),
             case [P || P <- lists:usort(Pids), is_process_alive(P)] of
                 [] -> {error, no_such_process};
-                Alive -> with_sink(fun(Port) -> run_pid(Alive, Ms, Cfg, Port) end)
+                Alive -> with_sink(fun() -> run_pid(Alive, Ms, Cfg) end)
             end;
         {true, Error} ->
             Error
@@ -131,7 +131,7 @@ validate(Opts, _Mode) ->
 -spec traced(fun(() -> term()) | mfa_args(), list()) ->
           {{ok, term()} | {raise, atom(), term(), list()}, integer()}.
 traced(What, Flags) ->
-    erlang:trace(self(), true, Flags),
+    _ = kprof_flame_srv:set_flags(self(), Flags),
     try case What of
             {M, F, Args} -> erlang:apply(M, F, Args);
             Fun -> Fun()
@@ -173,13 +173,12 @@ hidden_frame() ->
 
 -type mfa_args() :: {module(), atom(), [term()]}.
 
--spec run_apply(fun(() -> term()) | mfa_args(), map(), port()) ->
+-spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
           {ok, term(), [file:filename()]} | {error, term()}.
-run_apply(What, Cfg, Port) ->
+run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{port => Port, pids => [self()]}) of
-        ok ->
-            Flags = kprof_flame_srv:flags(Cfg, Port),
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()]}) of
+        {ok, Flags} ->
             {Outcome, End} = traced(What, Flags),
             _ = kprof_flame_srv:close(Id),
             Aborted = aborted(Id, 0),
@@ -201,12 +200,12 @@ run_apply(What, Cfg, Port) ->
             Error
     end.
 
--spec run_pid([pid()], non_neg_integer(), map(), port()) ->
+-spec run_pid([pid()], non_neg_integer(), map()) ->
           {ok, [file:filename()]} | {error, term()}.
-run_pid(Pids, Ms, Cfg, Port) ->
+run_pid(Pids, Ms, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, pid, Cfg#{port => Port, pids => Pids}) of
-        ok ->
+    case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
+        {ok, _Flags} ->
             Aborted = aborted(Id, Ms),
             End = erlang:monotonic_time(nanosecond),
             _ = kprof_flame_srv:close(Id),
@@ -215,12 +214,12 @@ run_pid(Pids, Ms, Cfg, Port) ->
             Error
     end.
 
--spec run_capture(mfa(), pos_integer(), map(), port()) ->
+-spec run_capture(mfa(), pos_integer(), map()) ->
           {ok, [file:filename()]} | {error, term()}.
-run_capture(MFA, N, Cfg, Port) ->
+run_capture(MFA, N, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, capture, Cfg#{port => Port, trigger => MFA, ncalls => N}) of
-        ok ->
+    case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
+        {ok, _Flags} ->
             Deadline = deadline(maps:get(timeout, Cfg)),
             case wait_calls(Id, N, Deadline, false) of
                 Done when Done =:= done; element(1, Done) =:= aborted ->
@@ -417,16 +416,11 @@ formats(all) -> ?FORMATS;
 formats(F) when is_atom(F) -> [F];
 formats(Fs) -> lists:usort(Fs).
 
--spec with_sink(fun((port()) -> Result)) -> Result | {error, term()}.
+-spec with_sink(fun(() -> Result)) -> Result | {error, term()}.
 with_sink(Fun) ->
     case kprof:start() of
-        ok ->
-            case kprof_sink:port() of
-                Port when is_port(Port) -> Fun(Port);
-                Error -> Error
-            end;
-        Error ->
-            Error
+        ok -> Fun();
+        Error -> Error
     end.
 
 -spec untrace_self() -> ok.

@@ -8,6 +8,13 @@
 %%% keep their flags until both are done. A flame_capture trigger has a
 %%% meta pattern of its own; one capture per trigger function at a time.
 %%%
+%%% The tracer is the one {@link kprof_sink:tracer/0} gives: by default the
+%%% `kprof_tracer' NIF, whose events go through the sink's ring, or the
+%%% sink's port (application env `{tracer, port}'). A trigger's meta pattern
+%%% has the matching meta tracer (`{meta, kprof_tracer, {meta, Gen}}' or
+%%% `{meta, Port}'). When the last capture closes, the NIF is detached: a
+%%% process that kept flags somehow drops them at its next event.
+%%%
 %%% Started on demand under `kprof_sup' (a temporary child). It monitors
 %%% each capture's owner: when the owner dies, its capture is closed and
 %%% dropped from the sink, so no pattern or flag outlives it.
@@ -30,7 +37,7 @@
 -behaviour(gen_server).
 
 %% PUBLIC (for kprof_flame)
--export([open/3, close/1, stop_trigger/1, flags/2, untrace_flags/0]).
+-export([open/3, close/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2]).
 %% gen_server callbacks
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -47,7 +54,8 @@
               mode :: apply | pid | capture,
               pids = [] :: [pid()],              % traced by this server (pid mode)
               trigger :: mfa() | undefined,
-              children = false :: boolean()}).
+              children = false :: boolean(),
+              tracer :: tuple()}).
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
@@ -58,11 +66,13 @@
 %%%%%%%%%%%%%%
 
 %% @doc Register capture `Id' of the caller with the sink and set up the
-%% VM for it. `Cfg' holds the validated options plus `port', and `pids'
-%% (apply, pid) or `trigger' and `ncalls' (capture). A process of `pids'
-%% that has a tracer other than the sink's port gives
-%% `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing is set up.
--spec open(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
+%% VM for it. `Cfg' holds the validated options, and `pids' (apply, pid) or
+%% `trigger' and `ncalls' (capture). Returns the trace flags of the
+%% capture (its tracer among them) for the caller to set on itself
+%% (flame_apply). A process of `pids' that has a tracer other than kprof's
+%% gives `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing
+%% is set up.
+-spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
         ok -> call({open, Id, Mode, Cfg, self()});
@@ -80,12 +90,37 @@ close(Id) ->
 stop_trigger(Id) ->
     call({stop_trigger, Id}).
 
-%% @doc The process flags of a capture with options `Cfg'.
--spec flags(map(), port()) -> [atom() | {tracer, port()}].
-flags(Cfg, Port) ->
-    [call, arity, return_to, running, procs, monotonic_timestamp, {tracer, Port}]
+%% @doc The process flags of a capture with options `Cfg' and this tracer
+%% (as {@link kprof_sink:tracer/0} gives it). The NIF takes its own
+%% timestamps; a port is asked for the VM's.
+-spec flags(map(), tuple()) -> [atom() | tuple()].
+flags(Cfg, Tracer) ->
+    [call, arity, return_to, running, procs, Tracer]
+        ++ [monotonic_timestamp || tuple_size(Tracer) =:= 2]
         ++ [garbage_collection || maps:get(gc, Cfg)]
         ++ [set_on_spawn || maps:get(children, Cfg)].
+
+%% @doc Sets a capture's `Flags' on `Pid'; `true' if it took them. A process
+%% that still has a kprof tracer of an earlier session (a generation of the
+%% NIF that is no longer live: it would drop it at its next event) has it
+%% taken off first, since a process has one tracer.
+-spec set_flags(pid(), list()) -> boolean().
+set_flags(Pid, Flags) ->
+    [Tracer] = [T || T <- Flags, is_tuple(T), element(1, T) =:= tracer],
+    Want = case Tracer of
+               {tracer, Port} -> Port;
+               {tracer, M, St} -> {M, St}
+           end,
+    case catch erlang:trace_info(Pid, tracer) of
+        {tracer, T} when T =/= [], T =/= Want ->
+            case kprof_guard:ours(T) of
+                true -> trace(Pid, false, ?ALL_FLAGS);
+                false -> false
+            end;
+        _ ->
+            ok
+    end,
+    trace(Pid, true, Flags).
 
 %% @doc Every flag a capture may have set.
 -spec untrace_flags() -> [atom()].
@@ -110,7 +145,7 @@ init([]) ->
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
 handle_call({open, Id, Mode, Cfg, Owner}, _From, S) ->
     case do_open(Id, Mode, Cfg, Owner, S) of
-        {ok, S1} -> {reply, ok, S1};
+        {ok, Flags, S1} -> {reply, {ok, Flags}, S1};
         {error, _} = Error -> {reply, Error, S}
     end;
 handle_call({close, Id}, _From, S) ->
@@ -204,37 +239,39 @@ call(Request) ->
     end.
 
 -spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
-          {ok, #state{}} | {error, term()}.
+          {ok, list(), #state{}} | {error, term()}.
 do_open(Id, Mode, Cfg, Owner, S) ->
-    Port = maps:get(port, Cfg),
-    case traced_by_other(maps:get(pids, Cfg, []), Port) of
+    case traced_by_other(maps:get(pids, Cfg, [])) of
         [] ->
-            do_open(Id, Mode, Cfg, Port, Owner, S);
+            case kprof_sink:tracer() of
+                {error, Reason} -> {error, {sink, Reason}};
+                Tracer -> do_open(Id, Mode, Cfg#{tracer => Tracer}, Owner, S, Tracer)
+            end;
         Others = [{Pid, Tracer} | _] ->
             warn_traced(Others),
             {error, {traced_by_other, Pid, Tracer}}
     end.
 
--spec do_open(integer(), apply | pid | capture, map(), port(), pid(), #state{}) ->
-          {ok, #state{}} | {error, term()}.
-do_open(Id, Mode, Cfg, Port, Owner, S = #state{caps = Caps}) ->
+-spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}, tuple()) ->
+          {ok, list(), #state{}} | {error, term()}.
+do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}, Tracer) ->
     Trigger = maps:get(trigger, Cfg, undefined),
     case sink_start(Id, Mode, Cfg) of
         ok ->
             %% max_events counts from here, before any flag or pattern of ours.
             E0 = kprof_guard:events_baseline(maps:get(limits, Cfg, #{})),
             First = not S#state.patterns,
-            %% The trigger before the call patterns (see set_trigger/4).
-            case set_trigger(Trigger, Id, Cfg, Port) of
+            %% The trigger before the call patterns (see set_trigger/3).
+            case set_trigger(Trigger, Id, Cfg) of
                 ok ->
                     First andalso set_patterns(),
                     _ = Trigger =/= undefined andalso kprof_sink:command({flame_arm, Id}),
                     Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
                                mode = Mode, trigger = Trigger,
-                               children = maps:get(children, Cfg)},
+                               children = maps:get(children, Cfg), tracer = Tracer},
                     arm_guard(Id, Owner, Cfg, E0),
                     S1 = S#state{caps = Caps#{Id => Cap}, patterns = true},
-                    {ok, trace_pids(Id, Mode, Cfg, Port, S1)};
+                    {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
                 {error, _} = Error ->
                     _ = kprof_sink:command({flame_drop, Id}),
                     Error
@@ -243,12 +280,12 @@ do_open(Id, Mode, Cfg, Port, Owner, S = #state{caps = Caps}) ->
             Error
     end.
 
-%% Processes whose tracer is neither none nor the sink's port: the VM would
-%% refuse to trace them (`badarg', or "can only have one tracer per process").
--spec traced_by_other([pid()], port()) -> [{pid(), term()}].
-traced_by_other(Pids, Port) ->
+%% Processes whose tracer is neither none nor kprof's: the VM would refuse
+%% to trace them (`badarg', or "can only have one tracer per process").
+-spec traced_by_other([pid()]) -> [{pid(), term()}].
+traced_by_other(Pids) ->
     [{P, T} || P <- Pids, {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-               T =/= [], T =/= Port].
+               T =/= [], not kprof_guard:ours(T)].
 
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
@@ -332,20 +369,29 @@ clear_patterns() ->
 %% calls: calls before that are counted as `calls_early', not traced. A
 %% capture starting while another one runs has the call patterns in place
 %% already; its trigger calls during the install may be lost (doc/flame.md).
--spec set_trigger(mfa() | undefined, integer(), map(), port()) -> ok | {error, term()}.
-set_trigger(undefined, _Id, _Cfg, _Port) ->
+-spec set_trigger(mfa() | undefined, integer(), map()) -> ok | {error, term()}.
+set_trigger(undefined, _Id, _Cfg) ->
     ok;
-set_trigger(MFA, Id, Cfg, Port) ->
-    try erlang:trace_pattern(MFA, trigger_ms(Id, Cfg, Port), [{meta, Port}]) of
+set_trigger(MFA, Id, Cfg) ->
+    Tracer = maps:get(tracer, Cfg),
+    try erlang:trace_pattern(MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]) of
         0 -> {error, {no_such_function, MFA}};
         _ -> ok
     catch
         error:Reason -> {error, {trace_pattern, Reason}}
     end.
 
--spec trigger_ms(integer(), map(), port()) -> [tuple()].
-trigger_ms(Id, Cfg, Port) ->
-    Flags = [F || F <- flags(Cfg, Port), not is_tuple(F)] ++ [{{tracer, Port}}],
+%% The meta tracer that goes with a capture's tracer: the NIF tells a meta
+%% event by its state (checked on OTP 25: trace_pattern/3 takes
+%% `{meta, Module, State}', and the match spec's `trace' action takes
+%% `{{tracer, Module, State}}' as it takes `{{tracer, Port}}').
+-spec meta_tracer(tuple()) -> tuple().
+meta_tracer({tracer, Port}) -> {meta, Port};
+meta_tracer({tracer, kprof_tracer, Gen}) -> {meta, kprof_tracer, {meta, Gen}}.
+
+-spec trigger_ms(integer(), map(), tuple()) -> [tuple()].
+trigger_ms(Id, Cfg, Tracer) ->
+    Flags = [F || F <- flags(Cfg, Tracer), not is_tuple(F)] ++ [{Tracer}],
     [{'_', [], [{trace, [], Flags},
                 {message, {{[], {caller}, {{kprof_flame, Id}}}}},
                 {return_trace}, {exception_trace}]}].
@@ -368,8 +414,8 @@ arm_guard(Id, Owner, Cfg, E0) ->
             end,
     Trigger = case maps:get(trigger, Cfg, undefined) of
                   undefined -> [];
-                  MFA -> [{MFA, trigger_ms(Id, Cfg, maps:get(port, Cfg)),
-                           [{meta, maps:get(port, Cfg)}]}]
+                  MFA -> Tracer = maps:get(tracer, Cfg),
+                         [{MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]}]
               end,
     Arm0 = #{abort => Abort, patterns => [callers_pattern() | Trigger]},
     Arm = case E0 of
@@ -390,15 +436,15 @@ arm_guard(Id, Owner, Cfg, E0) ->
             end
     end.
 
--spec trace_pids(integer(), apply | pid | capture, map(), port(), #state{}) -> #state{}.
-trace_pids(Id, pid, Cfg, Port, S = #state{caps = Caps, refs = Refs}) ->
-    Flags = flags(Cfg, Port),
-    Traced = [P || P <- maps:get(pids, Cfg), trace(P, true, Flags)],
+-spec trace_pids(integer(), apply | pid | capture, map(), #state{}) -> #state{}.
+trace_pids(Id, pid, Cfg, S = #state{caps = Caps, refs = Refs}) ->
+    Flags = flags(Cfg, maps:get(tracer, Cfg)),
+    Traced = [P || P <- maps:get(pids, Cfg), set_flags(P, Flags)],
     Cap = maps:get(Id, Caps),
     Refs1 = lists:foldl(fun(P, R) -> maps:update_with(P, fun(N) -> N + 1 end, 1, R) end,
                         Refs, Traced),
     S#state{caps = Caps#{Id := Cap#cap{pids = Traced}}, refs = Refs1};
-trace_pids(_Id, _Mode, _Cfg, _Port, S) ->
+trace_pids(_Id, _Mode, _Cfg, S) ->
     S.
 
 -spec trace(pid(), boolean(), list()) -> boolean().
@@ -422,7 +468,7 @@ do_close(Id, S = #state{caps = Caps}) ->
                 andalso erlang:trace_pattern(Cap#cap.trigger, false, [meta]),
             S1 = untrace_pids(Id, Cap, S#state{caps = Rest}),
             case map_size(Rest) of
-                0 -> clear_patterns(), S1#state{patterns = false};
+                0 -> clear_patterns(), detach(Cap#cap.tracer), S1#state{patterns = false};
                 _ -> S1
             end
     end.
@@ -470,18 +516,26 @@ members(Id) ->
 untrace(Pid) ->
     trace(Pid, false, ?ALL_FLAGS).
 
+%% The last capture closed: the NIF writes no more for any process that
+%% kept its flags (it drops them at its next event).
+-spec detach(tuple()) -> ok.
+detach({tracer, kprof_tracer, _Gen}) -> _ = (catch kprof_tracer:detach()), ok;
+detach(_PortTracer) -> ok.
+
 %% Children spawned after the sink listed the members still inherit the
-%% flags: any process traced to the sink's port that no capture wants.
+%% flags: any process traced by kprof that no capture wants.
 -spec sweep(#{pid() => true}) -> ok.
 sweep(Keep) ->
-    case kprof_sink:port() of
-        Port when is_port(Port) ->
-            _ = [untrace(P) || P <- erlang:processes(), not maps:is_key(P, Keep),
-                               erlang:trace_info(P, tracer) =:= {tracer, Port},
-                               has_our_flags(P)],
-            ok;
-        _ ->
-            ok
+    _ = [untrace(P) || P <- erlang:processes(), not maps:is_key(P, Keep),
+                       traced_by_us(P), has_our_flags(P)],
+    ok.
+
+-spec traced_by_us(pid()) -> boolean().
+traced_by_us(P) ->
+    case catch erlang:trace_info(P, tracer) of
+        {tracer, []} -> false;
+        {tracer, T} -> kprof_guard:ours(T);
+        _ -> false
     end.
 
 -spec has_our_flags(pid()) -> boolean().

@@ -24,15 +24,28 @@
 %%% `{sink_restart_limit, ...}' and its supervisor takes over. Tracing set
 %%% up with the old port is gone with it (the VM drops a dead tracer).
 %%%
-%%% Unsolicited `{kprof_alert, Kind, Info}' frames from the sink are logged
-%%% with `logger:warning' and sent as they are to the processes that
-%%% called {@link subscribe/0}.
+%%% Unsolicited `{kprof_alert, Kind, Info}' frames from the sink are sent as
+%%% they are to the processes that called {@link subscribe/0}
+%%% (`kprof_guard' among them, which decides whether one aborts tracing and
+%%% says so); they are logged at `debug' level only.
+%%%
+%%% == The ring ==
+%%%
+%%% The server also owns the sink's ring: the shared memory the
+%%% `kprof_tracer' NIF writes trace events into (doc/protocol.md, "The
+%%% ring"). {@link tracer/0} gives the tracer every tracing mode uses:
+%%% `{tracer, kprof_tracer, Gen}', the ring opened in the sink on first use
+%%% and kept while the sink lives, or `{tracer, Port}' when the application
+%%% environment says `{tracer, port}', when the NIF is not built, or when
+%%% no ring could be set up (said in a warning). When tracing is detached
+%%% (an abort, the end of a mode), the next call makes a new generation
+%%% live on the same ring. When the sink dies the ring goes with it.
 -module(kprof_sink).
 -behaviour(gen_server).
 
 %% PUBLIC
 -export([start_link/0, start_link/1,
-         port/0, command/1, command/2, command/3, send/1,
+         port/0, tracer/0, command/1, command/2, command/3, send/1,
          subscribe/0, unsubscribe/0,
          info/0, default_path/0]).
 %% gen_server callbacks
@@ -56,7 +69,7 @@
                      | port_closed            % the port was gone when writing
                      | {exit, term()}.        % the port exited without a status
 
--record(pending, {from :: gen_server:from(),
+-record(pending, {from :: gen_server:from() | ring_open,
                   timer :: reference()}).
 
 -record(state, {port :: port(),
@@ -66,7 +79,11 @@
                 subs = #{} :: #{pid() => reference()},
                 %% Sends the commands a busy port did not take, in order.
                 writer :: pid() | undefined,
-                restarts = [] :: [integer()]}).   % monotonic ms of reopens
+                restarts = [] :: [integer()],     % monotonic ms of reopens
+                %% The tracer NIF's ring in this sink: none, being opened (the
+                %% callers of tracer/0 waiting), or open under a generation.
+                ring = none :: none | {opening, [gen_server:from()]}
+                             | {open, pos_integer()}}).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -103,6 +120,14 @@ port() ->
         Port when is_port(Port) -> Port;
         _ -> safe_call(port, ?DEFAULT_TIMEOUT)
     end.
+
+%% @doc The tracer to give `erlang:trace/3' (and, for a meta pattern, to
+%% derive the meta tracer from): `{tracer, kprof_tracer, Gen}', whose events
+%% go through the ring, or `{tracer, Port}' (see the module doc). Opens the
+%% ring on first use; returns within the `call_timeout'.
+-spec tracer() -> {tracer, port()} | {tracer, kprof_tracer, pos_integer()} | {error, term()}.
+tracer() ->
+    safe_call(tracer, default_timeout() + ?CALL_MARGIN).
 
 %% @equiv command(Cmd, CallTimeout)
 %% @doc Send a command with the default timeout (application env
@@ -173,6 +198,8 @@ init(Opts) ->
     process_flag(trap_exit, true),
     Path = resolve_path(maps:get(path, Opts, default)),
     Args = maps:get(args, Opts, []),
+    %% A ring of a killed predecessor's sink is nobody's now.
+    _ = release_ring(),
     case open(Path, Args) of
         {ok, Port} ->
             {ok, #state{port = Port, path = Path, args = Args}};
@@ -192,6 +219,8 @@ handle_call({send, Cmd}, _From, S) ->
     send_only(Cmd, S);
 handle_call(port, _From, S = #state{port = Port}) ->
     {reply, Port, S};
+handle_call(tracer, From, S) ->
+    tracer(From, S);
 handle_call({subscribe, Pid}, _From, S) ->
     {reply, ok, add_subscriber(Pid, S)};
 handle_call({unsubscribe, Pid}, _From, S) ->
@@ -234,6 +263,7 @@ handle_info(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{port = Port}) ->
     %% The sink exits by itself when its stdin closes.
+    _ = release_ring(),
     _ = persistent_term:erase({?MODULE, port}),
     catch port_close(Port),
     ok.
@@ -329,6 +359,8 @@ writer(Owner, Port) ->
 -spec expire(reference(), #state{}) -> #state{}.
 expire(Ref, S = #state{pending = Pending}) ->
     case maps:take(Ref, Pending) of
+        {#pending{from = ring_open}, Rest} ->
+            ring_opened({error, timeout}, S#state{pending = Rest});
         {#pending{from = From}, Rest} ->
             gen_server:reply(From, {error, timeout}),
             S#state{pending = Rest};
@@ -339,6 +371,9 @@ expire(Ref, S = #state{pending = Pending}) ->
 -spec reply(reference(), term(), #state{}) -> #state{}.
 reply(Ref, Reply, S = #state{pending = Pending}) ->
     case maps:take(Ref, Pending) of
+        {#pending{from = ring_open, timer = TRef}, Rest} ->
+            _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+            ring_opened(Reply, S#state{pending = Rest});
         {#pending{from = From, timer = TRef}, Rest} ->
             _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
             gen_server:reply(From, Reply),
@@ -353,9 +388,94 @@ reply(Ref, Reply, S = #state{pending = Pending}) ->
 fail_pending(Error, S = #state{pending = Pending}) ->
     maps:foreach(fun(_Ref, #pending{from = From, timer = TRef}) ->
                          _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
-                         gen_server:reply(From, Error)
+                         From =/= ring_open andalso gen_server:reply(From, Error)
                  end, Pending),
     S#state{pending = #{}}.
+
+%%% The ring
+
+%% The tracer for a caller of tracer/0: the ring's, opening it first if need
+%% be (the reply then waits for the sink's answer), or the port's.
+-spec tracer(gen_server:from(), #state{}) -> {reply, term(), #state{}} | {noreply, #state{}}.
+tracer(From, S = #state{port = Port, ring = Ring}) ->
+    case application:get_env(kprof, tracer, ring) =:= ring andalso kprof_tracer:available() of
+        false ->
+            {reply, {tracer, Port}, S};
+        true ->
+            case Ring of
+                {open, Gen} ->
+                    case live_gen(Gen) of
+                        {ok, Live} -> {reply, {tracer, kprof_tracer, Live}, S#state{ring = {open, Live}}};
+                        closed -> open_ring(From, S#state{ring = none})
+                    end;
+                {opening, Waiting} ->
+                    {noreply, S#state{ring = {opening, [From | Waiting]}}};
+                none ->
+                    open_ring(From, S)
+            end
+    end.
+
+%% Gen while it is live; a new generation on the same ring after a detach.
+-spec live_gen(pos_integer()) -> {ok, pos_integer()} | closed.
+live_gen(Gen) ->
+    case kprof_tracer:live() of
+        Gen ->
+            {ok, Gen};
+        _ ->
+            New = erlang:unique_integer([positive]),
+            case kprof_tracer:resume(New) of
+                ok -> {ok, New};
+                {error, _} -> closed
+            end
+    end.
+
+-spec open_ring(gen_server:from(), #state{}) -> {noreply, #state{}} | {reply, term(), #state{}}.
+open_ring(From, S = #state{pending = Pending}) ->
+    Bytes = application:get_env(kprof, ring_bytes, 16 bsl 20),
+    Ref = make_ref(),
+    case try_send(term_to_binary({kprof, Ref, {ring_open, Bytes}}), S) of
+        true ->
+            P = pending(ring_open, default_timeout(), Ref),
+            {noreply, S#state{pending = Pending#{Ref => P}, ring = {opening, [From]}}};
+        _ ->
+            %% Closing, or too busy to take a command at once: no ring now.
+            {reply, fallback(busy, S), S}
+    end.
+
+%% The sink's answer to ring_open: the NIF maps the ring, the name goes.
+-spec ring_opened(term(), #state{}) -> #state{}.
+ring_opened(Reply, S0 = #state{ring = {opening, Waiting}}) ->
+    Gen = erlang:unique_integer([positive]),
+    {Tracer, Ring, S} =
+        case Reply of
+            {ok, Name} when is_binary(Name) ->
+                case kprof_tracer:attach(Name, Gen) of
+                    ok ->
+                        {reply, _, S1} = send_only(ring_unlink, S0),
+                        {{tracer, kprof_tracer, Gen}, {open, Gen}, S1};
+                    {error, Why} ->
+                        {reply, _, S1} = send_only(ring_close, S0),
+                        {fallback({attach, Why}, S1), none, S1}
+                end;
+            Other ->
+                {fallback({ring_open, Other}, S0), none, S0}
+        end,
+    _ = [gen_server:reply(From, Tracer) || From <- Waiting],
+    S#state{ring = Ring};
+ring_opened(_Reply, S) ->
+    S.
+
+-spec fallback(term(), #state{}) -> {tracer, port()}.
+fallback(Why, #state{port = Port}) ->
+    logger:warning("kprof: no ring for the tracer NIF (~p); tracing to the sink's port, "
+                   "which costs the traced processes more per event", [Why]),
+    {tracer, Port}.
+
+%% Whatever ring the NIF has mapped is let go (the sink that made it is gone).
+-spec release_ring() -> ok.
+release_ring() ->
+    _ = (catch kprof_tracer:release()),
+    ok.
 
 %%% Frames from the sink
 
@@ -371,7 +491,8 @@ decode(Bin) ->
 handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
     reply(Ref, Reply, S);
 handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
-    logger:warning("kprof_sink alert ~p: ~p", [Kind, Info]),
+    %% kprof_guard (a subscriber) says what an alert meant, if anything.
+    logger:debug("kprof_sink alert ~p: ~p", [Kind, Info]),
     notify({kprof_alert, Kind, Info}, S),
     S;
 handle_frame({ok, Other}, S) ->
@@ -414,7 +535,12 @@ sink_down(Status, S0) ->
                    "~b pending call(s) failed; tracing to its port stopped",
                    [Status, N]),
     _ = is_pid(S0#state.writer) andalso exit(S0#state.writer, kill),
-    S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined}),
+    _ = release_ring(),
+    _ = case S0#state.ring of
+            {opening, Waiting} -> [gen_server:reply(F, {error, {sink_down, Status}}) || F <- Waiting];
+            _ -> ok
+        end,
+    S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined, ring = none}),
     notify({kprof_alert, sink_down, #{status => Status}}, S1),
     reopen(Status, S1).
 

@@ -695,45 +695,23 @@ set_flags(Port) ->
             {error, {trace_flags_failed, Reason}}
     end.
 
-%% The tracer the processes get: the kprof_tracer NIF writing to a ring the
-%% sink reads (kprof_tracer explains why), unless the application
-%% environment says `{tracer, port}' or the NIF is not there; then the
-%% sink's port. A ring that cannot be set up falls back to the port, said
-%% in a warning.
+%% The tracer the processes get: the kprof_tracer NIF writing to the sink's
+%% ring (kprof_tracer explains why), unless the application environment says
+%% `{tracer, port}' or the NIF is not there; then the sink's port
+%% (kprof_sink:tracer/0 decides, and warns when a ring cannot be set up).
 -spec tracer(port()) -> {tracer, port()} | {tracer, kprof_tracer, pos_integer()}.
 tracer(Port) ->
-    case application:get_env(kprof, tracer, ring) =:= ring andalso kprof_tracer:available() of
-        false ->
-            {tracer, Port};
-        true ->
-            Bytes = application:get_env(kprof, ring_bytes, 16 bsl 20),
-            Gen = erlang:unique_integer([positive]),
-            case catch kprof_sink:command({ring_open, Bytes}) of
-                {ok, Name} when is_binary(Name) ->
-                    case kprof_tracer:attach(Name, Gen) of
-                        ok ->
-                            _ = kprof_sink:command(ring_unlink),
-                            {tracer, kprof_tracer, Gen};
-                        {error, Reason} ->
-                            _ = kprof_sink:command(ring_close),
-                            fallback(Port, {attach, Reason})
-                    end;
-                Other ->
-                    fallback(Port, {ring_open, Other})
-            end
+    case kprof_sink:tracer() of
+        {tracer, _, _} = Ring -> Ring;
+        {tracer, _} = PortTracer -> PortTracer;
+        {error, _} -> {tracer, Port}
     end.
 
--spec fallback(port(), term()) -> {tracer, port()}.
-fallback(Port, Why) ->
-    logger:warning("kprof tiers: no ring for the tracer NIF (~p); tracing to the sink's port, "
-                   "which costs the traced processes more per event", [Why]),
-    {tracer, Port}.
-
-%% The NIF writes no more; the sink reads what the ring holds and closes it.
+%% The NIF writes no more: every process it traced drops it at its next
+%% event. The ring stays the sink's, for the next mode.
 -spec release_ring() -> ok.
 release_ring() ->
     _ = (catch kprof_tracer:detach()),
-    _ = (catch kprof_sink:command(ring_close)),
     ok.
 
 -spec remove_patterns([mfa_spec() | pattern()]) -> ok.
@@ -742,17 +720,17 @@ remove_patterns(Patterns) ->
                      (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
                   end, Patterns).
 
-%% Flags and patterns off, then the ring closed: the sink answers
-%% ring_close once it has read the backlog before it.
+%% Flags and patterns off, the NIF detached: the sink reads what the ring
+%% holds before it answers its next command (tiers_stop).
 -spec untrace([pattern()]) -> ok.
 untrace(Patterns) ->
     untrace_now(Patterns),
     release_ring().
 
 %% What abort/2 does at once: nothing that waits for the sink, which may be
-%% seconds behind (a ring_close there kept the patterns on for the whole
+%% seconds behind (waiting for it there kept the patterns on for the whole
 %% command timeout after an overload). The NIF writes no more, flags and
-%% patterns come off; the server closes the ring when it hears of the abort.
+%% patterns come off.
 -spec untrace_now([pattern()]) -> ok.
 untrace_now(Patterns) ->
     _ = (catch kprof_tracer:detach()),

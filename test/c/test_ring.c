@@ -9,6 +9,7 @@
 #define F_WORD 0x2000bULL
 #define G_WORD 0x3000bULL
 #define PID_WORD 0x4003ULL
+#define PID2_WORD 0x5003ULL
 
 typedef struct got {
   ks_decoded d[64];
@@ -183,6 +184,164 @@ START_TEST(test_events) {
   ck_assert_uint_eq(f.g.d[1].ev.pid, pid);
   ck_assert_uint_eq(f.r.unresolved + f.r.bad, 0);
   ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
+  teardown(&f);
+}
+END_TEST
+
+/* An event record as the NIF writes one (kind: a ks_event_kind). */
+static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
+                      uint64_t f, uint8_t arity, uint64_t other) {
+  uint64_t pos;
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos);
+  ks_rec_event e;
+
+  ck_assert_ptr_nonnull(rec);
+  memset(&e, 0, sizeof(e));
+  e.ts = ts;
+  e.pid = PID_WORD;
+  e.m = m;
+  e.f = f;
+  e.arity = arity;
+  e.other = other;
+  e.kind = kind;
+  memcpy(rec + 8, (unsigned char *)&e + 8, sizeof(e) - 8);
+  ks_ring_commit(h, rec, pos, sizeof(e), KS_REC_EVENT, flags);
+}
+
+/* The same event as a port tracer sends it: {trace_ts, <42>, What, Args..., 1234},
+ * decoded, as the line test/data's recorder prints. */
+static void port_line(ks_intern *in, const char *what, int nargs,
+                      void (*args)(ei_x_buff *), char *line, size_t cap) {
+  ei_x_buff x;
+  ks_decoded d;
+  int rc;
+
+  tb_begin(&x);
+  ck_assert_int_eq(ei_x_encode_tuple_header(&x, 4 + nargs), 0);
+  tb_atom(&x, "trace_ts");
+  tb_pid(&x, "n@h", 42, 0, 1);
+  tb_atom(&x, what);
+  args(&x);
+  ck_assert_int_eq(ei_x_encode_long(&x, 1234), 0);
+  rc = ks_decode_frame(in, (const unsigned char *)x.buff, (size_t)x.index, &d);
+  ck_assert_int_eq(rc, KS_FRAME_TRACE);
+  event_line(in, rc, &d, line, cap);
+  ei_x_free(&x);
+}
+
+static void a_mfa(ei_x_buff *x) { tb_mfa(x, "shop_db", "query", 1); }
+static void a_zero(ei_x_buff *x) { ck_assert_int_eq(ei_x_encode_long(x, 0), 0); }
+static void a_spawn(ei_x_buff *x) {
+  tb_pid(x, "n@h", 43, 0, 1);
+  ck_assert_int_eq(ei_x_encode_tuple_header(x, 3), 0);
+  tb_atom(x, "shop_db");
+  tb_atom(x, "run");
+  ck_assert_int_eq(ei_x_encode_list_header(x, 1), 0);
+  tb_atom(x, "a");
+  ck_assert_int_eq(ei_x_encode_empty_list(x), 0);
+}
+static void a_name(ei_x_buff *x) { tb_atom(x, "shop_db"); }
+static void a_reason(ei_x_buff *x) { tb_atom(x, "normal"); }
+static void a_gc(ei_x_buff *x) { ck_assert_int_eq(ei_x_encode_empty_list(x), 0); }
+static void a_return(ei_x_buff *x) {
+  a_mfa(x);
+  ck_assert_int_eq(ei_x_encode_long(x, 7), 0);
+}
+static void a_exception(ei_x_buff *x) {
+  a_mfa(x);
+  ck_assert_int_eq(ei_x_encode_tuple_header(x, 2), 0);
+  tb_atom(x, "error");
+  tb_atom(x, "badarg");
+}
+
+/* Every tag the event record carries gives the event a port frame gives:
+ * stacks, tree and writers see one kind of event whichever way it came. */
+START_TEST(test_event_records_match_the_decoder) {
+  static const struct {
+    const char *what;
+    int nargs;
+    void (*args)(ei_x_buff *);
+    uint8_t kind;
+    unsigned flags;
+    uint64_t m, f, other;
+    uint8_t arity;
+  } cases[] = {
+    {"in", 1, a_mfa, KS_EV_IN, KS_RECF_MFA, M_WORD, F_WORD, 0, 1},
+    {"out", 1, a_zero, KS_EV_OUT, 0, 0, 0, 0, 0},
+    {"out_exited", 1, a_zero, KS_EV_OUT_EXITED, 0, 0, 0, 0, 0},
+    {"spawn", 2, a_spawn, KS_EV_SPAWN, KS_RECF_MFA | KS_RECF_OTHER, M_WORD, G_WORD, PID2_WORD, 1},
+    {"spawned", 2, a_spawn, KS_EV_SPAWNED, KS_RECF_MFA | KS_RECF_OTHER, M_WORD, G_WORD, PID2_WORD, 1},
+    {"register", 1, a_name, KS_EV_REGISTER, KS_RECF_NAME, 0, 0, M_WORD, 0},
+    {"exit", 1, a_reason, KS_EV_EXIT, 0, 0, 0, 0, 0},
+    {"gc_minor_start", 1, a_gc, KS_EV_GC_MINOR_START, 0, 0, 0, 0, 0},
+    {"gc_major_end", 1, a_gc, KS_EV_GC_MAJOR_END, 0, 0, 0, 0, 0},
+    {"return_from", 2, a_return, KS_EV_RETURN_FROM, KS_RECF_MFA | KS_RECF_META, M_WORD, F_WORD, 0, 1},
+    {"exception_from", 2, a_exception, KS_EV_EXCEPTION_FROM, KS_RECF_MFA | KS_RECF_META, M_WORD,
+     F_WORD, 0, 1},
+  };
+  char want[2048], have[2048];
+  fixture f;
+  size_t k;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  put_pid(f.r.h, PID2_WORD, 43);
+  for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+    put_event(f.r.h, 1234, cases[k].kind, cases[k].flags, cases[k].m, cases[k].f,
+              cases[k].arity, cases[k].other);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_int_eq(f.g.n, (int)(sizeof(cases) / sizeof(cases[0])));
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved + f.r.full, 0);
+  for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    port_line(&f.in, cases[k].what, cases[k].nargs, cases[k].args, want, sizeof(want));
+    event_line(&f.in, KS_FRAME_TRACE, &f.g.d[k], have, sizeof(have));
+    ck_assert_str_eq(have, want);
+    /* A meta tracer's record says so; nothing else does. */
+    ck_assert_int_eq((f.g.d[k].ev.flags & KS_EVF_META) != 0, (cases[k].flags & KS_RECF_META) != 0);
+    ck_assert_int_eq(f.g.d[k].ev.flags & KS_EVF_WALL, 0);
+  }
+  teardown(&f);
+}
+END_TEST
+
+/* Event records the NIF never writes, or that name what was never defined. */
+START_TEST(test_bad_event_records) {
+  fixture f;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  put_event(f.r.h, 1, KS_EV_CALL, 0, 0, 0, 0, 0);               /* calls have their own record */
+  put_event(f.r.h, 1, KS_EV__COUNT + 3, 0, 0, 0, 0, 0);         /* no such kind */
+  put_event(f.r.h, 1, KS_EV_SEND, 0, 0, 0, 0, 0);               /* discarded by the NIF */
+  put_event(f.r.h, 1, KS_EV_SPAWN, KS_RECF_OTHER | KS_RECF_NAME, 0, 0, 0, PID_WORD);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_uint_eq(f.r.bad, 4);
+  put_event(f.r.h, 1, KS_EV_SPAWN, KS_RECF_OTHER, 0, 0, 0, 0x7777ULL);   /* unknown pid */
+  put_event(f.r.h, 1, KS_EV_REGISTER, KS_RECF_NAME, 0, 0, 0, 0x8887ULL); /* unknown atom */
+  put_event(f.r.h, 1, KS_EV_IN, KS_RECF_MFA, 0x9997ULL, F_WORD, 0, 0);   /* unknown module */
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_uint_eq(f.r.unresolved, 3);
+  ck_assert_int_eq(f.g.n, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* The reader shows it is alive on every drain, records or none; and no two
+ * rings share a name, nor is it one another user could guess. */
+START_TEST(test_reads_and_names) {
+  fixture f, g;
+  uint64_t before;
+
+  setup(&f, 64u << 10);
+  before = atomic_load(&f.r.h->reads);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_uint_eq(atomic_load(&f.r.h->reads), before + 2);
+  setup(&g, 64u << 10);
+  ck_assert_str_ne(f.r.name, g.r.name);
+  /* /kprof-<os pid>-<16 hex digits of random> */
+  ck_assert_uint_eq(strlen(strrchr(f.r.name, '-') + 1), 16);
+  teardown(&g);
   teardown(&f);
 }
 END_TEST
@@ -375,6 +534,9 @@ Suite *ring_suite(void) {
   TCase *tc = tcase_create("ring");
 
   tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_event_records_match_the_decoder);
+  tcase_add_test(tc, test_bad_event_records);
+  tcase_add_test(tc, test_reads_and_names);
   tcase_add_test(tc, test_uncommitted_stops_the_read);
   tcase_add_test(tc, test_full_ring_counts_drops);
   tcase_add_test(tc, test_stale_head_is_not_full);
