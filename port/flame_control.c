@@ -6,6 +6,7 @@
  *   {flame_status, Id}                        #{events, calls_started, ...}
  *   {flame_members, Id}                       [Pid]: every process that joined
  *   {flame_members, Id, From}                 [Pid]: those that joined after the first From
+ *   {flame_members, Id, own}                  [Pid]: those in no other capture
  *   {flame_write, Id, EndTs | undefined, Dir, Base, [Format]}
  *                      {ok, [Path], Info} | {error, no_events, Info} | {error, Reason}
  *   {flame_drop, Id}                          ok
@@ -219,17 +220,29 @@ static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
          put_u64(x, "max_depth", c->o.max_depth) || put_u64(x, "max_nodes", c->o.max_nodes);
 }
 
-static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint32_t from) {
-  uint32_t k;
+/* Whether process k of the capture is in no other capture (its routing bits). */
+static int own(const ks_sink *s, const ks_fcap *c, uint32_t k) {
+  uint32_t pid = c->procs[k].pid, bit = 1u << (c - s->flame.cap);
+
+  return pid >= s->flame.mask_cap || (s->flame.mask[pid] & ~bit) == 0;
+}
+
+static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint32_t from,
+                          int only_own) {
+  uint32_t k, n = 0;
   int e = 0;
 
   if (from > c->nprocs)
     from = c->nprocs;
-  if (c->nprocs > from)
-    e = ei_x_encode_list_header(x, c->nprocs - from);
+  for (k = from; k < c->nprocs; k++)
+    n += !only_own || own(s, c, k);
+  if (n > 0)
+    e = ei_x_encode_list_header(x, n);
   for (k = from; k < c->nprocs && !e; k++) {
     ks_pid_view v;
     erlang_pid p;
+    if (only_own && !own(s, c, k))
+      continue;
     if (ks_intern_pid_get(&s->in, c->procs[k].pid, &v) != KS_OK)
       return -1;
     memset(&p, 0, sizeof(p));
@@ -424,9 +437,13 @@ int ks_flame_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int 
     return encode_counters(x, c, 0);
   if (strcmp(name, "flame_members") == 0 && (arity == 2 || arity == 3)) {
     uint32_t from = 0;
-    if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
+    char atom[MAXATOMLEN];
+    int only_own = 0, at = idx;
+    if (arity == 3 && ei_decode_atom(b, &at, atom) == 0 && strcmp(atom, "own") == 0)
+      only_own = 1;
+    else if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
       return encode_error(x, "badarg");
-    return encode_members(x, s, c, from);
+    return encode_members(x, s, c, from, only_own);
   }
   if (strcmp(name, "flame_arm") == 0 && arity == 2) {
     c->o.hold = 0;

@@ -6,7 +6,9 @@
 
 void ks_overload_init(ks_overload *o) {
   memset(o, 0, sizeof(*o));
-  o->max_lag_ns = 1000 * 1000000ll;
+  /* No bound until {overload, Ms} sets one: kprof_guard does when it arms a
+   * mode, and sets 0 again when nothing is armed (a late event is no alert then). */
+  o->max_lag_ns = 0;
   o->alert_gap_ns = 1000 * 1000000ll;
   o->last_alert_ns = INT64_MIN / 2;
 }

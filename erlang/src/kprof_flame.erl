@@ -45,11 +45,12 @@
 -define(DEFAULT_PID_MS, 3000).
 -define(MAX_PID_MS, 60000).
 -define(POLL_MS, 10).
-%% Waiting for the sink to drain the VM's queue and write the files.
--define(WRITE_TIMEOUT, 300000).
+%% Waiting for the sink to read the capture's events and write the files
+%% (a second or two for the largest captures), and for a flame_status.
+-define(WRITE_TIMEOUT, 30000).
+-define(STATUS_TIMEOUT, 5000).
 -define(FORMATS, [folded, perf, speedscope, svg]).
--define(GUARD_KEYS, [max_lag_ms, max_queue_bytes, max_memory_bytes, max_events, rate,
-                     max_seconds]).
+-define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -180,10 +181,8 @@ run_apply(What, Cfg) ->
     case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()]}) of
         {ok, Flags} ->
             {Outcome, End} = traced(What, Flags),
-            _ = kprof_flame_srv:close(Id),
-            Aborted = aborted(Id, 0),
-            Written = write(Id, End, Cfg, apply),
-            case {Outcome, Aborted} of
+            Written = finish(Id, End, Cfg, apply, Flags),
+            case {Outcome, aborted(Id, 0)} of
                 {{ok, Result}, {aborted, Kind}} ->
                     {error, {aborted, Kind, Result, files(Written)}};
                 {{ok, Result}, false} ->
@@ -205,11 +204,11 @@ run_apply(What, Cfg) ->
 run_pid(Pids, Ms, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
-        {ok, _Flags} ->
+        {ok, Flags} ->
             Aborted = aborted(Id, Ms),
             End = erlang:monotonic_time(nanosecond),
-            _ = kprof_flame_srv:close(Id),
-            end_with(again(Id, Aborted), write(Id, End, Cfg, pid));
+            Written = finish(Id, End, Cfg, pid, Flags),
+            end_with(again(Id, Aborted), Written);
         Error ->
             Error
     end.
@@ -219,29 +218,40 @@ run_pid(Pids, Ms, Cfg) ->
 run_capture(MFA, N, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
-        {ok, _Flags} ->
+        {ok, Flags} ->
             Deadline = deadline(maps:get(timeout, Cfg)),
             case wait_calls(Id, N, Deadline, false) of
                 Done when Done =:= done; element(1, Done) =:= aborted ->
                     End = erlang:monotonic_time(nanosecond),
-                    _ = kprof_flame_srv:close(Id),
-                    end_with(again(Id, Done), write(Id, End, Cfg, capture));
+                    Written = finish(Id, End, Cfg, capture, Flags),
+                    end_with(again(Id, Done), Written);
                 {error, _} = Error ->
                     _ = kprof_flame_srv:close(Id),
-                    _ = again(Id, false),
                     _ = kprof_sink:command({flame_drop, Id}),
+                    _ = kprof_flame_srv:done(Id),
+                    _ = again(Id, false),
                     Error
             end;
         Error ->
             Error
     end.
 
+%% Tracing off, the files written, then the guard disarmed: an overload
+%% while the sink still reads the capture's events aborts it too.
+-spec finish(integer(), integer(), map(), apply | pid | capture, list()) ->
+          {ok, [file:filename()]} | {error, term()}.
+finish(Id, End, Cfg, Mode, Flags) ->
+    _ = kprof_flame_srv:close(Id),
+    Written = write(Id, End, Cfg, Mode, Flags),
+    _ = kprof_flame_srv:done(Id),
+    Written.
+
 %% Polls the sink until N trigger calls have returned. Once N have started,
 %% the trigger pattern comes off so no more processes get flags.
 -spec wait_calls(integer(), pos_integer(), integer() | infinity, boolean()) ->
           done | {aborted, atom()} | {error, term()}.
 wait_calls(Id, N, Deadline, Stopped) ->
-    case kprof_sink:command({flame_status, Id}) of
+    case kprof_sink:command({flame_status, Id}, ?STATUS_TIMEOUT) of
         #{calls_done := Done} when Done >= N ->
             done;
         #{calls_started := Started} = Status ->
@@ -260,10 +270,19 @@ wait_calls(Id, N, Deadline, Stopped) ->
                     end
             end;
         {error, _} = Error ->
-            Error;
+            %% A sink that does not answer: the guard sees it too (its ring
+            %% stands still) and aborts; the capture then ends with its files.
+            case aborted(Id, 0) of
+                false -> sink_error(Error);
+                Aborted -> Aborted
+            end;
         Other ->
             {error, {sink, Other}}
     end.
+
+-spec sink_error({error, term()}) -> {error, term()}.
+sink_error({error, {sink, _}} = E) -> E;
+sink_error({error, Reason}) -> {error, {sink, Reason}}.
 
 %% The guard stopped the tracing (overload or a limit) within Ms?
 -spec aborted(integer(), non_neg_integer()) -> {aborted, atom()} | false.
@@ -277,7 +296,7 @@ aborted(Id, Ms) ->
             false
     end.
 
-%% After the guard is disarmed (close): an abort it sent before is in the mailbox.
+%% After the guard is disarmed (done): an abort it sent before is in the mailbox.
 -spec again(integer(), done | false | {aborted, atom()}) -> done | false | {aborted, atom()}.
 again(Id, Outcome) when Outcome =:= done; Outcome =:= false ->
     case aborted(Id, 0) of
@@ -304,13 +323,15 @@ deadline(Ms) -> erlang:monotonic_time(millisecond) + Ms.
 past(infinity) -> false;
 past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
 
-%% Every trace message sent so far is in the port's queue before the
-%% command: the sink has seen them all when it writes.
--spec write(integer(), integer(), map(), apply | pid | capture) ->
+%% Every event the tracer NIF wrote is in the ring before the command, and
+%% the sink reads the ring before every command. Through a port, every trace
+%% message sent so far is in the port's queue first (trace_delivered). The
+%% sink then has ?WRITE_TIMEOUT to answer; one that does not is killed and
+%% restarted (the capture is lost with it, and the error says so).
+-spec write(integer(), integer(), map(), apply | pid | capture, list()) ->
           {ok, [file:filename()]} | {error, term()}.
-write(Id, End, Cfg, Mode) ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end,
+write(Id, End, Cfg, Mode, Flags) ->
+    _ = lists:member({tracer, kprof_sink:port()}, Flags) andalso delivered(),
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
@@ -330,6 +351,9 @@ write(Id, End, Cfg, Mode) ->
                     logger:warning("kprof flame: no events, no files written. ~ts",
                                    [hint(Mode)]),
                     {error, no_events};
+                {error, timeout} ->
+                    _ = kprof_sink:restart({flame_write_timeout, Id, ?WRITE_TIMEOUT}),
+                    {error, {sink, {no_answer_ms, ?WRITE_TIMEOUT}}};
                 {error, _} = Error ->
                     Error;
                 Other ->
@@ -339,6 +363,12 @@ write(Id, End, Cfg, Mode) ->
             _ = kprof_sink:command({flame_drop, Id}),
             {error, {output_directory, Dir, Reason}}
     end.
+
+%% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.
+-spec delivered() -> ok.
+delivered() ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end.
 
 -spec hint(apply | pid | capture) -> string().
 hint(apply) ->

@@ -37,7 +37,7 @@
 -behaviour(gen_server).
 
 %% PUBLIC (for kprof_flame)
--export([open/3, close/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2]).
+-export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2]).
 %% gen_server callbacks
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -58,6 +58,12 @@
               tracer :: tuple()}).
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
+                %% Closed captures whose files are being written: the
+                %% owner's monitor (the guard is still armed for them).
+                writing = #{} :: #{integer() => reference()},
+                %% A capture that joins processes as it runs (a trigger, or
+                %% children) was open since the last full close: sweep then.
+                dynamic = false :: boolean(),
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
                 patterns = false :: boolean()}).             % the call patterns are set
 
@@ -75,15 +81,71 @@
 -spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
-        ok -> call({open, Id, Mode, Cfg, self()});
-        Error -> Error
+        ok ->
+            case traced_by_other(maps:get(pids, Cfg, [])) of
+                [] ->
+                    open_in_sink(Id, Mode, Cfg);
+                Others = [{Pid, Tracer} | _] ->
+                    warn_traced(Others),
+                    {error, {traced_by_other, Pid, Tracer}}
+            end;
+        Error ->
+            Error
     end.
 
-%% @doc Undo what {@link open/3} did for `Id' (the sink keeps the capture
-%% until `flame_write' or `flame_drop').
+%% What waits for the sink is done here, in the caller, never in the
+%% server: a sink behind on its input (a port's backlog) slows this capture's
+%% start, not the end of the others.
+-spec open_in_sink(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
+open_in_sink(Id, Mode, Cfg0) ->
+    case kprof_sink:tracer() of
+        {error, Reason} ->
+            {error, {sink, Reason}};
+        Tracer ->
+            Cfg = Cfg0#{tracer => Tracer},
+            case sink_start(Id, Mode, Cfg) of
+                ok ->
+                    %% max_events counts from here, before any flag or pattern of ours.
+                    E0 = kprof_guard:events_baseline(maps:get(limits, Cfg, #{})),
+                    case call({open, Id, Mode, Cfg#{events0 => E0}, self()}) of
+                        {ok, Flags} ->
+                            _ = maps:is_key(trigger, Cfg)
+                                andalso kprof_sink:command({flame_arm, Id}),
+                            {ok, Flags};
+                        {error, _} = Error ->
+                            _ = kprof_sink:send({flame_drop, Id}),
+                            Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+%% @doc Undo what {@link open/3} did for `Id': its patterns and flags come
+%% off. The sink keeps the capture until `flame_write' or `flame_drop', and
+%% the guard stays armed for it until {@link done/1}: an overload while the
+%% sink still reads the capture's events aborts it, and is said.
 -spec close(integer()) -> ok | {error, term()}.
 close(Id) ->
-    call({close, Id}).
+    case call({close, Id}) of
+        {ok, members} ->
+            %% Processes that joined by a trigger call or a spawn are the
+            %% sink's to know: those in no other capture come off too.
+            case kprof_sink:command({flame_members, Id, own}) of
+                Pids when is_list(Pids) -> call({untrace, Pids});
+                _ -> ok
+            end;
+        {ok, none} ->
+            ok;
+        Other ->
+            Other
+    end.
+
+%% @doc The capture's files are written (or it failed): the guard is
+%% disarmed for it.
+-spec done(integer()) -> ok | {error, term()}.
+done(Id) ->
+    call({done, Id}).
 
 %% @doc Remove a capture's trigger pattern: it has all the calls it wants.
 -spec stop_trigger(integer()) -> ok | {error, term()}.
@@ -148,14 +210,33 @@ handle_call({open, Id, Mode, Cfg, Owner}, _From, S) ->
         {ok, Flags, S1} -> {reply, {ok, Flags}, S1};
         {error, _} = Error -> {reply, Error, S}
     end;
-handle_call({close, Id}, _From, S) ->
-    {reply, ok, do_close(Id, S)};
+handle_call({close, Id}, _From, S = #state{caps = Caps}) ->
+    Joins = case Caps of
+                #{Id := #cap{mode = capture}} -> members;
+                #{Id := #cap{children = true}} -> members;
+                _ -> none
+            end,
+    {reply, {ok, Joins}, do_close(Id, keep_guard, S)};
+handle_call({untrace, Pids}, _From, S) ->
+    Keep = kept(S),
+    _ = [untrace(P) || P <- Pids, not maps:is_key(P, Keep)],
+    {reply, ok, S};
+handle_call({done, Id}, _From, S = #state{writing = W}) ->
+    case maps:take(Id, W) of
+        {MRef, Rest} ->
+            erlang:demonitor(MRef, [flush]),
+            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            {reply, ok, S#state{writing = Rest}};
+        error ->
+            {reply, ok, S}
+    end;
 handle_call({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
     case Caps of
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
-            _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [callers_pattern()])),
+            _ = (catch kprof_guard:watch_patterns({kprof_flame, Id},
+                                                  [callers_pattern(), on_load_pattern()])),
             _ = erlang:trace_pattern(MFA, false, [meta]),
             {reply, ok, S};
         _ ->
@@ -181,12 +262,14 @@ handle_info({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
     end,
     _ = erlang:trace_pattern(on_load, false, [local]),
     {noreply, S#state{patterns = false}};
-handle_info({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps}) ->
-    case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] of
+handle_info({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
+    case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] ++
+         [Id || {Id, R} <- maps:to_list(W), R =:= MRef] of
         [Id] ->
-            S1 = do_close(Id, S),
-            _ = kprof_sink:command({flame_drop, Id}),
-            {noreply, S1};
+            S1 = do_close(Id, disarm, S),
+            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            _ = kprof_sink:send({flame_drop, Id}),
+            {noreply, S1#state{writing = maps:remove(Id, W)}};
         [] ->
             {noreply, S}
     end;
@@ -196,7 +279,7 @@ handle_info(_Msg, S) ->
 %% @private
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S = #state{caps = Caps}) ->
-    _ = lists:foldl(fun do_close/2, S, maps:keys(Caps)),
+    _ = lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps)),
     ok.
 
 %% @private
@@ -238,44 +321,26 @@ call(Request) ->
         exit:{Reason, _} -> {error, {not_running, Reason}}
     end.
 
+%% The VM's part of a capture: nothing here waits for the sink (the caller
+%% did that in open_in_sink/3, and tells the sink flame_arm after this).
 -spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
           {ok, list(), #state{}} | {error, term()}.
-do_open(Id, Mode, Cfg, Owner, S) ->
-    case traced_by_other(maps:get(pids, Cfg, [])) of
-        [] ->
-            case kprof_sink:tracer() of
-                {error, Reason} -> {error, {sink, Reason}};
-                Tracer -> do_open(Id, Mode, Cfg#{tracer => Tracer}, Owner, S, Tracer)
-            end;
-        Others = [{Pid, Tracer} | _] ->
-            warn_traced(Others),
-            {error, {traced_by_other, Pid, Tracer}}
-    end.
-
--spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}, tuple()) ->
-          {ok, list(), #state{}} | {error, term()}.
-do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}, Tracer) ->
+do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
+    Tracer = maps:get(tracer, Cfg),
     Trigger = maps:get(trigger, Cfg, undefined),
-    case sink_start(Id, Mode, Cfg) of
+    First = not S#state.patterns,
+    %% The trigger before the call patterns (see set_trigger/3).
+    case set_trigger(Trigger, Id, Cfg) of
         ok ->
-            %% max_events counts from here, before any flag or pattern of ours.
-            E0 = kprof_guard:events_baseline(maps:get(limits, Cfg, #{})),
-            First = not S#state.patterns,
-            %% The trigger before the call patterns (see set_trigger/3).
-            case set_trigger(Trigger, Id, Cfg) of
-                ok ->
-                    First andalso set_patterns(),
-                    _ = Trigger =/= undefined andalso kprof_sink:command({flame_arm, Id}),
-                    Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
-                               mode = Mode, trigger = Trigger,
-                               children = maps:get(children, Cfg), tracer = Tracer},
-                    arm_guard(Id, Owner, Cfg, E0),
-                    S1 = S#state{caps = Caps#{Id => Cap}, patterns = true},
-                    {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
-                {error, _} = Error ->
-                    _ = kprof_sink:command({flame_drop, Id}),
-                    Error
-            end;
+            First andalso set_patterns(),
+            Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
+                       mode = Mode, trigger = Trigger,
+                       children = maps:get(children, Cfg), tracer = Tracer},
+            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined)),
+            S1 = S#state{caps = Caps#{Id => Cap}, patterns = true,
+                         dynamic = S#state.dynamic orelse Mode =:= capture
+                             orelse maps:get(children, Cfg)},
+            {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
         {error, _} = Error ->
             Error
     end.
@@ -401,6 +466,11 @@ trigger_ms(Id, Cfg, Tracer) ->
 callers_pattern() ->
     {{'_', '_', '_'}, ?CALLER_MS, [local]}.
 
+%% The same for modules loaded later; the guard clears it on an abort.
+-spec on_load_pattern() -> {on_load, list(), [local]}.
+on_load_pattern() ->
+    {on_load, ?CALLER_MS, [local]}.
+
 %% The guard's abort runs in the guard: it only sends messages. The trigger's
 %% meta pattern is the guard's to watch too: a code reload of its module
 %% drops it (the shared `'_'' pattern stands for every module, which the
@@ -417,7 +487,8 @@ arm_guard(Id, Owner, Cfg, E0) ->
                   MFA -> Tracer = maps:get(tracer, Cfg),
                          [{MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]}]
               end,
-    Arm0 = #{abort => Abort, patterns => [callers_pattern() | Trigger]},
+    Arm0 = #{abort => Abort, owner => Srv,
+             patterns => [callers_pattern(), on_load_pattern() | Trigger]},
     Arm = case E0 of
               undefined -> Arm0;
               _ -> Arm0#{events0 => E0}
@@ -456,28 +527,45 @@ trace(Pid, How, Flags) ->
         error:badarg -> false   % gone already
     end.
 
--spec do_close(integer(), #state{}) -> #state{}.
-do_close(Id, S = #state{caps = Caps}) ->
+%% keep_guard: the capture's files are still to be written, the guard stays
+%% armed (watching no pattern: they are off) until done/1.
+-spec do_close(integer(), keep_guard | disarm, #state{}) -> #state{}.
+do_close(Id, Guard, S = #state{caps = Caps}) ->
     case maps:take(Id, Caps) of
         error ->
             S;
         {Cap, Rest} ->
-            erlang:demonitor(Cap#cap.mref, [flush]),
-            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            S0 = case Guard of
+                     keep_guard ->
+                         _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [])),
+                         S#state{writing = maps:put(Id, Cap#cap.mref, S#state.writing)};
+                     disarm ->
+                         erlang:demonitor(Cap#cap.mref, [flush]),
+                         _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+                         S
+                 end,
             Cap#cap.trigger =/= undefined
                 andalso erlang:trace_pattern(Cap#cap.trigger, false, [meta]),
-            S1 = untrace_pids(Id, Cap, S#state{caps = Rest}),
+            S1 = untrace_pids(Id, Cap, S0#state{caps = Rest}),
             case map_size(Rest) of
-                0 -> clear_patterns(), detach(Cap#cap.tracer), S1#state{patterns = false};
-                _ -> S1
+                0 ->
+                    clear_patterns(),
+                    _ = S1#state.dynamic andalso sweep(),
+                    detach(Cap#cap.tracer),
+                    S1#state{patterns = false, refs = #{}, dynamic = false};
+                _ ->
+                    S1
             end
     end.
 
-%% Flags come off a process when no other open capture wants it: pid mode
-%% counts its processes; processes that joined a trigger capture or were
-%% spawned under `children' are asked from the sink.
+%% Flags come off a process when no other open capture wants it, as far as
+%% this server knows without asking the sink: pid mode counts its
+%% processes, flame_apply's caller is its capture's. Processes that joined by
+%% a trigger call or a spawn come off through close/1 (the sink lists those
+%% in no other capture); once the last capture is closed, every process still
+%% traced by kprof comes off (sweep/0), children spawned late included.
 -spec untrace_pids(integer(), #cap{}, #state{}) -> #state{}.
-untrace_pids(Id, Cap = #cap{pids = Pids}, S = #state{refs = Refs}) ->
+untrace_pids(_Id, #cap{pids = Pids}, S = #state{refs = Refs}) ->
     {Off, Refs1} = lists:foldl(fun(P, {Off0, R}) ->
                                        case maps:get(P, R, 0) of
                                            N when N =< 1 -> {[P | Off0], maps:remove(P, R)};
@@ -485,32 +573,15 @@ untrace_pids(Id, Cap = #cap{pids = Pids}, S = #state{refs = Refs}) ->
                                        end
                                end, {[], Refs}, Pids),
     S1 = S#state{refs = Refs1},
-    Joined = case Cap#cap.mode =:= capture orelse Cap#cap.children of
-                 true -> members(Id);
-                 false -> []
-             end,
     Keep = kept(S1),
-    [untrace(P) || P <- lists:usort(Off ++ Joined), not maps:is_key(P, Keep)],
-    Cap#cap.children andalso sweep(Keep),
+    [untrace(P) || P <- lists:usort(Off), not maps:is_key(P, Keep)],
     S1.
 
-%% Processes other open captures need: pid-mode ones and sink members.
+%% Processes other open captures need, as this server knows them.
 -spec kept(#state{}) -> #{pid() => true}.
 kept(#state{caps = Caps, refs = Refs}) ->
-    Members = [P || {Id, #cap{mode = M, children = C, owner = O}} <- maps:to_list(Caps),
-                    P <- [O || M =:= apply] ++
-                             case M =:= capture orelse C of
-                                 true -> members(Id);
-                                 false -> []
-                             end],
-    maps:merge(maps:from_list([{P, true} || P <- Members]), maps:map(fun(_, _) -> true end, Refs)).
-
--spec members(integer()) -> [pid()].
-members(Id) ->
-    case kprof_sink:command({flame_members, Id}) of
-        L when is_list(L) -> L;
-        _ -> []
-    end.
+    Owners = [O || #cap{mode = apply, owner = O} <- maps:values(Caps)],
+    maps:merge(maps:from_list([{P, true} || P <- Owners]), maps:map(fun(_, _) -> true end, Refs)).
 
 -spec untrace(pid()) -> boolean().
 untrace(Pid) ->
@@ -522,12 +593,11 @@ untrace(Pid) ->
 detach({tracer, kprof_tracer, _Gen}) -> _ = (catch kprof_tracer:detach()), ok;
 detach(_PortTracer) -> ok.
 
-%% Children spawned after the sink listed the members still inherit the
-%% flags: any process traced by kprof that no capture wants.
--spec sweep(#{pid() => true}) -> ok.
-sweep(Keep) ->
-    _ = [untrace(P) || P <- erlang:processes(), not maps:is_key(P, Keep),
-                       traced_by_us(P), has_our_flags(P)],
+%% No capture is open: any process still traced by kprof for flame (a
+%% child spawned after its capture's members were listed, say) comes off.
+-spec sweep() -> ok.
+sweep() ->
+    _ = [untrace(P) || P <- erlang:processes(), traced_by_us(P), has_our_flags(P)],
     ok.
 
 -spec traced_by_us(pid()) -> boolean().

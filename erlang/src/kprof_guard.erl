@@ -1,16 +1,25 @@
 %%% @doc The safety net under every kind of kprof tracing.
 %%%
 %%% A tracing mode (tiers, a flame capture) arms the guard with the trace
-%%% patterns it set, a function that turns its tracing off, and its limits.
-%%% While anything is armed, the guard watches, every `?TICK' ms:
+%%% patterns it set, a function that turns its tracing off, its limits and
+%%% its owner (the server that set its tracing up). While anything is armed,
+%%% the guard watches, every `?TICK' ms, without ever waiting for the sink,
+%%% its port or any other server:
 %%%
 %%% <ul>
 %%% <li>the age of trace messages when the sink reads them (the sink measures
 %%%     it against the VM's clock, which the guard sends it once a second while
 %%%     the port queue is short): `max_lag_ms', default 1000;</li>
-%%% <li>the port's queue on the VM side, `erlang:port_info(Port, queue_size)':
+%%% <li>the sink's reader, from the VM side: the tracer NIF's ring counters
+%%%     (`kprof_tracer:ring_info/0', shared memory): events waiting in the
+%%%     ring while its tail has not moved for `max_stall_ms' (default 500)
+%%%     mean the sink stopped reading (frozen, or starved); any event the
+%%%     ring had to drop (full) is an overload at once;</li>
+%%% <li>the port's queue on the VM side, `erlang:port_info(Port, queue_size)',
+%%%     asked by a helper process (it waits behind the port's backlog): past
 %%%     `max_queue_bytes', default 4 MiB (the VM's port queue degrades
-%%%     quadratically when large);</li>
+%%%     quadratically when large), or no answer within `max_lag_ms' (the
+%%%     trace messages before it waited as long);</li>
 %%% <li>the node's memory, `erlang:memory(total)': `max_memory_bytes', default
 %%%     the total at arming plus 1 GiB;</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
@@ -21,6 +30,8 @@
 %%%     exactly the events up to the bound, however many the VM still sends
 %%%     before tracing is off. `max_seconds' is the guard's own;</li>
 %%% <li>the sink itself: if it dies, or its owner does, everything is turned off;</li>
+%%% <li>each mode's owner: if the server that set a mode's tracing up dies
+%%%     (killed, crashed), that mode's tracing is turned off (`owner_down');</li>
 %%% <li>code reloads, which silently drop trace patterns: they are put back
 %%%     and counted (`reapplied'). A pattern on every function of a module
 %%%     (`{module, ...}' in {@link arm_spec()}) is checked on one function
@@ -29,12 +40,18 @@
 %%% </ul>
 %%%
 %%% When a bound is crossed, every armed mode is aborted at once (its own
-%%% abort function, then, as a net, every trace flag whose tracer is the sink's
-%%% port and every pattern it armed), a `logger' warning says what tripped with
-%%% the measured figure and the bound, subscribers get
-%%% `{kprof_alert, Kind, Info}' (`Kind' is `overload', `limit' or
-%%% `sink_down'), and {@link status/0} shows it. Restarting is one call to the
-%%% mode's start function.
+%%% abort function, then, as a net, every trace flag whose tracer is kprof's,
+%%% the sink's port or the tracer NIF, and every pattern it armed), a
+%%% `logger' warning says what tripped with the measured figure and the
+%%% bound, subscribers get `{kprof_alert, Kind, Info}' (`Kind' is
+%%% `overload', `limit', `sink_down' or `owner_down'), and {@link status/0}
+%%% shows it. Restarting is one call to the mode's start function. A sink
+%%% that stopped reading is pinged after the abort; if it does not answer
+%%% within `?WATCHDOG_MS' ms it is killed and restarted.
+%%%
+%%% The guard writes what it watches to {@link kprof_records}: killed, it is
+%%% restarted by kprof's supervisor and goes on guarding the same modes with
+%%% the same limits, subscribers and start times.
 -module(kprof_guard).
 -behaviour(gen_server).
 
@@ -42,21 +59,25 @@
 -export([start_link/0, arm/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
          other_tracers/0, ours/1, events_baseline/1, watch_patterns/2,
-         module_pattern/3]).
+         module_pattern/3, limit_keys/0, kprof_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -export_type([limits/0, arm_spec/0, abort_kind/0, pattern/0]).
 
 -define(TICK, 50).
+%% After an abort because the sink stopped reading: how long it has to answer
+%% a ping before it is killed and restarted.
+-define(WATCHDOG_MS, 5000).
 -define(CLOCK_EVERY, 1000).
 -define(RELOAD_EVERY, 1000).
 -define(QUIET_QUEUE, 65536).
 %% The sink's limits off: {limits, 0, 0, 0}.
 -define(NO_SINK_LIMITS, {0, 0, 0}).
 
--type abort_kind() :: overload | limit | sink_down | stopped | manual.
+-type abort_kind() :: overload | limit | sink_down | owner_down | stopped | manual.
 -type limits() :: #{max_lag_ms => pos_integer() | infinity,
+                    max_stall_ms => pos_integer() | infinity,
                     max_queue_bytes => pos_integer() | infinity,
                     max_memory_bytes => pos_integer() | infinity | default,
                     max_events => pos_integer() | infinity,
@@ -74,10 +95,13 @@
                       patterns => [pattern()],
                       limits => limits(),
                       reapplied => fun((mfa() | {module(), '_', '_'}) -> any()),
-                      events0 => non_neg_integer()}.
+                      events0 => non_neg_integer(),
+                      owner => pid()}.
 
 -type sink_limits() :: {non_neg_integer(), non_neg_integer(), non_neg_integer()}.
--record(armed, {abort, patterns = [], reapplied, since}).
+-record(armed, {abort, patterns = [], reapplied, since,
+                owner :: pid() | undefined,
+                owner_mon :: reference() | undefined}).
 -record(state, {armed = #{} :: #{atom() => #armed{}},
                 limits = #{} :: map(),
                 subs = #{} :: #{pid() => reference()},
@@ -91,7 +115,16 @@
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
-                reapplied = 0 :: non_neg_integer()}).
+                reapplied = 0 :: non_neg_integer(),
+                %% The ring's reader as last seen: its tail, when it last
+                %% moved (or had nothing to read), the drops when the watch began.
+                ring :: undefined | #{tail := non_neg_integer(), moved := integer(),
+                                      drops0 := non_neg_integer()},
+                %% port_info(Port, queue_size) asked by a helper: its ref and
+                %% when it was asked (ms); the last answer.
+                probe :: undefined | {probing, integer(), reference()},
+                queue :: undefined | non_neg_integer(),
+                last_probe_ms = 0 :: integer()}).
 
 %%====================================================================
 %% PUBLIC
@@ -105,8 +138,16 @@ start_link() ->
 %% @doc The limits used where a mode does not give its own.
 -spec default_limits() -> limits().
 default_limits() ->
-    #{max_lag_ms => 1000, max_queue_bytes => 4 bsl 20, max_memory_bytes => default,
-      max_events => infinity, rate => infinity, max_seconds => infinity}.
+    #{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
+      max_memory_bytes => default, max_events => infinity, rate => infinity,
+      max_seconds => infinity}.
+
+%% @doc The option keys that are the guard's limits (those of
+%% {@link default_limits/0}): a mode's options with these keys are given to
+%% {@link validate_limits/1}.
+-spec limit_keys() -> [atom()].
+limit_keys() ->
+    maps:keys(default_limits()).
 
 %% @doc Checks limit options (any other keys are left to the caller).
 %% Returns the limits merged over the defaults, or the first bad one.
@@ -238,17 +279,38 @@ module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
 %%====================================================================
 
 %% @private
+%% A guard killed while modes were armed left them in kprof_records: this
+%% one goes on watching them (their owners monitored again; a mode whose
+%% owner died meanwhile is turned off at once).
 init([]) ->
     process_flag(trap_exit, true),
-    {ok, #state{}}.
+    case kprof_records:get(?MODULE) of
+        #{armed := Armed} = R when map_size(Armed) > 0 ->
+            {ok, restore(R)};
+        #{subs := Subs} ->
+            {ok, saved(#state{subs = maps:from_list([{P, monitor(process, P)} || P <- Subs])})};
+        _ ->
+            {ok, #state{}}
+    end.
 
 %% @private
 handle_call({arm, Name, Spec}, _From, S0) ->
     Limits = maps:get(limits, Spec, default_limits()),
+    Owner = maps:get(owner, Spec, undefined),
+    _ = case S0#state.armed of
+            #{Name := #armed{owner_mon = OldMon}} when is_reference(OldMon) ->
+                demonitor(OldMon, [flush]);
+            _ -> ok
+        end,
     A = #armed{abort = maps:get(abort, Spec),
                patterns = maps:get(patterns, Spec, []),
                reapplied = maps:get(reapplied, Spec, undefined),
-               since = erlang:monotonic_time(millisecond)},
+               since = erlang:monotonic_time(millisecond),
+               owner = Owner,
+               owner_mon = case is_pid(Owner) of
+                               true -> monitor(process, Owner);
+                               false -> undefined
+                           end},
     First = map_size(S0#state.armed) =:= 0,
     S1 = case First of
              true -> start_watch(S0#state{aborted = undefined});
@@ -262,7 +324,7 @@ handle_call({arm, Name, Spec}, _From, S0) ->
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
-    {reply, ok, S3};
+    {reply, ok, saved(S3)};
 handle_call({sink_limits, Limits}, _From, S) ->
     Fresh = map_size(S#state.armed) =:= 0,
     Want = sink_bounds(strictest(S#state.limits, Limits, Fresh)),
@@ -272,11 +334,17 @@ handle_call({sink_limits, Limits}, _From, S) ->
     end;
 handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
     case Armed of
-        #{Name := A} -> {reply, ok, S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}}};
-        _ -> {reply, ok, S}
+        #{Name := A} ->
+            {reply, ok, saved(S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}})};
+        _ ->
+            {reply, ok, S}
     end;
-handle_call({disarm, Name}, _From, S) ->
-    {reply, ok, maybe_unwatch(S#state{armed = maps:remove(Name, S#state.armed)}, clear)};
+handle_call({disarm, Name}, _From, S = #state{armed = Armed}) ->
+    _ = case Armed of
+            #{Name := #armed{owner_mon = Mon}} when is_reference(Mon) -> demonitor(Mon, [flush]);
+            _ -> ok
+        end,
+    {reply, ok, saved(maybe_unwatch(S#state{armed = maps:remove(Name, Armed)}, clear))};
 handle_call({abort, Kind, Info}, _From, S) ->
     {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
 handle_call(status, _From, S) ->
@@ -286,11 +354,11 @@ handle_call(status, _From, S) ->
 handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
     case maps:is_key(Pid, Subs) of
         true -> {reply, ok, S};
-        false -> {reply, ok, S#state{subs = Subs#{Pid => monitor(process, Pid)}}}
+        false -> {reply, ok, saved(S#state{subs = Subs#{Pid => monitor(process, Pid)}})}
     end;
 handle_call({unsubscribe, Pid}, _From, S = #state{subs = Subs}) ->
     case maps:take(Pid, Subs) of
-        {Ref, Rest} -> demonitor(Ref, [flush]), {reply, ok, S#state{subs = Rest}};
+        {Ref, Rest} -> demonitor(Ref, [flush]), {reply, ok, saved(S#state{subs = Rest})};
         error -> {reply, ok, S}
     end;
 handle_call(_Other, _From, S) ->
@@ -307,6 +375,16 @@ handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
+    {noreply, S};
+handle_info({port_queue, Ref, Answered, Queue}, S = #state{probe = {probing, Asked, Ref}}) ->
+    %% The helper's own clock says how long the port took (the guard may
+    %% have been busy since); the next tick judges the figures.
+    Q = case Queue of
+            {queue_size, N} when is_integer(N) -> N;
+            _ -> undefined
+        end,
+    {noreply, S#state{probe = undefined, queue = Q, last_probe_ms = Answered - Asked}};
+handle_info({port_queue, _Ref, _Answered, _Queue}, S) ->
     {noreply, S};
 handle_info({kprof_alert, overload, Info}, S) ->
     T0 = erlang:monotonic_time(microsecond),
@@ -326,10 +404,15 @@ handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
     S1 = do_abort(sink_down, #{reason => owner_down, detail => Reason}, T0,
                   S#state{sink_mon = undefined}),
     {noreply, S1};
-handle_info({'DOWN', Ref, process, Pid, _}, S = #state{subs = Subs}) ->
+handle_info({'DOWN', Ref, process, Pid, Reason}, S = #state{subs = Subs, armed = Armed}) ->
     case maps:get(Pid, Subs, undefined) of
-        Ref -> {noreply, S#state{subs = maps:remove(Pid, Subs)}};
-        _ -> {noreply, S}
+        Ref ->
+            {noreply, saved(S#state{subs = maps:remove(Pid, Subs)})};
+        _ ->
+            case [N || {N, #armed{owner_mon = M}} <- maps:to_list(Armed), M =:= Ref] of
+                [] -> {noreply, S};
+                Names -> {noreply, owner_down(Names, Pid, Reason, S)}
+            end
     end;
 handle_info(_Msg, S) ->
     {noreply, S}.
@@ -338,6 +421,7 @@ handle_info(_Msg, S) ->
 %% The application is stopping: nothing of kprof's stays on the node.
 terminate(_Reason, S) ->
     _ = [turn_off(Name, A, stopped, #{}) || {Name, A} <- maps:to_list(S#state.armed)],
+    kprof_records:delete(?MODULE),
     ok.
 
 %%====================================================================
@@ -353,11 +437,13 @@ start_watch(S) ->
     erlang:send_after(?TICK, self(), tick),
     sync_clock(),
     S#state{sink_mon = Mon, mem_base = erlang:memory(total),
-            last_clock = now_ms(), last_reload = now_ms()}.
+            last_clock = now_ms(), last_reload = now_ms(), ring = undefined,
+            probe = undefined, queue = undefined, last_probe_ms = 0}.
 
 %% Nothing armed any more: the sink's limits are cleared, except after their
 %% own trip (`keep'): then the sink goes on limiting the events still on
-%% their way, and the next start sets its limits again.
+%% their way, and the next start sets its limits again. The sink's lag bound
+%% goes too: with nothing traced, a late event is no alert.
 maybe_unwatch(S = #state{armed = Armed}, _SinkLimits) when map_size(Armed) > 0 ->
     S;
 maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
@@ -365,37 +451,105 @@ maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
             clear -> set_sink_limits(?NO_SINK_LIMITS, S0);
             keep -> S0
         end,
+    async({overload, 0}),
     catch kprof_sink:unsubscribe(),
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
-    S#state{sink_mon = undefined, limits = #{}}.
+    S#state{sink_mon = undefined, limits = #{}, ring = undefined, probe = undefined}.
 
 %% One tick: the VM-side bounds, max_seconds, then the clock and reloads
 %% less often. (max_events and rate are the sink's: see arm_sink_limits/3.)
+%% Nothing here waits for the sink, its port or another server.
 check(S0) ->
     T0 = erlang:monotonic_time(microsecond),
     Now = now_ms(),
     L = S0#state.limits,
     Port = sink_port(),
-    Queue = queue_size(Port),
     Mem = erlang:memory(total),
     MaxMem = max_memory(L, S0),
     Since = lists:min([A#armed.since || A <- maps:values(S0#state.armed)]),
+    {Ring, S1} = watch_ring(Now, S0),
+    %% A port answers port_info once the trace messages before it went
+    %% through: its delay is their lag.
+    Stall = map_get(max_lag_ms, L),
+    Queue = S1#state.queue,
     if
         Port =:= undefined ->
-            do_abort(sink_down, #{reason => no_sink}, T0, S0);
+            do_abort(sink_down, #{reason => no_sink}, T0, S1);
+        Ring =/= ok ->
+            {overload, Info} = Ring,
+            watchdog(Info),
+            do_abort(overload, Info, T0, S1);
+        is_integer(Stall), S1#state.last_probe_ms >= Stall ->
+            Info = #{what => port_stalled, value => S1#state.last_probe_ms, bound => Stall},
+            watchdog(Info),
+            do_abort(overload, Info, T0, S1);
+        is_integer(Stall), element(1, S1#state.probe) =:= probing,
+        Now - element(2, S1#state.probe) >= Stall ->
+            Info = #{what => port_stalled, value => Now - element(2, S1#state.probe),
+                     bound => Stall},
+            watchdog(Info),
+            do_abort(overload, Info, T0, S1);
         is_integer(Queue), Queue > map_get(max_queue_bytes, L) ->
             do_abort(overload, #{what => queue_bytes, value => Queue,
-                                 bound => map_get(max_queue_bytes, L)}, T0, S0);
+                                 bound => map_get(max_queue_bytes, L)}, T0, S1);
         Mem > MaxMem ->
             do_abort(overload, #{what => memory_bytes, value => Mem, bound => MaxMem},
-                     T0, S0);
+                     T0, S1);
         is_integer(map_get(max_seconds, L)),
         Now - Since >= map_get(max_seconds, L) * 1000 ->
             do_abort(limit, #{what => max_seconds, value => (Now - Since) div 1000,
-                              bound => map_get(max_seconds, L)}, T0, S0);
+                              bound => map_get(max_seconds, L)}, T0, S1);
         true ->
-            maybe_reload(Now, maybe_clock(Now, Queue, S0))
+            maybe_reload(Now, maybe_clock(Now, Queue, probe(Now, Port, S1)))
     end.
+
+%% The ring's reader, seen from the VM side through the shared counters
+%% (never by asking the sink): `ok', or `{overload, Info}' when the ring
+%% dropped events since the watch began, or held unread events while its
+%% tail stood still for max_stall_ms.
+watch_ring(Now, S = #state{ring = W0, limits = L}) ->
+    case catch kprof_tracer:ring_info() of
+        #{head := H, tail := T, drops := D, size := Size} ->
+            W = case W0 of
+                    undefined -> #{tail => T, moved => Now, drops0 => D};
+                    _ -> W0
+                end,
+            W1 = case H =:= T orelse T =/= map_get(tail, W) of
+                     true -> W#{tail := T, moved := Now};
+                     false -> W
+                 end,
+            Stalled = Now - map_get(moved, W1),
+            Bound = map_get(max_stall_ms, L),
+            Result =
+                if
+                    D > map_get(drops0, W1) ->
+                        {overload, #{what => ring_drops, value => D - map_get(drops0, W1),
+                                     bound => 0, ring_size => Size}};
+                    is_integer(Bound), Stalled >= Bound ->
+                        {overload, #{what => ring_stalled, value => Stalled, bound => Bound,
+                                     unread_bytes => H - T}};
+                    true ->
+                        ok
+                end,
+            {Result, S#state{ring = W1}};
+        _ ->
+            {ok, S}
+    end.
+
+%% port_info(Port, queue_size) waits behind the port's backlog: a helper asks,
+%% the guard reads its answer at a later tick (and how long it took).
+probe(_Now, undefined, S) ->
+    S;
+probe(Now, Port, S = #state{probe = undefined}) ->
+    Guard = self(),
+    Ref = make_ref(),
+    _ = spawn(fun() ->
+                      Q = (catch erlang:port_info(Port, queue_size)),
+                      Guard ! {port_queue, Ref, now_ms(), Q}
+              end),
+    S#state{probe = {probing, Now, Ref}};
+probe(_Now, _Port, S) ->
+    S.
 
 maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
                                  is_integer(Queue), Queue < ?QUIET_QUEUE ->
@@ -451,7 +605,8 @@ maybe_reload(_Now, S) ->
 %% module put back gets the mode's own patterns on its functions again
 %% after it (they were set after it). Module patterns get a new sentinel.
 reload_mode(Name, A = #armed{patterns = Ps0}, S0) ->
-    S1 = lists:foldl(fun(P = {_, _, _}, S) -> reapply({A, P}, S);
+    S1 = lists:foldl(fun({on_load, _, _}, S) -> S;   % for modules loaded later: nothing to check
+                        (P = {_, _, _}, S) -> reapply({A, P}, S);
                         (_, S) -> S
                      end, S0, Ps0),
     case lists:mapfoldl(fun(P = {module, _, _, _, _}, S) -> reapply_module(A, P, S);
@@ -561,10 +716,13 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
                                                    erlang:system_time(second)),
               took_us => Took, message => Msg},
     _ = [Pid ! {kprof_alert, Kind, Info#{message => Msg}} || Pid <- maps:keys(S0#state.subs)],
-    maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits).
+    _ = [demonitor(M, [flush]) || #armed{owner_mon = M} <- maps:values(S0#state.armed),
+                                  is_reference(M)],
+    saved(maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits)).
 
-%% The mode's own abort first (so it can note why), then the net: flags whose
-%% tracer is the sink's port, and the patterns it armed.
+%% The mode's own abort first (so it can note why), then the net: the
+%% patterns it armed (`on_load' among them), and the flags of every process
+%% whose tracer is kprof's (the sink's port, the tracer NIF).
 turn_off(Name, A, Kind, Info) ->
     case catch (A#armed.abort)(Kind, Info) of
         {'EXIT', Why} -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]);
@@ -574,17 +732,98 @@ turn_off(Name, A, Kind, Info) ->
     All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
     _ = [catch erlang:trace_pattern({M, '_', '_'}, false, Flags)
          || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
-    case sink_port() of
-        undefined -> ok;
-        Port -> catch erlang:trace(all, false, [all, {tracer, Port}])
-    end,
-    %% Processes traced by the tracer NIF drop it at their next event.
+    untrace_kprof(),
+    ok.
+
+%% Every trace flag whose tracer is kprof's comes off; the NIF writes no
+%% more (a process it still traces drops it at its next event, or when
+%% anyone asks erlang:trace_info/2 about it).
+untrace_kprof() ->
+    _ = [catch erlang:trace(all, false, [all, T]) || T <- kprof_tracers()],
     _ = (catch kprof_tracer:detach()),
     ok.
+
+%% @doc kprof's tracers as `erlang:trace/3' takes them: the sink's port and
+%% the tracer NIF's live generation, whichever exist.
+-spec kprof_tracers() -> [{tracer, port()} | {tracer, kprof_tracer, pos_integer()}].
+kprof_tracers() ->
+    Port = case sink_port() of
+               undefined -> [];
+               P -> [{tracer, P}]
+           end,
+    Nif = case catch kprof_tracer:live() of
+              Gen when is_integer(Gen), Gen > 0 -> [{tracer, kprof_tracer, Gen}];
+              _ -> []
+          end,
+    Port ++ Nif.
+
+%% The servers that set modes up died: their tracing goes (the mode's own
+%% abort function tells its callers, e.g. a capture's owner ends with the
+%% files so far); the other modes go on.
+owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Info = #{what => owner_down, owner => Pid, reason => Reason},
+    _ = [turn_off(N, maps:get(N, Armed), owner_down, Info) || N <- Names],
+    Took = erlang:monotonic_time(microsecond) - T0,
+    Msg = unicode:characters_to_binary(message(owner_down, Info#{modes => Names})),
+    logger:warning("kprof: ~ts (off in ~b us)", [Msg, Took]),
+    _ = [P ! {kprof_alert, owner_down, Info#{message => Msg}} || P <- maps:keys(S0#state.subs)],
+    Abort = #{kind => owner_down, info => Info,
+              at => calendar:system_time_to_rfc3339(erlang:system_time(second)),
+              took_us => Took, message => Msg},
+    saved(maybe_unwatch(S0#state{armed = maps:without(Names, Armed), aborted = Abort}, clear)).
+
+%% After an abort because the sink stopped reading: if it still does not
+%% answer a ping within ?WATCHDOG_MS, it is killed; kprof_sink starts a new one.
+watchdog(Info) ->
+    _ = spawn(fun() ->
+                      case catch kprof_sink:command(ping, ?WATCHDOG_MS) of
+                          pong -> ok;
+                          Other -> kprof_sink:restart({unresponsive, Info, Other})
+                      end
+              end),
+    ok.
+
+%%====================================================================
+%% PRIVATE: the record a restarted guard starts from
+%%====================================================================
+
+%% Everything but monitors and timers, after every change a restarted guard
+%% must know of.
+saved(S = #state{armed = Armed, subs = Subs}) ->
+    kprof_records:put(?MODULE, #{armed => maps:map(fun(_, A) -> A#armed{owner_mon = undefined} end,
+                                                   Armed),
+                                 subs => maps:keys(Subs), limits => S#state.limits,
+                                 mem_base => S#state.mem_base, sink_limits => S#state.sink_limits,
+                                 aborted => S#state.aborted, reapplied => S#state.reapplied}),
+    S.
+
+restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
+          sink_limits := SinkLimits, aborted := Aborted, reapplied := Reapplied}) ->
+    S0 = #state{subs = maps:from_list([{P, monitor(process, P)} || P <- Subs]),
+                limits = Limits, sink_limits = SinkLimits, aborted = Aborted,
+                reapplied = Reapplied},
+    Armed = maps:map(fun(_, A = #armed{owner = O}) when is_pid(O) ->
+                             A#armed{owner_mon = monitor(process, O)};
+                        (_, A) ->
+                             A
+                     end, Armed0),
+    S1 = start_watch(S0#state{armed = Armed}),
+    logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
+    saved(S1#state{mem_base = MemBase}).
 
 message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
     io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost)",
                   [Kind, bytes(Size), N]);
+message(Kind, #{what := ring_stalled, value := Ms, bound := B, unread_bytes := U}) ->
+    io_lib:format("~p (the sink stopped reading the tracer's ring: ~ts with ~s unread, "
+                  "bound ~ts)", [Kind, secs(Ms), bytes(U), secs(B)]);
+message(Kind, #{what := port_stalled, value := Ms, bound := B}) ->
+    io_lib:format("~p (the sink's port did not answer for ~ts, bound ~ts: its queue is "
+                  "backed up, or the sink stopped reading)", [Kind, secs(Ms), secs(B)]);
+message(owner_down, #{owner := Pid, reason := Reason, modes := Names}) ->
+    io_lib:format("owner_down (~p, which had set up ~p, exited: ~0p); its tracing is off",
+                  [Pid, Names, Reason]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
 message(Kind, #{what := rate, value := V, bound := B, per_ms := PerMs}) ->
@@ -595,7 +834,8 @@ message(Kind, Info) ->
     io_lib:format("~p ~0p", [Kind, Info]).
 
 bytes(B) when B >= 1 bsl 20 -> io_lib:format("~b MiB", [B bsr 20]);
-bytes(B) -> io_lib:format("~b KiB", [B bsr 10]).
+bytes(B) when B >= 1 bsl 10 -> io_lib:format("~b KiB", [B bsr 10]);
+bytes(B) -> io_lib:format("~b bytes", [B]).
 
 secs(Ms) when Ms >= 1000 -> io_lib:format("~.1f s", [Ms / 1000]);
 secs(Ms) when is_integer(Ms) -> io_lib:format("~b ms", [Ms]);
@@ -654,13 +894,6 @@ sink_port() ->
 %% (kprof_sink:port/0 reads a persistent_term: it answers even while the
 %% server is suspended on a busy port.)
 
-queue_size(undefined) -> undefined;
-queue_size(Port) ->
-    case erlang:port_info(Port, queue_size) of
-        {queue_size, Q} -> Q;
-        undefined -> undefined
-    end.
-
 max_memory(#{max_memory_bytes := default}, S) -> S#state.mem_base + (1 bsl 30);
 max_memory(#{max_memory_bytes := infinity}, _S) -> infinity;
 max_memory(#{max_memory_bytes := B}, _S) -> B.
@@ -679,6 +912,8 @@ min_limit(A, B) -> min(A, B).
 
 valid_limit(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso
                                        is_integer(PerMs) andalso PerMs > 0;
+valid_limit(rate, infinity) -> true;
+valid_limit(rate, _) -> false;   % {Max, PerMs} only: a bare integer says no period
 valid_limit(max_memory_bytes, default) -> true;
 valid_limit(_K, infinity) -> true;
 valid_limit(_K, V) -> is_integer(V) andalso V > 0.

@@ -45,7 +45,7 @@
 
 %% PUBLIC
 -export([start_link/0, start_link/1,
-         port/0, tracer/0, command/1, command/2, command/3, send/1,
+         port/0, tracer/0, command/1, command/2, command/3, send/1, restart/1,
          subscribe/0, unsubscribe/0,
          info/0, default_path/0]).
 %% gen_server callbacks
@@ -80,6 +80,7 @@
                 %% Sends the commands a busy port did not take, in order.
                 writer :: pid() | undefined,
                 restarts = [] :: [integer()],     % monotonic ms of reopens
+                os_pid :: integer() | undefined,  % the sink's, read when the port opened
                 %% The tracer NIF's ring in this sink: none, being opened (the
                 %% callers of tracer/0 waiting), or open under a generation.
                 ring = none :: none | {opening, [gen_server:from()]}
@@ -159,6 +160,14 @@ command(Cmd, Timeout, [nosuspend]) when is_integer(Timeout), Timeout >= 0 ->
 send(Cmd) ->
     safe_call({send, Cmd}, ?DEFAULT_TIMEOUT).
 
+%% @doc Kill the sink (SIGKILL to its OS process) because it stopped
+%% answering: kprof_sink then goes through a sink death as usual (pending
+%% calls fail with `{error, {sink_down, Status}}', subscribers get a
+%% `sink_down' alert, a new sink is started). Logged with `Why'.
+-spec restart(term()) -> ok | {error, term()}.
+restart(Why) ->
+    safe_call({restart, Why}, ?DEFAULT_TIMEOUT).
+
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
 %% the sink, `Kind = sink_down' included, until {@link unsubscribe/0} or
 %% the caller's death.
@@ -202,7 +211,7 @@ init(Opts) ->
     _ = release_ring(),
     case open(Path, Args) of
         {ok, Port} ->
-            {ok, #state{port = Port, path = Path, args = Args}};
+            {ok, #state{port = Port, path = Path, args = Args, os_pid = os_pid(Port)}};
         {error, Reason} ->
             log_open_error(Reason),
             {stop, Reason}
@@ -221,6 +230,9 @@ handle_call(port, _From, S = #state{port = Port}) ->
     {reply, Port, S};
 handle_call(tracer, From, S) ->
     tracer(From, S);
+handle_call({restart, Why}, _From, S = #state{os_pid = OsPid}) ->
+    logger:warning("kprof_sink: killing the sink (OS pid ~p): ~0p", [OsPid, Why]),
+    {reply, kill_os_pid(OsPid), S};
 handle_call({subscribe, Pid}, _From, S) ->
     {reply, ok, add_subscriber(Pid, S)};
 handle_call({unsubscribe, Pid}, _From, S) ->
@@ -562,7 +574,8 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
             case open(Path, Args) of
                 {ok, Port} ->
                     logger:notice("kprof_sink: sink restarted as ~p", [Port]),
-                    {noreply, S#state{port = Port, restarts = [Now | Recent]}};
+                    {noreply, S#state{port = Port, restarts = [Now | Recent],
+                                      os_pid = os_pid(Port)}};
                 {error, Reason} ->
                     log_open_error(Reason),
                     {stop, Reason, S}
@@ -584,6 +597,31 @@ open(Path, Args) ->
                     {ok, Port}
             catch
                 error:Reason -> {error, {sink_open_failed, Path, Reason}}
+            end
+    end.
+
+%% Read once, at open: later, port_info/2 waits behind the port's backlog.
+-spec os_pid(port()) -> integer() | undefined.
+os_pid(Port) ->
+    case erlang:port_info(Port, os_pid) of
+        {os_pid, P} -> P;
+        undefined -> undefined
+    end.
+
+-spec kill_os_pid(integer() | undefined) -> ok | {error, term()}.
+kill_os_pid(undefined) ->
+    {error, no_os_pid};
+kill_os_pid(OsPid) ->
+    case os:find_executable("kill") of
+        false ->
+            _ = os:cmd("kill -KILL " ++ integer_to_list(OsPid)),
+            ok;
+        Kill ->
+            try open_port({spawn_executable, Kill},
+                          [{args, ["-KILL", integer_to_list(OsPid)]}, exit_status]) of
+                P -> receive {P, {exit_status, _}} -> ok after 5000 -> ok end
+            catch
+                error:Reason -> {error, Reason}
             end
     end.
 
@@ -614,13 +652,9 @@ priv_dir() ->
 
 -spec state_info(#state{}) -> map().
 state_info(#state{port = Port, path = Path, pending = Pending,
-                  subs = Subs, restarts = Restarts}) ->
+                  subs = Subs, restarts = Restarts, os_pid = OsPid}) ->
     Now = erlang:monotonic_time(millisecond),
     Recent = [T || T <- Restarts, Now - T < ?RESTART_PERIOD_MS],
-    OsPid = case erlang:port_info(Port, os_pid) of
-                {os_pid, P} -> P;
-                undefined -> undefined
-            end,
     #{port => Port, os_pid => OsPid, path => Path,
       pending => maps:size(Pending), subscribers => maps:keys(Subs),
       restarts => length(Recent)}.

@@ -150,8 +150,7 @@
                     kprof_guard]).
 -define(RESERVED_NAMES, [other, all]).
 %% Options that are kprof_guard's limits.
--define(GUARD_KEYS, [max_lag_ms, max_queue_bytes, max_memory_bytes, max_events, rate,
-                     max_seconds]).
+-define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 -type tier_name() :: atom().
 -type mfa_spec() :: {module(), atom(), arity() | '_'} | {module(), '_', '_'}.
@@ -834,7 +833,7 @@ arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = 
                    false -> [];
                    _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
                end,
-    Arm0 = #{abort => fun ?MODULE:abort/2,
+    Arm0 = #{abort => fun ?MODULE:abort/2, owner => self(),
              patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm = case E0 of

@@ -187,7 +187,9 @@ max_events() ->
 
 rate_limit() ->
     T0 = erlang:monotonic_time(millisecond),
-    W = arm_worker(5, #{rate => {1000, 1000}}),     % the worker makes ~5000/s
+    %% 100 calls a wake-up: over 1000/s even when a loaded machine stretches
+    %% timer:sleep(1) to 50 ms (at 5 a wake-up, a run at load 8 never tripped).
+    W = arm_worker(100, #{rate => {1000, 1000}}),
     {limit, Info, _} = await_alert(T0),
     ?assertMatch(#{what := rate, value := 1001, bound := 1000, per_ms := 1000}, Info),
     ?assertEqual(<<"limit (rate 1001 > 1000 in 1000 ms)">>, maps:get(message, Info)),

@@ -737,6 +737,57 @@ static void start_cmd(long ref, long id) {
   feed(&x);
 }
 
+static void pids_cmd(long ref, long id, unsigned a, unsigned b) {
+  ei_x_buff x;
+
+  cmd_begin(&x, ref, "flame_pids", 3);
+  ei_x_encode_long(&x, id);
+  ei_x_encode_list_header(&x, b ? 2 : 1);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_pid(&x, "n@h", a, 0, 1);
+  tb_atom(&x, "undefined");
+  if (b) {
+    ei_x_encode_tuple_header(&x, 2);
+    tb_pid(&x, "n@h", b, 0, 1);
+    tb_atom(&x, "undefined");
+  }
+  ei_x_encode_empty_list(&x);
+  feed(&x);
+}
+
+/* {flame_members, Id, own}: a process another capture also has is left out,
+ * so closing one capture does not take the other's flags off. */
+START_TEST(members_own) {
+  ei_x_buff x;
+  char *r;
+
+  memset(&outb, 0, sizeof(outb));
+  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  start_cmd(1, 1);
+  start_cmd(2, 2);
+  pids_cmd(3, 1, 7, 9);
+  pids_cmd(4, 2, 9, 0);
+  cmd_begin(&x, 5, "flame_members", 3);
+  ei_x_encode_long(&x, 1);
+  tb_atom(&x, "own");
+  feed(&x);
+  cmd_begin(&x, 6, "flame_members", 3);
+  ei_x_encode_long(&x, 2);
+  tb_atom(&x, "own");
+  feed(&x);
+  cmd_begin(&x, 7, "flame_members", 3);
+  ei_x_encode_long(&x, 1);
+  tb_atom(&x, "mine");
+  feed(&x);
+  ck_assert_int_eq(outb.frames, 7);
+  r = reply(4); ck_assert_str_eq(r, "[<n@h.7.0>]"); free(r);
+  r = reply(5); ck_assert_str_eq(r, "[]"); free(r);
+  r = reply(6); ck_assert_str_eq(r, "{error, badarg}"); free(r);
+  ks_sink_free(&sink);
+  tb_out_free(&outb);
+}
+END_TEST
+
 START_TEST(commands) {
   char dir[] = "/tmp/kprof-flame-test-XXXXXX", path[256], *r;
   unsigned char *file;
@@ -856,6 +907,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);
+  tcase_add_test(tc, members_own);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -33,7 +33,10 @@ START_TEST(lag_is_measured_against_the_synced_clock) {
   event_aged(vm_offset, 2 * SEC);
   ck_assert_int_ge(ov.lag_ns, 2 * SEC - SEC / 100);
   ck_assert_int_le(ov.lag_ns, 2 * SEC + SEC / 100);
-  ck_assert_int_eq(ov.pending, 1);            /* over the default 1 s bound */
+  ck_assert_int_eq(ov.pending, 0);            /* no bound set: measured, no alert */
+  ov.max_lag_ns = SEC;                        /* as {overload, 1000} sets it */
+  event_aged(vm_offset, 2 * SEC);
+  ck_assert_int_eq(ov.pending, 1);
 }
 END_TEST
 
