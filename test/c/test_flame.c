@@ -1,7 +1,9 @@
 /* test_flame.c: flame captures on synthetic event sequences whose stacks and times are
  * known: body and tail calls, exceptions unwinding several frames, return_to undefined,
  * scheduling (SLEEP), GC, the depth cap, inferred callers, trigger calls, children,
- * shared processes, the node cap; then every writer, the escapes, and the commands. */
+ * shared processes, the node cap; then every writer, the escapes, and the commands; then
+ * write errors: each writer on a stream that fails. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -664,6 +666,98 @@ START_TEST(escapes) {
 }
 END_TEST
 
+/*
+ * Write errors. A stream that takes `room` bytes, then fails every write with
+ * ENOSPC and counts the writes made after the first failure.
+ */
+typedef struct failing {
+  size_t room, taken;
+  int after;
+} failing;
+
+static ssize_t failing_write(void *cookie, const char *buf, size_t n) {
+  failing *s = cookie;
+  size_t k = n < s->room - s->taken ? n : s->room - s->taken;
+
+  (void)buf;
+  s->taken += k;
+  if (k < n) {
+    s->after++;
+    errno = ENOSPC;
+  }
+  return (ssize_t)k;
+}
+
+static int failing_close(void *cookie) {
+  (void)cookie;
+  return 0;
+}
+
+static void finished(ks_fcap *c, ks_fout *o) {
+  uint64_t *total = malloc(c->tree.n * sizeof(*total));
+
+  ck_assert_ptr_nonnull(total);
+  ks_ftree_order(&c->tree);
+  ks_ftree_totals(&c->tree, total);
+  o->c = c;
+  o->in = &in;
+  o->total = total;
+  o->grand = total[0];
+}
+
+/* pid_a calls n functions of its own from m:root/0, 5 us each: n + 2 call paths. */
+static void wide_capture(ks_fcap *c, int n) {
+  char f[16];
+  int k;
+
+  CALL(pid_a, 0, M("root"), KS_NONE);
+  for (k = 0; k < n; k++) {
+    snprintf(f, sizeof(f), "f%d", k);
+    CALL(pid_a, 10 * k + 1, M(f), M("root"));
+    RET(pid_a, 10 * k + 6, M("root"));
+  }
+  ks_flame_finish(&fl, c, 1, (10 * n + 10) * US);
+}
+
+/* Every writer notices a write that fails anywhere in its output (unbuffered: each
+ * write reaches the stream at once) and stops there rather than write on into it. */
+START_TEST(writers_stop_at_a_failed_write) {
+  static const struct {
+    const char *name;
+    int (*write)(const ks_fout *, FILE *);
+  } w[] = {{"folded", ks_write_folded}, {"perf", ks_write_perf},
+           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg}};
+  cookie_io_functions_t io = {NULL, failing_write, NULL, failing_close};
+  ks_fcap *c = start(0);
+  ks_fout o;
+  size_t k, len, cut;
+
+  wide_capture(c, 300);
+  finished(c, &o);
+  for (k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(w[k].write(&o, f), KS_OK);
+    fclose(f);
+    free(buf);
+    for (cut = 0; cut < len; cut += cut < 2 || cut + 2 >= len ? 1 : len / 17) {
+      failing s = {cut, 0, 0};
+      f = fopencookie(&s, "w", io);
+      ck_assert_ptr_nonnull(f);
+      setvbuf(f, NULL, _IONBF, 0);
+      ck_assert_msg(w[k].write(&o, f) < 0, "%s: a write failing after %zu of %zu bytes "
+                    "went unnoticed", w[k].name, cut, len);
+      fclose(f);
+      /* A writer that went on would write at least once per node (300 of them); one
+       * that stops writes what is left of its header or of one node (at most 25). */
+      ck_assert_msg(s.after < 64, "%s: %d writes after the failure at %zu of %zu", w[k].name,
+                    s.after, cut, len);
+    }
+  }
+  free((void *)o.total);
+}
+END_TEST
+
 /* The commands, end to end through a sink: start, pids, events, status, members, write. */
 static ks_sink sink;
 static tb_out outb;
@@ -856,6 +950,10 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("files");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, writers_stop_at_a_failed_write);
   suite_add_tcase(s, tc);
   return s;
 }
