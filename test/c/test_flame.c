@@ -834,10 +834,10 @@ static void names_in(const char *dir, const char *keep, char *out, size_t cap) {
 
   ck_assert_ptr_nonnull(d);
   out[0] = 0;
-  while ((e = readdir(d)) != NULL)
+  while ((e = readdir(d)) != NULL && n + 1 < cap)
     if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
         (keep == NULL || strcmp(e->d_name, keep) != 0))
-      n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s%s", n ? " " : "", e->d_name);
+      n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", e->d_name);
   closedir(d);
 }
 
@@ -922,9 +922,14 @@ static int hold_tmpfs(holder *h, const char *dir, const char *opts) {
   return err;
 }
 
+/* The child exits 0 (under valgrind, non-zero if it found an error in it). */
 static void let_go(holder *h) {
+  int status;
+
   close(h->release);
-  ck_assert_int_eq(waitpid(h->pid, NULL, 0), h->pid);
+  ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the tmpfs holder: status %d",
+                status);
 }
 
 /* Writes into dir/filler until the file system is full. */
