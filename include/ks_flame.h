@@ -173,11 +173,27 @@ typedef int (*ks_fvisit_fn)(void *ctx, uint32_t node, uint32_t depth, uint64_t t
 int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
              void *ctx);
 
-/* write_*.c: each returns KS_OK or a negative errno-like code from the stream. */
+/* write_*.c: each returns KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in
+ * error (ferror); why it failed is the stream's to say (ks_wfile). */
 int ks_write_folded(const ks_fout *o, FILE *f);
 int ks_write_perf(const ks_fout *o, FILE *f);
 int ks_write_speedscope(const ks_fout *o, FILE *f);
 int ks_write_svg(const ks_fout *o, FILE *f);
+
+/* write_file.c: a file the writers write to. Its stream keeps the first errno of
+ * write(2) or close(2), where it happened (stdio may report it only at fclose). */
+typedef struct ks_wfile {
+  FILE *f;                     /* the writers' stream; NULL once closed */
+  int fd;
+  int err;                     /* first errno of a write or the close; 0: none */
+} ks_wfile;
+
+/* Creates path (O_EXCL) and its stream: KS_OK or -errno (-EEXIST: taken); nothing is
+ * left behind on failure. */
+int ks_wfile_create(ks_wfile *w, const char *path);
+/* Flushes and closes: KS_OK when every byte reached the file, else -errno (the first
+ * that write(2) or close(2) gave; -EIO if stdio failed with none). */
+int ks_wfile_close(ks_wfile *w);
 
 /* flame_control.c: a flame_* command (name, tuple arity, idx just past the tag) into x. */
 struct ks_sink;

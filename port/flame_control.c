@@ -13,8 +13,13 @@
  *
  * flame_write ends the capture whatever happens. Files are created with
  * O_EXCL: when Dir/Base.* exists, Base-1, Base-2, ... are tried, so two
- * captures never write over each other (or over anything else).
+ * captures never write over each other (or over anything else). A file that
+ * cannot be created or written (a full disk, a quota, ...) is
+ * {error, {open_failed | write_failed, Path, Errno}}, Errno the errno's atom
+ * (enospc, edquot, efbig, eacces, ...), and every file of the capture is
+ * removed: all of them or none.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -255,56 +260,80 @@ static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint
   return e || ei_x_encode_empty_list(x);
 }
 
-/* Opens every requested file under one base name that is free for all of them. */
-static int open_files(const char *dir, const char *base, int fmts, FILE **out, char paths[][PATH_MAX_LEN]) {
-  int k, try, fd;
+/* Dir/Base.ext, or Dir/Base-Try.ext after a clash: KS_OK or -ENAMETOOLONG. */
+static int file_path(char *out, const char *dir, const char *base, int try, size_t f) {
+  int k;
+
+  if (try == 0)
+    k = snprintf(out, PATH_MAX_LEN, "%s/%s%s", dir, base, formats[f].ext);
+  else
+    k = snprintf(out, PATH_MAX_LEN, "%s/%s-%d%s", dir, base, try, formats[f].ext);
+  return k < 0 || k >= PATH_MAX_LEN ? -ENAMETOOLONG : KS_OK;
+}
+
+/* Closes whatever is still open and removes every file of the set: nothing is left. */
+static void discard_files(int fmts, ks_wfile *w, char paths[][PATH_MAX_LEN]) {
+  size_t f;
+
+  for (f = 0; f < NFORMATS; f++)
+    if (fmts & formats[f].bit) {
+      ks_wfile_close(&w[f]);
+      unlink(paths[f]);
+    }
+}
+
+/*
+ * Creates every requested file under one base name that is free for all of
+ * them: KS_OK, or -errno with nothing created and *failed the format whose
+ * file could not be (-1 when no path could even be made).
+ */
+static int open_files(const char *dir, const char *base, int fmts, ks_wfile *w,
+                      char paths[][PATH_MAX_LEN], int *failed) {
+  int try, rc = KS_OK, made;
   size_t f;
 
   for (try = 0; try < 1000; try++) {
-    int clash = 0;
-    for (f = 0; f < NFORMATS; f++)
-      out[f] = NULL;
-    for (f = 0; f < NFORMATS && !clash; f++) {
+    made = 0;
+    *failed = -1;
+    for (f = 0; f < NFORMATS; f++) {
       if (!(fmts & formats[f].bit))
         continue;
-      if (try == 0)
-        k = snprintf(paths[f], PATH_MAX_LEN, "%s/%s%s", dir, base, formats[f].ext);
-      else
-        k = snprintf(paths[f], PATH_MAX_LEN, "%s/%s-%d%s", dir, base, try, formats[f].ext);
-      if (k < 0 || k >= PATH_MAX_LEN)
-        return -ENAMETOOLONG;
-      fd = open(paths[f], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0 && errno == EEXIST) {
-        clash = 1;
+      if ((rc = file_path(paths[f], dir, base, try, f)) != KS_OK)
+        break;
+      if ((rc = ks_wfile_create(&w[f], paths[f])) != KS_OK) {
+        *failed = (int)f;
         break;
       }
-      if (fd < 0 || (out[f] = fdopen(fd, "w")) == NULL) {
-        int err = errno;
-        if (fd >= 0)
-          close(fd);
-        clash = -err;
-        break;
-      }
+      made |= formats[f].bit;
     }
-    if (clash == 0)
+    if (rc == KS_OK)
       return KS_OK;
-    for (f = 0; f < NFORMATS; f++)
-      if (out[f] != NULL) {
-        fclose(out[f]);
-        unlink(paths[f]);
-        out[f] = NULL;
-      }
-    if (clash < 0)
-      return clash;
+    discard_files(made, w, paths);
+    if (rc != -EEXIST)
+      return rc;
   }
+  *failed = -1;
   return -EEXIST;
+}
+
+/* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ... */
+static int encode_errno(ei_x_buff *x, int err) {
+  const char *name = strerrorname_np(err);
+  char atom[MAXATOMLEN];
+  size_t k;
+
+  if (name == NULL)
+    return ei_x_encode_atom(x, "unknown");
+  for (k = 0; name[k] != 0 && k + 1 < sizeof(atom); k++)
+    atom[k] = (char)tolower((unsigned char)name[k]);
+  atom[k] = 0;
+  return ei_x_encode_atom(x, atom);
 }
 
 static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
   return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
          ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, what) ||
-         ei_x_encode_binary(x, path, (long)strlen(path)) ||
-         ei_x_encode_atom(x, strerror(err));
+         ei_x_encode_binary(x, path, (long)strlen(path)) || encode_errno(x, err);
 }
 
 int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
@@ -329,32 +358,40 @@ int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
   return d->fmts != 0 ? KS_OK : KS_EINVAL;
 }
 
+/* One format into its file, closed whatever happens: KS_OK or -errno (the
+ * stream's first, else ENOMEM from the writer). */
+static int write_one(const ks_fout *o, size_t f, ks_wfile *w) {
+  int rc = formats[f].write(o, w->f), closed = ks_wfile_close(w);
+
+  if (closed != KS_OK)
+    return closed;
+  if (rc == KS_ENOMEM)
+    return -ENOMEM;
+  return rc < 0 ? -EIO : KS_OK;
+}
+
 int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
                          int (*info)(ei_x_buff *x, const void *ctx, int extra), const void *ctx) {
   char paths[NFORMATS][PATH_MAX_LEN];
-  FILE *files[NFORMATS];
-  int64_t took[NFORMATS] = {0};
-  int e = 0, rc, failed = -1, err = 0, fmts = d->fmts;
+  ks_wfile files[NFORMATS];
+  int64_t took[NFORMATS] = {0}, t0;
+  int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts;
   size_t f;
 
-  if ((rc = open_files(d->dir, d->base, fmts, files, paths)) != KS_OK)
-    return encode_path_error(x, "open_failed", d->dir, -rc);
-  for (f = 0; f < NFORMATS; f++) {
-    int64_t t0 = now_us();
-    if (files[f] == NULL)
+  if ((rc = open_files(d->dir, d->base, fmts, files, paths, &failed)) != KS_OK)
+    return encode_path_error(x, "open_failed", failed >= 0 ? paths[failed] : d->dir, -rc);
+  for (f = 0; f < NFORMATS && failed < 0; f++) {
+    if (!(fmts & formats[f].bit))
       continue;
-    setvbuf(files[f], NULL, _IOFBF, 1 << 20);
-    rc = formats[f].write(o, files[f]);
-    if (fclose(files[f]) != 0 && rc == KS_OK)
-      rc = KS_EINVAL;
-    if (rc != KS_OK && failed < 0) {
+    t0 = now_us();
+    if ((rc = write_one(o, f, &files[f])) != KS_OK)
       failed = (int)f;
-      err = rc == KS_ENOMEM ? ENOMEM : EIO;
-    }
     took[f] = now_us() - t0;
   }
-  if (failed >= 0)
-    return encode_path_error(x, "write_failed", paths[failed], err);
+  if (failed >= 0) {
+    discard_files(fmts, files, paths);   /* a retry must not find half a capture */
+    return encode_path_error(x, "write_failed", paths[failed], -rc);
+  }
   e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
       ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
   for (f = 0; f < NFORMATS && !e; f++)

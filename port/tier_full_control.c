@@ -10,6 +10,9 @@
  *                 first, at most Top
  *   {tier_full_write, Identity, Dir, Base, [Format]}
  *                             {ok, [Path], Info} | {error, not_found | no_events | ...}
+ *                             | {error, {open_failed | write_failed, Path, Errno}}
+ *        the files as flame_write writes them (ks_flame_write_reply): a failed one
+ *        leaves none of the identity's files
  *
  * Commands were bounds-checked by the decoder, so ei reads them safely.
  */

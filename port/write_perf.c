@@ -78,7 +78,7 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     return 1;
   if (build_stack(w, node) != KS_OK)
     return KS_ENOMEM;
-  for (; (at = k * w->period + half) < end; k++) {
+  for (; (at = k * w->period + half) < end && !ferror(w->f); k++) {
     uint64_t us = 1000000 + at / 1000;   /* times start at 1 s: 0 reads as unset */
     fprintf(w->f, "%s %u/%u [000] %llu.%06llu: %llu cpu-clock:\n", w->comm, w->tid, w->tid,
             (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000),

@@ -68,7 +68,7 @@ static int write_frames(sscope *w) {
     return KS_ENOMEM;
   memset(w->keys, 0xff, size * sizeof(*w->keys));
   fputs("\"shared\":{\"frames\":[", w->f);
-  for (k = 1; k < tr->n; k++) {
+  for (k = 1; k < tr->n && !ferror(w->f); k++) {
     if (w->o->total[k] == 0 || tr->v[k].parent == 0)
       continue;
     i = frame_slot(w, tr->v[k].frame);

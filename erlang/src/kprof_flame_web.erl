@@ -9,12 +9,23 @@
 %%% ({@link refused/0}).
 %%%
 %%% <ul>
-%%% <li>inets httpd: put {@link kprof_httpd_flame} first in `modules';</li>
+%%% <li>inets httpd: put {@link kprof_httpd_flame} first in `modules'. The
+%%%     header is added after the capture has ended and names exactly the
+%%%     files it wrote: every path in it exists when the response leaves.
+%%%     No header when nothing was written (flame_apply refused to start,
+%%%     e.g. while tiers run or with every capture slot of the sink taken;
+%%%     no events; a write failed, e.g. a full disk: the sink then removes
+%%%     every file of the capture).</li>
 %%% <li>mochiweb: `Loop = kprof_flame_web:mochiweb(fun my_app:loop/1, Opts)',
 %%%     `mochiweb_http:start([{loop, Loop}, ...])'. mochiweb writes the
-%%%     response from inside the loop, so the loop adds the header itself:
-%%%     `Req:respond({200, kprof_flame_web:headers() ++ Hs, Body})'
-%%%     (`headers()' is `[]' outside a traced request).</li>
+%%%     response from inside the loop, before the capture ends, so the loop
+%%%     adds the header itself:
+%%%     `Req:respond({200, kprof_flame_web:headers() ++ Hs, Body})'.
+%%%     `headers()' names the files only once the capture has started, and
+%%%     is `[]' outside a traced request and when flame_apply refused to
+%%%     start (the loop then runs untraced). The files exist once the loop
+%%%     has returned, unless the capture fails at its end (no events, a
+%%%     failed write): then none of them does, and a warning says so.</li>
 %%% </ul>
 %%% `Opts' are flame_apply's (default: folded and SVG into the current
 %%% directory); the files are named `kprof-http-<microseconds>-<unique>'.
@@ -58,8 +69,10 @@ decide(V) ->
     end.
 
 %% @doc Run `Fun' under flame_apply with the files' names decided first, so
-%% {@link headers/0} can name them from inside `Fun'. Returns `Fun''s
-%% result and the files (`[]' when the capture failed; logged).
+%% {@link headers/0} can name them from inside `Fun' once the capture has
+%% started. Returns `Fun''s result and the files written (`[]' when the
+%% capture was refused or failed; logged). `Fun' runs once either way:
+%% untraced, and with `headers()' `[]', when flame_apply refused to start.
 -spec run(fun(() -> Result), kprof_flame:opts()) -> {Result, [file:filename()]}.
 run(Fun, Opts0) ->
     %% Unique across restarts too: the header names the files before they exist.
@@ -69,36 +82,54 @@ run(Fun, Opts0) ->
     case kprof_flame:validate(Opts, apply) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),
-            Old = put(?FILES_KEY, Planned),
             %% Whether Fun ran, when flame_apply says no: it must not run twice.
             Ran = make_ref(),
-            Traced = fun() -> R = Fun(), put(Ran, {ran, R}), R end,
+            %% flame_apply calls Traced only once the capture has started: the
+            %% names are there for headers() from then on, and never when it
+            %% refused (tiers running, too many captures, another tracer, ...).
+            Traced = fun() ->
+                             Old = put(?FILES_KEY, {Planned, false}),
+                             try Fun() of
+                                 R -> put(Ran, {ran, R}), R
+                             after
+                                 said_planned(erase(?FILES_KEY), Ran),
+                                 restore(Old)
+                             end
+                     end,
             try kprof:flame_apply(Traced, Opts) of
                 {ok, Result, Files} ->
-                    {Result, Files};
+                    {Result, checked(Files, Planned, Ran)};
                 {error, {aborted, _Kind, Result, Files}} ->
-                    {Result, Files};
+                    {Result, checked(Files, Planned, Ran)};
                 {error, Reason} ->
                     logger:warning("kprof flame: traced request not captured: ~p", [Reason]),
+                    _ = checked([], Planned, Ran),
                     case erase(Ran) of
                         {ran, Result} -> {Result, []};
                         undefined -> {Fun(), []}
                     end
             after
                 _ = erase(Ran),
-                restore(Old)
+                _ = erase({Ran, said})
             end;
         {error, Reason} ->
             logger:warning("kprof flame: bad options for traced requests: ~p", [Reason]),
             {Fun(), []}
     end.
 
-%% @doc `[{"x-kprof-files", Paths}]' inside a traced request, `[]' outside.
+%% @doc `[{"x-kprof-files", Paths}]' inside a traced request whose capture
+%% has started, `[]' otherwise (outside one, or flame_apply refused to start).
+%% The paths are those the capture will write: they exist once the traced
+%% function has returned, unless the capture fails at its end (then none of
+%% them does, and a warning names them).
 -spec headers() -> [{string(), string()}].
 headers() ->
     case get(?FILES_KEY) of
-        Files when is_list(Files), Files =/= [] -> [{?REPLY_HEADER, lists:join(",", Files)}];
-        _ -> []
+        {Files, _} when is_list(Files), Files =/= [] ->
+            put(?FILES_KEY, {Files, true}),
+            [{?REPLY_HEADER, lists:flatten(lists:join(",", Files))}];
+        _ ->
+            []
     end.
 
 %% @doc How many requests asked to be traced while tracing was not allowed.
@@ -129,3 +160,22 @@ refused_counter() ->
 -spec restore(term()) -> term().
 restore(undefined) -> erase(?FILES_KEY);
 restore(Old) -> put(?FILES_KEY, Old).
+
+%% Whether headers/0 gave the planned names out during the capture.
+-spec said_planned(term(), reference()) -> term().
+said_planned({_, true}, Ran) -> put({Ran, said}, true);
+said_planned(_, _Ran) -> ok.
+
+%% The files written; a warning when headers/0 named others (a response that
+%% left before the capture ended: the capture failed, or the sink had to
+%% rename because a file of that name existed).
+-spec checked([file:filename()], [file:filename()], reference()) -> [file:filename()].
+checked(Files, Planned, Ran) ->
+    case get({Ran, said}) =:= true andalso lists:sort(Files) =/= lists:sort(Planned) of
+        true ->
+            logger:warning("kprof flame: the x-kprof-files header of a traced request named "
+                           "~p, but the capture wrote ~p", [Planned, Files]);
+        false ->
+            ok
+    end,
+    Files.

@@ -10,11 +10,16 @@
 %%%                     {kprof_flame_opts, #{output_directory => "/tmp/flames"}}]).
 %%% '''
 %%% Put it first: its `do/1' runs the modules after it itself, under
-%%% {@link kprof:flame_apply/2}, then tells httpd the chain is done. The
-%%% response gets `x-kprof-files' when a module left it to httpd to send
-%%% (`{response, {response, Head, Body}}', as mod_get and most modules do);
-%%% a response a module sent itself (mod_esi's `deliver') is out before the
-%%% files exist, and they are only logged. `kprof_flame_opts' (optional) are
+%%% {@link kprof:flame_apply/2}, then tells httpd the chain is done. httpd
+%%% sends the response after that, once the capture has ended, so
+%%% `x-kprof-files' names exactly the files the capture wrote: every path in
+%%% it exists when the response leaves. It is left out when nothing was
+%%% written (flame_apply refused to start, e.g. while tiers run or with
+%%% every capture slot of the sink taken; no events; a failed write, which
+%%% leaves no file), and when a module sent the response itself (mod_esi's
+%%% `deliver': out before the files exist; they are only logged). It is
+%%% added to a response left to httpd as `{response, {response, Head,
+%%% Body}}' (mod_get and most modules). `kprof_flame_opts' (optional) are
 %%% flame_apply's options.
 -module(kprof_httpd_flame).
 

@@ -1,9 +1,19 @@
 /* test_flame.c: flame captures on synthetic event sequences whose stacks and times are
  * known: body and tail calls, exceptions unwinding several frames, return_to undefined,
  * scheduling (SLEEP), GC, the depth cap, inferred callers, trigger calls, children,
- * shared processes, the node cap; then every writer, the escapes, and the commands. */
+ * shared processes, the node cap; then every writer, the escapes, and the commands; then
+ * write errors: each writer on a stream that fails, and ks_flame_write_reply on a full
+ * tmpfs and over RLIMIT_FSIZE (the reason is the errno's, and no file is left). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -664,6 +674,373 @@ START_TEST(escapes) {
 }
 END_TEST
 
+/*
+ * Write errors. A stream that takes `room` bytes, then fails every write with
+ * ENOSPC and counts the writes made after the first failure.
+ */
+typedef struct failing {
+  size_t room, taken;
+  int after;
+} failing;
+
+static ssize_t failing_write(void *cookie, const char *buf, size_t n) {
+  failing *s = cookie;
+  size_t k = n < s->room - s->taken ? n : s->room - s->taken;
+
+  (void)buf;
+  s->taken += k;
+  if (k < n) {
+    s->after++;
+    errno = ENOSPC;
+  }
+  return (ssize_t)k;
+}
+
+static int failing_close(void *cookie) {
+  (void)cookie;
+  return 0;
+}
+
+static void finished(ks_fcap *c, ks_fout *o) {
+  uint64_t *total = malloc(c->tree.n * sizeof(*total));
+
+  ck_assert_ptr_nonnull(total);
+  ks_ftree_order(&c->tree);
+  ks_ftree_totals(&c->tree, total);
+  o->c = c;
+  o->in = &in;
+  o->total = total;
+  o->grand = total[0];
+}
+
+/* pid_a calls n functions of its own from m:root/0, 5 us each: n + 2 call paths. */
+static void wide_capture(ks_fcap *c, int n) {
+  char f[16];
+  int k;
+
+  CALL(pid_a, 0, M("root"), KS_NONE);
+  for (k = 0; k < n; k++) {
+    snprintf(f, sizeof(f), "f%d", k);
+    CALL(pid_a, 10 * k + 1, M(f), M("root"));
+    RET(pid_a, 10 * k + 6, M("root"));
+  }
+  ks_flame_finish(&fl, c, 1, (10 * n + 10) * US);
+}
+
+/* Every writer notices a write that fails anywhere in its output (unbuffered: each
+ * write reaches the stream at once) and stops there rather than write on into it. */
+START_TEST(writers_stop_at_a_failed_write) {
+  static const struct {
+    const char *name;
+    int (*write)(const ks_fout *, FILE *);
+  } w[] = {{"folded", ks_write_folded}, {"perf", ks_write_perf},
+           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg}};
+  cookie_io_functions_t io = {NULL, failing_write, NULL, failing_close};
+  ks_fcap *c = start(0);
+  ks_fout o;
+  size_t k, len, cut;
+
+  wide_capture(c, 300);
+  finished(c, &o);
+  for (k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(w[k].write(&o, f), KS_OK);
+    fclose(f);
+    free(buf);
+    for (cut = 0; cut < len; cut += cut < 2 || cut + 2 >= len ? 1 : len / 17) {
+      failing s = {cut, 0, 0};
+      f = fopencookie(&s, "w", io);
+      ck_assert_ptr_nonnull(f);
+      setvbuf(f, NULL, _IONBF, 0);
+      ck_assert_msg(w[k].write(&o, f) < 0, "%s: a write failing after %zu of %zu bytes "
+                    "went unnoticed", w[k].name, cut, len);
+      fclose(f);
+      /* A writer that went on would write at least once per node (300 of them); one
+       * that stops writes what is left of its header or of one node (at most 25). */
+      ck_assert_msg(s.after < 64, "%s: %d writes after the failure at %zu of %zu", w[k].name,
+                    s.after, cut, len);
+    }
+  }
+  free((void *)o.total);
+}
+END_TEST
+
+static int no_info(ei_x_buff *x, const void *ctx, int extra) {
+  (void)ctx;
+  return ei_x_encode_map_header(x, extra);
+}
+
+static void write_reply(const ks_fout *o, const char *dir, const char *base, int fmts,
+                        ei_x_buff *x) {
+  ks_fdest d;
+
+  ck_assert_uint_lt(strlen(dir), sizeof(d.dir) - 1100);
+  snprintf(d.dir, sizeof(d.dir), "%s", dir);
+  snprintf(d.base, sizeof(d.base), "%s", base);
+  d.fmts = fmts;
+  ck_assert_int_eq(ei_x_new(x), 0);
+  ck_assert_int_eq(ks_flame_write_reply(o, &d, x, no_info, NULL), 0);
+}
+
+/* x holds {error, {What, Dir/File, Reason}}; freed. */
+static void check_path_error(ei_x_buff *x, const char *what, const char *dir, const char *file,
+                             const char *reason) {
+  char atom[MAXATOMLEN], path[8192], want[8192], *txt = NULL;
+  int idx = 0, idx2 = 0, ar;
+  long plen;
+
+  ck_assert_int_ge(ei_s_print_term(&txt, x->buff, &idx2), 0);
+  snprintf(want, sizeof(want), "%s/%s", dir, file);
+  ck_assert_msg(ei_decode_tuple_header(x->buff, &idx, &ar) == 0 && ar == 2 &&
+                ei_decode_atom(x->buff, &idx, atom) == 0 && strcmp(atom, "error") == 0 &&
+                ei_decode_tuple_header(x->buff, &idx, &ar) == 0 && ar == 3 &&
+                ei_decode_atom(x->buff, &idx, atom) == 0 && strcmp(atom, what) == 0 &&
+                ei_decode_binary(x->buff, &idx, path, &plen) == 0 && plen < (long)sizeof(path),
+                "want {error, {%s, %s, %s}}, got %s", what, want, reason, txt);
+  path[plen] = 0;
+  ck_assert_str_eq(path, want);
+  ck_assert_int_eq(ei_decode_atom(x->buff, &idx, atom), 0);
+  ck_assert_msg(strcmp(atom, reason) == 0, "want %s, got %s", reason, txt);
+  free(txt);
+  ei_x_free(x);
+}
+
+static void expect_path_error(const ks_fout *o, const char *dir, const char *base, int fmts,
+                              const char *what, const char *file, const char *reason) {
+  ei_x_buff x;
+
+  write_reply(o, dir, base, fmts, &x);
+  check_path_error(&x, what, dir, file, reason);
+}
+
+static void expect_written(const ks_fout *o, const char *dir, const char *base, int fmts) {
+  char *txt = NULL;
+  int idx = 0;
+  ei_x_buff x;
+
+  write_reply(o, dir, base, fmts, &x);
+  ck_assert_int_ge(ei_s_print_term(&txt, x.buff, &idx), 0);
+  ck_assert_msg(strncmp(txt, "{ok, [#Bin<", 11) == 0, "got %s", txt);
+  free(txt);
+  ei_x_free(&x);
+}
+
+/* The names in dir, but `keep`, space separated ("" when none). */
+static void names_in(const char *dir, const char *keep, char *out, size_t cap) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t n = 0;
+
+  ck_assert_ptr_nonnull(d);
+  out[0] = 0;
+  while ((e = readdir(d)) != NULL && n + 1 < cap)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+        (keep == NULL || strcmp(e->d_name, keep) != 0))
+      n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", e->d_name);
+  closedir(d);
+}
+
+#define EXPECT_NO_FILES(dir, keep)                                  \
+  do {                                                              \
+    char left_[4096];                                               \
+    names_in(dir, keep, left_, sizeof(left_));                      \
+    ck_assert_msg(left_[0] == 0, "files left in %s: %s", dir, left_); \
+  } while (0)
+
+/*
+ * A tmpfs mounted with `opts` on dir in a mount namespace of a child of ours,
+ * which holds it until released: this process reaches it at /proc/PID/root/dir.
+ * As root the namespace is a mount namespace; otherwise a user namespace too.
+ */
+typedef struct holder {
+  pid_t pid;
+  int release;          /* closing it lets the child exit (and the tmpfs go) */
+  char dir[4096];       /* the tmpfs, as seen from here */
+} holder;
+
+static int put_proc(const char *file, const char *text) {
+  int fd = open(file, O_WRONLY), ok;
+
+  if (fd < 0)
+    return -1;
+  ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+static int private_mounts(void) {
+  char map[64];
+  unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+
+  if (unshare(CLONE_NEWNS) != 0) {
+    if (errno != EPERM || unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+      return errno;
+    snprintf(map, sizeof(map), "0 %u 1", uid);
+    if (put_proc("/proc/self/setgroups", "deny") != 0 || put_proc("/proc/self/uid_map", map) != 0)
+      return errno;
+    snprintf(map, sizeof(map), "0 %u 1", gid);
+    if (put_proc("/proc/self/gid_map", map) != 0)
+      return errno;
+  }
+  /* Source and type are ignored for MS_PRIVATE; valgrind wants them readable. */
+  return mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : errno;
+}
+
+/* 0, or why the tmpfs could not be had (an errno, printed by the caller). */
+static int hold_tmpfs(holder *h, const char *dir, const char *opts) {
+  int ready[2], release[2], err = 0;
+  char c;
+
+  ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+  ck_assert_int_eq(pipe2(release, O_CLOEXEC), 0);
+  h->pid = fork();
+  ck_assert_int_ge(h->pid, 0);
+  if (h->pid == 0) {
+    close(ready[0]);
+    close(release[1]);
+    err = private_mounts();
+    if (err == 0 && mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
+      err = errno;
+    if (write(ready[1], &err, sizeof(err)) != sizeof(err) || err != 0)
+      _exit(1);
+    while (read(release[0], &c, 1) > 0 || errno == EINTR)
+      ;
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  h->release = release[1];
+  if (read(ready[0], &err, sizeof(err)) != sizeof(err))
+    err = ECHILD;
+  close(ready[0]);
+  snprintf(h->dir, sizeof(h->dir), "/proc/%d/root%s", (int)h->pid, dir);
+  if (err != 0) {
+    close(h->release);
+    waitpid(h->pid, NULL, 0);
+  }
+  return err;
+}
+
+/* The child exits 0 (under valgrind, non-zero if it found an error in it). */
+static void let_go(holder *h) {
+  int status;
+
+  close(h->release);
+  ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the tmpfs holder: status %d",
+                status);
+}
+
+/* Writes into dir/filler until the file system is full. */
+static void fill(const char *dir) {
+  char path[4200], block[4096];
+  int fd;
+
+  memset(block, 'x', sizeof(block));
+  snprintf(path, sizeof(path), "%s/filler", dir);
+  fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ck_assert_int_ge(fd, 0);
+  while (write(fd, block, sizeof(block)) > 0)
+    ;
+  ck_assert_int_eq(errno, ENOSPC);
+  close(fd);
+}
+
+/*
+ * A full disk, for real: a 256 KiB tmpfs. The SVG of a wide capture does not fit
+ * (it fails while written), the folded stacks do: the reply names the SVG and
+ * ENOSPC, and neither file is left, so a retry gets the same names. Then the
+ * disk is filled: a small file fails only at fclose (its bytes were buffered),
+ * with ENOSPC too. With room again, the same name is written. A tmpfs with one
+ * inode: the second file cannot be created, the first is removed.
+ */
+START_TEST(full_disk) {
+  char dir[] = "/tmp/kprof-full-disk-XXXXXX", path[4300];
+  ks_fcap *wide = start(0), *small;
+  ks_fout big, little;
+  holder h, h1;
+  size_t folded_len, svg_len;
+  int err;
+  char *text;
+
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  if ((err = hold_tmpfs(&h, dir, "size=256k,mode=0777")) != 0) {
+    printf("full_disk: skipped: this machine cannot mount a tmpfs in a namespace of "
+           "its own (%s)\n", strerror(err));
+    rmdir(dir);
+    return;
+  }
+  wide_capture(wide, 3000);
+  text = write_with(wide, ks_write_folded);
+  folded_len = strlen(text);
+  free(text);
+  text = write_with(wide, ks_write_svg);
+  svg_len = strlen(text);
+  free(text);
+  ck_assert_uint_lt(folded_len, 200 * 1024);
+  ck_assert_uint_gt(svg_len, 512 * 1024);
+  finished(wide, &big);
+  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+                    "wide.svg", "enospc");
+  EXPECT_NO_FILES(h.dir, NULL);
+  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+                    "wide.svg", "enospc");
+  EXPECT_NO_FILES(h.dir, NULL);
+
+  ks_flame_drop(&fl, wide);
+  small = start(1);
+  small_capture(small);
+  finished(small, &little);
+  fill(h.dir);
+  expect_path_error(&little, h.dir, "small", KS_FMT_FOLDED, "write_failed", "small.folded",
+                    "enospc");
+  EXPECT_NO_FILES(h.dir, "filler");
+  snprintf(path, sizeof(path), "%s/filler", h.dir);
+  ck_assert_int_eq(unlink(path), 0);
+  expect_written(&little, h.dir, "small", KS_FMT_FOLDED);
+  snprintf(path, sizeof(path), "%s/small.folded", h.dir);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  let_go(&h);
+
+  ck_assert_int_eq(hold_tmpfs(&h1, dir, "nr_inodes=2,size=256k,mode=0777"), 0);
+  expect_path_error(&little, h1.dir, "small", KS_FMT_FOLDED | KS_FMT_SVG, "open_failed",
+                    "small.svg", "enospc");
+  EXPECT_NO_FILES(h1.dir, NULL);
+  let_go(&h1);
+  ck_assert_int_eq(rmdir(dir), 0);
+  free((void *)big.total);
+  free((void *)little.total);
+}
+END_TEST
+
+/* A file over RLIMIT_FSIZE: EFBIG (SIGXFSZ ignored), no file left. Needs no privilege. */
+START_TEST(file_too_big) {
+  char dir[] = "/tmp/kprof-fsize-XXXXXX";
+  struct rlimit old, lim;
+  ks_fcap *c = start(0);
+  void (*was)(int);
+  ks_fout o;
+  ei_x_buff x;
+
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  wide_capture(c, 200);
+  finished(c, &o);
+  ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 1000;
+  was = signal(SIGXFSZ, SIG_IGN);
+  ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  write_reply(&o, dir, "big", KS_FMT_FOLDED, &x);
+  ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, was);
+  check_path_error(&x, "write_failed", dir, "big.folded", "efbig");
+  EXPECT_NO_FILES(dir, NULL);
+  ck_assert_int_eq(rmdir(dir), 0);
+  free((void *)o.total);
+}
+END_TEST
+
 /* The commands, end to end through a sink: start, pids, events, status, members, write. */
 static ks_sink sink;
 static tb_out outb;
@@ -908,6 +1285,12 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);
   tcase_add_test(tc, members_own);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("files");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, writers_stop_at_a_failed_write);
+  tcase_add_test(tc, full_disk);
+  tcase_add_test(tc, file_too_big);
   suite_add_tcase(s, tc);
   return s;
 }
