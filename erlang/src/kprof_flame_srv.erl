@@ -15,9 +15,18 @@
 %%% `{meta, Port}'). When the last capture closes, the NIF is detached: a
 %%% process that kept flags somehow drops them at its next event.
 %%%
-%%% Started on demand under `kprof_sup' (a temporary child). It monitors
-%%% each capture's owner: when the owner dies, its capture is closed and
-%%% dropped from the sink, so no pattern or flag outlives it.
+%%% A permanent child of `kprof_sup', started with kprof. It monitors each
+%%% capture's owner: when the owner dies, its capture is closed and dropped
+%%% from the sink, so no pattern or flag outlives it. It traps exits, so
+%%% stopping kprof (`kprof:stop()', the application stopping) closes every
+%%% capture in `terminate/2'. What it has set is written to
+%%% {@link kprof_records}: killed, it is restarted by the supervisor, and the
+%%% new server takes off whatever the old one left (patterns, `on_load', the
+%%% triggers' meta patterns, the flags of every process kprof traces) and
+%%% tells each capture's owner `{kprof_flame_aborted, Id, server_down}': the
+%%% capture ends with the files of what the sink had (`kprof_guard', which
+%%% watched the old server as the captures' owner, does the same from its
+%%% side).
 %%%
 %%% A process has one tracer (before OTP 27): a capture of processes that
 %%% another tracer (dbg, recon_trace, the tracer NIF of kprof's tiers) has
@@ -59,8 +68,8 @@
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
                 %% Closed captures whose files are being written: the
-                %% owner's monitor (the guard is still armed for them).
-                writing = #{} :: #{integer() => reference()},
+                %% owner and its monitor (the guard is still armed for them).
+                writing = #{} :: #{integer() => {pid(), reference()}},
                 %% A capture that joins processes as it runs (a trigger, or
                 %% children) was open since the last full close: sweep then.
                 dynamic = false :: boolean(),
@@ -201,36 +210,73 @@ start_link() ->
 %% @private
 -spec init([]) -> {ok, #state{}}.
 init([]) ->
-    {ok, #state{}}.
+    process_flag(trap_exit, true),
+    case kprof_records:get(?SERVER) of
+        #{caps := Caps, writing := Writing} = R when map_size(Caps) + map_size(Writing) > 0 ->
+            undo(R);
+        _ ->
+            ok
+    end,
+    {ok, saved(#state{})}.
+
+%% What a killed predecessor left: patterns, triggers, flags, every one.
+-spec undo(map()) -> ok.
+undo(#{caps := Caps, writing := Writing}) ->
+    logger:warning("kprof flame: the flame server was restarted with ~b capture(s) open; "
+                   "their tracing is turned off, they end with what the sink has",
+                   [map_size(Caps) + map_size(Writing)]),
+    _ = [catch erlang:trace_pattern(T, false, [meta]) || #{trigger := T} <- maps:values(Caps),
+                                                         T =/= undefined],
+    clear_patterns(),
+    sweep(),
+    _ = (catch kprof_tracer:detach()),
+    _ = [Owner ! {kprof_flame_aborted, Id, server_down}
+         || {Id, Owner} <- [{I, O} || {I, #{owner := O}} <- maps:to_list(Caps)]
+                ++ maps:to_list(Writing)],
+    ok.
+
+%% The record a restarted server undoes (kprof_records).
+-spec saved(#state{}) -> #state{}.
+saved(S = #state{caps = Caps, writing = Writing}) ->
+    kprof_records:put(?SERVER, #{caps => maps:map(fun(_, #cap{owner = O, trigger = T}) ->
+                                                          #{owner => O, trigger => T}
+                                                  end, Caps),
+                                 writing => maps:map(fun(_, {Owner, _MRef}) -> Owner end,
+                                                     Writing)}),
+    S.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
-handle_call({open, Id, Mode, Cfg, Owner}, _From, S) ->
+handle_call(Request, From, S) ->
+    {reply, Reply, S1} = call_(Request, From, S),
+    {reply, Reply, saved(S1)}.
+
+call_({open, Id, Mode, Cfg, Owner}, _From, S) ->
     case do_open(Id, Mode, Cfg, Owner, S) of
         {ok, Flags, S1} -> {reply, {ok, Flags}, S1};
         {error, _} = Error -> {reply, Error, S}
     end;
-handle_call({close, Id}, _From, S = #state{caps = Caps}) ->
+call_({close, Id}, _From, S = #state{caps = Caps}) ->
     Joins = case Caps of
                 #{Id := #cap{mode = capture}} -> members;
                 #{Id := #cap{children = true}} -> members;
                 _ -> none
             end,
     {reply, {ok, Joins}, do_close(Id, keep_guard, S)};
-handle_call({untrace, Pids}, _From, S) ->
+call_({untrace, Pids}, _From, S) ->
     Keep = kept(S),
     _ = [untrace(P) || P <- Pids, not maps:is_key(P, Keep)],
     {reply, ok, S};
-handle_call({done, Id}, _From, S = #state{writing = W}) ->
+call_({done, Id}, _From, S = #state{writing = W}) ->
     case maps:take(Id, W) of
-        {MRef, Rest} ->
+        {{_Owner, MRef}, Rest} ->
             erlang:demonitor(MRef, [flush]),
             _ = (catch kprof_guard:disarm({kprof_flame, Id})),
             {reply, ok, S#state{writing = Rest}};
         error ->
             {reply, ok, S}
     end;
-handle_call({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
+call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
     case Caps of
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
             %% The guard first, or it would take the pattern for one a code
@@ -242,7 +288,7 @@ handle_call({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
         _ ->
             {reply, ok, S}
     end;
-handle_call(_Other, _From, S) ->
+call_(_Other, _From, S) ->
     {reply, {error, bad_call}, S}.
 
 %% @private
@@ -252,7 +298,11 @@ handle_cast(_Msg, S) ->
 
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}}.
-handle_info({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
+handle_info(Msg, S) ->
+    {noreply, S1} = info_(Msg, S),
+    {noreply, saved(S1)}.
+
+info_({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
     %% The guard took the flags off and the '_' pattern; the rest is ours.
     case Caps of
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
@@ -262,9 +312,9 @@ handle_info({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
     end,
     _ = erlang:trace_pattern(on_load, false, [local]),
     {noreply, S#state{patterns = false}};
-handle_info({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
+info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
     case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] ++
-         [Id || {Id, R} <- maps:to_list(W), R =:= MRef] of
+         [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
         [Id] ->
             S1 = do_close(Id, disarm, S),
             _ = (catch kprof_guard:disarm({kprof_flame, Id})),
@@ -273,13 +323,16 @@ handle_info({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writ
         [] ->
             {noreply, S}
     end;
-handle_info(_Msg, S) ->
+info_(_Msg, S) ->
     {noreply, S}.
 
 %% @private
+%% kprof stopping: every capture closed, nothing left for a successor.
 -spec terminate(term(), #state{}) -> ok.
-terminate(_Reason, S = #state{caps = Caps}) ->
+terminate(_Reason, S = #state{caps = Caps, writing = W}) ->
     _ = lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps)),
+    _ = [catch kprof_guard:disarm({kprof_flame, Id}) || Id <- maps:keys(W)],
+    kprof_records:delete(?SERVER),
     ok.
 
 %% @private
@@ -294,21 +347,8 @@ code_change(_OldVsn, S, _Extra) ->
 -spec ensure_started() -> ok | {error, term()}.
 ensure_started() ->
     case whereis(?SERVER) of
-        Pid when is_pid(Pid) ->
-            ok;
-        undefined ->
-            Spec = #{id => ?SERVER, start => {?MODULE, start_link, []},
-                     restart => temporary, shutdown => 5000, type => worker,
-                     modules => [?MODULE]},
-            case catch supervisor:start_child(kprof_sup, Spec) of
-                {ok, _} -> ok;
-                {error, {already_started, _}} -> ok;
-                {error, already_present} ->
-                    _ = supervisor:delete_child(kprof_sup, ?SERVER),
-                    ensure_started();
-                {'EXIT', {noproc, _}} -> {error, not_running};
-                Other -> {error, {flame_server, Other}}
-            end
+        Pid when is_pid(Pid) -> ok;
+        undefined -> {error, not_running}
     end.
 
 -spec call(term()) -> term().
@@ -538,7 +578,8 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
             S0 = case Guard of
                      keep_guard ->
                          _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [])),
-                         S#state{writing = maps:put(Id, Cap#cap.mref, S#state.writing)};
+                         S#state{writing = maps:put(Id, {Cap#cap.owner, Cap#cap.mref},
+                                                    S#state.writing)};
                      disarm ->
                          erlang:demonitor(Cap#cap.mref, [flush]),
                          _ = (catch kprof_guard:disarm({kprof_flame, Id})),

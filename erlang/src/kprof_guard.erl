@@ -284,6 +284,9 @@ module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
 %% owner died meanwhile is turned off at once).
 init([]) ->
     process_flag(trap_exit, true),
+    %% The safety net runs before the traced work it guards (its tick is a
+    %% few reads of counters): busy traced processes must not delay it.
+    process_flag(priority, high),
     case kprof_records:get(?MODULE) of
         #{armed := Armed} = R when map_size(Armed) > 0 ->
             {ok, restore(R)};
@@ -479,15 +482,15 @@ check(S0) ->
             {overload, Info} = Ring,
             watchdog(Info),
             do_abort(overload, Info, T0, S1);
+        %% (No watchdog here: a port that is slow to answer has a backlog
+        %% in front of the sink, which is alive and will get through it.)
         is_integer(Stall), S1#state.last_probe_ms >= Stall ->
             Info = #{what => port_stalled, value => S1#state.last_probe_ms, bound => Stall},
-            watchdog(Info),
             do_abort(overload, Info, T0, S1);
         is_integer(Stall), element(1, S1#state.probe) =:= probing,
         Now - element(2, S1#state.probe) >= Stall ->
             Info = #{what => port_stalled, value => Now - element(2, S1#state.probe),
                      bound => Stall},
-            watchdog(Info),
             do_abort(overload, Info, T0, S1);
         is_integer(Queue), Queue > map_get(max_queue_bytes, L) ->
             do_abort(overload, #{what => queue_bytes, value => Queue,
@@ -524,7 +527,7 @@ watch_ring(Now, S = #state{ring = W0, limits = L}) ->
                 if
                     D > map_get(drops0, W1) ->
                         {overload, #{what => ring_drops, value => D - map_get(drops0, W1),
-                                     bound => 0, ring_size => Size}};
+                                     bound => 0, ring_size => Size, stalled_ms => Stalled}};
                     is_integer(Bound), Stalled >= Bound ->
                         {overload, #{what => ring_stalled, value => Stalled, bound => Bound,
                                      unread_bytes => H - T}};
@@ -708,6 +711,10 @@ do_abort(Kind, Info, T0, S) ->
 do_abort(_Kind, _Info, _T0, S, _SinkLimits) when map_size(S#state.armed) =:= 0 ->
     S;
 do_abort(Kind, Info, T0, S0, SinkLimits) ->
+    %% First what stops the cost at once: the tracer NIF writes no more (a
+    %% pattern cleared on every module waits for every scheduler, which a
+    %% loaded machine makes slow).
+    _ = (catch kprof_tracer:detach()),
     _ = [turn_off(Name, A, Kind, Info) || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
     Msg = unicode:characters_to_binary(message(Kind, Info)),
@@ -812,6 +819,10 @@ restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
     logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
     saved(S1#state{mem_base = MemBase}).
 
+message(Kind, #{what := ring_drops, value := N, ring_size := Size, stalled_ms := Ms})
+  when Ms >= ?TICK ->
+    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost; the sink had not "
+                  "read it for ~ts)", [Kind, bytes(Size), N, secs(Ms)]);
 message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
     io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost)",
                   [Kind, bytes(Size), N]);

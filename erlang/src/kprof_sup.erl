@@ -44,4 +44,11 @@ init([]) ->
               shutdown => 5000,
               type => worker,
               modules => [kprof_tiers]},
-    {ok, {Flags, [Sink, Guard, Tiers]}}.
+    %% FLAME: last, so it stops (and closes its captures) first.
+    Flame = #{id => kprof_flame_srv,
+              start => {kprof_flame_srv, start_link, []},
+              restart => permanent,
+              shutdown => 5000,
+              type => worker,
+              modules => [kprof_flame_srv]},
+    {ok, {Flags, [Sink, Guard, Tiers, Flame]}}.

@@ -1,0 +1,516 @@
+%%% @doc Fault injection: kprof's own parts fail while they trace, and the
+%%% node must come out clean. The sink is frozen (`kill -STOP') or killed
+%%% (`kill -9'), and each of kprof's servers is killed, during the tiers and
+%%% during each kind of flame capture. After every fault:
+%%% <ul>
+%%% <li>no trace flag whose tracer is kprof's on any process, no trace pattern
+%%%     (local, meta) on any loaded module's functions, none on `on_load'
+%%%     ({@link leftovers/0});</li>
+%%% <li>the user is told: an alert to subscribers, an aborted result that
+%%%     says why, files of what was captured when the sink lives on;</li>
+%%% <li>the next start works.</li>
+%%% </ul>
+%%% Times are measured from the fault and printed; the bounds asserted are
+%%% the guard's own (`max_stall_ms', the documented call timeouts).
+-module(kprof_fault_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% Traced by the tests.
+-export([spin/1, spin_forever/0, trig/0, trig_loop/0]).
+
+-define(MFA, {kprof_guard_work, f, 0}).
+-define(TIERS, [{work, [?MFA]}]).
+
+%%%%%%%%%%%%%%%%%%%
+%%% TRACED CODE %%%
+%%%%%%%%%%%%%%%%%%%
+
+%% Calls for Ms: lists work and a call of kprof_guard_work:f/0 now and then.
+spin(Ms) ->
+    End = erlang:monotonic_time(millisecond) + Ms,
+    spin_until(End).
+
+spin_until(End) ->
+    _ = lists:reverse(lists:seq(1, 50)),
+    _ = kprof_guard_work:f(),
+    case erlang:monotonic_time(millisecond) >= End of
+        true -> ok;
+        false -> spin_until(End)
+    end.
+
+spin_forever() ->
+    ok = ?MODULE:spin(5),
+    receive stop -> ok after 0 -> spin_forever() end.
+
+trig() ->
+    spin(20).
+
+trig_loop() ->
+    _ = ?MODULE:trig(),
+    receive stop -> ok after 1 -> trig_loop() end.
+
+%%%%%%%%%%%%%
+%%% TESTS %%%
+%%%%%%%%%%%%%
+
+fault_test_() ->
+    {foreach, fun setup/0, fun cleanup/1,
+     [fun(D) -> {Title, {timeout, 90, fun() -> F(D) end}} end
+      || {Title, F} <-
+             [{"tiers, sink frozen 3 s: aborted within 1 s from the VM side, report kept",
+               fun tiers_sink_frozen/1},
+              {"flame_pid, sink frozen 3 s: aborted within 1 s, ends with its files",
+               fun pid_sink_frozen/1},
+              {"flame_apply, sink frozen 3 s: aborted, the result and the files",
+               fun apply_sink_frozen/1},
+              {"flame_capture, sink frozen 3 s: aborted, ends with its files",
+               fun capture_sink_frozen/1},
+              {"a sink frozen for good: killed and restarted, every call returns in its time",
+               fun sink_frozen_for_good/1},
+              {"kill -9 of the sink during a capture: sink_down, nothing left, next start works",
+               fun sink_killed_during_capture/1},
+              {"kill -9 of the sink during the tiers: sink_down, nothing left",
+               fun sink_killed_during_tiers/1},
+              {"kprof_flame_srv killed mid-capture: nothing left, the capture ends with files",
+               fun flame_srv_killed/1},
+              {"kprof_flame_srv killed mid-flame_capture: trigger and on_load gone",
+               fun flame_srv_killed_capture/1},
+              {"kprof_guard killed: the restarted guard still enforces max_seconds",
+               fun guard_killed/1},
+              {"kprof_sink's server killed mid-capture: nothing left, next capture works",
+               fun sink_server_killed/1},
+              {"kprof:stop() mid-capture: no on_load or other pattern left",
+               fun stop_mid_capture/1}]]}.
+
+%%% The sink frozen
+
+tiers_sink_frozen(_Dir) ->
+    ok = kprof:subscribe(),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    W = requests(),
+    ok = wait_until(fun() -> sink_events() > 500 end, 10000),
+    {Stopped, Alert, Ms} = freeze_until_alert(3000),
+    stalled(Alert),
+    ?debugFmt("tiers: the sink frozen, tracing aborted ~b ms later (bound ~b ms): ~s",
+              [Ms, stall_bound(), message(Alert)]),
+    ?assert(Ms =< stall_bound() + 500),
+    stop(W),
+    ok = thaw(Stopped),
+    ?assertEqual([], leftovers()),
+    %% The report keeps what was recorded and says the run was aborted.
+    {ok, Text} = report_text(),
+    ?assertMatch({match, _}, re:run(Text, "ABORTED: overload")),
+    next_start_works().
+
+pid_sink_frozen(Dir) ->
+    ok = kprof:subscribe(),
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 4)],
+    Self = self(),
+    C = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    {Stopped, Alert, Ms} = freeze_until_alert(3000),
+    stalled(Alert),
+    ?debugFmt("flame_pid: the sink frozen, tracing aborted ~b ms later", [Ms]),
+    ?assert(Ms =< stall_bound() + 500),
+    ok = thaw(Stopped),
+    {error, {aborted, overload, Files}} = receive {done, R} -> R after 60000 -> error({stuck, C}) end,
+    [stop(P) || P <- Ps],
+    has_files(Files),
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+apply_sink_frozen(Dir) ->
+    ok = kprof:subscribe(),
+    Self = self(),
+    C = spawn_link(fun() ->
+                           Self ! {done, kprof:flame_apply(fun() -> ?MODULE:spin(6000), 42 end,
+                                                           opts(Dir))}
+                   end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    {Stopped, Alert, Ms} = freeze_until_alert(3000),
+    stalled(Alert),
+    ?debugFmt("flame_apply: the sink frozen, tracing aborted ~b ms later", [Ms]),
+    ?assert(Ms =< stall_bound() + 500),
+    ok = thaw(Stopped),
+    {error, {aborted, overload, 42, Files}} =
+        receive {done, R} -> R after 60000 -> error({stuck, C}) end,
+    has_files(Files),
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+capture_sink_frozen(Dir) ->
+    ok = kprof:subscribe(),
+    Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 3)],
+    Self = self(),
+    C = spawn_link(fun() ->
+                           Self ! {done, kprof:flame_capture({?MODULE, trig, 0}, 100000,
+                                                             (opts(Dir))#{timeout => 30000})}
+                   end),
+    ok = wait_until(fun() -> sink_events() > 1000 andalso capture_open() end, 10000),
+    {Stopped, Alert, Ms} = freeze_until_alert(3000),
+    stalled(Alert),
+    ?debugFmt("flame_capture: the sink frozen, tracing aborted ~b ms later", [Ms]),
+    ?assert(Ms =< stall_bound() + 500),
+    ok = thaw(Stopped),
+    {error, {aborted, overload, Files}} =
+        receive {done, R} -> R after 60000 -> error({stuck, C}) end,
+    [stop(W) || W <- Ws],
+    has_files(Files),
+    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+%% Frozen and never thawed: the guard aborts, then its watchdog kills the
+%% sink (it answered no ping); kprof_sink starts a new one. Meanwhile every
+%% call that needs no sink answers at once, and those that do within their
+%% timeout.
+sink_frozen_for_good(Dir) ->
+    ok = kprof:subscribe(),
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    #{os_pid := Old} = kprof_sink:info(),
+    T0 = erlang:monotonic_time(millisecond),
+    signal("STOP", Old),
+    {overload, _} = alert(10000),
+    %% While it is frozen: status/0 answers (the sink's health as an error).
+    {StatusMs, Status} = timed(fun kprof:status/0),
+    ?assertMatch(#{sink := {error, _}}, Status),
+    ?assert(StatusMs =< 3000),
+    %% A ping waits its timeout, or ends when the watchdog kills the sink.
+    {PingMs, {error, _}} = timed(fun kprof:sink_ping/0),
+    ?assert(PingMs =< 5000 + 1500),
+    %% The watchdog kills it: the capture ends, its data gone with the sink.
+    Result = receive {done, R} -> R after 60000 -> error(capture_stuck) end,
+    Down = erlang:monotonic_time(millisecond) - T0,
+    ?debugFmt("a sink frozen for good: killed and replaced ~b ms after the freeze; "
+              "the capture returned ~0p", [Down, Result]),
+    ?assertMatch({error, {aborted, overload, _}}, Result),
+    ok = wait_until(fun() -> new_sink(Old) end, 10000),
+    [stop(P) || P <- Ps],
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+%%% The sink killed
+
+sink_killed_during_capture(Dir) ->
+    ok = kprof:subscribe(),
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    #{os_pid := Old} = kprof_sink:info(),
+    T0 = erlang:monotonic_time(millisecond),
+    signal("KILL", Old),
+    {sink_down, _} = alert(10000),
+    Result = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
+    ?debugFmt("kill -9 of the sink mid-capture: the capture returned ~0p ~b ms later",
+              [Result, erlang:monotonic_time(millisecond) - T0]),
+    ?assertMatch({error, {aborted, sink_down, _}}, Result),
+    [stop(P) || P <- Ps],
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+sink_killed_during_tiers(_Dir) ->
+    ok = kprof:subscribe(),
+    ok = kprof:start_tiers(?TIERS, #{}),
+    W = requests(),
+    ok = wait_until(fun() -> sink_events() > 500 end, 10000),
+    #{os_pid := Old} = kprof_sink:info(),
+    signal("KILL", Old),
+    {sink_down, _} = alert(10000),
+    stop(W),
+    ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
+    next_start_works().
+
+%%% kprof's own servers killed
+
+flame_srv_killed(Dir) ->
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Old = whereis(kprof_flame_srv),
+    T0 = erlang:monotonic_time(microsecond),
+    exit(Old, kill),
+    ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
+    Off = erlang:monotonic_time(microsecond) - T0,
+    Result = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
+    ?debugFmt("kprof_flame_srv killed: tracing off ~b us later; the capture returned ~0p",
+              [Off, Result]),
+    {error, {aborted, Kind, Files}} = Result,
+    ?assert(lists:member(Kind, [owner_down, server_down])),
+    has_files(Files),
+    ?assertNotEqual(Old, whereis(kprof_flame_srv)),
+    [stop(P) || P <- Ps],
+    next_start_works().
+
+flame_srv_killed_capture(Dir) ->
+    Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {done, kprof:flame_capture({?MODULE, trig, 0}, 100000,
+                                                             (opts(Dir))#{timeout => 30000})}
+                   end),
+    ok = wait_until(fun() -> sink_events() > 1000 andalso capture_open() end, 10000),
+    {meta, {kprof_tracer, _}} = erlang:trace_info({?MODULE, trig, 0}, meta),
+    {traced, local} = erlang:trace_info(on_load, traced),
+    exit(whereis(kprof_flame_srv), kill),
+    ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
+    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    {error, {aborted, _, Files}} = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
+    has_files(Files),
+    [stop(W) || W <- Ws],
+    next_start_works().
+
+guard_killed(_Dir) ->
+    ok = kprof:subscribe(),
+    T0 = erlang:monotonic_time(millisecond),
+    ok = kprof:start_tiers(?TIERS, #{max_seconds => 2}),
+    W = requests(),
+    timer:sleep(300),
+    Old = whereis(kprof_guard),
+    exit(Old, kill),
+    ok = wait_until(fun() -> is_pid(whereis(kprof_guard)) andalso whereis(kprof_guard) =/= Old end,
+                    5000),
+    {limit, #{what := max_seconds}} = alert(10000),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ?debugFmt("kprof_guard killed 300 ms into a max_seconds => 2 run: aborted at ~b ms", [Ms]),
+    ?assert(Ms >= 2000),
+    stop(W),
+    ?assertEqual([], leftovers()),
+    next_start_works().
+
+sink_server_killed(Dir) ->
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Old = whereis(kprof_sink),
+    exit(Old, kill),
+    ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
+    Result = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
+    ?debugFmt("kprof_sink's server killed mid-capture: the capture returned ~0p", [Result]),
+    ?assertMatch({error, _}, Result),
+    [stop(P) || P <- Ps],
+    ok = wait_until(fun() -> is_pid(whereis(kprof_sink)) andalso whereis(kprof_sink) =/= Old end,
+                    5000),
+    next_start_works().
+
+stop_mid_capture(Dir) ->
+    Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 2)],
+    Self = self(),
+    _ = spawn(fun() ->
+                      Self ! {done, catch kprof:flame_capture({?MODULE, trig, 0}, 100000,
+                                                              (opts(Dir))#{timeout => 30000})}
+              end),
+    ok = wait_until(fun() -> erlang:trace_info(on_load, traced) =:= {traced, local} end, 10000),
+    ok = kprof:stop(),
+    ?assertEqual([], leftovers()),
+    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    _ = receive {done, _} -> ok after 30000 -> ok end,
+    [stop(W) || W <- Ws],
+    ok = kprof:start(),
+    next_start_works().
+
+%%%%%%%%%%%%%%%
+%%% HELPERS %%%
+%%%%%%%%%%%%%%%
+
+setup() ->
+    logger:set_handler_config(default, level, error),
+    {module, _} = code:ensure_loaded(kprof_guard_work),
+    ok = kprof:start(#{}),
+    Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-fault-eunit-~s-~b",
+                                                            [os:getpid(),
+                                                             erlang:unique_integer([positive])]))),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+cleanup(Dir) ->
+    _ = (catch kprof:unsubscribe()),
+    %% A sink left frozen by a failed test must not hang the next one.
+    _ = case catch kprof_sink:info() of
+            #{os_pid := P} -> signal("CONT", P);
+            _ -> ok
+        end,
+    ok = kprof:stop(),
+    _ = file:del_dir_r(Dir),
+    flush(),
+    logger:set_handler_config(default, level, all),
+    ok.
+
+opts(Dir) ->
+    #{output_directory => Dir, output_format => folded}.
+
+%% Every trace setting of kprof's still on the node: processes whose tracer
+%% is kprof's (the sink's port, the tracer NIF), patterns on the functions of
+%% loaded modules (one function of each, whose pattern a module-wide or
+%% node-wide one would have set), meta patterns, and on_load.
+leftovers() ->
+    Port = kprof_sink:port(),
+    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
+                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+                              is_kprof(T, Port)],
+    Patterns = [{pattern, MFA, What}
+                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
+                   {What, V} <- [catch erlang:trace_info(MFA, traced),
+                                 catch erlang:trace_info(MFA, meta)],
+                   V =/= false, V =/= undefined, V =/= []],
+    OnLoad = case erlang:trace_info(on_load, traced) of
+                 {traced, false} -> [];
+                 Other -> [{on_load, Other}]
+             end,
+    Procs ++ Patterns ++ OnLoad.
+
+is_kprof({kprof_tracer, _}, _Port) -> true;
+is_kprof(Port, Port) when is_port(Port) -> true;
+is_kprof(_, _) -> false.
+
+first_function(M) ->
+    case catch M:module_info(functions) of
+        [{F, A} | _] -> [{M, F, A}];
+        _ -> []
+    end.
+
+next_start_works() ->
+    ok = kprof:start(),
+    ok = wait_until(fun() -> kprof:sink_ping() =:= pong end, 10000),
+    {ok, 42, [_]} = kprof:flame_apply(fun() -> ?MODULE:spin(20), 42 end,
+                                      #{output_directory => "/tmp", output_format => folded,
+                                        name => "kprof-fault-next-" ++ os:getpid()}),
+    _ = file:delete("/tmp/kprof-fault-next-" ++ os:getpid() ++ ".folded"),
+    ?assertEqual([], leftovers()).
+
+%% Freezes the sink, waits for the tracer NIF to write no more (the guard
+%% detaches it first when it aborts) and for the alert, keeps the sink
+%% frozen for HoldMs in all, and returns the OS pid, the alert and the ms
+%% from the freeze to tracing off.
+freeze_until_alert(HoldMs) ->
+    #{os_pid := OsPid} = kprof_sink:info(),
+    T0 = erlang:monotonic_time(millisecond),
+    signal("STOP", OsPid),
+    ok = wait_until(fun() -> kprof_tracer:live() =:= 0 end, 10000),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    Alert = alert(10000),
+    timer:sleep(max(0, HoldMs - (erlang:monotonic_time(millisecond) - T0))),
+    {OsPid, Alert, Ms}.
+
+thaw(OsPid) ->
+    signal("CONT", OsPid),
+    ok.
+
+signal(Sig, OsPid) ->
+    _ = os:cmd("kill -" ++ Sig ++ " " ++ integer_to_list(OsPid)),
+    ok.
+
+alert(Ms) ->
+    receive
+        {kprof_alert, Kind, Info} -> {Kind, Info}
+    after Ms ->
+        error(no_alert)
+    end.
+
+%% The sink stopped reading the ring: seen as the tail standing still, or as
+%% the ring filling up first (busy writers fill 16 MiB in a fraction of a
+%% second), the message saying for how long the sink had not read it.
+stalled({overload, #{what := ring_stalled}}) ->
+    ok;
+stalled({overload, #{what := ring_drops, message := M}}) ->
+    ?assertMatch({match, _}, re:run(M, "the sink had not read it for")),
+    ok;
+stalled(Other) ->
+    error({not_a_stall, Other}).
+
+message({_Kind, #{message := M}}) -> M;
+message(_) -> "".
+
+stall_bound() ->
+    maps:get(max_stall_ms, kprof_guard:default_limits()).
+
+new_sink(Old) ->
+    case catch kprof_sink:info() of
+        #{os_pid := P} when P =/= Old -> kprof:sink_ping() =:= pong;
+        _ -> false
+    end.
+
+has_files(Files) ->
+    ?assertMatch([_ | _], Files),
+    [?assert(filelib:file_size(F) > 0) || F <- Files].
+
+%% The flame server has a capture open (its record says so once open/3
+%% returned), and the sink has taken trigger calls for it (calls made while
+%% the patterns were still being set are not taken: a capture frozen then
+%% would have nothing to write).
+capture_open() ->
+    case kprof_records:get(kprof_flame_srv) of
+        #{caps := Caps} when map_size(Caps) > 0 ->
+            lists:any(fun(Id) ->
+                              case kprof_sink:command({flame_status, Id}) of
+                                  #{calls_started := N} -> N > 0;
+                                  _ -> false
+                              end
+                      end, maps:keys(Caps));
+        _ ->
+            false
+    end.
+
+%% Trace events the sink has counted (the ring read before the command).
+sink_events() ->
+    case kprof:sink_stats() of
+        #{trace_events := N} -> N;
+        _ -> 0
+    end.
+
+%% A process making tier requests until told to stop.
+requests() ->
+    spawn_link(fun Loop() ->
+                       kprof:request(x, fun() -> kprof_guard_work:calls(10) end),
+                       receive stop -> ok after 0 -> Loop() end
+               end).
+
+%% The text report, as kprof:report/0 prints it.
+report_text() ->
+    Self = self(),
+    Leader = spawn(fun() -> capture_io(Self, []) end),
+    Old = group_leader(),
+    group_leader(Leader, self()),
+    try kprof:report() after group_leader(Old, self()) end,
+    Leader ! {done, self()},
+    receive {captured, Text} -> {ok, Text} after 5000 -> error(no_report) end.
+
+capture_io(Owner, Acc) ->
+    receive
+        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
+            From ! {io_reply, Ref, ok},
+            capture_io(Owner, [unicode:characters_to_binary(Chars, Enc) | Acc]);
+        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
+            From ! {io_reply, Ref, ok},
+            capture_io(Owner, [unicode:characters_to_binary(apply(M, F, A), Enc) | Acc]);
+        {io_request, From, Ref, _} ->
+            From ! {io_reply, Ref, {error, enotsup}},
+            capture_io(Owner, Acc);
+        {done, Owner} ->
+            Owner ! {captured, iolist_to_binary(lists:reverse(Acc))}
+    end.
+
+stop(P) ->
+    unlink(P),
+    P ! stop,
+    ok.
+
+timed(F) ->
+    T0 = erlang:monotonic_time(millisecond),
+    R = F(),
+    {erlang:monotonic_time(millisecond) - T0, R}.
+
+wait_until(F, Ms) ->
+    try kprof_test_util:wait_until(F, Ms)
+    catch error:timeout -> {timeout, F()}
+    end.
+
+flush() ->
+    receive _ -> flush() after 0 -> ok end.
