@@ -183,9 +183,11 @@ start() ->
 %%     built). Tiers and flame captures alike.</li>
 %% </ul>
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
-%% `make sink'), `{error, {bad_option, {Key, Value}}}' for an invalid
-%% option and `{error, already_started}' when kprof runs already (stop it
-%% first).
+%% `make sink'), `{error, {sink_not_answering, Path, Why}}' when the program
+%% at `sink_path' does not answer as kprof_sink does within `call_timeout'
+%% (kprof is not left running), `{error, {bad_option, {Key, Value}}}' for
+%% an invalid option and `{error, already_started}' when kprof runs already
+%% (stop it first).
 -spec start(start_opts()) -> ok | {error, term()}.
 start(Opts) ->
     case validate_start_opts(Opts) of
@@ -328,6 +330,7 @@ start_error(Reason) ->
 -spec find_reason(term()) -> {ok, term()} | error.
 find_reason({sink_not_built, _} = R) -> {ok, R};
 find_reason({sink_open_failed, _, _} = R) -> {ok, R};
+find_reason({sink_not_answering, _, _} = R) -> {ok, R};
 find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
 find_reason([H | T]) ->
     case find_reason(H) of

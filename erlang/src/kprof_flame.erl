@@ -495,7 +495,7 @@ valid(output_format, Fs) when is_list(Fs), Fs =/= [] ->
     lists:all(fun(F) -> is_atom(F) andalso lists:member(F, ?FORMATS) end, Fs);
 valid(output_directory, D) ->
     (is_list(D) andalso D =/= [] andalso io_lib:printable_unicode_list(D))
-        orelse (is_binary(D) andalso byte_size(D) > 0);
+        orelse (is_binary(D) andalso byte_size(D) > 0 andalso is_list(unicode:characters_to_list(D)));
 valid(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);

@@ -97,7 +97,10 @@ start_link() ->
     start_link(env_opts()).
 
 %% @doc Start the server, registered as `kprof_sink', and open the port.
-%% Returns `{error, {sink_not_built, Path}}' when the binary is missing.
+%% Returns `{error, {sink_not_built, Path}}' when the binary is missing, and
+%% `{error, {sink_not_answering, Path, Why}}' when the program does not
+%% answer a `version' command as kprof_sink does within the `call_timeout'
+%% (it exited, or it is some other program).
 -spec start_link(opts()) -> {ok, pid()} | {error, term()}.
 start_link(Opts) when is_map(Opts) ->
     Path = resolve_path(maps:get(path, Opts, default)),
@@ -209,7 +212,7 @@ init(Opts) ->
     Args = maps:get(args, Opts, []),
     %% A ring of a killed predecessor's sink is nobody's now.
     _ = release_ring(),
-    case open(Path, Args) of
+    case open_checked(Path, Args) of
         {ok, Port} ->
             {ok, #state{port = Port, path = Path, args = Args, os_pid = os_pid(Port)}};
         {error, Reason} ->
@@ -571,7 +574,7 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
                          [?MAX_RESTARTS + 1, ?RESTART_PERIOD_MS]),
             {stop, Reason, S};
         false ->
-            case open(Path, Args) of
+            case open_checked(Path, Args) of
                 {ok, Port} ->
                     logger:notice("kprof_sink: sink restarted as ~p", [Port]),
                     {noreply, S#state{port = Port, restarts = [Now | Recent],
@@ -599,6 +602,44 @@ open(Path, Args) ->
                 error:Reason -> {error, {sink_open_failed, Path, Reason}}
             end
     end.
+
+%% The port, once the program behind it answered `version' as kprof_sink
+%% does (a wrong sink_path, a program that exits at once, are said now, not
+%% by restarts in a loop).
+-spec open_checked(file:filename_all(), [string()]) -> {ok, port()} | {error, term()}.
+open_checked(Path, Args) ->
+    case open(Path, Args) of
+        {ok, Port} ->
+            Ref = make_ref(),
+            Timeout = default_timeout(),
+            try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
+                true -> handshake(Port, Ref, Path, Timeout)
+            catch
+                error:badarg -> not_answering(Port, Path, closed)
+            end;
+        Error ->
+            Error
+    end.
+
+handshake(Port, Ref, Path, Timeout) ->
+    receive
+        {Port, {data, Bin}} ->
+            case decode(Bin) of
+                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, _Proto}}} -> {ok, Port};
+                {ok, {kprof_reply, Ref, Other}} -> not_answering(Port, Path, {version, Other});
+                _ -> handshake(Port, Ref, Path, Timeout)   % an alert: not the answer yet
+            end;
+        {Port, {exit_status, Status}} ->
+            not_answering(Port, Path, {exit_status, Status})
+    after Timeout ->
+        not_answering(Port, Path, timeout)
+    end.
+
+not_answering(Port, Path, Why) ->
+    catch port_close(Port),
+    receive {'EXIT', Port, _} -> ok after 0 -> ok end,
+    _ = persistent_term:erase({?MODULE, port}),
+    {error, {sink_not_answering, Path, Why}}.
 
 %% Read once, at open: later, port_info/2 waits behind the port's backlog.
 -spec os_pid(port()) -> integer() | undefined.
@@ -629,6 +670,9 @@ kill_os_pid(OsPid) ->
 log_open_error({sink_not_built, Path}) ->
     logger:error("kprof_sink: no sink binary at ~ts: run `make sink` to build it",
                  [Path]);
+log_open_error({sink_not_answering, Path, Why}) ->
+    logger:error("kprof_sink: ~ts does not answer as kprof_sink does (~p): check the "
+                 "sink_path option", [Path, Why]);
 log_open_error(Reason) ->
     logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
 

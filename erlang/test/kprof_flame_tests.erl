@@ -14,7 +14,8 @@
 %% Traced by the tests.
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
          shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
-         child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1]).
+         child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1, fifty/2,
+         worker/2]).
 %% logger handler callback.
 -export([log/2]).
 
@@ -222,7 +223,9 @@ tests(Tracer) ->
               {"flame_pid, max_events => 100: a burst counts from the start",
                fun max_events_burst/1},
               {"flame_pid, max_events => 100 on a busy process: trips near the bound",
-               fun max_events_busy/1}]]}.
+               fun max_events_busy/1},
+              {"50 processes of lists/maps/ets work, children => true: files every time",
+               fun fifty_workers/1}]]}.
 
 %% The volume test: 1 million events by default (make eunit); 10 million
 %% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume). Both tracers.
@@ -452,8 +455,10 @@ apply_raises(Dir) ->
     ?assertEqual([], traced_processes()).
 
 bad_options(Dir) ->
+    BadUtf8 = <<(list_to_binary(Dir))/binary, "/not-utf8-", 255, 254>>,
     Bad = [#{output_format => pdf}, #{output_format => []}, #{sleep => yes},
-           #{max_depth => 0}, #{open => firefox}, #{frobnicate => 1}, not_a_map],
+           #{max_depth => 0}, #{open => firefox}, #{frobnicate => 1}, not_a_map,
+           #{output_directory => BadUtf8}, #{rate => 5}, #{max_stall_ms => 0}],
     [?assertMatch({error, _}, kprof:flame_apply(fun() -> ok end, B)) || B <- Bad],
     ?assertMatch({error, _}, kprof:flame_pid(self(), -1, #{})),
     ?assertMatch({error, _}, kprof:flame_capture({?MODULE, leaf, 0}, 0, #{})),
@@ -550,6 +555,53 @@ max_events_busy(Dir) ->
               "the start, tracing off in ~b us", [Seen, Seen - 100, Ms, Took]),
     ?assertEqual(101, Seen),
     ?assertEqual([], traced_processes()).
+
+%%% Many processes at once
+
+%% The capture that used to end without files or hang (issue 10): 50 workers
+%% doing lists, maps and ets work and folding a shared table, followed as
+%% children, at default guard bounds. Whether the guard lets it finish or
+%% aborts it, it ends with the files of what was captured.
+fifty_workers(Dir) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Result = kprof:flame_apply(fun() -> ?MODULE:fifty(50, 40) end,
+                               #{output_directory => Dir, output_format => [folded, speedscope],
+                                 children => true}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    Files = case Result of
+                {ok, done, F} -> F;
+                {error, {aborted, overload, done, F}} -> F
+            end,
+    ?assertMatch([_, _], Files),
+    Folded = folded(file_of(".folded", Files)),
+    Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    ?debugFmt("50 workers, children => true: ~0p after ~b ms, ~b processes in the graph, "
+              "~b stacks", [element(1, Result), Ms, length(Roots), map_size(Folded)]),
+    ?assert(length(Roots) > 1),
+    ?assert(lists:any(fun(S) -> lists:member("ets:foldl/3", S) end, maps:keys(Folded))),
+    ?assertEqual([], traced_processes()).
+
+%% N workers of Iter rounds each over a shared ets table; returns when all are done.
+fifty(N, Iter) ->
+    T = ets:new(kprof_fifty, [public, set]),
+    true = ets:insert(T, [{K, K * K} || K <- lists:seq(1, 200)]),
+    Self = self(),
+    Ws = [spawn_link(fun() -> ?MODULE:worker(T, Iter), Self ! {worker_done, self()} end)
+          || _ <- lists:seq(1, N)],
+    [receive {worker_done, W} -> ok end || W <- Ws],
+    ets:delete(T),
+    done.
+
+worker(_T, 0) ->
+    ok;
+worker(T, Iter) ->
+    L = lists:seq(1, 100),
+    M = maps:from_list([{K, K} || K <- L]),
+    _ = lists:sum(maps:values(maps:map(fun(_, V) -> V * 2 end, M))),
+    _ = lists:sort(fun(A, B) -> A > B end, L),
+    _ = ets:foldl(fun({_, V}, Acc) -> V + Acc end, 0, T),
+    _ = [ets:lookup(T, K) || K <- lists:seq(1, 20)],
+    worker(T, Iter - 1).
 
 %%% 10 million events
 

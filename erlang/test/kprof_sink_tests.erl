@@ -80,6 +80,8 @@ bad_arguments_test_() ->
 start_test_() ->
     {foreach, fun() -> quiet_logger(), ok end, fun(_) -> kprof:stop(), loud_logger() end,
      [{"a missing binary: {sink_not_built, Path}", fun missing_binary/0},
+      {"a sink_path that is not kprof_sink: said by start/1, nothing left running",
+       fun not_a_sink/0},
       {"bad options change nothing", fun bad_options/0},
       {"sink_args reach the sink: --max-frame, oversized frames", fun sink_args/0}]}.
 
@@ -465,6 +467,24 @@ missing_binary() ->
     ?assertEqual({error, {sink_not_built, Path}}, kprof_sink:start_link(#{path => Path})),
     process_flag(trap_exit, false),
     %% The defaults are back with the next start/1.
+    ?assertEqual(ok, kprof:start(#{})),
+    ?assertEqual(pong, kprof:sink_ping()).
+
+%% A program that exits at once, and one that answers nothing kprof_sink would:
+%% start/1 says so within call_timeout, kprof is not left running (no restart
+%% loop), and the next start with the right binary works.
+-spec not_a_sink() -> term().
+not_a_sink() ->
+    logger:set_handler_config(default, level, none),
+    T0 = erlang:monotonic_time(millisecond),
+    ?assertEqual({error, {sink_not_answering, "/bin/true", {exit_status, 0}}},
+                 kprof:start(#{sink_path => "/bin/true"})),
+    ?assertEqual({error, not_running}, kprof:sink_ping()),
+    ?assertNot(lists:keymember(kprof, 1, application:which_applications())),
+    ?assertEqual({error, {sink_not_answering, "/bin/cat", timeout}},
+                 kprof:start(#{sink_path => "/bin/cat", call_timeout => 300})),
+    ?assert(erlang:monotonic_time(millisecond) - T0 < 300 + 5000),
+    ?assertNot(lists:keymember(kprof, 1, application:which_applications())),
     ?assertEqual(ok, kprof:start(#{})),
     ?assertEqual(pong, kprof:sink_ping()).
 
