@@ -212,6 +212,10 @@ bad_limits() ->
                  kprof_guard:validate_limits(#{rate => {10, 0}})),
     ?assertEqual({error, {bad_option, max_events, foo}},
                  kprof_guard:validate_limits(#{max_events => foo})),
+    %% rate is {Max, PerMs}: a bare integer was accepted, then ignored.
+    ?assertEqual({error, {bad_option, rate, 5}}, kprof_guard:validate_limits(#{rate => 5})),
+    ?assertEqual({error, {bad_option, max_stall_ms, 0}},
+                 kprof_guard:validate_limits(#{max_stall_ms => 0})),
     {ok, L} = kprof_guard:validate_limits(#{max_seconds => 5, other => ignored}),
     ?assertEqual(5, maps:get(max_seconds, L)),
     ?assertEqual(1000, maps:get(max_lag_ms, L)).
