@@ -284,6 +284,8 @@
                 %% This server's killed predecessor left tracing on; this is
                 %% what init/1 turned off.
                 restarted = false :: false | map(),
+                %% The sink's part of a stop or abort, under way (clean_sink/2).
+                cleaning :: undefined | {reference(), pid(), undefined | gen_server:from()},
                 sink_mon :: undefined | reference()}).
 
 %%%%%%%%%%%%%%
@@ -648,8 +650,9 @@ handle_call({start, Plan}, _From, S) ->
             {reply, {error, already_started}, S};
         false ->
             %% A poll of the run before must not reach the sink after
-            %% tiers_start (its Clear would empty the new rows).
-            S1 = drop_poll(S),
+            %% tiers_start (its Clear would empty the new rows), nor the
+            %% run's tiers_stop.
+            S1 = drop_poll(await_cleaning(S)),
             case start_tracing(Plan) of
                 {ok, Plan1, Counters, Port} ->
                     {reply, ok, started(Plan1, Counters, Port, S1)};
@@ -657,25 +660,25 @@ handle_call({start, Plan}, _From, S) ->
                     {reply, Error, S1}
             end
     end;
+handle_call({stop, How}, From, S = #state{active = true}) ->
+    %% Answered once tiers_stop is on its way to the sink (clean_sink/2):
+    %% what is written to the sink after, a flame capture's start, comes
+    %% after it.
+    S1 = stopped(S),
+    {noreply, clean_sink(forget(How, S1), From)};
 handle_call({stop, How}, _From, S) ->
     Reply = case S of
-                #state{active = false, restarted = #{} = Undone} ->
+                #state{restarted = #{} = Undone} ->
                     {error, {already_stopped, #{reason => kprof_tiers_restarted,
                                                 undone => Undone}}};
                 _ ->
                     ok
             end,
-    S1 = stopped(S),
-    S2 = case How of
-             undo -> reply_waiting(drop_poll(S1#state{plan = undefined, slices = [],
-                                                      snap = undefined}));
-             stop -> S1
-         end,
-    {reply, Reply, S2};
+    {reply, Reply, forget(How, stopped(S))};
 handle_call(reset, _From, S) ->
     case S#state.plan of
         undefined -> {reply, {error, not_started}, S};
-        _ -> {reply, ok, reset_state(S)}
+        _ -> {reply, ok, reset_state(await_cleaning(S))}
     end;
 handle_call(report, From, S) ->
     case S#state.plan of
@@ -708,6 +711,12 @@ handle_info({poll_done, Ref, Result}, S = #state{poll = #poll{ref = Ref} = P}) -
 handle_info({'EXIT', Pid, Reason}, S = #state{poll = #poll{pid = Pid} = P})
   when Reason =/= normal ->
     {noreply, polled(P, {timeout, #{}}, S#state{poll = undefined})};
+handle_info({cleaned, Ref}, S = #state{cleaning = {Ref, _, _}}) ->
+    {noreply, cleaned(S)};
+handle_info({'EXIT', Pid, Reason}, S = #state{cleaning = {_, Pid, From}})
+  when Reason =/= normal ->
+    _ = From =/= undefined andalso gen_server:reply(From, {error, {sink, Reason}}),
+    {noreply, cleaned(S)};
 handle_info({timeout, TRef, {report_wait, From}}, S = #state{waiting = Waiting}) ->
     case lists:keytake(From, 1, Waiting) of
         {value, {From, _At, TRef}, Rest} ->
@@ -982,12 +991,12 @@ started(Plan, Counters, Port, S) ->
                           sink_lost = false, final = false, restarted = false,
                           sink_mon = MRef}).
 
+%% The VM's part of a stop; the sink's is clean_sink/2's.
 -spec stopped(#state{}) -> #state{}.
 stopped(S = #state{active = true}) ->
-    untrace_state(S),
+    untrace_vm(S),
     unpublish(),
-    %% The last poll: the rows up to tiers_stop.
-    start_poll(cancel_timer(S#state{active = false, until = now_ns()}));
+    cancel_timer(S#state{active = false, until = now_ns(), final = false});
 stopped(S) ->
     %% Aborted: the flags and patterns are off already.
     unpublish(),
@@ -997,9 +1006,17 @@ stopped(S) ->
 aborted(Reason, Info, Time, S = #state{active = true}) ->
     %% Again, after the guard is disarmed: abort/2 untraced from its
     %% caller, and the guard may have put patterns back since.
-    untrace_state(S),
-    start_poll(cancel_timer(S#state{active = false, until = now_ns(),
-                                    aborted = {Reason, Info, Time}}));
+    untrace_vm(S),
+    S1 = cancel_timer(S#state{active = false, until = now_ns(), final = false,
+                              aborted = {Reason, Info, Time}}),
+    case S1#state.sink_lost of
+        false ->
+            clean_sink(S1, undefined);
+        _ ->
+            %% The sink is gone, with the ring and its tiers.
+            kprof_records:delete(?SERVER),
+            S1
+    end;
 aborted(_Reason, _Info, _Time, S) ->
     S.
 
@@ -1173,7 +1190,20 @@ recovered(Rec = #{plan := Plan}, Undone, S0) ->
                  aborted = {kprof_tiers_restarted,
                             #{message => unicode:characters_to_binary(Msg), undone => Undone},
                             erlang:system_time(millisecond)}},
-    logger:warning("kprof: ~ts", [Msg]),
+    S1 = case maps:get(phase, Rec, active) of
+             stopping ->
+                 %% Stopped already (by stop/0 or an abort): only the sink's
+                 %% part was left; the run keeps its own end.
+                 S#state{aborted = maps:get(aborted, Rec, false),
+                         restarted = maps:get(restarted, Rec, false)};
+             _ ->
+                 logger:warning("kprof: ~ts", [Msg]),
+                 S
+         end,
+    recovered_sink(Port, S1).
+
+-spec recovered_sink(port() | undefined, #state{}) -> #state{}.
+recovered_sink(Port, S) ->
     case kprof_sink:port() of
         Port when is_port(Port) ->
             _ = kprof_sink:subscribe(),
@@ -1181,10 +1211,7 @@ recovered(Rec = #{plan := Plan}, Undone, S0) ->
                        undefined -> undefined;
                        Pid -> erlang:monitor(process, Pid)
                    end,
-            release_ring(),
-            _ = (catch kprof_sink:command(tiers_stop, ?STOP_TIMEOUT)),
-            kprof_records:delete(?SERVER),
-            start_poll(S#state{sink_mon = MRef});
+            clean_sink(S#state{sink_mon = MRef}, undefined);
         _ ->
             kprof_records:delete(?SERVER),
             sink_lost(sink_restarted, S)
@@ -1193,8 +1220,14 @@ recovered(Rec = #{plan := Plan}, Undone, S0) ->
 %% While tracing is on: everything a successor needs, written before each
 %% step that sets something and after each poll.
 -spec write_record(#state{}) -> #state{}.
-write_record(S = #state{active = true, plan = Plan}) ->
-    kprof_records:put(?SERVER, #{phase => active, plan => Plan, port => S#state.port,
+write_record(S = #state{active = Active, cleaning = Cleaning, plan = Plan = #plan{}})
+  when Active; Cleaning =/= undefined ->
+    Phase = case Active of
+                true -> active;
+                false -> stopping
+            end,
+    kprof_records:put(?SERVER, #{phase => Phase, plan => Plan, port => S#state.port,
+                                 aborted => S#state.aborted, restarted => S#state.restarted,
                                  full_modules => [M || {{M, _, _}, _} <- Plan#plan.full_patterns],
                                  since => S#state.since, base => S#state.base,
                                  counters => S#state.counters, nodes => S#state.nodes,
@@ -1234,6 +1267,8 @@ cancel_timer(S = #state{timer = TRef}) ->
 %% ended before a quiet spell would otherwise wait for the next event).
 -spec start_poll(#state{}) -> #state{}.
 start_poll(S = #state{poll = #poll{}}) -> S;
+start_poll(S = #state{plan = undefined}) -> S;
+start_poll(S = #state{cleaning = {_, _, _}}) -> S;
 start_poll(S = #state{sink_lost = #{}}) -> S;
 start_poll(S = #state{active = false, final = true}) -> S;
 start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
@@ -1252,6 +1287,59 @@ start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
 -spec start_poll_if_waiting(#state{}) -> #state{}.
 start_poll_if_waiting(S = #state{waiting = []}) -> S;
 start_poll_if_waiting(S) -> start_poll(S).
+
+%% Stopped and the last poll not taken yet: take it; else for reports.
+-spec next_poll(#state{}) -> #state{}.
+next_poll(S = #state{active = false, final = false}) -> start_poll(S);
+next_poll(S) -> start_poll_if_waiting(S).
+
+%% The sink's part of a stop, an abort or a restart, in a process of its own
+%% (reports are answered meanwhile, from the last poll): the ring read to
+%% its end and closed, then tiers_stop written, in order with every other
+%% command, without waiting for its answer. The stop's caller (From) is
+%% answered once it is written; then the server hears `{cleaned, Ref}',
+%% forgets the record and takes the last poll.
+-spec clean_sink(#state{}, undefined | gen_server:from()) -> #state{}.
+clean_sink(S = #state{port = Port}, From) ->
+    Self = self(),
+    Ref = make_ref(),
+    Pid = spawn_link(fun() ->
+                             _ = case kprof_sink:port() of
+                                     Port -> release_ring(), catch kprof_sink:send(tiers_stop);
+                                     _ -> ok    % a new sink: nothing of ours is in it
+                                 end,
+                             Self ! {cleaned, Ref},
+                             _ = From =/= undefined andalso gen_server:reply(From, ok),
+                             ok
+                     end),
+    write_record(S#state{cleaning = {Ref, Pid, From}}).
+
+-spec cleaned(#state{}) -> #state{}.
+cleaned(S) ->
+    kprof_records:delete(?SERVER),
+    next_poll(S#state{cleaning = undefined}).
+
+%% A start or reset waits for the sink's part of the stop before it.
+-spec await_cleaning(#state{}) -> #state{}.
+await_cleaning(S = #state{cleaning = undefined}) ->
+    S;
+await_cleaning(S = #state{cleaning = {Ref, Pid, _}}) ->
+    receive
+        {cleaned, Ref} -> ok
+    after ?TIMEOUT ->
+            unlink(Pid),
+            exit(Pid, kill)
+    end,
+    kprof_records:delete(?SERVER),
+    S#state{cleaning = undefined}.
+
+%% stop(undo): a start that failed elsewhere is forgotten.
+-spec forget(stop | undo, #state{}) -> #state{}.
+forget(stop, S) ->
+    S;
+forget(undo, S) ->
+    S1 = reply_waiting(drop_poll(S)),
+    S1#state{plan = undefined, slices = [], snap = undefined}.
 
 %% The poll's commands, in order, to the sink the tiers started on; a new
 %% sink knows nothing of them.
@@ -1337,7 +1425,7 @@ took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
 answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting}) ->
     {Done, Later} = lists:partition(fun({_, At, _}) -> Final orelse At =< T end, Waiting),
     _ = [answer(W, false, S) || W <- Done],
-    start_poll_if_waiting(S#state{waiting = Later}).
+    next_poll(S#state{waiting = Later}).
 
 -spec reply_waiting(#state{}) -> #state{}.
 reply_waiting(S = #state{waiting = Waiting}) ->
