@@ -665,7 +665,7 @@ handle_call({stop, How}, From, S = #state{active = true}) ->
     %% what is written to the sink after, a flame capture's start, comes
     %% after it.
     S1 = stopped(S),
-    {noreply, clean_sink(forget(How, S1), From)};
+    {noreply, forget(How, clean_sink(S1, From))};
 handle_call({stop, How}, _From, S) ->
     Reply = case S of
                 #state{restarted = #{} = Undone} ->
@@ -936,9 +936,17 @@ untrace_now(Patterns) ->
 %% patterns it sees gone: it takes that for a code reload), flags and
 %% patterns come off. The sink's part (the ring, tiers_stop) is the caller's.
 -spec untrace_vm(#state{}) -> ok.
-untrace_vm(#state{plan = #plan{patterns = Patterns, full_patterns = Full}, counters = C}) ->
-    counters:put(C, ?ACTIVE, 0),
+untrace_vm(S = #state{plan = #plan{patterns = Patterns, full_patterns = Full}}) ->
+    untrace_at_once(S),
     disarm_guard(),
+    untrace_now(Patterns ++ Full).
+
+%% What the server does itself at a stop or an abort: nothing that waits for
+%% another process (the guard may be busy aborting); clean_sink/2 does the
+%% rest, the guard's disarming first and these again after it.
+-spec untrace_at_once(#state{}) -> ok.
+untrace_at_once(#state{plan = #plan{patterns = Patterns, full_patterns = Full}, counters = C}) ->
+    counters:put(C, ?ACTIVE, 0),
     untrace_now(Patterns ++ Full).
 
 %% The VM's part, then the sink's, in order: the ring is read to its end and
@@ -994,7 +1002,7 @@ started(Plan, Counters, Port, S) ->
 %% The VM's part of a stop; the sink's is clean_sink/2's.
 -spec stopped(#state{}) -> #state{}.
 stopped(S = #state{active = true}) ->
-    untrace_vm(S),
+    untrace_at_once(S),
     unpublish(),
     cancel_timer(S#state{active = false, until = now_ns(), final = false});
 stopped(S) ->
@@ -1006,17 +1014,9 @@ stopped(S) ->
 aborted(Reason, Info, Time, S = #state{active = true}) ->
     %% Again, after the guard is disarmed: abort/2 untraced from its
     %% caller, and the guard may have put patterns back since.
-    untrace_vm(S),
-    S1 = cancel_timer(S#state{active = false, until = now_ns(), final = false,
-                              aborted = {Reason, Info, Time}}),
-    case S1#state.sink_lost of
-        false ->
-            clean_sink(S1, undefined);
-        _ ->
-            %% The sink is gone, with the ring and its tiers.
-            kprof_records:delete(?SERVER),
-            S1
-    end;
+    untrace_at_once(S),
+    clean_sink(cancel_timer(S#state{active = false, until = now_ns(), final = false,
+                                    aborted = {Reason, Info, Time}}), undefined);
 aborted(_Reason, _Info, _Time, S) ->
     S.
 
@@ -1293,20 +1293,28 @@ start_poll_if_waiting(S) -> start_poll(S).
 next_poll(S = #state{active = false, final = false}) -> start_poll(S);
 next_poll(S) -> start_poll_if_waiting(S).
 
-%% The sink's part of a stop, an abort or a restart, in a process of its own
-%% (reports are answered meanwhile, from the last poll): the ring read to
-%% its end and closed, then tiers_stop written, in order with every other
-%% command, without waiting for its answer. The stop's caller (From) is
-%% answered once it is written; then the server hears `{cleaned, Ref}',
-%% forgets the record and takes the last poll.
+%% The rest of a stop, an abort or a restart, in a process of its own
+%% (reports are answered meanwhile, from the last poll): the guard disarmed
+%% (it may be finishing an abort of its own), flags and patterns off again
+%% (it may have put some back before), the ring read to its end and closed,
+%% then tiers_stop written, in order with every other command, without
+%% waiting for its answer. The stop's caller (From) is answered once it is
+%% written; then the server hears `{cleaned, Ref}', forgets the record and
+%% takes the last poll. A sink that died (or a new one) is not written to.
 -spec clean_sink(#state{}, undefined | gen_server:from()) -> #state{}.
-clean_sink(S = #state{port = Port}, From) ->
+clean_sink(S = #state{port = Port, plan = #plan{patterns = Patterns, full_patterns = Full}},
+           From) ->
     Self = self(),
     Ref = make_ref(),
+    Lost = S#state.sink_lost =/= false,
     Pid = spawn_link(fun() ->
+                             disarm_guard(),
+                             untrace_now(Patterns ++ Full),
                              _ = case kprof_sink:port() of
-                                     Port -> release_ring(), catch kprof_sink:send(tiers_stop);
-                                     _ -> ok    % a new sink: nothing of ours is in it
+                                     Port when not Lost ->
+                                         release_ring(), catch kprof_sink:send(tiers_stop);
+                                     _ ->
+                                         ok    % gone, or a new sink: nothing of ours in it
                                  end,
                              Self ! {cleaned, Ref},
                              _ = From =/= undefined andalso gen_server:reply(From, ok),
