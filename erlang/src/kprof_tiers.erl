@@ -185,7 +185,8 @@
 %% A poll's commands: a late answer is still taken (a window's slice is
 %% cleared in the sink when it answers).
 -define(POLL_TIMEOUT, 30000).
-%% tiers_stop at stop and abort: unanswered, it still reaches the sink in order.
+%% tiers_stop at a shutdown (terminate/2): unanswered, it still reaches the
+%% sink in order. (A stop or an abort writes it without waiting: clean_sink/2.)
 -define(STOP_TIMEOUT, 2000).
 %% The sink's stats the report counts since start or reset.
 -define(DELTA_KEYS, [dropped, dropped_pids, dropped_mfas, dropped_names, bytes, ring_drops,
