@@ -468,7 +468,7 @@ report() ->
 %% return `ok'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
 %% (`self' or `inclusive' time per tier in the table), `nodes' (default:
 %% those of {@link start_tiers/2}), `limit' (identities in the table, 50).
-%% See {@link kprof_report} for the map. Returns within 5 s (and the time
+%% See {@link kprof_report} for the map. Returns within 6 s (and the time
 %% to build the report) whatever the sinks do: a sink that does not answer
 %% within 2 s, or died, gives the rows of the last poll (at least once a
 %% second while tracing is on), flagged `incomplete' in the map and

@@ -137,7 +137,7 @@
 %%%     last poll's rows flagged `incomplete' (reason `no_answer', and as of
 %%%     when), a sink that died gives them with reason `sink_died': what it
 %%%     read after that poll is lost, and the header says so. {@link
-%%%     report/1} returns within 5 s and the time to build the report,
+%%%     report/1} returns within 6 s and the time to build the report,
 %%%     whatever the sinks do; a node that does not answer by then is an
 %%%     error.</li>
 %%% <li>No loss is silent: the report counts the requests and events the
@@ -335,7 +335,7 @@ reset() ->
 %% @doc The report of every node (option `nodes', default those of
 %% {@link start/2}), merged: `format => text' prints the table and
 %% returns `ok', `term' returns `{ok, Report}' (see {@link kprof_report}),
-%% `json' returns `{ok, JSON}'. Returns within 5 s and the time to build
+%% `json' returns `{ok, JSON}'. Returns within 6 s and the time to build
 %% the report: each node's server waits at most 2 s for its sink, and a
 %% sink that does not answer, or died, gives the rows of its last poll
 %% flagged in `incomplete' (and in the text's header).
@@ -1668,10 +1668,12 @@ started_nodes(Timeout) ->
     end.
 
 %% Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
-%% its sink): report/1 returns within ?REPORT_WAIT + 3 * ?REPORT_MARGIN ms
-%% (5 s) and the time to build the report, whatever the sinks do. A node
-%% that does not answer by then is an error; a sink that does not is a
-%% report flagged `incomplete'.
+%% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
+%% with the nodes asked of this server first (?REPORT_MARGIN), report/1
+%% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time
+%% to build the report, whatever the sinks do. A node that does not answer
+%% by then is an error; a sink that does not is a report flagged
+%% `incomplete'.
 -spec report_nodes(report_opts()) -> ok | {ok, term()} | {error, term()}.
 report_nodes(Opts) ->
     Nodes = case maps:find(nodes, Opts) of
