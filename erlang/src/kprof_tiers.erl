@@ -1404,7 +1404,8 @@ polled(P, {lost, Why, Acc}, S = #state{active = Active}) ->
 -spec took(#poll{}, map(), #state{}) -> #state{}.
 took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
     S1 = case Acc of
-             #{raw := #{rows := _, last_ts := LastTs} = Raw} ->
+             #{raw := #{rows := Rows, slow := Slow, first_ts := _, last_ts := LastTs} = Raw}
+               when is_list(Rows), is_list(Slow) ->
                  Sys = to_system_time(Raw),
                  Polled = S#state{polled_at = T, polls = S#state.polls + 1, last_ts = LastTs,
                                   quiet = LastTs =:= S#state.last_ts},
@@ -1419,6 +1420,8 @@ took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
              _ ->
                  S
          end,
+    %% Anything else the sink says (an error) is not taken: the last
+    %% answer stands.
     S2 = case Acc of
              #{stats := #{} = Stats} -> S1#state{stats = Stats};
              _ -> S1
