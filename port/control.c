@@ -122,6 +122,13 @@ static int encode_error(ei_x_buff *x, const char *reason) {
          ei_x_encode_atom(x, reason);
 }
 
+/* {error, {busy, Mode}}: the other mode (tiers or flame) holds the trace patterns. */
+static int encode_busy(ei_x_buff *x, const char *mode) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "busy") ||
+         ei_x_encode_atom(x, mode);
+}
+
 static int encode_ok_or_error(ei_x_buff *x, int rc) {
   if (rc == KS_OK)
     return ei_x_encode_atom(x, "ok");
@@ -193,7 +200,14 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
           ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->st.trace_events);
     }
   } else if (IS("tiers_start", 3)) {
-    e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
+    /* Tiers and flame captures both set local call patterns, and a capture's
+     * end clears them all: one mode at a time, decided here, in command order
+     * (a capture holds its slot from flame_start to flame_write/flame_drop,
+     * the tiers theirs from tiers_start to tiers_stop). */
+    if (s->flame.active > 0)
+      e = encode_busy(&x, "flame");
+    else
+      e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
   } else if (IS("tiers_stop", 0)) {
     ks_tiers_stop(&s->tiers);
     e = ei_x_encode_atom(&x, "ok");
@@ -231,6 +245,8 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   } else if (IS("ring_close", 0)) {
     ks_ring_close(&s->ring);
     e = ei_x_encode_atom(&x, "ok");
+  } else if (IS("flame_start", 3) && s->tiers.active) {
+    e = encode_busy(&x, "tiers");   /* see tiers_start */
   } else if (strncmp(name, "flame_", 6) == 0 && arity >= 2) {
     e = ks_flame_command(s, name, arity, cmd, idx, &x);
   } else {

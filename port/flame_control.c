@@ -134,8 +134,7 @@ static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
       return "badarg";
   if (o.trigger != KS_NONE && o.ncalls == 0)
     return "badarg";
-  if (s->tiers.active)
-    return "tiers_active";   /* both would want the same trace patterns */
+  /* Tiers running: control.c answers {error, {busy, tiers}} before this. */
   for (k = 0; k < KS_FLAME_MAX && o.trigger != KS_NONE; k++)
     if (s->flame.cap[k].used && s->flame.cap[k].o.trigger == o.trigger)
       return "busy";         /* one meta tracer per function */

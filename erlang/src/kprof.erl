@@ -400,7 +400,8 @@ is_flat_string(_) -> false.
 %% `slow_ms', `slow_max', `window', `entry', `identity', `nodes' and the
 %% sink's limits. Starts kprof if it is not running. Everything is
 %% validated first: `{error, Reason}' names the culprit and nothing is
-%% left started.
+%% left started. While a flame capture runs: `{error, {busy, flame}}' (and
+%% a flame capture while tiers run: `{error, {busy, tiers}}').
 %%
 %% ```
 %% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]}, {db, [{shop_db, query, 2}]}], #{}).
@@ -417,7 +418,11 @@ start_tiers(Tiers, Opts) ->
     end.
 
 %% @doc Stop tiered profiling on every node it was started on; what was
-%% recorded stays for {@link report/1}.
+%% recorded stays for {@link report/1}. `ok' once tracing is off (now, or
+%% by an earlier stop or abort); `{error, {already_stopped, #{reason =>
+%% kprof_tiers_restarted, undone => #{processes => N, patterns => M}}}}'
+%% when `kprof_tiers' was killed while the tiers ran: its restarted
+%% successor turned their tracing off, and says how much it found.
 -spec stop_tiers() -> ok | {error, term()}.
 stop_tiers() ->
     kprof_tiers:stop().
@@ -472,7 +477,11 @@ report() ->
 %% return `ok'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
 %% (`self' or `inclusive' time per tier in the table), `nodes' (default:
 %% those of {@link start_tiers/2}), `limit' (identities in the table, 50).
-%% See {@link kprof_report} for the map.
+%% See {@link kprof_report} for the map. Returns within 6 s (and the time
+%% to build the report) whatever the sinks do: a sink that does not answer
+%% within 2 s, or died, gives the rows of the last poll (at least once a
+%% second while tracing is on), flagged `incomplete' in the map and
+%% `INCOMPLETE: ...' in the text's header.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
     checked(proper_opts(Opts), fun() -> kprof_tiers:report(Opts) end).

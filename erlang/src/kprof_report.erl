@@ -16,12 +16,19 @@
 %%%   dropped_requests => 0, dropped_events => 0, abandoned => 0, % the tiers' caps
 %%%   sink_dropped => 0,                       % trace messages the sink lost
 %%%   sink_dropped_pids => 0, sink_dropped_mfas => 0, sink_dropped_names => 0,
+%%%   ring_drops => 0, ring_unsupported => 0,  % the tracer NIF's ring: full, not encodable
+%%%   ring_unresolved => 0, ring_bad => 0,     % ... a refused pid's events, refused records
+%%%   incomplete => [Incomplete],              % [] when every sink answered
 %%%   reapplied => 0, ...,                     % patterns put back after a code reload
 %%%   all => Row, rows => [Row],               % most requests first
 %%%   slow => [#{identity, node, pid, start, wall, tiers, other}],
 %%%   full_trace => undefined | Full}          % option full_trace of start_tiers
 %%% Abort = #{node, reason => overload, info => Info, time => <<"2026-...Z">>,
 %%%           message => <<"overload (lag 1.8 s > 1.0 s)">>}
+%%% Incomplete = #{node, reason => no_answer | sink_died, at => <<"2026-...Z">>,
+%%%                polled_at => <<"2026-...Z">> | undefined,   % the rows are as of then
+%%%                waited_ms => 2000,          % no_answer
+%%%                detail => Status}           % sink_died
 %%% Full = #{requests, dropped_requests, dropped_events, dropped_nodes, truncated,
 %%%          filtered_events,
 %%%          identities => [#{identity, requests, truncated, total, dropped_nodes,
@@ -43,6 +50,20 @@
 %%% tiers), else the reason and info as text. `sink_dropped_pids',
 %%% `sink_dropped_mfas' and `sink_dropped_names' are the sink's new keys
 %%% refused at its tables' caps (doc/protocol.md), since start or reset.
+%%%
+%%% `dropped' (the header's figure) is every request and event lost:
+%%% `dropped_requests' and `dropped_events' (the tiers' caps),
+%%% `sink_dropped' (trace messages the sink decoded but could not record:
+%%% a table full), and the tracer NIF's ring: `ring_drops' (events lost,
+%%% the ring full), `ring_unsupported' (events the NIF could not encode:
+%%% an identity over what a record holds, about 64 KiB), `ring_unresolved'
+%%% (events of a pid the sink's table refused) and `ring_bad' (records the
+%%% sink could not take: a new MFA at a full table, a malformed record; a
+%%% refused pid's own definition counts here too), each since start or
+%%% reset, each on the `dropped:' line when not 0. `incomplete' says which
+%%% sinks did not answer the report in time (their rows are those of the
+%%% server's last poll) or died (what they read after it is lost); the
+%%% text's header ends with `; INCOMPLETE: ...' then.
 -module(kprof_report).
 
 -export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
@@ -68,6 +89,10 @@
 -define(FULL_TEXT_TOP, 10).
 %% The sink's drops per table, as the node reports count them.
 -define(TABLE_DROPS, [sink_dropped_pids, sink_dropped_mfas, sink_dropped_names]).
+%% Events the tracer NIF's ring lost, as the node reports count them: the
+%% ring full, not encodable (an identity too big), of a pid the sink's table
+%% refused, records the sink could not take (a table full, malformed).
+-define(RING_DROPS, [ring_drops, ring_unsupported, ring_unresolved, ring_bad]).
 -define(RPC_TIMEOUT, 2000).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
@@ -161,6 +186,8 @@ build(Tiers, First, NodeReports, Opts) ->
                       end, [row(Tiers, R) || R <- maps:get(rows, Raw)]),
     All = row(Tiers, all_row(NTiers, maps:get(rows, Raw))),
     SinkDropped = Sum(sink_dropped),
+    Opt = fun(K) -> lists:sum([maps:get(K, R, 0) || R <- NodeReports]) end,
+    RingDropped = lists:sum([Opt(K) || K <- ?RING_DROPS]),
     Report = #{nodes => [N || #{node := N} <- NodeReports],
       tiers => Tiers,
       time => maps:get(time, Opts, self),
@@ -168,14 +195,17 @@ build(Tiers, First, NodeReports, Opts) ->
       window_s => maps:get(window, First),
       active => lists:all(fun(R) -> maps:get(active, R) end, NodeReports),
       aborted => [#{node => N, reason => Reason, info => Info, time => rfc3339(Time),
-                    message => abort_message(N, Reason, Info)}
-                  || #{node := N, aborted := {Reason, Info, Time}} <- NodeReports],
+                    message => abort_message(R, Reason, Info)}
+                  || #{node := N, aborted := {Reason, Info, Time}} = R <- NodeReports],
+      incomplete => [incomplete(N, I) || #{node := N} = R <- NodeReports,
+                                         (I = maps:get(incomplete, R, false)) =/= false],
       seen => Sum(seen),
       sampled => Sum(sampled),
       bytes => Sum(bytes),
       sink_dropped => SinkDropped,
       reapplied => lists:sum([maps:get(reapplied, R, 0) || R <- NodeReports]),
-      dropped => maps:get(dropped_requests, Raw) + maps:get(dropped_events, Raw) + SinkDropped,
+      dropped => maps:get(dropped_requests, Raw) + maps:get(dropped_events, Raw) + SinkDropped
+          + RingDropped,
       requests => maps:get(requests, Raw),
       inflight => maps:get(inflight, Raw),
       events => maps:get(events, Raw),
@@ -191,17 +221,29 @@ build(Tiers, First, NodeReports, Opts) ->
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
                                      (F = maps:get(full_trace, R, undefined)) =/= undefined])},
-    maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS])).
+    maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS]
+                                      ++ [{K, Opt(K)} || K <- ?RING_DROPS])).
+
+%% Why a node's rows are not all there, and as of when they are.
+-spec incomplete(node(), map()) -> map().
+incomplete(Node, I) ->
+    Time = fun(undefined) -> undefined; (Ms) -> rfc3339(Ms) end,
+    maps:merge(I, #{node => Node, at => Time(maps:get(at, I, undefined)),
+                    polled_at => Time(maps:get(polled_at, I, undefined))}).
 
 %% The guard's message for this abort ("overload (lag 2.4 s > 300 ms)"):
 %% its status on that node holds its last abort, with the kind and info it
 %% gave the tiers' abort function. An abort it did not make (the tiers saw
 %% the sink die, kprof_tiers:abort/2 was called) is its reason and info.
--spec abort_message(node(), term(), term()) -> binary().
-abort_message(_Node, _Reason, #{message := Message}) ->
+-spec abort_message(map(), term(), term()) -> binary().
+abort_message(_NodeReport, _Reason, #{message := Message}) ->
     unicode:characters_to_binary(Message);
-abort_message(Node, Reason, Info) ->
-    case guard_abort(Node) of
+abort_message(NodeReport = #{node := Node}, Reason, Info) ->
+    Guard = case maps:find(guard_abort, NodeReport) of
+                {ok, Abort} -> Abort;
+                error -> guard_abort(Node)
+            end,
+    case Guard of
         #{kind := Reason, info := Info, message := Message} ->
             unicode:characters_to_binary(Message);
         _ ->
@@ -357,7 +399,13 @@ drop_lines(R) ->
                  [{Get(dropped_requests), "~b requests (in-flight cap max_inflight)"},
                   {Get(abandoned), "~b requests abandoned (open past max_request_ms)"},
                   {Get(dropped_events), "~b events (max_request_events)"},
-                  {Get(sink_dropped), "~b trace messages in the sink"}], N > 0]
+                  {Get(sink_dropped), "~b trace messages in the sink"},
+                  {Get(ring_drops), "~b events lost in the tracer's ring (full)"},
+                  {Get(ring_unsupported), "~b events the tracer could not write to its ring "
+                   "(an identity too big for a record, ...)"},
+                  {Get(ring_unresolved), "~b ring events of pids the sink's table refused"},
+                  {Get(ring_bad), "~b ring records the sink could not take (a table full, "
+                   "or malformed)"}], N > 0]
         ++ [["sink tables full, new keys refused: ",
              lists:join(", ", [io_lib:format("~b ~ts", [N, Name]) || {N, Name} <- Tables])]
             || lists:any(fun({N, _}) -> N > 0 end, Tables)],
@@ -410,9 +458,45 @@ header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
                    _ -> io_lib:format(" (seen ~b, sampled ~b)", [Seen, Sampled])
                end,
     io_lib:format("kprof tiers on ~ts: ~ts s traced~ts, requests ~b recorded~ts, "
-                  "~b in flight, events ~b, dropped ~b, ~ts",
+                  "~b in flight, events ~b, dropped ~b, ~ts~ts",
                   [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
-                   Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R)]).
+                   Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R),
+                   incomplete_text(R)]).
+
+%% "; INCOMPLETE: ...": a sink that did not answer in time, or died, and
+%% what its rows are as of.
+-spec incomplete_text(report()) -> iolist().
+incomplete_text(R) ->
+    OnNode = length(maps:get(nodes, R, [])) > 1,
+    case maps:get(incomplete, R, []) of
+        [] ->
+            [];
+        Incomplete ->
+            ["; INCOMPLETE: ",
+             lists:join("; ", [incomplete_part(I, OnNode) || I <- Incomplete])]
+    end.
+
+-spec incomplete_part(map(), boolean()) -> iolist().
+incomplete_part(I = #{node := N}, OnNode) ->
+    Where = [[" on ", atom_to_list(N)] || OnNode],
+    Polled = maps:get(polled_at, I, undefined),
+    case maps:get(reason, I) of
+        no_answer ->
+            io_lib:format("the sink~ts did not answer within ~ts s: ~ts",
+                          [Where, format_secs(maps:get(waited_ms, I, 0)),
+                           case Polled of
+                               undefined -> "no rows polled yet";
+                               _ -> ["rows as of its last poll at ", Polled]
+                           end]);
+        _ ->
+            io_lib:format("the sink~ts died at ~ts: ~ts",
+                          [Where, maps:get(at, I, <<"?">>),
+                           case Polled of
+                               undefined -> "every row it held is lost (no poll before)";
+                               _ -> ["the events it read after its last poll at ", Polled,
+                                     " are lost"]
+                           end])
+    end.
 
 %% "tracing ABORTED: overload (lag 1.8 s > 1.0 s) at 2026-...Z": what
 %% tripped, the measured figure and the bound; the node too when the tiers
@@ -455,6 +539,10 @@ format_ms(X) when X >= 99.95 -> integer_to_list(round(X));
 format_ms(X) when X >= 9.995 -> io_lib:format("~.1f", [float(X)]);
 format_ms(X) when X >= 0.9995 -> io_lib:format("~.2f", [float(X)]);
 format_ms(X) -> io_lib:format("~.3f", [float(X)]).
+
+-spec format_secs(non_neg_integer()) -> string().
+format_secs(Ms) when Ms rem 1000 =:= 0 -> integer_to_list(Ms div 1000);
+format_secs(Ms) -> format_num(Ms / 1000).
 
 -spec format_num(number()) -> string().
 format_num(X) when is_integer(X) -> integer_to_list(X);

@@ -64,8 +64,8 @@
 %%% <li>`slow_ms' (none), `slow_max' (20): the slowest requests of at
 %%%     least `slow_ms' are reported one by one.</li>
 %%% <li>`window' (none): report only the last `window' seconds: the sink
-%%%     is polled every tenth of the window and the last ten slices are
-%%%     merged.</li>
+%%%     is polled every tenth of the window (at least once a second) and the
+%%%     last ten slices are merged.</li>
 %%% <li>`entry': an MFA spec or a list of them whose calls open a request
 %%%     by themselves (for servers whose entry point cannot be wrapped);
 %%%     `identity' (`mfa'): the request identity of an entry call:
@@ -111,6 +111,41 @@
 %%%     aborts them.</li>
 %%% <li>Stopping kprof stops the tiers. While tiers run, kprof owns call
 %%%     tracing: `stop' clears the `call' flags of every process.</li>
+%%% <li>Tiers and flame captures do not run together: both set local call
+%%%     patterns, and a capture's end clears them all. The sink decides, in
+%%%     the order of its commands: `start_tiers' while a capture holds its
+%%%     slot is `{error, {busy, flame}}', a capture while the tiers run
+%%%     `{error, {busy, tiers}}'.</li>
+%%% <li>What the server sets in the VM is written down first, in
+%%%     {@link kprof_records} (the plan, the sink's port, full trace's
+%%%     modules), and the record is kept with what the report needs (the
+%%%     last poll's rows, the counters) until tracing is off. Killed, the
+%%%     server is restarted by `kprof_sup', and its successor's `init/1'
+%%%     turns off what the record says: the flags of every process whose
+%%%     tracer is kprof's (the sink's port or the tracer NIF), the plan's
+%%%     patterns and full trace's module patterns, the guard's watch, the
+%%%     tracer NIF's session; it tells the sink `tiers_stop' and takes its
+%%%     rows once more. The report shows the run aborted, `kprof_tiers
+%%%     restarted' and what was turned off; {@link stop/0} then returns
+%%%     `{error, {already_stopped, #{reason => kprof_tiers_restarted,
+%%%     undone => #{processes => N, patterns => M}}}}'. Exits are trapped:
+%%%     at a shutdown `terminate/2' turns the tracing off.</li>
+%%% <li>The server polls its sink at least once a second while tracing is
+%%%     on (in a process of its own: it never waits for the sink) and keeps
+%%%     the rows and counts of the last answer. A report waits at most 2 s
+%%%     for a fresh answer: a sink that does not answer by then gives the
+%%%     last poll's rows flagged `incomplete' (reason `no_answer', and as of
+%%%     when), a sink that died gives them with reason `sink_died': what it
+%%%     read after that poll is lost, and the header says so. {@link
+%%%     report/1} returns within 6 s and the time to build the report,
+%%%     whatever the sinks do; a node that does not answer by then is an
+%%%     error.</li>
+%%% <li>No loss is silent: the report counts the requests and events the
+%%%     sink's caps dropped, the trace messages it could not record, the
+%%%     events the tracer NIF lost to a full ring, could not encode (an
+%%%     identity too big for a record) or that the sink could not resolve
+%%%     (its tables full), in `dropped' and line by line
+%%%     ({@link kprof_report}).</li>
 %%% </ul>
 -module(kprof_tiers).
 -behaviour(gen_server).
@@ -125,7 +160,7 @@
 %% PER NODE: called through erpc by the node the tiers were started from
 -export([node_check/2, node_start/2, node_stop/1, node_reset/0, node_report/0]).
 %% gen_server callbacks
--export([init/1, handle_call/3, handle_cast/2, handle_info/2,
+-export([init/1, handle_continue/2, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
 
 -export_type([tiers/0, mfa_spec/0, opts/0, report_opts/0, node_report/0]).
@@ -141,6 +176,21 @@
 -define(MAX_TIERS, 32).
 -define(FLAGS, [call, arity, return_to, monotonic_timestamp]).
 -define(SLICES, 10).
+%% The sink is polled at least this often (ms) while tracing is on: what it
+%% held at the last poll survives its death.
+-define(POLL_MS, 1000).
+%% How long a report waits for the sink (ms), and more for the server.
+-define(REPORT_WAIT, 2000).
+-define(REPORT_MARGIN, 1000).
+%% A poll's commands: a late answer is still taken (a window's slice is
+%% cleared in the sink when it answers).
+-define(POLL_TIMEOUT, 30000).
+%% tiers_stop at a shutdown (terminate/2): unanswered, it still reaches the
+%% sink in order. (A stop or an abort writes it without waiting: clean_sink/2.)
+-define(STOP_TIMEOUT, 2000).
+%% The sink's stats the report counts since start or reset.
+-define(DELTA_KEYS, [dropped, dropped_pids, dropped_mfas, dropped_names, bytes, ring_drops,
+                     ring_unsupported, ring_unresolved, ring_bad]).
 %% MFAs per identity in the report's full_trace.
 -define(FULL_TOP, 100).
 -define(TIMEOUT, 30000).
@@ -200,19 +250,42 @@
                events0 :: undefined | non_neg_integer(),
                nodes = [] :: [node()]}).
 
+%% A poll of the sink in flight (start_poll/1); `final': sent after the
+%% tiers stopped, its answer is the last.
+-record(poll, {ref :: reference(), pid :: pid(), started :: integer(), final :: boolean()}).
+
 -record(state, {plan :: undefined | #plan{},
                 active = false :: boolean(),
                 nodes = [] :: [node()],          % started from this node
                 since = 0 :: integer(),          % monotonic ns of start/reset
                 until :: undefined | integer(),  % monotonic ns of stop/abort
                 counters :: undefined | counters:counters_ref(),
-                base = #{} :: #{atom() => non_neg_integer()},
+                base = #{} :: #{atom() => non_neg_integer()},  % sink stats at start/reset
+                port :: undefined | port(),      % the sink the tiers started on
+                %% What the last answered poll gave: without a window the
+                %% sink's report since start/reset, with one its slices.
+                snap :: undefined | map(),
                 slices = [] :: [{integer(), integer(), map()}], % newest first
                 slice_from = 0 :: integer(),
+                stats = #{} :: map(),            % the sink's stats
+                full :: undefined | map(),       % full trace's aggregates
+                polled_at :: undefined | integer(), % monotonic ns that poll was sent
+                polls = 0 :: non_neg_integer(),
                 last_ts :: term(),               % the sink's last event, last poll
                 quiet = false :: boolean(),      % no event between the last two polls
                 timer :: undefined | reference(),
+                poll :: undefined | #poll{},
+                %% Report callers waiting for a poll sent after they asked.
+                waiting = [] :: [{gen_server:from(), integer(), reference()}],
+                final = false :: boolean(),      % stopped and the last poll taken
                 aborted = false :: false | {term(), term(), integer()},
+                %% The sink died: rows after polled_at are lost.
+                sink_lost = false :: false | map(),
+                %% This server's killed predecessor left tracing on; this is
+                %% what init/1 turned off.
+                restarted = false :: false | map(),
+                %% The sink's part of a stop or abort, under way (clean_sink/2).
+                cleaning :: undefined | {reference(), pid(), undefined | gen_server:from()},
                 sink_mon :: undefined | reference()}).
 
 %%%%%%%%%%%%%%
@@ -244,6 +317,11 @@ start(Tiers, Opts) ->
 
 %% @doc Stop tracing on every node the tiers were started on. What was
 %% recorded stays for {@link report/1} until the next start or reset.
+%% `ok' when tracing is off: turned off now, or already by a stop or an
+%% abort (the report says which); `{error, {already_stopped, #{reason =>
+%% kprof_tiers_restarted, undone => Undone}}}' when the server was killed
+%% while the tiers ran and its successor turned their tracing off (see
+%% {@link node_stop/1}).
 -spec stop() -> ok | {error, term()}.
 stop() ->
     each_node(fun(N) -> on_node(N, node_stop, [stop]) end).
@@ -256,7 +334,10 @@ reset() ->
 %% @doc The report of every node (option `nodes', default those of
 %% {@link start/2}), merged: `format => text' prints the table and
 %% returns `ok', `term' returns `{ok, Report}' (see {@link kprof_report}),
-%% `json' returns `{ok, JSON}'.
+%% `json' returns `{ok, JSON}'. Returns within 6 s and the time to build
+%% the report: each node's server waits at most 2 s for its sink, and a
+%% sink that does not answer, or died, gives the rows of its last poll
+%% flagged in `incomplete' (and in the text's header).
 -spec report(report_opts()) -> ok | {ok, kprof_report:report() | binary()} | {error, term()}.
 report(Opts) ->
     case check_report_opts(Opts) of
@@ -492,7 +573,12 @@ node_start(Tiers, Opts) ->
     end.
 
 %% @doc Stop the tiers on this node; `undo' also forgets them (a start
-%% that failed elsewhere).
+%% that failed elsewhere). `ok' when this call turned the tracing off, or
+%% when it was off already by {@link stop/0} or an abort (the report says
+%% which); `{error, {already_stopped, #{reason => kprof_tiers_restarted,
+%% undone => #{processes => N, patterns => M}}}}' when this server was
+%% killed while the tiers ran and its successor turned off what it left
+%% (see the module doc): nothing was left for this call to stop.
 -spec node_stop(stop | undo) -> ok | {error, term()}.
 node_stop(How) ->
     call({stop, How}).
@@ -506,53 +592,98 @@ node_reset() ->
 %% slices when there is a window), times in system time, and the
 %% counters of this node, `reapplied' among them: the tiers' trace patterns
 %% {@link kprof_guard} put back after a code reload since start (0 if none).
+%% The server asks its sink and waits at most `?REPORT_WAIT' (2000) ms:
+%% a sink that does not answer by then, or that died, gives the rows of
+%% the server's last poll (once a second while tracing is on) with
+%% `incomplete' saying why and as of when (otherwise `false'). A server
+%% busy past that bound gives `{error, timeout}'. After an abort, the
+%% guard's last abort is `guard_abort' (its message for the report).
 -spec node_report() -> {ok, node_report()} | {error, term()}.
 node_report() ->
-    call(report).
+    case call(report, ?REPORT_WAIT + ?REPORT_MARGIN) of
+        {ok, R = #{aborted := {_, _, _}}} -> {ok, R#{guard_abort => guard_abort()}};
+        Other -> Other
+    end.
+
+%% The guard's last abort, asked with a bound (the report's is).
+-spec guard_abort() -> map() | undefined.
+guard_abort() ->
+    try erpc:call(node(), kprof_guard, status, [], ?REPORT_MARGIN) of
+        #{aborted := #{} = Abort} -> Abort;
+        _ -> undefined
+    catch
+        _:_ -> undefined
+    end.
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% GEN_SERVER CALLBACKS %%%
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%
 
 %% @private
--spec init([]) -> {ok, #state{}}.
+%% Exits are trapped so terminate/2 turns the tracing off at a shutdown. A
+%% record left in kprof_records says the server before this one was killed
+%% while it traced: what it set in the VM comes off here, before anything
+%% else can run; the sink's part (tiers_stop, the ring, the last report)
+%% comes next, in handle_continue/2.
+-spec init([]) -> {ok, #state{}} | {ok, #state{}, {continue, term()}}.
 init([]) ->
     process_flag(trap_exit, true),
-    {ok, #state{}}.
+    case kprof_records:get(?SERVER) of
+        #{plan := #plan{}} = Rec ->
+            Undone = undo_vm(Rec),
+            {ok, #state{}, {continue, {recover, Rec, Undone}}};
+        _ ->
+            {ok, #state{}}
+    end.
 
 %% @private
--spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+-spec handle_continue(term(), #state{}) -> {noreply, #state{}}.
+handle_continue({recover, Rec, Undone}, S) ->
+    {noreply, recovered(Rec, Undone, S)}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {noreply, #state{}}.
 handle_call({start, Plan}, _From, S) ->
     case S#state.active of
         true ->
             {reply, {error, already_started}, S};
         false ->
+            %% A poll of the run before must not reach the sink after
+            %% tiers_start (its Clear would empty the new rows), nor the
+            %% run's tiers_stop.
+            S1 = drop_poll(await_cleaning(S)),
             case start_tracing(Plan) of
-                {ok, Plan1, Counters} ->
-                    {reply, ok, started(Plan1, Counters, S)};
+                {ok, Plan1, Counters, Port} ->
+                    {reply, ok, started(Plan1, Counters, Port, S1)};
                 {error, _} = Error ->
-                    {reply, Error, S}
+                    {reply, Error, S1}
             end
     end;
-handle_call({stop, How}, _From, S) ->
+handle_call({stop, How}, From, S = #state{active = true}) ->
+    %% Answered once tiers_stop is on its way to the sink (clean_sink/2):
+    %% what is written to the sink after, a flame capture's start, comes
+    %% after it.
     S1 = stopped(S),
-    S2 = case How of
-             undo -> S1#state{plan = undefined, slices = []};
-             stop -> S1
-         end,
-    {reply, ok, S2};
+    {noreply, forget(How, clean_sink(S1, From))};
+handle_call({stop, How}, _From, S) ->
+    Reply = case S of
+                #state{restarted = #{} = Undone} ->
+                    {error, {already_stopped, #{reason => kprof_tiers_restarted,
+                                                undone => Undone}}};
+                _ ->
+                    ok
+            end,
+    {reply, Reply, forget(How, stopped(S))};
 handle_call(reset, _From, S) ->
     case S#state.plan of
         undefined -> {reply, {error, not_started}, S};
-        _ -> {reply, ok, reset_state(S)}
+        _ -> {reply, ok, reset_state(await_cleaning(S))}
     end;
-handle_call(report, _From, S) ->
+handle_call(report, From, S) ->
     case S#state.plan of
-        undefined ->
-            {reply, {error, not_started}, S};
-        _ ->
-            {Raw, S1} = current_raw(S),
-            {reply, {ok, node_report(Raw, S1)}, S1}
+        undefined -> {reply, {error, not_started}, S};
+        _ -> report_when_polled(From, S)
     end;
 handle_call({set_nodes, Nodes}, _From, S) ->
     {reply, ok, S#state{nodes = Nodes}};
@@ -573,24 +704,52 @@ handle_cast(_Msg, S) ->
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}}.
 handle_info({timeout, TRef, poll}, S = #state{timer = TRef, active = true}) ->
-    S1 = take_slice(false, S),
+    S1 = start_poll(S#state{timer = undefined}),
     {noreply, S1#state{timer = poll_timer(S1#state.plan)}};
+handle_info({poll_done, Ref, Result}, S = #state{poll = #poll{ref = Ref} = P}) ->
+    {noreply, polled(P, Result, S#state{poll = undefined})};
+handle_info({'EXIT', Pid, Reason}, S = #state{poll = #poll{pid = Pid} = P})
+  when Reason =/= normal ->
+    {noreply, polled(P, {timeout, #{}}, S#state{poll = undefined})};
+handle_info({cleaned, Ref}, S = #state{cleaning = {Ref, _, _}}) ->
+    {noreply, cleaned(S)};
+handle_info({'EXIT', Pid, Reason}, S = #state{cleaning = {_, Pid, From}})
+  when Reason =/= normal ->
+    _ = From =/= undefined andalso gen_server:reply(From, {error, {sink, Reason}}),
+    {noreply, cleaned(S)};
+handle_info({timeout, TRef, {report_wait, From}}, S = #state{waiting = Waiting}) ->
+    case lists:keytake(From, 1, Waiting) of
+        {value, {From, _At, TRef}, Rest} ->
+            gen_server:reply(From, {ok, node_report(no_answer(S), S)}),
+            {noreply, S#state{waiting = Rest}};
+        _ ->
+            {noreply, S}
+    end;
 handle_info({kprof_alert, sink_down, Info}, S = #state{active = true}) ->
     %% The VM dropped the tracing to the dead port; the patterns stay.
     {noreply, abort_here(sink_down, Info, S)};
+handle_info({kprof_alert, sink_down, Info}, S = #state{sink_lost = false, plan = #plan{}}) ->
+    %% Stopped already: what the sink held after the last poll is gone.
+    {noreply, sink_lost(maps:get(status, Info, Info), S)};
 handle_info({'DOWN', MRef, process, _, Reason}, S = #state{sink_mon = MRef}) ->
     S1 = S#state{sink_mon = undefined},
     case S1#state.active of
         true -> {noreply, abort_here(sink_server_down, #{reason => Reason}, S1)};
+        false when S1#state.plan =/= undefined -> {noreply, sink_lost(server_down, S1)};
         false -> {noreply, S1}
     end;
 handle_info(_Msg, S) ->
     {noreply, S}.
 
 %% @private
+%% A shutdown (exits are trapped) or a crash: tracing off, the sink told,
+%% the record cleared. (A kill runs none of this: see init/1.)
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S) ->
-    _ = untrace_state(S),
+    case S#state.active of
+        true -> untrace_state(S);
+        false -> kprof_records:delete(?SERVER)
+    end,
     unpublish().
 
 %% @private
@@ -602,17 +761,23 @@ code_change(_OldVsn, S, _Extra) ->
 %%% SETUP %%%
 %%%%%%%%%%%%%
 
-%% The sink first (it starts counting nothing until events come), then the
-%% patterns (full trace's first: the tier patterns replace them on tier
-%% functions), then the flags: each step undoes the ones before it.
--spec start_tracing(#plan{}) -> {ok, #plan{}, counters:counters_ref()} | {error, term()}.
+%% The record first (what is about to be set, for a successor should this
+%% server be killed half-way), the sink (it starts counting nothing until
+%% events come), then the patterns (full trace's first: the tier patterns
+%% replace them on tier functions), then the flags: each step undoes the
+%% ones before it.
+-spec start_tracing(#plan{}) ->
+          {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 start_tracing(Plan0 = #plan{patterns = Patterns}) ->
     case kprof_sink:port() of
         Port when is_port(Port) ->
+            Mods = full_modules(Plan0#plan.full),
+            kprof_records:put(?SERVER, #{phase => starting, plan => Plan0, port => Port,
+                                         full_modules => Mods, since => now_ns()}),
             case kprof_sink:command({tiers_start, Plan0#plan.sink_specs,
                                      Plan0#plan.sink_opts}) of
                 ok ->
-                    Watch = set_full_patterns(Plan0#plan.full),
+                    Watch = set_full_patterns(Mods),
                     Full = [{{M, '_', '_'}, MS} || {module, M, MS, _, _} <- Watch],
                     Plan = Plan0#plan{full_patterns = Full, full_watch = Watch},
                     case set_patterns(Patterns, []) of
@@ -622,19 +787,29 @@ start_tracing(Plan0 = #plan{patterns = Patterns}) ->
                             E0 = kprof_guard:events_baseline(Plan#plan.limits),
                             case set_flags(Port) of
                                 ok ->
-                                    {ok, Plan#plan{events0 = E0}, publish(Plan)};
+                                    {ok, Plan#plan{events0 = E0}, publish(Plan), Port};
                                 {error, _} = Error ->
                                     remove_patterns(Patterns),
                                     remove_patterns(Full),
                                     _ = kprof_sink:command(tiers_stop),
+                                    kprof_records:delete(?SERVER),
                                     Error
                             end;
                         {error, _} = Error ->
                             remove_patterns(Full),
                             _ = kprof_sink:command(tiers_stop),
+                            kprof_records:delete(?SERVER),
                             Error
                     end;
+                {error, {busy, _Mode}} = Busy ->
+                    %% A flame capture holds the patterns (the sink decides,
+                    %% in command order).
+                    kprof_records:delete(?SERVER),
+                    Busy;
                 Other ->
+                    %% Unanswered, tiers_start may still reach the sink.
+                    _ = kprof_sink:send(tiers_stop),
+                    kprof_records:delete(?SERVER),
                     {error, {sink, Other}}
             end;
         {error, Reason} ->
@@ -662,16 +837,20 @@ set_patterns([{Spec, MS} | Rest], Done) ->
 %% kprof_guard:module_pattern/3 sets them, and gives the pattern the guard
 %% watches for a module (one sentinel function) and puts back the same way
 %% after a code reload of it.
--spec set_full_patterns(false | all | [term()]) -> [kprof_guard:pattern()].
-set_full_patterns(false) ->
-    [];
-set_full_patterns(_) ->
+-spec set_full_patterns([module()]) -> [kprof_guard:pattern()].
+set_full_patterns(Mods) ->
     MS = tier_ms(),
     [begin
          W = kprof_guard:module_pattern(M, MS, [local]),
          erlang:yield(),
          W
-     end || M <- full_trace_modules()].
+     end || M <- Mods].
+
+%% The modules full trace patterns (none without full trace): written in the
+%% record before any is set.
+-spec full_modules(false | all | [term()]) -> [module()].
+full_modules(false) -> [];
+full_modules(_) -> full_trace_modules().
 
 %% Every loaded module but kprof's and the BIF modules.
 -spec full_trace_modules() -> [module()].
@@ -719,13 +898,6 @@ remove_patterns(Patterns) ->
                      (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
                   end, Patterns).
 
-%% Flags and patterns off, the NIF detached: the sink reads what the ring
-%% holds before it answers its next command (tiers_stop).
--spec untrace([pattern()]) -> ok.
-untrace(Patterns) ->
-    untrace_now(Patterns),
-    release_ring().
-
 %% What abort/2 does at once: nothing that waits for the sink, which may be
 %% seconds behind (waiting for it there kept the patterns on for the whole
 %% command timeout after an overload). The NIF writes no more, flags and
@@ -736,16 +908,37 @@ untrace_now(Patterns) ->
     _ = (catch erlang:trace(all, false, ?FLAGS)),
     remove_patterns(Patterns).
 
-%% The guard first: while it is armed it puts back the patterns it sees
-%% gone (it takes that for a code reload).
--spec untrace_state(#state{}) -> ok.
-untrace_state(#state{active = true, plan = #plan{patterns = Patterns, full_patterns = Full},
-                     counters = C}) ->
-    counters:put(C, ?ACTIVE, 0),
+%% Requests stop, the guard is disarmed (while it is armed it puts back the
+%% patterns it sees gone: it takes that for a code reload), flags and
+%% patterns come off. The sink's part (the ring, tiers_stop) is the caller's.
+-spec untrace_vm(#state{}) -> ok.
+untrace_vm(S = #state{plan = #plan{patterns = Patterns, full_patterns = Full}}) ->
+    untrace_at_once(S),
     disarm_guard(),
-    untrace(Patterns ++ Full);
-untrace_state(_) ->
-    ok.
+    untrace_now(Patterns ++ Full).
+
+%% What the server does itself at a stop or an abort: nothing that waits for
+%% another process (the guard may be busy aborting); clean_sink/2 does the
+%% rest, the guard's disarming first and these again after it.
+-spec untrace_at_once(#state{}) -> ok.
+untrace_at_once(#state{plan = #plan{patterns = Patterns, full_patterns = Full}, counters = C}) ->
+    counters:put(C, ?ACTIVE, 0),
+    untrace_now(Patterns ++ Full).
+
+%% The VM's part, then the sink's, in order: the NIF is detached, the sink
+%% reads what the ring holds and stops taking tier events (tiers_stop; flame
+%% captures may start again), and the record goes: nothing is left to undo. A sink that
+%% does not answer still gets tiers_stop, in order, whenever it reads again.
+-spec untrace_state(#state{}) -> ok.
+untrace_state(S = #state{sink_lost = false}) ->
+    untrace_vm(S),
+    release_ring(),
+    _ = (catch kprof_sink:command(tiers_stop, ?STOP_TIMEOUT)),
+    kprof_records:delete(?SERVER);
+untrace_state(S) ->
+    %% The sink is gone, with the ring and its tiers.
+    untrace_vm(S),
+    kprof_records:delete(?SERVER).
 
 %% The request path reads this; replacing it costs a global GC, so it
 %% changes only at start and stop.
@@ -762,8 +955,8 @@ unpublish() ->
     _ = persistent_term:erase(?PT),
     ok.
 
--spec started(#plan{}, counters:counters_ref(), #state{}) -> #state{}.
-started(Plan, Counters, S) ->
+-spec started(#plan{}, counters:counters_ref(), port(), #state{}) -> #state{}.
+started(Plan, Counters, Port, S) ->
     _ = kprof_sink:subscribe(),
     demonitor_sink(S),
     MRef = case whereis(kprof_sink) of
@@ -772,18 +965,22 @@ started(Plan, Counters, S) ->
            end,
     arm_guard(Plan, Counters),
     Now = now_ns(),
-    S#state{plan = Plan, active = true, since = Now, until = undefined,
-            counters = Counters, base = sink_base(), slices = [], slice_from = Now,
-            last_ts = undefined, quiet = false,
-            timer = poll_timer(Plan), aborted = false, sink_mon = MRef}.
+    Base = sink_base(),
+    S1 = cancel_timer(S),
+    write_record(S1#state{plan = Plan, active = true, since = Now, until = undefined,
+                          counters = Counters, base = Base, stats = Base, port = Port,
+                          snap = undefined, slices = [], slice_from = Now, full = undefined,
+                          polled_at = undefined, polls = 0, last_ts = undefined,
+                          quiet = false, timer = poll_timer(Plan), aborted = false,
+                          sink_lost = false, final = false, restarted = false,
+                          sink_mon = MRef}).
 
+%% The VM's part of a stop; the sink's is clean_sink/2's.
 -spec stopped(#state{}) -> #state{}.
 stopped(S = #state{active = true}) ->
-    untrace_state(S),
+    untrace_at_once(S),
     unpublish(),
-    _ = kprof_sink:command(tiers_stop),
-    S1 = final_slice(S),
-    cancel_timer(S1#state{active = false, until = now_ns()});
+    cancel_timer(S#state{active = false, until = now_ns(), final = false});
 stopped(S) ->
     %% Aborted: the flags and patterns are off already.
     unpublish(),
@@ -793,28 +990,55 @@ stopped(S) ->
 aborted(Reason, Info, Time, S = #state{active = true}) ->
     %% Again, after the guard is disarmed: abort/2 untraced from its
     %% caller, and the guard may have put patterns back since.
-    untrace_state(S),
-    _ = kprof_sink:command(tiers_stop),
-    S1 = final_slice(S),
-    cancel_timer(S1#state{active = false, until = now_ns(), aborted = {Reason, Info, Time}});
+    untrace_at_once(S),
+    clean_sink(cancel_timer(S#state{active = false, until = now_ns(), final = false,
+                                    aborted = {Reason, Info, Time}}), undefined);
 aborted(_Reason, _Info, _Time, S) ->
     S.
 
+%% The sink (or its server) died: what it held since the last poll is gone
+%% with it, and it is not asked again.
 -spec abort_here(term(), term(), #state{}) -> #state{}.
 abort_here(Reason, Info, S = #state{counters = C}) ->
     counters:put(C, ?ACTIVE, 0),
-    aborted(Reason, Info, erlang:system_time(millisecond), S).
+    Why = case Info of
+              #{status := Status} -> Status;
+              #{reason := R} -> R;
+              _ -> Reason
+          end,
+    reply_waiting(aborted(Reason, Info, erlang:system_time(millisecond), mark_lost(Why, S))).
+
+-spec sink_lost(term(), #state{}) -> #state{}.
+sink_lost(Why, S) ->
+    reply_waiting(mark_lost(Why, S)).
+
+%% Rows since the last poll are lost; reports wait for nothing more.
+-spec mark_lost(term(), #state{}) -> #state{}.
+mark_lost(Why, S = #state{sink_lost = false}) ->
+    Lost = #{reason => sink_died, detail => Why, at => erlang:system_time(millisecond),
+             polled_at => sys_ms(S#state.polled_at)},
+    drop_poll(S#state{sink_lost = Lost, final = true});
+mark_lost(_Why, S) ->
+    S.
 
 -spec reset_state(#state{}) -> #state{}.
-reset_state(S = #state{counters = C}) ->
-    _ = kprof_sink:command(tier_reset),
+reset_state(S0 = #state{counters = C}) ->
+    S = drop_poll(S0),
+    _ = S#state.sink_lost =:= false andalso kprof_sink:command(tier_reset),
     _ = [counters:put(C, I, 0) || C =/= undefined, I <- [?SEEN, ?SAMPLED]],
     Now = now_ns(),
     Until = case S#state.active of
                 true -> undefined;
                 false -> Now
             end,
-    S#state{since = Now, until = Until, base = sink_base(), slices = [], slice_from = Now}.
+    Base = case S#state.sink_lost of
+               false -> sink_base();
+               _ -> S#state.stats
+           end,
+    S1 = S#state{since = Now, until = Until, base = Base, stats = Base, snap = undefined,
+                 slices = [], slice_from = Now, full = undefined, polled_at = undefined,
+                 final = not S#state.active},
+    write_record(start_poll_if_waiting(S1)).
 
 %% The guard watches for overload and limits, and calls abort/2; it counts
 %% the patterns it puts back after a code reload in `Counters' (the report's
@@ -867,13 +1091,140 @@ demonitor_sink(#state{sink_mon = MRef}) -> erlang:demonitor(MRef, [flush]), ok.
 ensure_kprof() ->
     kprof:start().
 
-%%% Windows
+%%% A restart: what the killed server left
 
--spec poll_timer(#plan{}) -> undefined | reference().
-poll_timer(#plan{window = undefined}) ->
-    undefined;
+%% What the record says was set comes off, whatever of it was: the
+%% requests' switch, the guard's watch, the tracer NIF's session, the flags
+%% of every process whose tracer is kprof's (the sink's port of the record,
+%% or the tracer NIF of any generation: flags another tracer set stay), and
+%% the patterns of the plan and of full trace's modules. Counts what it
+%% found set.
+-spec undo_vm(map()) -> #{processes := non_neg_integer(), patterns := non_neg_integer()}.
+undo_vm(Rec = #{plan := #plan{patterns = Patterns}}) ->
+    Port = maps:get(port, Rec, undefined),
+    _ = case maps:get(counters, Rec, undefined) of
+            undefined -> ok;
+            C -> counters:put(C, ?ACTIVE, 0)
+        end,
+    unpublish(),
+    disarm_guard(),
+    %% Counted before the NIF's session goes: a stale NIF tracer is gone at
+    %% the process's next event (or trace_info/2).
+    Procs = untrace_ours(Port),
+    _ = (catch kprof_tracer:detach()),
+    Specs = [Spec || {Spec, _} <- Patterns]
+        ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
+    Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
+    remove_patterns(Specs),
+    #{processes => Procs, patterns => Set}.
+
+-spec untrace_ours(port() | undefined) -> non_neg_integer().
+untrace_ours(Port) ->
+    Ours = fun(P) ->
+                   case catch erlang:trace_info(P, tracer) of
+                       {tracer, {kprof_tracer, _}} -> true;
+                       {tracer, Port} -> is_port(Port);
+                       _ -> false
+                   end
+           end,
+    _ = Ours(new) andalso (catch erlang:trace(new, false, ?FLAGS)),
+    length([P || P <- erlang:processes(), Ours(P),
+                 (catch erlang:trace(P, false, ?FLAGS)) =:= 1]).
+
+%% A local pattern on at least one function the spec names.
+-spec has_local_pattern(mfa_spec()) -> boolean().
+has_local_pattern({M, F, A}) ->
+    Fns = case erlang:module_loaded(M) of
+              true -> M:module_info(functions);
+              false -> []
+          end,
+    lists:any(fun({F1, A1}) ->
+                      (F =:= '_' orelse F1 =:= F) andalso (A =:= '_' orelse A1 =:= A)
+                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, local}
+              end, Fns).
+
+%% The state of the run the killed server had: its plan, counters and what it
+%% had polled; the sink (if it is the same one) stops taking events, closes
+%% the ring and gives its rows once more, as after an abort.
+-spec recovered(map(), map(), #state{}) -> #state{}.
+recovered(Rec = #{plan := Plan}, Undone, S0) ->
+    Now = now_ns(),
+    Port = maps:get(port, Rec, undefined),
+    Msg = io_lib:format("kprof_tiers restarted (the server was killed while the tiers ran; "
+                        "its successor turned off the tracing of ~b processes and ~b trace "
+                        "patterns)", [maps:get(processes, Undone), maps:get(patterns, Undone)]),
+    Base = maps:get(base, Rec, #{}),
+    S = S0#state{plan = Plan, active = false, nodes = maps:get(nodes, Rec, []),
+                 since = maps:get(since, Rec, Now), until = Now,
+                 counters = maps:get(counters, Rec, undefined), base = Base,
+                 stats = maps:get(stats, Rec, Base), port = Port,
+                 snap = maps:get(snap, Rec, undefined), slices = maps:get(slices, Rec, []),
+                 slice_from = maps:get(slice_from, Rec, Now),
+                 full = maps:get(full, Rec, undefined),
+                 polled_at = maps:get(polled_at, Rec, undefined),
+                 polls = maps:get(polls, Rec, 0), final = false, restarted = Undone,
+                 aborted = {kprof_tiers_restarted,
+                            #{message => unicode:characters_to_binary(Msg), undone => Undone},
+                            erlang:system_time(millisecond)}},
+    S1 = case maps:get(phase, Rec, active) of
+             stopping ->
+                 %% Stopped already (by stop/0 or an abort): only the sink's
+                 %% part was left; the run keeps its own end.
+                 S#state{aborted = maps:get(aborted, Rec, false),
+                         restarted = maps:get(restarted, Rec, false)};
+             _ ->
+                 logger:warning("kprof: ~ts", [Msg]),
+                 S
+         end,
+    recovered_sink(Port, S1).
+
+-spec recovered_sink(port() | undefined, #state{}) -> #state{}.
+recovered_sink(Port, S) ->
+    case kprof_sink:port() of
+        Port when is_port(Port) ->
+            _ = kprof_sink:subscribe(),
+            MRef = case whereis(kprof_sink) of
+                       undefined -> undefined;
+                       Pid -> erlang:monitor(process, Pid)
+                   end,
+            clean_sink(S#state{sink_mon = MRef}, undefined);
+        _ ->
+            kprof_records:delete(?SERVER),
+            sink_lost(sink_restarted, S)
+    end.
+
+%% While tracing is on: everything a successor needs, written before each
+%% step that sets something and after each poll.
+-spec write_record(#state{}) -> #state{}.
+write_record(S = #state{active = Active, cleaning = Cleaning, plan = Plan = #plan{}})
+  when Active; Cleaning =/= undefined ->
+    Phase = case Active of
+                true -> active;
+                false -> stopping
+            end,
+    kprof_records:put(?SERVER, #{phase => Phase, plan => Plan, port => S#state.port,
+                                 aborted => S#state.aborted, restarted => S#state.restarted,
+                                 full_modules => [M || {{M, _, _}, _} <- Plan#plan.full_patterns],
+                                 since => S#state.since, base => S#state.base,
+                                 counters => S#state.counters, nodes => S#state.nodes,
+                                 snap => S#state.snap, slices => S#state.slices,
+                                 slice_from => S#state.slice_from, stats => S#state.stats,
+                                 full => S#state.full, polled_at => S#state.polled_at,
+                                 polls => S#state.polls}),
+    S;
+write_record(S) ->
+    S.
+
+%%% Polls: the sink's rows, at least once a second while tracing is on
+
+-spec poll_timer(#plan{}) -> reference().
 poll_timer(#plan{window = W}) ->
-    erlang:start_timer(max(10, round(W * 1000 / ?SLICES)), self(), poll).
+    erlang:start_timer(poll_interval(W), self(), poll).
+
+%% A window is polled every tenth of it (its slices); at least once a second.
+-spec poll_interval(undefined | number()) -> pos_integer().
+poll_interval(undefined) -> ?POLL_MS;
+poll_interval(W) -> min(?POLL_MS, max(10, round(W * 1000 / ?SLICES))).
 
 -spec cancel_timer(#state{}) -> #state{}.
 cancel_timer(S = #state{timer = undefined}) ->
@@ -882,23 +1233,226 @@ cancel_timer(S = #state{timer = TRef}) ->
     _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
     S#state{timer = undefined}.
 
-%% Take what the sink has (and clear it) as the newest slice; drop slices
-%% older than the window. The sink waits for an event more than `grace_ms'
-%% after a request's end before it finalises it; when no event came
-%% between the last two polls, no straggler is coming either, and this
-%% poll flushes (or requests ended before a quiet spell would wait for
-%% the next event and land in a later slice).
--spec take_slice(boolean(), #state{}) -> #state{}.
-take_slice(Flush, S = #state{slices = Slices, slice_from = From, plan = Plan, quiet = Quiet}) ->
-    Now = now_ns(),
-    {Raw, LastTs} = sink_report({tier_report, Flush orelse Quiet, true}, Plan),
-    S1 = S#state{slices = [{From, Now, Raw} | Slices], slice_from = Now,
-                 last_ts = LastTs, quiet = LastTs =:= S#state.last_ts},
-    prune(S1, Now).
+%% One poll at a time, in a process of its own: the server never waits for
+%% the sink, whose reply may take long (a late one is still taken: a window's
+%% slice is cleared in the sink when it answers). Without a window the sink's
+%% report since start is kept whole; with one it is cleared into slices. A
+%% poll flushes (the sink finalises every ended request without waiting for
+%% its grace window) for a report, after tracing stopped, or when no event
+%% came between the last two polls (no straggler is coming either: requests
+%% ended before a quiet spell would otherwise wait for the next event).
+-spec start_poll(#state{}) -> #state{}.
+start_poll(S = #state{poll = #poll{}}) -> S;
+start_poll(S = #state{plan = undefined}) -> S;
+start_poll(S = #state{cleaning = {_, _, _}}) -> S;
+start_poll(S = #state{sink_lost = #{}}) -> S;
+start_poll(S = #state{active = false, final = true}) -> S;
+start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
+    Flush = not Active orelse S#state.quiet orelse S#state.waiting =/= [],
+    Raw = case Plan#plan.window of
+              undefined -> {tier_report, Flush};
+              _ -> {tier_report, Flush, true}
+          end,
+    Steps = [{raw, Raw}, {stats, stats}]
+        ++ [{full, {tier_full_report, ?FULL_TOP}} || Plan#plan.full =/= false],
+    Ref = make_ref(),
+    Self = self(),
+    Pid = spawn_link(fun() -> Self ! {poll_done, Ref, poll_sink(Port, Steps)} end),
+    S#state{poll = #poll{ref = Ref, pid = Pid, started = now_ns(), final = not Active}}.
 
--spec final_slice(#state{}) -> #state{}.
-final_slice(S = #state{plan = #plan{window = undefined}}) -> S;
-final_slice(S) -> take_slice(true, S).
+-spec start_poll_if_waiting(#state{}) -> #state{}.
+start_poll_if_waiting(S = #state{waiting = []}) -> S;
+start_poll_if_waiting(S) -> start_poll(S).
+
+%% Stopped and the last poll not taken yet: take it; else for reports.
+-spec next_poll(#state{}) -> #state{}.
+next_poll(S = #state{active = false, final = false}) -> start_poll(S);
+next_poll(S) -> start_poll_if_waiting(S).
+
+%% The rest of a stop, an abort or a restart, in a process of its own
+%% (reports are answered meanwhile, from the last poll): the guard disarmed
+%% (it may be finishing an abort of its own), flags and patterns off again
+%% (it may have put some back before), the tracer NIF detached (the sink
+%% reads what the ring holds before its next command),
+%% then tiers_stop written, in order with every other command, without
+%% waiting for its answer. The stop's caller (From) is answered once it is
+%% written; then the server hears `{cleaned, Ref}', forgets the record and
+%% takes the last poll. A sink that died (or a new one) is not written to.
+-spec clean_sink(#state{}, undefined | gen_server:from()) -> #state{}.
+clean_sink(S = #state{port = Port, plan = #plan{patterns = Patterns, full_patterns = Full}},
+           From) ->
+    Self = self(),
+    Ref = make_ref(),
+    Lost = S#state.sink_lost =/= false,
+    Pid = spawn_link(fun() ->
+                             disarm_guard(),
+                             untrace_now(Patterns ++ Full),
+                             _ = case kprof_sink:port() of
+                                     Port when not Lost ->
+                                         release_ring(), catch kprof_sink:send(tiers_stop);
+                                     _ ->
+                                         ok    % gone, or a new sink: nothing of ours in it
+                                 end,
+                             Self ! {cleaned, Ref},
+                             _ = From =/= undefined andalso gen_server:reply(From, ok),
+                             ok
+                     end),
+    write_record(S#state{cleaning = {Ref, Pid, From}}).
+
+-spec cleaned(#state{}) -> #state{}.
+cleaned(S) ->
+    kprof_records:delete(?SERVER),
+    next_poll(S#state{cleaning = undefined}).
+
+%% A start or reset waits for the sink's part of the stop before it.
+-spec await_cleaning(#state{}) -> #state{}.
+await_cleaning(S = #state{cleaning = undefined}) ->
+    S;
+await_cleaning(S = #state{cleaning = {Ref, Pid, _}}) ->
+    receive
+        {cleaned, Ref} -> ok
+    after ?TIMEOUT ->
+            unlink(Pid),
+            exit(Pid, kill)
+    end,
+    kprof_records:delete(?SERVER),
+    S#state{cleaning = undefined}.
+
+%% stop(undo): a start that failed elsewhere is forgotten.
+-spec forget(stop | undo, #state{}) -> #state{}.
+forget(stop, S) ->
+    S;
+forget(undo, S) ->
+    S1 = reply_waiting(drop_poll(S)),
+    S1#state{plan = undefined, slices = [], snap = undefined}.
+
+%% The poll's commands, in order, to the sink the tiers started on; a new
+%% sink knows nothing of them.
+-spec poll_sink(port(), [{atom(), term()}]) ->
+          {ok | timeout, map()} | {lost, term(), map()}.
+poll_sink(Port, Steps) ->
+    case kprof_sink:port() of
+        Port -> poll_steps(Steps, #{});
+        _ -> {lost, sink_restarted, #{}}
+    end.
+
+-spec poll_steps([{atom(), term()}], map()) -> {ok | timeout, map()} | {lost, term(), map()}.
+poll_steps([], Acc) ->
+    {ok, Acc};
+poll_steps([{Key, Cmd} | Rest], Acc) ->
+    case kprof_sink:command(Cmd, ?POLL_TIMEOUT) of
+        {error, timeout} -> {timeout, Acc};
+        {error, {sink_down, _} = Why} -> {lost, Why, Acc};
+        {error, not_running} -> {lost, not_running, Acc};
+        {error, not_started} when Key =:= raw -> {lost, sink_restarted, Acc};
+        Reply -> poll_steps(Rest, Acc#{Key => Reply})
+    end.
+
+%% A poll that may still be writing to the sink is stopped (what it wrote
+%% comes before whatever the server writes next); its answer is not taken.
+-spec drop_poll(#state{}) -> #state{}.
+drop_poll(S = #state{poll = undefined}) ->
+    S;
+drop_poll(S = #state{poll = #poll{pid = Pid, ref = Ref}}) ->
+    unlink(Pid),
+    exit(Pid, kill),
+    receive {poll_done, Ref, _} -> ok after 0 -> ok end,
+    S#state{poll = undefined}.
+
+-spec polled(#poll{}, term(), #state{}) -> #state{}.
+polled(P, {ok, Acc}, S) ->
+    S1 = took(P, Acc, S),
+    S2 = case P#poll.final of
+             true -> S1#state{final = true};
+             false -> S1
+         end,
+    answer_waiting(P, write_record(S2));
+polled(P, {timeout, Acc}, S) ->
+    %% The reports waiting get their answer at their deadline.
+    write_record(took(P, Acc, S));
+polled(P, {lost, Why, Acc}, S = #state{active = Active}) ->
+    S1 = took(P, Acc, S),
+    case Active of
+        true -> abort_here(sink_down, #{reason => Why}, S1);
+        false -> sink_lost(Why, S1)
+    end.
+
+-spec took(#poll{}, map(), #state{}) -> #state{}.
+took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
+    S1 = case Acc of
+             #{raw := #{rows := Rows, slow := Slow, first_ts := _, last_ts := LastTs} = Raw}
+               when is_list(Rows), is_list(Slow) ->
+                 Sys = to_system_time(Raw),
+                 Polled = S#state{polled_at = T, polls = S#state.polls + 1, last_ts = LastTs,
+                                  quiet = LastTs =:= S#state.last_ts},
+                 case Plan#plan.window of
+                     undefined ->
+                         Polled#state{snap = Sys};
+                     _ ->
+                         prune(Polled#state{slices = [{S#state.slice_from, T, Sys}
+                                                      | S#state.slices],
+                                            slice_from = T}, T)
+                 end;
+             _ ->
+                 S
+         end,
+    %% Anything else the sink says (an error) is not taken: the last
+    %% answer stands.
+    S2 = case Acc of
+             #{stats := #{} = Stats} -> S1#state{stats = Stats};
+             _ -> S1
+         end,
+    case Acc of
+        #{full := #{identities := _} = Full} -> S2#state{full = Full};
+        _ -> S2
+    end.
+
+%% Reports asked before this poll was sent have their answer; later ones
+%% wait for the next poll (sent at once).
+-spec answer_waiting(#poll{}, #state{}) -> #state{}.
+answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting}) ->
+    {Done, Later} = lists:partition(fun({_, At, _}) -> Final orelse At =< T end, Waiting),
+    _ = [answer(W, false, S) || W <- Done],
+    next_poll(S#state{waiting = Later}).
+
+-spec reply_waiting(#state{}) -> #state{}.
+reply_waiting(S = #state{waiting = Waiting}) ->
+    _ = [answer(W, incomplete(S), S) || W <- Waiting],
+    S#state{waiting = []}.
+
+-spec answer({gen_server:from(), integer(), reference()}, false | map(), #state{}) -> ok.
+answer({From, _At, TRef}, Incomplete, S) ->
+    _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+    gen_server:reply(From, {ok, node_report(Incomplete, S)}).
+
+%% A report: at once when nothing more can come from the sink (it died, or
+%% its last poll after the tiers stopped was taken); otherwise once a poll
+%% sent after this call is answered, or after ?REPORT_WAIT with the last
+%% poll's rows, said to be incomplete.
+-spec report_when_polled(gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {noreply, #state{}}.
+report_when_polled(_From, S = #state{sink_lost = #{}}) ->
+    {reply, {ok, node_report(incomplete(S), S)}, S};
+report_when_polled(_From, S = #state{active = false, final = true}) ->
+    {reply, {ok, node_report(false, S)}, S};
+report_when_polled(From, S = #state{waiting = Waiting}) ->
+    TRef = erlang:start_timer(?REPORT_WAIT, self(), {report_wait, From}),
+    {noreply, start_poll(S#state{waiting = [{From, now_ns(), TRef} | Waiting]})}.
+
+-spec incomplete(#state{}) -> false | map().
+incomplete(#state{sink_lost = false}) -> false;
+incomplete(#state{sink_lost = Lost}) -> Lost.
+
+-spec no_answer(#state{}) -> map().
+no_answer(S) ->
+    #{reason => no_answer, waited_ms => ?REPORT_WAIT, at => erlang:system_time(millisecond),
+      polled_at => sys_ms(S#state.polled_at)}.
+
+%% A monotonic time (ns) as system time (ms).
+-spec sys_ms(undefined | integer()) -> undefined | integer().
+sys_ms(undefined) -> undefined;
+sys_ms(T) -> erlang:convert_time_unit(T + erlang:time_offset(nanosecond), nanosecond,
+                                      millisecond).
 
 -spec prune(#state{}, integer()) -> #state{}.
 prune(S = #state{plan = #plan{window = W}, slices = Slices}, Now) ->
@@ -906,29 +1460,16 @@ prune(S = #state{plan = #plan{window = W}, slices = Slices}, Now) ->
     Slack = WindowNs div (2 * ?SLICES),
     S#state{slices = [Sl || {T0, _, _} = Sl <- Slices, T0 >= Now - WindowNs - Slack]}.
 
-%% The sink's report now: the window's slices merged, or everything since
+%% The rows of the last poll: the window's slices merged, or everything since
 %% start/reset.
--spec current_raw(#state{}) -> {map(), #state{}}.
-current_raw(S = #state{plan = Plan = #plan{window = undefined}}) ->
-    {Raw, _} = sink_report({tier_report, true}, Plan),
-    {Raw, S};
-current_raw(S = #state{active = Active, plan = Plan}) ->
-    S1 = case Active of
-             true -> take_slice(true, S);
-             false -> S
-         end,
-    Raws = [Raw || {_, _, Raw} <- lists:reverse(S1#state.slices)],
-    {kprof_report:merge_raw(slices, Raws, Plan#plan.slow_max, length(Plan#plan.tiers)), S1}.
-
-%% A sink report with its times in system time (ns), and the sink's
-%% `last_ts' as it said it; an empty one when the sink lost its tiers (it
-%% restarted).
--spec sink_report(term(), #plan{}) -> {map(), term()}.
-sink_report(Cmd, #plan{tiers = Tiers}) ->
-    case kprof_sink:command(Cmd) of
-        #{rows := _, last_ts := LastTs} = Raw -> {to_system_time(Raw), LastTs};
-        _ -> {kprof_report:empty_raw(length(Tiers)), undefined}
-    end.
+-spec current_raw(#state{}) -> map().
+current_raw(#state{plan = #plan{window = undefined, tiers = Tiers}, snap = undefined}) ->
+    kprof_report:empty_raw(length(Tiers));
+current_raw(#state{plan = #plan{window = undefined}, snap = Snap}) ->
+    Snap;
+current_raw(#state{plan = Plan, slices = Slices}) ->
+    Raws = [Raw || {_, _, Raw} <- lists:reverse(Slices)],
+    kprof_report:merge_raw(slices, Raws, Plan#plan.slow_max, length(Plan#plan.tiers)).
 
 -spec to_system_time(map()) -> map().
 to_system_time(Raw = #{slow := Slow}) ->
@@ -939,9 +1480,15 @@ to_system_time(Raw = #{slow := Slow}) ->
          slow => [{Id, Pid, Sys(Start), Wall, Calls, Self, Incl}
                   || {Id, Pid, Start, Wall, Calls, Self, Incl} <- Slow]}.
 
--spec node_report(map(), #state{}) -> node_report().
-node_report(Raw, S = #state{plan = Plan, counters = C}) ->
-    Stats = sink_stats(),
+%% The counts of the sink are since start or reset (its stats at the last
+%% poll less those at start): trace messages it lost (`dropped'), new keys
+%% its tables refused, and the tracer NIF's ring: events lost because the
+%% ring was full (`ring_drops'), events the NIF could not encode
+%% (`ring_unsupported': an identity too big for a record, ...), events of a
+%% pid the sink's table refused (`ring_unresolved') and records it could not
+%% take (`ring_bad': a new MFA refused at a full table, a malformed record).
+-spec node_report(false | map(), #state{}) -> node_report().
+node_report(Incomplete, S = #state{plan = Plan, counters = C, stats = Stats, base = Base}) ->
     Now = case S#state.until of
               undefined -> now_ns();
               Until -> Until
@@ -952,34 +1499,33 @@ node_report(Raw, S = #state{plan = Plan, counters = C}) ->
                  {_, Slices} -> Now - lists:min([T0 || {T0, _, _} <- Slices])
              end,
     Get = fun(I) -> count(C, I) end,
+    D = fun(K) -> delta(K, Stats, Base) end,
     #{node => node(),
       tiers => [Name || {Name, _} <- Plan#plan.tiers],
-      raw => Raw,
+      raw => current_raw(S),
       seen => Get(?SEEN),
       sampled => Get(?SAMPLED),
       traced_ns => max(0, Traced),
       window => Plan#plan.window,
       active => S#state.active,
       aborted => S#state.aborted,
-      sink_dropped => delta(dropped, Stats, S#state.base),
-      sink_dropped_pids => delta(dropped_pids, Stats, S#state.base),
-      sink_dropped_mfas => delta(dropped_mfas, Stats, S#state.base),
-      sink_dropped_names => delta(dropped_names, Stats, S#state.base),
-      full_trace => full_report(Plan),
-      bytes => delta(bytes, Stats, S#state.base),
+      sink_dropped => D(dropped),
+      sink_dropped_pids => D(dropped_pids),
+      sink_dropped_mfas => D(dropped_mfas),
+      sink_dropped_names => D(dropped_names),
+      ring_drops => D(ring_drops),
+      ring_unsupported => D(ring_unsupported),
+      ring_unresolved => D(ring_unresolved),
+      ring_bad => D(ring_bad),
+      full_trace => case Plan#plan.full of
+                        false -> undefined;
+                        _ -> S#state.full
+                    end,
+      bytes => D(bytes),
       reapplied => Get(?REAPPLIED),
-      slow_max => Plan#plan.slow_max}.
-
-%% The sink's full-trace aggregates (since start or reset, windows aside),
-%% or `undefined' without full trace.
--spec full_report(#plan{}) -> undefined | map().
-full_report(#plan{full = false}) ->
-    undefined;
-full_report(_Plan) ->
-    case kprof_sink:command({tier_full_report, ?FULL_TOP}) of
-        #{identities := _} = Full -> Full;
-        _ -> undefined
-    end.
+      slow_max => Plan#plan.slow_max,
+      incomplete => Incomplete,
+      polled_at => sys_ms(S#state.polled_at)}.
 
 -spec count(undefined | counters:counters_ref(), pos_integer()) -> non_neg_integer().
 count(undefined, _I) -> 0;
@@ -994,7 +1540,7 @@ sink_stats() ->
 
 -spec sink_base() -> #{atom() => non_neg_integer()}.
 sink_base() ->
-    maps:with([dropped, dropped_pids, dropped_mfas, dropped_names, bytes], sink_stats()).
+    maps:with(?DELTA_KEYS, sink_stats()).
 
 %% Since start or reset; a sink reset or restart in between starts again
 %% from zero.
@@ -1008,8 +1554,8 @@ delta(Key, Stats, Base) ->
     end.
 
 -spec state_info(#state{}) -> map().
-state_info(#state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
-                  counters = C}) ->
+state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
+                      counters = C}) ->
     Counts = case C of
                  undefined -> #{seen => 0, sampled => 0, reapplied => 0};
                  _ -> #{seen => counters:get(C, ?SEEN), sampled => counters:get(C, ?SAMPLED),
@@ -1019,9 +1565,17 @@ state_info(#state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted
                 undefined -> [];
                 #plan{tiers = T} -> T
             end,
+    Polled = case {Plan, S#state.polled_at} of
+                 {#plan{}, T0} when is_integer(T0) ->
+                     #{requests => maps:get(requests, current_raw(S))};
+                 _ ->
+                     #{requests => 0}
+             end,
     Counts#{active => Active, tiers => Tiers, nodes => Nodes, aborted => Aborted,
             sample => case Plan of undefined -> undefined; _ -> Plan#plan.sample end,
-            window => case Plan of undefined -> undefined; _ -> Plan#plan.window end}.
+            window => case Plan of undefined -> undefined; _ -> Plan#plan.window end,
+            polls => S#state.polls, polled_at => sys_ms(S#state.polled_at),
+            polled => Polled, sink_lost => S#state.sink_lost}.
 
 -spec now_ns() -> integer().
 now_ns() ->
@@ -1082,21 +1636,32 @@ each_node(Fun) ->
 
 -spec started_nodes() -> {ok, [node()]} | {error, term()}.
 started_nodes() ->
-    case call(nodes) of
+    started_nodes(?TIMEOUT).
+
+-spec started_nodes(timeout()) -> {ok, [node()]} | {error, term()}.
+started_nodes(Timeout) ->
+    case call(nodes, Timeout) of
         [] -> {ok, [node()]};
         Nodes when is_list(Nodes) -> {ok, Nodes};
         {error, _} = Error -> Error
     end.
 
+%% Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
+%% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
+%% with the nodes asked of this server first (?REPORT_MARGIN), report/1
+%% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time
+%% to build the report, whatever the sinks do. A node that does not answer
+%% by then is an error; a sink that does not is a report flagged
+%% `incomplete'.
 -spec report_nodes(report_opts()) -> ok | {ok, term()} | {error, term()}.
 report_nodes(Opts) ->
     Nodes = case maps:find(nodes, Opts) of
                 {ok, Ns} -> {ok, Ns};
-                error -> started_nodes()
+                error -> started_nodes(?REPORT_MARGIN)
             end,
     case Nodes of
         {ok, Ns1} ->
-            Replies = [on_node(N, node_report, []) || N <- Ns1],
+            Replies = node_reports(Ns1),
             case first_error(Replies) of
                 ok -> format(kprof_report:build([R || {ok, R} <- Replies], Opts), Opts);
                 {error, _} = Error -> Error
@@ -1104,6 +1669,18 @@ report_nodes(Opts) ->
         {error, _} = Error ->
             Error
     end.
+
+-spec node_reports([node()]) -> [{ok, node_report()} | {error, term()}].
+node_reports(Nodes) ->
+    Results = erpc:multicall(Nodes, ?MODULE, node_report, [],
+                             ?REPORT_WAIT + 3 * ?REPORT_MARGIN),
+    [case {N, Result} of
+         {_, {ok, {ok, _} = Ok}} -> Ok;
+         {Here, {ok, {error, _} = Error}} when Here =:= node() -> Error;
+         {_, {ok, {error, Reason}}} -> {error, {node, N, Reason}};
+         {Here, {error, {erpc, timeout}}} when Here =:= node() -> {error, timeout};
+         {_, {Class, Reason}} -> {error, {node, N, {Class, Reason}}}
+     end || {N, Result} <- lists:zip(Nodes, Results)].
 
 -spec format({ok, kprof_report:report()} | {error, term()}, report_opts()) ->
           ok | {ok, term()} | {error, term()}.
@@ -1118,8 +1695,12 @@ format({error, _} = Error, _Opts) ->
 
 -spec call(term()) -> term().
 call(Request) ->
+    call(Request, ?TIMEOUT).
+
+-spec call(term(), timeout()) -> term().
+call(Request, Timeout) ->
     try
-        gen_server:call(?SERVER, Request, ?TIMEOUT)
+        gen_server:call(?SERVER, Request, Timeout)
     catch
         exit:{noproc, _} -> {error, not_running};
         exit:{timeout, _} -> {error, timeout};

@@ -500,6 +500,75 @@ START_TEST(limits_on_port_frames) {
 }
 END_TEST
 
+/* {kprof, Ref, {flame_start, Id, []}}, {flame_drop, Id}: a capture's slot in the sink. */
+static void command_flame(long ref, const char *cmd, long id) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, strcmp(cmd, "flame_start") == 0 ? 3 : 2);
+  tb_atom(&x, cmd);
+  ei_x_encode_long(&x, id);
+  if (strcmp(cmd, "flame_start") == 0)
+    ei_x_encode_empty_list(&x);
+  feed_x(&x);
+}
+
+/* {kprof, Ref, {tiers_start, [{web, entry, '_', 0}], []}} */
+static void command_tiers_start(long ref) {
+  ei_x_buff x;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "tiers_start");
+  ei_x_encode_list_header(&x, 1);
+  ei_x_encode_tuple_header(&x, 4);
+  tb_atom(&x, "web");
+  tb_atom(&x, "entry");
+  tb_atom(&x, "_");
+  ei_x_encode_long(&x, 0);
+  ei_x_encode_empty_list(&x);
+  ei_x_encode_empty_list(&x);
+  feed_x(&x);
+}
+
+/* Tiers and flame captures refuse each other, in command order: a capture
+ * holds its slot from flame_start to flame_drop (or flame_write), the tiers
+ * theirs from tiers_start to tiers_stop (issue 11: a capture's end cleared
+ * the patterns of tiers started while it ran). */
+START_TEST(tiers_and_flame_refuse_each_other) {
+  command_flame(1, "flame_start", 7);
+  expect_reply(0, "ok");
+  command_tiers_start(2);
+  expect_reply(1, "{error, {busy, flame}}");
+  ck_assert_int_eq(sink.tiers.active, 0);
+  command_flame(3, "flame_start", 8);            /* captures among themselves: fine */
+  expect_reply(2, "ok");
+  command_flame(4, "flame_drop", 7);
+  command_tiers_start(5);                        /* one capture left */
+  expect_reply(4, "{error, {busy, flame}}");
+  command_flame(6, "flame_drop", 8);
+  command_tiers_start(7);
+  expect_reply(6, "ok");
+  ck_assert_int_eq(sink.tiers.active, 1);
+  command_flame(8, "flame_start", 9);
+  expect_reply(7, "{error, {busy, tiers}}");
+  ck_assert_int_eq(sink.flame.active, 0);
+  command(9, "tier_reset");                      /* still running */
+  command_flame(10, "flame_start", 9);
+  expect_reply(9, "{error, {busy, tiers}}");
+  command(11, "tiers_stop");
+  command_flame(12, "flame_start", 9);
+  expect_reply(11, "ok");
+  ck_assert_int_eq(sink.flame.active, 1);
+}
+END_TEST
+
 Suite *control_suite(void) {
   Suite *s = suite_create("control");
   TCase *tc = tcase_create("control");
@@ -519,6 +588,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, limits_cleared_and_rearmed);
   tcase_add_test(tc, limits_reset);
   tcase_add_test(tc, limits_on_port_frames);
+  tcase_add_test(tc, tiers_and_flame_refuse_each_other);
   suite_add_tcase(s, tc);
   return s;
 }
