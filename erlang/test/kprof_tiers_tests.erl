@@ -310,12 +310,16 @@ killed_mid_run() ->
                    aborted := [#{reason := kprof_tiers_restarted}]}, R),
     ?assertEqual([x], [Id || #{identity := Id} <- maps:get(rows, R)]),
     [Header | _] = string:split(text(R), "\n"),
+    %% Two nets race to turn it off: kprof_guard, which saw its owner die,
+    %% and the restarted server, from the record; the counts are the
+    %% server's, 0 when the guard was first.
     ?assertMatch({match, _}, re:run(Header, "tracing ABORTED: kprof_tiers restarted \\(.*turned "
-                                    "off the tracing of [0-9]+ processes and 4 trace patterns\\)")),
+                                    "off the tracing of [0-9]+ processes and [04] trace patterns\\)")),
     {error, {already_stopped, #{reason := kprof_tiers_restarted,
-                                undone := #{processes := Procs, patterns := 4}}}} =
+                                undone := #{processes := Procs, patterns := Patterns}}}} =
         kprof:stop_tiers(),
-    ?assert(Procs >= 1),
+    ?assert(is_integer(Procs)),   % how many it found depends on the race above
+    ?assert(lists:member(Patterns, [0, 4])),
     %% Requests after the restart run untraced; a new start works.
     ?W:run_requests(2, y, fun() -> ?W:sleep_a(1) end),
     ?assertMatch(#{requests := 4}, report()),
