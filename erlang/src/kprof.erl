@@ -96,8 +96,30 @@
 %%% == Safety ==
 %%%
 %%% <ul>
-%%% <li>Every `sink_*' function returns within its timeout (5000 ms, option
-%%%     `call_timeout'): `{error, timeout}' when the sink does not answer.</li>
+%%% <li>Every function returns within a bound, whatever the sink does (frozen,
+%%%     killed, flooded), checked by kprof_fault_tests with the sink frozen.
+%%%     With T the `call_timeout' (option of {@link start/1}, 5000 ms):
+%%%     <ul>
+%%%     <li>at once: `sink_port/0', `subscribe/0', `unsubscribe/0',
+%%%         `request/2' (but for the fun), `set_token/1', `clear_token/0',
+%%%         `stop_tiers/0' (what it asks the sink is sent, not waited for);</li>
+%%%     <li>T: every `sink_*' function (`{error, timeout}' when the sink does
+%%%         not answer), `start_tiers/2' on one node, `full_trace_flame/2';
+%%%         a flame capture that cannot start says `{error, {sink, timeout}}'
+%%%         within T;</li>
+%%%     <li>2 s: `status/0' (the sink's health is a ping of 1 s);</li>
+%%%     <li>6 s: `report/1' (a sink that does not answer in 2 s gives the rows of
+%%%         the last poll, flagged incomplete); `reset/0': 2T; `reset/0' and
+%%%         `start_tiers/2' up to 2 s more when they wait behind a report in
+%%%         the tiers server;</li>
+%%%     <li>flame captures, once tracing: `flame_apply' the function's own time,
+%%%         `flame_pid' its `Millis' (60 s at most), `flame_capture' its
+%%%         `timeout' option; then at most 30 s for the files (and, through
+%%%         the port tracer, 30 s more for the VM to hand over its queue), a
+%%%         few T for the sink's bookkeeping; a sink that does not answer
+%%%         within those 30 s is killed and restarted;</li>
+%%%     <li>`stop/0': each server's shutdown, 5 s at most.</li>
+%%%     </ul></li>
 %%% <li>If the sink dies, pending calls get `{error, {sink_down, Status}}',
 %%%     a warning is logged and the sink is restarted with a new port; the
 %%%     VM has dropped the tracing that used the old one. Processes that

@@ -227,7 +227,7 @@ run_capture(MFA, N, Cfg) ->
                     end_with(again(Id, Done), Written);
                 {error, _} = Error ->
                     _ = kprof_flame_srv:close(Id),
-                    _ = kprof_sink:command({flame_drop, Id}),
+                    _ = kprof_sink:send({flame_drop, Id}),
                     _ = kprof_flame_srv:done(Id),
                     _ = again(Id, false),
                     Error
@@ -360,7 +360,7 @@ write(Id, End, Cfg, Mode, Flags) ->
                     {error, {sink, Other}}
             end;
         {error, Reason} ->
-            _ = kprof_sink:command({flame_drop, Id}),
+            _ = kprof_sink:send({flame_drop, Id}),
             {error, {output_directory, Dir, Reason}}
     end.
 

@@ -408,6 +408,9 @@ warn_traced([{Pid, Tracer} | More]) ->
                    "and try again.", [Pid, Others, Tracer, Who, Stop]).
 
 %% The capture in the sink: options, then its processes with their names.
+%% On any failure a flame_drop follows, in order, unwaited: a sink that did
+%% not answer in time still has the capture once it reads again, and would
+%% keep it (and refuse the tiers) for ever.
 -spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
 sink_start(Id, Mode, Cfg) ->
     Opts = [{sleep, maps:get(sleep, Cfg)}, {gc, maps:get(gc, Cfg)},
@@ -422,9 +425,10 @@ sink_start(Id, Mode, Cfg) ->
             Pids = [{P, name_of(P)} || P <- maps:get(pids, Cfg)],
             case kprof_sink:command({flame_pids, Id, Pids}) of
                 ok -> ok;
-                Error -> _ = kprof_sink:command({flame_drop, Id}), sink_error(Error)
+                Error -> _ = kprof_sink:send({flame_drop, Id}), sink_error(Error)
             end;
         Error ->
+            _ = kprof_sink:send({flame_drop, Id}),
             sink_error(Error)
     end.
 
@@ -437,7 +441,13 @@ mode_opts(capture, Cfg) ->
     [{trigger, maps:get(trigger, Cfg)}, {ncalls, maps:get(ncalls, Cfg)}, {hold, true},
      {time_offset, erlang:time_offset(nanosecond)}].
 
+%% What the sink answered, as the capture's error: its own refusals as they
+%% are ({busy, tiers}, too_many_captures, ...); a sink that did not answer,
+%% died or is not running as {sink, Why}, so a caller tells them apart from
+%% a capture's own `timeout' (flame_capture's wait).
 -spec sink_error(term()) -> {error, term()}.
+sink_error({error, Why}) when Why =:= timeout; Why =:= not_running -> {error, {sink, Why}};
+sink_error({error, {sink_down, _} = Why}) -> {error, {sink, Why}};
 sink_error({error, _} = E) -> E;
 sink_error(Other) -> {error, {sink, Other}}.
 

@@ -81,7 +81,9 @@ fault_test_() ->
               {"kprof_sink's server killed mid-capture: nothing left, next capture works",
                fun sink_server_killed/1},
               {"kprof:stop() mid-capture: no on_load or other pattern left",
-               fun stop_mid_capture/1}]]}.
+               fun stop_mid_capture/1},
+              {"every export of kprof returns within its documented bound, sink frozen",
+               fun bounded_calls/1}]]}.
 
 %%% The sink frozen
 
@@ -315,6 +317,87 @@ stop_mid_capture(Dir) ->
     [stop(W) || W <- Ws],
     ok = kprof:start(),
     next_start_works().
+
+%%% Every call of the API has a bound (kprof's module doc, "Time bounds")
+
+%% The sink frozen with nothing traced, then while the tiers run: each export
+%% is called in a process of its own, all at once, and timed against the
+%% bound its doc gives: call_timeout (here 1000 ms) for what asks the sink,
+%% twice that and 2 s for reset/0, 2 s more for start_tiers/2 (they may wait
+%% behind a report in the tiers server), 2 s for
+%% status/0, 6 s for report/1, at once for the rest (plus 1 s of margin
+%% for a loaded machine).
+bounded_calls(_Dir) ->
+    ok = kprof:stop(),
+    T = 1000,
+    ok = kprof:start(#{call_timeout => T}),
+    {ok, _, _} = kprof:flame_apply(fun() -> ok end,   % the ring is open before the freeze
+                                   #{output_directory => "/tmp", output_format => folded,
+                                     name => "kprof-fault-ring-" ++ os:getpid()}),
+    _ = file:delete("/tmp/kprof-fault-ring-" ++ os:getpid() ++ ".folded"),
+    Sink = T + 1000,
+    Idle = [{sink_port, 100, fun kprof:sink_port/0},
+            {sink_ping, Sink, fun kprof:sink_ping/0},
+            {sink_version, Sink, fun kprof:sink_version/0},
+            {sink_stats, Sink, fun kprof:sink_stats/0},
+            {sink_sync, Sink, fun kprof:sink_sync/0},
+            {sink_reset, Sink, fun kprof:sink_reset/0},
+            {sink_calls, Sink, fun kprof:sink_calls/0},
+            {status, 2000 + 1000, fun kprof:status/0},
+            {subscribe, 100, fun kprof:subscribe/0},
+            {start_tiers, Sink, fun() -> kprof:start_tiers(?TIERS, #{}) end},
+            {report, 6000 + 1000, fun() -> kprof:report(#{format => term}) end},
+            {full_trace_flame, Sink, fun() -> kprof:full_trace_flame(all, #{}) end},
+            {flame_apply, Sink, fun() -> kprof:flame_apply(fun() -> ok end, #{}) end},
+            {flame_capture, Sink,
+             fun() -> kprof:flame_capture({kprof_guard_work, f, 0}, 1, #{timeout => 100}) end},
+            {flame_pid, Sink, fun() -> kprof:flame_pid(self(), 100, #{}) end},
+            {request, 100, fun() -> kprof:request(x, fun() -> ok end) end},
+            {set_token, 100, fun() -> kprof:set_token(x) end},
+            {clear_token, 100, fun kprof:clear_token/0}],
+    #{os_pid := OsPid} = kprof_sink:info(),
+    signal("STOP", OsPid),
+    Timed = run_all(Idle),
+    signal("CONT", OsPid),
+    %% The flame calls that could not start say the sink did not answer.
+    [?assertMatch({error, {sink, timeout}}, R) || {N, _, R} <- Timed,
+                                                 lists:member(N, [flame_apply, flame_capture,
+                                                                  flame_pid])],
+    ok = wait_until(fun() -> kprof:sink_ping() =:= pong end, 10000),
+    %% While the tiers run.
+    ok = kprof:start_tiers(?TIERS, #{}),
+    W = requests(),
+    ok = wait_until(fun() -> sink_events() > 100 end, 10000),
+    signal("STOP", OsPid),
+    Running = [{report, 6000 + 1000, fun() -> kprof:report(#{format => term}) end},
+               {reset, 2 * T + 2000 + 1000, fun kprof:reset/0},
+               {status, 2000 + 1000, fun kprof:status/0},
+               {start_tiers, T + 2000 + 1000, fun() -> kprof:start_tiers(?TIERS, #{}) end},
+               {flame_apply, Sink, fun() -> kprof:flame_apply(fun() -> ok end, #{}) end}],
+    _ = run_all(Running),
+    {StopMs, _} = timed(fun kprof:stop_tiers/0),
+    ?assert(StopMs =< Sink),
+    stop(W),
+    signal("CONT", OsPid),
+    {StopAllMs, ok} = timed(fun kprof:stop/0),
+    ?debugFmt("kprof:stop_tiers/0 ~b ms, kprof:stop/0 ~b ms", [StopMs, StopAllMs]),
+    ok = kprof:start().
+
+%% Runs every {Name, BoundMs, Fun} at once, each in a process of its own;
+%% asserts each returned within its bound; returns {Name, Ms, Result}.
+run_all(Calls) ->
+    Self = self(),
+    _ = [spawn(fun() ->
+                       T0 = erlang:monotonic_time(millisecond),
+                       R = (catch F()),
+                       Self ! {timed, N, erlang:monotonic_time(millisecond) - T0, R}
+               end) || {N, _, F} <- Calls],
+    Timed = [receive {timed, N, Ms, R} -> {N, Ms, R} after 60000 -> {N, stuck, stuck} end
+             || {N, _, _} <- Calls],
+    ?debugFmt("sink frozen: ~s", [[io_lib:format("~p ~p ms; ", [N, Ms]) || {N, Ms, _} <- Timed]]),
+    [?assert(is_integer(Ms) andalso Ms =< Bound)
+     || {{N, Bound, _}, {N, Ms, _}} <- lists:zip(Calls, Timed)],
+    Timed.
 
 %%%%%%%%%%%%%%%
 %%% HELPERS %%%
