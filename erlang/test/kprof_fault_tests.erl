@@ -107,16 +107,13 @@ tiers_sink_frozen(_Dir) ->
 
 pid_sink_frozen(Dir) ->
     ok = kprof:subscribe(),
-    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 4)],
-    Self = self(),
-    C = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps = busy_capture(4, Dir),
     {Stopped, Alert, Ms} = freeze_until_alert(3000),
     stalled(Alert),
     ?debugFmt("flame_pid: the sink frozen, tracing aborted ~b ms later", [Ms]),
     ?assert(Ms =< stall_bound() + 500),
     ok = thaw(Stopped),
-    {error, {aborted, overload, Files}} = receive {done, R} -> R after 60000 -> error({stuck, C}) end,
+    {error, {aborted, overload, Files}} = receive {done, R} -> R after 60000 -> error(stuck) end,
     [stop(P) || P <- Ps],
     has_files(Files),
     ?assertEqual([], leftovers()),
@@ -169,10 +166,7 @@ capture_sink_frozen(Dir) ->
 %% timeout.
 sink_frozen_for_good(Dir) ->
     ok = kprof:subscribe(),
-    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
-    Self = self(),
-    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps = busy_capture(2, Dir),
     #{os_pid := Old} = kprof_sink:info(),
     T0 = erlang:monotonic_time(millisecond),
     signal("STOP", Old),
@@ -199,10 +193,7 @@ sink_frozen_for_good(Dir) ->
 
 sink_killed_during_capture(Dir) ->
     ok = kprof:subscribe(),
-    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
-    Self = self(),
-    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps = busy_capture(2, Dir),
     #{os_pid := Old} = kprof_sink:info(),
     T0 = erlang:monotonic_time(millisecond),
     signal("KILL", Old),
@@ -230,10 +221,7 @@ sink_killed_during_tiers(_Dir) ->
 %%% kprof's own servers killed
 
 flame_srv_killed(Dir) ->
-    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
-    Self = self(),
-    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps = busy_capture(2, Dir),
     Old = whereis(kprof_flame_srv),
     T0 = erlang:monotonic_time(microsecond),
     exit(Old, kill),
@@ -287,10 +275,7 @@ guard_killed(_Dir) ->
     next_start_works().
 
 sink_server_killed(Dir) ->
-    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, 2)],
-    Self = self(),
-    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps = busy_capture(2, Dir),
     Old = whereis(kprof_sink),
     exit(Old, kill),
     ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
@@ -428,6 +413,15 @@ cleanup(Dir) ->
 
 opts(Dir) ->
     #{output_directory => Dir, output_format => folded}.
+
+%% N busy processes under flame_pid (20 s), in a process that sends
+%% {done, Result}; returns once the sink has taken a thousand events.
+busy_capture(N, Dir) ->
+    Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, N)],
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
+    Ps.
 
 %% Every trace setting of kprof's still on the node: processes whose tracer
 %% is kprof's (the sink's port, the tracer NIF), patterns on the functions of

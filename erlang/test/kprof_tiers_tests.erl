@@ -462,8 +462,7 @@ ring_full_counted() ->
         ok = kprof:subscribe(),
         ok = kprof_sink:command({test_delay_us, 2000}),
         ok = kprof:start_tiers(?TIERS1, #{}),
-        Self = self(),
-        Flood = spawn_link(fun() -> flood(Self) end),
+        Flood = spawn_link(fun kprof_tiers_work:flood/0),
         Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
         ?assertMatch(#{what := ring_drops}, Alert),
         Flood ! stop,
@@ -482,15 +481,6 @@ ring_full_counted() ->
                                         ++ " events lost in the tracer's ring \\(full\\)"))
     after
         application:unset_env(kprof, ring_bytes)
-    end.
-
--spec flood(pid()) -> ok.
-flood(Parent) ->
-    receive
-        stop -> ok
-    after 0 ->
-        ?W:run_requests(50, f, fun() -> ?W:sleep_a(0) end),
-        flood(Parent)
     end.
 
 %% Issue 11: an identity over what a ring record holds was dropped by the

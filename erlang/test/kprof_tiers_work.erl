@@ -16,7 +16,7 @@
 %% Several processes
 -export([start_server/1, stop_server/1, via/3, http/3, db/2, tpl/1]).
 %% Helpers of the tests
--export([run_requests/3, run_mfa_requests/5, settle/0, burn/1, burn_until/1,
+-export([run_requests/3, run_mfa_requests/5, flood/0, settle/0, burn/1, burn_until/1,
          start_times/0, stop_times/1, reset_times/0, measured_ms/2]).
 
 -define(TIMES, kprof_tiers_work_times).
@@ -161,6 +161,16 @@ tpl(Ms) ->
     rendered.
 
 %%% Helpers
+
+%% @doc Requests of `f', 50 at a time, as fast as they go, until told `stop'.
+-spec flood() -> ok.
+flood() ->
+    receive
+        stop -> ok
+    after 0 ->
+        run_requests(50, f, fun() -> sleep_a(0) end),
+        flood()
+    end.
 
 %% @doc `N' requests of `Identity', each running `Fun'.
 -spec run_requests(non_neg_integer(), term(), fun(() -> term())) -> ok.

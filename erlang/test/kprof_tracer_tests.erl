@@ -95,8 +95,7 @@ ring_full() ->
     ok = kprof:subscribe(),
     ok = kprof_sink:command({test_delay_us, 2000}),
     ok = kprof:start_tiers(?TIERS, #{}),
-    Self = self(),
-    P = spawn_link(fun() -> flood(Self) end),
+    P = spawn_link(fun kprof_tiers_work:flood/0),
     Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
     ?assertMatch(#{what := ring_drops, ring_size := 65536}, Alert),
     ?assert(maps:get(value, Alert) > 0),
@@ -194,14 +193,6 @@ ring_max_events() ->
     ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
               "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
     P ! stop.
-
-flood(Parent) ->
-    receive
-        stop -> ok
-    after 0 ->
-        ?W:run_requests(50, f, fun() -> ?W:sleep_a(0) end),
-        flood(Parent)
-    end.
 
 fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused
