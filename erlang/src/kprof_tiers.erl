@@ -227,7 +227,7 @@
                          time => self | inclusive,       % self
                          nodes => [node()],              % those of start/2
                          limit => pos_integer() | infinity}. % text: 50
-%% What one node reports; see kprof_report:merge/1.
+%% What one node reports; kprof_report:build/2 merges the nodes' into one.
 -type node_report() :: #{atom() => term()}.
 -type sink_spec() :: {module(), atom(), arity() | '_',
                       non_neg_integer() | start | stop | entry | traced}.
