@@ -36,15 +36,24 @@ $(BENCH_DIR)/sink_modes: bench/sink_modes.c $(wildcard include/*.h) $(B)/libkpro
 $(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a
 
-# What one trace event costs the traced process, tracer by tracer (bench/overhead_bench.erl).
+# What one trace event costs the traced process, tracer by tracer (bench/overhead_bench.erl),
+# beside the dispatch floor of a NIF tracer that does nothing (bench/null_tracer*, built
+# here into $(BENCH_DIR), never into erlang/priv).
 OVERHEAD_CALLS  ?= 200000
-OVERHEAD_ROUNDS ?= 3
-bench-overhead: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam
+OVERHEAD_ROUNDS ?= 5
+bench-overhead: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/null_tracer.beam \
+                $(BENCH_DIR)/null_tracer.so
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
 	  -eval 'overhead_bench:main(["$(OVERHEAD_CALLS)", "$(OVERHEAD_ROUNDS)", "bench/RESULTS.md"])'
 
 $(BENCH_DIR)/overhead_bench.beam: bench/overhead_bench.erl | $(BENCH_DIR)
 	erlc -o $(BENCH_DIR) $<
+
+$(BENCH_DIR)/null_tracer.beam: bench/null_tracer.erl | $(BENCH_DIR)
+	erlc -o $(BENCH_DIR) $<
+
+$(BENCH_DIR)/null_tracer.so: bench/null_tracer_nif.c | $(BENCH_DIR)
+	$(CC) $(NIF_CFLAGS) -o $@ $<
 
 # The same tier aggregation in the sink vs in an Erlang process tracer (bench/aggregator_bench.erl).
 AGG_CLIENTS  ?= 4

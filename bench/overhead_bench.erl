@@ -12,16 +12,22 @@
 %%%     tenth of the calls: the VM's port queue drains quadratically behind a
 %%%     small pipe, so the full count takes minutes;</li>
 %%% <li>`kprof_sink parallelism': the port opened with `{parallelism, true}';</li>
-%%% <li>`kprof_tracer NIF ring': the tracer the tiers use, the kprof_tracer
-%%%     NIF writing each event into the sink's shared-memory ring (16 MiB);</li>
+%%% <li>`kprof_tracer NIF ring': the tracer the tiers and flame captures use,
+%%%     the kprof_tracer NIF writing each event into the sink's shared-memory
+%%%     ring (16 MiB);</li>
+%%% <li>`null erl_tracer NIF': the VM's dispatch floor for any NIF tracer,
+%%%     bench/null_tracer_nif.c (enabled/3 answers `trace', trace/5 `ok'): what
+%%%     the VM spends to hand a NIF one event, before the NIF does anything;</li>
 %%% <li>`process tracer': an Erlang process that receives and counts;</li>
 %%% <li>`dbg ip': `dbg:trace_port(ip, {0, 50000})', no client (it drops);</li>
 %%% <li>`dbg file': `dbg:trace_port(file, File)'.</li>
 %%% </ul>
 %%%
 %%% Also: the time until the tracer has everything (for the sink, the reply
-%%% to a `sync' sent after the loop). Medians. Prints a table and rewrites
-%%% the "Cost per event" section of bench/RESULTS.md.
+%%% to a `sync' sent after the loop). Medians. Target (issue 10): the ring's
+%%% cost per event at most 1.2 times the null NIF's. Prints a table and
+%%% rewrites the "Cost per event" section of bench/RESULTS.md. Not a test:
+%%% nothing fails on a number.
 -module(overhead_bench).
 -export([main/1, f/1, run_mode/3, write_section/3, load_average/0]).
 
@@ -39,17 +45,22 @@ main([CallsS, RoundsS, Results]) ->
              {sink, "kprof_sink", [], []},
              {sink, "kprof_sink 64k pipe", ["--pipe-size", "65536"], []},
              {sink, "kprof_sink parallelism", [], [{parallelism, true}]},
-             nif_ring, process, dbg_ip, dbg_file],
-    Runs = [{mode_name(M), run(M, Sink, calls_of(M, Calls))} || _ <- lists:seq(1, Rounds), M <- Modes],
-    Table = [summary(Name, [R || {N, R} <- Runs, N =:= Name]) || Name <- lists:usort(
-                                                                 [mode_name(M) || M <- Modes])],
+             nif_ring, nif_null, process, dbg_ip, dbg_file],
+    Load0 = load_average(),
+    Runs = [{Round, mode_name(M), run(M, Sink, calls_of(M, Calls))}
+            || Round <- lists:seq(1, Rounds), M <- Modes],
+    Load1 = load_average(),
+    Table = [summary(Name, [R || {_, N, R} <- Runs, N =:= Name]) || Name <- lists:usort(
+                                                                    [mode_name(M) || M <- Modes])],
     Base = proplists:get_value("untraced", [{N, Loop} || {N, Loop, _} <- Table]),
     Lines = [line(N, Loop, Drain, Base, calls_of(M, Calls), Calls)
              || {M, {N, Loop, Drain}} <- lists:zip(Modes, order(Modes, Table))],
     Text = ["| tracer | loop (ms) | ns/event in the traced process | until the tracer has all (ms) |\n",
             "|---|--:|--:|--:|\n", Lines,
             io_lib:format("~nMedians of ~b rounds of ~b calls each, modes interleaved; "
-                          "flags ~w, local pattern, match spec [].~n", [Rounds, Calls, ?FLAGS])],
+                          "flags ~w, local pattern, match spec []. Load average before / after "
+                          "the rounds: ~s / ~s.~n", [Rounds, Calls, ?FLAGS, Load0, Load1]),
+            floor_target(Runs, Base, Calls)],
     io:format("~s", [Text]),
     write_section(Results, "Cost per event", Text),
     halt(0).
@@ -63,6 +74,7 @@ calls_of(_, Calls) -> Calls.
 mode_name(untraced) -> "untraced";
 mode_name({sink, Name, _, _}) -> Name;
 mode_name(nif_ring) -> "kprof_tracer NIF ring";
+mode_name(nif_null) -> "null erl_tracer NIF (dispatch floor)";
 mode_name(process) -> "process tracer";
 mode_name(dbg_ip) -> "dbg ip (drops)";
 mode_name(dbg_file) -> "dbg file".
@@ -74,12 +86,37 @@ summary(Name, Rs) ->
 line(Name, Loop, Drain, Base, Calls, AllCalls) ->
     Ns = case Name of
              "untraced" -> "-";
-             _ -> io_lib:format("~b", [round((Loop - Base * Calls / AllCalls) * 1.0e6 / Calls)])
+             _ -> io_lib:format("~b", [round(ns_per_event(Loop, Base, Calls, AllCalls))])
          end,
     Note = case Calls of AllCalls -> ""; _ -> io_lib:format(" (~b calls)", [Calls]) end,
     io_lib:format("| ~s~s | ~.1f | ~s | ~.1f |~n", [Name, Note, Loop, Ns, Drain]).
 
 median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).
+
+%% What an event costs the traced process: the loop's time less the untraced
+%% loop's (pro rata), per call, in ns.
+ns_per_event(Loop, Base, Calls, AllCalls) ->
+    (Loop - Base * Calls / AllCalls) * 1.0e6 / Calls.
+
+%% The ring against the dispatch floor: the ratio of the medians in the table
+%% (the target), and each round's own ratio (the modes of a round ran
+%% seconds apart, so a round's ratio sees the same load on both).
+floor_target(Runs, Base, Calls) ->
+    Ring = mode_name(nif_ring),
+    Null = mode_name(nif_null),
+    Loops = fun(Name) -> [{R, L} || {R, N, {L, _}} <- Runs, N =:= Name] end,
+    Ns = fun(L) -> ns_per_event(L, Base, Calls, Calls) end,
+    RingNs = Ns(median([L || {_, L} <- Loops(Ring)])),
+    NullNs = Ns(median([L || {_, L} <- Loops(Null)])),
+    PerRound = [Ns(LR) / Ns(LN) || {R, LR} <- Loops(Ring), {R2, LN} <- Loops(Null), R =:= R2],
+    Ratio = RingNs / NullNs,
+    io_lib:format("~nThe ring against the VM's dispatch floor (the null NIF): ~b / ~b ns per "
+                  "event = ~.2fx (target <= 1.2x): **~s**; each round's own ratio: ~s.~n",
+                  [round(RingNs), round(NullNs), Ratio, pass(Ratio =< 1.2),
+                   lists:join(", ", [io_lib:format("~.2f", [X]) || X <- PerRound])]).
+
+pass(true) -> "PASS";
+pass(false) -> "FAIL".
 
 %% {LoopMs, UntilDeliveredMs}
 run_mode(M, S, C) -> run(M, S, C).
@@ -110,6 +147,9 @@ run(nif_ring, Sink, Calls) ->
     ok = kprof_tracer:detach(),
     port_close(Port),
     {Loop, Drain};
+run(nif_null, _Sink, Calls) ->
+    {module, null_tracer} = code:ensure_loaded(null_tracer),
+    {loop({null_tracer, []}, Calls), 0.0};
 run(process, _Sink, Calls) ->
     Self = self(),
     Counter = spawn(fun() -> count(Self, Calls) end),
