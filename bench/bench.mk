@@ -3,7 +3,10 @@
 #                                 bench-tiers, bench-flame
 #   make bench-sink               replays a recorded stream of >= 5 M real trace messages
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
-#   make bench-overhead           cost per event in the traced process, tracer by tracer
+#   make bench-overhead           cost per event in the traced process, tracer by tracer,
+#                                 beside a null NIF tracer (the VM's dispatch floor)
+#   make bench-flame              flame captures of 1 M and 10 M events; call to file for
+#                                 kprof (ring, port) and an in-VM baseline (eflame's design)
 #   make bench BENCH_RUNS=9       more runs
 #   make bench-stream             only (re)generate the stream if it is missing
 # The stream is recorded once from a real traced workload by bench/gen_stream.erl into
@@ -65,14 +68,29 @@ bench-aggregator: $(SINK) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/aggr
 $(BENCH_DIR)/aggregator_bench.beam: bench/aggregator_bench.erl | $(BENCH_DIR)
 	erlc -o $(BENCH_DIR) $<
 
-# A flame capture of 1 M and of 10 M events side by side: sink peak RSS, time to
-# write the files (bench/flame_bench.erl; a few minutes: the VM hands ~100 k events/s
-# to a port when the traced loop lets the port drain).
-FLAME_SMALL ?= 1000000
-FLAME_BIG   ?= 10000000
-bench-flame: $(SINK) erl $(BENCH_DIR)/flame_bench.beam $(BENCH_DIR)/overhead_bench.beam
+# What a flame graph costs (bench/flame_bench.erl), in one run:
+# - a capture of 1 M and of 10 M events side by side: traced time, sink peak RSS, time to
+#   write the files, alerts; through the tracer of the application env (the ring by
+#   default). FLAME_PAUSE: iterations between the loop's 1 ms waits, `auto' = none
+#   through the ring, 64 through the port (which queues in the VM otherwise);
+# - end to end, call to folded file: fib(FLAME_FIB) and a FLAME_WIDE-iteration
+#   lists/maps/ets loop (bench/flame_work.erl) through kprof with the ring, kprof with the
+#   port tracer, and an in-VM baseline of eflame's design (bench/flame_baseline.erl),
+#   FLAME_ROUNDS interleaved rounds after a warm-up.
+FLAME_SMALL  ?= 1000000
+FLAME_BIG    ?= 10000000
+FLAME_PAUSE  ?= auto
+FLAME_ROUNDS ?= 5
+FLAME_FIB    ?= 25
+FLAME_WIDE   ?= 20000
+FLAME_BEAMS  := $(BENCH_DIR)/flame_bench.beam $(BENCH_DIR)/flame_work.beam \
+                $(BENCH_DIR)/flame_baseline.beam $(BENCH_DIR)/overhead_bench.beam
+bench-flame: $(SINK) $(NIF) erl $(FLAME_BEAMS)
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
-	  -eval 'flame_bench:main(["$(FLAME_SMALL)", "$(FLAME_BIG)", "bench/RESULTS.md"])'
+	  -eval 'flame_bench:main(["$(FLAME_SMALL)", "$(FLAME_BIG)", "$(FLAME_PAUSE)", "$(FLAME_ROUNDS)", "$(FLAME_FIB)", "$(FLAME_WIDE)", "bench/RESULTS.md"])'
 
 $(BENCH_DIR)/flame_bench.beam: bench/flame_bench.erl $(ERL_BEAM) | $(BENCH_DIR)
 	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(BENCH_DIR) $<
+
+$(BENCH_DIR)/flame_work.beam $(BENCH_DIR)/flame_baseline.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
+	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<
