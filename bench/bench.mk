@@ -43,7 +43,7 @@ $(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkpro
 # beside the dispatch floor of a NIF tracer that does nothing (bench/null_tracer*, built
 # here into $(BENCH_DIR), never into erlang/priv).
 OVERHEAD_CALLS  ?= 200000
-OVERHEAD_ROUNDS ?= 5
+OVERHEAD_ROUNDS ?= 3
 bench-overhead: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/null_tracer.beam \
                 $(BENCH_DIR)/null_tracer.so
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
