@@ -140,7 +140,7 @@ capture(Want, Pause, Dir) ->
     ok = logger:set_primary_config(level, notice),
     S1 = kprof:sink_stats(),
     HwmKb = vm_hwm_kb(OsPid),
-    Alerts = alerts(kprof:status()),
+    Alerts = alerts(kprof:status(), outcome(Outcome)),
     ok = kprof:stop(),
     Files = case Outcome of
                 {ok, ok, Fs} -> Fs;
@@ -156,9 +156,17 @@ capture(Want, Pause, Dir) ->
       outcome => outcome(Outcome), alerts => Alerts}.
 
 %% The guard's alerts and the warnings logged since the last call, and the
-%% abort kprof:status() tells of if no alert did.
-alerts(Status) ->
-    As = alerts(),
+%% abort kprof:status() tells of if no alert did. The guard's alert of an
+%% aborted capture may come a little after the capture returns: waited for
+%% (at most a second), so that it counts for its own run.
+alerts(Status, Outcome) ->
+    Late = case Outcome of
+               {aborted, _} ->
+                   receive {kprof_alert, Kind, Info} -> [alert(Kind, Info)] after 1000 -> [] end;
+               _ ->
+                   []
+           end,
+    As = Late ++ alerts(),
     case maps:get(aborted, Status, undefined) of
         A when is_map(A) ->
             case lists:keymember(alert, 1, As) of
@@ -169,10 +177,12 @@ alerts(Status) ->
             As
     end.
 
+alert(Kind, Info) ->
+    {alert, Kind, io_lib:format("~ts", [maps:get(message, Info, "")])}.
+
 alerts() ->
     receive
-        {kprof_alert, Kind, Info} ->
-            [{alert, Kind, io_lib:format("~ts", [maps:get(message, Info, "")])} | alerts()];
+        {kprof_alert, Kind, Info} -> [alert(Kind, Info) | alerts()];
         {logged, Level, Text} -> [{Level, Text} | alerts()]
     after 0 -> []
     end.
@@ -331,7 +341,7 @@ run({kprof, Tracer}, W, Dir) ->
             end,
     OnDisk = Files =/= [] andalso lists:all(fun filelib:is_regular/1, Files),
     _ = [file:delete(File) || File <- Files],
-    Alerts = alerts(kprof:status()),
+    Alerts = alerts(kprof:status(), outcome(Outcome)),
     #{ms => Ms, events => delta(trace_events, S0, S1), via_ring => delta(ring_records, S0, S1),
       outcome => case OnDisk of true -> outcome(Outcome); false -> {no_files, outcome(Outcome)} end,
       alerts => Alerts};
@@ -357,7 +367,7 @@ summary(Runs, Work) ->
                     {median(Ms), lists:min(Ms), lists:max(Ms),
                      median([maps:get(events, R) || R <- Rs]),
                      median([maps:get(via_ring, R) || R <- Rs]),
-                     length([R || R <- Rs, maps:get(outcome, R) =/= ok]),
+                     [maps:get(outcome, R) || R <- Rs, maps:get(outcome, R) =/= ok],
                      lists:append([maps:get(alerts, R) || R <- Rs])}
                 end}
        || W <- Work, M <- modes()]).
@@ -371,15 +381,22 @@ e2e_table(Runs, Work) ->
      [begin
           {Median, Min, Max, Events, Ring, NotOk, Alerts} = maps:get({W, M}, Sum),
           Traced = M =/= untraced,
-          io_lib:format("| ~s | ~s | ~.1f | ~.1f - ~.1f | ~s | ~s | ~s | ~s | ~b | ~s |~n",
+          io_lib:format("| ~s | ~s | ~.1f | ~.1f - ~.1f | ~s | ~s | ~s | ~s | ~s | ~s |~n",
                         [work_name(W), mode_name(M), Median, Min, Max,
                          if Traced -> integer_to_list(Events); true -> "-" end,
                          case M of {kprof, _} -> integer_to_list(Ring); _ -> "-" end,
                          if Traced -> ratio(Med(W, baseline), Median); true -> "-" end,
                          case M of {kprof, _} -> ratio(Med(W, {kprof, port}), Median);
                              _ -> "-" end,
-                         NotOk, alerts_text(lists:usort(Alerts))])
+                         outcomes_text(NotOk), alerts_text(Alerts)])
       end || W <- Work, M <- modes()]].
+
+%% The runs that did not end with their file on disk, by outcome.
+outcomes_text([]) -> "0";
+outcomes_text(Os) ->
+    escape([integer_to_list(length(Os)), ": ",
+            lists:join(", ", [io_lib:format("~0p x~b", [O, length([X || X <- Os, X =:= O])])
+                              || O <- lists:usort(Os)])]).
 
 work_name({F, N}) -> io_lib:format("~s(~b)", [F, N]).
 
