@@ -22,6 +22,7 @@
 #include "ks_ring_reader.h"
 
 static ks_ring_reader ring, replay;
+static uint64_t tail_cache;   /* the writer's, as the NIF keeps one per thread */
 static ks_intern in;
 static int ready;
 static unsigned runs;
@@ -91,6 +92,7 @@ static void setup(void) {
   if (ks_intern_init(&in, &lim) != KS_OK || ks_ring_open(&ring, 64u << 10) != KS_OK)
     fail("setup");
   ks_ring_unlink(&ring);
+  tail_cache = 0;
   ready = 1;
 }
 
@@ -118,10 +120,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     len = ks_ring_align(len);
     if (len > size - at)
       len = (size - at) & ~(size_t)7;
-    if ((rec = ks_ring_reserve(ring.h, len, &pos)) == NULL) {
+    if ((rec = ks_ring_reserve(ring.h, len, &pos, &tail_cache)) == NULL) {
       /* Full: a drain makes room for any record (they are shorter than the ring). */
       ks_ring_drain(&ring, &in, SIZE_MAX, check, NULL);
-      if ((rec = ks_ring_reserve(ring.h, len, &pos)) == NULL)
+      if ((rec = ks_ring_reserve(ring.h, len, &pos, &tail_cache)) == NULL)
         fail("no room in an empty ring");
     }
     memcpy(rec + 8, data + at + 8, len - 8);

@@ -17,6 +17,13 @@
  * release order; the reader sees a record once that word carries the
  * record's own position stamp, and frees it by moving `tail`.
  *
+ * The cost of a record is the cache lines it shares between cores: the
+ * reader publishes `tail` once per drain, not per record, and a writer reads
+ * `tail` only when the tail it last saw (its cache: `tail` only grows, so
+ * an old value only underestimates the room) says the ring may be full.
+ * Nothing is counted per record in the header: `head` and `tail` say how
+ * many bytes went through.
+ *
  * Records are 8-byte aligned: word 0 = stamp (32) | len (16) | type (8) |
  * flags (8), then the type's fixed fields, then variable bytes, padded.
  *
@@ -48,7 +55,6 @@ typedef struct ks_ring_hdr {
   _Alignas(64) _Atomic uint64_t tail;      /* next byte the reader reads */
   _Alignas(64) _Atomic uint64_t drops;     /* events lost: the ring was full */
   _Atomic uint64_t unsupported;            /* events the NIF cannot encode */
-  _Atomic uint64_t written;                /* records committed */
   _Atomic uint32_t closed;                 /* the sink stopped reading */
   _Alignas(64) _Atomic uint64_t reads;     /* drains by the reader, 0 before the first */
 } ks_ring_hdr;
@@ -135,21 +141,38 @@ static inline unsigned char *ks_ring_data(ks_ring_hdr *h) {
 /*
  * Writers: reserve `len` (8-aligned, <= KS_RING_MAX_REC) bytes. Returns the
  * record's address and sets *pos, or NULL (a drop is counted) when the ring
- * is full or closed. ks_ring_reserve_from starts from a head the caller read
+ * is full or closed. *tail is the writer's cache of `tail` (0 at first: it
+ * is read then); ks_ring_reserve_from starts from a head the caller read
  * (the tests give it a stale one).
  */
 static inline unsigned char *ks_ring_reserve_from(ks_ring_hdr *h, size_t len, uint64_t *pos,
-                                                  uint64_t head) {
+                                                  uint64_t head, uint64_t *tail_cache) {
+  uint64_t tail = *tail_cache;
+  int fresh = 0;
+
   for (;;) {
-    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
     /* `head` may be older than `tail` (other writers moved on and the reader
-     * caught up): take a fresh one, or head - tail wraps and looks full. */
+     * caught up): take a fresh one, or head - tail wraps and looks full. A
+     * cached tail ahead of the head is not this ring's: read the real one. */
     if (head < tail) {
-      head = atomic_load_explicit(&h->head, memory_order_relaxed);
+      if (!fresh) {
+        tail = *tail_cache = atomic_load_explicit(&h->tail, memory_order_acquire);
+        fresh = 1;
+      } else {
+        head = atomic_load_explicit(&h->head, memory_order_relaxed);
+      }
       continue;
     }
-    if (head + len - tail > h->size ||
-        atomic_load_explicit(&h->closed, memory_order_relaxed)) {
+    if (head + len - tail > h->size) {
+      if (!fresh) {   /* full by the cached tail: read the real one once */
+        tail = *tail_cache = atomic_load_explicit(&h->tail, memory_order_acquire);
+        fresh = 1;
+        continue;
+      }
+      atomic_fetch_add_explicit(&h->drops, 1, memory_order_relaxed);
+      return NULL;
+    }
+    if (atomic_load_explicit(&h->closed, memory_order_relaxed)) {
       atomic_fetch_add_explicit(&h->drops, 1, memory_order_relaxed);
       return NULL;
     }
@@ -161,16 +184,18 @@ static inline unsigned char *ks_ring_reserve_from(ks_ring_hdr *h, size_t len, ui
   return ks_ring_data(h) + (head & (h->size - 1));
 }
 
-static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_t *pos) {
-  return ks_ring_reserve_from(h, len, pos, atomic_load_explicit(&h->head, memory_order_relaxed));
+static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_t *pos,
+                                             uint64_t *tail_cache) {
+  return ks_ring_reserve_from(h, len, pos, atomic_load_explicit(&h->head, memory_order_relaxed),
+                              tail_cache);
 }
 
 /* Writers: publish a filled record (its word 0 last). */
 static inline void ks_ring_commit(ks_ring_hdr *h, unsigned char *rec, uint64_t pos, size_t len,
                                   unsigned type, unsigned flags) {
+  (void)h;
   atomic_store_explicit((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, len, type, flags),
                         memory_order_release);
-  atomic_fetch_add_explicit(&h->written, 1, memory_order_relaxed);
 }
 
 /*

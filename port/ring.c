@@ -349,12 +349,12 @@ static void count(ks_ring_reader *r, int rc) {
 size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn,
                      void *ctx) {
   ks_ring_hdr *h = r->h;
-  uint64_t tail, head, drops;
+  uint64_t tail, head, drops, published;
   size_t n = 0;
 
   if (h == NULL)
     return 0;
-  tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+  tail = published = atomic_load_explicit(&h->tail, memory_order_relaxed);
   head = atomic_load_explicit(&h->head, memory_order_acquire);
   while (n < max && tail < head) {
     unsigned char *rec = ks_ring_data(h) + (tail & (r->size - 1));
@@ -374,11 +374,19 @@ size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event
                          ctx));
     memset(rec, 0, len);   /* so a stale stamp is never read as a record */
     tail += len;
-    atomic_store_explicit(&h->tail, tail, memory_order_release);
+    /* Published every 64 KiB and at the end, not per record: writers read it
+     * only when the ring looks full (ks_ring.h), and a line every core
+     * writes to per record is what a record cost. */
+    if (tail - published >= (64u << 10)) {
+      atomic_store_explicit(&h->tail, tail, memory_order_release);
+      published = tail;
+    }
     r->records++;
     r->bytes += len;
     n++;
   }
+  if (tail != published)
+    atomic_store_explicit(&h->tail, tail, memory_order_release);
   /* Alive, whether or not there was anything to read (ks_ring.h, `reads`). */
   atomic_fetch_add_explicit(&h->reads, 1, memory_order_relaxed);
   drops = atomic_load_explicit(&h->drops, memory_order_relaxed);

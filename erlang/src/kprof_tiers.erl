@@ -865,13 +865,20 @@ full_trace_modules() ->
 -spec set_flags(port()) -> ok | {error, term()}.
 set_flags(Port) ->
     Tracer = tracer(Port),
-    try erlang:trace(all, true, [Tracer | ?FLAGS]) of
+    try erlang:trace(all, true, [Tracer | flags_for(Tracer)]) of
         _ -> ok
     catch
         error:Reason ->
             _ = release_ring(),
             {error, {trace_flags_failed, Reason}}
     end.
+
+%% The tracer NIF takes its own timestamps (the VM's, asked with
+%% monotonic_timestamp, would cost the traced process as much again): only a
+%% port needs them.
+-spec flags_for(tuple()) -> [atom()].
+flags_for({tracer, _Port}) -> ?FLAGS;
+flags_for({tracer, kprof_tracer, _Gen}) -> ?FLAGS -- [monotonic_timestamp].
 
 %% The tracer the processes get: the kprof_tracer NIF writing to the sink's
 %% ring (kprof_tracer explains why), unless the application environment says

@@ -11,6 +11,8 @@
 #define PID_WORD 0x4003ULL
 #define PID2_WORD 0x5003ULL
 
+static uint64_t tc;   /* the writers' cache of the ring's tail (ks_ring_reserve) */
+
 typedef struct got {
   ks_decoded d[64];
   unsigned char label[64][16];
@@ -43,7 +45,7 @@ static void collect_none(void *ctx, ks_decoded *d) {
 static uint64_t put_atom(ks_ring_hdr *h, uint64_t word, const char *name) {
   size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos);
+  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tc);
   ks_rec_atom a;
 
   ck_assert_ptr_nonnull(rec);
@@ -66,7 +68,7 @@ static void put_pid(ks_ring_hdr *h, uint64_t word, unsigned num) {
   tb_begin(&x);
   tb_pid(&x, "n@h", num, 0, 1);   /* as tb_intern_pid makes it */
   len = ks_ring_align(sizeof(p) + (size_t)x.index - 1);
-  rec = ks_ring_reserve(h, len, &pos);
+  rec = ks_ring_reserve(h, len, &pos, &tc);
   ck_assert_ptr_nonnull(rec);
   memset(&p, 0, sizeof(p));
   p.pid = word;
@@ -84,7 +86,7 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
   static const unsigned char label[] = {97, 7}, payload[] = {100, 0, 2, 'h', 'i'};
   size_t len = ks_ring_align(sizeof(ks_rec_call) + sizeof(label) + sizeof(payload));
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos);
+  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tc);
   ks_rec_call c;
 
   ck_assert_ptr_nonnull(rec);
@@ -112,7 +114,7 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
 
 static void put_return_to(ks_ring_hdr *h, int64_t ts) {
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos);
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos, &tc);
   ks_rec_return_to r;
 
   ck_assert_ptr_nonnull(rec);
@@ -141,6 +143,7 @@ typedef struct fixture {
 
 static void setup(fixture *f, uint64_t size) {
   memset(f, 0, sizeof(*f));
+  tc = 0;
   ks_ring_reader_init(&f->r);
   ck_assert_int_eq(ks_intern_init(&f->in, NULL), KS_OK);
   ck_assert_int_eq(ks_ring_open(&f->r, size), KS_OK);
@@ -192,7 +195,7 @@ END_TEST
 static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
                       uint64_t f, uint8_t arity, uint64_t other) {
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos);
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos, &tc);
   ks_rec_event e;
 
   ck_assert_ptr_nonnull(rec);
@@ -376,7 +379,7 @@ START_TEST(test_full_ring_counts_drops) {
   setup(&f, 64u << 10);
   define_all(f.r.h);
   for (k = 0; k < 2000; k++) {
-    if (ks_ring_reserve(f.r.h, 48, &pos) == NULL)
+    if (ks_ring_reserve(f.r.h, 48, &pos, &tc) == NULL)
       continue;
     /* commit a return_to in place */
     {
@@ -396,7 +399,7 @@ START_TEST(test_full_ring_counts_drops) {
   ck_assert_int_eq(f.r.drops_pending, 1);
   ck_assert_uint_eq(f.r.drops_seen, (uint64_t)(2000 - written));
   /* Room again once read. */
-  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos));
+  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tc));
   teardown(&f);
 }
 END_TEST
@@ -416,9 +419,25 @@ START_TEST(test_stale_head_is_not_full) {
     put_return_to(f.r.h, k);
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL);
   ck_assert_uint_gt(atomic_load(&f.r.h->tail), stale);
-  ck_assert_ptr_nonnull(ks_ring_reserve_from(f.r.h, 48, &pos, stale));
+  tc = atomic_load(&f.r.h->tail);   /* a writer that saw the reader catch up */
+  ck_assert_ptr_nonnull(ks_ring_reserve_from(f.r.h, 48, &pos, stale, &tc));
   ck_assert_uint_eq(pos, atomic_load(&f.r.h->tail));
   ck_assert_uint_eq(atomic_load(&f.r.h->drops), 0);
+  teardown(&f);
+}
+END_TEST
+
+/* A writer's cached tail from another ring (ahead of this one's head: the
+ * fuzzer's ring was made anew under it) must not hang it or look full. */
+START_TEST(test_foreign_tail_cache) {
+  fixture f;
+  uint64_t pos;
+
+  setup(&f, 64u << 10);
+  tc = 1ull << 40;
+  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tc));
+  ck_assert_uint_eq(pos, 0);
+  ck_assert_uint_eq(tc, 0);
   teardown(&f);
 }
 END_TEST
@@ -462,7 +481,7 @@ START_TEST(test_unknown_words_and_bad_records) {
   ck_assert_int_eq(f.g.n, 0);
   ck_assert_uint_eq(f.r.unresolved, 1);
   /* A call whose lengths run past its record: bad. */
-  rec = ks_ring_reserve(f.r.h, 64, &pos);
+  rec = ks_ring_reserve(f.r.h, 64, &pos, &tc);
   ck_assert_ptr_nonnull(rec);
   if (rec == NULL)
     return;
@@ -470,12 +489,12 @@ START_TEST(test_unknown_words_and_bad_records) {
   rec[8 + 48] = 200;   /* label_len */
   ks_ring_commit(f.r.h, rec, pos, 64, KS_REC_CALL, KS_RECF_LABEL);
   /* A record of an unknown type: bad. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos);
+  rec = ks_ring_reserve(f.r.h, 16, &pos, &tc);
   ks_ring_commit(f.r.h, rec, pos, 16, 99, 0);
   ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
   ck_assert_uint_eq(f.r.bad, 2);
   /* A length the reader cannot trust: it gives up to the head, counted. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos);
+  rec = ks_ring_reserve(f.r.h, 16, &pos, &tc);
   atomic_store((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, 4, KS_REC_CALL, 0));
   ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 0);
   ck_assert_uint_eq(f.r.bad, 3);
@@ -540,6 +559,7 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_uncommitted_stops_the_read);
   tcase_add_test(tc, test_full_ring_counts_drops);
   tcase_add_test(tc, test_stale_head_is_not_full);
+  tcase_add_test(tc, test_foreign_tail_cache);
   tcase_add_test(tc, test_wraps_around);
   tcase_add_test(tc, test_unknown_words_and_bad_records);
   tcase_add_test(tc, test_sink_routes_ring_events);
