@@ -29,6 +29,13 @@ uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t has
 int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t val,
                 uint32_t *off);
 const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off);
+/*
+ * Rebuilds the table with only the entries keep(ctx, val, new_off) accepts
+ * (called once per entry, with the offset its key has in the new arena): the
+ * way entries leave a table, and the arena shrinks with them. On KS_ENOMEM
+ * the table is as it was.
+ */
+int ks_itab_filter(ks_itab *t, int (*keep)(void *ctx, uint32_t val, uint32_t new_off), void *ctx);
 
 /*
  * Canonical keys, which are also what an id stands for:
@@ -77,8 +84,15 @@ typedef struct ks_intern {
   unsigned char last_pid[64];   /* the last pid seen, raw: runs of one process are common */
   size_t last_pid_len;
   uint32_t last_pid_id;
-  uint32_t *pids;          /* id -> canonical key offset */
-  uint32_t n_pids, cap_pids, max_pids;
+  uint32_t *pids;          /* id -> canonical key offset; KS_NONE: a released id */
+  uint32_t n_pids, cap_pids, max_pids;   /* n_pids: ids handed out (the live ones and the free) */
+  uint32_t *pid_free;      /* released ids, reused before new ones */
+  uint32_t n_pid_free, cap_pid_free;
+  uint64_t pids_freed;     /* ids released (ks_intern_pids_release) */
+  /* Called when a new pid meets max_pids: returns how many ids it released
+   * (the sink's reclaim, port/pid_reclaim.c); NULL: none. */
+  int (*pids_full)(void *ctx);
+  void *pids_full_ctx;
   ks_itab terms;
   ks_term *termv;
   uint32_t n_terms, cap_terms, max_terms;
@@ -104,6 +118,16 @@ int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t ar
 int ks_intern_mfa_raw(ks_intern *in, ks_slice raw, const ks_atom *m, const ks_atom *f,
                       uint32_t arity, uint32_t *id);
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id);
+/* Pids that hold an id now (handed out and not released). */
+uint32_t ks_intern_pids_live(const ks_intern *in);
+/*
+ * Releases the pid ids whose dead[id] is set (dead has n entries; ids past it
+ * are kept): their raw and canonical keys leave the tables, and the ids are
+ * handed out again to the next new pids. The caller makes sure nothing still
+ * refers to them (doc: port/pid_reclaim.c). KS_OK or KS_ENOMEM (nothing
+ * released).
+ */
+int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n);
 /* A lookup only, of a tuple's bytes the table has seen: KS_OK and *id, or KS_EINVAL. */
 int ks_intern_mfa_known(ks_intern *in, const unsigned char *tuple, size_t n, uint32_t *id);
 int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);

@@ -36,6 +36,10 @@ void ks_ring_close(ks_ring_reader *r);
  * (the next drain resumes there).
  */
 size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn, void *ctx);
+/* Forgets the pid words of the ids whose dead[id] is set (the ids being
+ * released, ks_intern_pids_release): a word the NIF writes again later
+ * (defined anew first) gets a new id. KS_OK or KS_ENOMEM. */
+int ks_ring_forget_pids(ks_ring_reader *r, const uint8_t *dead, uint32_t n);
 /* Reads a record stream (the bytes of a ring's data, from position 0) without a
  * shared ring: for tests and the fuzzer. Returns records read. */
 size_t ks_ring_replay(ks_ring_reader *r, ks_intern *in, const unsigned char *data, size_t n,

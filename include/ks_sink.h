@@ -6,6 +6,7 @@
 #include "ks_flame.h"
 #include "ks_frame.h"
 #include "ks_overload.h"
+#include "ks_pid_reclaim.h"
 #include "ks_ring_reader.h"
 #include "ks_stats.h"
 #include "ks_tiers.h"
@@ -28,6 +29,7 @@ typedef struct ks_sink {
   ks_limits lim;         /* max_events and rate ({limits, ...}): past one, events are limited */
   ks_flame flame;        /* flame captures (flame.c) */
   ks_ring_reader ring;   /* events of the kprof_tracer NIF (ring.c) */
+  ks_pid_reclaim pids;   /* exited processes whose ids are to be released (pid_reclaim.c) */
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
@@ -51,6 +53,11 @@ void ks_sink_poll_ring(ks_sink *s);
 /* One decoded trace event, from a frame or the ring: counted, then routed to
  * the tiers and flame captures unless the limits say it is past a bound. */
 void ks_sink_trace(ks_sink *s, ks_decoded *d);
+
+/* pid_reclaim.c: a process's exit event; a sweep (at_cap: a new pid met
+ * max_pids) returns how many ids it released. */
+void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts);
+int ks_sink_reclaim_pids(ks_sink *s, int at_cap);
 
 /* control.c */
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);

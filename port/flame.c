@@ -247,6 +247,25 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
   fl->active--;
 }
 
+void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n) {
+  uint32_t c, k;
+
+  for (c = 0; c < KS_FLAME_MAX; c++)
+    for (k = 0; fl->cap[c].used && k < fl->cap[c].nprocs; k++)
+      if (fl->cap[c].procs[k].pid < n)
+        pin[fl->cap[c].procs[k].pid] = 1;
+}
+
+void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
+  uint32_t id, c;
+
+  for (id = 0; id < n && id < fl->mask_cap; id++)
+    if (dead[id])
+      fl->mask[id] = 0;
+  for (c = 0; c < KS_FLAME_MAX; c++)
+    fl->cap[c].last_pid = KS_NONE;
+}
+
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
   uint32_t bit = 1u << (c - fl->cap), k;
 

@@ -33,6 +33,31 @@ void ks_itab_free(ks_itab *t) {
   memset(t, 0, sizeof(*t));
 }
 
+int ks_itab_filter(ks_itab *t, int (*keep)(void *ctx, uint32_t val, uint32_t new_off), void *ctx) {
+  ks_itab n;
+  size_t i, cap = 4096;
+  const ks_itab_slot *o;
+
+  while (cap < t->arena_len)
+    cap *= 2;
+  if (ks_itab_init(&n, t->used * 2) != KS_OK)
+    return KS_ENOMEM;
+  if ((n.arena = malloc(cap)) == NULL) {
+    ks_itab_free(&n);
+    return KS_ENOMEM;
+  }
+  n.arena_cap = cap;   /* every kept key fits: no put below can fail */
+  for (i = 0; i <= t->mask; i++) {
+    o = &t->slots[i];
+    if (o->val == KS_NONE || !keep(ctx, o->val, (uint32_t)n.arena_len))
+      continue;
+    ks_itab_put(&n, t->arena + o->off, o->len, o->hash, o->val, NULL);
+  }
+  ks_itab_free(t);
+  *t = n;
+  return KS_OK;
+}
+
 const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off) {
   return t->arena + off;
 }
@@ -150,6 +175,7 @@ void ks_intern_free(ks_intern *in) {
   free(in->mfa_recent);
   free(in->mfas);
   free(in->pids);
+  free(in->pid_free);
   free(in->termv);
   memset(in, 0, sizeof(*in));
 }
@@ -279,6 +305,94 @@ static uint64_t pid_hash(ks_slice raw) {
   return raw.n >= 16 ? ks_hash(raw.p + raw.n - 16, 16) ^ raw.n : ks_hash(raw.p, raw.n);
 }
 
+uint32_t ks_intern_pids_live(const ks_intern *in) {
+  return in->n_pids - in->n_pid_free;
+}
+
+/* canon_id for pids: a released id is taken before a new one, and the cap
+ * is on the pids that hold an id now. */
+static int pid_canon_id(ks_intern *in, const unsigned char *key, size_t len, uint32_t *id) {
+  uint64_t h = ks_hash(key, len);
+  uint32_t v = ks_itab_get(&in->pid_canon, key, len, h), off;
+  int rc;
+
+  if (v != KS_NONE) {
+    *id = v;
+    return KS_OK;
+  }
+  /* At the cap, exited processes' ids may be released (and the tables rebuilt: h stays good). */
+  if (ks_intern_pids_live(in) >= in->max_pids &&
+      (in->pids_full == NULL || in->pids_full(in->pids_full_ctx) <= 0))
+    return KS_EFULL;
+  if (in->n_pid_free == 0)
+    return canon_id(&in->pid_canon, key, len, &in->pids, &in->n_pids, &in->cap_pids,
+                    in->max_pids, id);
+  v = in->pid_free[in->n_pid_free - 1];
+  if ((rc = ks_itab_put(&in->pid_canon, key, len, h, v, &off)) != KS_OK)
+    return rc;
+  in->n_pid_free--;
+  in->pids[v] = off;
+  *id = v;
+  return KS_OK;
+}
+
+typedef struct pid_filter {
+  ks_intern *in;
+  const uint8_t *dead;
+  uint32_t n;
+} pid_filter;
+
+static int pid_alive(const pid_filter *f, uint32_t id) {
+  return id >= f->n || !f->dead[id];
+}
+
+static int keep_raw_pid(void *ctx, uint32_t id, uint32_t new_off) {
+  (void)new_off;
+  return pid_alive(ctx, id);
+}
+
+static int keep_canon_pid(void *ctx, uint32_t id, uint32_t new_off) {
+  pid_filter *f = ctx;
+
+  if (!pid_alive(f, id))
+    return 0;
+  f->in->pids[id] = new_off;
+  return 1;
+}
+
+int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n) {
+  pid_filter f = {in, dead, n < in->n_pids ? n : in->n_pids};
+  uint32_t id, count = 0, *v;
+
+  for (id = 0; id < f.n; id++)
+    count += dead[id] && in->pids[id] != KS_NONE;
+  if (count == 0)
+    return KS_OK;
+  if (in->n_pid_free + count > in->cap_pid_free) {
+    uint32_t cap = in->cap_pid_free ? in->cap_pid_free : 256;
+    while (cap < in->n_pid_free + count)
+      cap *= 2;
+    if ((v = realloc(in->pid_free, (size_t)cap * sizeof(*v))) == NULL)
+      return KS_ENOMEM;
+    in->pid_free = v;
+    in->cap_pid_free = cap;
+  }
+  /* The raw table first: if the canonical one then fails, the pids are
+   * only looked up the slow way, under the same ids. */
+  if (ks_itab_filter(&in->pid_raw, keep_raw_pid, &f) != KS_OK ||
+      ks_itab_filter(&in->pid_canon, keep_canon_pid, &f) != KS_OK)
+    return KS_ENOMEM;
+  for (id = f.n; id-- > 0;) {
+    if (dead[id] && in->pids[id] != KS_NONE) {
+      in->pids[id] = KS_NONE;
+      in->pid_free[in->n_pid_free++] = id;
+    }
+  }
+  in->pids_freed += count;
+  in->last_pid_len = 0;   /* it may have been one of them */
+  return KS_OK;
+}
+
 int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   unsigned char key[ATOM_MAX + 1 + 12];
   uint64_t h, port_id;
@@ -345,8 +459,7 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   ks_put_be32(key + kn, num); kn += 4;
   ks_put_be32(key + kn, serial); kn += 4;
   ks_put_be32(key + kn, creation); kn += 4;
-  rc = canon_id(&in->pid_canon, key, kn, &in->pids, &in->n_pids, &in->cap_pids,
-                in->max_pids, &v);
+  rc = pid_canon_id(in, key, kn, &v);
   if (rc != KS_OK)
     return refused(rc, &in->dropped_pids);
   if ((rc = ks_itab_put(&in->pid_raw, raw.p, raw.n, h, v, NULL)) != KS_OK)
@@ -399,7 +512,7 @@ int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v) {
 int ks_intern_pid_get(const ks_intern *in, uint32_t id, ks_pid_view *v) {
   const unsigned char *k;
 
-  if (id >= in->n_pids)
+  if (id >= in->n_pids || in->pids[id] == KS_NONE)
     return KS_EINVAL;
   k = ks_itab_key(&in->pid_canon, in->pids[id]);
   v->node = (const char *)k;

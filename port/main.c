@@ -1,6 +1,9 @@
 /* main.c: kprof_sink's event loop. stdin is read into the framer, replies go out with uv_write.
  *
- *   kprof_sink [--max-frame BYTES] [--read-buf BYTES] [--pipe-size BYTES]
+ *   kprof_sink [--max-frame BYTES] [--read-buf BYTES] [--pipe-size BYTES] [--max-pids N]
+ *
+ * --max-pids caps the processes (and ports) that hold an id at once (2^20 by
+ * default); an exited process's id is released (port/pid_reclaim.c).
  *
  * While the kprof_tracer NIF writes to a ring (port/ring.c), a 1 ms timer
  * reads it; the timer runs only while a ring is open.
@@ -170,12 +173,12 @@ static int parse_size(const char *s, size_t *out) {
 
 static void usage(void) {
   fprintf(stderr, "usage: kprof_sink [--max-frame BYTES] [--read-buf BYTES] "
-                  "[--pipe-size BYTES]\n");
+                  "[--pipe-size BYTES] [--max-pids N]\n");
 }
 
 int main(int argc, char **argv) {
   ks_sink_opts opts;
-  size_t pipe_size = 0;
+  size_t pipe_size = 0, max_pids = 0;
   int i, rc;
 
   ks_sink_default_opts(&opts);
@@ -187,10 +190,15 @@ int main(int argc, char **argv) {
       dst = &opts.read_buf;
     else if (strcmp(argv[i], "--pipe-size") == 0)
       dst = &pipe_size;
-    if (dst == NULL || i + 1 >= argc || parse_size(argv[i + 1], dst) != 0) {
+    else if (strcmp(argv[i], "--max-pids") == 0)
+      dst = &max_pids;
+    if (dst == NULL || i + 1 >= argc || parse_size(argv[i + 1], dst) != 0 ||
+        (dst == &max_pids && (max_pids == 0 || max_pids > 1u << 30))) {
       usage();
       return 2;
     }
+    if (dst == &max_pids)
+      opts.limits.max_pids = (uint32_t)max_pids;
     i++;
   }
   ei_init();

@@ -9,6 +9,10 @@ void ks_sink_default_opts(ks_sink_opts *o) {
   o->limits.max_terms = 1u << 20;
 }
 
+static int pids_full(void *ctx) {
+  return ks_sink_reclaim_pids(ctx, 1);
+}
+
 int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_ctx) {
   ks_sink_opts d;
 
@@ -29,6 +33,9 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_limits_init(&s->lim);
   ks_flame_init(&s->flame);
   ks_ring_reader_init(&s->ring);
+  ks_pid_reclaim_init(&s->pids);
+  s->in.pids_full = pids_full;
+  s->in.pids_full_ctx = s;
   s->emit = emit;
   s->emit_ctx = emit_ctx;
   return KS_OK;
@@ -41,20 +48,28 @@ void ks_sink_free(ks_sink *s) {
   ks_tiers_free(&s->tiers);
   ks_flame_free(&s->flame);
   ks_ring_close(&s->ring);
+  ks_pid_reclaim_free(&s->pids);
 }
 
 void ks_sink_trace(ks_sink *s, ks_decoded *d) {
+  int mono = (d->ev.flags & (KS_EVF_TS | KS_EVF_WALL)) == KS_EVF_TS;
+
+  if (mono && d->ev.ts > s->pids.last_ts)
+    s->pids.last_ts = d->ev.ts;
   ks_overload_event(&s->ov, &d->ev);
   if (ks_stats_event(&s->st, &d->ev) != KS_OK)
     s->st.dropped++;
   /* Past max_events or the rate: the report holds exactly the events up to the
    * bound, whatever the VM still sends before tracing is off. */
-  if (ks_limits_event(&s->lim, &s->ov, &d->ev, s->st.trace_events))
-    return;
-  if (s->tiers.active)
-    ks_tiers_event(&s->tiers, &s->in, d);
-  if (s->flame.active)
-    ks_flame_event(&s->flame, &s->in, d);
+  if (!ks_limits_event(&s->lim, &s->ov, &d->ev, s->st.trace_events)) {
+    if (s->tiers.active)
+      ks_tiers_event(&s->tiers, &s->in, d);
+    if (s->flame.active)
+      ks_flame_event(&s->flame, &s->in, d);
+  }
+  /* After the routing: the captures saw the exit with the id still the process's. */
+  if (d->ev.kind == KS_EV_EXIT && mono)
+    ks_sink_pid_exited(s, d->ev.pid, d->ev.ts);
 }
 
 static void ring_event(void *ctx, ks_decoded *d) {

@@ -661,6 +661,44 @@ void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   ks_tiers_flush(t, 0);
 }
 
+static void pin(uint8_t *v, uint32_t n, uint32_t pid) {
+  if (pid < n)
+    v[pid] = 1;
+}
+
+void ks_tiers_pin_pids(const ks_tiers *t, uint8_t *v, uint32_t n) {
+  uint32_t k, i;
+
+  for (k = 0; t->reqs != NULL && k < t->o.max_inflight; k++) {
+    const ks_req *r = &t->reqs[k];
+    if (!r->used)
+      continue;
+    pin(v, n, r->entry_pid);
+    for (i = 0; i < r->n_ev; i++)
+      pin(v, n, r->ev[i].pid);
+    for (i = 0; i < r->n_fev; i++)
+      pin(v, n, r->fev[i].pid);
+  }
+  for (k = 0; t->slow != NULL && k < t->n_slow; k++)
+    pin(v, n, t->slow[k].entry_pid);
+}
+
+void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n) {
+  ks_full *f = &t->full;
+  uint32_t id;
+
+  for (id = 0; id < n; id++) {
+    if (!dead[id])
+      continue;
+    if (id < t->pid_cap)
+      t->pid_slot[id] = KS_NONE;
+    if (id < f->pid_cap)
+      f->pid_slot[id] = KS_NONE;
+    if (id < f->chains_cap)
+      f->chains[id].n = f->chains[id].over = 0;
+  }
+}
+
 void ks_tiers_reset(ks_tiers *t) {
   ks_tier_opts o = t->o;
   ks_tier_spec *specs = t->specs;

@@ -174,7 +174,10 @@
 %% Patterns kprof_guard put back after a code reload, since start.
 -define(REAPPLIED, 4).
 -define(MAX_TIERS, 32).
--define(FLAGS, [call, arity, return_to, monotonic_timestamp]).
+%% procs: a process's `exit' lets the sink give its pid id back
+%% (port/pid_reclaim.c), so a server that spawns a process per request keeps
+%% recording past the sink's cap on pids.
+-define(FLAGS, [call, arity, return_to, procs, monotonic_timestamp]).
 -define(SLICES, 10).
 %% The sink is polled at least this often (ms) while tracing is on: what it
 %% held at the last poll survives its death.

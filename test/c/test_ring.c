@@ -192,8 +192,8 @@ START_TEST(test_events) {
 END_TEST
 
 /* An event record as the NIF writes one (kind: a ks_event_kind). */
-static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
-                      uint64_t f, uint8_t arity, uint64_t other) {
+static void put_event_of(ks_ring_hdr *h, uint64_t pid, int64_t ts, uint8_t kind,
+                         unsigned flags, uint64_t m, uint64_t f, uint8_t arity, uint64_t other) {
   uint64_t pos;
   unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos, &tc);
   ks_rec_event e;
@@ -201,7 +201,7 @@ static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, 
   ck_assert_ptr_nonnull(rec);
   memset(&e, 0, sizeof(e));
   e.ts = ts;
-  e.pid = PID_WORD;
+  e.pid = pid;
   e.m = m;
   e.f = f;
   e.arity = arity;
@@ -209,6 +209,11 @@ static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, 
   e.kind = kind;
   memcpy(rec + 8, (unsigned char *)&e + 8, sizeof(e) - 8);
   ks_ring_commit(h, rec, pos, sizeof(e), KS_REC_EVENT, flags);
+}
+
+static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
+                      uint64_t f, uint8_t arity, uint64_t other) {
+  put_event_of(h, PID_WORD, ts, kind, flags, m, f, arity, other);
 }
 
 /* The same event as a port tracer sends it: {trace_ts, <42>, What, Args..., 1234},
@@ -531,6 +536,127 @@ START_TEST(test_sink_routes_ring_events) {
 }
 END_TEST
 
+/* Process k of a run: its pid word, defined, then in, exit, out_exited; `at` ms. */
+static uint64_t short_lived(ks_sink *s, unsigned k, int64_t at_ms) {
+  uint64_t word = 0x100003ULL + ((uint64_t)k << 8);
+  int64_t ts = at_ms * 1000000;
+
+  put_pid(s->ring.h, word, 1000 + k);
+  put_event_of(s->ring.h, word, ts, KS_EV_IN, 0, 0, 0, 0, 0);
+  put_event_of(s->ring.h, word, ts + 1000, KS_EV_EXIT, 0, 0, 0, 0, 0);
+  put_event_of(s->ring.h, word, ts + 2000, KS_EV_OUT_EXITED, 0, 0, 0, 0, 0);
+  return word;
+}
+
+static ks_sink *pid_capped_sink(uint32_t max_pids, tb_out *out) {
+  ks_sink *s = calloc(1, sizeof(*s));
+  ks_sink_opts o;
+
+  ck_assert_ptr_nonnull(s);
+  ks_sink_default_opts(&o);
+  o.limits.max_pids = max_pids;
+  ck_assert_int_eq(ks_sink_init(s, &o, tb_out_emit, out), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&s->ring, 256u << 10), KS_OK);
+  return s;
+}
+
+/* A process per request, 5,000 of them, 5 ms apart, with room for 50 pids:
+ * every exited process's id comes back, nothing is dropped or unresolved. */
+START_TEST(test_exited_pids_give_their_ids_back) {
+  tb_out out = {0};
+  ks_sink *s = pid_capped_sink(50, &out);
+  unsigned k;
+
+  for (k = 0; k < 5000; k++) {
+    short_lived(s, k, 5 * (int64_t)k);
+    if (k % 25 == 24)
+      ks_sink_poll_ring(s);
+  }
+  ks_sink_poll_ring(s);
+  ck_assert_uint_eq(s->st.trace_events, 3 * 5000);
+  ck_assert_uint_eq(s->in.dropped_pids, 0);
+  ck_assert_uint_eq(s->ring.full, 0);
+  ck_assert_uint_eq(s->ring.unresolved, 0);
+  ck_assert_uint_eq(s->ring.bad, 0);
+  ck_assert_uint_le(ks_intern_pids_live(&s->in), 50);
+  ck_assert_uint_le(s->in.n_pids, 50);
+  /* Those within the grace (100 ms: 20 processes) or not yet swept keep theirs. */
+  ck_assert_uint_ge(s->in.pids_freed, 5000 - 50);
+  ks_sink_free(s);
+  free(s);
+  tb_out_free(&out);
+}
+END_TEST
+
+/* The same without reclaiming (processes that do not exit): the cap drops, counted. */
+START_TEST(test_live_pids_past_the_cap_are_counted) {
+  tb_out out = {0};
+  ks_sink *s = pid_capped_sink(50, &out);
+  unsigned k;
+
+  for (k = 0; k < 60; k++) {
+    put_pid(s->ring.h, 0x100003ULL + ((uint64_t)k << 8), 1000 + k);
+    put_event_of(s->ring.h, 0x100003ULL + ((uint64_t)k << 8), 5000000 * (int64_t)k, KS_EV_IN,
+                 0, 0, 0, 0, 0);
+  }
+  ks_sink_poll_ring(s);
+  ck_assert_uint_eq(s->in.dropped_pids, 10);
+  ck_assert_uint_eq(s->ring.full, 10);
+  ck_assert_uint_eq(s->in.pids_freed, 0);
+  ks_sink_free(s);
+  tb_out_free(&out);
+  free(s);
+}
+END_TEST
+
+/* A process of a flame capture keeps its id, exited or not, until the capture
+ * is dropped (its files are written from those ids); then it is released. */
+START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
+  tb_out out = {0};
+  ks_sink *s = pid_capped_sink(8, &out);
+  ks_fopts o;
+  ks_pid_view v;
+  uint64_t word;
+  uint32_t id;
+  unsigned k;
+  int slot;
+
+  put_pid(s->ring.h, PID_WORD, 42);
+  put_event(s->ring.h, 1000000, KS_EV_IN, 0, 0, 0, 0, 0);
+  ks_sink_poll_ring(s);
+  id = ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8, ks_hash(&(uint64_t){PID_WORD}, 8));
+  ck_assert_uint_ne(id, KS_NONE);
+  ks_flame_default_opts(&o);
+  slot = ks_flame_start(&s->flame, 1, &o);
+  ck_assert_int_ge(slot, 0);
+  ck_assert_int_eq(ks_flame_add_pid(&s->flame, &s->flame.cap[slot], id, NULL, 0), KS_OK);
+  put_event(s->ring.h, 2000000, KS_EV_EXIT, 0, 0, 0, 0, 0);
+  /* 25 ms apart: 4 processes within a grace period, and the captured one: room for 8. */
+  for (k = 0; k < 200; k++) {
+    word = short_lived(s, k, 10 + 25 * (int64_t)k);
+    (void)word;
+    ks_sink_poll_ring(s);
+  }
+  ck_assert_uint_eq(s->in.dropped_pids, 0);
+  ck_assert_int_eq(ks_intern_pid_get(&s->in, id, &v), KS_OK);
+  ck_assert_uint_eq(v.num, 42);
+  ck_assert_uint_eq(ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8,
+                                ks_hash(&(uint64_t){PID_WORD}, 8)), id);
+  ks_flame_drop(&s->flame, &s->flame.cap[slot]);
+  for (k = 200; k < 400; k++) {
+    short_lived(s, k, 10 + 25 * (int64_t)k);
+    ks_sink_poll_ring(s);
+  }
+  ck_assert_uint_eq(s->in.dropped_pids, 0);
+  ck_assert_uint_eq(ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8,
+                                ks_hash(&(uint64_t){PID_WORD}, 8)), KS_NONE);
+  ck_assert(ks_intern_pid_get(&s->in, id, &v) != KS_OK || v.num != 42);
+  ks_sink_free(s);
+  tb_out_free(&out);
+  free(s);
+}
+END_TEST
+
 START_TEST(test_replay_garbage) {
   fixture f;
   unsigned char junk[512];
@@ -564,6 +690,9 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_unknown_words_and_bad_records);
   tcase_add_test(tc, test_sink_routes_ring_events);
   tcase_add_test(tc, test_replay_garbage);
+  tcase_add_test(tc, test_exited_pids_give_their_ids_back);
+  tcase_add_test(tc, test_live_pids_past_the_cap_are_counted);
+  tcase_add_test(tc, test_captured_pid_is_kept_until_the_capture_goes);
   suite_add_tcase(s, tc);
   return s;
 }

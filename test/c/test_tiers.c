@@ -120,6 +120,43 @@ START_TEST(nested_tiers_and_other) {
 }
 END_TEST
 
+/* The pids a request in flight has events of, and the entry pids of the slow
+ * requests kept for the report, keep their ids (port/pid_reclaim.c). */
+START_TEST(requests_pin_their_pids) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+  uint32_t pid_c = pid(3), pid_d = pid(4);
+  uint8_t pin[8], dead[8];
+
+  ck_assert_uint_lt(pid_d, sizeof(pin));
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 100, http, req, label1);
+  CALL(pid_c, 200, db, KS_NONE, label1);
+  RET(pid_c, 300, KS_NONE);
+  memset(pin, 0, sizeof(pin));
+  ks_tiers_pin_pids(&tiers, pin, sizeof(pin));
+  ck_assert_int_eq(pin[pid_a], 1);
+  ck_assert_int_eq(pin[pid_c], 1);
+  ck_assert_int_eq(pin[pid_b], 0);
+  ck_assert_int_eq(pin[pid_d], 0);
+  RET(pid_a, 4600, req);
+  stop(pid_a, 5000, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(tiers.n_slow, 1);
+  memset(pin, 0, sizeof(pin));
+  ks_tiers_pin_pids(&tiers, pin, sizeof(pin));
+  ck_assert_int_eq(pin[pid_a], 1);   /* the slow request's entry pid, for the report */
+  ck_assert_int_eq(pin[pid_c], 0);
+  /* A released id forgets which request it was last in. */
+  ck_assert_uint_lt(pid_c, tiers.pid_cap);
+  ck_assert_uint_ne(tiers.pid_slot[pid_c], KS_NONE);
+  memset(dead, 0, sizeof(dead));
+  dead[pid_c] = 1;
+  ks_tiers_forget_pids(&tiers, dead, sizeof(dead));
+  ck_assert_uint_eq(tiers.pid_slot[pid_c], KS_NONE);
+}
+END_TEST
+
 /* http tail-calls db: one return_to ends both. */
 START_TEST(tail_call_chain) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
@@ -377,6 +414,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, orphans_and_caps);
   tcase_add_test(tc, stale_requests_are_abandoned);
   tcase_add_test(tc, hist_quantile_error_bound);
+  tcase_add_test(tc, requests_pin_their_pids);
   suite_add_tcase(s, tc);
   return s;
 }
