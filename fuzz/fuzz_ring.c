@@ -13,6 +13,12 @@
  * intern tables (small caps, so they fill: pid, MFA, other pid, name),
  * label and payload slices only with their flags, META only from a meta
  * record, never a wall-clock time. The ring is created once.
+ *
+ * An exit event whose time is odd releases its pid's id at once, from
+ * inside the drain as the sink's reclaim may (port/pid_reclaim.c, without
+ * its grace): the reader forgets the word, the tables the keys, and the id
+ * is handed out again; the tables must stay consistent (every id live or
+ * free, never both) and later records of the word resolve or are counted.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +51,43 @@ static int ring_kind(unsigned kind) {
   }
 }
 
+/* Every id handed out is live (its key names it) or free (in the free list), not both. */
+static void check_pid_ids(void) {
+  uint32_t id, k, free_n = 0;
+  ks_pid_view p;
+
+  if (in.n_pid_free > in.n_pids || ks_intern_pids_live(&in) > in.max_pids)
+    fail("pid id counts");
+  for (id = 0; id < in.n_pids; id++) {
+    int live = ks_intern_pid_get(&in, id, &p) == KS_OK;
+    for (k = 0; k < in.n_pid_free; k++)
+      if (in.pid_free[k] == id) {
+        if (live)
+          fail("a free pid id still resolves");
+        free_n++;
+      }
+    if (!live && in.pids[id] != KS_NONE)
+      fail("a live pid id does not resolve");
+  }
+  if (free_n != in.n_pid_free)
+    fail("free pid ids");
+}
+
+static void release_pid(uint32_t id) {
+  uint8_t dead[64];
+
+  if (id >= sizeof(dead))
+    fail("pid id past the cap");
+  memset(dead, 0, sizeof(dead));
+  dead[id] = 1;
+  /* Both readers: they share the intern tables (the sink has one reader). */
+  if (ks_ring_forget_pids(&ring, dead, sizeof(dead)) != KS_OK ||
+      ks_ring_forget_pids(&replay, dead, sizeof(dead)) != KS_OK ||
+      ks_intern_pids_release(&in, dead, sizeof(dead)) != KS_OK)
+    fail("release");
+  check_pid_ids();
+}
+
 static void check(void *ctx, ks_decoded *d) {
   ks_mfa_view v;
   ks_pid_view p;
@@ -75,6 +118,8 @@ static void check(void *ctx, ks_decoded *d) {
     (void)*(volatile const unsigned char *)(d->label.p + d->label.n - 1);
   if (d->payload.n > 0)
     (void)*(volatile const unsigned char *)(d->payload.p + d->payload.n - 1);
+  if (d->ev.kind == KS_EV_EXIT && (d->ev.ts & 1))
+    release_pid(d->ev.pid);
 }
 
 static void setup(void) {

@@ -27,7 +27,18 @@ main([Dir]) ->
              event(-200, P, exception_from, 16#80 bor 16#10, {M, F, 2}, 0),
              event(-100, P, out, 0, none, 0),
              event(-50, Q, exit, 0, none, 0)],
+    %% Processes that come and go (odd exit times: fuzz_ring releases their
+    %% ids), more of them than the tables hold, a word used again after its
+    %% release (defined anew, and once not).
+    Churn = lists:append(
+              [[pid(W, spawn(fun() -> ok end)),
+                event(2 * K, W, in, 0, none, 0),
+                event(2 * K + 1, W, exit, 0, none, 0),
+                event(2 * K + 2, W, out_exited, 0, none, 0)]
+               || K <- lists:seq(1, 100), W <- [16#6003 + (K rem 70) * 16#100]])
+        ++ [event(999, 16#6103, in, 0, none, 0)],
     Seeds = [{"defs-request", Defs ++ Req},
+             {"churn", Defs ++ Churn ++ Req},
              {"request-then-defs", Req ++ Defs},
              {"many", Defs ++ lists:append(lists:duplicate(40, Req))},
              {"flame", Defs ++ Flame ++ Req},
