@@ -1,6 +1,7 @@
 /* test_ring.c: the shared-memory ring: records written as the kprof_tracer NIF writes them
  * (include/ks_ring.h), read back by port/ring.c as events. */
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "test_util.h"
 #include "ks_ring_reader.h"
@@ -657,6 +658,32 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
 }
 END_TEST
 
+/* Issue 11: the shm name was predictable, so another local user could create
+ * it first and push the tiers onto the port. Now each ring gets 64 random
+ * bits in its name, created O_EXCL with mode 0600 (ring.c, create_shm). */
+START_TEST(test_ring_names_are_unpredictable) {
+  ks_ring_reader r[8];
+  char path[96];
+  struct stat st;
+  int k, j;
+
+  for (k = 0; k < 8; k++) {
+    ks_ring_reader_init(&r[k]);
+    ck_assert_int_eq(ks_ring_open(&r[k], 64u << 10), KS_OK);
+    ck_assert_uint_ge(strlen(r[k].name), strlen("/kprof-1-") + 16);
+    snprintf(path, sizeof(path), "/dev/shm%s", r[k].name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    for (j = 0; j < k; j++) {
+      /* The random part differs, not only the name. */
+      ck_assert_str_ne(strrchr(r[k].name, '-'), strrchr(r[j].name, '-'));
+    }
+  }
+  for (k = 0; k < 8; k++)
+    ks_ring_close(&r[k]);
+}
+END_TEST
+
 START_TEST(test_replay_garbage) {
   fixture f;
   unsigned char junk[512];
@@ -690,6 +717,7 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_unknown_words_and_bad_records);
   tcase_add_test(tc, test_sink_routes_ring_events);
   tcase_add_test(tc, test_replay_garbage);
+  tcase_add_test(tc, test_ring_names_are_unpredictable);
   tcase_add_test(tc, test_exited_pids_give_their_ids_back);
   tcase_add_test(tc, test_live_pids_past_the_cap_are_counted);
   tcase_add_test(tc, test_captured_pid_is_kept_until_the_capture_goes);
