@@ -313,7 +313,11 @@ end_with(_, Written) -> Written.
 
 -spec files({ok, [file:filename()]} | {error, term()}) -> [file:filename()].
 files({ok, Files}) -> Files;
-files(_) -> [].
+files({error, Reason}) ->
+    %% Aborted and then not written either: the list is empty, the reason said.
+    logger:warning("kprof flame: the aborted capture's files could not be written: ~p",
+                   [Reason]),
+    [].
 
 -spec deadline(timeout()) -> integer() | infinity.
 deadline(infinity) -> infinity;
