@@ -572,7 +572,7 @@ fifty_workers(Dir) ->
                 {ok, done, F} -> F;
                 {error, {aborted, overload, done, F}} -> F
             end,
-    ?assertMatch([_, _], Files),
+    ?assertMatch({[_, _], _}, {Files, Result}),   % Result: what ended it, if not
     Folded = folded(file_of(".folded", Files)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?debugFmt("50 workers, children => true: ~0p after ~b ms, ~b processes in the graph, "
