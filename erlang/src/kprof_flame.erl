@@ -315,8 +315,11 @@ end_with(_, Written) -> Written.
 files({ok, Files}) -> Files;
 files({error, Reason}) ->
     %% Aborted and then not written either: the list is empty, the reason said.
-    logger:warning("kprof flame: the aborted capture's files could not be written: ~p",
-                   [Reason]),
+    logger:warning(#{what => kprof_flame_not_written, reason => Reason},
+                   #{report_cb => fun(#{reason := R}) ->
+                                          {"kprof flame: the aborted capture's files could not "
+                                           "be written: ~p", [R]}
+                                  end}),
     [].
 
 -spec deadline(timeout()) -> integer() | infinity.

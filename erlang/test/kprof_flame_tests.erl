@@ -200,7 +200,7 @@ flame_test_() ->
 
 tests(Tracer) ->
     {foreach, fun() -> setup(Tracer) end, fun cleanup/1,
-     [fun(D) -> {Title, {timeout, 60, fun() -> F(D) end}} end
+     [fun(D) -> {Title, {timeout, test_timeout(F), fun() -> F(D) end}} end
       || {Title, F} <-
              [{"flame_apply: a known call tree, in all four formats", fun known_tree/1},
               {"sleep => false drops scheduled-out time", fun no_sleep/1},
@@ -226,6 +226,14 @@ tests(Tracer) ->
                fun max_events_busy/1},
               {"50 processes of lists/maps/ets work, children => true: files every time",
                fun fifty_workers/1}]]}.
+
+%% fifty_workers through the port may wait out the write's documented
+%% bounds (30 s for the VM's queue, 30 s for the sink) before it can say so.
+test_timeout(F) ->
+    case F =:= fun fifty_workers/1 of
+        true -> 150;
+        false -> 60
+    end.
 
 %% The volume test: 1 million events by default (make eunit); 10 million
 %% with KPROF_FLAME_EVENTS=10000000 (make check-flame-volume). Both tracers.
@@ -562,23 +570,64 @@ max_events_busy(Dir) ->
 %% doing lists, maps and ets work and folding a shared table, followed as
 %% children, at default guard bounds. Whether the guard lets it finish or
 %% aborts it, it ends with the files of what was captured.
+%%
+%% Through the port tracer the VM queues the flood for the port without
+%% bound and hands it over in quadratic time (doc/flame.md): the guard aborts
+%% within a second, but the backlog before the write can take longer than
+%% the write's documented 30 s, and then the sink is restarted and the
+%% capture ends without files, the reason in a warning (kprof module doc,
+%% "Safety"). That case must say so and leave kprof working.
 fifty_workers(Dir) ->
+    #{level := Primary} = logger:get_primary_config(),
+    ok = logger:set_primary_config(level, info),
+    ok = logger:add_handler(kprof_flame_fifty, ?MODULE, #{config => #{pid => self()},
+                                                          level => warning}),
     T0 = erlang:monotonic_time(millisecond),
-    Result = kprof:flame_apply(fun() -> ?MODULE:fifty(50, 40) end,
-                               #{output_directory => Dir, output_format => [folded, speedscope],
-                                 children => true}),
+    Result = try kprof:flame_apply(fun() -> ?MODULE:fifty(50, 40) end,
+                                   #{output_directory => Dir,
+                                     output_format => [folded, speedscope], children => true})
+             after
+                 ok = logger:remove_handler(kprof_flame_fifty),
+                 ok = logger:set_primary_config(level, Primary)
+             end,
     Ms = erlang:monotonic_time(millisecond) - T0,
     Files = case Result of
                 {ok, done, F} -> F;
                 {error, {aborted, overload, done, F}} -> F
             end,
-    ?assertMatch({[_, _], _}, {Files, Result}),   % Result: what ended it, if not
-    Folded = folded(file_of(".folded", Files)),
-    Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    Unwritten = receive {log, #{what := kprof_flame_not_written, reason := Why}} -> Why
+                after 0 -> none
+                end,
+    case {kprof_sink:tracer(), Files} of
+        {{tracer, _Port}, []} ->
+            ?debugFmt("50 workers through the port: ~0p after ~b ms, not written: ~0p",
+                      [Result, Ms, Unwritten]),
+            ?assertEqual({sink, {no_answer_ms, 30000}}, Unwritten),
+            ?assert(Ms >= 30000),
+            ?assertEqual([], traced_processes()),
+            %% The restarted sink takes the next capture.
+            ?assertMatch({ok, done, [_]}, kprof:flame_apply(fun ?MODULE:shape_top/0,
+                                                          #{output_directory => Dir,
+                                                            output_format => folded}));
+        _ ->
+            fifty_files(Files, Result, Ms, Unwritten)
+    end.
+
+fifty_files(Files, Result, Ms, Unwritten) ->
+    ?assertMatch({[_, _], _, none}, {Files, Result, Unwritten}),
+    %% The folded file is tens of MB (deep stacks of 50 processes): read as
+    %% lines of bytes, not parsed into paths (folded/1 would take seconds).
+    {ok, Bin} = file:read_file(file_of(".folded", Files)),
+    Lines = binary:split(Bin, <<"\n">>, [global, trim_all]),
+    Roots = lists:usort([hd(binary:split(L, [<<";">>, <<" ">>])) || L <- Lines]),
     ?debugFmt("50 workers, children => true: ~0p after ~b ms, ~b processes in the graph, "
-              "~b stacks", [element(1, Result), Ms, length(Roots), map_size(Folded)]),
+              "~b stacks, ~b MB folded", [element(1, Result), Ms, length(Roots), length(Lines),
+                                          byte_size(Bin) bsr 20]),
     ?assert(length(Roots) > 1),
-    ?assert(lists:any(fun(S) -> lists:member("ets:foldl/3", S) end, maps:keys(Folded))),
+    Stacks = [binary:part(L, 0, element(1, lists:last(binary:matches(L, <<" ">>))))
+              || L <- Lines],
+    ?assertEqual(length(Stacks), length(lists:usort(Stacks))),   % each stack once
+    ?assertNotEqual(nomatch, binary:match(Bin, <<";ets:foldl/3">>)),
     ?assertEqual([], traced_processes()).
 
 %% N workers of Iter rounds each over a shared ets table; returns when all are done.
@@ -741,14 +790,19 @@ vm_hwm_kb(OsPid) ->
 
 %% Folded stacks: #{[Frame] => Microseconds}, each path once.
 folded(File) ->
+    %% Binaries, not string:split/3 on the whole file: a 50-process capture
+    %% has tens of thousands of lines, which string:split took most of a
+    %% minute to parse on a loaded machine.
     {ok, Bin} = file:read_file(File),
-    Lines = [L || L <- string:split(binary_to_list(Bin), "\n", all), L =/= ""],
     lists:foldl(fun(L, Acc) ->
-                        [Stack, Count] = string:split(L, " ", trailing),
-                        Path = string:split(Stack, ";", all),
+                        {Sp, 1} = lists:last(binary:matches(L, <<" ">>)),
+                        Stack = binary:part(L, 0, Sp),
+                        Count = binary:part(L, Sp + 1, byte_size(L) - Sp - 1),
+                        Path = [unicode:characters_to_list(F)
+                                || F <- binary:split(Stack, <<";">>, [global])],
                         ?assertNot(maps:is_key(Path, Acc)),
-                        Acc#{Path => list_to_integer(Count)}
-                end, #{}, Lines).
+                        Acc#{Path => binary_to_integer(Count)}
+                end, #{}, binary:split(Bin, <<"\n">>, [global, trim_all])).
 
 %% perf script: {Period, #{[Frame] => Microseconds}} (samples x period).
 perf(File) ->

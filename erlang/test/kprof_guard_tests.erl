@@ -283,13 +283,16 @@ lag_trip_via_tiers() ->
     ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
     ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
     #{aborted := #{kind := overload, took_us := Took, message := Msg}} = kprof:status(),
-    %% The tiers' abort waits for nothing the slowed sink has to answer.
-    ?assert(Took < 1000000),
     Requests = stop_worker(W),
     %% The backlog drains (a command waits behind it), then the report.
     T1 = erlang:monotonic_time(millisecond),
     ok = kprof_sink:command({test_delay_us, 0}, 120000),
     Drained = erlang:monotonic_time(millisecond) - T1,
+    %% The tiers' abort waits for nothing the slowed sink has to answer: had
+    %% it waited, it would have taken the backlog's time and left nothing to
+    %% drain. (Turning tracing off itself waits for every scheduler: about a
+    %% millisecond here, 0.9 s seen on a busy machine.)
+    ?assert(Took div 1000 < Drained),
     Text = capture_io(fun() -> ok = kprof:report(#{format => text}) end),
     ?assertMatch({match, _}, re:run(Text, "tracing ABORTED: overload")),
     {match, [Recorded]} = re:run(Text, "^lag +([0-9]+) ", [multiline, {capture, all_but_first, list}]),
