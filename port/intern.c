@@ -399,7 +399,7 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   uint32_t v, num, serial, creation;
   ks_etf c;
   ks_atom node;
-  size_t kn;
+  size_t kn, need;
   int tag, n, rc;
 
   if (raw.n == in->last_pid_len && ks_key_eq(raw.p, in->last_pid, raw.n)) {
@@ -421,6 +421,17 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
   tag = raw.p[0];
   c.i = 1;
   if (ks_etf_atom(&c, &node) != KS_OK)
+    return KS_EBADTERM;
+  /* The fields after the node, as many bytes as the tag says: a ring record's
+   * pid bytes come unchecked (a frame's went through ks_etf_pid). */
+  switch (tag) {
+  case KS_TAG_NEW_PID: case KS_TAG_V4_PORT: need = 12; break;
+  case KS_TAG_PID: need = 9; break;
+  case KS_TAG_NEW_PORT: need = 8; break;
+  case KS_TAG_PORT: need = 5; break;
+  default: return KS_EBADTERM;
+  }
+  if (raw.n < c.i + need)
     return KS_EBADTERM;
   switch (tag) {
   case KS_TAG_NEW_PID:
@@ -444,13 +455,11 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
     serial = ks_be32(raw.p + c.i);
     creation = ks_be32(raw.p + c.i + 4);
     break;
-  case KS_TAG_PORT:
+  default:   /* KS_TAG_PORT */
     num = 0;
     serial = ks_be32(raw.p + c.i);
     creation = raw.p[c.i + 4];
     break;
-  default:
-    return KS_EBADTERM;
   }
   if ((n = ks_atom_utf8(&node, (char *)key, ATOM_MAX)) < 0)
     return KS_EBADTERM;

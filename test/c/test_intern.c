@@ -59,6 +59,32 @@ static ks_slice pid_bytes(ei_x_buff *x, const char *node, unsigned num, unsigned
   return s;
 }
 
+/* A pid's bytes cut short after the node (as a ring record may carry them:
+ * they are not parsed by ks_etf_pid first) are refused, never read past. */
+START_TEST(short_pid_bytes_are_refused) {
+  ks_intern in;
+  ei_x_buff x;
+  ks_slice s;
+  uint32_t id;
+  size_t cut;
+
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  s = pid_bytes(&x, "a@b", 85, 0, 2);
+  for (cut = 1; cut < s.n; cut++) {
+    /* A copy of exactly `cut` bytes, so ASan sees a read past it. */
+    unsigned char *p = malloc(cut);
+    ks_slice t = {p, cut};
+    ck_assert_ptr_nonnull(p);
+    memcpy(p, s.p, cut);
+    ck_assert_int_eq(ks_intern_pid(&in, t, &id), KS_EBADTERM);
+    free(p);
+  }
+  ck_assert_int_eq(ks_intern_pid(&in, s, &id), KS_OK);
+  ei_x_free(&x);
+  ks_intern_free(&in);
+}
+END_TEST
+
 START_TEST(pids_and_their_encodings) {
   ks_intern in;
   ei_x_buff x1, x2, x3;
@@ -204,6 +230,7 @@ Suite *intern_suite(void) {
   tcase_add_test(tc, caps_give_efull_and_keep_old_ids);
   tcase_add_test(tc, each_table_counts_its_drops);
   tcase_add_test(tc, many_keys);
+  tcase_add_test(tc, short_pid_bytes_are_refused);
   suite_add_tcase(s, tc);
   return s;
 }
