@@ -36,6 +36,14 @@ const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off);
  * the table is as it was.
  */
 int ks_itab_filter(ks_itab *t, int (*keep)(void *ctx, uint32_t val, uint32_t new_off), void *ctx);
+/* Ids being released: dead[id] set (ids at or past n are not). */
+typedef struct ks_dead_ids {
+  const uint8_t *dead;
+  uint32_t n;
+} ks_dead_ids;
+/* A ks_itab_filter keep function (ctx: a ks_dead_ids): keeps the entries whose
+ * value is an id not being released. */
+int ks_keep_live_id(void *ctx, uint32_t id, uint32_t new_off);
 
 /*
  * Canonical keys, which are also what an id stands for:

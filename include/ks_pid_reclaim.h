@@ -21,7 +21,6 @@ typedef struct ks_pid_reclaim {
   int64_t last_ts;       /* the newest event time seen */
   uint32_t tried_n;      /* `n` and `last_ts` at the last sweep that released nothing */
   int64_t tried_ts;
-  uint64_t sweeps;
 } ks_pid_reclaim;
 
 void ks_pid_reclaim_init(ks_pid_reclaim *pr);

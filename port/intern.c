@@ -187,12 +187,25 @@ static int refused(int rc, uint64_t *dropped) {
   return rc;
 }
 
+/* Adds a canonical key the table does not have (hash h) under the next id. */
+static int new_canon_id(ks_itab *t, const unsigned char *key, size_t len, uint64_t h,
+                        uint32_t **offs, uint32_t *n, uint32_t *cap, uint32_t *id) {
+  uint32_t off;
+  int rc;
+
+  if ((rc = ks_itab_put(t, key, len, h, *n, &off)) != KS_OK)
+    return rc;
+  if ((rc = push_off(offs, n, cap, off)) != KS_OK)
+    return rc;
+  *id = *n - 1;
+  return KS_OK;
+}
+
 /* Looks up or adds a canonical key; a new key gets the next id. */
 static int canon_id(ks_itab *t, const unsigned char *key, size_t len, uint32_t **offs,
                     uint32_t *n, uint32_t *cap, uint32_t max, uint32_t *id) {
   uint64_t h = ks_hash(key, len);
-  uint32_t v = ks_itab_get(t, key, len, h), off;
-  int rc;
+  uint32_t v = ks_itab_get(t, key, len, h);
 
   if (v != KS_NONE) {
     *id = v;
@@ -200,12 +213,7 @@ static int canon_id(ks_itab *t, const unsigned char *key, size_t len, uint32_t *
   }
   if (*n >= max)
     return KS_EFULL;
-  if ((rc = ks_itab_put(t, key, len, h, *n, &off)) != KS_OK)
-    return rc;
-  if ((rc = push_off(offs, n, cap, off)) != KS_OK)
-    return rc;
-  *id = *n - 1;
-  return KS_OK;
+  return new_canon_id(t, key, len, h, offs, n, cap, id);
 }
 
 int ks_intern_mfa(ks_intern *in, const ks_atom *m, const ks_atom *f, uint32_t arity,
@@ -325,8 +333,7 @@ static int pid_canon_id(ks_intern *in, const unsigned char *key, size_t len, uin
       (in->pids_full == NULL || in->pids_full(in->pids_full_ctx) <= 0))
     return KS_EFULL;
   if (in->n_pid_free == 0)
-    return canon_id(&in->pid_canon, key, len, &in->pids, &in->n_pids, &in->cap_pids,
-                    in->max_pids, id);
+    return new_canon_id(&in->pid_canon, key, len, h, &in->pids, &in->n_pids, &in->cap_pids, id);
   v = in->pid_free[in->n_pid_free - 1];
   if ((rc = ks_itab_put(&in->pid_canon, key, len, h, v, &off)) != KS_OK)
     return rc;
@@ -336,35 +343,32 @@ static int pid_canon_id(ks_intern *in, const unsigned char *key, size_t len, uin
   return KS_OK;
 }
 
-typedef struct pid_filter {
-  ks_intern *in;
-  const uint8_t *dead;
-  uint32_t n;
-} pid_filter;
+int ks_keep_live_id(void *ctx, uint32_t id, uint32_t new_off) {
+  const ks_dead_ids *d = ctx;
 
-static int pid_alive(const pid_filter *f, uint32_t id) {
-  return id >= f->n || !f->dead[id];
-}
-
-static int keep_raw_pid(void *ctx, uint32_t id, uint32_t new_off) {
   (void)new_off;
-  return pid_alive(ctx, id);
+  return id >= d->n || !d->dead[id];
 }
+
+typedef struct pid_filter {
+  ks_dead_ids ids;
+  ks_intern *in;
+} pid_filter;
 
 static int keep_canon_pid(void *ctx, uint32_t id, uint32_t new_off) {
   pid_filter *f = ctx;
 
-  if (!pid_alive(f, id))
+  if (!ks_keep_live_id(&f->ids, id, new_off))
     return 0;
   f->in->pids[id] = new_off;
   return 1;
 }
 
 int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n) {
-  pid_filter f = {in, dead, n < in->n_pids ? n : in->n_pids};
+  pid_filter f = {{dead, n < in->n_pids ? n : in->n_pids}, in};
   uint32_t id, count = 0, *v;
 
-  for (id = 0; id < f.n; id++)
+  for (id = 0; id < f.ids.n; id++)
     count += dead[id] && in->pids[id] != KS_NONE;
   if (count == 0)
     return KS_OK;
@@ -379,10 +383,10 @@ int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n) {
   }
   /* The raw table first: if the canonical one then fails, the pids are
    * only looked up the slow way, under the same ids. */
-  if (ks_itab_filter(&in->pid_raw, keep_raw_pid, &f) != KS_OK ||
+  if (ks_itab_filter(&in->pid_raw, ks_keep_live_id, &f.ids) != KS_OK ||
       ks_itab_filter(&in->pid_canon, keep_canon_pid, &f) != KS_OK)
     return KS_ENOMEM;
-  for (id = f.n; id-- > 0;) {
+  for (id = f.ids.n; id-- > 0;) {
     if (dead[id] && in->pids[id] != KS_NONE) {
       in->pids[id] = KS_NONE;
       in->pid_free[in->n_pid_free++] = id;

@@ -84,7 +84,6 @@ int ks_sink_reclaim_pids(ks_sink *s, int at_cap) {
     return 0;   /* nothing new since a sweep that released nothing */
   if ((mark = calloc(n_ids ? n_ids : 1, 1)) == NULL)
     return 0;
-  pr->sweeps++;
   ks_tiers_pin_pids(&s->tiers, mark, n_ids);
   ks_flame_pin_pids(&s->flame, mark, n_ids);
   for (k = 0; k < pr->n; k++) {

@@ -175,24 +175,12 @@ static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
   return *id == KS_NONE ? KS_EUNKNOWN : KS_OK;
 }
 
-typedef struct dead_ids {
-  const uint8_t *dead;
-  uint32_t n;
-} dead_ids;
-
-static int keep_live_pid(void *ctx, uint32_t id, uint32_t new_off) {
-  const dead_ids *d = ctx;
-
-  (void)new_off;
-  return id >= d->n || !d->dead[id];
-}
-
 int ks_ring_forget_pids(ks_ring_reader *r, const uint8_t *dead, uint32_t n) {
-  dead_ids d = {dead, n};
+  ks_dead_ids d = {dead, n};
 
   if (r->pids.slots == NULL)
     return KS_OK;
-  return ks_itab_filter(&r->pids, keep_live_pid, &d);
+  return ks_itab_filter(&r->pids, ks_keep_live_id, &d);
 }
 
 /* The kinds an event record may carry (what the NIF writes one for). */
