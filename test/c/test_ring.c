@@ -12,7 +12,7 @@
 #define PID_WORD 0x4003ULL
 #define PID2_WORD 0x5003ULL
 
-static uint64_t tc;   /* the writers' cache of the ring's tail (ks_ring_reserve) */
+static uint64_t tail_cache;   /* the writers' cache of the ring's tail (ks_ring_reserve) */
 
 typedef struct got {
   ks_decoded d[64];
@@ -46,7 +46,7 @@ static void collect_none(void *ctx, ks_decoded *d) {
 static uint64_t put_atom(ks_ring_hdr *h, uint64_t word, const char *name) {
   size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tc);
+  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tail_cache);
   ks_rec_atom a;
 
   ck_assert_ptr_nonnull(rec);
@@ -69,7 +69,7 @@ static void put_pid(ks_ring_hdr *h, uint64_t word, unsigned num) {
   tb_begin(&x);
   tb_pid(&x, "n@h", num, 0, 1);   /* as tb_intern_pid makes it */
   len = ks_ring_align(sizeof(p) + (size_t)x.index - 1);
-  rec = ks_ring_reserve(h, len, &pos, &tc);
+  rec = ks_ring_reserve(h, len, &pos, &tail_cache);
   ck_assert_ptr_nonnull(rec);
   memset(&p, 0, sizeof(p));
   p.pid = word;
@@ -87,7 +87,7 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
   static const unsigned char label[] = {97, 7}, payload[] = {100, 0, 2, 'h', 'i'};
   size_t len = ks_ring_align(sizeof(ks_rec_call) + sizeof(label) + sizeof(payload));
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tc);
+  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tail_cache);
   ks_rec_call c;
 
   ck_assert_ptr_nonnull(rec);
@@ -115,7 +115,7 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
 
 static void put_return_to(ks_ring_hdr *h, int64_t ts) {
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos, &tc);
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos, &tail_cache);
   ks_rec_return_to r;
 
   ck_assert_ptr_nonnull(rec);
@@ -144,7 +144,7 @@ typedef struct fixture {
 
 static void setup(fixture *f, uint64_t size) {
   memset(f, 0, sizeof(*f));
-  tc = 0;
+  tail_cache = 0;
   ks_ring_reader_init(&f->r);
   ck_assert_int_eq(ks_intern_init(&f->in, NULL), KS_OK);
   ck_assert_int_eq(ks_ring_open(&f->r, size), KS_OK);
@@ -196,7 +196,7 @@ END_TEST
 static void put_event_of(ks_ring_hdr *h, uint64_t pid, int64_t ts, uint8_t kind,
                          unsigned flags, uint64_t m, uint64_t f, uint8_t arity, uint64_t other) {
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos, &tc);
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos, &tail_cache);
   ks_rec_event e;
 
   ck_assert_ptr_nonnull(rec);
@@ -385,7 +385,7 @@ START_TEST(test_full_ring_counts_drops) {
   setup(&f, 64u << 10);
   define_all(f.r.h);
   for (k = 0; k < 2000; k++) {
-    if (ks_ring_reserve(f.r.h, 48, &pos, &tc) == NULL)
+    if (ks_ring_reserve(f.r.h, 48, &pos, &tail_cache) == NULL)
       continue;
     /* commit a return_to in place */
     {
@@ -405,7 +405,7 @@ START_TEST(test_full_ring_counts_drops) {
   ck_assert_int_eq(f.r.drops_pending, 1);
   ck_assert_uint_eq(f.r.drops_seen, (uint64_t)(2000 - written));
   /* Room again once read. */
-  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tc));
+  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tail_cache));
   teardown(&f);
 }
 END_TEST
@@ -425,8 +425,8 @@ START_TEST(test_stale_head_is_not_full) {
     put_return_to(f.r.h, k);
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL);
   ck_assert_uint_gt(atomic_load(&f.r.h->tail), stale);
-  tc = atomic_load(&f.r.h->tail);   /* a writer that saw the reader catch up */
-  ck_assert_ptr_nonnull(ks_ring_reserve_from(f.r.h, 48, &pos, stale, &tc));
+  tail_cache = atomic_load(&f.r.h->tail);   /* a writer that saw the reader catch up */
+  ck_assert_ptr_nonnull(ks_ring_reserve_from(f.r.h, 48, &pos, stale, &tail_cache));
   ck_assert_uint_eq(pos, atomic_load(&f.r.h->tail));
   ck_assert_uint_eq(atomic_load(&f.r.h->drops), 0);
   teardown(&f);
@@ -440,10 +440,10 @@ START_TEST(test_foreign_tail_cache) {
   uint64_t pos;
 
   setup(&f, 64u << 10);
-  tc = 1ull << 40;
-  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tc));
+  tail_cache = 1ull << 40;
+  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tail_cache));
   ck_assert_uint_eq(pos, 0);
-  ck_assert_uint_eq(tc, 0);
+  ck_assert_uint_eq(tail_cache, 0);
   teardown(&f);
 }
 END_TEST
@@ -487,7 +487,7 @@ START_TEST(test_unknown_words_and_bad_records) {
   ck_assert_int_eq(f.g.n, 0);
   ck_assert_uint_eq(f.r.unresolved, 1);
   /* A call whose lengths run past its record: bad. */
-  rec = ks_ring_reserve(f.r.h, 64, &pos, &tc);
+  rec = ks_ring_reserve(f.r.h, 64, &pos, &tail_cache);
   ck_assert_ptr_nonnull(rec);
   if (rec == NULL)
     return;
@@ -495,12 +495,12 @@ START_TEST(test_unknown_words_and_bad_records) {
   rec[8 + 48] = 200;   /* label_len */
   ks_ring_commit(f.r.h, rec, pos, 64, KS_REC_CALL, KS_RECF_LABEL);
   /* A record of an unknown type: bad. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos, &tc);
+  rec = ks_ring_reserve(f.r.h, 16, &pos, &tail_cache);
   ks_ring_commit(f.r.h, rec, pos, 16, 99, 0);
   ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
   ck_assert_uint_eq(f.r.bad, 2);
   /* A length the reader cannot trust: it gives up to the head, counted. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos, &tc);
+  rec = ks_ring_reserve(f.r.h, 16, &pos, &tail_cache);
   atomic_store((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, 4, KS_REC_CALL, 0));
   ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 0);
   ck_assert_uint_eq(f.r.bad, 3);
@@ -538,15 +538,19 @@ START_TEST(test_sink_routes_ring_events) {
 END_TEST
 
 /* Process k of a run: its pid word, defined, then in, exit, out_exited; `at` ms. */
-static uint64_t short_lived(ks_sink *s, unsigned k, int64_t at_ms) {
-  uint64_t word = 0x100003ULL + ((uint64_t)k << 8);
+/* Process k's pid word (any distinct values). */
+static uint64_t word_of(unsigned k) {
+  return 0x100003ULL + ((uint64_t)k << 8);
+}
+
+static void short_lived(ks_sink *s, unsigned k, int64_t at_ms) {
+  uint64_t word = word_of(k);
   int64_t ts = at_ms * 1000000;
 
   put_pid(s->ring.h, word, 1000 + k);
   put_event_of(s->ring.h, word, ts, KS_EV_IN, 0, 0, 0, 0, 0);
   put_event_of(s->ring.h, word, ts + 1000, KS_EV_EXIT, 0, 0, 0, 0, 0);
   put_event_of(s->ring.h, word, ts + 2000, KS_EV_OUT_EXITED, 0, 0, 0, 0, 0);
-  return word;
 }
 
 static ks_sink *pid_capped_sink(uint32_t max_pids, tb_out *out) {
@@ -596,9 +600,8 @@ START_TEST(test_live_pids_past_the_cap_are_counted) {
   unsigned k;
 
   for (k = 0; k < 60; k++) {
-    put_pid(s->ring.h, 0x100003ULL + ((uint64_t)k << 8), 1000 + k);
-    put_event_of(s->ring.h, 0x100003ULL + ((uint64_t)k << 8), 5000000 * (int64_t)k, KS_EV_IN,
-                 0, 0, 0, 0, 0);
+    put_pid(s->ring.h, word_of(k), 1000 + k);
+    put_event_of(s->ring.h, word_of(k), 5000000 * (int64_t)k, KS_EV_IN, 0, 0, 0, 0, 0);
   }
   ks_sink_poll_ring(s);
   ck_assert_uint_eq(s->in.dropped_pids, 10);
@@ -610,6 +613,11 @@ START_TEST(test_live_pids_past_the_cap_are_counted) {
 }
 END_TEST
 
+/* The id the sink's ring reader has for a pid word, KS_NONE if none. */
+static uint32_t id_of_word(const ks_sink *s, uint64_t word) {
+  return ks_itab_get(&s->ring.pids, &word, 8, ks_hash(&word, 8));
+}
+
 /* A process of a flame capture keeps its id, exited or not, until the capture
  * is dropped (its files are written from those ids); then it is released. */
 START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
@@ -617,7 +625,6 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   ks_sink *s = pid_capped_sink(8, &out);
   ks_fopts o;
   ks_pid_view v;
-  uint64_t word;
   uint32_t id;
   unsigned k;
   int slot;
@@ -625,7 +632,7 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   put_pid(s->ring.h, PID_WORD, 42);
   put_event(s->ring.h, 1000000, KS_EV_IN, 0, 0, 0, 0, 0);
   ks_sink_poll_ring(s);
-  id = ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8, ks_hash(&(uint64_t){PID_WORD}, 8));
+  id = id_of_word(s, PID_WORD);
   ck_assert_uint_ne(id, KS_NONE);
   ks_flame_default_opts(&o);
   slot = ks_flame_start(&s->flame, 1, &o);
@@ -634,23 +641,20 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   put_event(s->ring.h, 2000000, KS_EV_EXIT, 0, 0, 0, 0, 0);
   /* 25 ms apart: 4 processes within a grace period, and the captured one: room for 8. */
   for (k = 0; k < 200; k++) {
-    word = short_lived(s, k, 10 + 25 * (int64_t)k);
-    (void)word;
+    short_lived(s, k, 10 + 25 * (int64_t)k);
     ks_sink_poll_ring(s);
   }
   ck_assert_uint_eq(s->in.dropped_pids, 0);
   ck_assert_int_eq(ks_intern_pid_get(&s->in, id, &v), KS_OK);
   ck_assert_uint_eq(v.num, 42);
-  ck_assert_uint_eq(ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8,
-                                ks_hash(&(uint64_t){PID_WORD}, 8)), id);
+  ck_assert_uint_eq(id_of_word(s, PID_WORD), id);
   ks_flame_drop(&s->flame, &s->flame.cap[slot]);
   for (k = 200; k < 400; k++) {
     short_lived(s, k, 10 + 25 * (int64_t)k);
     ks_sink_poll_ring(s);
   }
   ck_assert_uint_eq(s->in.dropped_pids, 0);
-  ck_assert_uint_eq(ks_itab_get(&s->ring.pids, &(uint64_t){PID_WORD}, 8,
-                                ks_hash(&(uint64_t){PID_WORD}, 8)), KS_NONE);
+  ck_assert_uint_eq(id_of_word(s, PID_WORD), KS_NONE);
   ck_assert(ks_intern_pid_get(&s->in, id, &v) != KS_OK || v.num != 42);
   ks_sink_free(s);
   tb_out_free(&out);
