@@ -142,11 +142,7 @@ capture(Want, Pause, Dir) ->
     HwmKb = vm_hwm_kb(OsPid),
     Alerts = alerts(kprof:status(), outcome(Outcome)),
     ok = kprof:stop(),
-    Files = case Outcome of
-                {ok, ok, Fs} -> Fs;
-                {error, {aborted, _, _, Fs}} -> Fs;
-                _ -> []
-            end,
+    Files = files_of(Outcome),
     Events = maps:get(events, Info, 0),
     #{events => Events, want => Want, traced_s => (T1 - T0) / 1.0e6,
       files_s => (T2 - T1) / 1.0e6, hwm_kb => HwmKb, write_us => maps:get(write_us, Info, #{}),
@@ -190,6 +186,11 @@ alerts() ->
 outcome({ok, _, _}) -> ok;
 outcome({error, {aborted, Kind, _, _}}) -> {aborted, Kind};
 outcome({error, Reason}) -> {error, Reason}.
+
+%% The files a capture left, whether it ended or was aborted.
+files_of({ok, _, Files}) -> Files;
+files_of({error, {aborted, _, _, Files}}) -> Files;
+files_of(_) -> [].
 
 delta(K, S0, S1) when is_map(S0), is_map(S1) -> maps:get(K, S1, 0) - maps:get(K, S0, 0);
 delta(_, _, _) -> 0.
@@ -334,11 +335,7 @@ run({kprof, Tracer}, W, Dir) ->
     Outcome = kprof:flame_apply(F, #{output_format => folded, output_directory => Dir}),
     Ms = (erlang:monotonic_time(microsecond) - T0) / 1000,
     S1 = kprof:sink_stats(),
-    Files = case Outcome of
-                {ok, _, Fs} -> Fs;
-                {error, {aborted, _, _, Fs}} -> Fs;
-                _ -> []
-            end,
+    Files = files_of(Outcome),
     OnDisk = Files =/= [] andalso lists:all(fun filelib:is_regular/1, Files),
     _ = [file:delete(File) || File <- Files],
     Alerts = alerts(kprof:status(), outcome(Outcome)),
