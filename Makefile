@@ -16,7 +16,8 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iinclude $(EI_CFLAGS) $(U
 
 B         := _build
 # The sink's library part: everything but main.c, so tests, fuzzers and benches link it.
-CORE_SRC  := $(filter-out port/main.c,$(wildcard port/*.c))
+CORE_SRC  := $(wildcard port/*/*.c)
+# One object directory per folder (core, proto, guard, ring, tiers, flame): no two names collide.
 CORE_OBJ  := $(CORE_SRC:port/%.c=$(B)/obj/%.o)
 SINK      := erlang/priv/kprof_sink
 # The tracer NIF the tiers trace with (nif/, erlang/src/kprof_tracer.erl).
@@ -37,6 +38,7 @@ $(NIF): nif/kprof_tracer_nif.c include/ks_ring.h | erlang/priv
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
@@ -48,7 +50,7 @@ $(B)/libkprof_sink.a: $(CORE_OBJ)
 $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
 	$(CC) $(ALL_CFLAGS) -o $@ port/main.c $(B)/libkprof_sink.a $(EI_LIBS) $(UV_LIBS)
 
-# Link-time optimisation inlines across port/*.c (about 10 % fewer instructions
+# Link-time optimisation inlines across port/*/*.c (about 10 % fewer instructions
 # per message); the archive needs the plugin-aware ar.
 AR := gcc-ar
 

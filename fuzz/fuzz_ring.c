@@ -1,4 +1,4 @@
-/* fuzz_ring.c: libFuzzer target for the sink's end of the shared-memory ring (port/ring.c).
+/* fuzz_ring.c: libFuzzer target for the sink's end of the shared-memory ring (port/ring/ring.c).
  *
  * The input is a stream of ring records (include/ks_ring.h: word 0 = stamp,
  * length, type, flags; then the type's fields), as the kprof_tracer NIF
@@ -15,7 +15,7 @@
  * record, never a wall-clock time. The ring is created once.
  *
  * An exit event whose time is odd releases its pid's id at once, from
- * inside the drain as the sink's reclaim may (port/pid_reclaim.c, without
+ * inside the drain as the sink's reclaim may (port/core/pid_reclaim.c, without
  * its grace): the reader forgets the word, the tables the keys, and the id
  * is handed out again; the tables must stay consistent (every id live or
  * free, never both) and later records of the word resolve or are counted.

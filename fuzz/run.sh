@@ -104,7 +104,7 @@ cov() {
     "llvm-profdata$llvm" merge -sparse "$FUZZ_DIR/cov/$t.profraw" -o "$FUZZ_DIR/cov/$t.profdata"
     echo "fuzz: $t, line coverage of port/ by $(ls "$(corpus_of "$t")" | wc -l) corpus inputs:"
     "llvm-cov$llvm" report "$FUZZ_DIR/cov/$t" -instr-profile="$FUZZ_DIR/cov/$t.profdata" \
-      port/*.c | awk '{ print "  " $0 }'
+      port/*/*.c | awk '{ print "  " $0 }'
   done
 }
 

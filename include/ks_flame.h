@@ -133,7 +133,7 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c);
 /* One decoded trace event, for every capture it concerns. */
 void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d);
 /* Sets pin[pid] for every process of a capture in use (its files not yet
- * written); ks_flame_forget_pids clears released ids' routing (port/pid_reclaim.c). */
+ * written); ks_flame_forget_pids clears released ids' routing (port/core/pid_reclaim.c). */
 void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n);
 void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */

@@ -1,4 +1,4 @@
-/* ks_pid_reclaim.h: pid ids given back once their process has exited (port/pid_reclaim.c). */
+/* ks_pid_reclaim.h: pid ids given back once their process has exited (port/core/pid_reclaim.c). */
 #ifndef KS_PID_RECLAIM_H
 #define KS_PID_RECLAIM_H
 

@@ -195,7 +195,7 @@ void ks_tiers_reset(ks_tiers *t);
 void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d);
 /* Sets pin[pid] (pin has n entries) for every pid id an in-flight request or
  * a kept slow request refers to; ks_tiers_forget_pids drops the per-id state
- * of released ids (dead[id] set): port/pid_reclaim.c. */
+ * of released ids (dead[id] set): port/core/pid_reclaim.c. */
 void ks_tiers_pin_pids(const ks_tiers *t, uint8_t *pin, uint32_t n);
 void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n);
 /* Finalises ended requests: all of them if `all`, else those past their grace. */

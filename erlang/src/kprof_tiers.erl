@@ -175,7 +175,7 @@
 -define(REAPPLIED, 4).
 -define(MAX_TIERS, 32).
 %% procs: a process's `exit' lets the sink give its pid id back
-%% (port/pid_reclaim.c), so a server that spawns a process per request keeps
+%% (port/core/pid_reclaim.c), so a server that spawns a process per request keeps
 %% recording past the sink's cap on pids.
 -define(FLAGS, [call, arity, return_to, procs, monotonic_timestamp]).
 -define(SLICES, 10).

@@ -1,5 +1,5 @@
 /* test_ring.c: the shared-memory ring: records written as the kprof_tracer NIF writes them
- * (include/ks_ring.h), read back by port/ring.c as events. */
+ * (include/ks_ring.h), read back by port/ring/ring.c as events. */
 #include <stdlib.h>
 #include <sys/stat.h>
 
