@@ -45,7 +45,7 @@ static void free_cap(ks_fcap *c) {
   uint32_t k;
 
   for (k = 0; k < c->nprocs; k++) {
-    free(c->procs[k].st);
+    ks_stack_free(&c->procs[k].st);
     free(c->procs[k].name);
   }
   free(c->procs);
@@ -191,6 +191,7 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
     return NULL;
   p = &c->procs[c->nprocs];
   memset(p, 0, sizeof(*p));
+  ks_fstack_init(p, c->o.max_stack);
   p->pid = pid;
   p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
   p->cur = KS_NONE;
@@ -380,7 +381,7 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   case KS_EV_IN:
   case KS_EV_IN_EXITING:
     p->out = 0;
-    if (p->n == 0)
+    if (p->st.n == 0)
       ks_fstack_infer(c, p, ev->mfa);
     break;
   case KS_EV_OUT:

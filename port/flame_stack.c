@@ -26,8 +26,12 @@
 /* How far down a call looks for its caller before calling it unknown. */
 #define CALLER_SEARCH 256
 
+static ks_fentry *entry_at(const ks_fproc *p, uint32_t i) {
+  return (ks_fentry *)ks_stack_at(&p->st, i);
+}
+
 static uint32_t parent_node(const ks_fproc *p, uint32_t i) {
-  return i == 0 ? p->root : p->st[i - 1].node;
+  return i == 0 ? p->root : entry_at(p, i - 1)->node;
 }
 
 /* The node of a frame at index i (depth i + 1) whose parent node is `parent`. */
@@ -41,57 +45,26 @@ static uint32_t node_at(ks_fcap *c, uint32_t parent, uint32_t i, uint32_t mfa) {
   return ks_ftree_child(&c->tree, parent, KS_FR(KS_FR_MFA, mfa));
 }
 
-static void push(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
-  ks_fentry *e;
+/* The top frame is new (pushed) or runs another function (a tail call): its node. */
+static void top_changed(ks_fcap *c, ks_fproc *p, int how) {
+  uint32_t i = p->st.n - 1;
 
-  if (p->n >= c->o.max_stack || p->over > 0) {
-    p->over++;
+  if (how == KS_SC_PUSH || how == KS_SC_TAIL)
+    entry_at(p, i)->node = node_at(c, parent_node(p, i), i, entry_at(p, i)->f.mfa);
+  else if (how == KS_SC_OVER)
     c->k.stack_overflow++;
-    return;
-  }
-  if (p->n == p->cap) {
-    uint32_t cap = p->cap ? p->cap * 2 : 16;
-    ks_fentry *st;
-    if (cap > c->o.max_stack)
-      cap = c->o.max_stack;
-    st = realloc(p->st, (size_t)cap * sizeof(*st));
-    if (st == NULL) {
-      p->over++;
-      c->k.stack_overflow++;
-      return;
-    }
-    p->st = st;
-    p->cap = cap;
-  }
-  e = &p->st[p->n];
-  e->mfa = mfa;
-  e->base = base;
-  e->node = node_at(c, parent_node(p, p->n), p->n, mfa);
-  p->n++;
 }
 
-/* The top frame becomes mfa (a tail call); its base stays. */
-static void replace_top(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
-  ks_fentry *e = &p->st[p->n - 1];
-
-  if (e->mfa == mfa)
-    return;
-  e->mfa = mfa;
-  e->node = node_at(c, parent_node(p, p->n - 1), p->n - 1, mfa);
+static void push(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
+  top_changed(c, p, ks_stack_push(&p->st, mfa, base) != NULL ? KS_SC_PUSH : KS_SC_OVER);
 }
 
-/* Frames above n are gone without a return_to we saw. */
-static void pop_to(ks_fcap *c, ks_fproc *p, uint32_t n) {
-  if (n < p->n) {
-    c->k.lost_frames += p->n - n;
-    p->n = n;
-  }
+void ks_fstack_init(ks_fproc *p, uint32_t max_stack) {
+  ks_stack_init(&p->st, sizeof(ks_fentry), max_stack);
 }
 
 void ks_fstack_clear(ks_fproc *p) {
-  p->n = 0;
-  p->over = 0;
-  p->pinned = 0;
+  ks_stack_clear(&p->st);
 }
 
 void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
@@ -104,77 +77,24 @@ void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
 void ks_fstack_root(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
   ks_fstack_clear(p);
   push(c, p, mfa, base);
-  p->pinned = p->n == 1;
+  p->st.pinned = p->st.n == 1;
 }
 
 void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller) {
-  uint32_t j, stop;
+  int how = ks_stack_call_search(&p->st, mfa, caller, CALLER_SEARCH, &c->k.lost_frames);
 
-  if (p->over > 0) {
-    /* Past max_stack the frames are only counted. */
-    p->over++;
-    c->k.stack_overflow++;
+  if (how == KS_SC_UNKNOWN) {
+    c->k.unknown_callers++;
+    ks_fstack_infer(c, p, caller);
+    push(c, p, mfa, caller);
     return;
   }
-  if (caller == KS_NONE) {
-    if (p->pinned) {
-      pop_to(c, p, 1);
-    } else {
-      ks_fstack_clear(p);
-    }
-    push(c, p, mfa, KS_NONE);
-    return;
-  }
-  stop = p->n > CALLER_SEARCH ? p->n - CALLER_SEARCH : 0;
-  for (j = p->n; j-- > stop;) {
-    if (p->st[j].mfa == caller) {          /* a body call from frame j */
-      pop_to(c, p, j + 1);
-      push(c, p, mfa, caller);
-      return;
-    }
-    if (p->st[j].base == caller) {         /* a tail call out of frame j */
-      pop_to(c, p, j + 1);
-      if (j == 0 && p->pinned)
-        push(c, p, mfa, caller);
-      else
-        replace_top(c, p, mfa);
-      return;
-    }
-  }
-  c->k.unknown_callers++;
-  ks_fstack_infer(c, p, caller);
-  push(c, p, mfa, caller);
+  top_changed(c, p, how);
 }
 
 void ks_fstack_return_to(ks_fcap *c, ks_fproc *p, uint32_t to) {
-  uint32_t j;
-
-  if (p->over > 0) {
-    p->over--;
-    return;
-  }
-  if (to == KS_NONE) {
-    ks_fstack_clear(p);
-    return;
-  }
-  for (j = p->n - (p->n > 0); j-- > 0;)
-    if (p->st[j].mfa == to) {
-      c->k.lost_frames += p->n - j - 2;
-      p->n = j + 1;
-      return;
-    }
-  if (p->n > 0 && p->st[p->n - 1].mfa == to)
-    return;   /* back in the top frame from a callee we did not see */
-  if (p->pinned && p->st[0].base == to) {
-    if (p->n > 1)
-      c->k.lost_frames += p->n - 2;
-    p->n = 1;   /* out of what the trigger tail-called, into its return_trace frame */
-    return;
-  }
-  if (p->n > 1)
-    c->k.lost_frames += p->n - 1;
-  ks_fstack_clear(p);
-  ks_fstack_infer(c, p, to);
+  if (ks_stack_return_mfa(&p->st, to, &c->k.lost_frames) == KS_SR_GONE)
+    ks_fstack_infer(c, p, to);
 }
 
 void ks_fstack_credit(ks_fcap *c, ks_fproc *p, int64_t ts) {
@@ -197,7 +117,7 @@ void ks_fstack_update(ks_fcap *c, ks_fproc *p) {
     p->cur = KS_NONE;
     return;
   }
-  node = p->n > 0 ? p->st[p->n - 1].node : p->root;
+  node = p->st.n > 0 ? entry_at(p, p->st.n - 1)->node : p->root;
   if (p->out) {
     if (!c->o.sleep) {
       p->cur = KS_NONE;
@@ -205,7 +125,8 @@ void ks_fstack_update(ks_fcap *c, ks_fproc *p) {
     }
     /* Scheduled out in a function the stack does not show (an untraced one). */
     if (p->out_mfa != KS_NONE && p->out_mfa != c->o.hide &&
-        (p->n == 0 || p->st[p->n - 1].mfa != p->out_mfa) && p->n < c->o.max_depth)
+        (p->st.n == 0 || entry_at(p, p->st.n - 1)->f.mfa != p->out_mfa) &&
+        p->st.n < c->o.max_depth)
       node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_MFA, p->out_mfa));
     node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
   }

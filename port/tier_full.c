@@ -9,9 +9,9 @@
  * without full trace. The VM sends one return_to per chain of tail calls
  * started by a traced call; with every function traced, chains start at more
  * calls, and a chain sends the return_to it would have sent alone iff a
- * tier-traced function was in it. So each process's stack is kept here as
- * chains (the walk's own rules, tier_walk.c), each with a `tiered` bit, and a
- * return_to is passed on to the tiers only when a chain it ends had one.
+ * tier-traced function was in it. So each process's stack is kept here by
+ * the walk's rules (ks_stack.h, top rules), each frame with a `tiered` bit,
+ * and a return_to is passed on to the tiers only when a frame it ends had one.
  *
  * Requests of selected identities also keep every event, and when finalised
  * they are walked with the flame stack rules (flame_stack.c) into their
@@ -64,9 +64,9 @@ void ks_full_free(ks_full *f, uint32_t nrows) {
       if (f->agg[k] != NULL)
         free_agg(f->agg[k]);
   for (k = 0; k < f->chains_cap; k++)
-    free(f->chains[k].v);
+    ks_stack_free(&f->chains[k]);
   for (k = 0; k < f->cap_procs; k++)
-    free(f->procs[k].st);
+    ks_stack_free(&f->procs[k].st);
   free(f->agg);
   free(f->row_on);
   free(f->chains);
@@ -125,12 +125,12 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
 
 /* ---- the chain model: which return_to events the tiers would have had ---- */
 
-static ks_chains *chains_of(ks_full *f, uint32_t pid, int make) {
+static ks_stack *chains_of(ks_full *f, uint32_t pid, int make) {
   if (pid == KS_NONE)
     return NULL;
   if (pid >= f->chains_cap) {
-    uint32_t cap = f->chains_cap ? f->chains_cap : 1024;
-    ks_chains *v;
+    uint32_t cap = f->chains_cap ? f->chains_cap : 1024, k;
+    ks_stack *v;
     if (!make)
       return NULL;
     while (cap <= pid)
@@ -138,7 +138,8 @@ static ks_chains *chains_of(ks_full *f, uint32_t pid, int make) {
     v = realloc(f->chains, (size_t)cap * sizeof(*v));
     if (v == NULL)
       return NULL;
-    memset(v + f->chains_cap, 0, (size_t)(cap - f->chains_cap) * sizeof(*v));
+    for (k = f->chains_cap; k < cap; k++)
+      ks_stack_init(&v[k], sizeof(ks_chain), KS_CHAINS_MAX);
     f->chains = v;
     f->chains_cap = cap;
   }
@@ -146,68 +147,31 @@ static ks_chains *chains_of(ks_full *f, uint32_t pid, int make) {
 }
 
 int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered) {
-  ks_chains *s = chains_of(f, pid, 1);
-  ks_chain *top;
+  ks_stack *s = chains_of(f, pid, 1);
+  int how;
 
   if (s == NULL)
     return tiered;
-  if (s->over > 0) {
-    s->over++;
+  how = ks_stack_call_top(s, mfa, caller);
+  if (how == KS_SC_OVER)
     f->chain_overflow++;
-    return tiered;
-  }
-  top = s->n ? &s->v[s->n - 1] : NULL;
-  /* The walk's rule (tier_walk.c): a tail call joins the top chain. */
-  if (top != NULL && caller != KS_NONE && caller == top->base && caller != top->mfa) {
-    top->mfa = mfa;
-    top->tiered |= (uint32_t)tiered;
-    return tiered;
-  }
-  if (s->n == s->cap) {
-    uint32_t cap = s->cap ? s->cap * 2 : 16;
-    ks_chain *v = cap <= KS_CHAINS_MAX ? realloc(s->v, (size_t)cap * sizeof(*v)) : NULL;
-    if (v == NULL) {
-      s->over++;
-      f->chain_overflow++;
-      return tiered;
-    }
-    s->v = v;
-    s->cap = cap;
-  }
-  s->v[s->n].base = caller;
-  s->v[s->n].mfa = mfa;
-  s->v[s->n].tiered = (uint32_t)tiered;
-  s->n++;
+  else if (how == KS_SC_PUSH)
+    ((ks_chain *)ks_stack_top(s))->tiered = (uint32_t)tiered;
+  else
+    ((ks_chain *)ks_stack_top(s))->tiered |= (uint32_t)tiered;
   return tiered;
 }
 
 int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to) {
-  ks_chains *s = chains_of(f, pid, 0);
-  uint32_t tiered = 0, k;
-  int deeper = 0;
+  ks_stack *s = chains_of(f, pid, 0);
+  uint32_t tiered = 0, k, popped;
 
   if (s == NULL || s->n == 0)
     return 1;   /* a chain we never saw start: pass it on, as before */
-  if (s->over > 0) {
-    s->over--;
-    return 1;
-  }
-  if (s->v[s->n - 1].base != to && to != KS_NONE)
-    for (k = 0; k + 1 < s->n; k++)
-      if (s->v[k].base == to) {
-        deeper = 1;
-        break;
-      }
-  if (!deeper) {
-    s->n--;
-    return (int)s->v[s->n].tiered;
-  }
-  while (s->n > 0) {
-    const ks_chain *c = &s->v[--s->n];
-    tiered |= c->tiered;
-    if (c->base == to)
-      break;
-  }
+  if ((popped = ks_stack_return_base(s, to)) == 0)
+    return 1;   /* one only counted past the cap */
+  for (k = 0; k < popped; k++)
+    tiered |= ((const ks_chain *)ks_stack_at(s, s->n + k))->tiered;
   return (int)tiered;
 }
 
@@ -255,6 +219,7 @@ static void count_call(ks_full_agg *a, uint32_t mfa) {
 
 /* The walk's process for pid; its stack array is kept from request to request. */
 static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
+  ks_fopts o;
   ks_fproc *p;
   uint32_t k;
 
@@ -268,6 +233,9 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
     if (v == NULL)
       return NULL;
     memset(v + f->cap_procs, 0, (size_t)(cap - f->cap_procs) * sizeof(*v));
+    ks_flame_default_opts(&o);   /* the aggregates' (agg_of) */
+    for (k = f->cap_procs; k < cap; k++)
+      ks_fstack_init(&v[k], o.max_stack);
     f->procs = v;
     f->cap_procs = cap;   /* the stacks above are freed with procs from here on */
     if ((skip = realloc(f->skip_ret, (size_t)cap * sizeof(*skip))) == NULL)
@@ -277,11 +245,10 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
   f->skip_ret[f->nprocs] = KS_NONE;
   p = &f->procs[f->nprocs++];
   {
-    ks_fentry *st = p->st;
-    uint32_t cap = p->cap;
+    ks_stack st = p->st;
     memset(p, 0, sizeof(*p));
     p->st = st;
-    p->cap = cap;
+    ks_fstack_clear(p);
   }
   p->pid = pid;
   p->root = 0;
@@ -294,7 +261,7 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
 /* Time goes to a process's top frame; a process with no frame has none. */
 static void update(ks_fcap *c, ks_fproc *p) {
   ks_fstack_update(c, p);
-  if (p->n == 0)
+  if (p->st.n == 0)
     p->cur = KS_NONE;
 }
 

@@ -56,7 +56,7 @@ static void free_req(ks_req *r) {
   free_label(r);
   free(r->ev);
   free(r->fev);
-  ks_frames_free(&r->entry_stack);
+  ks_stack_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
 }
 
@@ -90,7 +90,7 @@ void ks_tiers_free(ks_tiers *t) {
   free(t->pid_slot);
   free(t->pid_gen);
   for (k = 0; k < t->cap_stacks; k++)
-    ks_frames_free(&t->stacks[k]);
+    ks_stack_free(&t->stacks[k]);
   free(t->stacks);
   free(t->stack_pids);
   memset(t, 0, sizeof(*t));
@@ -271,7 +271,7 @@ static void release(ks_tiers *t, uint32_t slot) {
   }
   free(r->fev);
   r->fev = NULL;
-  ks_frames_free(&r->entry_stack);
+  ks_stack_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
   r->gen = gen + 1;
   r->ev = ev;
@@ -484,6 +484,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   r->hash = h;
   r->used = 1;
   r->by_entry = by_entry;
+  ks_stack_init(&r->entry_stack, sizeof(ks_sframe), UINT32_MAX);
   r->entry_pid = d->ev.pid;
   r->start_ts = d->ev.ts;
   if (ident.p == NULL && by_entry)
@@ -604,7 +605,7 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   if (r->full)
     append_full(t, r, d, role);
   if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid)
-    ks_frames_call(&r->entry_stack, d->ev.mfa, d->ev.caller, role, 0);
+    ks_stack_call_top(&r->entry_stack, d->ev.mfa, d->ev.caller);
   if (role == KS_ROLE_STOP && d->ev.pid == r->entry_pid)
     mark_ended(t, slot, d->ev.ts);
 }
@@ -632,7 +633,7 @@ static void on_return_to(ks_tiers *t, const ks_decoded *d) {
   r = &t->reqs[slot];
   append(t, r, d, KS_ROLE_NONE);
   if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid) {
-    ks_frames_return_to(&r->entry_stack, d->ev.mfa);
+    ks_stack_return_base(&r->entry_stack, d->ev.mfa);
     if (r->entry_stack.n == 0)
       mark_ended(t, slot, d->ev.ts);
   }
@@ -695,7 +696,7 @@ void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n) {
     if (id < f->pid_cap)
       f->pid_slot[id] = KS_NONE;
     if (id < f->chains_cap)
-      f->chains[id].n = f->chains[id].over = 0;
+      ks_stack_clear(&f->chains[id]);
   }
 }
 
