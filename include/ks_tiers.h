@@ -102,13 +102,17 @@ typedef struct ks_tier_row {
   ks_tier_col *cols;            /* ntiers + 2: tiers, other, wall (self only) */
 } ks_tier_row;
 
-/* Full trace, per process: its stack (ks_stack.h, top rules). With every
- * function traced, a frame is what one return_to ends; `tiered` says that a
- * tier-traced function ran in it, so that without full trace the VM would
- * have sent that return_to. */
+/* A frame of a process's stack as the requests see it (ks_stack.h, top
+ * rules), kept per pid id across requests (tiers.c). Every labelled call
+ * opens or joins one; a return_to that ends it belongs to the request that
+ * opened it, not to the process's last labelled call (a nested request may
+ * have come since). With full trace every function is traced: `tiered` says
+ * that a tier-traced function ran in the frame, so that without full trace
+ * the VM would have sent the return_to that ends it. */
 typedef struct ks_chain {
   ks_sframe f;
   uint32_t tiered;
+  uint32_t slot, gen;           /* the request of the call that opened it; KS_NONE: none */
 } ks_chain;
 
 /* One identity's full trace: a call-path tree (the flame writers' input) and
@@ -126,8 +130,6 @@ typedef struct ks_full {
   uint8_t *row_on;              /* per identity row: selected */
   ks_full_agg **agg;            /* per identity row, made at its first request */
   uint32_t n_agg;
-  ks_stack *chains;             /* per pid id, of ks_chain */
-  uint32_t chains_cap;
   uint32_t *pid_slot, *pid_gen; /* per pid id: the request of its last labelled call */
   uint32_t pid_cap;
   ks_fproc *procs;              /* scratch of the walk */
@@ -166,6 +168,9 @@ typedef struct ks_tiers {
   ks_tier_row *rows;
   ks_req_result *slow;
   uint32_t n_slow;
+  /* Per pid id: its stack of ks_chain (kept by a reset: stacks did not change). */
+  ks_stack *chains;
+  uint32_t chains_cap;
   /* Scratch of the walk. */
   ks_stack *stacks;             /* of ks_wframe */
   uint32_t *stack_pids;
@@ -204,16 +209,11 @@ int ks_req_ev_less(const void *a, const void *b);
  * external-format bytes (no version byte). ks_tiers_reset keeps the selection. */
 int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n);
 void ks_full_free(ks_full *f, uint32_t nrows);
-/* What a reset keeps: the selection, and the processes' chains (their stacks
- * did not change). Detach before ks_tiers_free, attach after ks_tiers_start. */
+/* What a reset keeps: the selection. Detach before ks_tiers_free, attach after ks_tiers_start. */
 void ks_full_detach(ks_full *f, ks_full *keep);
 int ks_full_attach(ks_tiers *t, ks_full *keep);
 /* Whether a new identity row is selected. */
 void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id);
-/* The chain model of a labelled call / a return_to; returns whether the event
- * is one the VM would send without full trace (tiered). */
-int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered);
-int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to);
 /* A request's full-trace events into its identity's aggregate. */
 void ks_full_walk(ks_tiers *t, ks_req *r);
 /* Per-MFA totals of an aggregate, largest inclusive first (*n of them, caller

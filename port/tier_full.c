@@ -9,9 +9,10 @@
  * without full trace. The VM sends one return_to per chain of tail calls
  * started by a traced call; with every function traced, chains start at more
  * calls, and a chain sends the return_to it would have sent alone iff a
- * tier-traced function was in it. So each process's stack is kept here by
- * the walk's rules (ks_stack.h, top rules), each frame with a `tiered` bit,
- * and a return_to is passed on to the tiers only when a frame it ends had one.
+ * tier-traced function was in it. So each process's stack is kept by the
+ * walk's rules (ks_stack.h, top rules; tiers.c keeps it), each frame with a
+ * `tiered` bit, and a return_to is passed on to the tiers only when a frame
+ * it ends had one.
  *
  * Requests of selected identities also keep every event, and when finalised
  * they are walked with the flame stack rules (flame_stack.c) into their
@@ -22,8 +23,6 @@
 #include <stdlib.h>
 
 #include "ks_tiers.h"
-
-#define KS_CHAINS_MAX 65536
 
 int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n) {
   ks_full *f = &t->full;
@@ -63,13 +62,10 @@ void ks_full_free(ks_full *f, uint32_t nrows) {
     for (k = 0; k < nrows; k++)
       if (f->agg[k] != NULL)
         free_agg(f->agg[k]);
-  for (k = 0; k < f->chains_cap; k++)
-    ks_stack_free(&f->chains[k]);
   for (k = 0; k < f->cap_procs; k++)
     ks_stack_free(&f->procs[k].st);
   free(f->agg);
   free(f->row_on);
-  free(f->chains);
   free(f->pid_slot);
   free(f->pid_gen);
   free(f->procs);
@@ -83,11 +79,7 @@ void ks_full_detach(ks_full *f, ks_full *keep) {
   keep->on = f->on;
   keep->all = f->all;
   keep->selected = f->selected;
-  keep->chains = f->chains;
-  keep->chains_cap = f->chains_cap;
   memset(&f->selected, 0, sizeof(f->selected));
-  f->chains = NULL;
-  f->chains_cap = 0;
 }
 
 int ks_full_attach(ks_tiers *t, ks_full *keep) {
@@ -107,8 +99,6 @@ int ks_full_attach(ks_tiers *t, ks_full *keep) {
     return KS_ENOMEM;
   }
   f->selected = keep->selected;
-  f->chains = keep->chains;
-  f->chains_cap = keep->chains_cap;
   f->all = keep->all;
   f->on = 1;
   memset(keep, 0, sizeof(*keep));
@@ -121,58 +111,6 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
   if (!f->on || row >= t->o.max_identities)
     return;   /* the fold row mixes identities: never full-traced */
   f->row_on[row] = f->all || ks_itab_get(&f->selected, id.p, id.n, ks_hash(id.p, id.n)) != KS_NONE;
-}
-
-/* ---- the chain model: which return_to events the tiers would have had ---- */
-
-static ks_stack *chains_of(ks_full *f, uint32_t pid, int make) {
-  if (pid == KS_NONE)
-    return NULL;
-  if (pid >= f->chains_cap) {
-    uint32_t cap = f->chains_cap ? f->chains_cap : 1024, k;
-    ks_stack *v;
-    if (!make)
-      return NULL;
-    while (cap <= pid)
-      cap *= 2;
-    v = realloc(f->chains, (size_t)cap * sizeof(*v));
-    if (v == NULL)
-      return NULL;
-    for (k = f->chains_cap; k < cap; k++)
-      ks_stack_init(&v[k], sizeof(ks_chain), KS_CHAINS_MAX);
-    f->chains = v;
-    f->chains_cap = cap;
-  }
-  return &f->chains[pid];
-}
-
-int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered) {
-  ks_stack *s = chains_of(f, pid, 1);
-  int how;
-
-  if (s == NULL)
-    return tiered;
-  how = ks_stack_call_top(s, mfa, caller);
-  if (how == KS_SC_OVER)
-    f->chain_overflow++;
-  else if (how == KS_SC_PUSH)
-    ((ks_chain *)ks_stack_top(s))->tiered = (uint32_t)tiered;
-  else
-    ((ks_chain *)ks_stack_top(s))->tiered |= (uint32_t)tiered;
-  return tiered;
-}
-
-int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to) {
-  ks_stack *s = chains_of(f, pid, 0);
-  uint32_t tiered = 0, k, popped;
-
-  if (s == NULL || s->n == 0)
-    return 1;   /* a chain we never saw start: pass it on, as before */
-  if ((popped = ks_stack_return_base(s, to)) == 0)
-    return 1;   /* one only counted past the cap */
-  for (k = 0; k < popped; k++)
-    tiered |= ((const ks_chain *)ks_stack_at(s, s->n + k))->tiered;
-  return (int)tiered;
 }
 
 /* ---- a finalised request into its identity's aggregate ---- */
