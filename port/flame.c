@@ -152,18 +152,8 @@ static int grow_pslots(ks_fcap *c) {
 }
 
 static int set_mask(ks_flame *fl, uint32_t pid, uint32_t bit) {
-  if (pid >= fl->mask_cap) {
-    uint32_t cap = fl->mask_cap ? fl->mask_cap : 1024;
-    uint32_t *m;
-    while (cap <= pid)
-      cap *= 2;
-    m = realloc(fl->mask, (size_t)cap * sizeof(*m));
-    if (m == NULL)
-      return KS_ENOMEM;
-    memset(m + fl->mask_cap, 0, (size_t)(cap - fl->mask_cap) * sizeof(*m));
-    fl->mask = m;
-    fl->mask_cap = cap;
-  }
+  if (pid >= fl->mask_cap && ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
+    return KS_ENOMEM;
   fl->mask[pid] |= bit;
   return KS_OK;
 }
@@ -179,14 +169,8 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
     c->k.dropped_procs++;
     return NULL;
   }
-  if (c->nprocs == c->cap_procs) {
-    uint32_t cap = c->cap_procs ? c->cap_procs * 2 : 8;
-    ks_fproc *v = realloc(c->procs, (size_t)cap * sizeof(*v));
-    if (v == NULL)
-      return NULL;
-    c->procs = v;
-    c->cap_procs = cap;
-  }
+  if (ks_grow(&c->procs, &c->cap_procs, c->nprocs, 8, sizeof(*c->procs)) != KS_OK)
+    return NULL;
   if (set_mask(fl, pid, 1u << (c - fl->cap)) != KS_OK)
     return NULL;
   p = &c->procs[c->nprocs];

@@ -141,17 +141,8 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
 static void count_call(ks_full_agg *a, uint32_t mfa) {
   if (mfa == KS_NONE)
     return;
-  if (mfa >= a->calls_cap) {
-    uint32_t cap = a->calls_cap ? a->calls_cap : 256;
-    uint64_t *v;
-    while (cap <= mfa)
-      cap *= 2;
-    if ((v = realloc(a->calls, (size_t)cap * sizeof(*v))) == NULL)
-      return;
-    memset(v + a->calls_cap, 0, (size_t)(cap - a->calls_cap) * sizeof(*v));
-    a->calls = v;
-    a->calls_cap = cap;
-  }
+  if (mfa >= a->calls_cap && ks_grow(&a->calls, &a->calls_cap, mfa, 256, sizeof(*a->calls)) != KS_OK)
+    return;
   a->calls[mfa]++;
 }
 
@@ -165,20 +156,14 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
     if (f->procs[k].pid == pid)
       return &f->procs[k];
   if (f->nprocs == f->cap_procs) {
-    uint32_t cap = f->cap_procs ? f->cap_procs * 2 : 8;
-    ks_fproc *v = realloc(f->procs, (size_t)cap * sizeof(*v));
-    uint32_t *skip;
-    if (v == NULL)
+    uint32_t cap = f->cap_procs, old = f->cap_procs;
+    /* skip_ret first: procs' capacity is both arrays'. */
+    if (ks_grow(&f->skip_ret, &cap, f->nprocs, 8, sizeof(*f->skip_ret)) != KS_OK ||
+        ks_grow(&f->procs, &f->cap_procs, f->nprocs, 8, sizeof(*f->procs)) != KS_OK)
       return NULL;
-    memset(v + f->cap_procs, 0, (size_t)(cap - f->cap_procs) * sizeof(*v));
     ks_flame_default_opts(&o);   /* the aggregates' (agg_of) */
-    for (k = f->cap_procs; k < cap; k++)
-      ks_fstack_init(&v[k], o.max_stack);
-    f->procs = v;
-    f->cap_procs = cap;   /* the stacks above are freed with procs from here on */
-    if ((skip = realloc(f->skip_ret, (size_t)cap * sizeof(*skip))) == NULL)
-      return NULL;
-    f->skip_ret = skip;
+    for (k = old; k < f->cap_procs; k++)   /* freed with procs from here on */
+      ks_fstack_init(&f->procs[k], o.max_stack);
   }
   f->skip_ret[f->nprocs] = KS_NONE;
   p = &f->procs[f->nprocs++];

@@ -28,16 +28,12 @@ static ks_stack *stack_of(ks_tiers *t, uint32_t pid) {
     if (t->stack_pids[k] == pid)
       return &t->stacks[k];
   if (t->n_stacks == t->cap_stacks) {
-    uint32_t cap = t->cap_stacks ? t->cap_stacks * 2 : 8;
-    ks_stack *s = realloc(t->stacks, cap * sizeof(*s));
-    uint32_t *p;
-    if (s == NULL)
+    uint32_t cap = t->cap_stacks;
+    if (ks_grow(&t->stacks, &cap, t->n_stacks, 8, sizeof(*t->stacks)) != KS_OK)
       return NULL;
-    t->stacks = s;
-    p = realloc(t->stack_pids, cap * sizeof(*p));
-    if (p == NULL)
+    cap = t->cap_stacks;
+    if (ks_grow(&t->stack_pids, &cap, t->n_stacks, 8, sizeof(*t->stack_pids)) != KS_OK)
       return NULL;
-    t->stack_pids = p;
     for (k = t->cap_stacks; k < cap; k++)
       ks_stack_init(&t->stacks[k], sizeof(ks_wframe), UINT32_MAX);
     t->cap_stacks = cap;

@@ -157,21 +157,13 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
   if (mfa == KS_NONE)
     return KS_ROLE_NONE;
   if (mfa >= t->roles_cap) {
-    uint32_t cap = t->roles_cap ? t->roles_cap : 1024, old = t->roles_cap;
-    int8_t *r;
-    uint8_t *e;
-    while (cap <= mfa)
-      cap *= 2;
-    r = realloc(t->roles, cap);
-    if (r == NULL)
+    uint32_t cap = t->roles_cap, old = t->roles_cap;
+    if (ks_grow(&t->roles, &cap, mfa, 1024, 1) != KS_OK)
       return KS_ROLE_NONE;
-    t->roles = r;
-    e = realloc(t->is_entry, cap);
-    if (e == NULL)
+    cap = old;
+    if (ks_grow(&t->is_entry, &cap, mfa, 1024, 1) != KS_OK)
       return KS_ROLE_NONE;
-    t->is_entry = e;
     memset(t->roles + old, KS_ROLE_UNSEEN, cap - old);
-    memset(t->is_entry + old, 0, cap - old);
     t->roles_cap = cap;
   }
   if (t->roles[mfa] != KS_ROLE_UNSEEN) {
@@ -514,20 +506,14 @@ static int remember_in(ks_tiers *t, uint32_t **slots, uint32_t **gens, uint32_t 
   if (pid == KS_NONE)
     return KS_EINVAL;
   if (pid >= *pcap) {
-    uint32_t cap = *pcap ? *pcap : 1024, old = *pcap;
-    uint32_t *s, *g;
-    while (cap <= pid)
-      cap *= 2;
-    s = realloc(*slots, cap * sizeof(*s));
-    if (s == NULL)
+    uint32_t cap = *pcap, old = *pcap;
+    if (ks_grow(slots, &cap, pid, 1024, sizeof(**slots)) != KS_OK)
       return KS_ENOMEM;
-    *slots = s;
-    g = realloc(*gens, cap * sizeof(*g));
-    if (g == NULL)
+    cap = old;
+    if (ks_grow(gens, &cap, pid, 1024, sizeof(**gens)) != KS_OK)
       return KS_ENOMEM;
-    *gens = g;
     for (; old < cap; old++)
-      s[old] = KS_NONE;
+      (*slots)[old] = KS_NONE;
     *pcap = cap;
   }
   (*slots)[pid] = slot;
@@ -574,19 +560,11 @@ static ks_stack *chains_of(ks_tiers *t, uint32_t pid, int make) {
   if (pid == KS_NONE)
     return NULL;
   if (pid >= t->chains_cap) {
-    uint32_t cap = t->chains_cap ? t->chains_cap : 1024, k;
-    ks_stack *v;
-    if (!make)
+    uint32_t k = t->chains_cap;
+    if (!make || ks_grow(&t->chains, &t->chains_cap, pid, 1024, sizeof(*t->chains)) != KS_OK)
       return NULL;
-    while (cap <= pid)
-      cap *= 2;
-    v = realloc(t->chains, (size_t)cap * sizeof(*v));
-    if (v == NULL)
-      return NULL;
-    for (k = t->chains_cap; k < cap; k++)
-      ks_stack_init(&v[k], sizeof(ks_chain), KS_CHAINS_MAX);
-    t->chains = v;
-    t->chains_cap = cap;
+    for (; k < t->chains_cap; k++)
+      ks_stack_init(&t->chains[k], sizeof(ks_chain), KS_CHAINS_MAX);
   }
   return &t->chains[pid];
 }
