@@ -118,7 +118,8 @@ typedef struct ks_chain {
 /* One identity's full trace: a call-path tree (the flame writers' input) and
  * calls per MFA id. Self and inclusive time per MFA come from the tree. */
 typedef struct ks_full_agg {
-  ks_fcap fc;                   /* only its tree, counters and options are used */
+  ks_ftree tree;
+  ks_fcounters k;
   uint64_t *calls;
   uint32_t calls_cap;
   uint64_t requests, events, truncated;

@@ -50,7 +50,7 @@ int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n) {
 }
 
 static void free_agg(ks_full_agg *a) {
-  ks_ftree_free(&a->fc.tree);
+  ks_ftree_free(&a->tree);
   free(a->calls);
   free(a);
 }
@@ -115,6 +115,15 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
 
 /* ---- a finalised request into its identity's aggregate ---- */
 
+/* The stack rules' options for an aggregate: no sleep or GC frames (the
+ * full stream has no scheduling events), the default depth and stack caps. */
+static void agg_opts(const ks_tiers *t, ks_fopts *o) {
+  ks_flame_default_opts(o);
+  o->sleep = 0;
+  o->gc = 0;
+  o->max_nodes = t->o.full_max_nodes;
+}
+
 static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
   ks_full *f = &t->full;
   ks_full_agg *a;
@@ -123,16 +132,10 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
     return f->agg[row];
   if (f->n_agg >= t->o.full_max_identities || (a = calloc(1, sizeof(*a))) == NULL)
     return NULL;
-  ks_flame_default_opts(&a->fc.o);
-  a->fc.o.sleep = 0;
-  a->fc.o.gc = 0;
-  a->fc.o.max_nodes = t->o.full_max_nodes;
-  if (ks_ftree_init(&a->fc.tree, t->o.full_max_nodes) != KS_OK) {
+  if (ks_ftree_init(&a->tree, t->o.full_max_nodes) != KS_OK) {
     free(a);
     return NULL;
   }
-  a->fc.used = 1;
-  a->fc.id = row;
   f->agg[row] = a;
   f->n_agg++;
   return a;
@@ -182,8 +185,8 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
 }
 
 /* Time goes to a process's top frame; a process with no frame has none. */
-static void update(ks_fcap *c, ks_fproc *p) {
-  ks_fstack_update(c, p);
+static void update(const ks_fgraph *g, ks_fproc *p) {
+  ks_fstack_update(g, p);
   if (p->st.n == 0)
     p->cur = KS_NONE;
 }
@@ -193,14 +196,17 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   ks_full_agg *a = agg_of(t, r->identity);
   int64_t end = r->ended ? r->end_ts : r->start_ts;
   ks_fproc *entry;
-  ks_fcap *c;
+  ks_fopts o;
+  ks_fgraph g = {NULL, NULL, &o};
   uint32_t k;
 
   if (a == NULL) {
     f->dropped_requests++;
     return;
   }
-  c = &a->fc;
+  agg_opts(t, &o);
+  g.tree = &a->tree;
+  g.k = &a->k;
   f->nprocs = 0;
   qsort(r->fev, r->n_fev, sizeof(*r->fev), ks_req_ev_less);
   for (k = 0; k < r->n_fev; k++) {
@@ -214,7 +220,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
       break;
     if (!r->ended && at > end)
       end = at;
-    ks_fstack_credit(c, p, at);
+    ks_fstack_credit(&g, p, at);
     if (e->kind == KS_EV_CALL) {
       if (e->role == KS_ROLE_START || e->role == KS_ROLE_STOP) {
         /* kprof's markers are not the request's code: neither their call
@@ -224,21 +230,21 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
       }
       f->skip_ret[p - f->procs] = KS_NONE;
       count_call(a, e->mfa);
-      ks_fstack_call(c, p, e->mfa, e->caller);
+      ks_fstack_call(&g, p, e->mfa, e->caller);
     } else {
       uint32_t skip = f->skip_ret[p - f->procs];
       f->skip_ret[p - f->procs] = KS_NONE;
       if (skip != KS_NONE && skip == e->mfa)
         continue;
-      ks_fstack_return_to(c, p, e->mfa);
+      ks_fstack_return_to(&g, p, e->mfa);
     }
-    update(c, p);
-    c->k.events++;
+    update(&g, p);
+    a->k.events++;
   }
   /* The entry process runs to the end; the others to their last event. */
   entry = proc_of(f, r->entry_pid);
   if (entry != NULL && entry->has_ts)
-    ks_fstack_credit(c, entry, end);
+    ks_fstack_credit(&g, entry, end);
   a->requests++;
   a->events += r->n_fev;
   a->truncated += r->full_truncated != 0;
@@ -257,7 +263,7 @@ static int mfa_less(const void *a, const void *b) {
 }
 
 ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
-  const ks_ftree *tr = &a->fc.tree;
+  const ks_ftree *tr = &a->tree;
   uint64_t *total, *self, *incl;
   ks_full_mfa *out = NULL;
   uint32_t ids = a->calls_cap, k, n = 0;
