@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KS_VERSION "0.1.0"
@@ -20,6 +21,30 @@ enum {
 };
 
 #define KS_NONE UINT32_MAX
+
+/*
+ * Grows a vector until index `need` fits: *(T **)pp has *cap elements of elem
+ * bytes; the capacity doubles, from `first` when it was 0, and stops at
+ * UINT32_MAX; the new elements are zeroed. On KS_ENOMEM nothing changed (the
+ * caller counts its drop). pp is the address of the vector's pointer, of any
+ * type: it is read and written with memcpy.
+ */
+static inline int ks_grow(void *pp, uint32_t *cap, uint32_t need, uint32_t first, size_t elem) {
+  uint32_t c = *cap ? *cap : first;
+  void *v;
+
+  if (need < *cap)
+    return KS_OK;
+  while (c <= need && c < UINT32_MAX)
+    c = c > UINT32_MAX / 2 ? UINT32_MAX : c * 2;
+  memcpy(&v, pp, sizeof(v));
+  if (c <= need || (v = realloc(v, (size_t)c * elem)) == NULL)
+    return KS_ENOMEM;
+  memset((char *)v + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
+  memcpy(pp, &v, sizeof(v));
+  *cap = c;
+  return KS_OK;
+}
 
 /* A read-only view into a frame. */
 typedef struct ks_slice {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ks_decode.h"
+#include "ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
 
@@ -55,25 +56,22 @@ void ks_ftree_order(ks_ftree *t);
 /* Inclusive ns of every node into total[t->n] (children come after parents). */
 void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
 
-/* One frame of a process's stack: the real BEAM stack, a tail call replacing its caller. */
+/* One frame of a process's stack (ks_stack.h, search rules) and its tree node. */
 typedef struct ks_fentry {
-  uint32_t mfa;
-  uint32_t base;               /* what it returns to, as the call's {caller} said */
+  ks_sframe f;
   uint32_t node;
 } ks_fentry;
 
 typedef struct ks_fproc {
   uint32_t pid;                /* pid id */
   uint32_t root;               /* the process's tree node */
-  ks_fentry *st;
-  uint32_t n, cap;
-  uint32_t over;               /* frames beyond max_stack, not kept */
+  ks_stack st;                 /* of ks_fentry, at most max_stack kept; pinned: the bottom
+                                * frame is a trigger call, never replaced */
   uint32_t cur;                /* the node time goes to now, KS_NONE for none */
   uint32_t out_mfa;            /* where it was scheduled out */
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
   int64_t last_ts;
   uint8_t armed, out, gc, dead, has_ts, named;
-  uint8_t pinned;              /* the bottom frame is a trigger call: never replaced */
   char *name;                  /* registered name, UTF-8, or NULL */
 } ks_fproc;
 
@@ -114,6 +112,20 @@ typedef struct ks_fcap {
   ks_fcounters k;
 } ks_fcap;
 
+/* What the stack rules (flame_stack.c) build into: a call-path tree and its
+ * counters, under a capture's options. A capture's own (ks_fcap_graph), or a
+ * full-trace aggregate's (tier_full.c), which has no capture. */
+typedef struct ks_fgraph {
+  ks_ftree *tree;
+  ks_fcounters *k;
+  const ks_fopts *o;
+} ks_fgraph;
+
+static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
+  ks_fgraph g = {&c->tree, &c->k, &c->o};
+  return g;
+}
+
 typedef struct ks_flame {
   int active;                  /* captures in use */
   ks_fcap cap[KS_FLAME_MAX];
@@ -139,17 +151,19 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
 
-/* flame_stack.c: the stack rules, for one process of a capture. */
-void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller);
-void ks_fstack_return_to(ks_fcap *c, ks_fproc *p, uint32_t to);
-void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa);
+/* flame_stack.c: the stack rules, for one process of a capture or aggregate. */
+void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller);
+void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to);
+void ks_fstack_infer(const ks_fgraph *g, ks_fproc *p, uint32_t mfa);
 /* The stack becomes the one frame mfa, returning to base (a trigger call). */
-void ks_fstack_root(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base);
+void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base);
 void ks_fstack_clear(ks_fproc *p);
+/* A process's stack before its first frame (max_stack frames kept). */
+void ks_fstack_init(ks_fproc *p, uint32_t max_stack);
 /* Credits [last_ts, ts) to the current node; ts never goes back. */
-void ks_fstack_credit(ks_fcap *c, ks_fproc *p, int64_t ts);
+void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts);
 /* Recomputes p->cur after a change of stack or state. */
-void ks_fstack_update(ks_fcap *c, ks_fproc *p);
+void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
 
 /* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,

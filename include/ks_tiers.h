@@ -5,6 +5,7 @@
 #include "ks_decode.h"
 #include "ks_flame.h"
 #include "ks_hist.h"
+#include "ks_stack.h"
 
 #define KS_TIER_MAX 32
 
@@ -52,18 +53,14 @@ typedef struct ks_req_ev {
   uint16_t pad;
 } ks_req_ev;
 
-/* A frame of the walk: one traced call on a process's stack. */
-typedef struct ks_frame {
-  uint32_t mfa, base;           /* base: the caller the frame's chain returns to */
-  uint32_t chain, seq;
-  int role;
-} ks_frame;
-
-typedef struct ks_frames {
-  ks_frame *v;
-  uint32_t n, cap;
-  uint32_t next_chain;
-} ks_frames;
+/* A frame of the walk (ks_stack.h, top rules): a traced call and the traced
+ * tail calls that replaced it, all open until the frame's return_to. */
+typedef struct ks_wframe {
+  ks_sframe f;
+  uint32_t seq;                 /* the latest call's: the latest frame gets the self time */
+  uint32_t roles;               /* bit per tier of a call in the frame: open (inclusive) */
+  int role;                     /* the latest call's tier, or KS_ROLE_NONE */
+} ks_wframe;
 
 typedef struct ks_req {
   unsigned char *label;         /* the seq_trace label's bytes: the key */
@@ -75,7 +72,8 @@ typedef struct ks_req {
   uint32_t entry_pid;
   int64_t start_ts, end_ts;
   int used, ended, by_entry, truncated, abandoned;
-  ks_frames entry_stack;        /* by_entry: the entry process's frames, to see the end */
+  ks_stack entry_stack;         /* by_entry: the entry process's frames (ks_sframe), to see
+                                 * the end */
   ks_req_ev *ev;
   uint32_t n_ev, cap_ev;
   uint32_t next_ended;          /* FIFO of ended requests, by end */
@@ -104,23 +102,24 @@ typedef struct ks_tier_row {
   ks_tier_col *cols;            /* ntiers + 2: tiers, other, wall (self only) */
 } ks_tier_row;
 
-/* Full trace, per process: its stack as chains of tail calls (tier_full.c). A
- * chain is what one return_to ends; `tiered` says that a tier-traced function
- * was in it, so that without full trace the VM would have sent that return_to. */
+/* A frame of a process's stack as the requests see it (ks_stack.h, top
+ * rules), kept per pid id across requests (tiers.c). Every labelled call
+ * opens or joins one; a return_to that ends it belongs to the request that
+ * opened it, not to the process's last labelled call (a nested request may
+ * have come since). With full trace every function is traced: `tiered` says
+ * that a tier-traced function ran in the frame, so that without full trace
+ * the VM would have sent the return_to that ends it. */
 typedef struct ks_chain {
-  uint32_t base, mfa;           /* what the chain returns to; its latest function */
+  ks_sframe f;
   uint32_t tiered;
+  uint32_t slot, gen;           /* the request of the call that opened it; KS_NONE: none */
 } ks_chain;
-
-typedef struct ks_chains {
-  ks_chain *v;
-  uint32_t n, cap, over;        /* over: chains past the cap, only counted */
-} ks_chains;
 
 /* One identity's full trace: a call-path tree (the flame writers' input) and
  * calls per MFA id. Self and inclusive time per MFA come from the tree. */
 typedef struct ks_full_agg {
-  ks_fcap fc;                   /* only its tree, counters and options are used */
+  ks_ftree tree;
+  ks_fcounters k;
   uint64_t *calls;
   uint32_t calls_cap;
   uint64_t requests, events, truncated;
@@ -132,8 +131,6 @@ typedef struct ks_full {
   uint8_t *row_on;              /* per identity row: selected */
   ks_full_agg **agg;            /* per identity row, made at its first request */
   uint32_t n_agg;
-  ks_chains *chains;            /* per pid id */
-  uint32_t chains_cap;
   uint32_t *pid_slot, *pid_gen; /* per pid id: the request of its last labelled call */
   uint32_t pid_cap;
   ks_fproc *procs;              /* scratch of the walk */
@@ -172,8 +169,11 @@ typedef struct ks_tiers {
   ks_tier_row *rows;
   ks_req_result *slow;
   uint32_t n_slow;
+  /* Per pid id: its stack of ks_chain (kept by a reset: stacks did not change). */
+  ks_stack *chains;
+  uint32_t chains_cap;
   /* Scratch of the walk. */
-  ks_frames *stacks;
+  ks_stack *stacks;             /* of ks_wframe */
   uint32_t *stack_pids;
   uint32_t n_stacks, cap_stacks;
   /* Counters (doc/tiers.md). */
@@ -205,25 +205,16 @@ void ks_tiers_flush(ks_tiers *t, int all);
 int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res);
 /* qsort order of a request's events (tier walk, full trace): by time, then as they arrived. */
 int ks_req_ev_less(const void *a, const void *b);
-/* The chain rules shared by the walk and the entry-end watch. */
-int ks_frames_call(ks_frames *s, uint32_t mfa, uint32_t caller, int role, uint32_t seq);
-uint32_t ks_frames_return_to(ks_frames *s, uint32_t to);
-void ks_frames_free(ks_frames *s);
 
 /* tier_full.c: full trace. Select after ks_tiers_start: all, or the identities'
  * external-format bytes (no version byte). ks_tiers_reset keeps the selection. */
 int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n);
 void ks_full_free(ks_full *f, uint32_t nrows);
-/* What a reset keeps: the selection, and the processes' chains (their stacks
- * did not change). Detach before ks_tiers_free, attach after ks_tiers_start. */
+/* What a reset keeps: the selection. Detach before ks_tiers_free, attach after ks_tiers_start. */
 void ks_full_detach(ks_full *f, ks_full *keep);
 int ks_full_attach(ks_tiers *t, ks_full *keep);
 /* Whether a new identity row is selected. */
 void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id);
-/* The chain model of a labelled call / a return_to; returns whether the event
- * is one the VM would send without full trace (tiered). */
-int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered);
-int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to);
 /* A request's full-trace events into its identity's aggregate. */
 void ks_full_walk(ks_tiers *t, ks_req *r);
 /* Per-MFA totals of an aggregate, largest inclusive first (*n of them, caller

@@ -137,14 +137,8 @@ int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t
 
 /* Appends one id -> offset record, growing the array by doubling. */
 static int push_off(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t off) {
-  if (*n == *cap) {
-    uint32_t c = *cap ? *cap * 2 : 256;
-    uint32_t *nv = realloc(*v, (size_t)c * sizeof(**v));
-    if (nv == NULL)
-      return KS_ENOMEM;
-    *v = nv;
-    *cap = c;
-  }
+  if (*n == *cap && ks_grow(v, cap, *n, 256, sizeof(**v)) != KS_OK)
+    return KS_ENOMEM;
   (*v)[(*n)++] = off;
   return KS_OK;
 }
@@ -366,21 +360,15 @@ static int keep_canon_pid(void *ctx, uint32_t id, uint32_t new_off) {
 
 int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n) {
   pid_filter f = {{dead, n < in->n_pids ? n : in->n_pids}, in};
-  uint32_t id, count = 0, *v;
+  uint32_t id, count = 0;
 
   for (id = 0; id < f.ids.n; id++)
     count += dead[id] && in->pids[id] != KS_NONE;
   if (count == 0)
     return KS_OK;
-  if (in->n_pid_free + count > in->cap_pid_free) {
-    uint32_t cap = in->cap_pid_free ? in->cap_pid_free : 256;
-    while (cap < in->n_pid_free + count)
-      cap *= 2;
-    if ((v = realloc(in->pid_free, (size_t)cap * sizeof(*v))) == NULL)
-      return KS_ENOMEM;
-    in->pid_free = v;
-    in->cap_pid_free = cap;
-  }
+  if (ks_grow(&in->pid_free, &in->cap_pid_free, in->n_pid_free + count - 1, 256,
+              sizeof(*in->pid_free)) != KS_OK)
+    return KS_ENOMEM;
   /* The raw table first: if the canonical one then fails, the pids are
    * only looked up the slow way, under the same ids. */
   if (ks_itab_filter(&in->pid_raw, ks_keep_live_id, &f.ids) != KS_OK ||
@@ -482,7 +470,6 @@ int ks_intern_pid(ks_intern *in, ks_slice raw, uint32_t *id) {
 }
 
 int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id) {
-  ks_term *tv;
   uint32_t off;
   uint64_t h = ks_hash(raw.p, raw.n);
   uint32_t v = ks_itab_get(&in->terms, raw.p, raw.n, h);
@@ -494,14 +481,9 @@ int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id) {
   }
   if (in->n_terms >= in->max_terms)
     return refused(KS_EFULL, &in->dropped_terms);
-  if (in->n_terms == in->cap_terms) {
-    uint32_t c = in->cap_terms ? in->cap_terms * 2 : 64;
-    tv = realloc(in->termv, (size_t)c * sizeof(*tv));
-    if (tv == NULL)
-      return KS_ENOMEM;
-    in->termv = tv;
-    in->cap_terms = c;
-  }
+  if (in->n_terms == in->cap_terms &&
+      ks_grow(&in->termv, &in->cap_terms, in->n_terms, 64, sizeof(*in->termv)) != KS_OK)
+    return KS_ENOMEM;
   if ((rc = ks_itab_put(&in->terms, raw.p, raw.n, h, in->n_terms, &off)) != KS_OK)
     return refused(rc, &in->dropped_terms);
   in->termv[in->n_terms].off = off;

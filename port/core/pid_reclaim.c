@@ -35,19 +35,7 @@ void ks_pid_reclaim_free(ks_pid_reclaim *pr) {
 }
 
 static int grow_bytes(uint8_t **v, uint32_t *cap, uint32_t need) {
-  uint32_t c = *cap ? *cap : 1024;
-  uint8_t *nv;
-
-  if (need <= *cap)
-    return KS_OK;
-  while (c < need)
-    c *= 2;
-  if ((nv = realloc(*v, c)) == NULL)
-    return KS_ENOMEM;
-  memset(nv + *cap, 0, c - *cap);
-  *v = nv;
-  *cap = c;
-  return KS_OK;
+  return need <= *cap ? KS_OK : ks_grow(v, cap, need - 1, 1024, 1);
 }
 
 void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts) {
@@ -56,14 +44,8 @@ void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts) {
   if (pid == KS_NONE || grow_bytes(&pr->listed, &pr->listed_cap, pid + 1) != KS_OK ||
       pr->listed[pid])
     return;   /* out of memory: the id is only not reused */
-  if (pr->n == pr->cap) {
-    uint32_t c = pr->cap ? pr->cap * 2 : 256;
-    ks_pid_dead *v = realloc(pr->dead, (size_t)c * sizeof(*v));
-    if (v == NULL)
-      return;
-    pr->dead = v;
-    pr->cap = c;
-  }
+  if (ks_grow(&pr->dead, &pr->cap, pr->n, 256, sizeof(*pr->dead)) != KS_OK)
+    return;
   pr->dead[pr->n].id = pid;
   pr->dead[pr->n].ts = ts;
   pr->n++;

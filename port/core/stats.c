@@ -24,18 +24,7 @@ void ks_stats_reset(ks_stats *st) {
 }
 
 static int grow_calls(ks_stats *st, uint32_t id) {
-  uint32_t cap = st->mfa_calls_cap ? st->mfa_calls_cap : 1024;
-  uint64_t *v;
-
-  while (cap <= id)
-    cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
-  v = realloc(st->mfa_calls, (size_t)cap * sizeof(*v));
-  if (v == NULL)
-    return KS_ENOMEM;
-  memset(v + st->mfa_calls_cap, 0, (size_t)(cap - st->mfa_calls_cap) * sizeof(*v));
-  st->mfa_calls = v;
-  st->mfa_calls_cap = cap;
-  return KS_OK;
+  return ks_grow(&st->mfa_calls, &st->mfa_calls_cap, id, 1024, sizeof(*st->mfa_calls));
 }
 
 int ks_stats_event(ks_stats *st, const ks_event *ev) {

@@ -45,7 +45,7 @@ static void free_cap(ks_fcap *c) {
   uint32_t k;
 
   for (k = 0; k < c->nprocs; k++) {
-    free(c->procs[k].st);
+    ks_stack_free(&c->procs[k].st);
     free(c->procs[k].name);
   }
   free(c->procs);
@@ -152,18 +152,8 @@ static int grow_pslots(ks_fcap *c) {
 }
 
 static int set_mask(ks_flame *fl, uint32_t pid, uint32_t bit) {
-  if (pid >= fl->mask_cap) {
-    uint32_t cap = fl->mask_cap ? fl->mask_cap : 1024;
-    uint32_t *m;
-    while (cap <= pid)
-      cap *= 2;
-    m = realloc(fl->mask, (size_t)cap * sizeof(*m));
-    if (m == NULL)
-      return KS_ENOMEM;
-    memset(m + fl->mask_cap, 0, (size_t)(cap - fl->mask_cap) * sizeof(*m));
-    fl->mask = m;
-    fl->mask_cap = cap;
-  }
+  if (pid >= fl->mask_cap && ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
+    return KS_ENOMEM;
   fl->mask[pid] |= bit;
   return KS_OK;
 }
@@ -179,18 +169,13 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
     c->k.dropped_procs++;
     return NULL;
   }
-  if (c->nprocs == c->cap_procs) {
-    uint32_t cap = c->cap_procs ? c->cap_procs * 2 : 8;
-    ks_fproc *v = realloc(c->procs, (size_t)cap * sizeof(*v));
-    if (v == NULL)
-      return NULL;
-    c->procs = v;
-    c->cap_procs = cap;
-  }
+  if (ks_grow(&c->procs, &c->cap_procs, c->nprocs, 8, sizeof(*c->procs)) != KS_OK)
+    return NULL;
   if (set_mask(fl, pid, 1u << (c - fl->cap)) != KS_OK)
     return NULL;
   p = &c->procs[c->nprocs];
   memset(p, 0, sizeof(*p));
+  ks_fstack_init(p, c->o.max_stack);
   p->pid = pid;
   p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
   p->cur = KS_NONE;
@@ -218,6 +203,7 @@ static void set_name(ks_fproc *p, const char *name, size_t len) {
 }
 
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
+  ks_fgraph g = ks_fcap_graph(c);
   ks_fproc *p = proc_add(fl, c, pid);
 
   if (p == NULL)
@@ -226,7 +212,7 @@ int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, s
     set_name(p, name, name_len);
   if (c->o.trigger == KS_NONE && !c->stopped) {
     p->armed = 1;
-    ks_fstack_update(c, p);
+    ks_fstack_update(&g, p);
   }
   return KS_OK;
 }
@@ -267,12 +253,13 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
 }
 
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
+  ks_fgraph g = ks_fcap_graph(c);
   uint32_t bit = 1u << (c - fl->cap), k;
 
   for (k = 0; k < c->nprocs; k++) {
     ks_fproc *p = &c->procs[k];
     if (p->armed && !p->dead && has_end)
-      ks_fstack_credit(c, p, end_ts);
+      ks_fstack_credit(&g, p, end_ts);
     p->armed = 0;
     p->cur = KS_NONE;
     if (p->pid < fl->mask_cap)
@@ -296,6 +283,7 @@ static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) 
 }
 
 static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
+  ks_fgraph g = ks_fcap_graph(c);
   int64_t t;
 
   if (!(ev->flags & KS_EVF_TS))
@@ -321,17 +309,17 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
     p->trig_depth = 1;
     p->has_ts = 1;
     p->last_ts = t;
-    ks_fstack_root(c, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
-    ks_fstack_update(c, p);
+    ks_fstack_root(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    ks_fstack_update(&g, p);
   } else if (ev->kind == KS_EV_RETURN_FROM || ev->kind == KS_EV_EXCEPTION_FROM) {
     if (!p->armed || p->trig_depth == 0 || --p->trig_depth > 0)
       return;
     c->k.events++;
-    ks_fstack_credit(c, p, t);
+    ks_fstack_credit(&g, p, t);
     c->k.calls_done++;
     p->armed = 0;
     ks_fstack_clear(p);
-    ks_fstack_update(c, p);
+    ks_fstack_update(&g, p);
   }
 }
 
@@ -351,6 +339,7 @@ static void register_name(ks_fproc *p, const ks_intern *in, const ks_event *ev) 
 }
 
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
+  ks_fgraph g = ks_fcap_graph(c);
   const ks_event *ev = &d->ev;
 
   if (is_meta(ev)) {
@@ -363,11 +352,11 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   if (!p->armed || p->dead)
     return;
   if (ev->flags & KS_EVF_TS)
-    ks_fstack_credit(c, p, ev->ts);
+    ks_fstack_credit(&g, p, ev->ts);
   c->k.events++;
   switch (ev->kind) {
   case KS_EV_CALL:
-    ks_fstack_call(c, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
     break;
   case KS_EV_RETURN_TO:
     if (ev->mfa != KS_NONE && ev->mfa == c->o.hide) {
@@ -375,13 +364,13 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
       ks_fstack_clear(p);
       break;
     }
-    ks_fstack_return_to(c, p, ev->mfa);
+    ks_fstack_return_to(&g, p, ev->mfa);
     break;
   case KS_EV_IN:
   case KS_EV_IN_EXITING:
     p->out = 0;
-    if (p->n == 0)
-      ks_fstack_infer(c, p, ev->mfa);
+    if (p->st.n == 0)
+      ks_fstack_infer(&g, p, ev->mfa);
     break;
   case KS_EV_OUT:
   case KS_EV_OUT_EXITING:
@@ -405,7 +394,7 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     c->k.events--;   /* links, sends, ...: not about stacks */
     return;
   }
-  ks_fstack_update(c, p);
+  ks_fstack_update(&g, p);
 }
 
 /* {kprof_flame, Id}: the payload of a trigger's meta call. */
@@ -446,8 +435,9 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
         !parent->armed || parent->dead)
       continue;
     if ((p = proc_add(fl, c, ev->pid)) != NULL && !p->armed) {
+      ks_fgraph g = ks_fcap_graph(c);
       p->armed = 1;
-      ks_fstack_update(c, p);
+      ks_fstack_update(&g, p);
     }
   }
 }

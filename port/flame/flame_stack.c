@@ -1,18 +1,15 @@
 /* flame_stack.c: one process's call stack from call, return_to and scheduling events.
  *
- * The stack is the BEAM's own: a frame per body call, and a tail call takes
- * the place of the frame that made it. A call's {caller} (from the match
- * spec) is the function the new frame returns to, which tells them apart:
- *   - caller is the top frame: a body call, push;
- *   - caller is what the top frame returns to: a tail call, replace the top;
- *   - caller is deeper: frames above it were left without a return_to we
- *     could see (tail calls out of them, a caught exception): pop to it;
- *   - caller is nowhere: tracing started below it, or it is in a module
- *     that is not traced: it is inferred as a frame, then the call pushed;
- *   - caller undefined: the call returns to nothing, it is the bottom frame.
- * `return_to F` pops to the topmost frame of F below the top (an exception
- * may unwind several at once); F nowhere: the frames we had are gone and
- * F is the new bottom. `return_to undefined` empties the stack.
+ * The stack is the BEAM's own, by the search rules of the stack model
+ * (ks_stack.h): a frame per body call, a tail call takes the place of the
+ * frame that made it, a caller found deeper pops the frames above it (left
+ * without a return_to we could see), `return_to F` pops to the topmost frame
+ * of F below the top. What is left to this file: a caller on no frame
+ * (tracing started below it, or it is in a module that is not traced) and a
+ * return_to a function on no frame are inferred as a frame (the new bottom
+ * for a return_to); `return_to undefined` empties the stack; each frame's
+ * node in the call-path tree (ks_fgraph: a capture's or a full-trace
+ * aggregate's).
  *
  * Frames deeper than max_depth share one TRUNCATED node; more than max_stack
  * frames are only counted. Time between two events goes to the stack as it
@@ -26,158 +23,78 @@
 /* How far down a call looks for its caller before calling it unknown. */
 #define CALLER_SEARCH 256
 
+static ks_fentry *entry_at(const ks_fproc *p, uint32_t i) {
+  return (ks_fentry *)ks_stack_at(&p->st, i);
+}
+
 static uint32_t parent_node(const ks_fproc *p, uint32_t i) {
-  return i == 0 ? p->root : p->st[i - 1].node;
+  return i == 0 ? p->root : entry_at(p, i - 1)->node;
 }
 
 /* The node of a frame at index i (depth i + 1) whose parent node is `parent`. */
-static uint32_t node_at(ks_fcap *c, uint32_t parent, uint32_t i, uint32_t mfa) {
-  if (i >= c->o.max_depth) {
-    c->k.depth_capped++;
-    if (i > c->o.max_depth)
+static uint32_t node_at(const ks_fgraph *g, uint32_t parent, uint32_t i, uint32_t mfa) {
+  if (i >= g->o->max_depth) {
+    g->k->depth_capped++;
+    if (i > g->o->max_depth)
       return parent;   /* already the TRUNCATED node */
-    return ks_ftree_child(&c->tree, parent, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
+    return ks_ftree_child(g->tree, parent, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
   }
-  return ks_ftree_child(&c->tree, parent, KS_FR(KS_FR_MFA, mfa));
+  return ks_ftree_child(g->tree, parent, KS_FR(KS_FR_MFA, mfa));
 }
 
-static void push(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
-  ks_fentry *e;
+/* The top frame is new (pushed) or runs another function (a tail call): its node. */
+static void top_changed(const ks_fgraph *g, ks_fproc *p, int how) {
+  uint32_t i = p->st.n - 1;
 
-  if (p->n >= c->o.max_stack || p->over > 0) {
-    p->over++;
-    c->k.stack_overflow++;
-    return;
-  }
-  if (p->n == p->cap) {
-    uint32_t cap = p->cap ? p->cap * 2 : 16;
-    ks_fentry *st;
-    if (cap > c->o.max_stack)
-      cap = c->o.max_stack;
-    st = realloc(p->st, (size_t)cap * sizeof(*st));
-    if (st == NULL) {
-      p->over++;
-      c->k.stack_overflow++;
-      return;
-    }
-    p->st = st;
-    p->cap = cap;
-  }
-  e = &p->st[p->n];
-  e->mfa = mfa;
-  e->base = base;
-  e->node = node_at(c, parent_node(p, p->n), p->n, mfa);
-  p->n++;
+  if (how == KS_SC_PUSH || how == KS_SC_TAIL)
+    entry_at(p, i)->node = node_at(g, parent_node(p, i), i, entry_at(p, i)->f.mfa);
+  else if (how == KS_SC_OVER)
+    g->k->stack_overflow++;
 }
 
-/* The top frame becomes mfa (a tail call); its base stays. */
-static void replace_top(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
-  ks_fentry *e = &p->st[p->n - 1];
-
-  if (e->mfa == mfa)
-    return;
-  e->mfa = mfa;
-  e->node = node_at(c, parent_node(p, p->n - 1), p->n - 1, mfa);
+static void push(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base) {
+  top_changed(g, p, ks_stack_push(&p->st, mfa, base) != NULL ? KS_SC_PUSH : KS_SC_OVER);
 }
 
-/* Frames above n are gone without a return_to we saw. */
-static void pop_to(ks_fcap *c, ks_fproc *p, uint32_t n) {
-  if (n < p->n) {
-    c->k.lost_frames += p->n - n;
-    p->n = n;
-  }
+void ks_fstack_init(ks_fproc *p, uint32_t max_stack) {
+  ks_stack_init(&p->st, sizeof(ks_fentry), max_stack);
 }
 
 void ks_fstack_clear(ks_fproc *p) {
-  p->n = 0;
-  p->over = 0;
-  p->pinned = 0;
+  ks_stack_clear(&p->st);
 }
 
-void ks_fstack_infer(ks_fcap *c, ks_fproc *p, uint32_t mfa) {
-  if (mfa != KS_NONE && mfa != c->o.hide)
-    push(c, p, mfa, KS_NONE);
+void ks_fstack_infer(const ks_fgraph *g, ks_fproc *p, uint32_t mfa) {
+  if (mfa != KS_NONE && mfa != g->o->hide)
+    push(g, p, mfa, KS_NONE);
 }
 
 /* A trigger call's frame stays at the bottom until its meta return_from:
  * its {return_trace} keeps it on the BEAM stack even when it tail-calls. */
-void ks_fstack_root(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t base) {
+void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base) {
   ks_fstack_clear(p);
-  push(c, p, mfa, base);
-  p->pinned = p->n == 1;
+  push(g, p, mfa, base);
+  p->st.pinned = p->st.n == 1;
 }
 
-void ks_fstack_call(ks_fcap *c, ks_fproc *p, uint32_t mfa, uint32_t caller) {
-  uint32_t j, stop;
+void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller) {
+  int how = ks_stack_call_search(&p->st, mfa, caller, CALLER_SEARCH, &g->k->lost_frames);
 
-  if (p->over > 0) {
-    /* Past max_stack the frames are only counted. */
-    p->over++;
-    c->k.stack_overflow++;
+  if (how == KS_SC_UNKNOWN) {
+    g->k->unknown_callers++;
+    ks_fstack_infer(g, p, caller);
+    push(g, p, mfa, caller);
     return;
   }
-  if (caller == KS_NONE) {
-    if (p->pinned) {
-      pop_to(c, p, 1);
-    } else {
-      ks_fstack_clear(p);
-    }
-    push(c, p, mfa, KS_NONE);
-    return;
-  }
-  stop = p->n > CALLER_SEARCH ? p->n - CALLER_SEARCH : 0;
-  for (j = p->n; j-- > stop;) {
-    if (p->st[j].mfa == caller) {          /* a body call from frame j */
-      pop_to(c, p, j + 1);
-      push(c, p, mfa, caller);
-      return;
-    }
-    if (p->st[j].base == caller) {         /* a tail call out of frame j */
-      pop_to(c, p, j + 1);
-      if (j == 0 && p->pinned)
-        push(c, p, mfa, caller);
-      else
-        replace_top(c, p, mfa);
-      return;
-    }
-  }
-  c->k.unknown_callers++;
-  ks_fstack_infer(c, p, caller);
-  push(c, p, mfa, caller);
+  top_changed(g, p, how);
 }
 
-void ks_fstack_return_to(ks_fcap *c, ks_fproc *p, uint32_t to) {
-  uint32_t j;
-
-  if (p->over > 0) {
-    p->over--;
-    return;
-  }
-  if (to == KS_NONE) {
-    ks_fstack_clear(p);
-    return;
-  }
-  for (j = p->n - (p->n > 0); j-- > 0;)
-    if (p->st[j].mfa == to) {
-      c->k.lost_frames += p->n - j - 2;
-      p->n = j + 1;
-      return;
-    }
-  if (p->n > 0 && p->st[p->n - 1].mfa == to)
-    return;   /* back in the top frame from a callee we did not see */
-  if (p->pinned && p->st[0].base == to) {
-    if (p->n > 1)
-      c->k.lost_frames += p->n - 2;
-    p->n = 1;   /* out of what the trigger tail-called, into its return_trace frame */
-    return;
-  }
-  if (p->n > 1)
-    c->k.lost_frames += p->n - 1;
-  ks_fstack_clear(p);
-  ks_fstack_infer(c, p, to);
+void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
+  if (ks_stack_return_mfa(&p->st, to, &g->k->lost_frames) == KS_SR_GONE)
+    ks_fstack_infer(g, p, to);
 }
 
-void ks_fstack_credit(ks_fcap *c, ks_fproc *p, int64_t ts) {
+void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
   if (!p->has_ts) {
     p->has_ts = 1;
     p->last_ts = ts;
@@ -186,30 +103,31 @@ void ks_fstack_credit(ks_fcap *c, ks_fproc *p, int64_t ts) {
   if (ts <= p->last_ts)
     return;
   if (p->cur != KS_NONE)
-    c->tree.v[p->cur].self += (uint64_t)(ts - p->last_ts);
+    g->tree->v[p->cur].self += (uint64_t)(ts - p->last_ts);
   p->last_ts = ts;
 }
 
-void ks_fstack_update(ks_fcap *c, ks_fproc *p) {
+void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {
   uint32_t node;
 
   if (!p->armed || p->dead) {
     p->cur = KS_NONE;
     return;
   }
-  node = p->n > 0 ? p->st[p->n - 1].node : p->root;
+  node = p->st.n > 0 ? entry_at(p, p->st.n - 1)->node : p->root;
   if (p->out) {
-    if (!c->o.sleep) {
+    if (!g->o->sleep) {
       p->cur = KS_NONE;
       return;
     }
     /* Scheduled out in a function the stack does not show (an untraced one). */
-    if (p->out_mfa != KS_NONE && p->out_mfa != c->o.hide &&
-        (p->n == 0 || p->st[p->n - 1].mfa != p->out_mfa) && p->n < c->o.max_depth)
-      node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_MFA, p->out_mfa));
-    node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
+    if (p->out_mfa != KS_NONE && p->out_mfa != g->o->hide &&
+        (p->st.n == 0 || entry_at(p, p->st.n - 1)->f.mfa != p->out_mfa) &&
+        p->st.n < g->o->max_depth)
+      node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_MFA, p->out_mfa));
+    node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
   }
-  if (p->gc && c->o.gc)
-    node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_GC));
+  if (p->gc && g->o->gc)
+    node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_GC));
   p->cur = node;
 }

@@ -9,9 +9,10 @@
  * without full trace. The VM sends one return_to per chain of tail calls
  * started by a traced call; with every function traced, chains start at more
  * calls, and a chain sends the return_to it would have sent alone iff a
- * tier-traced function was in it. So each process's stack is kept here as
- * chains (the walk's own rules, tier_walk.c), each with a `tiered` bit, and a
- * return_to is passed on to the tiers only when a chain it ends had one.
+ * tier-traced function was in it. So each process's stack is kept by the
+ * walk's rules (ks_stack.h, top rules; tiers.c keeps it), each frame with a
+ * `tiered` bit, and a return_to is passed on to the tiers only when a frame
+ * it ends had one.
  *
  * Requests of selected identities also keep every event, and when finalised
  * they are walked with the flame stack rules (flame_stack.c) into their
@@ -22,8 +23,6 @@
 #include <stdlib.h>
 
 #include "ks_tiers.h"
-
-#define KS_CHAINS_MAX 65536
 
 int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n) {
   ks_full *f = &t->full;
@@ -51,7 +50,7 @@ int ks_full_select(ks_tiers *t, int all, const ks_slice *ids, uint32_t n) {
 }
 
 static void free_agg(ks_full_agg *a) {
-  ks_ftree_free(&a->fc.tree);
+  ks_ftree_free(&a->tree);
   free(a->calls);
   free(a);
 }
@@ -63,13 +62,10 @@ void ks_full_free(ks_full *f, uint32_t nrows) {
     for (k = 0; k < nrows; k++)
       if (f->agg[k] != NULL)
         free_agg(f->agg[k]);
-  for (k = 0; k < f->chains_cap; k++)
-    free(f->chains[k].v);
   for (k = 0; k < f->cap_procs; k++)
-    free(f->procs[k].st);
+    ks_stack_free(&f->procs[k].st);
   free(f->agg);
   free(f->row_on);
-  free(f->chains);
   free(f->pid_slot);
   free(f->pid_gen);
   free(f->procs);
@@ -83,11 +79,7 @@ void ks_full_detach(ks_full *f, ks_full *keep) {
   keep->on = f->on;
   keep->all = f->all;
   keep->selected = f->selected;
-  keep->chains = f->chains;
-  keep->chains_cap = f->chains_cap;
   memset(&f->selected, 0, sizeof(f->selected));
-  f->chains = NULL;
-  f->chains_cap = 0;
 }
 
 int ks_full_attach(ks_tiers *t, ks_full *keep) {
@@ -107,8 +99,6 @@ int ks_full_attach(ks_tiers *t, ks_full *keep) {
     return KS_ENOMEM;
   }
   f->selected = keep->selected;
-  f->chains = keep->chains;
-  f->chains_cap = keep->chains_cap;
   f->all = keep->all;
   f->on = 1;
   memset(keep, 0, sizeof(*keep));
@@ -123,95 +113,16 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
   f->row_on[row] = f->all || ks_itab_get(&f->selected, id.p, id.n, ks_hash(id.p, id.n)) != KS_NONE;
 }
 
-/* ---- the chain model: which return_to events the tiers would have had ---- */
-
-static ks_chains *chains_of(ks_full *f, uint32_t pid, int make) {
-  if (pid == KS_NONE)
-    return NULL;
-  if (pid >= f->chains_cap) {
-    uint32_t cap = f->chains_cap ? f->chains_cap : 1024;
-    ks_chains *v;
-    if (!make)
-      return NULL;
-    while (cap <= pid)
-      cap *= 2;
-    v = realloc(f->chains, (size_t)cap * sizeof(*v));
-    if (v == NULL)
-      return NULL;
-    memset(v + f->chains_cap, 0, (size_t)(cap - f->chains_cap) * sizeof(*v));
-    f->chains = v;
-    f->chains_cap = cap;
-  }
-  return &f->chains[pid];
-}
-
-int ks_full_chain_call(ks_full *f, uint32_t pid, uint32_t mfa, uint32_t caller, int tiered) {
-  ks_chains *s = chains_of(f, pid, 1);
-  ks_chain *top;
-
-  if (s == NULL)
-    return tiered;
-  if (s->over > 0) {
-    s->over++;
-    f->chain_overflow++;
-    return tiered;
-  }
-  top = s->n ? &s->v[s->n - 1] : NULL;
-  /* The walk's rule (tier_walk.c): a tail call joins the top chain. */
-  if (top != NULL && caller != KS_NONE && caller == top->base && caller != top->mfa) {
-    top->mfa = mfa;
-    top->tiered |= (uint32_t)tiered;
-    return tiered;
-  }
-  if (s->n == s->cap) {
-    uint32_t cap = s->cap ? s->cap * 2 : 16;
-    ks_chain *v = cap <= KS_CHAINS_MAX ? realloc(s->v, (size_t)cap * sizeof(*v)) : NULL;
-    if (v == NULL) {
-      s->over++;
-      f->chain_overflow++;
-      return tiered;
-    }
-    s->v = v;
-    s->cap = cap;
-  }
-  s->v[s->n].base = caller;
-  s->v[s->n].mfa = mfa;
-  s->v[s->n].tiered = (uint32_t)tiered;
-  s->n++;
-  return tiered;
-}
-
-int ks_full_chain_return(ks_full *f, uint32_t pid, uint32_t to) {
-  ks_chains *s = chains_of(f, pid, 0);
-  uint32_t tiered = 0, k;
-  int deeper = 0;
-
-  if (s == NULL || s->n == 0)
-    return 1;   /* a chain we never saw start: pass it on, as before */
-  if (s->over > 0) {
-    s->over--;
-    return 1;
-  }
-  if (s->v[s->n - 1].base != to && to != KS_NONE)
-    for (k = 0; k + 1 < s->n; k++)
-      if (s->v[k].base == to) {
-        deeper = 1;
-        break;
-      }
-  if (!deeper) {
-    s->n--;
-    return (int)s->v[s->n].tiered;
-  }
-  while (s->n > 0) {
-    const ks_chain *c = &s->v[--s->n];
-    tiered |= c->tiered;
-    if (c->base == to)
-      break;
-  }
-  return (int)tiered;
-}
-
 /* ---- a finalised request into its identity's aggregate ---- */
+
+/* The stack rules' options for an aggregate: no sleep or GC frames (the
+ * full stream has no scheduling events), the default depth and stack caps. */
+static void agg_opts(const ks_tiers *t, ks_fopts *o) {
+  ks_flame_default_opts(o);
+  o->sleep = 0;
+  o->gc = 0;
+  o->max_nodes = t->o.full_max_nodes;
+}
 
 static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
   ks_full *f = &t->full;
@@ -221,16 +132,10 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
     return f->agg[row];
   if (f->n_agg >= t->o.full_max_identities || (a = calloc(1, sizeof(*a))) == NULL)
     return NULL;
-  ks_flame_default_opts(&a->fc.o);
-  a->fc.o.sleep = 0;
-  a->fc.o.gc = 0;
-  a->fc.o.max_nodes = t->o.full_max_nodes;
-  if (ks_ftree_init(&a->fc.tree, t->o.full_max_nodes) != KS_OK) {
+  if (ks_ftree_init(&a->tree, t->o.full_max_nodes) != KS_OK) {
     free(a);
     return NULL;
   }
-  a->fc.used = 1;
-  a->fc.id = row;
   f->agg[row] = a;
   f->n_agg++;
   return a;
@@ -239,22 +144,14 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
 static void count_call(ks_full_agg *a, uint32_t mfa) {
   if (mfa == KS_NONE)
     return;
-  if (mfa >= a->calls_cap) {
-    uint32_t cap = a->calls_cap ? a->calls_cap : 256;
-    uint64_t *v;
-    while (cap <= mfa)
-      cap *= 2;
-    if ((v = realloc(a->calls, (size_t)cap * sizeof(*v))) == NULL)
-      return;
-    memset(v + a->calls_cap, 0, (size_t)(cap - a->calls_cap) * sizeof(*v));
-    a->calls = v;
-    a->calls_cap = cap;
-  }
+  if (mfa >= a->calls_cap && ks_grow(&a->calls, &a->calls_cap, mfa, 256, sizeof(*a->calls)) != KS_OK)
+    return;
   a->calls[mfa]++;
 }
 
 /* The walk's process for pid; its stack array is kept from request to request. */
 static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
+  ks_fopts o;
   ks_fproc *p;
   uint32_t k;
 
@@ -262,26 +159,22 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
     if (f->procs[k].pid == pid)
       return &f->procs[k];
   if (f->nprocs == f->cap_procs) {
-    uint32_t cap = f->cap_procs ? f->cap_procs * 2 : 8;
-    ks_fproc *v = realloc(f->procs, (size_t)cap * sizeof(*v));
-    uint32_t *skip;
-    if (v == NULL)
+    uint32_t cap = f->cap_procs, old = f->cap_procs;
+    /* skip_ret first: procs' capacity is both arrays'. */
+    if (ks_grow(&f->skip_ret, &cap, f->nprocs, 8, sizeof(*f->skip_ret)) != KS_OK ||
+        ks_grow(&f->procs, &f->cap_procs, f->nprocs, 8, sizeof(*f->procs)) != KS_OK)
       return NULL;
-    memset(v + f->cap_procs, 0, (size_t)(cap - f->cap_procs) * sizeof(*v));
-    f->procs = v;
-    f->cap_procs = cap;   /* the stacks above are freed with procs from here on */
-    if ((skip = realloc(f->skip_ret, (size_t)cap * sizeof(*skip))) == NULL)
-      return NULL;
-    f->skip_ret = skip;
+    ks_flame_default_opts(&o);   /* the aggregates' (agg_of) */
+    for (k = old; k < f->cap_procs; k++)   /* freed with procs from here on */
+      ks_fstack_init(&f->procs[k], o.max_stack);
   }
   f->skip_ret[f->nprocs] = KS_NONE;
   p = &f->procs[f->nprocs++];
   {
-    ks_fentry *st = p->st;
-    uint32_t cap = p->cap;
+    ks_stack st = p->st;
     memset(p, 0, sizeof(*p));
     p->st = st;
-    p->cap = cap;
+    ks_fstack_clear(p);
   }
   p->pid = pid;
   p->root = 0;
@@ -292,9 +185,9 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
 }
 
 /* Time goes to a process's top frame; a process with no frame has none. */
-static void update(ks_fcap *c, ks_fproc *p) {
-  ks_fstack_update(c, p);
-  if (p->n == 0)
+static void update(const ks_fgraph *g, ks_fproc *p) {
+  ks_fstack_update(g, p);
+  if (p->st.n == 0)
     p->cur = KS_NONE;
 }
 
@@ -303,14 +196,17 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   ks_full_agg *a = agg_of(t, r->identity);
   int64_t end = r->ended ? r->end_ts : r->start_ts;
   ks_fproc *entry;
-  ks_fcap *c;
+  ks_fopts o;
+  ks_fgraph g = {NULL, NULL, &o};
   uint32_t k;
 
   if (a == NULL) {
     f->dropped_requests++;
     return;
   }
-  c = &a->fc;
+  agg_opts(t, &o);
+  g.tree = &a->tree;
+  g.k = &a->k;
   f->nprocs = 0;
   qsort(r->fev, r->n_fev, sizeof(*r->fev), ks_req_ev_less);
   for (k = 0; k < r->n_fev; k++) {
@@ -324,7 +220,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
       break;
     if (!r->ended && at > end)
       end = at;
-    ks_fstack_credit(c, p, at);
+    ks_fstack_credit(&g, p, at);
     if (e->kind == KS_EV_CALL) {
       if (e->role == KS_ROLE_START || e->role == KS_ROLE_STOP) {
         /* kprof's markers are not the request's code: neither their call
@@ -334,21 +230,21 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
       }
       f->skip_ret[p - f->procs] = KS_NONE;
       count_call(a, e->mfa);
-      ks_fstack_call(c, p, e->mfa, e->caller);
+      ks_fstack_call(&g, p, e->mfa, e->caller);
     } else {
       uint32_t skip = f->skip_ret[p - f->procs];
       f->skip_ret[p - f->procs] = KS_NONE;
       if (skip != KS_NONE && skip == e->mfa)
         continue;
-      ks_fstack_return_to(c, p, e->mfa);
+      ks_fstack_return_to(&g, p, e->mfa);
     }
-    update(c, p);
-    c->k.events++;
+    update(&g, p);
+    a->k.events++;
   }
   /* The entry process runs to the end; the others to their last event. */
   entry = proc_of(f, r->entry_pid);
   if (entry != NULL && entry->has_ts)
-    ks_fstack_credit(c, entry, end);
+    ks_fstack_credit(&g, entry, end);
   a->requests++;
   a->events += r->n_fev;
   a->truncated += r->full_truncated != 0;
@@ -367,7 +263,7 @@ static int mfa_less(const void *a, const void *b) {
 }
 
 ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
-  const ks_ftree *tr = &a->fc.tree;
+  const ks_ftree *tr = &a->tree;
   uint64_t *total, *self, *incl;
   ks_full_mfa *out = NULL;
   uint32_t ids = a->calls_cap, k, n = 0;

@@ -59,11 +59,11 @@ static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint
     n = top;
   e = ei_x_encode_map_header(x, 10) || put_u64(x, "requests", a->requests) ||
       put_u64(x, "events", a->events) || put_u64(x, "truncated", a->truncated) ||
-      put_u64(x, "nodes", a->fc.tree.n) || put_u64(x, "dropped_nodes", a->fc.tree.dropped) ||
-      put_u64(x, "lost_frames", a->fc.k.lost_frames) ||
-      put_u64(x, "unknown_callers", a->fc.k.unknown_callers) ||
-      put_u64(x, "depth_capped", a->fc.k.depth_capped) ||
-      put_u64(x, "total_ns", tree_total(&a->fc.tree)) || ei_x_encode_atom(x, "mfas");
+      put_u64(x, "nodes", a->tree.n) || put_u64(x, "dropped_nodes", a->tree.dropped) ||
+      put_u64(x, "lost_frames", a->k.lost_frames) ||
+      put_u64(x, "unknown_callers", a->k.unknown_callers) ||
+      put_u64(x, "depth_capped", a->k.depth_capped) ||
+      put_u64(x, "total_ns", tree_total(&a->tree)) || ei_x_encode_atom(x, "mfas");
   if (n > 0)
     e = e || ei_x_encode_list_header(x, n);
   for (k = 0; k < n && !e; k++)
@@ -112,8 +112,8 @@ static int write_info(ei_x_buff *x, const void *ctx, int extra) {
   const ks_full_agg *a = ctx;
 
   return ei_x_encode_map_header(x, 4 + extra) || put_u64(x, "requests", a->requests) ||
-         put_u64(x, "nodes", a->fc.tree.n) || put_u64(x, "dropped_nodes", a->fc.tree.dropped) ||
-         put_u64(x, "lost_frames", a->fc.k.lost_frames);
+         put_u64(x, "nodes", a->tree.n) || put_u64(x, "dropped_nodes", a->tree.dropped) ||
+         put_u64(x, "lost_frames", a->k.lost_frames);
 }
 
 static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
@@ -122,6 +122,7 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   uint64_t *total;
   ks_fdest d;
   ks_fout o;
+  ks_fcap view;
   uint32_t row;
   int start = *idx, e;
 
@@ -137,11 +138,22 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
     a = t->full.agg[row];
   if (a == NULL)
     return encode_error(x, "not_found");
-  ks_ftree_order(&a->fc.tree);
-  if ((total = malloc((size_t)a->fc.tree.n * sizeof(*total))) == NULL)
+  ks_ftree_order(&a->tree);
+  if ((total = malloc((size_t)a->tree.n * sizeof(*total))) == NULL)
     return encode_error(x, "enomem");
-  ks_ftree_totals(&a->fc.tree, total);
-  o.c = &a->fc;
+  ks_ftree_totals(&a->tree, total);
+  /* The writers read a capture: a view of the aggregate as one (the tree
+   * shared, read only), its options the aggregates' and its id the row. */
+  memset(&view, 0, sizeof(view));
+  ks_flame_default_opts(&view.o);
+  view.o.sleep = 0;
+  view.o.gc = 0;
+  view.o.max_nodes = t->o.full_max_nodes;
+  view.used = 1;
+  view.id = row;
+  view.tree = a->tree;
+  view.k = a->k;
+  o.c = &view;
   o.in = &s->in;
   o.total = total;
   o.grand = total[0];

@@ -56,7 +56,7 @@ static void free_req(ks_req *r) {
   free_label(r);
   free(r->ev);
   free(r->fev);
-  ks_frames_free(&r->entry_stack);
+  ks_stack_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
 }
 
@@ -90,7 +90,10 @@ void ks_tiers_free(ks_tiers *t) {
   free(t->pid_slot);
   free(t->pid_gen);
   for (k = 0; k < t->cap_stacks; k++)
-    ks_frames_free(&t->stacks[k]);
+    ks_stack_free(&t->stacks[k]);
+  for (k = 0; k < t->chains_cap; k++)
+    ks_stack_free(&t->chains[k]);
+  free(t->chains);
   free(t->stacks);
   free(t->stack_pids);
   memset(t, 0, sizeof(*t));
@@ -154,21 +157,13 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
   if (mfa == KS_NONE)
     return KS_ROLE_NONE;
   if (mfa >= t->roles_cap) {
-    uint32_t cap = t->roles_cap ? t->roles_cap : 1024, old = t->roles_cap;
-    int8_t *r;
-    uint8_t *e;
-    while (cap <= mfa)
-      cap *= 2;
-    r = realloc(t->roles, cap);
-    if (r == NULL)
+    uint32_t cap = t->roles_cap, old = t->roles_cap;
+    if (ks_grow(&t->roles, &cap, mfa, 1024, 1) != KS_OK)
       return KS_ROLE_NONE;
-    t->roles = r;
-    e = realloc(t->is_entry, cap);
-    if (e == NULL)
+    cap = old;
+    if (ks_grow(&t->is_entry, &cap, mfa, 1024, 1) != KS_OK)
       return KS_ROLE_NONE;
-    t->is_entry = e;
     memset(t->roles + old, KS_ROLE_UNSEEN, cap - old);
-    memset(t->is_entry + old, 0, cap - old);
     t->roles_cap = cap;
   }
   if (t->roles[mfa] != KS_ROLE_UNSEEN) {
@@ -271,7 +266,7 @@ static void release(ks_tiers *t, uint32_t slot) {
   }
   free(r->fev);
   r->fev = NULL;
-  ks_frames_free(&r->entry_stack);
+  ks_stack_free(&r->entry_stack);
   memset(r, 0, sizeof(*r));
   r->gen = gen + 1;
   r->ev = ev;
@@ -484,6 +479,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   r->hash = h;
   r->used = 1;
   r->by_entry = by_entry;
+  ks_stack_init(&r->entry_stack, sizeof(ks_sframe), UINT32_MAX);
   r->entry_pid = d->ev.pid;
   r->start_ts = d->ev.ts;
   if (ident.p == NULL && by_entry)
@@ -510,20 +506,14 @@ static int remember_in(ks_tiers *t, uint32_t **slots, uint32_t **gens, uint32_t 
   if (pid == KS_NONE)
     return KS_EINVAL;
   if (pid >= *pcap) {
-    uint32_t cap = *pcap ? *pcap : 1024, old = *pcap;
-    uint32_t *s, *g;
-    while (cap <= pid)
-      cap *= 2;
-    s = realloc(*slots, cap * sizeof(*s));
-    if (s == NULL)
+    uint32_t cap = *pcap, old = *pcap;
+    if (ks_grow(slots, &cap, pid, 1024, sizeof(**slots)) != KS_OK)
       return KS_ENOMEM;
-    *slots = s;
-    g = realloc(*gens, cap * sizeof(*g));
-    if (g == NULL)
+    cap = old;
+    if (ks_grow(gens, &cap, pid, 1024, sizeof(**gens)) != KS_OK)
       return KS_ENOMEM;
-    *gens = g;
     for (; old < cap; old++)
-      s[old] = KS_NONE;
+      (*slots)[old] = KS_NONE;
     *pcap = cap;
   }
   (*slots)[pid] = slot;
@@ -561,8 +551,94 @@ static void full_remember(ks_tiers *t, uint32_t pid, uint32_t slot) {
     f->pid_slot[pid] = KS_NONE;
 }
 
+/* ---- each process's stack: the request a return_to belongs to ---- */
+
+/* Frames kept per process; deeper ones are only counted. */
+#define KS_CHAINS_MAX 65536
+
+static ks_stack *chains_of(ks_tiers *t, uint32_t pid, int make) {
+  if (pid == KS_NONE)
+    return NULL;
+  if (pid >= t->chains_cap) {
+    uint32_t k = t->chains_cap;
+    if (!make || ks_grow(&t->chains, &t->chains_cap, pid, 1024, sizeof(*t->chains)) != KS_OK)
+      return NULL;
+    for (; k < t->chains_cap; k++)
+      ks_stack_init(&t->chains[k], sizeof(ks_chain), KS_CHAINS_MAX);
+  }
+  return &t->chains[pid];
+}
+
+/* The request that opened a frame, if still in flight. */
+static uint32_t chain_req(const ks_tiers *t, const ks_chain *c) {
+  if (c->slot == KS_NONE || !t->reqs[c->slot].used || t->reqs[c->slot].gen != c->gen)
+    return KS_NONE;
+  return c->slot;
+}
+
+/* A labelled call on its process's stack: the frame it opened or joined,
+ * NULL when it was only counted. */
+static ks_chain *chain_call(ks_tiers *t, const ks_decoded *d, int tiered) {
+  ks_stack *s = chains_of(t, d->ev.pid, 1);
+  ks_chain *c;
+  int how;
+
+  if (s == NULL)
+    return NULL;
+  how = ks_stack_call_top(s, d->ev.mfa, d->ev.caller);
+  if (how == KS_SC_OVER) {
+    t->full.chain_overflow += t->full.on;
+    return NULL;
+  }
+  c = (ks_chain *)ks_stack_top(s);
+  if (how == KS_SC_PUSH) {
+    c->tiered = (uint32_t)tiered;
+    c->slot = KS_NONE;
+  } else {
+    c->tiered |= (uint32_t)tiered;
+  }
+  return c;
+}
+
+/* The frame's request is the call's, unless one in flight opened it. */
+static void chain_owner(ks_tiers *t, ks_chain *c, uint32_t slot) {
+  if (c != NULL && slot != KS_NONE && chain_req(t, c) == KS_NONE) {
+    c->slot = slot;
+    c->gen = t->reqs[slot].gen;
+  }
+}
+
+/*
+ * A return_to on its process's stack. Returns whether it would have been
+ * sent without full trace (a tiered frame ended, or none we saw); own[0] and
+ * own[1] get the requests of the topmost and the deepest frame it ended
+ * (tiered ones only under full trace) that are still in flight, KS_NONE
+ * else: an exception may unwind a nested request's frames and its outer
+ * request's at once.
+ */
+static int chain_return(ks_tiers *t, const ks_decoded *d, uint32_t own[2]) {
+  ks_stack *s = chains_of(t, d->ev.pid, 0);
+  uint32_t tiered = 0, k, popped, slot;
+
+  own[0] = own[1] = KS_NONE;
+  if (s == NULL || s->n == 0)
+    return 1;   /* a frame we never saw start: pass it on, as before */
+  if ((popped = ks_stack_return_base(s, d->ev.mfa)) == 0)
+    return 1;   /* one only counted past the cap */
+  for (k = popped; k-- > 0;) {   /* popped frames stay above n, topmost last */
+    const ks_chain *c = (const ks_chain *)ks_stack_at(s, s->n + k);
+    tiered |= c->tiered;
+    if ((c->tiered || !t->full.on) && (slot = chain_req(t, c)) != KS_NONE) {
+      if (own[0] == KS_NONE)
+        own[0] = slot;
+      own[1] = slot;
+    }
+  }
+  return (int)tiered;
+}
+
 /* Full trace: a labelled call of a function no spec names. */
-static void on_full_call(ks_tiers *t, const ks_decoded *d) {
+static uint32_t on_full_call(ks_tiers *t, const ks_decoded *d) {
   uint32_t slot = find_slot(t, d->label, ks_hash(d->label.p, d->label.n));
 
   full_remember(t, d->ev.pid, slot);
@@ -570,18 +646,18 @@ static void on_full_call(ks_tiers *t, const ks_decoded *d) {
     append_full(t, &t->reqs[slot], d, KS_ROLE_NONE);
   else
     t->full.filtered_events++;
+  return slot;
 }
 
 static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   uint64_t h;
   uint32_t slot;
-  int entry, role = role_of(t, in, d->ev.mfa, &entry);
+  int entry, role = role_of(t, in, d->ev.mfa, &entry), tiered = (entry & KS_MFA_TIERED) != 0;
+  ks_chain *c = chain_call(t, d, tiered);
   ks_req *r;
 
-  if (t->full.on &&
-      !ks_full_chain_call(&t->full, d->ev.pid, d->ev.mfa, d->ev.caller,
-                          (entry & KS_MFA_TIERED) != 0)) {
-    on_full_call(t, d);
+  if (t->full.on && !tiered) {
+    chain_owner(t, c, on_full_call(t, d));
     return;
   }
   h = ks_hash(d->label.p, d->label.n);
@@ -598,24 +674,36 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
     t->orphan_events++;
     return;
   }
+  chain_owner(t, c, slot);
   r = &t->reqs[slot];
   remember_pid(t, d->ev.pid, slot);
   append(t, r, d, role);
   if (r->full)
     append_full(t, r, d, role);
   if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid)
-    ks_frames_call(&r->entry_stack, d->ev.mfa, d->ev.caller, role, 0);
+    ks_stack_call_top(&r->entry_stack, d->ev.mfa, d->ev.caller);
   if (role == KS_ROLE_STOP && d->ev.pid == r->entry_pid)
     mark_ended(t, slot, d->ev.ts);
 }
 
+/* A return_to into a request's events; the entry call's return ends it. */
+static void return_into(ks_tiers *t, uint32_t slot, const ks_decoded *d) {
+  ks_req *r = &t->reqs[slot];
+
+  append(t, r, d, KS_ROLE_NONE);
+  if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid) {
+    ks_stack_return_base(&r->entry_stack, d->ev.mfa);
+    if (r->entry_stack.n == 0)
+      mark_ended(t, slot, d->ev.ts);
+  }
+}
+
 static void on_return_to(ks_tiers *t, const ks_decoded *d) {
-  uint32_t slot;
-  ks_req *r;
+  uint32_t slot, own[2];
+  int tiered = chain_return(t, d, own);
 
   if (t->full.on) {
     const ks_full *f = &t->full;
-    int tiered = ks_full_chain_return(&t->full, d->ev.pid, d->ev.mfa);
     slot = slot_in(t, f->pid_slot, f->pid_gen, f->pid_cap, d->ev.pid);
     if (slot != KS_NONE && t->reqs[slot].full)
       append_full(t, &t->reqs[slot], d, KS_ROLE_NONE);
@@ -624,18 +712,15 @@ static void on_return_to(ks_tiers *t, const ks_decoded *d) {
       return;
     }
   }
-  slot = slot_of_pid(t, d->ev.pid);
-  if (slot == KS_NONE) {
+  if (own[0] == KS_NONE)
+    own[0] = own[1] = slot_of_pid(t, d->ev.pid);
+  if (own[0] == KS_NONE) {
     t->orphan_events++;
     return;
   }
-  r = &t->reqs[slot];
-  append(t, r, d, KS_ROLE_NONE);
-  if (r->by_entry && !r->ended && d->ev.pid == r->entry_pid) {
-    ks_frames_return_to(&r->entry_stack, d->ev.mfa);
-    if (r->entry_stack.n == 0)
-      mark_ended(t, slot, d->ev.ts);
-  }
+  return_into(t, own[0], d);
+  if (own[1] != own[0])
+    return_into(t, own[1], d);
 }
 
 void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
@@ -694,9 +779,18 @@ void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n) {
       t->pid_slot[id] = KS_NONE;
     if (id < f->pid_cap)
       f->pid_slot[id] = KS_NONE;
-    if (id < f->chains_cap)
-      f->chains[id].n = f->chains[id].over = 0;
+    if (id < t->chains_cap)
+      ks_stack_clear(&t->chains[id]);
   }
+}
+
+/* The requests of a reset are gone: no frame refers to a slot any more. */
+static void forget_owners(ks_stack *chains, uint32_t n) {
+  uint32_t k, i;
+
+  for (k = 0; k < n; k++)
+    for (i = 0; i < chains[k].n; i++)
+      ((ks_chain *)ks_stack_at(&chains[k], i))->slot = KS_NONE;
 }
 
 void ks_tiers_reset(ks_tiers *t) {
@@ -704,20 +798,32 @@ void ks_tiers_reset(ks_tiers *t) {
   ks_tier_spec *specs = t->specs;
   uint32_t nspecs = t->nspecs;
   int ntiers = t->ntiers, active = t->active;
+  ks_stack *chains = t->chains;
+  uint32_t chains_cap = t->chains_cap;
   ks_full keep;
 
-  /* Keep the configuration; drop requests, rows and counters. */
+  /* Keep the configuration and the processes' stacks (they did not change:
+   * only the requests that opened their frames are gone); drop requests,
+   * rows and counters. */
   t->specs = NULL;
   t->nspecs = 0;
+  t->chains = NULL;
+  t->chains_cap = 0;
+  forget_owners(chains, chains_cap);
   ks_full_detach(&t->full, &keep);
   ks_tiers_free(t);
   if (ntiers > 0 && ks_tiers_start(t, NULL, specs, nspecs, ntiers, &o) == KS_OK) {
+    t->chains = chains;
+    t->chains_cap = chains_cap;
     t->active = active;
     if (ks_full_attach(t, &keep) != KS_OK)
       t->active = 0;
     return;
   }
   ks_full_free(&keep, 0);
+  for (uint32_t k = 0; k < chains_cap; k++)
+    ks_stack_free(&chains[k]);
+  free(chains);
   for (uint32_t k = 0; k < nspecs; k++) {
     free(specs[k].m);
     free(specs[k].f);

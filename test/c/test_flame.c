@@ -140,7 +140,7 @@ START_TEST(body_and_tail_calls) {
   CALL(pid_a, 45, M("d"), M("a"));     /* c: 10; c tail-calls d: d replaces c */
   CALL(pid_a, 50, M("e"), M("a"));     /* d: 5; d tail-calls e */
   RET(pid_a, 60, M("a"));              /* e: 10 */
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   EXPECT_FOLDED(c, 70,                 /* a: 10 more */
                 "<0.1.0>;m:a/0 25\n"
                 "<0.1.0>;m:a/0;m:b/0 20\n"
@@ -159,11 +159,11 @@ START_TEST(recursion) {
   CALL(pid_a, 0, M("loop"), KS_NONE);
   for (k = 1; k <= 100; k++)
     CALL(pid_a, k, M("loop"), KS_NONE);   /* tail recursion from the bottom frame */
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   CALL(pid_a, 200, M("f"), M("loop"));
   CALL(pid_a, 210, M("f"), M("f"));
   CALL(pid_a, 220, M("f"), M("f"));
-  ck_assert_uint_eq(c->procs[0].n, 4);
+  ck_assert_uint_eq(c->procs[0].st.n, 4);
   RET(pid_a, 230, M("f"));
   RET(pid_a, 240, M("f"));
   RET(pid_a, 250, M("loop"));
@@ -185,7 +185,7 @@ START_TEST(exception_unwinds_several) {
   CALL(pid_a, 30, M("d"), M("c"));
   CALL(pid_a, 40, M("e"), M("d"));
   RET(pid_a, 50, M("a"));
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   ck_assert_uint_eq(c->k.lost_frames, 3);
   CALL(pid_a, 60, M("f"), M("a"));
   RET(pid_a, 70, M("a"));
@@ -204,15 +204,15 @@ START_TEST(lost_frames_and_unknown_callers) {
   ks_fcap *c = start(0);
 
   CALL(pid_a, 0, M("b"), M("a"));      /* empty stack: a is inferred */
-  ck_assert_uint_eq(c->procs[0].n, 2);
+  ck_assert_uint_eq(c->procs[0].st.n, 2);
   ck_assert_uint_eq(c->k.unknown_callers, 1);
   CALL(pid_a, 10, M("x"), M("u"));     /* u is nowhere: inferred above b */
-  ck_assert_uint_eq(c->procs[0].n, 4);
+  ck_assert_uint_eq(c->procs[0].st.n, 4);
   CALL(pid_a, 20, M("g"), M("a"));     /* returns to a: u and x were left, b replaced */
-  ck_assert_uint_eq(c->procs[0].n, 2);
+  ck_assert_uint_eq(c->procs[0].st.n, 2);
   ck_assert_uint_eq(c->k.lost_frames, 2);
   RET(pid_a, 30, M("z"));              /* back into z, never seen: z is the new bottom */
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   EXPECT_FOLDED(c, 40,
                 "<0.1.0>;m:a/0;m:b/0 10\n"
                 "<0.1.0>;m:a/0;m:b/0;m:u/0;m:x/0 10\n"
@@ -227,7 +227,7 @@ START_TEST(return_to_undefined) {
   CALL(pid_a, 0, M("a"), KS_NONE);
   CALL(pid_a, 10, M("b"), M("a"));
   ev(KS_EV_RETURN_TO, pid_a, 20, KS_NONE, KS_NONE);
-  ck_assert_uint_eq(c->procs[0].n, 0);
+  ck_assert_uint_eq(c->procs[0].st.n, 0);
   EXPECT_FOLDED(c, 50,
                 "<0.1.0> 30\n"
                 "<0.1.0>;m:a/0 10\n"
@@ -299,10 +299,10 @@ START_TEST(depth_cap) {
   CALL(pid_a, 0, M("r"), KS_NONE);
   for (k = 1; k < 10; k++)
     CALL(pid_a, k * 10, M("r"), M("r"));
-  ck_assert_uint_eq(c->procs[0].n, 10);
+  ck_assert_uint_eq(c->procs[0].st.n, 10);
   for (k = 9; k >= 1; k--)
     RET(pid_a, 100 + (10 - k) * 10, M("r"));
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   ck_assert_uint_eq(c->k.depth_capped, 7);
   EXPECT_FOLDED(c, 190,
                 "<0.1.0>;m:r/0 10\n"
@@ -400,7 +400,7 @@ START_TEST(trigger_tail_calls) {
   RET(pid_a, 30, lc);
   CALL(pid_a, 35, lc, loop);           /* lc tail-recurses */
   RET(pid_a, 40, loop);                /* lc returns into trig's return_trace frame */
-  ck_assert_uint_eq(c->procs[0].n, 1);
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
   ev_full(KS_EV_RETURN_FROM, pid_a, 45 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
   ck_assert_uint_eq(c->k.calls_done, 1);
   EXPECT_FOLDED(c, 100,

@@ -131,17 +131,21 @@ static const ks_full_mfa *find(const ks_full_mfa *v, uint32_t n, uint32_t m) {
   } while (0)
 
 static char *folded(const ks_full_agg *a) {
-  uint64_t *total = malloc(a->fc.tree.n * sizeof(*total));
-  ks_ftree *tr = (ks_ftree *)&a->fc.tree;
+  uint64_t *total = malloc(a->tree.n * sizeof(*total));
+  ks_ftree *tr = (ks_ftree *)&a->tree;
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   ks_fout o;
+  ks_fcap view;   /* the writers read a capture: the aggregate's tree as one */
 
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(tr);
   ks_ftree_totals(tr, total);
-  o.c = &a->fc;
+  memset(&view, 0, sizeof(view));
+  ks_flame_default_opts(&view.o);
+  view.tree = *tr;
+  o.c = &view;
   o.in = &in;
   o.total = total;
   o.grand = total[0];

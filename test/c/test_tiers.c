@@ -219,6 +219,39 @@ START_TEST(exception_unwinds_several_chains) {
 }
 END_TEST
 
+/* A request nested in another (label2 inside http of label1): http's return_to,
+ * after the inner request ended, ends a frame the outer request opened, so it
+ * is the outer request's, though the process's last labelled call was the
+ * inner stop marker. Without it http would stay open in the outer request
+ * until its stop and take the 4000 ns of `other` after it. */
+START_TEST(return_after_nested_request_goes_to_outer) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
+           inner = mfa("app", "inner", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 100, http, req, label1);
+  /* http runs the inner request (its markers called from app:inner). */
+  ev(KS_EV_CALL, pid_a, 200, mfa("kprof_mark", "start", 1), inner, label2, ID_PUT, 6);
+  RET(pid_a, 200, inner);
+  CALL(pid_a, 300, db, inner, label2);
+  RET(pid_a, 1300, inner);
+  CALL(pid_a, 1400, mfa("kprof_mark", "stop", 0), inner, label2);
+  RET(pid_a, 1400, inner);
+  RET(pid_a, 1500, req);                /* out of http: no label, no resume marker */
+  stop(pid_a, 5500, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 2);
+  ck_assert_uint_eq(tiers.orphan_events, 0);
+  ck_assert_uint_eq(self_total(0, HTTP), 1400);
+  ck_assert_uint_eq(incl_total(0, HTTP), 1400);
+  ck_assert_uint_eq(self_total(0, 3), 4100);   /* other: before http and after it */
+  ck_assert_uint_eq(self_total(0, 4), 5500);
+  ck_assert_uint_eq(self_total(1, DB), 1000);  /* the inner request */
+  ck_assert_uint_eq(self_total(1, HTTP), 0);
+  ck_assert_uint_eq(self_total(1, 4), 1200);
+}
+END_TEST
+
 /* The request's db work runs in a pool worker (another process) while the caller waits in http. */
 START_TEST(work_in_another_process) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
@@ -415,6 +448,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, stale_requests_are_abandoned);
   tcase_add_test(tc, hist_quantile_error_bound);
   tcase_add_test(tc, requests_pin_their_pids);
+  tcase_add_test(tc, return_after_nested_request_goes_to_outer);
   suite_add_tcase(s, tc);
   return s;
 }

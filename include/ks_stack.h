@@ -1,0 +1,115 @@
+/* ks_stack.h: one process's BEAM call stack, as call and return_to events show it.
+ *
+ * The one model of a call stack behind the tier walk (tier_walk.c), the full
+ * trace's chains (tier_full.c, tiers.c) and the flame stacks (flame_stack.c).
+ *
+ * Frames are the BEAM's own: a body call pushes a frame, a tail call replaces
+ * the function of the top frame (the frame, and what it returns to, stay).
+ * A call's {caller} (from the match spec) is the function the new frame
+ * returns to: its `base`. A return_to ends the frames above the one it
+ * returns into.
+ *
+ * Invariants:
+ *   - frames [0, n) are the stack, bottom first; frame i is at
+ *     (char *)v + i * elem and starts with a ks_sframe; the rest of the
+ *     elem bytes are the user's (what a tier, a chain or a flame node needs);
+ *   - n <= cap <= max; past max (or when memory runs out) frames are only
+ *     counted in `over`: while over > 0 a call adds one, a return_to takes
+ *     one and changes nothing else, so the kept frames stay right;
+ *   - frames just popped stay readable above n until the next push (a user
+ *     reads what a return_to ended there);
+ *   - pinned: frame 0 is never replaced by a tail call nor popped by a call
+ *     (a flame trigger's frame, kept on the BEAM stack by its return_trace).
+ *
+ * Two rule sets, as the tracing that feeds them allows:
+ *   - top rules (ks_stack_call_top, ks_stack_return_base): the tiers trace
+ *     only some functions, and the VM sends one return_to per chain of tail
+ *     calls started by a traced call. A call is a tail call iff its caller is
+ *     what the top frame returns to (and not the top frame's own function: a
+ *     function calling itself is taken as a body call; either way the frames
+ *     belong to that function). A return_to pops the top frame, or, when a
+ *     deeper frame returns to the function named, every frame down to it (an
+ *     exception unwinding several at once).
+ *   - search rules (ks_stack_call_search, ks_stack_return_mfa): a flame
+ *     capture traces every function of its processes, so a caller found
+ *     deeper in the stack says frames above it were left without a
+ *     return_to we could see (counted as lost), and a return_to names the
+ *     frame returned into.
+ */
+#ifndef KS_STACK_H
+#define KS_STACK_H
+
+#include "ks.h"
+
+typedef struct ks_sframe {
+  uint32_t mfa;                 /* the function the frame runs now */
+  uint32_t base;                /* what it returns to: the {caller} of the call that opened it */
+} ks_sframe;
+
+typedef struct ks_stack {
+  void *v;
+  uint32_t n, cap;
+  uint32_t max;                 /* frames kept at most */
+  uint32_t over;                /* frames past max or not allocated: only counted */
+  uint32_t elem;                /* bytes per frame: a ks_sframe and the user's fields */
+  uint32_t pinned;              /* frame 0 is never replaced nor popped by a call */
+} ks_stack;
+
+/* What a call did to the stack. */
+enum {
+  KS_SC_PUSH = 0,               /* a new top frame: the user fills its fields */
+  KS_SC_TAIL = 1,               /* the top frame's function was replaced */
+  KS_SC_SAME = 2,               /* a tail call to the top frame's own function: no change */
+  KS_SC_OVER = 3,               /* past max or out of memory: only counted */
+  KS_SC_UNKNOWN = 4             /* search rules: the caller is not on the stack; nothing done */
+};
+
+/* An empty stack of frames of elem bytes (at least a ks_sframe), at most max kept. */
+void ks_stack_init(ks_stack *s, size_t elem, uint32_t max);
+void ks_stack_free(ks_stack *s);
+
+static inline ks_sframe *ks_stack_at(const ks_stack *s, uint32_t i) {
+  return (ks_sframe *)((char *)s->v + (size_t)i * s->elem);
+}
+
+/* The top frame, NULL when there is none. */
+static inline ks_sframe *ks_stack_top(const ks_stack *s) {
+  return s->n ? ks_stack_at(s, s->n - 1) : NULL;
+}
+
+/* No frames, none counted, nothing pinned. */
+static inline void ks_stack_clear(ks_stack *s) {
+  s->n = 0;
+  s->over = 0;
+  s->pinned = 0;
+}
+
+/* Pushes a frame: the new top, or NULL when it is only counted (over). */
+ks_sframe *ks_stack_push(ks_stack *s, uint32_t mfa, uint32_t base);
+
+/* Top rules: a call (KS_SC_PUSH, KS_SC_TAIL or KS_SC_OVER), and a return_to:
+ * how many frames it popped (0: the stack was empty, or an uncounted frame
+ * was taken). */
+int ks_stack_call_top(ks_stack *s, uint32_t mfa, uint32_t caller);
+uint32_t ks_stack_return_base(ks_stack *s, uint32_t to);
+
+/* Search rules: a call whose caller is looked for in the top `depth` frames.
+ * Frames above the caller's are popped and added to *lost. KS_SC_UNKNOWN:
+ * the caller is on no frame (the user infers it, then pushes the call);
+ * caller KS_NONE: the call returns to nothing, it becomes the bottom frame
+ * (above a pinned one). */
+int ks_stack_call_search(ks_stack *s, uint32_t mfa, uint32_t caller, uint32_t depth,
+                         uint64_t *lost);
+
+/* Search rules: return_to `to`. */
+enum {
+  KS_SR_OVER = 0,               /* an uncounted frame was taken */
+  KS_SR_TOP = 1,                /* unwound to the topmost frame below the top running `to`,
+                                 * or `to` is the top's own (a callee we did not see) */
+  KS_SR_PINNED = 2,             /* out of what a pinned frame tail-called: back to it */
+  KS_SR_GONE = 3                /* `to` is on no frame (or KS_NONE): the stack was cleared,
+                                 * the user may infer `to` as the new bottom */
+};
+int ks_stack_return_mfa(ks_stack *s, uint32_t to, uint64_t *lost);
+
+#endif
