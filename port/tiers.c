@@ -247,7 +247,12 @@ static void sweep_stale(ks_tiers *t) {
   }
 }
 
+/* Out of slots: first the ended requests past their grace (flushed after each
+ * event, so one can still hold its slot when this event opens a request), then
+ * the stale ones. */
 static uint32_t take_slot(ks_tiers *t) {
+  if (t->n_free == 0)
+    ks_tiers_flush(t, 0);
   if (t->n_free == 0)
     sweep_stale(t);
   return t->n_free > 0 ? t->free_slots[--t->n_free] : KS_NONE;

@@ -345,6 +345,35 @@ START_TEST(stale_requests_are_abandoned) {
 }
 END_TEST
 
+/* Every slot held by an ended request past its grace, not flushed yet (that
+ * happens after each event): the event that opens a request flushes it first. */
+START_TEST(past_grace_slots_are_taken) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(2, sizeof(*specs));
+  unsigned char label[2] = {97, 0};
+
+  ks_tiers_free(&tiers);
+  ks_tiers_init(&tiers);
+  specs[0] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[1] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  ks_tiers_default_opts(&o);
+  o.max_inflight = 1;
+  o.grace_ns = 1000;
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 2, 1, &o), KS_OK);
+  start(pid_a, 0, label, ID_GET);
+  stop(pid_a, 100, label);
+  label[1] = 1;
+  start(pid_a, 500, label, ID_GET);   /* within the first's grace: no slot */
+  ck_assert_uint_eq(tiers.dropped_requests, 1);
+  label[1] = 2;
+  start(pid_a, 5000, label, ID_GET);  /* past it */
+  stop(pid_a, 5100, label);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 2);
+  ck_assert_uint_eq(tiers.dropped_requests, 1);
+}
+END_TEST
+
 START_TEST(orphans_and_caps) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1);
 
@@ -415,6 +444,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, stale_requests_are_abandoned);
   tcase_add_test(tc, hist_quantile_error_bound);
   tcase_add_test(tc, requests_pin_their_pids);
+  tcase_add_test(tc, past_grace_slots_are_taken);
   suite_add_tcase(s, tc);
   return s;
 }
