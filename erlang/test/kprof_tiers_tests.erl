@@ -139,7 +139,7 @@ not_running_test() ->
 report_drops_text_test() ->
     At = 1763787600000,                 % 2025-11-22T05:00:00.000Z
     Raw = (kprof_report:empty_raw(1))#{dropped_requests => 3, dropped_events => 7,
-                                       abandoned => 2},
+                                       abandoned => 2, killed_requests => 5},
     Full = #{requests => 2, dropped_requests => 1, dropped_events => 6, truncated => 1,
              filtered_events => 0,
              identities => [{x, #{requests => 2, events => 10, truncated => 1,
@@ -157,6 +157,7 @@ report_drops_text_test() ->
                                       At}}),
     {ok, R} = kprof_report:build([Local, Other], #{}),
     ?assertMatch(#{dropped_requests := 3, dropped_events := 7, abandoned := 2,
+                   killed_requests := 5,
                    sink_dropped := 4, sink_dropped_pids := 3, sink_dropped_mfas := 1,
                    sink_dropped_names := 0, reapplied := 3, dropped := 14,
                    full_trace := #{dropped_nodes := 5}}, R),
@@ -171,6 +172,8 @@ report_drops_text_test() ->
                                "at 2025-11-22T05:00:00.000Z$", [{capture, none}])),
     ?assertEqual("dropped: 3 requests (in-flight cap max_inflight); "
                  "2 requests abandoned (open past max_request_ms); "
+                 "5 requests killed (their process exited before their end; "
+                 "times not recorded); "
                  "7 events (max_request_events); 4 trace messages in the sink; "
                  "sink tables full, new keys refused: 3 pids, 1 MFAs, 0 names", Drops),
     ?assertEqual("trace patterns put back after code reload: 3", Reapplied),
