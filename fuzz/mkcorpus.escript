@@ -42,6 +42,8 @@ main([SinkDir, DecodeDir | Streams]) ->
                                 packet(cmd(tiers_stop))]),
     [save(SinkDir, <<H/binary, TierStart/binary, P/binary, TierEnd/binary>>)
      || {P, H} <- Tagged, TierStart <- TierStarts],
+    %% Requests whose process is killed (an exit, no stop marker) among ones that end.
+    [save(SinkDir, <<H/binary, (killed_stream())/binary>>) || H <- [<<0, 0, 0>>, <<3, 0, 0>>]],
     %% A flame capture over the same pieces (never flame_write: the fuzzer skips it).
     Pids = lists:sublist(lists:usort([element(2, T) || F <- Frames,
                                                       T <- [binary_to_term(F)],
@@ -76,7 +78,7 @@ main([SinkDir, DecodeDir | Streams]) ->
     io:format("mkcorpus: ~b streams, ~b frames and ~b commands (~b distinct) -> ~s; "
               "~b stream seeds -> ~s~n",
               [length(Streams), length(Frames), length(Cmds), length(Distinct), DecodeDir,
-               4 * length(Pieces) + min(8, length(Pieces)) + 12, SinkDir]),
+               4 * length(Pieces) + min(8, length(Pieces)) + 14, SinkDir]),
     halt(0);
 main(_) ->
     io:format(standard_error, "usage: mkcorpus.escript SINK_DIR DECODE_DIR STREAM.bin...~n", []),
@@ -138,6 +140,36 @@ tiers_start_rec() ->
       {kprof_rec_work, middle, '_', 0}, {kprof_rec_work, inner, 1, 1},
       {kprof_rec_work, leaf, 0, 2}, {kprof_rec_work, echo, 1, 3}],
      [{grace_ms, 0}, {slow_us, 0}, {slow_max, 2}]}.
+
+%% Tiers with one slot and no grace: a request whose process is killed in a
+%% tier (its exit frees the slot), nested ones of a process killed in them, a
+%% worker's exit, then requests that end (stop marker, then exit), the report
+%% and the stats. Also fuzz/regress/sink-tiers-killed (header 00 00 00).
+killed_stream() ->
+    [P, Q, W] = [list_to_pid("<0." ++ integer_to_list(N) ++ ".0>") || N <- [1001, 1002, 1003]],
+    Req = {kprof, request, 2},
+    Tok = fun(L) -> {0, L, 1, P, 0} end,
+    Call = fun(Pid, Mfa, L, T) -> {trace_ts, Pid, call, Mfa, {Tok(L), Req}, T} end,
+    Start = fun(Pid, L, Id, T) ->
+                    [{trace_ts, Pid, call, {kprof_mark, start, 1}, {Tok(L), Req, Id}, T},
+                     {trace_ts, Pid, return_to, Req, T + 1}]
+            end,
+    Stop = fun(Pid, L, T) ->
+                   [Call(Pid, {kprof_mark, stop, 0}, L, T), {trace_ts, Pid, return_to, Req, T + 1}]
+           end,
+    Exit = fun(Pid, Why, T) -> {trace_ts, Pid, exit, Why, T} end,
+    Events = Start(P, 1, get, 1000) ++
+        [Call(P, {shop_http, handle, 1}, 1, 1100), Call(W, {shop_db, query, 2}, 1, 1200),
+         {trace_ts, W, return_to, {gen_server, try_handle_call, 4}, 1300},
+         Exit(W, normal, 1400), Exit(P, killed, 1500)] ++
+        Start(Q, 2, outer, 2000) ++ Start(Q, 3, inner, 2100) ++ [Exit(Q, shutdown, 2200)] ++
+        Start(P, 4, put, 3000) ++ [Call(P, {shop_http, handle, 1}, 4, 3100)] ++
+        Stop(P, 4, 3200) ++ [Exit(P, normal, 3300), Call(W, {shop_db, query, 2}, 1, 3400)],
+    Specs = [{shop_http, handle, 1, 0}, {shop_db, query, 2, 1},
+             {kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop}],
+    iolist_to_binary([packet(cmd({tiers_start, Specs, [{max_inflight, 1}, {grace_ms, 0}]}))]
+                     ++ [packet(term_to_binary(E)) || E <- Events]
+                     ++ [packet(cmd(C)) || C <- [{tier_report, true}, stats]]).
 
 %% A capture of every traced process of the recordings.
 flame_start() ->

@@ -77,6 +77,7 @@ typedef struct ks_req {
   ks_req_ev *ev;
   uint32_t n_ev, cap_ev;
   uint32_t next_ended;          /* FIFO of ended requests, by end */
+  uint32_t entry_prev, entry_next; /* slot + 1: the entry process's other requests in flight */
   int full, full_truncated;     /* full trace: its identity is selected */
   ks_req_ev *fev;               /* full trace: every event, tier functions' too */
   uint32_t n_fev, cap_fev;
@@ -160,6 +161,9 @@ typedef struct ks_tiers {
   /* Per pid id: the request its last labelled call belonged to. */
   uint32_t *pid_slot, *pid_gen;
   uint32_t pid_cap;
+  /* Per pid id: slot + 1 of the newest request in flight it opened (then entry_next). */
+  uint32_t *entry_head;
+  uint32_t entry_cap;
   uint32_t seq;
   uint32_t sweep_tick;          /* events since start: stale requests are swept every 64k */
   int64_t last_ts;
@@ -179,6 +183,9 @@ typedef struct ks_tiers {
   /* Counters (doc/tiers.md). */
   uint64_t requests, events, abandoned, truncated_requests, dropped_requests,
       dropped_events, orphan_events, folded_requests;
+  /* Requests whose entry process exited before their end: in the report (its
+   * Clear zeroes it) and since start or reset (the sink's stats). */
+  uint64_t killed_requests, killed_total;
   int64_t first_ts;
   ks_full full;                 /* full trace of selected identities (tier_full.c) */
 } ks_tiers;
@@ -191,7 +198,7 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
                    int ntiers, const ks_tier_opts *o);
 void ks_tiers_stop(ks_tiers *t);
 void ks_tiers_reset(ks_tiers *t);
-/* One decoded trace event. */
+/* One decoded trace event (calls, return_to, and the exit of a request's process). */
 void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d);
 /* Sets pin[pid] (pin has n entries) for every pid id an in-flight request or
  * a kept slow request refers to; ks_tiers_forget_pids drops the per-id state

@@ -14,6 +14,7 @@
 %%%   seen => 120400, sampled => 12040, requests => 12040, events => 240800,
 %%%   dropped => 0, bytes => 2408000, aborted => [Abort], active => true,
 %%%   dropped_requests => 0, dropped_events => 0, abandoned => 0, % the tiers' caps
+%%%   killed_requests => 0,                    % their process exited before their end
 %%%   sink_dropped => 0,                       % trace messages the sink lost
 %%%   sink_dropped_pids => 0, sink_dropped_mfas => 0, sink_dropped_names => 0,
 %%%   ring_drops => 0, ring_unsupported => 0,  % the tracer NIF's ring: full, not encodable
@@ -80,8 +81,8 @@
 -type report() :: #{atom() => term()}.
 -type raw() :: #{atom() => term()}.
 
--define(SUMS, [requests, events, abandoned, truncated, dropped_requests, dropped_events,
-               orphan_events, folded_requests]).
+-define(SUMS, [requests, events, abandoned, killed_requests, truncated, dropped_requests,
+               dropped_events, orphan_events, folded_requests]).
 -define(ID_WIDTH, 40).
 -define(VAL_WIDTH, 7).
 -define(TEXT_LIMIT, 50).
@@ -210,6 +211,7 @@ build(Tiers, First, NodeReports, Opts) ->
       inflight => maps:get(inflight, Raw),
       events => maps:get(events, Raw),
       abandoned => maps:get(abandoned, Raw),
+      killed_requests => maps:get(killed_requests, Raw),
       truncated => maps:get(truncated, Raw),
       dropped_requests => maps:get(dropped_requests, Raw),
       dropped_events => maps:get(dropped_events, Raw),
@@ -398,6 +400,8 @@ drop_lines(R) ->
     Parts = [io_lib:format(Format, [N]) || {N, Format} <-
                  [{Get(dropped_requests), "~b requests (in-flight cap max_inflight)"},
                   {Get(abandoned), "~b requests abandoned (open past max_request_ms)"},
+                  {Get(killed_requests), "~b requests killed (their process exited before "
+                   "their end; times not recorded)"},
                   {Get(dropped_events), "~b events (max_request_events)"},
                   {Get(sink_dropped), "~b trace messages in the sink"},
                   {Get(ring_drops), "~b events lost in the tracer's ring (full)"},

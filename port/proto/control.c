@@ -56,6 +56,7 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"oversized", s->fr.oversized}, {"empty", s->fr.empty},
     {"truncated", st->truncated}, {"mfas", s->in.n_mfas}, {"pids", ks_intern_pids_live(&s->in)},
     {"pids_freed", s->in.pids_freed},
+    {"killed_requests", s->tiers.killed_total},
     {"names", s->in.n_terms}, {"max_frame", s->fr.max_frame},
     {"pipe_size", s->pipe_size}, {"replies", s->emitted},
     {"alerts", s->ov.alerts}, {"limited", s->lim.limited},

@@ -84,6 +84,7 @@ void ks_tiers_clear_rows(ks_tiers *t) {
     }
   t->n_slow = 0;
   t->requests = t->events = t->abandoned = t->truncated_requests = 0;
+  t->killed_requests = 0;
   t->dropped_requests = t->dropped_events = t->orphan_events = t->folded_requests = 0;
   t->first_ts = t->last_ts;
 }

@@ -283,13 +283,14 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
            ei_x_encode_atom(x, "not_started");
   for (r = 0; r <= t->o.max_identities; r++)
     nrows += t->rows[r].requests > 0;
-  e |= ei_x_encode_map_header(x, 16);
+  e |= ei_x_encode_map_header(x, 17);
   e |= ei_x_encode_atom(x, "active") || ei_x_encode_boolean(x, t->active);
   e |= put_u64(x, "ntiers", (uint64_t)t->ntiers);
   e |= put_u64(x, "requests", t->requests);
   e |= put_u64(x, "inflight", t->n_inflight);
   e |= put_u64(x, "events", t->events);
   e |= put_u64(x, "abandoned", t->abandoned);
+  e |= put_u64(x, "killed_requests", t->killed_requests);
   e |= put_u64(x, "truncated", t->truncated_requests);
   e |= put_u64(x, "dropped_requests", t->dropped_requests);
   e |= put_u64(x, "dropped_events", t->dropped_events);

@@ -5,6 +5,9 @@
  * marker (identity in the payload) or of an entry MFA, and ends with a call of
  * the stop marker or when the entry call's chain returns. Events with its label
  * (and return_to events of processes whose last call had it) are buffered.
+ * Its entry process's exit before that end (killed: a web server's handler on
+ * the client's disconnect) drops it, counted in killed_requests: its times are
+ * not a request's (doc/tiers.md).
  */
 #include <stdlib.h>
 
@@ -89,6 +92,7 @@ void ks_tiers_free(ks_tiers *t) {
   free(t->is_entry);
   free(t->pid_slot);
   free(t->pid_gen);
+  free(t->entry_head);
   for (k = 0; k < t->cap_stacks; k++)
     ks_stack_free(&t->stacks[k]);
   for (k = 0; k < t->chains_cap; k++)
@@ -225,10 +229,55 @@ static void index_remove(ks_tiers *t, uint32_t slot) {
 
 static void release(ks_tiers *t, uint32_t slot);
 
+/* ---- per entry process: its requests in flight, newest first ----
+ * A doubly linked list through the slots (entry_prev, entry_next: slot + 1),
+ * so that release unlinks in O(1) and an exit finds its requests without a
+ * pass over the table. A process opens several when they nest. */
+
+static void link_entry(ks_tiers *t, uint32_t slot) {
+  ks_req *r = &t->reqs[slot];
+  uint32_t pid = r->entry_pid, head;
+
+  if (pid == KS_NONE)
+    return;
+  if (pid >= t->entry_cap) {
+    uint32_t cap = t->entry_cap ? t->entry_cap : 1024;
+    uint32_t *v;
+    while (cap <= pid)
+      cap *= 2;
+    if ((v = realloc(t->entry_head, cap * sizeof(*v))) == NULL)
+      return;   /* unlinked: its exit is not seen, max_age ends it */
+    memset(v + t->entry_cap, 0, (cap - t->entry_cap) * sizeof(*v));
+    t->entry_head = v;
+    t->entry_cap = cap;
+  }
+  head = t->entry_head[pid];
+  r->entry_prev = 0;
+  r->entry_next = head;
+  if (head != 0)
+    t->reqs[head - 1].entry_prev = slot + 1;
+  t->entry_head[pid] = slot + 1;
+}
+
+static void unlink_entry(ks_tiers *t, uint32_t slot) {
+  ks_req *r = &t->reqs[slot];
+  uint32_t pid = r->entry_pid;
+
+  if (pid >= t->entry_cap || (r->entry_prev == 0 && t->entry_head[pid] != slot + 1))
+    return;   /* never linked */
+  if (r->entry_prev != 0)
+    t->reqs[r->entry_prev - 1].entry_next = r->entry_next;
+  else
+    t->entry_head[pid] = r->entry_next;
+  if (r->entry_next != 0)
+    t->reqs[r->entry_next - 1].entry_prev = r->entry_prev;
+}
+
 /*
- * A request whose process died (a web server kills a handler on disconnect)
- * never ends: past max_age it is dropped and counted as abandoned, so its
- * slot comes back. Swept when slots run out and every 64k events.
+ * A request that never ends, its process's exit not seen (not traced, or lost
+ * with the events of a full ring): past max_age it is dropped and counted as
+ * abandoned, so its slot comes back. Swept when slots run out and every 64k
+ * events.
  */
 static void sweep_stale(ks_tiers *t) {
   uint32_t k;
@@ -242,7 +291,12 @@ static void sweep_stale(ks_tiers *t) {
   }
 }
 
+/* Out of slots: first the ended requests past their grace (flushed after each
+ * event, so one can still hold its slot when this event opens a request), then
+ * the stale ones. */
 static uint32_t take_slot(ks_tiers *t) {
+  if (t->n_free == 0)
+    ks_tiers_flush(t, 0);
   if (t->n_free == 0)
     sweep_stale(t);
   return t->n_free > 0 ? t->free_slots[--t->n_free] : KS_NONE;
@@ -258,6 +312,7 @@ static void release(ks_tiers *t, uint32_t slot) {
   ks_req_ev *ev = r->ev;
 
   index_remove(t, slot);
+  unlink_entry(t, slot);
   free_label(r);
   if (cap_ev > KEEP_EV) {
     free(ev);
@@ -481,6 +536,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   r->by_entry = by_entry;
   ks_stack_init(&r->entry_stack, sizeof(ks_sframe), UINT32_MAX);
   r->entry_pid = d->ev.pid;
+  link_entry(t, slot);
   r->start_ts = d->ev.ts;
   if (ident.p == NULL && by_entry)
     ident = mfa_term(in, d->ev.mfa, mfa_buf, sizeof(mfa_buf));
@@ -723,6 +779,30 @@ static void on_return_to(ks_tiers *t, const ks_decoded *d) {
     return_into(t, own[1], d);
 }
 
+/*
+ * A process exited: the requests it opened that have not ended never will
+ * (no stop marker, no return of the entry call): a killed handler. Each gives
+ * its slot back at once and counts in killed_requests; its times are not
+ * recorded (cut short by the kill, not the request's; doc/tiers.md). Requests
+ * it only worked for go on (their entry process ends them), and its ended
+ * ones keep their grace window. Events of its other processes that come
+ * later count as orphan_events.
+ */
+static void on_process_exit(ks_tiers *t, uint32_t pid) {
+  uint32_t s, next;
+
+  if (pid >= t->entry_cap)
+    return;
+  for (s = t->entry_head[pid]; s != 0; s = next) {
+    next = t->reqs[s - 1].entry_next;
+    if (!t->reqs[s - 1].ended) {
+      t->killed_requests++;
+      t->killed_total++;
+      release(t, s - 1);
+    }
+  }
+}
+
 void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   const ks_event *ev = &d->ev;
 
@@ -738,6 +818,10 @@ void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
     if (ev->ts > t->last_ts)
       t->last_ts = ev->ts;
     on_return_to(t, d);
+  } else if (ev->kind == KS_EV_EXIT) {
+    if (ev->ts > t->last_ts)
+      t->last_ts = ev->ts;
+    on_process_exit(t, ev->pid);
   } else {
     return;
   }
@@ -777,6 +861,8 @@ void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n) {
       continue;
     if (id < t->pid_cap)
       t->pid_slot[id] = KS_NONE;
+    if (id < t->entry_cap)
+      t->entry_head[id] = 0;   /* empty already: its requests pinned the id */
     if (id < f->pid_cap)
       f->pid_slot[id] = KS_NONE;
     if (id < t->chains_cap)

@@ -378,6 +378,248 @@ START_TEST(stale_requests_are_abandoned) {
 }
 END_TEST
 
+/* ---- a request's process killed, through the decoder: trace messages into a sink ---- */
+
+static ks_sink ksink;
+static tb_out kout;
+
+static void feed_msg(ei_x_buff *x) {
+  size_t n;
+  unsigned char *f = tb_framed(x, &n);
+
+  ck_assert_int_eq(ks_sink_feed(&ksink, f, n), KS_OK);
+  free(f);
+  ei_x_free(x);
+}
+
+/* {trace_ts, <num.0.1>@n@h, What, ...: begun here, Ts to add. */
+static void msg_head(ei_x_buff *x, unsigned num, const char *what, int arity) {
+  tb_begin(x);
+  ei_x_encode_tuple_header(x, arity);
+  tb_atom(x, "trace_ts");
+  tb_pid(x, "n@h", num, 0, 1);
+  tb_atom(x, what);
+}
+
+/* A call with the token of label `label` and the caller req/2 (and an identity:
+ * the start marker's payload), as the match specs of doc/tiers.md send it. */
+static void msg_call(unsigned num, const char *m, const char *f, int arity, long label,
+                     const char *identity, long long ts) {
+  ei_x_buff x;
+
+  msg_head(&x, num, "call", 6);
+  tb_mfa(&x, m, f, arity);
+  ei_x_encode_tuple_header(&x, identity ? 3 : 2);
+  ei_x_encode_tuple_header(&x, 5);   /* {Flags, Label, Serial, From, LastCnt} */
+  ei_x_encode_long(&x, 0);
+  ei_x_encode_long(&x, label);
+  ei_x_encode_long(&x, 1);
+  tb_pid(&x, "n@h", num, 0, 1);
+  ei_x_encode_long(&x, 0);
+  tb_mfa(&x, "app", "req", 2);
+  if (identity)
+    tb_atom(&x, identity);
+  ei_x_encode_longlong(&x, ts);
+  feed_msg(&x);
+}
+
+static void msg_return_to(unsigned num, long long ts) {
+  ei_x_buff x;
+
+  msg_head(&x, num, "return_to", 5);
+  tb_mfa(&x, "app", "req", 2);
+  ei_x_encode_longlong(&x, ts);
+  feed_msg(&x);
+}
+
+static void msg_exit(unsigned num, const char *reason, long long ts) {
+  ei_x_buff x;
+
+  msg_head(&x, num, "exit", 5);
+  tb_atom(&x, reason);
+  ei_x_encode_longlong(&x, ts);
+  feed_msg(&x);
+}
+
+static void msg_request_start(unsigned num, long label, const char *identity, long long ts) {
+  msg_call(num, "kprof_mark", "start", 1, label, identity, ts);
+  msg_return_to(num, ts);
+}
+
+static void msg_request_stop(unsigned num, long label, long long ts) {
+  msg_call(num, "kprof_mark", "stop", 0, label, NULL, ts);
+  msg_return_to(num, ts);
+}
+
+static uint32_t sink_pid(unsigned num) {
+  ei_x_buff x;
+  ks_slice sl;
+  uint32_t id;
+
+  ei_x_new(&x);
+  tb_pid(&x, "n@h", num, 0, 1);
+  sl.p = (const unsigned char *)x.buff;
+  sl.n = (size_t)x.index;
+  ck_assert_int_eq(ks_intern_pid(&ksink.in, sl, &id), KS_OK);
+  ei_x_free(&x);
+  return id;
+}
+
+static void killed_setup(void) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(4, sizeof(*specs));
+
+  memset(&kout, 0, sizeof(kout));
+  ck_assert_int_eq(ks_sink_init(&ksink, NULL, tb_out_emit, &kout), KS_OK);
+  specs[0] = spec("http", NULL, HTTP, 0);
+  specs[1] = spec("db", NULL, DB, 0);
+  specs[2] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[3] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  ks_tiers_default_opts(&o);
+  o.max_inflight = 3;
+  o.grace_ns = 1000;
+  ck_assert_int_eq(ks_tiers_start(&ksink.tiers, &ksink.in, specs, 4, 2, &o), KS_OK);
+}
+
+static void killed_teardown(void) {
+  ks_sink_free(&ksink);
+  tb_out_free(&kout);
+}
+
+/* Handlers killed in their requests (a web server's, on the client's
+ * disconnect) give their slots back at their exit and count as killed, not
+ * as requests; a worker's exit ends nothing; a request that ended keeps its
+ * grace window; nested requests of a killed process all end. */
+START_TEST(killed_process_frees_its_slot) {
+  ks_tiers *t = &ksink.tiers;
+  uint32_t handler, worker;
+  uint64_t orphans;
+  uint8_t pin[16];
+
+  /* 1 (handler <0.1.0>) sends work to <0.2.0>, which exits normally. */
+  msg_request_start(1, 1, "get", 1000);
+  msg_call(1, "http", "handle", 1, 1, NULL, 1100);
+  msg_call(2, "db", "q", 1, 1, NULL, 1200);
+  msg_return_to(2, 1300);
+  msg_exit(2, "normal", 1400);
+  ck_assert_uint_eq(t->n_inflight, 1);
+  ck_assert_uint_eq(t->killed_requests, 0);
+  /* Two nested requests of <0.3.0>, and a third slot taken by <0.4.0>'s, which ends. */
+  msg_request_start(3, 2, "outer", 1500);
+  msg_request_start(3, 3, "inner", 1600);
+  ck_assert_uint_eq(t->n_inflight, 3);
+  msg_request_start(4, 4, "put", 1700);   /* no slot: dropped */
+  ck_assert_uint_eq(t->dropped_requests, 1);
+  handler = sink_pid(1);
+  worker = sink_pid(2);
+  memset(pin, 0, sizeof(pin));
+  ks_tiers_pin_pids(t, pin, sizeof(pin));
+  ck_assert_int_eq(pin[handler], 1);
+  ck_assert_int_eq(pin[worker], 1);
+  /* The handler is killed: no stop marker, its exit. */
+  msg_exit(1, "killed", 2000);
+  ck_assert_uint_eq(t->n_inflight, 2);
+  ck_assert_uint_eq(t->n_free, 1);
+  ck_assert_uint_eq(t->killed_requests, 1);
+  ck_assert_uint_eq(t->requests, 0);
+  memset(pin, 0, sizeof(pin));
+  ks_tiers_pin_pids(t, pin, sizeof(pin));   /* its ids can be given back */
+  ck_assert_int_eq(pin[handler], 0);
+  ck_assert_int_eq(pin[worker], 0);
+  /* Its late events are orphans; the freed slot takes a new request. */
+  orphans = t->orphan_events;
+  msg_call(2, "db", "q", 1, 1, NULL, 2100);
+  ck_assert_uint_eq(t->orphan_events, orphans + 1);
+  msg_request_start(5, 5, "put", 2200);
+  msg_call(5, "http", "handle", 1, 5, NULL, 2300);
+  msg_return_to(5, 2400);
+  msg_request_stop(5, 5, 2500);
+  ck_assert_uint_eq(t->n_inflight, 3);
+  /* An exit after the stop marker, within the grace window: a request like any other. */
+  msg_exit(5, "normal", 2600);
+  ck_assert_uint_eq(t->n_inflight, 3);
+  ck_assert_uint_eq(t->killed_requests, 1);
+  /* Both of <0.3.0>'s requests end with it. */
+  msg_exit(3, "shutdown", 2700);
+  ck_assert_uint_eq(t->killed_requests, 3);
+  ck_assert_uint_eq(t->n_inflight, 1);
+  msg_exit(3, "shutdown", 2800);   /* once */
+  ck_assert_uint_eq(t->killed_requests, 3);
+  ks_tiers_flush(t, 1);
+  ck_assert_uint_eq(t->requests, 1);
+  ck_assert_uint_eq(t->n_identities, 4);   /* get, outer, inner, put */
+  ck_assert_uint_eq(t->rows[0].requests + t->rows[1].requests + t->rows[2].requests, 0);
+  ck_assert_uint_eq(t->rows[3].requests, 1);
+  ck_assert_uint_eq(t->n_inflight, 0);
+  ck_assert_uint_eq(t->n_free, 3);
+  ck_assert_uint_eq(t->abandoned, 0);
+  ck_assert_uint_eq(t->dropped_requests, 1);
+  ck_assert_uint_eq(t->killed_total, 3);
+}
+END_TEST
+
+/* The counter in the tier report and the sink's stats; a report's Clear zeroes
+ * the report's, not the stats'. */
+START_TEST(killed_in_report_and_stats) {
+  ei_x_buff x;
+  char *got;
+
+  msg_request_start(1, 1, "get", 1000);
+  msg_exit(1, "killed", 2000);
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, 1);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "tier_report");
+  ei_x_encode_boolean(&x, 1);
+  ei_x_encode_boolean(&x, 1);
+  feed_msg(&x);
+  got = tb_out_reply(&kout, 0);
+  ck_assert_ptr_nonnull(strstr(got, "killed_requests => 1,"));
+  free(got);
+  ck_assert_uint_eq(ksink.tiers.killed_requests, 0);
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, 2);
+  tb_atom(&x, "stats");
+  feed_msg(&x);
+  got = tb_out_reply(&kout, 1);
+  ck_assert_ptr_nonnull(strstr(got, "killed_requests => 1,"));
+  free(got);
+}
+END_TEST
+
+/* Every slot held by an ended request past its grace, not flushed yet (that
+ * happens after each event): the event that opens a request flushes it first. */
+START_TEST(past_grace_slots_are_taken) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(2, sizeof(*specs));
+  unsigned char label[2] = {97, 0};
+
+  ks_tiers_free(&tiers);
+  ks_tiers_init(&tiers);
+  specs[0] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[1] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  ks_tiers_default_opts(&o);
+  o.max_inflight = 1;
+  o.grace_ns = 1000;
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 2, 1, &o), KS_OK);
+  start(pid_a, 0, label, ID_GET);
+  stop(pid_a, 100, label);
+  label[1] = 1;
+  start(pid_a, 500, label, ID_GET);   /* within the first's grace: no slot */
+  ck_assert_uint_eq(tiers.dropped_requests, 1);
+  label[1] = 2;
+  start(pid_a, 5000, label, ID_GET);  /* past it */
+  stop(pid_a, 5100, label);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 2);
+  ck_assert_uint_eq(tiers.dropped_requests, 1);
+}
+END_TEST
+
 START_TEST(orphans_and_caps) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1);
 
@@ -449,6 +691,12 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, hist_quantile_error_bound);
   tcase_add_test(tc, requests_pin_their_pids);
   tcase_add_test(tc, return_after_nested_request_goes_to_outer);
+  tcase_add_test(tc, past_grace_slots_are_taken);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("killed");
+  tcase_add_checked_fixture(tc, killed_setup, killed_teardown);
+  tcase_add_test(tc, killed_process_frees_its_slot);
+  tcase_add_test(tc, killed_in_report_and_stats);
   suite_add_tcase(s, tc);
   return s;
 }
