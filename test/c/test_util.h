@@ -53,5 +53,6 @@ Suite *flame_suite(void);
 Suite *ring_suite(void);
 Suite *full_trace_suite(void);
 Suite *overload_suite(void);
+Suite *options_suite(void);
 
 #endif
