@@ -13,6 +13,13 @@ ERL_MODS  := $(call erl_csv,$(ERL_SRC:erlang/src/%.erl=%))
 
 erl: $(ERL_BEAM) erlang/ebin/kprof.app
 
+# The one table of options and formats (include/ks_options.h) as Erlang terms:
+# generated, ignored by git, rebuilt when the table or its generator changes.
+ERL_OPTS_HRL := erlang/include/kprof_options.hrl
+$(ERL_OPTS_HRL): include/ks_options.h scripts/gen_options.escript
+	scripts/gen_options.escript include/ks_options.h $@
+$(ERL_BEAM): $(ERL_OPTS_HRL)
+
 erlang/ebin/%.beam: erlang/src/%.erl $(wildcard erlang/include/*.hrl) | erlang/ebin
 	erlc $(ERLC_FLAGS) -I erlang/include -o erlang/ebin $<
 
@@ -56,5 +63,5 @@ $(B)/record:
 # edoc of erlang/src -> _build/doc/index.html; fails on an edoc warning or on an
 # exported function without a doc (scripts/docs.escript).
 .PHONY: docs
-docs:
+docs: $(ERL_OPTS_HRL)
 	scripts/docs.escript $(B)/doc $(ERL_SRC)

@@ -27,19 +27,35 @@
 #include <unistd.h>
 #include <ei.h>
 
+#include "ks_opt.h"
 #include "ks_sink.h"
 
 #define PATH_MAX_LEN 4096
+
+/* The formats, their extensions and writers: KS_FORMAT rows of include/ks_options.h,
+ * whose order is the order of the KS_FMT_* bits. */
+enum {
+#define KS_OPTION(modes, key, type, min, max, def, by, doc)
+#define KS_FORMAT(name, ext, writer) KS_FMT_INDEX_##name,
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
+};
+_Static_assert(1 << KS_FMT_INDEX_folded == KS_FMT_FOLDED, "KS_FORMAT order: folded");
+_Static_assert(1 << KS_FMT_INDEX_perf == KS_FMT_PERF, "KS_FORMAT order: perf");
+_Static_assert(1 << KS_FMT_INDEX_speedscope == KS_FMT_SPEEDSCOPE, "KS_FORMAT order: speedscope");
+_Static_assert(1 << KS_FMT_INDEX_svg == KS_FMT_SVG, "KS_FORMAT order: svg");
 
 static const struct {
   int bit;
   const char *atom, *ext;
   int (*write)(const ks_fout *, FILE *);
 } formats[] = {
-  {KS_FMT_FOLDED, "folded", ".folded", ks_write_folded},
-  {KS_FMT_PERF, "perf", ".perf", ks_write_perf},
-  {KS_FMT_SPEEDSCOPE, "speedscope", ".speedscope.json", ks_write_speedscope},
-  {KS_FMT_SVG, "svg", ".svg", ks_write_svg},
+#define KS_OPTION(modes, key, type, min, max, def, by, doc)
+#define KS_FORMAT(name, ext, writer) {1 << KS_FMT_INDEX_##name, #name, ext, writer},
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
 };
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 
@@ -81,44 +97,46 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
   return KS_OK;
 }
 
+/* Bounds: the table's (include/ks_options.h); here only where the value goes. */
 static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
   char key[MAXATOMLEN];
+  const ks_option *opt;
   int ar, flag;
   long long v;
 
-  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
+  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
+      (opt = ks_option_find(KS_M_FLAME, key)) == NULL)
     return KS_EINVAL;
-  if (strcmp(key, "sleep") == 0 || strcmp(key, "gc") == 0 || strcmp(key, "children") == 0 ||
-      strcmp(key, "hold") == 0) {
+  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, hold */
     if (ei_decode_boolean(b, idx, &flag) != 0)
       return KS_EINVAL;
     *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : key[0] == 'c' ? &o->children
                                                                           : &o->hold) = flag;
     return KS_OK;
   }
-  if (strcmp(key, "max_depth") == 0)
-    return decode_u32(b, idx, 1, 100000, &o->max_depth);
-  if (strcmp(key, "max_nodes") == 0)
-    return decode_u32(b, idx, 16, 1u << 26, &o->max_nodes);
-  if (strcmp(key, "max_stack") == 0)
-    return decode_u32(b, idx, 1, 1u << 24, &o->max_stack);
-  if (strcmp(key, "max_procs") == 0)
-    return decode_u32(b, idx, 1, 1u << 22, &o->max_procs);
-  if (strcmp(key, "ncalls") == 0)
-    return decode_u32(b, idx, 1, UINT32_MAX, &o->ncalls);
-  if (strcmp(key, "perf_period_us") == 0)
-    return decode_u32(b, idx, 0, 60000000, &o->perf_period_us);
   if (strcmp(key, "trigger") == 0)
     return decode_mfa(s, b, len, idx, &o->trigger);
   if (strcmp(key, "hide") == 0)
     return decode_mfa(s, b, len, idx, &o->hide);
-  if (strcmp(key, "time_offset") == 0) {
-    if (ei_decode_longlong(b, idx, &v) != 0)
-      return KS_EINVAL;
+  if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
+    return KS_EINVAL;
+  if (strcmp(key, "max_depth") == 0)
+    o->max_depth = (uint32_t)v;
+  else if (strcmp(key, "max_nodes") == 0)
+    o->max_nodes = (uint32_t)v;
+  else if (strcmp(key, "max_stack") == 0)
+    o->max_stack = (uint32_t)v;
+  else if (strcmp(key, "max_procs") == 0)
+    o->max_procs = (uint32_t)v;
+  else if (strcmp(key, "ncalls") == 0)
+    o->ncalls = (uint32_t)v;
+  else if (strcmp(key, "perf_period_us") == 0)
+    o->perf_period_us = (uint32_t)v;
+  else if (strcmp(key, "time_offset") == 0)
     o->time_offset = v;
-    return KS_OK;
-  }
-  return KS_EINVAL;
+  else
+    return KS_EINVAL;
+  return KS_OK;
 }
 
 static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {

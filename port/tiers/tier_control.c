@@ -5,6 +5,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
+#include "ks_opt.h"
 #include "ks_sink.h"
 
 /* Full trace: {full_trace, all | [Identity]}; the identities' bytes stay in b. */
@@ -41,6 +42,7 @@ static int decode_full(const char *b, int *idx, full_sel *fs) {
 static int decode_opts(const char *b, int *idx, ks_tier_opts *o, full_sel *fs) {
   int n, k, ar;
   char key[MAXATOMLEN];
+  const ks_option *opt;
   long long v;
 
   if (ei_decode_list_header(b, idx, &n) != 0)
@@ -53,27 +55,29 @@ static int decode_opts(const char *b, int *idx, ks_tier_opts *o, full_sel *fs) {
         return KS_EINVAL;
       continue;
     }
-    if (ei_decode_longlong(b, idx, &v) != 0 || v < 0)
+    /* Bounds: the table's (include/ks_options.h); here only where the value goes. */
+    if ((opt = ks_option_find(KS_M_TIERS, key)) == NULL || opt->type != KS_T_INT ||
+        ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
       return KS_EINVAL;
-    if (strcmp(key, "max_identities") == 0 && v > 0 && v <= 100000)
+    if (strcmp(key, "max_identities") == 0)
       o->max_identities = (uint32_t)v;
-    else if (strcmp(key, "max_inflight") == 0 && v > 0 && v <= 10000000)
+    else if (strcmp(key, "max_inflight") == 0)
       o->max_inflight = (uint32_t)v;
-    else if (strcmp(key, "max_request_events") == 0 && v > 0 && v <= 100000000)
+    else if (strcmp(key, "max_request_events") == 0)
       o->max_request_events = (uint32_t)v;
-    else if (strcmp(key, "slow_max") == 0 && v <= 10000)
+    else if (strcmp(key, "slow_max") == 0)
       o->slow_max = (uint32_t)v;
-    else if (strcmp(key, "grace_ms") == 0 && v <= 3600000)
+    else if (strcmp(key, "grace_ms") == 0)
       o->grace_ns = (uint64_t)v * 1000000;
-    else if (strcmp(key, "max_request_ms") == 0 && v > 0 && v <= 86400000)
+    else if (strcmp(key, "max_request_ms") == 0)
       o->max_age_ns = (uint64_t)v * 1000000;
     else if (strcmp(key, "slow_us") == 0)
       o->slow_ns = (uint64_t)v * 1000;
-    else if (strcmp(key, "full_max_events") == 0 && v > 0 && v <= 100000000)
+    else if (strcmp(key, "full_max_events") == 0)
       o->full_max_events = (uint32_t)v;
-    else if (strcmp(key, "full_max_nodes") == 0 && v >= 16 && v <= (1 << 26))
+    else if (strcmp(key, "full_max_nodes") == 0)
       o->full_max_nodes = (uint32_t)v;
-    else if (strcmp(key, "full_max_identities") == 0 && v > 0 && v <= 100000)
+    else if (strcmp(key, "full_max_identities") == 0)
       o->full_max_identities = (uint32_t)v;
     else
       return KS_EINVAL;

@@ -54,5 +54,6 @@ Suite *ring_suite(void);
 Suite *full_trace_suite(void);
 Suite *overload_suite(void);
 Suite *stack_suite(void);
+Suite *options_suite(void);
 
 #endif

@@ -1,0 +1,142 @@
+%%% @doc The options of every mode and the flame output formats, from the one
+%%% table include/ks_options.h (through the generated kprof_options.hrl).
+%%%
+%%% Pure: no process, no state. A row says which modes take the key, its
+%%% type and bounds, its default and which side checks it: `erlang' and
+%%% `both' rows are a user's options and are checked here; `sink' rows are
+%%% what kprof sends the sink and only the sink checks them, so a user
+%%% giving one gets `bad_option' here as from the modes today.
+%%%
+%%% Errors have the shape the modes' own checks give: `{bad_option, {Key,
+%%% Value}}' for a bad value or an unknown key (the first in term order),
+%%% `{bad_options, Opts}' when the options are not a map.
+%%%
+%%% The guard's limits are options of the tiers and flame modes too, but
+%%% their defaults are filled in only for mode `guard': the other modes
+%%% leave absent limits to kprof_guard, as they do today.
+-module(kprof_opts).
+
+-export([check/2, defaults/1, rows/1, formats/0, extension/1, doc/1]).
+
+-export_type([mode/0, row/0]).
+
+-include("kprof_options.hrl").
+
+-type mode() :: tiers | flame | guard.
+-type bound() :: number() | infinity | neg_infinity.
+-type row() :: {[mode()], atom(), int | num | numx | intinf | bool | term, bound(), bound(),
+                term(), erlang | sink | both, string()}.
+
+%% @doc Checks a mode's options: every key must be a user option of the
+%% mode (`erlang' or `both') and its value within the row's type and
+%% bounds. Returns the options with the mode's defaults filled in.
+-spec check(mode(), term()) ->
+          {ok, map()} | {error, {bad_option, {term(), term()}} | {bad_options, term()}}.
+check(Mode, Opts) when is_map(Opts) ->
+    Rows = maps:from_list([{element(2, R), R} || R <- rows(Mode)]),
+    case [KV || {K, V} = KV <- lists:sort(maps:to_list(Opts)), not valid(maps:get(K, Rows, none), V)] of
+        [] -> {ok, maps:merge(defaults(Mode), Opts)};
+        [KV | _] -> {error, {bad_option, KV}}
+    end;
+check(_Mode, Opts) ->
+    {error, {bad_options, Opts}}.
+
+%% @doc The defaults of a mode's user options (rows without one are off
+%% unless given; see the module doc for the guard's limits).
+-spec defaults(mode()) -> map().
+defaults(Mode) ->
+    maps:from_list([{K, D} || {Modes, K, _, _, _, D, _, _} <- rows(Mode), D =/= none,
+                              Mode =:= guard orelse not lists:member(guard, Modes)]).
+
+%% @doc The table's rows a user may give in a mode (checked by `erlang' or
+%% `both'), in table order.
+-spec rows(mode()) -> [row()].
+rows(Mode) ->
+    [R || {Modes, _, _, _, _, _, By, _} = R <- ?KPROF_OPTIONS, By =/= sink,
+          lists:member(Mode, Modes)].
+
+%% @doc The flame output formats, in the order of the sink's format bits.
+-spec formats() -> [atom()].
+formats() ->
+    [F || {F, _, _} <- ?KPROF_FORMATS].
+
+%% @doc A format's file extension (`".speedscope.json"', ...).
+-spec extension(atom()) -> string().
+extension(Format) ->
+    {Format, Ext, _} = lists:keyfind(Format, 1, ?KPROF_FORMATS),
+    Ext.
+
+%% @doc One line of text per user option of a mode: key, default, bounds
+%% and what it does, for docs and help texts.
+-spec doc(mode()) -> [string()].
+doc(Mode) ->
+    [lists:flatten(io_lib:format("~ts (~ts~ts): ~ts", [K, default_text(D), bounds_text(T, Lo, Hi), Doc]))
+     || {_, K, T, Lo, Hi, D, _, Doc} <- rows(Mode)].
+
+default_text(none) -> "no default";
+default_text(D) -> io_lib:format("default ~0tp", [D]).
+
+bounds_text(T, Lo, Hi) when T =:= int; T =:= num; T =:= intinf ->
+    io_lib:format(", ~ts..~ts~ts", [bound_text(Lo), bound_text(Hi),
+                                    case T of intinf -> " or infinity"; _ -> "" end]);
+bounds_text(numx, Lo, Hi) -> io_lib:format(", over ~ts up to ~ts", [bound_text(Lo), bound_text(Hi)]);
+bounds_text(bool, _, _) -> ", boolean";
+bounds_text(term, _, _) -> "".
+
+bound_text(infinity) -> "";
+bound_text(B) -> io_lib:format("~0tp", [B]).
+
+%%% Values
+
+-spec valid(row() | none, term()) -> boolean().
+valid(none, _) -> false;
+valid({_, _, int, Lo, Hi, _, _, _}, V) -> is_integer(V) andalso within(V, Lo, Hi);
+valid({_, _, num, Lo, Hi, _, _, _}, V) -> is_number(V) andalso within(V, Lo, Hi);
+valid({_, _, numx, Lo, Hi, _, _, _}, V) -> is_number(V) andalso V > Lo andalso below(V, Hi);
+valid({_, _, intinf, _, _, _, _, _}, infinity) -> true;
+valid({_, _, intinf, Lo, Hi, _, _, _}, V) -> is_integer(V) andalso within(V, Lo, Hi);
+valid({_, _, bool, _, _, _, _, _}, V) -> is_boolean(V);
+valid({_, K, term, _, _, _, _, _}, V) -> valid_term(K, V).
+
+within(V, Lo, Hi) -> above(V, Lo) andalso below(V, Hi).
+above(_, neg_infinity) -> true;
+above(V, Lo) -> V >= Lo.
+below(_, infinity) -> true;
+below(V, Hi) -> V =< Hi.
+
+%% The TERM rows: values no bounds describe, checked as the modes do today.
+-spec valid_term(atom(), term()) -> boolean().
+valid_term(entry, E) -> is_tuple(E) orelse (is_list(E) andalso E =/= []);
+valid_term(identity, mfa) -> true;
+valid_term(identity, {arg, N}) -> is_integer(N) andalso N >= 1 andalso N =< 255;
+valid_term(identity, F) when is_function(F, 1) -> true;
+valid_term(identity, {ms, [_ | _]}) -> true;
+valid_term(identity, _) -> false;
+valid_term(nodes, [_ | _] = Ns) -> lists:all(fun is_atom/1, Ns);
+valid_term(nodes, _) -> false;
+valid_term(full_trace, V) -> full_selection(V);
+valid_term(output_format, all) -> true;
+valid_term(output_format, F) when is_atom(F) -> lists:member(F, formats());
+valid_term(output_format, [_ | _] = Fs) ->
+    lists:all(fun(F) -> is_atom(F) andalso lists:member(F, formats()) end, Fs);
+valid_term(output_format, _) -> false;
+valid_term(output_directory, D) when is_list(D) -> D =/= [] andalso io_lib:printable_unicode_list(D);
+valid_term(output_directory, D) when is_binary(D) ->
+    byte_size(D) > 0 andalso is_list(unicode:characters_to_list(D));
+valid_term(output_directory, _) -> false;
+valid_term(name, N) ->
+    is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
+        andalso not lists:member($/, N);
+valid_term(open, O) -> O =:= speedscope orelse O =:= false;
+valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);
+valid_term(rate, infinity) -> true;
+valid_term(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso is_integer(PerMs) andalso PerMs > 0;
+valid_term(rate, _) -> false.
+
+%% `false', `all', a proper non-empty list of identities or one identity;
+%% `true' and `[]' are mistakes.
+full_selection(true) -> false;
+full_selection([]) -> false;
+full_selection(L) when is_list(L) ->
+    try length(L) of _ -> true catch error:badarg -> false end;
+full_selection(_) -> true.

@@ -1,0 +1,114 @@
+%%% EUnit tests of kprof_opts: the table's bounds, defaults, unknown keys and
+%%% formats, and that the table agrees with the checks the modes run today
+%%% (kprof_tiers:check/2, kprof_flame:validate/2, kprof_guard:validate_limits/1),
+%%% so phase 2 can put kprof_opts in their place.
+-module(kprof_opts_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+-include("kprof_options.hrl").
+
+-define(MODES, [tiers, flame, guard]).
+-define(TIERS, [{t, [{lists, reverse, 1}]}]).
+
+%% Values on and just past each bound of a row: {accepted, refused}.
+edges({_, _, int, Lo, Hi, _, _, _}) ->
+    {[Lo] ++ [Hi || Hi =/= infinity], [Lo - 1, 1.0 * Lo] ++ [Hi + 1 || Hi =/= infinity]};
+edges({_, _, num, Lo, Hi, _, _, _}) ->
+    {[Lo] ++ [Hi || Hi =/= infinity], [Lo - 0.001, x] ++ [Hi + 0.001 || Hi =/= infinity]};
+edges({_, _, numx, Lo, Hi, _, _, _}) ->
+    {[Lo + 0.001, Hi], [Lo, Hi + 0.001, x]};
+edges({_, _, intinf, Lo, Hi, _, _, _}) ->
+    {[Lo, infinity] ++ [Hi || Hi =/= infinity], [Lo - 1, 1.5, x] ++ [Hi + 1 || Hi =/= infinity]};
+edges({_, _, bool, _, _, _, _, _}) ->
+    {[true, false], [0, 1, yes]};
+edges({_, K, term, _, _, _, _, _}) ->
+    term_edges(K).
+
+term_edges(entry) -> {[{lists, reverse, 1}, [{lists, reverse, 1}]], [[], lists]};
+term_edges(identity) -> {[mfa, {arg, 1}, {arg, 255}, {ms, [{['$1'], [], ['$1']}]}],
+                         [{arg, 0}, {arg, 256}, {ms, []}, other]};
+term_edges(nodes) -> {[[node()]], [[], [<<"n">>], node()]};
+term_edges(full_trace) -> {[false, all, x, [x, y]], [true, [], [x | y]]};
+term_edges(output_format) -> {[all, svg, [folded, perf]], [[], jpeg, [svg, jpeg], "svg"]};
+term_edges(output_directory) -> {[".", <<"/tmp">>], ["", <<>>, 42]};
+term_edges(name) -> {["run"], ["", "a/b", run]};
+term_edges(open) -> {[speedscope, false], [true, svg]};
+term_edges(max_memory_bytes) -> {[1, infinity, default], [0, -1, x]};
+term_edges(rate) -> {[infinity, {1, 1}], [10, {0, 1}, {1, 0}]}.
+
+user_rows() ->
+    lists:usort(lists:append([kprof_opts:rows(M) || M <- ?MODES])).
+
+mode_of({Modes, _, _, _, _, _, _, _}) -> hd(Modes).
+
+bounds_test_() ->
+    [{atom_to_list(K), fun() ->
+          Mode = mode_of(R),
+          {Yes, No} = edges(R),
+          [?assertMatch({{ok, #{K := V}}, V}, {kprof_opts:check(Mode, #{K => V}), V}) || V <- Yes],
+          [?assertEqual({V, {error, {bad_option, {K, V}}}}, {V, kprof_opts:check(Mode, #{K => V})})
+           || V <- No]
+      end} || {_, K, _, _, _, _, _, _} = R <- user_rows()].
+
+sink_rows_are_not_user_options_test() ->
+    [?assertEqual({error, {bad_option, {K, 1}}}, kprof_opts:check(M, #{K => 1}))
+     || {Ms, K, _, _, _, _, sink, _} <- ?KPROF_OPTIONS, M <- Ms].
+
+unknown_and_not_a_map_test() ->
+    ?assertEqual({error, {bad_option, {nope, 1}}}, kprof_opts:check(tiers, #{nope => 1})),
+    ?assertEqual({error, {bad_option, {max_depth, 9}}}, kprof_opts:check(tiers, #{max_depth => 9})),
+    %% The first bad key in term order, as kprof_flame reports today.
+    ?assertEqual({error, {bad_option, {a, 1}}}, kprof_opts:check(flame, #{b => 2, a => 1})),
+    ?assertEqual({error, {bad_options, [x]}}, kprof_opts:check(flame, [x])).
+
+defaults_test() ->
+    ?assertEqual(#{output_format => all, output_directory => ".", sleep => true, gc => true,
+                   children => false, max_depth => 256, max_nodes => 1000000,
+                   perf_period_us => 0, timeout => 30000, open => false},
+                 kprof_opts:defaults(flame)),
+    ?assertEqual(kprof_guard:default_limits(), kprof_opts:defaults(guard)),
+    ?assertEqual(#{sample => 1.0, slow_max => 20, max_identities => 200, max_inflight => 20000,
+                   max_request_events => 20000, grace_ms => 100, full_trace => false,
+                   full_trace_max_events => 100000, full_trace_max_nodes => 100000,
+                   full_trace_max_identities => 20},
+                 kprof_opts:defaults(tiers)),
+    {ok, Filled} = kprof_opts:check(flame, #{max_depth => 7}),
+    ?assertEqual((kprof_opts:defaults(flame))#{max_depth => 7}, Filled).
+
+formats_test() ->
+    ?assertEqual([folded, perf, speedscope, svg], kprof_opts:formats()),
+    ?assertEqual(".speedscope.json", kprof_opts:extension(speedscope)),
+    ?assertEqual(["x" ++ kprof_opts:extension(F) || F <- kprof_opts:formats()],
+                 [filename:basename(P) || P <- kprof_flame:planned_files(
+                                                   #{name => "x", output_directory => "/tmp",
+                                                     output_format => all})]).
+
+doc_test() ->
+    [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
+    ?assert(lists:member("max_depth (default 256, 1..100000): deeper frames are merged into TRUNCATED",
+                         kprof_opts:doc(flame))).
+
+%% The table against today's checks, on every edge value of every row.
+agree_test_() ->
+    [{atom_to_list(K), fun() ->
+          {Yes, No} = edges(R),
+          [?assertEqual({M, K, V, kprof_opts_ok(M, K, V)}, {M, K, V, today_ok(M, K, V)})
+           || V <- Yes ++ No, M <- Modes]
+      end} || {Modes, K, _, _, _, _, _, _} = R <- user_rows()].
+
+kprof_opts_ok(M, K, V) ->
+    element(1, kprof_opts:check(M, #{K => V})) =:= ok.
+
+%% Only bad_option counts as refused: a value the options accept can still
+%% fail later checks (an entry's module, say).
+today_ok(tiers, identity, V) ->
+    not bad_option(kprof_tiers:check(?TIERS, #{identity => V, entry => {lists, reverse, 1}}));
+today_ok(tiers, K, V) ->
+    not bad_option(kprof_tiers:check(?TIERS, #{K => V}));
+today_ok(flame, K, V) ->
+    not bad_option(kprof_flame:validate(#{K => V}, apply));
+today_ok(guard, K, V) ->
+    element(1, kprof_guard:validate_limits(#{K => V})) =:= ok.
+
+bad_option({error, {bad_option, _}}) -> true;
+bad_option(_) -> false.

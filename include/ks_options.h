@@ -1,0 +1,89 @@
+/* ks_options.h: every option of every mode and every output format, ONE table.
+ *
+ * An X-macro list, no include guard: the includer defines KS_OPTION and
+ * KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
+ * port/flame_control.c). scripts/gen_options.escript reads the same lines and
+ * writes erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it
+ * when this file changes. So each line must stay on one line, in this shape:
+ *
+ *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, "doc")
+ *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_GUARD joined with |: the modes
+ *                 whose options (Erlang side) or start command (sink side) take it
+ *     TYPE        KS_T_INT  integer in [MIN, MAX]
+ *                 KS_T_NUMX number (integer or float) in ]MIN, MAX]
+ *                 KS_T_NUM  number in [MIN, MAX]
+ *                 KS_T_INTINF integer in [MIN, MAX] or the atom infinity
+ *                 KS_T_BOOL true | false (MIN, MAX: 0, 1)
+ *                 KS_T_TERM anything else: checked by the key's own handler
+ *                 (kprof_opts:valid_term/2, the sink's decoder); MIN, MAX: 0, 0
+ *     MIN, MAX    integer or decimal literals, `N << M', or KS_INF / -KS_INF
+ *     "DEFAULT"   the default as an Erlang term's text ("256", "all", "\".\"");
+ *                 "" when there is none (the option is off unless given)
+ *     CHECKED_BY  KS_BY_ERLANG: a user's option, checked by kprof only;
+ *                 KS_BY_SINK: what kprof sends the sink, checked there only;
+ *                 KS_BY_BOTH: the same key on both sides, same bounds
+ *   KS_FORMAT(name, "ext", writer)   a flame output format, its file
+ *                 extension and the port/write_*.c function that writes it;
+ *                 the order is the order of the format bits (KS_FMT_*).
+ *
+ * Adding an option: one line here, then its handler (where the value goes):
+ * doc/protocol.md, "Options: one table".
+ */
+
+/* tiers: kprof_tiers:start/2's options (Erlang) */
+KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, "fraction of kprof:request/2 and set_token/1 calls traced")
+KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, "requests at least this slow are reported one by one (off when absent)")
+KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, "how many slow requests are kept")
+KS_OPTION(KS_M_TIERS, window, KS_T_NUM, 0.1, 86400, "", KS_BY_ERLANG, "report only the last window seconds (off when absent)")
+KS_OPTION(KS_M_TIERS, entry, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "an MFA spec or a list of them whose calls open a request")
+KS_OPTION(KS_M_TIERS, identity, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "an entry call's identity: mfa | {arg, N} | fun/1 | {ms, MatchSpec} (needs entry)")
+KS_OPTION(KS_M_TIERS, nodes, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the nodes to start on, all or none (default [node()])")
+KS_OPTION(KS_M_TIERS, max_identities, KS_T_INT, 1, 100000, "200", KS_BY_BOTH, "distinct request identities aggregated")
+KS_OPTION(KS_M_TIERS, max_inflight, KS_T_INT, 1, 10000000, "20000", KS_BY_BOTH, "requests open at once")
+KS_OPTION(KS_M_TIERS, max_request_events, KS_T_INT, 1, 100000000, "20000", KS_BY_BOTH, "events of one request")
+KS_OPTION(KS_M_TIERS, grace_ms, KS_T_INT, 0, 3600000, "100", KS_BY_BOTH, "how long a finished request waits for late events")
+KS_OPTION(KS_M_TIERS, full_trace, KS_T_TERM, 0, 0, "false", KS_BY_BOTH, "Identity | [Identity] | all: trace every function for these requests")
+KS_OPTION(KS_M_TIERS, full_trace_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_ERLANG, "full trace: events per request (sent as full_max_events)")
+KS_OPTION(KS_M_TIERS, full_trace_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_ERLANG, "full trace: call paths per identity (sent as full_max_nodes)")
+KS_OPTION(KS_M_TIERS, full_trace_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_ERLANG, "full trace: identities (sent as full_max_identities)")
+/* tiers: what kprof_tiers sends the sink in {tiers_start, Specs, Opts} */
+KS_OPTION(KS_M_TIERS, max_request_ms, KS_T_INT, 1, 86400000, "60000", KS_BY_SINK, "an open request older than this is abandoned")
+KS_OPTION(KS_M_TIERS, slow_us, KS_T_INT, 0, KS_INF, "", KS_BY_SINK, "slow_ms in microseconds")
+KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_SINK, "full_trace_max_events")
+KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, "full_trace_max_nodes")
+KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, "full_trace_max_identities")
+
+/* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame:validate/2) */
+KS_OPTION(KS_M_FLAME, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, "a format, a list of them, or all")
+KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, "where the files go")
+KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the files' base name (default kprof-Mode-Time-Id)")
+KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "SLEEP frames")
+KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "GC frames")
+KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes")
+KS_OPTION(KS_M_FLAME, max_depth, KS_T_INT, 1, 100000, "256", KS_BY_BOTH, "deeper frames are merged into TRUNCATED")
+KS_OPTION(KS_M_FLAME, max_nodes, KS_T_INT, 16, 1 << 26, "1000000", KS_BY_BOTH, "distinct call paths")
+KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")
+KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")
+KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope | false: open the result in the speedscope CLI")
+/* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
+KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
+KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")
+KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_SINK, "processes of one capture")
+KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, "trigger calls captured")
+KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose calls are captured")
+KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")
+KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, "erlang:time_offset(nanosecond)")
+
+/* guard: kprof_guard's limits, taken by the tiers and the flame modes too */
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, "abort when the sink lags this far behind")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, "abort when the sink stops reading this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, "abort past this many bytes queued to the sink")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, "abort past this sink memory: bytes | infinity | default")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort past this many events")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, "{Max, PerMs} | infinity: abort past this event rate")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort after this long")
+
+KS_FORMAT(folded, ".folded", ks_write_folded)
+KS_FORMAT(perf, ".perf", ks_write_perf)
+KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope)
+KS_FORMAT(svg, ".svg", ks_write_svg)

@@ -1,0 +1,160 @@
+/* test_options.c: every row of the option table (include/ks_options.h) the sink
+ * checks is enforced by its start command at its bounds and just past them,
+ * and the rows only kprof checks are refused by the sink. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ks_opt.h"
+#include "test_util.h"
+
+static ks_sink sink;
+static tb_out out;
+
+static void setup(void) {
+  memset(&out, 0, sizeof(out));
+  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &out), KS_OK);
+}
+
+static void teardown(void) {
+  ks_sink_free(&sink);
+  tb_out_free(&out);
+}
+
+/* {Key, V}: an integer, or a boolean when is_bool. */
+static void encode_opt(ei_x_buff *x, const char *key, long long v, int is_bool) {
+  ei_x_encode_list_header(x, 1);
+  ei_x_encode_tuple_header(x, 2);
+  tb_atom(x, key);
+  if (is_bool)
+    ei_x_encode_boolean(x, (int)v);
+  else
+    ei_x_encode_longlong(x, v);
+  ei_x_encode_empty_list(x);
+}
+
+/* {tiers_start, [{web, entry, '_', 0}], [{Key, V}]}'s arguments: KS_OK or an error. */
+static int tiers_start(const char *key, long long v, int is_bool) {
+  ei_x_buff x;
+  int idx = 0, rc, ver;
+
+  ei_x_new_with_version(&x);
+  ei_x_encode_list_header(&x, 1);
+  ei_x_encode_tuple_header(&x, 4);
+  tb_atom(&x, "web");
+  tb_atom(&x, "entry");
+  tb_atom(&x, "_");
+  ei_x_encode_long(&x, 0);
+  ei_x_encode_empty_list(&x);
+  encode_opt(&x, key, v, is_bool);
+  ei_decode_version(x.buff, &idx, &ver);
+  rc = ks_tier_command_start(&sink, x.buff, &idx);
+  if (rc == KS_OK)
+    ks_tiers_free(&sink.tiers);
+  ei_x_free(&x);
+  return rc;
+}
+
+/* {flame_start, 1, [{Key, V}]}: KS_OK when the sink answers ok (the capture is dropped). */
+static int flame_start(const char *key, long long v, int is_bool) {
+  ei_x_buff x, reply;
+  ks_slice cmd;
+  ks_fcap *c;
+  int idx = 0, ver, ok;
+  char atom[MAXATOMLEN];
+
+  ei_x_new_with_version(&x);
+  ei_x_encode_longlong(&x, 1);
+  encode_opt(&x, key, v, is_bool);
+  ei_decode_version(x.buff, &idx, &ver);
+  cmd.p = (const unsigned char *)x.buff;
+  cmd.n = (size_t)x.index;
+  ei_x_new(&reply);
+  ck_assert_int_eq(ks_flame_command(&sink, "flame_start", 3, cmd, idx, &reply), 0);
+  idx = 0;
+  ok = ei_decode_atom(reply.buff, &idx, atom) == 0 && strcmp(atom, "ok") == 0;
+  if ((c = ks_flame_find(&sink.flame, 1)) != NULL)
+    ks_flame_drop(&sink.flame, c);
+  ei_x_free(&reply);
+  ei_x_free(&x);
+  return ok ? KS_OK : KS_EINVAL;
+}
+
+static int start(unsigned mode, const char *key, long long v, int is_bool) {
+  return mode == KS_M_TIERS ? tiers_start(key, v, is_bool) : flame_start(key, v, is_bool);
+}
+
+/* At MIN and MAX accepted, past them refused; booleans: true and false only. */
+static void check_row(const ks_option *o, unsigned mode) {
+  const double big = 9.2e18;   /* past this a bound is no bound (KS_INF) */
+
+  if (o->type == KS_T_BOOL) {
+    ck_assert_msg(start(mode, o->key, 1, 1) == KS_OK, "%s true", o->key);
+    ck_assert_msg(start(mode, o->key, 0, 1) == KS_OK, "%s false", o->key);
+    ck_assert_msg(start(mode, o->key, 1, 0) != KS_OK, "%s 1", o->key);
+    return;
+  }
+  ck_assert_int_eq(o->type, KS_T_INT);
+  if (o->min > -big) {
+    ck_assert_msg(start(mode, o->key, (long long)o->min, 0) == KS_OK, "%s at min", o->key);
+    ck_assert_msg(start(mode, o->key, (long long)o->min - 1, 0) != KS_OK, "%s under min",
+                  o->key);
+  }
+  if (o->max < big) {
+    ck_assert_msg(start(mode, o->key, (long long)o->max, 0) == KS_OK, "%s at max", o->key);
+    ck_assert_msg(start(mode, o->key, (long long)o->max + 1, 0) != KS_OK, "%s over max",
+                  o->key);
+  }
+}
+
+START_TEST(sink_rows_enforced_at_their_bounds) {
+  size_t k;
+  unsigned mode;
+  int checked = 0;
+
+  for (k = 0; k < ks_noptions; k++) {
+    const ks_option *o = &ks_options[k];
+    if (!(o->by & KS_BY_SINK) || (o->type != KS_T_INT && o->type != KS_T_BOOL))
+      continue;
+    for (mode = KS_M_TIERS; mode <= KS_M_FLAME; mode <<= 1)
+      if (o->modes & mode) {
+        ck_assert_ptr_eq(ks_option_find(mode, o->key), o);
+        check_row(o, mode);
+        checked++;
+      }
+  }
+  ck_assert_int_ge(checked, 18);
+}
+END_TEST
+
+START_TEST(kprof_only_rows_and_unknown_keys_refused) {
+  size_t k;
+  unsigned mode;
+
+  for (k = 0; k < ks_noptions; k++) {
+    const ks_option *o = &ks_options[k];
+    if (o->by != KS_BY_ERLANG)
+      continue;
+    for (mode = KS_M_TIERS; mode <= KS_M_FLAME; mode <<= 1)
+      if ((o->modes & mode) && ks_option_find(mode, o->key) == NULL) {
+        ck_assert_msg(start(mode, o->key, 1, 0) != KS_OK, "%s taken by the sink", o->key);
+        ck_assert_msg(start(mode, o->key, 1, 1) != KS_OK, "%s taken by the sink", o->key);
+      }
+  }
+  ck_assert_int_ne(tiers_start("no_such_option", 1, 0), KS_OK);
+  ck_assert_int_ne(flame_start("no_such_option", 1, 0), KS_OK);
+  ck_assert_ptr_null(ks_option_find(KS_M_TIERS, "max_depth"));
+  ck_assert_ptr_null(ks_option_find(KS_M_FLAME, "max_identities"));
+}
+END_TEST
+
+Suite *options_suite(void) {
+  Suite *s = suite_create("options");
+  TCase *tc = tcase_create("table");
+
+  tcase_set_timeout(tc, 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, sink_rows_enforced_at_their_bounds);
+  tcase_add_test(tc, kprof_only_rows_and_unknown_keys_refused);
+  suite_add_tcase(s, tc);
+  return s;
+}
