@@ -191,7 +191,7 @@
 %% environment (those of the last {@link start/1}, or the defaults).
 -spec start() -> ok | {error, term()}.
 start() ->
-    ensure_started().
+    kprof_app:ensure_started().
 
 %% @doc Start kprof and its sink. Options (a missing one takes its
 %% default, not the value of an earlier call):
@@ -326,40 +326,12 @@ start_with(Env) ->
             %% Loading sets the env from kprof.app: load first.
             _ = application:load(kprof),
             [application:set_env(kprof, K, V) || {K, V} <- Env],
-            ensure_started()
-    end.
-
--spec ensure_started() -> ok | {error, term()}.
-ensure_started() ->
-    case application:ensure_all_started(kprof) of
-        {ok, _} -> ok;
-        {error, Reason} -> {error, start_error(Reason)}
+            kprof_app:ensure_started()
     end.
 
 -spec is_running() -> boolean().
 is_running() ->
     lists:keymember(kprof, 1, application:which_applications()).
-
-%% The reason the sink server gave, out of the application controller's
-%% wrapping ({kprof, {bad_return, {..., {error, {shutdown, ...}}}}}).
--spec start_error(term()) -> term().
-start_error(Reason) ->
-    case find_reason(Reason) of
-        {ok, Found} -> Found;
-        error -> Reason
-    end.
-
--spec find_reason(term()) -> {ok, term()} | error.
-find_reason({sink_not_built, _} = R) -> {ok, R};
-find_reason({sink_open_failed, _, _} = R) -> {ok, R};
-find_reason({sink_not_answering, _, _} = R) -> {ok, R};
-find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
-find_reason([H | T]) ->
-    case find_reason(H) of
-        {ok, _} = Found -> Found;
-        error -> find_reason(T)
-    end;
-find_reason(_) -> error.
 
 -spec sort_calls([{mfa(), non_neg_integer()}]) -> [{mfa(), non_neg_integer()}].
 sort_calls(Calls) ->

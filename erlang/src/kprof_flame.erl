@@ -18,9 +18,9 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides; open => speedscope and the list of
-%% formats (kprof_tiers too).
--export([traced/2, hidden_frame/0, maybe_open/2, formats/1]).
+%% Internal: the frame flame_apply hides (traced/2); open => speedscope and
+%% the list of formats (kprof_tiers_full too).
+-export([traced/2, maybe_open/2, formats/1]).
 
 -export_type([opts/0, format/0]).
 
@@ -163,7 +163,8 @@ ext_of(perf) -> ".perf";
 ext_of(speedscope) -> ".speedscope.json";
 ext_of(svg) -> ".svg".
 
-%% @private
+%% The frame flame_apply hides: kprof_flame_srv is told it when the capture
+%% opens (it does not call back here).
 -spec hidden_frame() -> mfa().
 hidden_frame() ->
     {?MODULE, traced, 2}.
@@ -178,7 +179,7 @@ hidden_frame() ->
           {ok, term(), [file:filename()]} | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()]}) of
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
         {ok, Flags} ->
             {Outcome, End} = traced(What, Flags),
             Written = finish(Id, End, Cfg, apply, Flags),
@@ -455,7 +456,7 @@ formats(Fs) -> lists:usort(Fs).
 
 -spec with_sink(fun(() -> Result)) -> Result | {error, term()}.
 with_sink(Fun) ->
-    case kprof:start() of
+    case kprof_app:ensure_started() of
         ok -> Fun();
         Error -> Error
     end.
