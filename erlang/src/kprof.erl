@@ -124,7 +124,9 @@
 %%%     a warning is logged and the sink is restarted with a new port; the
 %%%     VM has dropped the tracing that used the old one. Processes that
 %%%     called {@link kprof_sink:subscribe/0} get
-%%%     `{kprof_alert, sink_down, #{status => Status}}'.</li>
+%%%     `{kprof_alert, sink_down, #{what => sink_status, value => Status,
+%%%     status => Status, bound => undefined, message => Text}}', the shape of
+%%%     every alert ({@link kprof_alert}).</li>
 %%% <li>Stopping the application closes the port; the sink exits when its
 %%%     stdin closes, and the VM stops tracing to it.</li>
 %%% <li>Options are checked before anything starts: a bad option changes
