@@ -132,7 +132,9 @@
 %%% <li>Options are checked before anything starts: a bad option changes
 %%%     nothing.</li>
 %%% <li>Every function of this module answers a bad argument with
-%%%     `{error, Reason}' naming it (`{bad_option, {Key, Value}}',
+%%%     `{error, Reason}' naming it (`{bad_option, Key, Value}' for a bad
+%%%     value, `{unknown_options, [Key]}' for keys the function does not
+%%%     take, `{bad_options, Opts}' for options that are not a map,
 %%%     `{bad_fun, F}', `{badarg, X}', ...), never with an exception;
 %%%     lists in arguments and options must be proper lists.</li>
 %%% </ul>
@@ -209,8 +211,9 @@ start() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
 %% `make sink'), `{error, {sink_not_answering, Path, Why}}' when the program
 %% at `sink_path' does not answer as kprof_sink does within `call_timeout'
-%% (kprof is not left running), `{error, {bad_option, {Key, Value}}}' for
-%% an invalid option and `{error, already_started}' when kprof runs already
+%% (kprof is not left running), `{error, {bad_option, Key, Value}}' for
+%% an invalid value, `{error, {unknown_options, [Key]}}' for keys it does
+%% not take and `{error, already_started}' when kprof runs already
 %% (stop it first).
 -spec start(start_opts()) -> ok | {error, term()}.
 start(Opts) ->
@@ -345,7 +348,11 @@ sort_calls(Calls) ->
 
 -spec validate_start_opts(term()) -> {ok, [{atom(), term()}]} | {error, term()}.
 validate_start_opts(Opts) when is_map(Opts) ->
-    validate(maps:to_list(maps:merge(default_opts(), Opts)), []);
+    Known = maps:keys(default_opts()),
+    case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]) of
+        [] -> validate(maps:to_list(maps:merge(default_opts(), Opts)), []);
+        Unknown -> {error, {unknown_options, Unknown}}
+    end;
 validate_start_opts(Opts) ->
     {error, {bad_options, Opts}}.
 
@@ -361,7 +368,7 @@ validate([], Acc) ->
 validate([{K, V} | Rest], Acc) ->
     case valid_opt(K, V) of
         true -> validate(Rest, [{K, V} | Acc]);
-        false -> {error, {bad_option, {K, V}}}
+        false -> {error, {bad_option, K, V}}
     end.
 
 -spec valid_opt(term(), term()) -> boolean().
@@ -488,9 +495,10 @@ report(Opts) ->
 %% identity's call-path tree with the flame writers. Returns `{ok,
 %% [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
 %% `speedscope', `svg', a list, or `all', the default), `output_directory'
-%% (default "."), `open => speedscope'; anything else is `{error,
-%% {bad_option, {K, V}}}'. `{error, {no_full_trace, Identity}}' when the
-%% identity has no full-trace data, `{error, full_trace_off}' when the
+%% (default "."), `open => speedscope'; any other key is `{error,
+%% {unknown_options, [K]}}', a bad value `{error, {bad_option, K, V}}'.
+%% `{error, {no_full_trace, Identity}}' when the identity has no full-trace
+%% data, `{error, full_trace_off}' when the
 %% tiers run without full trace.
 %%
 %% ```
@@ -613,14 +621,14 @@ flame_pid(Pids, Millis, Opts) ->
 checked(ok, Fun) -> Fun();
 checked({error, _} = Error, _Fun) -> Error.
 
-%% An option whose value is an improper list is `{bad_option, {K, V}}'. A
+%% An option whose value is an improper list is `{bad_option, K, V}'. A
 %% map's other mistakes are for the module that knows its options.
--spec proper_opts(term()) -> ok | {error, {bad_option, {term(), term()}}}.
+-spec proper_opts(term()) -> ok | {error, {bad_option, term(), term()}}.
 proper_opts(Opts) when is_map(Opts) ->
     case [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)),
                     is_list(V), proper_length(V) =:= error] of
         [] -> ok;
-        [KV | _] -> {error, {bad_option, KV}}
+        [{K, V} | _] -> {error, {bad_option, K, V}}
     end;
 proper_opts(_Opts) ->
     ok.

@@ -107,19 +107,27 @@ pid(Pids, Millis, _Opts) ->
     {error, {badarg, {Pids, Millis}}}.
 
 %% @doc Check options (a map) for a mode; the result has every default filled in.
+%% `{error, {unknown_options, [Key]}}' names every key it does not know,
+%% `{error, {bad_option, Key, Value}}' the first bad value.
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
 validate(Opts, _Mode) when is_map(Opts) ->
     Defaults = #{output_format => all, output_directory => ".", sleep => true, gc => true,
                  children => false, max_depth => 256, max_nodes => 1000000,
                  perf_period_us => 0, timeout => 30000, open => false},
     Limits = maps:with(?GUARD_KEYS, Opts),
-    case check(maps:to_list(maps:merge(Defaults, maps:without(?GUARD_KEYS, Opts))), #{}) of
+    Known = [name | maps:keys(Defaults)] ++ ?GUARD_KEYS,
+    Checked = case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]) of
+                  [] -> check(maps:to_list(maps:merge(Defaults,
+                                                      maps:without(?GUARD_KEYS, Opts))), #{});
+                  Unknown -> {error, {unknown_options, Unknown}}
+              end,
+    case Checked of
         {ok, Cfg} when map_size(Limits) =:= 0 ->
             {ok, Cfg#{limits => #{}}};
         {ok, Cfg} ->
             case kprof_guard:validate_limits(Limits) of
                 {ok, Merged} -> {ok, Cfg#{limits => Merged}};
-                {error, {bad_option, K, V}} -> {error, {bad_option, {K, V}}}
+                {error, _} = Error -> Error
             end;
         Error ->
             Error
@@ -493,7 +501,7 @@ check([], Acc) ->
 check([{K, V} | Rest], Acc) ->
     case valid(K, V) of
         true -> check(Rest, Acc#{K => V});
-        false -> {error, {bad_option, {K, V}}}
+        false -> {error, {bad_option, K, V}}
     end.
 
 -spec valid(term(), term()) -> boolean().

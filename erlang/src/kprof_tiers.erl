@@ -85,8 +85,9 @@
 %%%     sampled.</li>
 %%% <li>`nodes' (`[node()]'): start on every node, all or none.</li>
 %%% <li>`max_identities' (200), `max_inflight' (20000),
-%%%     `max_request_events' (20000), `grace_ms' (100): the sink's limits
-%%%     (doc/tiers.md).</li>
+%%%     `max_request_events' (20000), `grace_ms' (100), `max_request_ms'
+%%%     (60000: a request open longer, say of a killed process, is dropped
+%%%     and counted as abandoned): the sink's limits (doc/tiers.md).</li>
 %%% <li>`full_trace' (`false'): `Identity', `[Identity]' or `all': every
 %%%     function of every loaded module (kprof's own and `erlang''s BIFs
 %%%     aside; modules loaded later are not) is traced in processes that
@@ -199,6 +200,7 @@
                   max_inflight => pos_integer(),
                   max_request_events => pos_integer(),
                   grace_ms => non_neg_integer(),
+                  max_request_ms => pos_integer(),
                   full_trace => false | all | term() | [term()],
                   full_trace_max_events => pos_integer(),
                   full_trace_max_nodes => pos_integer(),

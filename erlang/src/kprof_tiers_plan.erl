@@ -55,21 +55,41 @@ check(Tiers, Opts) ->
 %% `open'), checked by {@link kprof_flame:validate/2}; `{ok, Cfg}'.
 -spec check_flame_opts(term()) -> {ok, map()} | {error, term()}.
 check_flame_opts(Opts) when is_map(Opts) ->
-    Flame = [output_format, output_directory, open],
-    case [{K, V} || {K, V} <- lists:sort(maps:to_list(maps:without(Flame, Opts)))] of
+    case unknown(Opts, [output_format, output_directory, open]) of
         [] -> kprof_flame:validate(Opts, apply);
-        [KV | _] -> {error, {bad_option, KV}}
+        Unknown -> {error, {unknown_options, Unknown}}
     end;
 check_flame_opts(Opts) ->
     {error, {bad_options, Opts}}.
 
+%% The option errors of every mode: a key this mode does not know, or a
+%% value a known key does not take; options that are not a map.
+%%   {unknown_options, [Key]}   every unknown key, sorted
+%%   {bad_option, Key, Value}   the first bad value, keys in order
+%%   {bad_options, Opts}        not a map
+-spec fail(term()) -> no_return().
 fail(Reason) ->
     throw({?MODULE, Reason}).
 
--spec check_opts(term()) -> opts().
+%% The keys of Opts not in Known, sorted.
+-spec unknown(map(), [atom()]) -> [term()].
+unknown(Opts, Known) ->
+    lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]).
 
+%% The options of start/2 that are the tiers' own (the guard's limits aside).
+-spec tier_keys() -> [atom()].
+tier_keys() ->
+    [sample, slow_ms, slow_max, window, entry, identity, nodes, max_identities, max_inflight,
+     max_request_events, grace_ms, max_request_ms, full_trace, full_trace_max_events,
+     full_trace_max_nodes, full_trace_max_identities].
+
+-spec check_opts(term()) -> opts().
 check_opts(Opts) when is_map(Opts) ->
-    maps:foreach(fun check_opt/2, Opts),
+    case unknown(Opts, tier_keys() ++ ?GUARD_KEYS) of
+        [] -> ok;
+        Unknown -> fail({unknown_options, Unknown})
+    end,
+    lists:foreach(fun({K, V}) -> check_opt(K, V) end, lists:sort(maps:to_list(Opts))),
     case maps:is_key(identity, Opts) andalso not maps:is_key(entry, Opts) of
         true -> fail({identity_without_entry, maps:get(identity, Opts)});
         false -> Opts
@@ -91,15 +111,16 @@ check_opt(identity, {ms, [_ | _]}) -> ok;
 check_opt(nodes, [_ | _] = Nodes) ->
     case lists:all(fun is_atom/1, Nodes) of
         true -> ok;
-        false -> fail({bad_option, {nodes, Nodes}})
+        false -> fail({bad_option, nodes, Nodes})
     end;
 check_opt(max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
 check_opt(max_inflight, N) when is_integer(N), N > 0, N =< 10000000 -> ok;
 check_opt(max_request_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
 check_opt(grace_ms, N) when is_integer(N), N >= 0, N =< 3600000 -> ok;
+check_opt(max_request_ms, N) when is_integer(N), N > 0, N =< 86400000 -> ok;
 check_opt(full_trace, V) ->
     case full_selection(V) of
-        error -> fail({bad_option, {full_trace, V}});
+        error -> fail({bad_option, full_trace, V});
         _ -> ok
     end;
 check_opt(full_trace_max_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
@@ -110,10 +131,10 @@ check_opt(K, V) ->
         true ->
             case kprof_guard:validate_limits(#{K => V}) of
                 {ok, _} -> ok;
-                {error, _} -> fail({bad_option, {K, V}})
+                {error, Reason} -> fail(Reason)
             end;
         false ->
-            fail({bad_option, {K, V}})
+            fail({bad_option, K, V})
     end.
 
 %% @doc Option `full_trace' as the sink takes it: `all', a list of
@@ -137,9 +158,10 @@ full_selection(Identity) -> [Identity].
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)), not valid_report_opt(K, V)],
-    case Bad of
-        [] -> ok;
-        [KV | _] -> {error, {bad_option, KV}}
+    case {unknown(Opts, [format, time, nodes, limit]), Bad} of
+        {[], []} -> ok;
+        {[], [{K, V} | _]} -> {error, {bad_option, K, V}};
+        {Unknown, _} -> {error, {unknown_options, Unknown}}
     end;
 check_report_opts(Opts) ->
     {error, {bad_options, Opts}}.
@@ -285,7 +307,8 @@ dedup(Nodes) ->
 
 -spec sink_opts(opts(), non_neg_integer()) -> [{atom(), term()}].
 sink_opts(O, SlowMax) ->
-    Limits = [{K, V} || K <- [max_identities, max_inflight, max_request_events, grace_ms],
+    Limits = [{K, V} || K <- [max_identities, max_inflight, max_request_events, grace_ms,
+                              max_request_ms],
                         {ok, V} <- [maps:find(K, O)]],
     Full = case full_selection(maps:get(full_trace, O, false)) of
                false -> [];

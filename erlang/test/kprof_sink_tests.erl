@@ -495,9 +495,11 @@ not_a_sink() ->
 
 -spec bad_options() -> term().
 bad_options() ->
-    [?assertMatch({error, {bad_option, _}}, kprof:start(Opts))
-     || Opts <- [#{foo => 1}, #{call_timeout => -1}, #{call_timeout => infinity},
-                 #{sink_path => ""}, #{sink_path => 42}, #{sink_args => [x]}]],
+    [?assertMatch({error, {bad_option, K, _}}, kprof:start(Opts))
+     || {K, _} = KV <- [{call_timeout, -1}, {call_timeout, infinity},
+                        {sink_path, ""}, {sink_path, 42}, {sink_args, [x]}],
+        Opts <- [maps:from_list([KV])]],
+    ?assertEqual({error, {unknown_options, [foo]}}, kprof:start(#{foo => 1})),
     ?assertEqual({error, {bad_options, [x]}}, kprof:start([x])),
     ?assertEqual({error, not_running}, kprof:sink_ping()),
     ?assertEqual(ok, kprof:start(#{call_timeout => 3000})),
