@@ -124,13 +124,17 @@
 %%%     a warning is logged and the sink is restarted with a new port; the
 %%%     VM has dropped the tracing that used the old one. Processes that
 %%%     called {@link kprof_sink:subscribe/0} get
-%%%     `{kprof_alert, sink_down, #{status => Status}}'.</li>
+%%%     `{kprof_alert, sink_down, #{what => sink_status, value => Status,
+%%%     status => Status, bound => undefined, message => Text}}', the shape of
+%%%     every alert ({@link kprof_alert}).</li>
 %%% <li>Stopping the application closes the port; the sink exits when its
 %%%     stdin closes, and the VM stops tracing to it.</li>
 %%% <li>Options are checked before anything starts: a bad option changes
 %%%     nothing.</li>
 %%% <li>Every function of this module answers a bad argument with
-%%%     `{error, Reason}' naming it (`{bad_option, {Key, Value}}',
+%%%     `{error, Reason}' naming it (`{bad_option, Key, Value}' for a bad
+%%%     value, `{unknown_options, [Key]}' for keys the function does not
+%%%     take, `{bad_options, Opts}' for options that are not a map,
 %%%     `{bad_fun, F}', `{badarg, X}', ...), never with an exception;
 %%%     lists in arguments and options must be proper lists.</li>
 %%% </ul>
@@ -191,7 +195,7 @@
 %% environment (those of the last {@link start/1}, or the defaults).
 -spec start() -> ok | {error, term()}.
 start() ->
-    ensure_started().
+    kprof_app:ensure_started().
 
 %% @doc Start kprof and its sink. Options (a missing one takes its
 %% default, not the value of an earlier call):
@@ -207,8 +211,9 @@ start() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
 %% `make sink'), `{error, {sink_not_answering, Path, Why}}' when the program
 %% at `sink_path' does not answer as kprof_sink does within `call_timeout'
-%% (kprof is not left running), `{error, {bad_option, {Key, Value}}}' for
-%% an invalid option and `{error, already_started}' when kprof runs already
+%% (kprof is not left running), `{error, {bad_option, Key, Value}}' for
+%% an invalid value, `{error, {unknown_options, [Key]}}' for keys it does
+%% not take and `{error, already_started}' when kprof runs already
 %% (stop it first).
 -spec start(start_opts()) -> ok | {error, term()}.
 start(Opts) ->
@@ -326,40 +331,12 @@ start_with(Env) ->
             %% Loading sets the env from kprof.app: load first.
             _ = application:load(kprof),
             [application:set_env(kprof, K, V) || {K, V} <- Env],
-            ensure_started()
-    end.
-
--spec ensure_started() -> ok | {error, term()}.
-ensure_started() ->
-    case application:ensure_all_started(kprof) of
-        {ok, _} -> ok;
-        {error, Reason} -> {error, start_error(Reason)}
+            kprof_app:ensure_started()
     end.
 
 -spec is_running() -> boolean().
 is_running() ->
     lists:keymember(kprof, 1, application:which_applications()).
-
-%% The reason the sink server gave, out of the application controller's
-%% wrapping ({kprof, {bad_return, {..., {error, {shutdown, ...}}}}}).
--spec start_error(term()) -> term().
-start_error(Reason) ->
-    case find_reason(Reason) of
-        {ok, Found} -> Found;
-        error -> Reason
-    end.
-
--spec find_reason(term()) -> {ok, term()} | error.
-find_reason({sink_not_built, _} = R) -> {ok, R};
-find_reason({sink_open_failed, _, _} = R) -> {ok, R};
-find_reason({sink_not_answering, _, _} = R) -> {ok, R};
-find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
-find_reason([H | T]) ->
-    case find_reason(H) of
-        {ok, _} = Found -> Found;
-        error -> find_reason(T)
-    end;
-find_reason(_) -> error.
 
 -spec sort_calls([{mfa(), non_neg_integer()}]) -> [{mfa(), non_neg_integer()}].
 sort_calls(Calls) ->
@@ -371,7 +348,11 @@ sort_calls(Calls) ->
 
 -spec validate_start_opts(term()) -> {ok, [{atom(), term()}]} | {error, term()}.
 validate_start_opts(Opts) when is_map(Opts) ->
-    validate(maps:to_list(maps:merge(default_opts(), Opts)), []);
+    Known = maps:keys(default_opts()),
+    case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]) of
+        [] -> validate(maps:to_list(maps:merge(default_opts(), Opts)), []);
+        Unknown -> {error, {unknown_options, Unknown}}
+    end;
 validate_start_opts(Opts) ->
     {error, {bad_options, Opts}}.
 
@@ -387,7 +368,7 @@ validate([], Acc) ->
 validate([{K, V} | Rest], Acc) ->
     case valid_opt(K, V) of
         true -> validate(Rest, [{K, V} | Acc]);
-        false -> {error, {bad_option, {K, V}}}
+        false -> {error, {bad_option, K, V}}
     end.
 
 -spec valid_opt(term(), term()) -> boolean().
@@ -514,9 +495,10 @@ report(Opts) ->
 %% identity's call-path tree with the flame writers. Returns `{ok,
 %% [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
 %% `speedscope', `svg', a list, or `all', the default), `output_directory'
-%% (default "."), `open => speedscope'; anything else is `{error,
-%% {bad_option, {K, V}}}'. `{error, {no_full_trace, Identity}}' when the
-%% identity has no full-trace data, `{error, full_trace_off}' when the
+%% (default "."), `open => speedscope'; any other key is `{error,
+%% {unknown_options, [K]}}', a bad value `{error, {bad_option, K, V}}'.
+%% `{error, {no_full_trace, Identity}}' when the identity has no full-trace
+%% data, `{error, full_trace_off}' when the
 %% tiers run without full trace.
 %%
 %% ```
@@ -639,14 +621,14 @@ flame_pid(Pids, Millis, Opts) ->
 checked(ok, Fun) -> Fun();
 checked({error, _} = Error, _Fun) -> Error.
 
-%% An option whose value is an improper list is `{bad_option, {K, V}}'. A
+%% An option whose value is an improper list is `{bad_option, K, V}'. A
 %% map's other mistakes are for the module that knows its options.
--spec proper_opts(term()) -> ok | {error, {bad_option, {term(), term()}}}.
+-spec proper_opts(term()) -> ok | {error, {bad_option, term(), term()}}.
 proper_opts(Opts) when is_map(Opts) ->
     case [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)),
                     is_list(V), proper_length(V) =:= error] of
         [] -> ok;
-        [KV | _] -> {error, {bad_option, KV}}
+        [{K, V} | _] -> {error, {bad_option, K, V}}
     end;
 proper_opts(_Opts) ->
     ok.

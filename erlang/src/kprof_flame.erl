@@ -18,9 +18,9 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides; open => speedscope and the list of
-%% formats (kprof_tiers too).
--export([traced/2, hidden_frame/0, maybe_open/2, formats/1]).
+%% Internal: the frame flame_apply hides (traced/2); open => speedscope and
+%% the list of formats (kprof_tiers_full too).
+-export([traced/2, maybe_open/2, formats/1]).
 
 -export_type([opts/0, format/0]).
 
@@ -107,19 +107,27 @@ pid(Pids, Millis, _Opts) ->
     {error, {badarg, {Pids, Millis}}}.
 
 %% @doc Check options (a map) for a mode; the result has every default filled in.
+%% `{error, {unknown_options, [Key]}}' names every key it does not know,
+%% `{error, {bad_option, Key, Value}}' the first bad value.
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
 validate(Opts, _Mode) when is_map(Opts) ->
     Defaults = #{output_format => all, output_directory => ".", sleep => true, gc => true,
                  children => false, max_depth => 256, max_nodes => 1000000,
                  perf_period_us => 0, timeout => 30000, open => false},
     Limits = maps:with(?GUARD_KEYS, Opts),
-    case check(maps:to_list(maps:merge(Defaults, maps:without(?GUARD_KEYS, Opts))), #{}) of
+    Known = [name | maps:keys(Defaults)] ++ ?GUARD_KEYS,
+    Checked = case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]) of
+                  [] -> check(maps:to_list(maps:merge(Defaults,
+                                                      maps:without(?GUARD_KEYS, Opts))), #{});
+                  Unknown -> {error, {unknown_options, Unknown}}
+              end,
+    case Checked of
         {ok, Cfg} when map_size(Limits) =:= 0 ->
             {ok, Cfg#{limits => #{}}};
         {ok, Cfg} ->
             case kprof_guard:validate_limits(Limits) of
                 {ok, Merged} -> {ok, Cfg#{limits => Merged}};
-                {error, {bad_option, K, V}} -> {error, {bad_option, {K, V}}}
+                {error, _} = Error -> Error
             end;
         Error ->
             Error
@@ -163,7 +171,8 @@ ext_of(perf) -> ".perf";
 ext_of(speedscope) -> ".speedscope.json";
 ext_of(svg) -> ".svg".
 
-%% @private
+%% The frame flame_apply hides: kprof_flame_srv is told it when the capture
+%% opens (it does not call back here).
 -spec hidden_frame() -> mfa().
 hidden_frame() ->
     {?MODULE, traced, 2}.
@@ -178,7 +187,7 @@ hidden_frame() ->
           {ok, term(), [file:filename()]} | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()]}) of
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
         {ok, Flags} ->
             {Outcome, End} = traced(What, Flags),
             Written = finish(Id, End, Cfg, apply, Flags),
@@ -455,7 +464,7 @@ formats(Fs) -> lists:usort(Fs).
 
 -spec with_sink(fun(() -> Result)) -> Result | {error, term()}.
 with_sink(Fun) ->
-    case kprof:start() of
+    case kprof_app:ensure_started() of
         ok -> Fun();
         Error -> Error
     end.
@@ -492,7 +501,7 @@ check([], Acc) ->
 check([{K, V} | Rest], Acc) ->
     case valid(K, V) of
         true -> check(Rest, Acc#{K => V});
-        false -> {error, {bad_option, {K, V}}}
+        false -> {error, {bad_option, K, V}}
     end.
 
 -spec valid(term(), term()) -> boolean().

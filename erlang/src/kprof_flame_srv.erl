@@ -81,8 +81,9 @@
 %%%%%%%%%%%%%%
 
 %% @doc Register capture `Id' of the caller with the sink and set up the
-%% VM for it. `Cfg' holds the validated options, and `pids' (apply, pid) or
-%% `trigger' and `ncalls' (capture). Returns the trace flags of the
+%% VM for it. `Cfg' holds the validated options, and `pids' and `hide'
+%% (apply: the caller's wrapping frame, left out of the stacks), `pids'
+%% (pid), or `trigger' and `ncalls' (capture). Returns the trace flags of the
 %% capture (its tracer among them) for the caller to set on itself
 %% (flame_apply). A process of `pids' that has a tracer other than kprof's
 %% gives `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing
@@ -433,8 +434,9 @@ sink_start(Id, Mode, Cfg) ->
     end.
 
 -spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].
-mode_opts(apply, _Cfg) ->
-    [{hide, kprof_flame:hidden_frame()}];
+mode_opts(apply, #{hide := Frame}) ->
+    %% The frame kprof_flame:apply/2 wraps the user's function in.
+    [{hide, Frame}];
 mode_opts(pid, _Cfg) ->
     [];
 mode_opts(capture, Cfg) ->

@@ -29,6 +29,10 @@
 %%% </ul>
 %%% `Opts' are flame_apply's (default: folded and SVG into the current
 %%% directory); the files are named `kprof-http-<microseconds>-<unique>'.
+%%%
+%%% An integration module, like a user's code: it calls the facade
+%%% ({@link kprof:flame_apply/2}, which checks the options' shape), as an
+%%% application would; kprof's own modules never do.
 -module(kprof_flame_web).
 
 -export([mochiweb/2, decide/1, run/2, headers/0, refused/0]).

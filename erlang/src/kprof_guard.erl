@@ -391,7 +391,8 @@ handle_info({port_queue, _Ref, _Answered, _Queue}, S) ->
     {noreply, S};
 handle_info({kprof_alert, overload, Info}, S) ->
     T0 = erlang:monotonic_time(microsecond),
-    {noreply, do_abort(overload, overload_info(Info), T0, S)};
+    %% The sink's alert is in kprof's shape already (kprof_alert).
+    {noreply, do_abort(overload, Info, T0, S)};
 handle_info({kprof_alert, sink_down, Info}, S) ->
     T0 = erlang:monotonic_time(microsecond),
     {noreply, do_abort(sink_down, Info, T0, S)};
@@ -819,46 +820,8 @@ restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
     logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
     saved(S1#state{mem_base = MemBase}).
 
-message(Kind, #{what := ring_drops, value := N, ring_size := Size, stalled_ms := Ms})
-  when Ms >= ?TICK ->
-    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost; the sink had not "
-                  "read it for ~ts)", [Kind, bytes(Size), N, secs(Ms)]);
-message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
-    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost)",
-                  [Kind, bytes(Size), N]);
-message(Kind, #{what := ring_stalled, value := Ms, bound := B, unread_bytes := U}) ->
-    io_lib:format("~p (the sink stopped reading the tracer's ring: ~ts with ~s unread, "
-                  "bound ~ts)", [Kind, secs(Ms), bytes(U), secs(B)]);
-message(Kind, #{what := port_stalled, value := Ms, bound := B}) ->
-    io_lib:format("~p (the sink's port did not answer for ~ts, bound ~ts: its queue is "
-                  "backed up, or the sink stopped reading)", [Kind, secs(Ms), secs(B)]);
-message(owner_down, #{owner := Pid, reason := Reason, modes := Names}) ->
-    io_lib:format("owner_down (~p, which had set up ~p, exited: ~0p); its tracing is off",
-                  [Pid, Names, Reason]);
-message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
-    io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
-message(Kind, #{what := rate, value := V, bound := B, per_ms := PerMs}) ->
-    io_lib:format("~p (rate ~b > ~b in ~b ms)", [Kind, V, B, PerMs]);
-message(Kind, #{what := What, value := V, bound := B}) ->
-    io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->
-    io_lib:format("~p ~0p", [Kind, Info]).
-
-bytes(B) when B >= 1 bsl 20 -> io_lib:format("~b MiB", [B bsr 20]);
-bytes(B) when B >= 1 bsl 10 -> io_lib:format("~b KiB", [B bsr 10]);
-bytes(B) -> io_lib:format("~b bytes", [B]).
-
-secs(Ms) when Ms >= 1000 -> io_lib:format("~.1f s", [Ms / 1000]);
-secs(Ms) when is_integer(Ms) -> io_lib:format("~b ms", [Ms]);
-secs(Ms) when Ms >= 10 -> io_lib:format("~b ms", [round(Ms)]);
-secs(Ms) -> io_lib:format("~.1f ms", [Ms]).
-
-overload_info(#{lag_us := Lag, max_lag_us := Max}) ->
-    #{what => lag_ms, value => Lag div 1000, lag_us => Lag, bound => Max div 1000};
-overload_info(#{ring_drops := N, ring_size := Size}) ->
-    #{what => ring_drops, value => N, bound => 0, ring_size => Size};
-overload_info(Info) ->
-    Info.
+    kprof_alert:message(Kind, Info).
 
 %%====================================================================
 %% PRIVATE: helpers

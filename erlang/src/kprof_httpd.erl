@@ -19,6 +19,10 @@
 %%% its query, numeric segments replaced by `:id' (`"/users/42/orders?x=1"'
 %%% becomes `"/users/:id/orders"'). Without tiers running, the chain just
 %%% runs.
+%%%
+%%% An integration module, like a user's code: it calls the facade
+%%% ({@link kprof:request/2}), as an application would; kprof's own modules
+%%% never do.
 -module(kprof_httpd).
 
 -include_lib("inets/include/httpd.hrl").

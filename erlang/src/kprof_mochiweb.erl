@@ -11,6 +11,10 @@
 %%% `:id'). mochiweb writes the response from within the loop, so the
 %%% request includes it. mochiweb is not a dependency of kprof: this
 %%% module only calls `mochiweb_request:get/2'.
+%%%
+%%% An integration module, like a user's code: it calls the facade
+%%% ({@link kprof:request/2}), as an application would; kprof's own modules
+%%% never do.
 -module(kprof_mochiweb).
 
 -export([loop/2]).

@@ -1,5 +1,6 @@
 %%% @doc The tier report: sink reports merged (window slices, nodes),
-%%% then a map, a text table or JSON.
+%%% then a map, a text table or JSON. It only merges and formats the data it
+%%% is given: the nodes' reports are fetched by {@link kprof_tiers_cluster}.
 %%%
 %%% The sink's report (doc/tiers.md) has one row per request identity,
 %%% with a histogram per tier. Reports of several slices of a window or of
@@ -94,7 +95,6 @@
 %% ring full, not encodable (an identity too big), of a pid the sink's table
 %% refused, records the sink could not take (a table full, malformed).
 -define(RING_DROPS, [ring_drops, ring_unsupported, ring_unresolved, ring_bad]).
--define(RPC_TIMEOUT, 2000).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% MERGING THE SINK'S REPORTS %%%
@@ -240,34 +240,16 @@ incomplete(Node, I) ->
 -spec abort_message(map(), term(), term()) -> binary().
 abort_message(_NodeReport, _Reason, #{message := Message}) ->
     unicode:characters_to_binary(Message);
-abort_message(NodeReport = #{node := Node}, Reason, Info) ->
-    Guard = case maps:find(guard_abort, NodeReport) of
-                {ok, Abort} -> Abort;
-                error -> guard_abort(Node)
-            end,
+abort_message(NodeReport, Reason, Info) ->
+    %% The guard's last abort, as the node's report gives it
+    %% (kprof_tiers:node_report/0): this module asks no node for anything.
+    Guard = maps:get(guard_abort, NodeReport, undefined),
     case Guard of
         #{kind := Reason, info := Info, message := Message} ->
             unicode:characters_to_binary(Message);
         _ ->
             unicode:characters_to_binary(io_lib:format("~0tp ~0tp", [Reason, Info]))
     end.
-
--spec guard_abort(node()) -> map() | undefined.
-guard_abort(Node) ->
-    case on_node(Node, kprof_guard, status) of
-        #{aborted := #{} = Abort} -> Abort;
-        _ -> undefined
-    end.
-
-%% M:F() on Node; `undefined' when it is not running there or fails.
--spec on_node(node(), module(), atom()) -> term().
-on_node(Node, M, F) when Node =:= node() ->
-    case whereis(M) =/= undefined of
-        true -> try M:F() catch _:_ -> undefined end;
-        false -> undefined
-    end;
-on_node(Node, M, F) ->
-    try erpc:call(Node, M, F, [], ?RPC_TIMEOUT) catch _:_ -> undefined end.
 
 %% The sinks' full-trace aggregates merged by identity, and by MFA in each.
 -spec full_trace([map()]) -> undefined | map().

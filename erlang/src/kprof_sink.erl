@@ -19,13 +19,16 @@
 %%% Safety: a caller never waits longer than its timeout (default 5000 ms,
 %%% application env `call_timeout'); when the sink dies every pending
 %%% caller gets `{error, {sink_down, Status}}', subscribers get
-%%% `{kprof_alert, sink_down, #{status => Status}}' and the port is
+%%% `{kprof_alert, sink_down, #{what => sink_status, value => Status,
+%%% status => Status, ...}}' and the port is
 %%% reopened, at most 5 times in 10 s; past that the server stops with
 %%% `{sink_restart_limit, ...}' and its supervisor takes over. Tracing set
 %%% up with the old port is gone with it (the VM drops a dead tracer).
 %%%
-%%% Unsolicited `{kprof_alert, Kind, Info}' frames from the sink are sent as
-%%% they are to the processes that called {@link subscribe/0}
+%%% Unsolicited `{kprof_alert, Kind, Info}' frames from the sink are sent,
+%%% in the one shape of kprof's alerts ({@link kprof_alert}: `what',
+%%% `value', `bound', `message' and the sink's own keys), to the processes
+%%% that called {@link subscribe/0}
 %%% (`kprof_guard' among them, which decides whether one aborts tracing and
 %%% says so); they are logged at `debug' level only.
 %%%
@@ -172,7 +175,7 @@ restart(Why) ->
     safe_call({restart, Why}, ?DEFAULT_TIMEOUT).
 
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
-%% the sink, `Kind = sink_down' included, until {@link unsubscribe/0} or
+%% the sink, `Kind = sink_down' included (`Info': see {@link kprof_alert}), until {@link unsubscribe/0} or
 %% the caller's death.
 -spec subscribe() -> ok | {error, not_running}.
 subscribe() ->
@@ -508,7 +511,7 @@ handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
 handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
     %% kprof_guard (a subscriber) says what an alert meant, if anything.
     logger:debug("kprof_sink alert ~p: ~p", [Kind, Info]),
-    notify({kprof_alert, Kind, Info}, S),
+    notify({kprof_alert, Kind, kprof_alert:from_sink(Kind, Info)}, S),
     S;
 handle_frame({ok, Other}, S) ->
     logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
@@ -556,7 +559,7 @@ sink_down(Status, S0) ->
             _ -> ok
         end,
     S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined, ring = none}),
-    notify({kprof_alert, sink_down, #{status => Status}}, S1),
+    notify({kprof_alert, sink_down, kprof_alert:from_sink(sink_down, #{status => Status})}, S1),
     reopen(Status, S1).
 
 -spec reopen(down_status(), #state{}) ->

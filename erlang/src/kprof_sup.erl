@@ -1,6 +1,14 @@
 %%% @doc kprof's top supervisor (one_for_one).
 %%%
-%%% Children: {@link kprof_sink}, the owner of the port to the C sink.
+%%% Children, started in this order (and stopped in the reverse):
+%%% <ol>
+%%% <li>{@link kprof_sink}, the owner of the port to the C sink;</li>
+%%% <li>{@link kprof_guard}, which watches the sink and the node and aborts
+%%%     kprof's tracing on overload or at a limit;</li>
+%%% <li>{@link kprof_tiers}, the server of tiered request profiling;</li>
+%%% <li>{@link kprof_flame_srv}, the server of the flame captures.</li>
+%%% </ol>
+%%% Each registers under its module's name (kprof.app's `registered').
 %%% The supervisor also owns the {@link kprof_records} table, where each
 %%% child writes down what it has set in the VM so that a restarted child
 %%% can undo what its killed predecessor left.

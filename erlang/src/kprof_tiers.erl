@@ -2,9 +2,15 @@
 %%% goes, tier by tier (HTTP handling, database, templating, ...).
 %%%
 %%% Users call {@link kprof:start_tiers/2}, {@link kprof:request/2} and
-%%% {@link kprof:report/1}; this module validates, sets the tracing up,
-%%% and owns the state of the tiers on its node (a gen_server under
-%%% `kprof_sup'). doc/tiers.md is the contract with the sink.
+%%% {@link kprof:report/1}. This module is the server that owns the state
+%%% of the tiers on its node (a gen_server under `kprof_sup'), and the
+%%% request path ({@link enter/1}, {@link leave/1}). Its helpers, one job
+%%% each: {@link kprof_tiers_plan} validates and compiles the tiers and
+%%% options, {@link kprof_tiers_trace} sets the tracing up and takes it off,
+%%% {@link kprof_tiers_cluster} makes the calls to other nodes, {@link
+%%% kprof_tiers_window} makes the report's data from the polls, {@link
+%%% kprof_tiers_full} writes full trace's flame graphs. doc/tiers.md is the
+%%% contract with the sink.
 %%%
 %%% == How a request is traced ==
 %%%
@@ -79,8 +85,9 @@
 %%%     sampled.</li>
 %%% <li>`nodes' (`[node()]'): start on every node, all or none.</li>
 %%% <li>`max_identities' (200), `max_inflight' (20000),
-%%%     `max_request_events' (20000), `grace_ms' (100): the sink's limits
-%%%     (doc/tiers.md).</li>
+%%%     `max_request_events' (20000), `grace_ms' (100), `max_request_ms'
+%%%     (60000: a request open longer, say of a killed process, is dropped
+%%%     and counted as abandoned): the sink's limits (doc/tiers.md).</li>
 %%% <li>`full_trace' (`false'): `Identity', `[Identity]' or `all': every
 %%%     function of every loaded module (kprof's own and `erlang''s BIFs
 %%%     aside; modules loaded later are not) is traced in processes that
@@ -150,14 +157,15 @@
 -module(kprof_tiers).
 -behaviour(gen_server).
 
+-include("kprof_tiers.hrl").
+
 %% PUBLIC (behind kprof:start_tiers/2, stop_tiers/0, reset/0, report/1)
 -export([start_link/0, start/2, stop/0, reset/0, report/1,
          abort/1, abort/2, info/0, full_trace_flame/2]).
 %% REQUESTS (kprof:request/2, set_token/1, clear_token/0)
 -export([enter/1, leave/1]).
-%% VALIDATION
--export([check/2]).
-%% PER NODE: called through erpc by the node the tiers were started from
+%% PER NODE: called through erpc (kprof_tiers_cluster) by the node the tiers
+%% were started from
 -export([node_check/2, node_start/2, node_stop/1, node_reset/0, node_report/0]).
 %% gen_server callbacks
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2, handle_info/2,
@@ -166,44 +174,15 @@
 -export_type([tiers/0, mfa_spec/0, opts/0, report_opts/0, node_report/0]).
 
 -define(SERVER, ?MODULE).
-%% {Sample, Counters, Patterns} while tiers run on this node.
--define(PT, {?MODULE, request}).
--define(SEEN, 1).
--define(SAMPLED, 2).
--define(ACTIVE, 3).
-%% Patterns kprof_guard put back after a code reload, since start.
--define(REAPPLIED, 4).
--define(MAX_TIERS, 32).
-%% procs: a process's `exit' lets the sink give its pid id back
-%% (port/core/pid_reclaim.c), so a server that spawns a process per request keeps
-%% recording past the sink's cap on pids.
--define(FLAGS, [call, arity, return_to, procs, monotonic_timestamp]).
--define(SLICES, 10).
-%% The sink is polled at least this often (ms) while tracing is on: what it
-%% held at the last poll survives its death.
--define(POLL_MS, 1000).
 %% How long a report waits for the sink (ms), and more for the server.
 -define(REPORT_WAIT, 2000).
 -define(REPORT_MARGIN, 1000).
 %% A poll's commands: a late answer is still taken (a window's slice is
 %% cleared in the sink when it answers).
 -define(POLL_TIMEOUT, 30000).
-%% tiers_stop at a shutdown (terminate/2): unanswered, it still reaches the
-%% sink in order. (A stop or an abort writes it without waiting: clean_sink/2.)
--define(STOP_TIMEOUT, 2000).
-%% The sink's stats the report counts since start or reset.
--define(DELTA_KEYS, [dropped, dropped_pids, dropped_mfas, dropped_names, bytes, ring_drops,
-                     ring_unsupported, ring_unresolved, ring_bad]).
 %% MFAs per identity in the report's full_trace.
 -define(FULL_TOP, 100).
 -define(TIMEOUT, 30000).
--define(RESERVED_MODULES, [kprof, kprof_mark, kprof_tiers]).
-%% Never full-traced: BIFs only, or tracing's own.
--define(FULL_SKIP, [erlang, erts_internal, erl_tracer, kprof_tracer, kprof_sink,
-                    kprof_guard]).
--define(RESERVED_NAMES, [other, all]).
-%% Options that are kprof_guard's limits.
--define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 -type tier_name() :: atom().
 -type mfa_spec() :: {module(), atom(), arity() | '_'} | {module(), '_', '_'}.
@@ -221,6 +200,7 @@
                   max_inflight => pos_integer(),
                   max_request_events => pos_integer(),
                   grace_ms => non_neg_integer(),
+                  max_request_ms => pos_integer(),
                   full_trace => false | all | term() | [term()],
                   full_trace_max_events => pos_integer(),
                   full_trace_max_nodes => pos_integer(),
@@ -232,26 +212,6 @@
                          limit => pos_integer() | infinity}. % text: 50
 %% What one node reports; kprof_report:build/2 merges the nodes' into one.
 -type node_report() :: #{atom() => term()}.
--type sink_spec() :: {module(), atom(), arity() | '_',
-                      non_neg_integer() | start | stop | entry | traced}.
--type pattern() :: {mfa_spec(), [tuple()]}.
-
--record(plan, {tiers = [] :: [{tier_name(), [mfa_spec()]}],
-               patterns = [] :: [pattern()],      % in the order they are set
-               sink_specs = [] :: [sink_spec()],
-               sink_opts = [] :: [{atom(), term()}],
-               full = false :: false | all | [term()],  % full_trace
-               full_patterns = [] :: [pattern()],  % set at start: {{M, '_', '_'}, MS}
-               %% The same for kprof_guard: {module, M, MS, [local], Sentinel}.
-               full_watch = [] :: [kprof_guard:pattern()],
-               sample = 1.0 :: number(),
-               window :: undefined | number(),    % seconds
-               slow_max = 20 :: non_neg_integer(),
-               limits = #{} :: map(),              % kprof_guard's, given ones only
-               %% The sink's event count before the flags were set, when a
-               %% limit counts events (kprof_guard:events_baseline/1).
-               events0 :: undefined | non_neg_integer(),
-               nodes = [] :: [node()]}).
 
 %% A poll of the sink in flight (start_poll/1); `final': sent after the
 %% tiers stopped, its answer is the last.
@@ -307,15 +267,24 @@ start_link() ->
 %% the module doc for the options.
 -spec start(tiers(), opts()) -> ok | {error, term()}.
 start(Tiers, Opts) ->
-    case check(Tiers, Opts) of
+    case kprof_tiers_plan:check(Tiers, Opts) of
         {ok, #plan{nodes = Nodes}} ->
             NodeOpts = maps:remove(nodes, Opts),
-            case ensure_kprof() of
+            case kprof_app:ensure_started() of
                 ok -> start_nodes(Nodes, Tiers, NodeOpts);
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
+    end.
+
+%% Every node validates before any starts (kprof_tiers_cluster:start/3); this
+%% server remembers them for stop, reset and report.
+-spec start_nodes([node()], tiers(), opts()) -> ok | {error, term()}.
+start_nodes(Nodes, Tiers, Opts) ->
+    case kprof_tiers_cluster:start(Nodes, Tiers, Opts) of
+        ok -> call({set_nodes, Nodes});
+        {error, _} = Error -> Error
     end.
 
 %% @doc Stop tracing on every node the tiers were started on. What was
@@ -327,12 +296,12 @@ start(Tiers, Opts) ->
 %% {@link node_stop/1}).
 -spec stop() -> ok | {error, term()}.
 stop() ->
-    each_node(fun(N) -> on_node(N, node_stop, [stop]) end).
+    each_node(node_stop, [stop]).
 
 %% @doc Forget what was recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
 reset() ->
-    each_node(fun(N) -> on_node(N, node_reset, []) end).
+    each_node(node_reset, []).
 
 %% @doc The report of every node (option `nodes', default those of
 %% {@link start/2}), merged: `format => text' prints the table and
@@ -343,7 +312,7 @@ reset() ->
 %% flagged in `incomplete' (and in the text's header).
 -spec report(report_opts()) -> ok | {ok, kprof_report:report() | binary()} | {error, term()}.
 report(Opts) ->
-    case check_report_opts(Opts) of
+    case kprof_tiers_plan:check_report_opts(Opts) of
         ok -> report_nodes(Opts);
         {error, _} = Error -> Error
     end.
@@ -356,87 +325,8 @@ report(Opts) ->
 %% `kprof-full-<identity>-<YYYYMMDD-HHMMSS>.<ext>'; the aggregates stay.
 -spec full_trace_flame(term(), map()) ->
           {ok, [{term(), [file:filename()]}]} | {error, term()}.
-full_trace_flame(Which, Opts) when is_map(Opts) ->
-    Flame = [output_format, output_directory, open],
-    case [{K, V} || {K, V} <- lists:sort(maps:to_list(maps:without(Flame, Opts)))] of
-        [] ->
-            case kprof_flame:validate(Opts, apply) of
-                {ok, Cfg} -> full_flame(Which, Cfg);
-                {error, _} = Error -> Error
-            end;
-        [KV | _] ->
-            {error, {bad_option, KV}}
-    end;
-full_trace_flame(_Which, Opts) ->
-    {error, {bad_options, Opts}}.
-
--spec full_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
-full_flame(Which, Cfg) ->
-    %% Every trace message sent so far is in the port's queue before the command.
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok after ?TIMEOUT -> ok end,
-    case kprof_sink:command({tier_full_report, 0}) of
-        #{on := true, identities := Aggs} ->
-            Ids = [Id || {Id, _} <- Aggs],
-            case Which of
-                all -> write_full(Ids, Cfg);
-                _ ->
-                    case lists:member(Which, Ids) of
-                        true -> write_full([Which], Cfg);
-                        false -> {error, {no_full_trace, Which}}
-                    end
-            end;
-        #{on := false} ->
-            {error, full_trace_off};
-        {error, not_started} ->
-            {error, not_started};
-        {error, _} = Error ->
-            Error;
-        Other ->
-            {error, {sink, Other}}
-    end.
-
--spec write_full([term()], map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
-write_full(Ids, Cfg) ->
-    Dir = filename:absname(maps:get(output_directory, Cfg)),
-    Formats = kprof_flame:formats(maps:get(output_format, Cfg)),
-    case filelib:ensure_path(Dir) of
-        ok -> write_full(Ids, Dir, Formats, Cfg, []);
-        {error, Reason} -> {error, {output_directory, Dir, Reason}}
-    end.
-
--spec write_full([term()], file:filename(), [atom()], map(), list()) ->
-          {ok, [{term(), [file:filename()]}]} | {error, term()}.
-write_full([], _Dir, _Formats, _Cfg, Acc) ->
-    {ok, lists:reverse(Acc)};
-write_full([Id | Rest], Dir, Formats, Cfg, Acc) ->
-    Cmd = {tier_full_write, Id, unicode:characters_to_binary(Dir),
-           unicode:characters_to_binary(full_base_name(Id)), Formats},
-    case kprof_sink:command(Cmd, 300000) of
-        {ok, Paths, _Info} ->
-            Files = [unicode:characters_to_list(P) || P <- Paths],
-            kprof_flame:maybe_open(maps:get(open, Cfg), Files),
-            write_full(Rest, Dir, Formats, Cfg, [{Id, Files} | Acc]);
-        {error, no_events} ->
-            write_full(Rest, Dir, Formats, Cfg, [{Id, []} | Acc]);
-        {error, _} = Error ->
-            Error;
-        Other ->
-            {error, {sink, Other}}
-    end.
-
-%% kprof-full-<identity as safe text>-<local time>
--spec full_base_name(term()) -> string().
-full_base_name(Id) ->
-    Text = unicode:characters_to_list(io_lib:format("~0tp", [Id])),
-    Safe = string:slice([case (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
-                                 orelse (C >= $0 andalso C =< $9) orelse C =:= $_ of
-                             true -> C;
-                             false -> $_
-                         end || C <- Text], 0, 60),
-    {{Y, Mo, D}, {H, Mi, S}} = calendar:local_time(),
-    lists:flatten(io_lib:format("kprof-full-~ts-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b",
-                                [Safe, Y, Mo, D, H, Mi, S])).
+full_trace_flame(Which, Opts) ->
+    kprof_tiers_full:flame(Which, Opts).
 
 %% @equiv abort(Reason, #{})
 -spec abort(term()) -> ok.
@@ -449,7 +339,7 @@ abort(Reason) ->
 %% was recorded stays. Does nothing when no tiers run.
 -spec abort(term(), term()) -> ok.
 abort(Reason, Info) ->
-    case persistent_term:get(?PT, undefined) of
+    case persistent_term:get(?TIERS_PT, undefined) of
         {_Sample, Counters, Patterns} ->
             case counters:get(Counters, ?ACTIVE) of
                 1 ->
@@ -460,7 +350,7 @@ abort(Reason, Info) ->
                     counters:put(Counters, ?ACTIVE, 0),
                     Time = erlang:system_time(millisecond),
                     gen_server:cast(?SERVER, {aborted, Reason, Info, Time}),
-                    untrace_now(Patterns);
+                    kprof_tiers_trace:untrace_now(Patterns);
                 _ ->
                     ok
             end;
@@ -484,7 +374,7 @@ info() ->
 %% Returns what {@link leave/1} needs, or `untraced'.
 -spec enter(term()) -> untraced | {traced, term(), pos_integer()}.
 enter(Identity) ->
-    case persistent_term:get(?PT, undefined) of
+    case persistent_term:get(?TIERS_PT, undefined) of
         undefined ->
             untraced;
         {Sample, Counters, _} ->
@@ -528,35 +418,14 @@ leave({traced, Old, Label}) ->
     _ = seq_trace:set_token(Old),
     kprof_mark:resume().
 
-%%%%%%%%%%%%%%%%%%
-%%% VALIDATION %%%
-%%%%%%%%%%%%%%%%%%
-
-%% @doc Validate tiers and options on this node, loading the modules
-%% named, and compile the trace patterns and sink commands. Nothing is
-%% started.
--spec check(term(), term()) -> {ok, #plan{}} | {error, term()}.
-check(Tiers, Opts) ->
-    try
-        O = check_opts(Opts),
-        Checked = check_tiers(Tiers),
-        Entries = check_entries(O),
-        ok = load(kprof_mark, mark),
-        Plan = plan(Checked, Entries, O),
-        check_match_specs(Plan#plan.patterns),
-        {ok, Plan}
-    catch
-        throw:{?MODULE, Reason} -> {error, Reason}
-    end.
-
 %%%%%%%%%%%%%%%%
 %%% PER NODE %%%
 %%%%%%%%%%%%%%%%
 
-%% @doc {@link check/2} on this node, without the plan.
+%% @doc {@link kprof_tiers_plan:check/2} on this node, without the plan.
 -spec node_check(tiers(), opts()) -> ok | {error, term()}.
 node_check(Tiers, Opts) ->
-    case check(Tiers, Opts) of
+    case kprof_tiers_plan:check(Tiers, Opts) of
         {ok, _} -> ok;
         {error, _} = Error -> Error
     end.
@@ -565,9 +434,9 @@ node_check(Tiers, Opts) ->
 %% node only.
 -spec node_start(tiers(), opts()) -> ok | {error, term()}.
 node_start(Tiers, Opts) ->
-    case ensure_kprof() of
+    case kprof_app:ensure_started() of
         ok ->
-            case check(Tiers, maps:remove(nodes, Opts)) of
+            case kprof_tiers_plan:check(Tiers, maps:remove(nodes, Opts)) of
                 {ok, Plan} -> call({start, Plan});
                 {error, _} = Error -> Error
             end;
@@ -633,7 +502,7 @@ init([]) ->
     process_flag(trap_exit, true),
     case kprof_records:get(?SERVER) of
         #{plan := #plan{}} = Rec ->
-            Undone = undo_vm(Rec),
+            Undone = kprof_tiers_trace:undo_record(Rec),
             {ok, #state{}, {continue, {recover, Rec, Undone}}};
         _ ->
             {ok, #state{}}
@@ -656,7 +525,7 @@ handle_call({start, Plan}, _From, S) ->
             %% tiers_start (its Clear would empty the new rows), nor the
             %% run's tiers_stop.
             S1 = drop_poll(await_cleaning(S)),
-            case start_tracing(Plan) of
+            case kprof_tiers_trace:start(Plan) of
                 {ok, Plan1, Counters, Port} ->
                     {reply, ok, started(Plan1, Counters, Port, S1)};
                 {error, _} = Error ->
@@ -750,10 +619,10 @@ handle_info(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S) ->
     case S#state.active of
-        true -> untrace_state(S);
+        true -> kprof_tiers_trace:untrace(S#state.plan, S#state.counters, S#state.sink_lost);
         false -> kprof_records:delete(?SERVER)
     end,
-    unpublish().
+    kprof_tiers_trace:unpublish().
 
 %% @private
 -spec code_change(term(), #state{}, term()) -> {ok, #state{}}.
@@ -764,207 +633,6 @@ code_change(_OldVsn, S, _Extra) ->
 %%% SETUP %%%
 %%%%%%%%%%%%%
 
-%% The record first (what is about to be set, for a successor should this
-%% server be killed half-way), the sink (it starts counting nothing until
-%% events come), then the patterns (full trace's first: the tier patterns
-%% replace them on tier functions), then the flags: each step undoes the
-%% ones before it.
--spec start_tracing(#plan{}) ->
-          {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
-start_tracing(Plan0 = #plan{patterns = Patterns}) ->
-    case kprof_sink:port() of
-        Port when is_port(Port) ->
-            Mods = full_modules(Plan0#plan.full),
-            kprof_records:put(?SERVER, #{phase => starting, plan => Plan0, port => Port,
-                                         full_modules => Mods, since => now_ns()}),
-            case kprof_sink:command({tiers_start, Plan0#plan.sink_specs,
-                                     Plan0#plan.sink_opts}) of
-                ok ->
-                    Watch = set_full_patterns(Mods),
-                    Full = [{{M, '_', '_'}, MS} || {module, M, MS, _, _} <- Watch],
-                    Plan = Plan0#plan{full_patterns = Full, full_watch = Watch},
-                    case set_patterns(Patterns, []) of
-                        ok ->
-                            %% max_events counts from here: the guard is
-                            %% armed after the flags are set.
-                            E0 = kprof_guard:events_baseline(Plan#plan.limits),
-                            case set_flags(Port) of
-                                ok ->
-                                    {ok, Plan#plan{events0 = E0}, publish(Plan), Port};
-                                {error, _} = Error ->
-                                    remove_patterns(Patterns),
-                                    remove_patterns(Full),
-                                    _ = kprof_sink:command(tiers_stop),
-                                    kprof_records:delete(?SERVER),
-                                    Error
-                            end;
-                        {error, _} = Error ->
-                            remove_patterns(Full),
-                            _ = kprof_sink:command(tiers_stop),
-                            kprof_records:delete(?SERVER),
-                            Error
-                    end;
-                {error, {busy, _Mode}} = Busy ->
-                    %% A flame capture holds the patterns (the sink decides,
-                    %% in command order).
-                    kprof_records:delete(?SERVER),
-                    Busy;
-                Other ->
-                    %% Unanswered, tiers_start may still reach the sink.
-                    _ = kprof_sink:send(tiers_stop),
-                    kprof_records:delete(?SERVER),
-                    {error, {sink, Other}}
-            end;
-        {error, Reason} ->
-            {error, {sink, Reason}}
-    end.
-
--spec set_patterns([pattern()], [mfa_spec()]) -> ok | {error, term()}.
-set_patterns([], _Done) ->
-    ok;
-set_patterns([{Spec, MS} | Rest], Done) ->
-    case catch erlang:trace_pattern(Spec, MS, [local]) of
-        N when is_integer(N), N > 0 ->
-            set_patterns(Rest, [Spec | Done]);
-        Other ->
-            remove_patterns(Done),
-            {error, {trace_pattern_failed, Spec, Other}}
-    end.
-
-%% Full trace: the tier match spec on every function of every loaded
-%% module but kprof's own, module by module (each trace_pattern/3 call stops
-%% every scheduler for a moment; one call on {'_','_','_'} would stop them
-%% for the whole of it), yielding in between. BIFs are left out (`erlang',
-%% `erts_internal', and the BIFs of other modules): a traced BIF sends its
-%% own return_to, which the sink's chain model does not expect.
-%% kprof_guard:module_pattern/3 sets them, and gives the pattern the guard
-%% watches for a module (one sentinel function) and puts back the same way
-%% after a code reload of it.
--spec set_full_patterns([module()]) -> [kprof_guard:pattern()].
-set_full_patterns(Mods) ->
-    MS = tier_ms(),
-    [begin
-         W = kprof_guard:module_pattern(M, MS, [local]),
-         erlang:yield(),
-         W
-     end || M <- Mods].
-
-%% The modules full trace patterns (none without full trace): written in the
-%% record before any is set.
--spec full_modules(false | all | [term()]) -> [module()].
-full_modules(false) -> [];
-full_modules(_) -> full_trace_modules().
-
-%% Every loaded module but kprof's and the BIF modules.
--spec full_trace_modules() -> [module()].
-full_trace_modules() ->
-    Own = case application:get_key(kprof, modules) of
-              {ok, Mods} -> Mods;
-              undefined -> []
-          end,
-    Skip = sets:from_list(Own ++ ?RESERVED_MODULES ++ ?FULL_SKIP, [{version, 2}]),
-    lists:sort([M || {M, _} <- code:all_loaded(), not sets:is_element(M, Skip)]).
-
--spec set_flags(port()) -> ok | {error, term()}.
-set_flags(Port) ->
-    Tracer = tracer(Port),
-    try erlang:trace(all, true, [Tracer | flags_for(Tracer)]) of
-        _ -> ok
-    catch
-        error:Reason ->
-            _ = release_ring(),
-            {error, {trace_flags_failed, Reason}}
-    end.
-
-%% The tracer NIF takes its own timestamps (the VM's, asked with
-%% monotonic_timestamp, would cost the traced process as much again): only a
-%% port needs them.
--spec flags_for(tuple()) -> [atom()].
-flags_for({tracer, _Port}) -> ?FLAGS;
-flags_for({tracer, kprof_tracer, _Gen}) -> ?FLAGS -- [monotonic_timestamp].
-
-%% The tracer the processes get: the kprof_tracer NIF writing to the sink's
-%% ring (kprof_tracer explains why), unless the application environment says
-%% `{tracer, port}' or the NIF is not there; then the sink's port
-%% (kprof_sink:tracer/0 decides, and warns when a ring cannot be set up).
--spec tracer(port()) -> {tracer, port()} | {tracer, kprof_tracer, pos_integer()}.
-tracer(Port) ->
-    case kprof_sink:tracer() of
-        {tracer, _, _} = Ring -> Ring;
-        {tracer, _} = PortTracer -> PortTracer;
-        {error, _} -> {tracer, Port}
-    end.
-
-%% The NIF writes no more: every process it traced drops it at its next
-%% event. The ring stays the sink's, for the next mode.
--spec release_ring() -> ok.
-release_ring() ->
-    _ = (catch kprof_tracer:detach()),
-    ok.
-
--spec remove_patterns([mfa_spec() | pattern()]) -> ok.
-remove_patterns(Patterns) ->
-    lists:foreach(fun({Spec, MS}) when is_list(MS) -> catch erlang:trace_pattern(Spec, false, [local]);
-                     (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
-                  end, Patterns).
-
-%% What abort/2 does at once: nothing that waits for the sink, which may be
-%% seconds behind (waiting for it there kept the patterns on for the whole
-%% command timeout after an overload). The NIF writes no more, flags and
-%% patterns come off.
--spec untrace_now([pattern()]) -> ok.
-untrace_now(Patterns) ->
-    _ = (catch kprof_tracer:detach()),
-    _ = (catch erlang:trace(all, false, ?FLAGS)),
-    remove_patterns(Patterns).
-
-%% Requests stop, the guard is disarmed (while it is armed it puts back the
-%% patterns it sees gone: it takes that for a code reload), flags and
-%% patterns come off. The sink's part (the ring, tiers_stop) is the caller's.
--spec untrace_vm(#state{}) -> ok.
-untrace_vm(S = #state{plan = #plan{patterns = Patterns, full_patterns = Full}}) ->
-    untrace_at_once(S),
-    disarm_guard(),
-    untrace_now(Patterns ++ Full).
-
-%% What the server does itself at a stop or an abort: nothing that waits for
-%% another process (the guard may be busy aborting); clean_sink/2 does the
-%% rest, the guard's disarming first and these again after it.
--spec untrace_at_once(#state{}) -> ok.
-untrace_at_once(#state{plan = #plan{patterns = Patterns, full_patterns = Full}, counters = C}) ->
-    counters:put(C, ?ACTIVE, 0),
-    untrace_now(Patterns ++ Full).
-
-%% The VM's part, then the sink's, in order: the NIF is detached, the sink
-%% reads what the ring holds and stops taking tier events (tiers_stop; flame
-%% captures may start again), and the record goes: nothing is left to undo. A sink that
-%% does not answer still gets tiers_stop, in order, whenever it reads again.
--spec untrace_state(#state{}) -> ok.
-untrace_state(S = #state{sink_lost = false}) ->
-    untrace_vm(S),
-    release_ring(),
-    _ = (catch kprof_sink:command(tiers_stop, ?STOP_TIMEOUT)),
-    kprof_records:delete(?SERVER);
-untrace_state(S) ->
-    %% The sink is gone, with the ring and its tiers.
-    untrace_vm(S),
-    kprof_records:delete(?SERVER).
-
-%% The request path reads this; replacing it costs a global GC, so it
-%% changes only at start and stop.
--spec publish(#plan{}) -> counters:counters_ref().
-publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
-    C = counters:new(4, [write_concurrency]),
-    counters:put(C, ?ACTIVE, 1),
-    %% abort/2 untraces these: full trace's too.
-    persistent_term:put(?PT, {Sample, C, Patterns ++ Full}),
-    C.
-
--spec unpublish() -> ok.
-unpublish() ->
-    _ = persistent_term:erase(?PT),
-    ok.
-
 -spec started(#plan{}, counters:counters_ref(), port(), #state{}) -> #state{}.
 started(Plan, Counters, Port, S) ->
     _ = kprof_sink:subscribe(),
@@ -973,9 +641,9 @@ started(Plan, Counters, Port, S) ->
                undefined -> undefined;
                Pid -> erlang:monitor(process, Pid)
            end,
-    arm_guard(Plan, Counters),
+    kprof_tiers_trace:arm_guard(Plan, Counters),
     Now = now_ns(),
-    Base = sink_base(),
+    Base = kprof_tiers_window:sink_base(),
     S1 = cancel_timer(S),
     write_record(S1#state{plan = Plan, active = true, since = Now, until = undefined,
                           counters = Counters, base = Base, stats = Base, port = Port,
@@ -987,20 +655,20 @@ started(Plan, Counters, Port, S) ->
 
 %% The VM's part of a stop; the sink's is clean_sink/2's.
 -spec stopped(#state{}) -> #state{}.
-stopped(S = #state{active = true}) ->
-    untrace_at_once(S),
-    unpublish(),
+stopped(S = #state{active = true, plan = Plan, counters = C}) ->
+    kprof_tiers_trace:untrace_at_once(Plan, C),
+    kprof_tiers_trace:unpublish(),
     cancel_timer(S#state{active = false, until = now_ns(), final = false});
 stopped(S) ->
     %% Aborted: the flags and patterns are off already.
-    unpublish(),
+    kprof_tiers_trace:unpublish(),
     S.
 
 -spec aborted(term(), term(), integer(), #state{}) -> #state{}.
-aborted(Reason, Info, Time, S = #state{active = true}) ->
+aborted(Reason, Info, Time, S = #state{active = true, plan = Plan, counters = C}) ->
     %% Again, after the guard is disarmed: abort/2 untraced from its
     %% caller, and the guard may have put patterns back since.
-    untrace_at_once(S),
+    kprof_tiers_trace:untrace_at_once(Plan, C),
     clean_sink(cancel_timer(S#state{active = false, until = now_ns(), final = false,
                                     aborted = {Reason, Info, Time}}), undefined);
 aborted(_Reason, _Info, _Time, S) ->
@@ -1026,7 +694,7 @@ sink_lost(Why, S) ->
 -spec mark_lost(term(), #state{}) -> #state{}.
 mark_lost(Why, S = #state{sink_lost = false}) ->
     Lost = #{reason => sink_died, detail => Why, at => erlang:system_time(millisecond),
-             polled_at => sys_ms(S#state.polled_at)},
+             polled_at => kprof_tiers_window:sys_ms(S#state.polled_at)},
     drop_poll(S#state{sink_lost = Lost, final = true});
 mark_lost(_Why, S) ->
     S.
@@ -1042,120 +710,16 @@ reset_state(S0 = #state{counters = C}) ->
                 false -> Now
             end,
     Base = case S#state.sink_lost of
-               false -> sink_base();
+               false -> kprof_tiers_window:sink_base();
                _ -> S#state.stats
            end,
     S1 = S#state{since = Now, until = Until, base = Base, stats = Base, snap = undefined,
                  slices = [], slice_from = Now, full = undefined, polled_at = undefined,
                  final = not S#state.active},
     write_record(start_poll_if_waiting(S1)).
-
-%% The guard watches for overload and limits, and calls abort/2; it counts
-%% the patterns it puts back after a code reload in `Counters' (the report's
-%% `reapplied').
-%% Full trace's module patterns are given as `{module, ...}' patterns: the
-%% guard checks one function of each module (a reload replaces the whole
-%% module), puts the module's pattern back the way it was set, then the
-%% tier patterns on its functions. A catch-all goes with them: the guard
-%% never re-applies it (`'_'' is no loaded module) and, should it abort,
-%% clears every local pattern with it in one call rather than module by
-%% module (after kprof_tiers:abort/2 has removed them itself).
--spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
-arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
-                events0 = E0}, Counters) ->
-    CatchAll = case Full of
-                   false -> [];
-                   _ -> [{{'_', '_', '_'}, tier_ms(), [local]}]
-               end,
-    Arm0 = #{abort => fun ?MODULE:abort/2, owner => self(),
-             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
-             reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
-    Arm = case E0 of
-              undefined -> Arm0;
-              _ -> Arm0#{events0 => E0}
-          end,
-    case whereis(kprof_guard) of
-        undefined ->
-            ok;
-        _ ->
-            Limits1 = case map_size(Limits) of
-                          0 -> #{};
-                          _ -> #{limits => element(2, kprof_guard:validate_limits(Limits))}
-                      end,
-            case catch kprof_guard:arm(tiers, maps:merge(Arm, Limits1)) of
-                ok -> ok;
-                Other -> logger:warning("kprof_tiers: the guard refused to arm: ~p", [Other])
-            end
-    end.
-
--spec disarm_guard() -> ok.
-disarm_guard() ->
-    _ = (catch kprof_guard:disarm(tiers)),
-    ok.
-
--spec demonitor_sink(#state{}) -> ok.
 demonitor_sink(#state{sink_mon = undefined}) -> ok;
 demonitor_sink(#state{sink_mon = MRef}) -> erlang:demonitor(MRef, [flush]), ok.
 
--spec ensure_kprof() -> ok | {error, term()}.
-ensure_kprof() ->
-    kprof:start().
-
-%%% A restart: what the killed server left
-
-%% What the record says was set comes off, whatever of it was: the
-%% requests' switch, the guard's watch, the tracer NIF's session, the flags
-%% of every process whose tracer is kprof's (the sink's port of the record,
-%% or the tracer NIF of any generation: flags another tracer set stay), and
-%% the patterns of the plan and of full trace's modules. Counts what it
-%% found set.
--spec undo_vm(map()) -> #{processes := non_neg_integer(), patterns := non_neg_integer()}.
-undo_vm(Rec = #{plan := #plan{patterns = Patterns}}) ->
-    Port = maps:get(port, Rec, undefined),
-    _ = case maps:get(counters, Rec, undefined) of
-            undefined -> ok;
-            C -> counters:put(C, ?ACTIVE, 0)
-        end,
-    unpublish(),
-    disarm_guard(),
-    %% Counted before the NIF's session goes: a stale NIF tracer is gone at
-    %% the process's next event (or trace_info/2).
-    Procs = untrace_ours(Port),
-    _ = (catch kprof_tracer:detach()),
-    Specs = [Spec || {Spec, _} <- Patterns]
-        ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
-    Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
-    remove_patterns(Specs),
-    #{processes => Procs, patterns => Set}.
-
--spec untrace_ours(port() | undefined) -> non_neg_integer().
-untrace_ours(Port) ->
-    Ours = fun(P) ->
-                   case catch erlang:trace_info(P, tracer) of
-                       {tracer, {kprof_tracer, _}} -> true;
-                       {tracer, Port} -> is_port(Port);
-                       _ -> false
-                   end
-           end,
-    _ = Ours(new) andalso (catch erlang:trace(new, false, ?FLAGS)),
-    length([P || P <- erlang:processes(), Ours(P),
-                 (catch erlang:trace(P, false, ?FLAGS)) =:= 1]).
-
-%% A local pattern on at least one function the spec names.
--spec has_local_pattern(mfa_spec()) -> boolean().
-has_local_pattern({M, F, A}) ->
-    Fns = case erlang:module_loaded(M) of
-              true -> M:module_info(functions);
-              false -> []
-          end,
-    lists:any(fun({F1, A1}) ->
-                      (F =:= '_' orelse F1 =:= F) andalso (A =:= '_' orelse A1 =:= A)
-                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, local}
-              end, Fns).
-
-%% The state of the run the killed server had: its plan, counters and what it
-%% had polled; the sink (if it is the same one) stops taking events, closes
-%% the ring and gives its rows once more, as after an abort.
 -spec recovered(map(), map(), #state{}) -> #state{}.
 recovered(Rec = #{plan := Plan}, Undone, S0) ->
     Now = now_ns(),
@@ -1229,12 +793,7 @@ write_record(S) ->
 
 -spec poll_timer(#plan{}) -> reference().
 poll_timer(#plan{window = W}) ->
-    erlang:start_timer(poll_interval(W), self(), poll).
-
-%% A window is polled every tenth of it (its slices); at least once a second.
--spec poll_interval(undefined | number()) -> pos_integer().
-poll_interval(undefined) -> ?POLL_MS;
-poll_interval(W) -> min(?POLL_MS, max(10, round(W * 1000 / ?SLICES))).
+    erlang:start_timer(kprof_tiers_window:poll_interval(W), self(), poll).
 
 -spec cancel_timer(#state{}) -> #state{}.
 cancel_timer(S = #state{timer = undefined}) ->
@@ -1289,20 +848,13 @@ next_poll(S) -> start_poll_if_waiting(S).
 %% written; then the server hears `{cleaned, Ref}', forgets the record and
 %% takes the last poll. A sink that died (or a new one) is not written to.
 -spec clean_sink(#state{}, undefined | gen_server:from()) -> #state{}.
-clean_sink(S = #state{port = Port, plan = #plan{patterns = Patterns, full_patterns = Full}},
+clean_sink(S = #state{port = Port, plan = Plan = #plan{}},
            From) ->
     Self = self(),
     Ref = make_ref(),
     Lost = S#state.sink_lost =/= false,
     Pid = spawn_link(fun() ->
-                             disarm_guard(),
-                             untrace_now(Patterns ++ Full),
-                             _ = case kprof_sink:port() of
-                                     Port when not Lost ->
-                                         release_ring(), catch kprof_sink:send(tiers_stop);
-                                     _ ->
-                                         ok    % gone, or a new sink: nothing of ours in it
-                                 end,
+                             kprof_tiers_trace:clean(Plan, Port, Lost),
                              Self ! {cleaned, Ref},
                              _ = From =/= undefined andalso gen_server:reply(From, ok),
                              ok
@@ -1392,16 +944,16 @@ took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
     S1 = case Acc of
              #{raw := #{rows := Rows, slow := Slow, first_ts := _, last_ts := LastTs} = Raw}
                when is_list(Rows), is_list(Slow) ->
-                 Sys = to_system_time(Raw),
+                 Sys = kprof_tiers_window:to_system_time(Raw),
                  Polled = S#state{polled_at = T, polls = S#state.polls + 1, last_ts = LastTs,
                                   quiet = LastTs =:= S#state.last_ts},
                  case Plan#plan.window of
                      undefined ->
                          Polled#state{snap = Sys};
-                     _ ->
-                         prune(Polled#state{slices = [{S#state.slice_from, T, Sys}
-                                                      | S#state.slices],
-                                            slice_from = T}, T)
+                     W ->
+                         Slices = kprof_tiers_window:add_slice(S#state.slices,
+                                                               S#state.slice_from, T, Sys, W),
+                         Polled#state{slices = Slices, slice_from = T}
                  end;
              _ ->
                  S
@@ -1456,112 +1008,17 @@ incomplete(#state{sink_lost = Lost}) -> Lost.
 -spec no_answer(#state{}) -> map().
 no_answer(S) ->
     #{reason => no_answer, waited_ms => ?REPORT_WAIT, at => erlang:system_time(millisecond),
-      polled_at => sys_ms(S#state.polled_at)}.
+      polled_at => kprof_tiers_window:sys_ms(S#state.polled_at)}.
 
-%% A monotonic time (ns) as system time (ms).
--spec sys_ms(undefined | integer()) -> undefined | integer().
-sys_ms(undefined) -> undefined;
-sys_ms(T) -> erlang:convert_time_unit(T + erlang:time_offset(nanosecond), nanosecond,
-                                      millisecond).
-
--spec prune(#state{}, integer()) -> #state{}.
-prune(S = #state{plan = #plan{window = W}, slices = Slices}, Now) ->
-    WindowNs = round(W * 1.0e9),
-    Slack = WindowNs div (2 * ?SLICES),
-    S#state{slices = [Sl || {T0, _, _} = Sl <- Slices, T0 >= Now - WindowNs - Slack]}.
-
-%% The rows of the last poll: the window's slices merged, or everything since
-%% start/reset.
--spec current_raw(#state{}) -> map().
-current_raw(#state{plan = #plan{window = undefined, tiers = Tiers}, snap = undefined}) ->
-    kprof_report:empty_raw(length(Tiers));
-current_raw(#state{plan = #plan{window = undefined}, snap = Snap}) ->
-    Snap;
-current_raw(#state{plan = Plan, slices = Slices}) ->
-    Raws = [Raw || {_, _, Raw} <- lists:reverse(Slices)],
-    kprof_report:merge_raw(slices, Raws, Plan#plan.slow_max, length(Plan#plan.tiers)).
-
--spec to_system_time(map()) -> map().
-to_system_time(Raw = #{slow := Slow}) ->
-    Offset = erlang:time_offset(nanosecond),
-    Sys = fun(undefined) -> undefined; (T) -> T + Offset end,
-    Raw#{first_ts => Sys(maps:get(first_ts, Raw)),
-         last_ts => Sys(maps:get(last_ts, Raw)),
-         slow => [{Id, Pid, Sys(Start), Wall, Calls, Self, Incl}
-                  || {Id, Pid, Start, Wall, Calls, Self, Incl} <- Slow]}.
-
-%% The counts of the sink are since start or reset (its stats at the last
-%% poll less those at start): trace messages it lost (`dropped'), new keys
-%% its tables refused, and the tracer NIF's ring: events lost because the
-%% ring was full (`ring_drops'), events the NIF could not encode
-%% (`ring_unsupported': an identity too big for a record, ...), events of a
-%% pid the sink's table refused (`ring_unresolved') and records it could not
-%% take (`ring_bad': a new MFA refused at a full table, a malformed record).
+%% The report's data as of the last poll (kprof_tiers_window).
 -spec node_report(false | map(), #state{}) -> node_report().
-node_report(Incomplete, S = #state{plan = Plan, counters = C, stats = Stats, base = Base}) ->
-    Now = case S#state.until of
-              undefined -> now_ns();
-              Until -> Until
-          end,
-    Traced = case {Plan#plan.window, S#state.slices} of
-                 {undefined, _} -> Now - S#state.since;
-                 {_, []} -> Now - S#state.since;
-                 {_, Slices} -> Now - lists:min([T0 || {T0, _, _} <- Slices])
-             end,
-    Get = fun(I) -> count(C, I) end,
-    D = fun(K) -> delta(K, Stats, Base) end,
-    #{node => node(),
-      tiers => [Name || {Name, _} <- Plan#plan.tiers],
-      raw => current_raw(S),
-      seen => Get(?SEEN),
-      sampled => Get(?SAMPLED),
-      traced_ns => max(0, Traced),
-      window => Plan#plan.window,
-      active => S#state.active,
-      aborted => S#state.aborted,
-      sink_dropped => D(dropped),
-      sink_dropped_pids => D(dropped_pids),
-      sink_dropped_mfas => D(dropped_mfas),
-      sink_dropped_names => D(dropped_names),
-      ring_drops => D(ring_drops),
-      ring_unsupported => D(ring_unsupported),
-      ring_unresolved => D(ring_unresolved),
-      ring_bad => D(ring_bad),
-      full_trace => case Plan#plan.full of
-                        false -> undefined;
-                        _ -> S#state.full
-                    end,
-      bytes => D(bytes),
-      reapplied => Get(?REAPPLIED),
-      slow_max => Plan#plan.slow_max,
-      incomplete => Incomplete,
-      polled_at => sys_ms(S#state.polled_at)}.
-
--spec count(undefined | counters:counters_ref(), pos_integer()) -> non_neg_integer().
-count(undefined, _I) -> 0;
-count(C, I) -> counters:get(C, I).
-
--spec sink_stats() -> map().
-sink_stats() ->
-    case kprof_sink:command(stats) of
-        #{} = Stats -> Stats;
-        _ -> #{}
-    end.
-
--spec sink_base() -> #{atom() => non_neg_integer()}.
-sink_base() ->
-    maps:with(?DELTA_KEYS, sink_stats()).
-
-%% Since start or reset; a sink reset or restart in between starts again
-%% from zero.
--spec delta(atom(), map(), map()) -> non_neg_integer().
-delta(Key, Stats, Base) ->
-    Now = maps:get(Key, Stats, 0),
-    Then = maps:get(Key, Base, 0),
-    case Now >= Then of
-        true -> Now - Then;
-        false -> Now
-    end.
+node_report(Incomplete, S = #state{plan = Plan}) ->
+    kprof_tiers_window:node_report(
+      Plan, #{counters => S#state.counters, stats => S#state.stats, base => S#state.base,
+              since => S#state.since, until => S#state.until, snap => S#state.snap,
+              slices => S#state.slices, active => S#state.active,
+              aborted => S#state.aborted, full => S#state.full,
+              polled_at => S#state.polled_at, incomplete => Incomplete}).
 
 -spec state_info(#state{}) -> map().
 state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
@@ -1577,70 +1034,29 @@ state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Abo
             end,
     Polled = case {Plan, S#state.polled_at} of
                  {#plan{}, T0} when is_integer(T0) ->
-                     #{requests => maps:get(requests, current_raw(S))};
+                     #{requests => maps:get(requests,
+                                         kprof_tiers_window:current_raw(
+                                           Plan, S#state.snap, S#state.slices))};
                  _ ->
                      #{requests => 0}
              end,
     Counts#{active => Active, tiers => Tiers, nodes => Nodes, aborted => Aborted,
             sample => case Plan of undefined -> undefined; _ -> Plan#plan.sample end,
             window => case Plan of undefined -> undefined; _ -> Plan#plan.window end,
-            polls => S#state.polls, polled_at => sys_ms(S#state.polled_at),
+            polls => S#state.polls, polled_at => kprof_tiers_window:sys_ms(S#state.polled_at),
             polled => Polled, sink_lost => S#state.sink_lost}.
 
 -spec now_ns() -> integer().
 now_ns() ->
     erlang:monotonic_time(nanosecond).
 
-%%% Several nodes
+%%% Several nodes (the calls themselves: kprof_tiers_cluster)
 
-%% Every node validates before any starts; a node that fails to start
-%% stops (and forgets) the ones started before it.
--spec start_nodes([node()], tiers(), opts()) -> ok | {error, term()}.
-start_nodes(Nodes, Tiers, Opts) ->
-    Remote = [N || N <- Nodes, N =/= node()],
-    case first_error([on_node(N, node_check, [Tiers, Opts]) || N <- Remote]) of
-        ok ->
-            case start_each(Nodes, Tiers, Opts, []) of
-                ok -> call({set_nodes, Nodes});
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
--spec start_each([node()], tiers(), opts(), [node()]) -> ok | {error, term()}.
-start_each([], _Tiers, _Opts, _Started) ->
-    ok;
-start_each([N | Rest], Tiers, Opts, Started) ->
-    case on_node(N, node_start, [Tiers, Opts]) of
-        ok ->
-            start_each(Rest, Tiers, Opts, [N | Started]);
-        {error, _} = Error ->
-            _ = [on_node(M, node_stop, [undo]) || M <- Started],
-            Error
-    end.
-
-%% This node directly; another through erpc, its errors tagged with it.
--spec on_node(node(), atom(), list()) -> term().
-on_node(N, F, Args) when N =:= node() ->
-    apply(?MODULE, F, Args);
-on_node(N, F, Args) ->
-    try erpc:call(N, ?MODULE, F, Args, ?TIMEOUT) of
-        {error, Reason} -> {error, {node, N, Reason}};
-        Other -> Other
-    catch
-        Class:Reason -> {error, {node, N, {Class, Reason}}}
-    end.
-
--spec first_error([term()]) -> ok | {error, term()}.
-first_error([]) -> ok;
-first_error([{error, _} = Error | _]) -> Error;
-first_error([_ | Rest]) -> first_error(Rest).
-
--spec each_node(fun((node()) -> term())) -> ok | {error, term()}.
-each_node(Fun) ->
+%% kprof_tiers:F(Args...) on every node the tiers were started on.
+-spec each_node(atom(), list()) -> ok | {error, term()}.
+each_node(F, Args) ->
     case started_nodes() of
-        {ok, Nodes} -> first_error([Fun(N) || N <- Nodes]);
+        {ok, Nodes} -> kprof_tiers_cluster:each(Nodes, F, Args);
         {error, _} = Error -> Error
     end.
 
@@ -1671,26 +1087,13 @@ report_nodes(Opts) ->
             end,
     case Nodes of
         {ok, Ns1} ->
-            Replies = node_reports(Ns1),
-            case first_error(Replies) of
-                ok -> format(kprof_report:build([R || {ok, R} <- Replies], Opts), Opts);
+            case kprof_tiers_cluster:reports(Ns1) of
+                {ok, Reports} -> format(kprof_report:build(Reports, Opts), Opts);
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
     end.
-
--spec node_reports([node()]) -> [{ok, node_report()} | {error, term()}].
-node_reports(Nodes) ->
-    Results = erpc:multicall(Nodes, ?MODULE, node_report, [],
-                             ?REPORT_WAIT + 3 * ?REPORT_MARGIN),
-    [case {N, Result} of
-         {_, {ok, {ok, _} = Ok}} -> Ok;
-         {Here, {ok, {error, _} = Error}} when Here =:= node() -> Error;
-         {_, {ok, {error, Reason}}} -> {error, {node, N, Reason}};
-         {Here, {error, {erpc, timeout}}} when Here =:= node() -> {error, timeout};
-         {_, {Class, Reason}} -> {error, {node, N, {Class, Reason}}}
-     end || {N, Result} <- lists:zip(Nodes, Results)].
 
 -spec format({ok, kprof_report:report()} | {error, term()}, report_opts()) ->
           ok | {ok, term()} | {error, term()}.
@@ -1717,321 +1120,3 @@ call(Request, Timeout) ->
         exit:{Reason, _} -> {error, {not_running, Reason}}
     end.
 
-%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
-%%% VALIDATION: options, tiers, entries, identity %%%
-%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
-
--spec fail(term()) -> no_return().
-fail(Reason) ->
-    throw({?MODULE, Reason}).
-
--spec check_opts(term()) -> opts().
-check_opts(Opts) when is_map(Opts) ->
-    maps:foreach(fun check_opt/2, Opts),
-    case maps:is_key(identity, Opts) andalso not maps:is_key(entry, Opts) of
-        true -> fail({identity_without_entry, maps:get(identity, Opts)});
-        false -> Opts
-    end;
-check_opts(Opts) ->
-    fail({bad_options, Opts}).
-
--spec check_opt(term(), term()) -> ok.
-check_opt(sample, S) when is_number(S), S > 0, S =< 1 -> ok;
-check_opt(slow_ms, N) when is_number(N), N >= 0 -> ok;
-check_opt(slow_max, N) when is_integer(N), N >= 0, N =< 10000 -> ok;
-check_opt(window, W) when is_number(W), W >= 0.1, W =< 86400 -> ok;
-check_opt(entry, E) when is_tuple(E) -> ok;
-check_opt(entry, [_ | _]) -> ok;
-check_opt(identity, mfa) -> ok;
-check_opt(identity, {arg, N}) when is_integer(N), N >= 1, N =< 255 -> ok;
-check_opt(identity, F) when is_function(F, 1) -> ok;
-check_opt(identity, {ms, [_ | _]}) -> ok;
-check_opt(nodes, [_ | _] = Nodes) ->
-    case lists:all(fun is_atom/1, Nodes) of
-        true -> ok;
-        false -> fail({bad_option, {nodes, Nodes}})
-    end;
-check_opt(max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
-check_opt(max_inflight, N) when is_integer(N), N > 0, N =< 10000000 -> ok;
-check_opt(max_request_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
-check_opt(grace_ms, N) when is_integer(N), N >= 0, N =< 3600000 -> ok;
-check_opt(full_trace, V) ->
-    case full_selection(V) of
-        error -> fail({bad_option, {full_trace, V}});
-        _ -> ok
-    end;
-check_opt(full_trace_max_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
-check_opt(full_trace_max_nodes, N) when is_integer(N), N >= 16, N =< 1 bsl 26 -> ok;
-check_opt(full_trace_max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
-check_opt(K, V) ->
-    case lists:member(K, ?GUARD_KEYS) of
-        true ->
-            case kprof_guard:validate_limits(#{K => V}) of
-                {ok, _} -> ok;
-                {error, _} -> fail({bad_option, {K, V}})
-            end;
-        false ->
-            fail({bad_option, {K, V}})
-    end.
-
-%% `all', a list of identities, or one identity; `false' is off. An empty
-%% or improper list and `true' are mistakes.
--spec full_selection(term()) -> false | all | [term()] | error.
-full_selection(false) -> false;
-full_selection(all) -> all;
-full_selection(true) -> error;
-full_selection([]) -> error;
-full_selection(L) when is_list(L) ->
-    try length(L) of
-        _ -> lists:usort(L)
-    catch
-        error:badarg -> error
-    end;
-full_selection(Identity) -> [Identity].
-
--spec check_report_opts(term()) -> ok | {error, term()}.
-check_report_opts(Opts) when is_map(Opts) ->
-    Bad = [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)), not valid_report_opt(K, V)],
-    case Bad of
-        [] -> ok;
-        [KV | _] -> {error, {bad_option, KV}}
-    end;
-check_report_opts(Opts) ->
-    {error, {bad_options, Opts}}.
-
--spec valid_report_opt(term(), term()) -> boolean().
-valid_report_opt(format, F) -> lists:member(F, [text, term, json]);
-valid_report_opt(time, T) -> lists:member(T, [self, inclusive]);
-valid_report_opt(nodes, [_ | _] = Ns) -> lists:all(fun is_atom/1, Ns);
-valid_report_opt(limit, infinity) -> true;
-valid_report_opt(limit, N) -> is_integer(N) andalso N > 0;
-valid_report_opt(_, _) -> false.
-
-%% [{Name, [{Spec, [MFA]}]}], every MFA in one tier only.
--spec check_tiers(term()) -> [{tier_name(), [{mfa_spec(), [mfa()]}]}].
-check_tiers(Tiers) when not is_list(Tiers) ->
-    fail({bad_tiers, Tiers});
-check_tiers([]) ->
-    fail(no_tiers);
-check_tiers(Tiers) ->
-    N = try length(Tiers) catch error:badarg -> fail({bad_tiers, Tiers}) end,
-    N =< ?MAX_TIERS orelse fail({too_many_tiers, N, ?MAX_TIERS}),
-    Checked = [check_tier(T) || T <- Tiers],
-    Names = [Name || {Name, _} <- Checked],
-    case Names -- lists:usort(Names) of
-        [] -> ok;
-        [Dup | _] -> fail({duplicate_tier, Dup})
-    end,
-    _ = lists:foldl(fun no_overlap/2, #{},
-                    [{Name, Spec, MFA} || {Name, Specs} <- Checked,
-                                          {Spec, MFAs} <- Specs, MFA <- MFAs]),
-    Checked.
-
--spec check_tier(term()) -> {tier_name(), [{mfa_spec(), [mfa()]}]}.
-check_tier({Name, Specs}) when is_atom(Name), is_list(Specs) ->
-    lists:member(Name, ?RESERVED_NAMES) andalso fail({reserved_tier_name, Name}),
-    Specs =:= [] andalso fail({empty_tier, Name}),
-    {Name, [{Spec, expand(Name, Spec)} || Spec <- lists:usort(Specs)]};
-check_tier(Tier) ->
-    fail({bad_tier, Tier}).
-
--spec no_overlap({tier_name(), mfa_spec(), mfa()}, map()) -> map().
-no_overlap({Name, Spec, MFA}, Seen) ->
-    case Seen of
-        #{MFA := {Name, _}} -> Seen;
-        #{MFA := {Other, OtherSpec}} ->
-            fail({overlapping_tiers, MFA, {Other, OtherSpec}, {Name, Spec}});
-        _ -> Seen#{MFA => {Name, Spec}}
-    end.
-
-%% The functions a spec names; `Where' (a tier or `entry') names the
-%% culprit.
--spec expand(atom(), term()) -> [mfa()].
-expand(Where, {M, F, A} = Spec) when is_atom(M), M =/= '_', is_atom(F),
-                                     (A =:= '_' orelse (is_integer(A) andalso A >= 0
-                                                        andalso A =< 255)),
-                                     (F =/= '_' orelse A =:= '_') ->
-    lists:member(M, ?RESERVED_MODULES) andalso fail({reserved_module, Where, M}),
-    ok = load(M, Where),
-    Fns = M:module_info(functions),
-    MFAs = case {F, A} of
-               {'_', '_'} -> [{M, Fn, Ar} || {Fn, Ar} <- Fns];
-               {_, '_'} -> [{M, F, Ar} || {Fn, Ar} <- Fns, Fn =:= F];
-               _ -> [{M, F, A} || lists:member({F, A}, Fns)]
-           end,
-    MFAs =/= [] orelse fail({undefined_function, Where, Spec}),
-    MFAs;
-expand(Where, Spec) ->
-    fail({bad_mfa_spec, Where, Spec}).
-
--spec load(module(), atom()) -> ok.
-load(M, Where) ->
-    case code:ensure_loaded(M) of
-        {module, M} -> ok;
-        {error, nofile} -> fail({unknown_module, Where, M});
-        {error, Why} -> fail({module_not_loaded, Where, M, Why})
-    end.
-
-%% [{Spec, [MFA]}] of option `entry'.
--spec check_entries(opts()) -> [{mfa_spec(), [mfa()]}].
-check_entries(#{entry := Entry}) ->
-    Specs = case Entry of
-                [_ | _] -> Entry;
-                _ -> [Entry]
-            end,
-    [{Spec, expand(entry, Spec)} || Spec <- lists:usort(Specs)];
-check_entries(_) ->
-    [].
-
-%%% Match specs (doc/tiers.md)
-
--spec tier_ms() -> [tuple()].
-tier_ms() ->
-    [{'_', [{is_seq_trace}], [{message, {{{get_seq_token}, {caller}}}}]}].
-
--spec start_ms() -> [tuple()].
-start_ms() ->
-    [{['$1'], [{is_seq_trace}], [{message, {{{get_seq_token}, {caller}, '$1'}}}]}].
-
-%% An entry call opens a request itself: no is_seq_trace guard.
--spec entry_ms(term(), list(), term()) -> tuple().
-entry_ms(Head, Guards, none) ->
-    {Head, Guards, [{set_seq_token, label, {self}},
-                    {message, {{{get_seq_token}, {caller}}}}]};
-entry_ms(Head, Guards, IdentityExpr) ->
-    {Head, Guards, [{set_seq_token, label, {self}},
-                    {message, {{{get_seq_token}, {caller}, IdentityExpr}}}]}.
-
--spec plan([{tier_name(), [{mfa_spec(), [mfa()]}]}], [{mfa_spec(), [mfa()]}], opts()) ->
-          #plan{}.
-plan(Checked, Entries, O) ->
-    Indexed = lists:zip(lists:seq(0, length(Checked) - 1), Checked),
-    TierPatterns = [{Spec, tier_ms()} || {_, {_, Specs}} <- Indexed, {Spec, _} <- Specs],
-    %% resume/0 is in no sink spec: its frame counts as `other'.
-    Marks = [{{kprof_mark, start, 1}, start_ms()}, {{kprof_mark, stop, 0}, tier_ms()},
-             {{kprof_mark, resume, 0}, tier_ms()}],
-    SinkSpecs = [{M, F, A, I} || {I, {_, Specs}} <- Indexed, {{M, F, A}, _} <- Specs]
-        ++ [{kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop},
-            {kprof_mark, resume, 0, traced}]
-        ++ [{M, F, A, entry} || {{M, F, A}, _} <- Entries],
-    SlowMax = maps:get(slow_max, O, 20),
-    #plan{tiers = [{Name, [Spec || {Spec, _} <- Specs]} || {Name, Specs} <- Checked],
-          patterns = TierPatterns ++ Marks ++ entry_patterns(Entries, O),
-          sink_specs = SinkSpecs,
-          sink_opts = sink_opts(O, SlowMax),
-          full = full_selection(maps:get(full_trace, O, false)),
-          sample = maps:get(sample, O, 1.0),
-          window = maps:get(window, O, undefined),
-          slow_max = SlowMax,
-          limits = maps:with(?GUARD_KEYS, O),
-          nodes = dedup(maps:get(nodes, O, [node()]))}.
-
-%% Without duplicates, in the order given (nodes start in that order).
--spec dedup([node()]) -> [node()].
-dedup(Nodes) ->
-    lists:reverse(lists:foldl(fun(N, Acc) ->
-                                      case lists:member(N, Acc) of
-                                          true -> Acc;
-                                          false -> [N | Acc]
-                                      end
-                              end, [], Nodes)).
-
--spec sink_opts(opts(), non_neg_integer()) -> [{atom(), term()}].
-sink_opts(O, SlowMax) ->
-    Limits = [{K, V} || K <- [max_identities, max_inflight, max_request_events, grace_ms],
-                        {ok, V} <- [maps:find(K, O)]],
-    Full = case full_selection(maps:get(full_trace, O, false)) of
-               false -> [];
-               Sel -> [{full_trace, Sel} |
-                       [{SinkKey, V} || {K, SinkKey} <- [{full_trace_max_events, full_max_events},
-                                                         {full_trace_max_nodes, full_max_nodes},
-                                                         {full_trace_max_identities,
-                                                          full_max_identities}],
-                                        {ok, V} <- [maps:find(K, O)]]]
-           end,
-    Slow = case maps:find(slow_ms, O) of
-               {ok, Ms} -> [{slow_us, round(Ms * 1000)}, {slow_max, SlowMax}];
-               error -> []
-           end,
-    Limits ++ Slow ++ Full.
-
--spec entry_patterns([{mfa_spec(), [mfa()]}], opts()) -> [pattern()].
-entry_patterns([], _O) ->
-    [];
-entry_patterns(Entries, O) ->
-    case maps:get(identity, O, mfa) of
-        mfa ->
-            [{Spec, [entry_ms('_', [], none)]} || {Spec, _} <- Entries];
-        {arg, N} ->
-            Var = list_to_atom("$" ++ integer_to_list(N)),
-            [begin
-                 N =< A orelse fail({bad_identity, {arg, N}, MFA}),
-                 Head = [case I of N -> Var; _ -> '_' end || I <- lists:seq(1, A)],
-                 {MFA, [entry_ms(Head, [], Var)]}
-             end || MFA = {_, _, A} <- all_mfas(Entries)];
-        Identity ->
-            Clauses = identity_clauses(Identity),
-            [{MFA, [entry_ms(H, G, E) || {H, G, E} <- fit_clauses(Clauses, MFA)]}
-             || MFA <- all_mfas(Entries)]
-    end.
-
--spec all_mfas([{mfa_spec(), [mfa()]}]) -> [mfa()].
-all_mfas(Entries) ->
-    lists:usort([MFA || {_, MFAs} <- Entries, MFA <- MFAs]).
-
-%% The clauses of an identity fun or match spec, each with the match-spec
-%% form of its last body expression.
--spec identity_clauses(term()) -> [{term(), list(), term()}].
-identity_clauses({ms, MS}) ->
-    ms_clauses(MS, {ms, MS});
-identity_clauses(Fun) when is_function(Fun, 1) ->
-    case erl_eval:fun_data(Fun) of
-        {fun_data, Imports, Clauses} ->
-            case ms_transform:transform_from_shell(dbg, Clauses, Imports) of
-                {error, [{_, [{_, _, Code} | _]} | _], _} ->
-                    fail({identity_fun_not_convertible,
-                          lists:flatten(ms_transform:format_error(Code))});
-                MS when is_list(MS) ->
-                    ms_clauses(MS, Fun);
-                Other ->
-                    fail({identity_fun_not_convertible, Other})
-            end;
-        false ->
-            fail({identity_fun_not_convertible,
-                  "only a fun typed in the shell can be converted (as dbg:fun2ms/1 "
-                  "does); in compiled code use identity => {arg, N}, or "
-                  "identity => {ms, dbg:fun2ms(fun([A, _]) -> A end)} with "
-                  "-include_lib(\"stdlib/include/ms_transform.hrl\")"})
-    end.
-
--spec ms_clauses(term(), term()) -> [{term(), list(), term()}].
-ms_clauses(MS, Culprit) when is_list(MS) ->
-    [case Clause of
-         {Head, Guards, [_ | _] = Body} when is_list(Guards) ->
-             {Head, Guards, unwrap_message(lists:last(Body))};
-         _ ->
-             fail({bad_identity, Culprit})
-     end || Clause <- MS];
-ms_clauses(_, Culprit) ->
-    fail({bad_identity, Culprit}).
-
-%% `fun([A]) -> message(A) end' means the same as `fun([A]) -> A end'.
--spec unwrap_message(term()) -> term().
-unwrap_message({message, Expr}) -> Expr;
-unwrap_message(Expr) -> Expr.
-
-%% A clause whose head is an argument list must have the entry's arity.
--spec fit_clauses([{term(), list(), term()}], mfa()) -> [{term(), list(), term()}].
-fit_clauses(Clauses, {_, _, A} = MFA) ->
-    Fit = [C || {H, _, _} = C <- Clauses, not is_list(H) orelse length(H) =:= A],
-    Fit =/= [] orelse fail({bad_identity, {arity_mismatch, MFA}}),
-    Fit.
-
--spec check_match_specs([pattern()]) -> ok.
-check_match_specs(Patterns) ->
-    lists:foreach(fun({Spec, MS}) ->
-                          case erlang:match_spec_test([], MS, trace) of
-                              {ok, _, _, _} -> ok;
-                              {error, Errors} -> fail({bad_match_spec, Spec, Errors})
-                          end
-                  end, Patterns).

@@ -472,7 +472,11 @@ bad_options(Dir) ->
     ?assertMatch({error, _}, kprof:flame_capture({?MODULE, leaf, 0}, 0, #{})),
     ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
-    ?assertEqual({error, {bad_fun, 42}}, kprof:flame_apply(42, #{})).
+    ?assertEqual({error, {bad_fun, 42}}, kprof:flame_apply(42, #{})),
+    ?assertEqual({error, {unknown_options, [frobnicate]}},
+                 kprof:flame_apply(fun() -> ok end, #{frobnicate => 1})),
+    ?assertEqual({error, {bad_option, sleep, yes}},
+                 kprof:flame_apply(fun() -> ok end, #{sleep => yes})).
 
 one_format(Dir) ->
     {ok, done, [File]} = kprof:flame_apply(fun ?MODULE:shape_top/0,
@@ -496,7 +500,7 @@ guard_limit(Dir) ->
     Busy ! stop,
     ?assert(incl(folded(File), [pid_to_list(Busy)]) > 100 * ?MS),
     ?assertEqual([], traced_processes()),
-    ?assertMatch({error, {bad_option, {max_lag_ms, -1}}},
+    ?assertMatch({error, {bad_option, max_lag_ms, -1}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
 
 traced_by_other(Dir) ->

@@ -61,6 +61,8 @@ tests() ->
        fun guard_abort_message/0},
       {"drops of the tiers' caps are in the text report", fun drops_in_text/0},
       {"a killed request process gives its in-flight slot back", fun killed/0},
+      {"max_request_ms reaches the sink: requests of dead processes are abandoned",
+       fun max_request_ms/0},
       {"every bad configuration is refused and changes nothing", fun bad_configs/0},
       {"bad report options", fun bad_report_opts/0},
       {"the JSON report parses back", fun json_report/0},
@@ -754,6 +756,26 @@ tokens() ->
     ?assert(mean(row(R, second), a, self) >= 2.0),
     ?assertMatch(#{requests := 2, seen := 2}, R).
 
+%% max_request_ms is the sink's: two requests whose processes died before
+%% their end hold both slots (max_inflight 2); past 1 ms the next request
+%% takes a slot back from them and the report counts them abandoned.
+-spec max_request_ms() -> term().
+max_request_ms() ->
+    ok = kprof:start_tiers(?TIERS1, #{max_request_ms => 1, max_inflight => 2}),
+    [begin
+         {P, Ref} = spawn_monitor(fun() ->
+                                          ok = kprof:set_token({dead, I}),
+                                          ?W:sleep_a(1),
+                                          exit(killed_mid_request)
+                                  end),
+         receive {'DOWN', Ref, process, P, killed_mid_request} -> ok end
+     end || I <- [1, 2]],
+    timer:sleep(5),
+    ?W:run_requests(2, live, fun() -> ?W:sleep_a(1) end),
+    R = report(),
+    ?assertMatch(#{abandoned := 2}, R),
+    ?assertEqual(2, maps:get(requests, row(R, live))).
+
 %% entry/2 opens a request by itself; its first argument is the
 %% identity; entry/2 is also a tier.
 -spec entry_arg() -> term().
@@ -1020,21 +1042,23 @@ bad_configs() ->
            {[{other, [{?W, sleep_a, 1}]}], #{}, {reserved_tier_name, other}},
            {[{a, [{kprof_mark, start, 1}]}], #{}, {reserved_module, a, kprof_mark}},
            {Good, [sample], {bad_options, [sample]}},
-           {Good, #{sample => 0}, {bad_option, {sample, 0}}},
-           {Good, #{sample => 1.5}, {bad_option, {sample, 1.5}}},
-           {Good, #{window => 0}, {bad_option, {window, 0}}},
-           {Good, #{foo => 1}, {bad_option, {foo, 1}}},
-           {Good, #{slow_ms => -1}, {bad_option, {slow_ms, -1}}},
-           {Good, #{nodes => []}, {bad_option, {nodes, []}}},
-           {Good, #{max_inflight => 0}, {bad_option, {max_inflight, 0}}},
-           {Good, #{max_lag_ms => -5}, {bad_option, {max_lag_ms, -5}}},
-           {Good, #{entry => []}, {bad_option, {entry, []}}},
+           {Good, #{sample => 0}, {bad_option, sample, 0}},
+           {Good, #{sample => 1.5}, {bad_option, sample, 1.5}},
+           {Good, #{window => 0}, {bad_option, window, 0}},
+           {Good, #{foo => 1}, {unknown_options, [foo]}},
+           {Good, #{foo => 1, bar => 2, sample => 0}, {unknown_options, [bar, foo]}},
+           {Good, #{max_request_ms => 0}, {bad_option, max_request_ms, 0}},
+           {Good, #{slow_ms => -1}, {bad_option, slow_ms, -1}},
+           {Good, #{nodes => []}, {bad_option, nodes, []}},
+           {Good, #{max_inflight => 0}, {bad_option, max_inflight, 0}},
+           {Good, #{max_lag_ms => -5}, {bad_option, max_lag_ms, -5}},
+           {Good, #{entry => []}, {bad_option, entry, []}},
            {Good, #{entry => {?W, nope, 2}}, {undefined_function, entry, {?W, nope, 2}}},
            {Good, #{identity => mfa}, {identity_without_entry, mfa}},
            {Good, #{entry => {?W, entry, 2}, identity => {arg, 3}},
             {bad_identity, {arg, 3}, {?W, entry, 2}}},
            {Good, #{entry => {?W, entry, 2}, identity => {arg, 0}},
-            {bad_option, {identity, {arg, 0}}}},
+            {bad_option, identity, {arg, 0}}},
            {Good, #{entry => {?W, entry, 2}, identity => shell_fun("fun([A]) -> A end.")},
             {bad_identity, {arity_mismatch, {?W, entry, 2}}}},
            {Good, #{entry => {?W, entry, 2}, identity => {ms, [{['$1', '_'], [], [{foo, '$1'}]}]}},
@@ -1062,8 +1086,9 @@ bad_configs() ->
 bad_report_opts() ->
     ?assertEqual({error, not_started}, kprof:report(#{format => term})),
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
-    ?assertEqual({error, {bad_option, {format, xml}}}, kprof:report(#{format => xml})),
-    ?assertEqual({error, {bad_option, {time, wall}}}, kprof:report(#{time => wall})),
+    ?assertEqual({error, {bad_option, format, xml}}, kprof:report(#{format => xml})),
+    ?assertEqual({error, {bad_option, time, wall}}, kprof:report(#{time => wall})),
+    ?assertEqual({error, {unknown_options, [colour]}}, kprof:report(#{colour => red})),
     ?assertEqual({error, {bad_options, [term]}}, kprof:report([term])),
     ?assertMatch({error, {node, 'nobody@nowhere', _}},
                  kprof:report(#{nodes => ['nobody@nowhere'], format => term})).

@@ -1,0 +1,440 @@
+%%% @doc Setting the tiers' tracing up and taking it off, on this node: the
+%%% sink's `tiers_start', the trace patterns (full trace's module by module),
+%%% the trace flags with their tracer (the kprof_tracer NIF's ring or the
+%%% sink's port), the term the request path reads, the guard's watch; and
+%%% every way back: a failed start, a stop, an abort from any process, a
+%%% restarted server undoing what its killed predecessor left.
+%%%
+%%% A start is a list of steps, each with its undo ({@link start/1});
+%%% {@link run_steps/2} runs them and, when one fails, undoes the ones done,
+%%% newest first. What is about to be set is written in {@link
+%%% kprof_records} (under `kprof_tiers') before the first step that sets
+%%% anything.
+-module(kprof_tiers_trace).
+
+-include("kprof_tiers.hrl").
+
+-export([start/1, run_steps/2]).
+-export([untrace_now/1, untrace_at_once/2, untrace/3, clean/3, release_ring/0,
+         publish/1, unpublish/0, arm_guard/2, disarm_guard/0, undo_record/1]).
+
+-export_type([step/0]).
+
+%% The record in kprof_records is the server's.
+-define(RECORD, kprof_tiers).
+%% procs: a process's `exit' lets the sink give its pid id back
+%% (port/core/pid_reclaim.c), so a server that spawns a process per request keeps
+%% recording past the sink's cap on pids.
+-define(FLAGS, [call, arity, return_to, procs, monotonic_timestamp]).
+%% tiers_stop at a shutdown (terminate/2): unanswered, it still reaches the
+%% sink in order. (A stop or an abort writes it without waiting: clean/3.)
+-define(STOP_TIMEOUT, 2000).
+-define(RESERVED_MODULES, [kprof, kprof_mark, kprof_tiers]).
+%% Never full-traced: BIFs only, or tracing's own.
+-define(FULL_SKIP, [erlang, erts_internal, erl_tracer, kprof_tracer, kprof_sink,
+                    kprof_guard]).
+
+-type pattern() :: kprof_tiers_plan:pattern().
+-type mfa_spec() :: kprof_tiers:mfa_spec().
+%% A step of a start: `Do' gives the context the next steps see, or an
+%% error (having undone its own part); `Undo' takes back what `Do' set,
+%% given the context of the failure.
+-type step() :: {Do :: fun((map()) -> {ok, map()} | {error, term()}),
+                 Undo :: fun((map()) -> term())}.
+
+%%% Start
+
+%% @doc Set the plan's tracing up: the record first (what is about to be
+%% set, for a successor should the server be killed half-way), the sink (it
+%% counts nothing until events come), then the patterns (full trace's
+%% first: the tier patterns replace them on tier functions), then the flags,
+%% then the term the request path reads. A step that fails undoes the ones
+%% before it. `{ok, Plan, Counters, Port}': the plan with full trace's
+%% patterns and the events baseline, the request counters, the sink's port.
+-spec start(#plan{}) -> {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
+start(Plan) ->
+    case kprof_sink:port() of
+        Port when is_port(Port) ->
+            Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
+                     baseline_step(), flags_step(), publish_step()],
+            case run_steps(Steps, #{plan => Plan, port => Port,
+                                    full_modules => full_modules(Plan#plan.full)}) of
+                {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
+                {error, _} = Error -> Error
+            end;
+        {error, Reason} ->
+            {error, {sink, Reason}}
+    end.
+
+%% @doc Run the steps in order, each on the context the one before gave; when
+%% one fails, the undo of each step done runs, newest first, on the context
+%% as it was then, and its error is the result.
+-spec run_steps([step()], map()) -> {ok, map()} | {error, term()}.
+run_steps(Steps, Ctx) ->
+    run_steps(Steps, Ctx, []).
+
+-spec run_steps([step()], map(), [fun((map()) -> term())]) -> {ok, map()} | {error, term()}.
+run_steps([], Ctx, _Undos) ->
+    {ok, Ctx};
+run_steps([{Do, Undo} | Rest], Ctx, Undos) ->
+    case Do(Ctx) of
+        {ok, Ctx1} ->
+            run_steps(Rest, Ctx1, [Undo | Undos]);
+        {error, _} = Error ->
+            lists:foreach(fun(U) -> U(Ctx) end, Undos),
+            Error
+    end.
+
+-spec nothing(map()) -> ok.
+nothing(_Ctx) ->
+    ok.
+
+-spec record_step() -> step().
+record_step() ->
+    {fun(Ctx = #{plan := Plan, port := Port, full_modules := Mods}) ->
+             kprof_records:put(?RECORD, #{phase => starting, plan => Plan, port => Port,
+                                          full_modules => Mods,
+                                          since => erlang:monotonic_time(nanosecond)}),
+             {ok, Ctx}
+     end,
+     fun(_) -> kprof_records:delete(?RECORD) end}.
+
+-spec sink_step() -> step().
+sink_step() ->
+    {fun(Ctx = #{plan := Plan}) ->
+             case kprof_sink:command({tiers_start, Plan#plan.sink_specs,
+                                      Plan#plan.sink_opts}) of
+                 ok ->
+                     {ok, Ctx};
+                 {error, {busy, _Mode}} = Busy ->
+                     %% A flame capture holds the patterns (the sink decides,
+                     %% in command order).
+                     Busy;
+                 Other ->
+                     %% Unanswered, tiers_start may still reach the sink.
+                     _ = kprof_sink:send(tiers_stop),
+                     {error, {sink, Other}}
+             end
+     end,
+     fun(_) -> kprof_sink:command(tiers_stop) end}.
+
+-spec full_patterns_step() -> step().
+full_patterns_step() ->
+    {fun(Ctx = #{plan := Plan, full_modules := Mods}) ->
+             Watch = set_full_patterns(Mods),
+             Full = [{{M, '_', '_'}, MS} || {module, M, MS, _, _} <- Watch],
+             {ok, Ctx#{plan := Plan#plan{full_patterns = Full, full_watch = Watch}}}
+     end,
+     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.full_patterns) end}.
+
+-spec patterns_step() -> step().
+patterns_step() ->
+    {fun(Ctx = #{plan := Plan}) ->
+             case set_patterns(Plan#plan.patterns, []) of
+                 ok -> {ok, Ctx};
+                 {error, _} = Error -> Error
+             end
+     end,
+     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.patterns) end}.
+
+%% max_events counts from here: the guard is armed after the flags are set.
+-spec baseline_step() -> step().
+baseline_step() ->
+    {fun(Ctx = #{plan := Plan}) ->
+             E0 = kprof_guard:events_baseline(Plan#plan.limits),
+             {ok, Ctx#{plan := Plan#plan{events0 = E0}}}
+     end,
+     fun nothing/1}.
+
+-spec flags_step() -> step().
+flags_step() ->
+    {fun(Ctx = #{port := Port}) ->
+             case set_flags(Port) of
+                 ok -> {ok, Ctx};
+                 {error, _} = Error -> Error
+             end
+     end,
+     fun nothing/1}.
+
+-spec publish_step() -> step().
+publish_step() ->
+    {fun(Ctx = #{plan := Plan}) -> {ok, Ctx#{counters => publish(Plan)}} end,
+     fun(_) -> unpublish() end}.
+
+set_patterns([], _Done) ->
+    ok;
+set_patterns([{Spec, MS} | Rest], Done) ->
+    case catch erlang:trace_pattern(Spec, MS, [local]) of
+        N when is_integer(N), N > 0 ->
+            set_patterns(Rest, [Spec | Done]);
+        Other ->
+            remove_patterns(Done),
+            {error, {trace_pattern_failed, Spec, Other}}
+    end.
+
+%% Full trace: the tier match spec on every function of every loaded
+%% module but kprof's own, module by module (each trace_pattern/3 call stops
+%% every scheduler for a moment; one call on {'_','_','_'} would stop them
+%% for the whole of it), yielding in between. BIFs are left out (`erlang',
+%% `erts_internal', and the BIFs of other modules): a traced BIF sends its
+%% own return_to, which the sink's chain model does not expect.
+%% kprof_guard:module_pattern/3 sets them, and gives the pattern the guard
+%% watches for a module (one sentinel function) and puts back the same way
+%% after a code reload of it.
+-spec set_full_patterns([module()]) -> [kprof_guard:pattern()].
+set_full_patterns(Mods) ->
+    MS = kprof_tiers_plan:tier_ms(),
+    [begin
+         W = kprof_guard:module_pattern(M, MS, [local]),
+         erlang:yield(),
+         W
+     end || M <- Mods].
+
+%% The modules full trace patterns (none without full trace): written in the
+%% record before any is set.
+-spec full_modules(false | all | [term()]) -> [module()].
+full_modules(false) -> [];
+full_modules(_) -> full_trace_modules().
+
+%% Every loaded module but kprof's and the BIF modules.
+-spec full_trace_modules() -> [module()].
+full_trace_modules() ->
+    Own = case application:get_key(kprof, modules) of
+              {ok, Mods} -> Mods;
+              undefined -> []
+          end,
+    Skip = sets:from_list(Own ++ ?RESERVED_MODULES ++ ?FULL_SKIP, [{version, 2}]),
+    lists:sort([M || {M, _} <- code:all_loaded(), not sets:is_element(M, Skip)]).
+
+-spec set_flags(port()) -> ok | {error, term()}.
+set_flags(Port) ->
+    Tracer = tracer(Port),
+    try erlang:trace(all, true, [Tracer | flags_for(Tracer)]) of
+        _ -> ok
+    catch
+        error:Reason ->
+            _ = release_ring(),
+            {error, {trace_flags_failed, Reason}}
+    end.
+
+%% The tracer NIF takes its own timestamps (the VM's, asked with
+%% monotonic_timestamp, would cost the traced process as much again): only a
+%% port needs them.
+-spec flags_for(tuple()) -> [atom()].
+flags_for({tracer, _Port}) -> ?FLAGS;
+flags_for({tracer, kprof_tracer, _Gen}) -> ?FLAGS -- [monotonic_timestamp].
+
+%% The tracer the processes get: the kprof_tracer NIF writing to the sink's
+%% ring (kprof_tracer explains why), unless the application environment says
+%% `{tracer, port}' or the NIF is not there; then the sink's port
+%% (kprof_sink:tracer/0 decides, and warns when a ring cannot be set up).
+-spec tracer(port()) -> {tracer, port()} | {tracer, kprof_tracer, pos_integer()}.
+tracer(Port) ->
+    case kprof_sink:tracer() of
+        {tracer, _, _} = Ring -> Ring;
+        {tracer, _} = PortTracer -> PortTracer;
+        {error, _} -> {tracer, Port}
+    end.
+
+%% @doc The tracer NIF writes no more: every process it traced drops it at
+%% its next event. The ring stays the sink's, for the next mode.
+-spec release_ring() -> ok.
+release_ring() ->
+    _ = (catch kprof_tracer:detach()),
+    ok.
+
+%% Patterns (or bare specs) off, whatever of them is set.
+-spec remove_patterns([mfa_spec() | pattern()]) -> ok.
+remove_patterns(Patterns) ->
+    lists:foreach(fun({Spec, MS}) when is_list(MS) -> catch erlang:trace_pattern(Spec, false, [local]);
+                     (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
+                  end, Patterns).
+
+%% @doc What {@link kprof_tiers:abort/2} does at once: nothing that waits for the sink, which may be
+%% seconds behind (waiting for it there kept the patterns on for the whole
+%% command timeout after an overload). The NIF writes no more, flags and
+%% patterns come off.
+-spec untrace_now([pattern()]) -> ok.
+untrace_now(Patterns) ->
+    _ = (catch kprof_tracer:detach()),
+    _ = (catch erlang:trace(all, false, ?FLAGS)),
+    remove_patterns(Patterns).
+
+
+%%% Stop
+
+%% @doc What the server does itself at a stop or an abort: requests stop,
+%% flags and patterns come off; nothing that waits for another process (the
+%% guard may be busy aborting): {@link clean/3} does the rest, the guard's
+%% disarming first and these again after it.
+-spec untrace_at_once(#plan{}, counters:counters_ref()) -> ok.
+untrace_at_once(#plan{patterns = Patterns, full_patterns = Full}, C) ->
+    counters:put(C, ?ACTIVE, 0),
+    untrace_now(Patterns ++ Full).
+
+%% Requests stop, the guard is disarmed (while it is armed it puts back the
+%% patterns it sees gone: it takes that for a code reload), flags and
+%% patterns come off. The sink's part (the ring, tiers_stop) is the caller's.
+-spec untrace_vm(#plan{}, counters:counters_ref()) -> ok.
+untrace_vm(Plan = #plan{patterns = Patterns, full_patterns = Full}, C) ->
+    untrace_at_once(Plan, C),
+    disarm_guard(),
+    untrace_now(Patterns ++ Full).
+
+%% @doc All of it, at a shutdown: the VM's part, then the sink's, in order
+%% (unless the sink is lost, `SinkLost =/= false': gone with the ring and
+%% its tiers): the NIF is detached, the sink reads what the ring holds and
+%% stops taking tier events (tiers_stop; flame captures may start again),
+%% and the record goes: nothing is left to undo. A sink that does not
+%% answer still gets tiers_stop, in order, whenever it reads again.
+-spec untrace(#plan{}, counters:counters_ref(), false | map()) -> ok.
+untrace(Plan, C, false) ->
+    untrace_vm(Plan, C),
+    release_ring(),
+    _ = (catch kprof_sink:command(tiers_stop, ?STOP_TIMEOUT)),
+    kprof_records:delete(?RECORD);
+untrace(Plan, C, _SinkLost) ->
+    untrace_vm(Plan, C),
+    kprof_records:delete(?RECORD).
+
+%% @doc The rest of a stop, an abort or a restart, run by the server in a
+%% process of its own: the guard disarmed (it may be finishing an abort of
+%% its own), flags and patterns off again (it may have put some back
+%% before), the tracer NIF detached (the sink reads what the ring holds
+%% before its next command), then tiers_stop written, in order with every
+%% other command, without waiting for its answer. A sink that died
+%% (`Lost'), or a new one, is not written to.
+-spec clean(#plan{}, port() | undefined, boolean()) -> ok.
+clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
+    disarm_guard(),
+    untrace_now(Patterns ++ Full),
+    _ = case kprof_sink:port() of
+            Port when not Lost ->
+                release_ring(), catch kprof_sink:send(tiers_stop);
+            _ ->
+                ok    % gone, or a new sink: nothing of ours in it
+        end,
+    ok.
+
+%%% The request path's term
+
+%% @doc What the request path reads ({@link kprof_tiers:enter/1}); replacing
+%% it costs a global GC, so it changes only at start and stop. Returns the
+%% request counters, active.
+-spec publish(#plan{}) -> counters:counters_ref().
+publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
+    C = counters:new(4, [write_concurrency]),
+    counters:put(C, ?ACTIVE, 1),
+    %% abort/2 untraces these: full trace's too.
+    persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full}),
+    C.
+
+%% @doc The request path's term gone: requests run untraced.
+-spec unpublish() -> ok.
+unpublish() ->
+    _ = persistent_term:erase(?TIERS_PT),
+    ok.
+
+%%% The guard
+
+
+%% @doc Arm the guard: it watches for overload and limits, and calls
+%% {@link kprof_tiers:abort/2}; it counts
+%% the patterns it puts back after a code reload in `Counters' (the report's
+%% `reapplied').
+%% Full trace's module patterns are given as `{module, ...}' patterns: the
+%% guard checks one function of each module (a reload replaces the whole
+%% module), puts the module's pattern back the way it was set, then the
+%% tier patterns on its functions. A catch-all goes with them: the guard
+%% never re-applies it (`'_'' is no loaded module) and, should it abort,
+%% clears every local pattern with it in one call rather than module by
+%% module (after {@link kprof_tiers:abort/2} has removed them itself).
+-spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
+arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
+                events0 = E0}, Counters) ->
+    CatchAll = case Full of
+                   false -> [];
+                   _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
+               end,
+    Arm0 = #{abort => fun kprof_tiers:abort/2, owner => self(),
+             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
+    Arm = case E0 of
+              undefined -> Arm0;
+              _ -> Arm0#{events0 => E0}
+          end,
+    case whereis(kprof_guard) of
+        undefined ->
+            ok;
+        _ ->
+            Limits1 = case map_size(Limits) of
+                          0 -> #{};
+                          _ -> #{limits => element(2, kprof_guard:validate_limits(Limits))}
+                      end,
+            case catch kprof_guard:arm(tiers, maps:merge(Arm, Limits1)) of
+                ok -> ok;
+                Other -> logger:warning("kprof_tiers: the guard refused to arm: ~p", [Other])
+            end
+    end.
+
+%% @doc The guard no longer watches the tiers.
+-spec disarm_guard() -> ok.
+disarm_guard() ->
+    _ = (catch kprof_guard:disarm(tiers)),
+    ok.
+
+%%% A restart: what the killed server left
+
+%% @doc What the record says was set comes off, whatever of it was: the
+%% requests' switch, the guard's watch, the tracer NIF's session, the flags
+%% of every process whose tracer is kprof's (the sink's port of the record,
+%% or the tracer NIF of any generation: flags another tracer set stay), and
+%% the patterns of the plan and of full trace's modules. Counts what it
+%% found set.
+-spec undo_record(map()) -> #{processes := non_neg_integer(), patterns := non_neg_integer()}.
+undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
+    Port = maps:get(port, Rec, undefined),
+    _ = case maps:get(counters, Rec, undefined) of
+            undefined -> ok;
+            C -> counters:put(C, ?ACTIVE, 0)
+        end,
+    unpublish(),
+    disarm_guard(),
+    %% Counted before the NIF's session goes: a stale NIF tracer is gone at
+    %% the process's next event (or trace_info/2).
+    Procs = untrace_ours(Port),
+    _ = (catch kprof_tracer:detach()),
+    Specs = [Spec || {Spec, _} <- Patterns]
+        ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
+    Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
+    remove_patterns(Specs),
+    #{processes => Procs, patterns => Set}.
+
+-spec untrace_ours(port() | undefined) -> non_neg_integer().
+untrace_ours(Port) ->
+    Ours = fun(P) ->
+                   case catch erlang:trace_info(P, tracer) of
+                       {tracer, {kprof_tracer, _}} -> true;
+                       {tracer, Port} -> is_port(Port);
+                       _ -> false
+                   end
+           end,
+    _ = Ours(new) andalso (catch erlang:trace(new, false, ?FLAGS)),
+    length([P || P <- erlang:processes(), Ours(P),
+                 (catch erlang:trace(P, false, ?FLAGS)) =:= 1]).
+
+%% A local pattern on at least one function the spec names.
+-spec has_local_pattern(mfa_spec()) -> boolean().
+has_local_pattern({M, F, A}) ->
+    Fns = case erlang:module_loaded(M) of
+              true -> M:module_info(functions);
+              false -> []
+          end,
+    lists:any(fun({F1, A1}) ->
+                      (F =:= '_' orelse F1 =:= F) andalso (A =:= '_' orelse A1 =:= A)
+                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, local}
+              end, Fns).
+
+%% The state of the run the killed server had: its plan, counters and what it
+%% had polled; the sink (if it is the same one) stops taking events, closes
+%% the ring and gives its rows once more, as after an abort.
