@@ -24,7 +24,7 @@ NIF       := erlang/priv/kprof_tracer.so
 NIF_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -fPIC -shared -Iinclude -I$(ERL_ROOT)/usr/include
 
 .PHONY: all sink nif erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
-all: sink nif erl
+all: sink nif erl shop
 
 deps:
 	@scripts/deps.sh
