@@ -2,7 +2,8 @@
 # `make test`: every suite, one after the other; a summary at the end; non-zero if any failed.
 #   C unit tests (Check), the same under ASan+UBSan, under valgrind, the Erlang
 #   end-to-end tests (EUnit), the docs (edoc with no warning and every export
-#   documented; every name the docs give exists, and the checker's own test),
+#   documented; every name the docs give exists, and the checker's own test; the README's
+#   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
 #   (chromium), then the fuzzers for FUZZ_SECONDS (default 30).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
@@ -39,7 +40,7 @@ run check-c     $MAKE --no-print-directory check-c
 run check-asan  $MAKE --no-print-directory check-asan
 run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
-run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest
+run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest readme-check
 run flame-volume $MAKE --no-print-directory check-flame-volume
 # chromium is not among the packages `make deps` installs (scripts/deps.sh browser does).
 if command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then

@@ -15,3 +15,14 @@ doccheck-selftest: all
 	@scripts/doccheck.escript test/doccheck/dead.md > $(B)/doccheck-selftest.out; rc=$$?; \
 	if [ $$rc -ne 1 ]; then echo "doccheck-selftest: exit $$rc on a doc with dead names, not 1"; exit 1; fi
 	@diff -u test/doccheck/dead.expected $(B)/doccheck-selftest.out && echo "doccheck-selftest: ok"
+
+# The README's shell session run against the product (scripts/readme_transcripts.escript).
+#   make readme-check        the shapes it prints (terms, table headers) are the README's
+#   make readme-transcripts  rewrite the session's outputs in README.md from a run (for the
+#                            maintainer: read the diff, the prose cites some numbers)
+.PHONY: readme-check readme-transcripts
+readme-check: all
+	scripts/readme_transcripts.escript check
+
+readme-transcripts: all
+	scripts/readme_transcripts.escript write
