@@ -25,7 +25,7 @@ NIF       := erlang/priv/kprof_tracer.so
 NIF_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -fPIC -shared -Iinclude -I$(ERL_ROOT)/usr/include
 
 .PHONY: all sink nif erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
-all: sink nif erl
+all: sink nif erl shop examples
 
 deps:
 	@scripts/deps.sh
@@ -58,7 +58,7 @@ include test/c/check.mk
 include erlang/erlang.mk
 # Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk,
 # examples/shop/shop.mk, ...).
--include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk examples/*/*.mk))
+-include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk examples/*.mk examples/*/*.mk))
 
 # deps first, then a fresh make: the variables above need erl and pkg-config installed.
 demo: deps

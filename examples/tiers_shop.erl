@@ -2,9 +2,8 @@
 %%% kinds, a report.
 %%%
 %%% ```
-%%% $ make sink erl
-%%% $ erlc -pa erlang/ebin -o /tmp examples/tiers_shop.erl
-%%% $ erl -noshell -pa erlang/ebin -pa /tmp -eval 'tiers_shop:run(), halt().'
+%%% $ make
+%%% $ erl -noshell -pa erlang/ebin -pa _build/examples/ebin -eval 'tiers_shop:run(), halt().'
 %%% '''
 %%% Each page request runs in its own process (as a web server's handler
 %%% would), queries the `shop_db' server and renders in the `shop_tpl'

@@ -1,14 +1,19 @@
 #!/bin/sh
 # `make test`: every suite, one after the other; a summary at the end; non-zero if any failed.
 #   C unit tests (Check), the same under ASan+UBSan, under valgrind, the Erlang
-#   end-to-end tests (EUnit), the API docs (edoc, no warning, every export
-#   documented), then the fuzzers for FUZZ_SECONDS (default 30).
+#   end-to-end tests (EUnit), the docs (edoc with no warning and every export
+#   documented; every name the docs give exists, and the checker's own test; the README's
+#   shell session run, the shapes it prints compared with the README's),
+#   the flame capture at 10 M events, the flame outputs in real viewers
+#   (chromium), then the fuzzers for FUZZ_SECONDS (default 30).
+# A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 passed=0
 failed=0
 failures=""
+skipped=""
 
 run() {
   name=$1
@@ -25,11 +30,24 @@ run() {
   fi
 }
 
+# A suite whose optional dependency is missing: said loudly, counted, listed at the end.
+skip() {
+  echo "==> $1: SKIPPED: $2"
+  skipped="$skipped $1"
+}
+
 run check-c     $MAKE --no-print-directory check-c
 run check-asan  $MAKE --no-print-directory check-asan
 run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
-run docs        $MAKE --no-print-directory docs
+run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest readme-check
+run flame-volume $MAKE --no-print-directory check-flame-volume
+# chromium is not among the packages `make deps` installs (scripts/deps.sh browser does).
+if command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  run browser   $MAKE --no-print-directory check-browser
+else
+  skip check-browser "chromium or npm not installed (optional: scripts/deps.sh browser installs them)"
+fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 
 if [ -n "$failures" ]; then
@@ -39,5 +57,6 @@ if [ -n "$failures" ]; then
   esac
   echo "failed:$failures"
 fi
-echo "make test: $passed passed, $failed failed"
+[ -n "$skipped" ] && echo "SKIPPED (not run, not passed):$skipped"
+echo "make test: $passed passed, $failed failed, $(echo $skipped | wc -w) skipped"
 [ "$failed" -eq 0 ]

@@ -18,14 +18,14 @@
 %%%  kprof:request(Id, Fun)          seq_trace label L on the caller,
 %%%    kprof_mark:start(Id) ------->  call {Token(L), Caller, Id}       --+
 %%%    Fun()                                                              |
-%%%      http:handle/1 (tier 0) --->  call + return_to, label L         --+
+%%%      my_http:handle/1 (tier 0) -> call + return_to, label L         --+
 %%%      gen_server:call(Db, Q) ....  the message carries L, so the       +--> port --> kprof_sink
-%%%        db:query/1 (tier 1) ---->  call + return_to in Db, label L   --+    (groups by L,
+%%%        my_db:query/1 (tier 1) -> call + return_to in Db, label L   --+    (groups by L,
 %%%    kprof_mark:stop() ---------->  call {Token(L), Caller}           --+     times tiers)
 %%% '''
 %%% Time goes to the most recently opened frame still open in any process
-%%% of the request (doc/tiers.md): while `http:handle/1' waits for the db
-%%% server, `db:query/1' has the time once the server runs it; until then
+%%% of the request (doc/tiers.md): while `my_http:handle/1' waits for the db
+%%% server, `my_db:query/1' has the time once the server runs it; until then
 %%% (the request waits in the server's queue) the time is still http's.
 %%%
 %%% A tier function's trace pattern only fires in a process that carries a

@@ -1,0 +1,28 @@
+# The docs checker and its own test (included by the top-level Makefile; both run by
+# scripts/test.sh's docs step).
+#   make doccheck           every path, Module:function/Arity and `make target' that
+#                           README.md, doc/*.md, examples/**/README* and the modules' edoc
+#                           name must exist (scripts/doccheck.escript)
+#   make doccheck-selftest  the checker on test/doccheck/dead.md must exit 1 and print
+#                           exactly test/doccheck/dead.expected: each dead name, no live one
+.PHONY: doccheck doccheck-selftest
+doccheck: all
+	scripts/doccheck.escript
+
+doccheck-selftest: all
+	@rm -f $(B)/doccheck-selftest.out
+	@mkdir -p $(B)
+	@scripts/doccheck.escript test/doccheck/dead.md > $(B)/doccheck-selftest.out; rc=$$?; \
+	if [ $$rc -ne 1 ]; then echo "doccheck-selftest: exit $$rc on a doc with dead names, not 1"; exit 1; fi
+	@diff -u test/doccheck/dead.expected $(B)/doccheck-selftest.out && echo "doccheck-selftest: ok"
+
+# The README's shell session run against the product (scripts/readme_transcripts.escript).
+#   make readme-check        the shapes it prints (terms, table headers) are the README's
+#   make readme-transcripts  rewrite the session's outputs in README.md from a run (for the
+#                            maintainer: read the diff, the prose cites some numbers)
+.PHONY: readme-check readme-transcripts
+readme-check: all
+	scripts/readme_transcripts.escript check
+
+readme-transcripts: all
+	scripts/readme_transcripts.escript write
