@@ -1,6 +1,6 @@
 %%% EUnit tests of kprof_opts: the table's bounds, defaults, unknown keys and
 %%% formats, and that the table agrees with the checks the modes run today
-%%% (kprof_tiers:check/2, kprof_flame:validate/2, kprof_guard:validate_limits/1),
+%%% (kprof_tiers_plan:check/2, kprof_flame:validate/2, kprof_guard:validate_limits/1),
 %%% so phase 2 can put kprof_opts in their place.
 -module(kprof_opts_tests).
 
@@ -102,13 +102,14 @@ kprof_opts_ok(M, K, V) ->
 %% Only bad_option counts as refused: a value the options accept can still
 %% fail later checks (an entry's module, say).
 today_ok(tiers, identity, V) ->
-    not bad_option(kprof_tiers:check(?TIERS, #{identity => V, entry => {lists, reverse, 1}}));
+    not bad_option(kprof_tiers_plan:check(?TIERS, #{identity => V, entry => {lists, reverse, 1}}));
 today_ok(tiers, K, V) ->
-    not bad_option(kprof_tiers:check(?TIERS, #{K => V}));
+    not bad_option(kprof_tiers_plan:check(?TIERS, #{K => V}));
 today_ok(flame, K, V) ->
     not bad_option(kprof_flame:validate(#{K => V}, apply));
 today_ok(guard, K, V) ->
     element(1, kprof_guard:validate_limits(#{K => V})) =:= ok.
 
-bad_option({error, {bad_option, _}}) -> true;
+bad_option({error, {bad_option, _, _}}) -> true;
+bad_option({error, {unknown_options, _}}) -> true;
 bad_option(_) -> false.
