@@ -18,8 +18,9 @@
 
 -define(SECTION, "## By hand, in the shell").
 %% The guard part depends on the machine's load: the limit that trips first (the
-%% lag, or the port not answering) or whether one trips at all. The README shows
-%% one run; the check passes if one of this many runs prints its shapes.
+%% lag, or the port not answering). A run where another limit tripped is run
+%% again, up to this many times, and said loudly if none tripped the README's;
+%% a difference in shape fails at once.
 -define(ATTEMPTS, 3).
 
 main([Mode]) when Mode =:= "check"; Mode =:= "write" ->
