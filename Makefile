@@ -50,6 +50,20 @@ $(B)/libkprof_sink.a: $(CORE_OBJ)
 $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
 	$(CC) $(ALL_CFLAGS) -o $@ port/main.c $(B)/libkprof_sink.a $(EI_LIBS) $(UV_LIBS)
 
+# The fault-injection build: the same sources with KS_FAULT_INJECTION, whose
+# {test_delay_us, Us} command makes the sink slow on purpose (the guard's
+# tests start it through kprof's sink_path). Never in erlang/priv: the
+# product sink has no such command and no such branch per event.
+FAULT_SINK := $(B)/fault/kprof_sink
+FAULT_OBJ  := $(CORE_SRC:port/%.c=$(B)/fault/obj/%.o)
+
+$(B)/fault/obj/%.o: port/%.c $(wildcard include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -c -o $@ $<
+
+$(FAULT_SINK): port/main.c $(FAULT_OBJ)
+	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -o $@ port/main.c $(FAULT_OBJ) $(EI_LIBS) $(UV_LIBS)
+
 # Link-time optimisation inlines across port/*/*.c (about 10 % fewer instructions
 # per message); the archive needs the plugin-aware ar.
 AR := gcc-ar

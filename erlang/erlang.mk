@@ -33,7 +33,7 @@ ERL_TEST_MODS := $(call erl_csv,$(ERL_TEST_SRC:erlang/test/%.erl=%))
 
 # The whole log goes to the terminal and to $(B)/eunit.log; on failure the
 # failing tests are printed again at the end, where a CI tail shows them.
-eunit: erl $(SINK) $(NIF) $(ERL_TEST_BEAM)
+eunit: erl $(SINK) $(NIF) $(FAULT_SINK) $(ERL_TEST_BEAM)
 	@rm -f $(B)/eunit.rc
 	{ erl -noshell -pa erlang/ebin -pa $(B)/test/ebin \
 	  -eval 'case eunit:test([$(ERL_TEST_MODS)], [verbose]) of ok -> halt(0); _ -> halt(1) end'; \

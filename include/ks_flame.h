@@ -213,24 +213,12 @@ int ks_wfile_create(ks_wfile *w, const char *path);
  * that write(2) or close(2) gave; -EIO if stdio failed with none). */
 int ks_wfile_close(ks_wfile *w);
 
-/* flame_control.c: a flame_* command (name, tuple arity, idx just past the tag) into x. */
-struct ks_sink;
-/* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken). */
+/* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken).
+ * The flame_* commands and the reply that writes the files: include/ks_proto.h. */
 typedef struct ks_fdest {
   char dir[4096], base[1024];
   int fmts;
 } ks_fdest;
-#ifdef EI_H
-int ks_flame_command(struct ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
-                     ei_x_buff *x);
-/* Dir (binary), Base (binary), [Format] at *idx. */
-int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
-/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
- * info() encodes Info's first keys and a map header with `extra` more keys
- * (total_us, write_us). */
-int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
-                         int (*info)(ei_x_buff *x, const void *ctx, int extra), const void *ctx);
-#endif
 
 /* Escapes for the writers (flame_names.c): out gets at most cap-1 bytes and a NUL. */
 size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);

@@ -31,5 +31,7 @@ void ks_framer_commit(ks_framer *f, size_t n, ks_frame_cb cb, void *ctx);
 int ks_framer_feed(ks_framer *f, const void *data, size_t n, ks_frame_cb cb, void *ctx);
 /* Bytes of an unfinished frame (counted as truncated at end of input). */
 size_t ks_framer_pending(const ks_framer *f);
+/* The owner's `reset`: the counters start again (what is buffered stays). */
+void ks_framer_reset_counts(ks_framer *f);
 
 #endif

@@ -142,6 +142,8 @@ int ks_intern_term(ks_intern *in, ks_slice raw, uint32_t *id);
 /* Views stay valid until the next intern call. Return KS_EINVAL for an unknown id. */
 int ks_intern_mfa_get(const ks_intern *in, uint32_t id, ks_mfa_view *v);
 int ks_intern_pid_get(const ks_intern *in, uint32_t id, ks_pid_view *v);
+/* The owner's `reset`: the drop counters start again (the ids stay). */
+void ks_intern_reset_counts(ks_intern *in);
 ks_slice ks_intern_term_get(const ks_intern *in, uint32_t id);
 
 #endif

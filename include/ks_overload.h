@@ -27,7 +27,9 @@ typedef struct ks_overload {
   uint64_t alerts;
   int pending;             /* the bound was crossed: an alert is owed */
   int64_t pending_lag_ns;
-  uint32_t test_delay_us;  /* test-only: sleep this long per trace message */
+#ifdef KS_FAULT_INJECTION
+  uint32_t test_delay_us;  /* the fault-injection build's: sleep this long per trace message */
+#endif
 } ks_overload;
 
 void ks_overload_init(ks_overload *o);
@@ -35,6 +37,8 @@ int64_t ks_overload_clock(void);
 void ks_overload_sync(ks_overload *o, int64_t vm_ns);
 /* Called per timestamped trace message: updates the lag, may set `pending`. */
 void ks_overload_event(ks_overload *o, const ks_event *ev);
+/* The owner's `reset`: the worst lag starts again (the bound and clock stay). */
+void ks_overload_reset(ks_overload *o);
 
 /*
  * recon_trace-style limits on the trace events the sink reads, set by the

@@ -59,15 +59,6 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d);
 void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts);
 int ks_sink_reclaim_pids(ks_sink *s, int at_cap);
 
-/* control.c */
-void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
-/* Sends the alerts owed (overload, ring drops, a limit's trip), if any. */
-void ks_control_alerts(ks_sink *s);
-
-/* tier_control.c (b: the command's bytes, idx: just past its tag atom) */
-int ks_tier_command_start(ks_sink *s, const char *b, int *idx);
-#ifdef EI_H
-int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x);
-#endif
+/* The commands, replies and alerts: include/ks_proto.h (port/proto/). */
 
 #endif

@@ -233,13 +233,7 @@ typedef struct ks_full_mfa {
 } ks_full_mfa;
 ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
 
-#ifdef EI_H
-/* tier_control.c: a row's identity term (kprof_other_identities: the fold row). */
-int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
-/* tier_full_control.c: a tier_full_* command (idx just past the tag) into x. */
-int ks_tier_full_command(struct ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
-                         ei_x_buff *x);
-#endif
+/* The tier_* commands and their replies: include/ks_proto.h. */
 
 /* tier_agg.c */
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res);

@@ -99,6 +99,7 @@ await_alert(T0) ->
     end.
 
 lag_trip() ->
+    ok = kprof_test_util:start_fault_sink(#{}),
     ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
     T0 = erlang:monotonic_time(millisecond),
     %% 10 calls a sleep: over 500/s even when a loaded machine stretches
@@ -118,6 +119,7 @@ lag_trip() ->
     pong = kill_slow_sink().
 
 queue_trip() ->
+    ok = kprof_test_util:start_fault_sink(#{}),
     ok = kprof_sink:command({test_delay_us, 2000}),
     T0 = erlang:monotonic_time(millisecond),
     %% The 1 MiB pipe fills first, then the port queue: 100 calls a sleep
@@ -263,7 +265,7 @@ tiers_memory_trip() ->
 %% 0.6 s a second and passes 1 s in 2 s or so, when the backlog is ~3 s of
 %% the slowed sink's work (it drains before the report is asked for).
 tiers_lag_trip() ->
-    ok = application:set_env(kprof, tracer, port),
+    ok = kprof_test_util:start_fault_sink(#{tracer => port}),
     try
         lag_trip_via_tiers()
     after

@@ -113,6 +113,9 @@ stats_keys() ->
 -spec unknown_command() -> term().
 unknown_command() ->
     ?assertEqual({error, {unknown_command, foo}}, kprof_sink:command(foo)),
+    %% The fault-injection build's hook is not in the product sink.
+    ?assertEqual({error, {unknown_command, {test_delay_us, 1}}},
+                 kprof_sink:command({test_delay_us, 1})),
     ?assertEqual({error, {unknown_command, {foo, [1, 2]}}}, kprof_sink:command({foo, [1, 2]})),
     ?assertEqual(pong, kprof:sink_ping()).
 

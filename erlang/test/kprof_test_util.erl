@@ -1,8 +1,8 @@
-%%% @doc Helpers shared by the EUnit suites that reload traced code: waiting
-%%% for a condition, and loading a module's own object code again.
+%%% @doc Helpers shared by the EUnit suites: waiting for a condition, loading
+%%% a module's own object code again, and kprof on the fault-injection sink.
 -module(kprof_test_util).
 
--export([wait_until/2, reload/1]).
+-export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1]).
 
 %% @doc Polls `F' every 20 ms until it returns `true'; `error(timeout)' after `Ms'.
 -spec wait_until(fun(() -> boolean()), integer()) -> ok.
@@ -23,3 +23,20 @@ reload(Mod) ->
     {module, Mod} = code:load_binary(Mod, File, Bin),
     _ = code:soft_purge(Mod),
     ok.
+
+%% @doc The fault-injection build of the sink, `_build/fault/kprof_sink' (`make
+%% eunit' builds it): the product's sources with `{test_delay_us, Us}', which
+%% makes the sink sleep that long per trace message. The product sink in
+%% priv/ has no such command.
+-spec fault_sink() -> file:filename().
+fault_sink() ->
+    Ebin = filename:dirname(code:which(kprof)),
+    Path = filename:join([Ebin, "..", "..", "_build", "fault", "kprof_sink"]),
+    true = filelib:is_regular(Path),
+    Path.
+
+%% @doc kprof restarted with `Opts' on the fault-injection sink.
+-spec start_fault_sink(map()) -> ok.
+start_fault_sink(Opts) ->
+    ok = kprof:stop(),
+    ok = kprof:start(Opts#{sink_path => fault_sink()}).

@@ -511,6 +511,7 @@ killed_sink() ->
 -spec ring_full_counted() -> term().
 ring_full_counted() ->
     ?assert(kprof_tracer:available()),
+    ok = kprof_test_util:start_fault_sink(#{}),
     ok = application:set_env(kprof, ring_bytes, 65536),
     try
         ok = kprof:subscribe(),

@@ -91,6 +91,7 @@ same_as_port() ->
 ring_full() ->
     %% A 64 KiB ring and a sink slowed to 500 events/s: the ring fills in
     %% about a thousand events.
+    ok = kprof_test_util:start_fault_sink(#{}),
     ok = application:set_env(kprof, ring_bytes, 65536),
     ok = kprof:subscribe(),
     ok = kprof_sink:command({test_delay_us, 2000}),

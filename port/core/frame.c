@@ -126,3 +126,7 @@ int ks_framer_feed(ks_framer *f, const void *data, size_t n, ks_frame_cb cb, voi
   }
   return KS_OK;
 }
+
+void ks_framer_reset_counts(ks_framer *f) {
+  f->frames = f->bytes = f->empty = f->oversized = 0;
+}

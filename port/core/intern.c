@@ -528,3 +528,7 @@ ks_slice ks_intern_term_get(const ks_intern *in, uint32_t id) {
   }
   return s;
 }
+
+void ks_intern_reset_counts(ks_intern *in) {
+  in->dropped_mfas = in->dropped_pids = in->dropped_terms = 0;
+}

@@ -27,8 +27,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "ks_opt.h"
-#include "ks_sink.h"
+#include "ks_proto.h"
 
 #define PATH_MAX_LEN 4096
 
@@ -64,11 +63,6 @@ static int64_t now_us(void) {
 
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int encode_error(ei_x_buff *x, const char *reason) {
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_atom(x, reason);
 }
 
 /* {M, F, Arity} at *idx into an MFA id. */
@@ -216,30 +210,29 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
   return NULL;
 }
 
-static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
-  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
-}
-
-#define INFO_KEYS 16
-
-static int encode_counters(ei_x_buff *x, const ks_fcap *c, int extra) {
+/* A capture's counters: flame_status's reply, and the first keys of flame_write's Info. */
+static void put_counters(ks_map *m, const void *ctx) {
+  const ks_fcap *c = ctx;
   uint32_t armed = 0, k;
 
   for (k = 0; k < c->nprocs; k++)
     armed += c->procs[k].armed;
-  return ei_x_encode_map_header(x, INFO_KEYS + extra) || put_u64(x, "events", c->k.events) ||
-         put_u64(x, "calls_started", c->k.calls_started) ||
-         put_u64(x, "calls_done", c->k.calls_done) ||
-         put_u64(x, "calls_refused", c->k.calls_refused) ||
-         put_u64(x, "calls_early", c->k.calls_early) ||
-         put_u64(x, "lost_frames", c->k.lost_frames) ||
-         put_u64(x, "unknown_callers", c->k.unknown_callers) ||
-         put_u64(x, "depth_capped", c->k.depth_capped) ||
-         put_u64(x, "stack_overflow", c->k.stack_overflow) ||
-         put_u64(x, "dropped_procs", c->k.dropped_procs) ||
-         put_u64(x, "dropped_nodes", c->tree.dropped) || put_u64(x, "nodes", c->tree.n) ||
-         put_u64(x, "procs", c->nprocs) || put_u64(x, "armed", armed) ||
-         put_u64(x, "max_depth", c->o.max_depth) || put_u64(x, "max_nodes", c->o.max_nodes);
+  ks_map_u64(m, "events", c->k.events);
+  ks_map_u64(m, "calls_started", c->k.calls_started);
+  ks_map_u64(m, "calls_done", c->k.calls_done);
+  ks_map_u64(m, "calls_refused", c->k.calls_refused);
+  ks_map_u64(m, "calls_early", c->k.calls_early);
+  ks_map_u64(m, "lost_frames", c->k.lost_frames);
+  ks_map_u64(m, "unknown_callers", c->k.unknown_callers);
+  ks_map_u64(m, "depth_capped", c->k.depth_capped);
+  ks_map_u64(m, "stack_overflow", c->k.stack_overflow);
+  ks_map_u64(m, "dropped_procs", c->k.dropped_procs);
+  ks_map_u64(m, "dropped_nodes", c->tree.dropped);
+  ks_map_u64(m, "nodes", c->tree.n);
+  ks_map_u64(m, "procs", c->nprocs);
+  ks_map_u64(m, "armed", armed);
+  ks_map_u64(m, "max_depth", c->o.max_depth);
+  ks_map_u64(m, "max_nodes", c->o.max_nodes);
 }
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
@@ -260,20 +253,9 @@ static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint
     n += !only_own || own(s, c, k);
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
-  for (k = from; k < c->nprocs && !e; k++) {
-    ks_pid_view v;
-    erlang_pid p;
-    if (only_own && !own(s, c, k))
-      continue;
-    if (ks_intern_pid_get(&s->in, c->procs[k].pid, &v) != KS_OK)
-      return -1;
-    memset(&p, 0, sizeof(p));
-    snprintf(p.node, sizeof(p.node), "%s", v.node);
-    p.num = v.num;
-    p.serial = v.serial;
-    p.creation = v.creation;
-    e = ei_x_encode_pid(x, &p);
-  }
+  for (k = from; k < c->nprocs && !e; k++)
+    if (!only_own || own(s, c, k))
+      e = ks_enc_pid(x, &s->in, c->procs[k].pid);
   return e || ei_x_encode_empty_list(x);
 }
 
@@ -388,11 +370,12 @@ static int write_one(const ks_fout *o, size_t f, ks_wfile *w) {
 }
 
 int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
-                         int (*info)(ei_x_buff *x, const void *ctx, int extra), const void *ctx) {
+                         void (*info)(ks_map *m, const void *ctx), const void *ctx) {
   char paths[NFORMATS][PATH_MAX_LEN];
   ks_wfile files[NFORMATS];
   int64_t took[NFORMATS] = {0}, t0;
   int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts;
+  ks_map m, w;
   size_t f;
 
   if ((rc = open_files(d->dir, d->base, fmts, files, paths, &failed)) != KS_OK)
@@ -414,17 +397,16 @@ int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
   for (f = 0; f < NFORMATS && !e; f++)
     if (fmts & formats[f].bit)
       e = ei_x_encode_binary(x, paths[f], (long)strlen(paths[f]));
-  e = e || ei_x_encode_empty_list(x) || info(x, ctx, 2) ||
-      put_u64(x, "total_us", (o->grand + 500) / 1000) || ei_x_encode_atom(x, "write_us") ||
-      ei_x_encode_map_header(x, __builtin_popcount((unsigned)fmts));
-  for (f = 0; f < NFORMATS && !e; f++)
+  e = e || ei_x_encode_empty_list(x);
+  ks_map_begin(&m, x);
+  info(&m, ctx);
+  ks_map_u64(&m, "total_us", (o->grand + 500) / 1000);
+  ks_map_key(&m, "write_us");
+  ks_map_begin(&w, x);
+  for (f = 0; f < NFORMATS; f++)
     if (fmts & formats[f].bit)
-      e = put_u64(x, formats[f].atom, (uint64_t)took[f]);
-  return e;
-}
-
-static int capture_info(ei_x_buff *x, const void *ctx, int extra) {
-  return encode_counters(x, ctx, extra);
+      ks_map_u64(&w, formats[f].atom, (uint64_t)took[f]);
+  return e | ks_map_end(&w) | ks_map_end(&m);
 }
 
 static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
@@ -438,79 +420,118 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
   if (ei_decode_longlong(b, idx, &end_ts) == 0)
     has_end = 1;
   else if (ei_decode_atom(b, idx, atom) != 0)
-    return encode_error(x, "badarg");
+    return ks_enc_error(x, "badarg");
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
-    return encode_error(x, "badarg");
+    return ks_enc_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
   ks_ftree_order(&c->tree);
   total = malloc((size_t)c->tree.n * sizeof(*total));
   if (total == NULL)
-    return encode_error(x, "enomem");
+    return ks_enc_error(x, "enomem");
   ks_ftree_totals(&c->tree, total);
   o.c = c;
   o.in = &s->in;
   o.total = total;
   o.grand = total[0];
   if (c->k.events == 0 || o.grand == 0) {
+    ks_map m;
     free(total);
-    return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
-           ei_x_encode_atom(x, "no_events") || encode_counters(x, c, 1) ||
-           put_u64(x, "total_us", 0);
+    e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
+        ei_x_encode_atom(x, "no_events");
+    ks_map_begin(&m, x);
+    put_counters(&m, c);
+    ks_map_u64(&m, "total_us", 0);
+    return e | ks_map_end(&m);
   }
-  e = ks_flame_write_reply(&o, &d, x, capture_info, c);
+  e = ks_flame_write_reply(&o, &d, x, put_counters, c);
   free(total);
   return e;
 }
 
-int ks_flame_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
-                     ei_x_buff *x) {
-  const char *b = (const char *)cmd.p, *err;
-  long long id;
-  ks_fcap *c;
-  int e;
+/* The flame_* commands (control.c's table gives their arities). */
 
-  if (strcmp(name, "flame_start") == 0 && arity == 3) {
-    err = start(s, b, cmd.n, &idx);
-    return err ? encode_error(x, err) : ei_x_encode_atom(x, "ok");
-  }
-  if (strcmp(name, "flame_pids") == 0 && arity == 3) {
-    err = add_pids(s, b, cmd.n, &idx);
-    return err ? encode_error(x, err) : ei_x_encode_atom(x, "ok");
-  }
-  if (strcmp(name, "flame_status") != 0 && strcmp(name, "flame_members") != 0 &&
-      strcmp(name, "flame_drop") != 0 && strcmp(name, "flame_write") != 0 &&
-      strcmp(name, "flame_arm") != 0)
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-           ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "unknown_command") ||
-           ei_x_append_buf(x, b, (int)cmd.n);
-  if (ei_decode_longlong(b, &idx, &id) != 0)
-    return encode_error(x, "badarg");
-  if ((c = ks_flame_find(&s->flame, id)) == NULL)
-    return encode_error(x, "not_found");
-  if (strcmp(name, "flame_status") == 0 && arity == 2)
-    return encode_counters(x, c, 0);
-  if (strcmp(name, "flame_members") == 0 && (arity == 2 || arity == 3)) {
-    uint32_t from = 0;
-    char atom[MAXATOMLEN];
-    int only_own = 0, at = idx;
-    if (arity == 3 && ei_decode_atom(b, &at, atom) == 0 && strcmp(atom, "own") == 0)
-      only_own = 1;
-    else if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
-      return encode_error(x, "badarg");
-    return encode_members(x, s, c, from, only_own);
-  }
-  if (strcmp(name, "flame_arm") == 0 && arity == 2) {
-    c->o.hold = 0;
-    return ei_x_encode_atom(x, "ok");
-  }
-  if (strcmp(name, "flame_drop") == 0 && arity == 2) {
-    ks_flame_drop(&s->flame, c);
-    return ei_x_encode_atom(x, "ok");
-  }
-  if (strcmp(name, "flame_write") == 0 && arity == 6) {
-    e = write_capture(s, c, b, &idx, x);
-    ks_flame_drop(&s->flame, c);
+int ks_flame_cmd_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  const char *err = start(s, (const char *)cmd.p, cmd.n, &idx);
+
+  return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
+}
+
+int ks_flame_cmd_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  const char *err = add_pids(s, (const char *)cmd.p, cmd.n, &idx);
+
+  return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
+}
+
+/* The capture whose Id is at *idx, or NULL with the error encoded into x. */
+static ks_fcap *capture(ks_sink *s, ks_slice cmd, int *idx, ei_x_buff *x, int *e) {
+  long long id;
+  ks_fcap *c = NULL;
+
+  if (ei_decode_longlong((const char *)cmd.p, idx, &id) != 0)
+    *e = ks_enc_error(x, "badarg");
+  else if ((c = ks_flame_find(&s->flame, id)) == NULL)
+    *e = ks_enc_error(x, "not_found");
+  return c;
+}
+
+int ks_flame_cmd_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  int e = 0;
+  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_map m;
+
+  if (c == NULL)
     return e;
-  }
-  return encode_error(x, "badarg");
+  ks_map_begin(&m, x);
+  put_counters(&m, c);
+  return ks_map_end(&m);
+}
+
+/* {flame_members, Id}, {flame_members, Id, From} or {flame_members, Id, own}. */
+int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  const char *b = (const char *)cmd.p;
+  int e = 0, only_own = 0, at;
+  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  char atom[MAXATOMLEN];
+  uint32_t from = 0;
+
+  if (c == NULL)
+    return e;
+  at = idx;
+  if (arity == 3 && ei_decode_atom(b, &at, atom) == 0 && strcmp(atom, "own") == 0)
+    only_own = 1;
+  else if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
+    return ks_enc_error(x, "badarg");
+  return encode_members(x, s, c, from, only_own);
+}
+
+int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  int e = 0;
+  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+
+  if (c == NULL)
+    return e;
+  c->o.hold = 0;
+  return ei_x_encode_atom(x, "ok");
+}
+
+int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  int e = 0;
+  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+
+  if (c == NULL)
+    return e;
+  ks_flame_drop(&s->flame, c);
+  return ei_x_encode_atom(x, "ok");
+}
+
+/* Ends the capture whatever happens. */
+int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  int e = 0;
+  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+
+  if (c == NULL)
+    return e;
+  e = write_capture(s, c, (const char *)cmd.p, &idx, x);
+  ks_flame_drop(&s->flame, c);
+  return e;
 }

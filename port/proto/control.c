@@ -1,12 +1,12 @@
-/* control.c: the owner's commands ({kprof, Ref, Command}) and the replies and alerts sent back.
+/* control.c: the owner's commands ({kprof, Ref, Command}), one table of them, and the
+ * replies and alerts sent back (include/ks_proto.h).
  *
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.
  */
 #include <ei.h>
 
-#include "ks_sink.h"
-
+#include "ks_proto.h"
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {
   static const char hole[4] = {0, 0, 0, 0};
@@ -41,10 +41,6 @@ static void finish(ks_sink *s, ei_x_buff *x, int failed) {
   ei_x_free(x);
 }
 
-static int put_key_u64(ei_x_buff *x, const char *key, uint64_t v) {
-  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
-}
-
 static int encode_stats(const ks_sink *s, ei_x_buff *x) {
   const ks_stats *st = &s->st;
   const struct { const char *key; uint64_t v; } top[] = {
@@ -66,28 +62,23 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"ring_bytes", s->ring.bytes}, {"ring_drops", s->ring.drops_seen},
     {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
     {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full}};
-  size_t k, n = sizeof(top) / sizeof(top[0]);
-  int e;
+  ks_map m, ev;
+  size_t k;
 
-  e = ei_x_encode_map_header(x, (long)n + 1);
-  for (k = 0; k < n; k++)
-    e |= put_key_u64(x, top[k].key, top[k].v);
-  e |= ei_x_encode_atom(x, "events");
-  e |= ei_x_encode_map_header(x, KS_EV__COUNT);
+  ks_map_begin(&m, x);
+  for (k = 0; k < sizeof(top) / sizeof(top[0]); k++)
+    ks_map_u64(&m, top[k].key, top[k].v);
+  ks_map_key(&m, "events");
+  ks_map_begin(&ev, x);
   for (k = 0; k < KS_EV__COUNT; k++)
-    e |= put_key_u64(x, ks_event_kind_names[k], st->events[k]);
-  return e;
-}
-
-static int encode_atom_utf8(ei_x_buff *x, const char *s) {
-  return ei_x_encode_atom_len_as(x, s, (int)strlen(s), ERLANG_UTF8, ERLANG_UTF8);
+    ks_map_u64(&ev, ks_event_kind_names[k], st->events[k]);
+  return ks_map_end(&ev) | ks_map_end(&m);
 }
 
 /* [{{M, F, Arity}, Count}] for every MFA called since the last reset. */
 static int encode_calls(const ks_sink *s, ei_x_buff *x) {
   uint32_t id, n = s->st.mfa_calls_cap < s->in.n_mfas ? s->st.mfa_calls_cap : s->in.n_mfas;
   long count = 0;
-  ks_mfa_view v;
   int e = 0;
 
   for (id = 0; id < n; id++)
@@ -95,11 +86,9 @@ static int encode_calls(const ks_sink *s, ei_x_buff *x) {
   if (count > 0)
     e |= ei_x_encode_list_header(x, count);
   for (id = 0; id < n && !e; id++) {
-    if (s->st.mfa_calls[id] == 0 || ks_intern_mfa_get(&s->in, id, &v) != KS_OK)
+    if (s->st.mfa_calls[id] == 0)
       continue;
-    e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_tuple_header(x, 3) ||
-         encode_atom_utf8(x, v.m) || encode_atom_utf8(x, v.f) ||
-         ei_x_encode_ulong(x, v.arity) ||
+    e |= ei_x_encode_tuple_header(x, 2) || ks_enc_mfa(x, &s->in, id) ||
          ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->st.mfa_calls[id]);
   }
   return e || ei_x_encode_empty_list(x);
@@ -119,143 +108,219 @@ static int command_name(ks_slice cmd, char *name, int *arity, int *idx) {
   return KS_OK;
 }
 
-static int encode_error(ei_x_buff *x, const char *reason) {
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_atom(x, reason);
+/* The sink's own commands; the tiers' and flame captures' are in their folders. */
+
+static int cmd_ping(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  return ei_x_encode_atom(x, "pong");
 }
 
-/* {error, {busy, Mode}}: the other mode (tiers or flame) holds the trace patterns. */
-static int encode_busy(ei_x_buff *x, const char *mode) {
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "busy") ||
-         ei_x_encode_atom(x, mode);
+static int cmd_sync(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_tiers_flush(&s->tiers, 0);
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "synced") ||
+         ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->fr.frames);
 }
 
-static int encode_ok_or_error(ei_x_buff *x, int rc) {
-  if (rc == KS_OK)
-    return ei_x_encode_atom(x, "ok");
-  return encode_error(x, rc == KS_ENOMEM ? "enomem" : "badarg");
+static int cmd_stats(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  return encode_stats(s, x);
 }
 
-#define IS(n, a) (strcmp(name, n) == 0 && arity == (a))
+/* Every counter starts again; what is set up (bounds, ids, captures) stays. */
+static int cmd_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_stats_reset(&s->st);
+  ks_intern_reset_counts(&s->in);
+  ks_overload_reset(&s->ov);
+  ks_framer_reset_counts(&s->fr);
+  ks_limits_rearm(&s->lim);   /* the bounds stay, counted from here */
+  return ei_x_encode_atom(x, "ok");
+}
+
+static int cmd_calls(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  return encode_calls(s, x);
+}
+
+static int cmd_version(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "kprof_sink") ||
+         ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, KS_PROTOCOL);
+}
+
+/* {Name, Integer} with Integer in [lo, hi]. */
+static int decode_arg(ks_slice cmd, int *idx, long long lo, long long hi, long long *v) {
+  return ei_decode_longlong((const char *)cmd.p, idx, v) != 0 || *v < lo || *v > hi ? KS_EINVAL
+                                                                                    : KS_OK;
+}
+
+/* {clock, VmNs}: the VM's monotonic time now, for the lag. */
+static int cmd_clock(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  long long v;
+
+  if (decode_arg(cmd, &idx, INT64_MIN / 2, INT64_MAX, &v) != KS_OK)
+    return ks_enc_error(x, "badarg");
+  ks_overload_sync(&s->ov, v);
+  return ei_x_encode_atom(x, "ok");
+}
+
+/* {overload, MaxLagMs}: 0 turns the bound off. */
+static int cmd_overload(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  long long v;
+
+  if (decode_arg(cmd, &idx, 0, 3600000000ll, &v) != KS_OK)
+    return ks_enc_error(x, "badarg");
+  s->ov.max_lag_ns = v * 1000000;
+  return ei_x_encode_atom(x, "ok");
+}
+
+#ifdef KS_FAULT_INJECTION
+/* {test_delay_us, Us}: the fault-injection build sleeps this long per trace message. */
+static int cmd_test_delay_us(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  long long v;
+
+  if (decode_arg(cmd, &idx, 0, 3600000000ll, &v) != KS_OK)
+    return ks_enc_error(x, "badarg");
+  s->ov.test_delay_us = (uint32_t)v;
+  return ei_x_encode_atom(x, "ok");
+}
+#endif
+
+/* {limits, MaxEvents, RateMax, RatePerMs}: 0 for none; counted from here. */
+static int cmd_limits(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  unsigned long long v[3];
+  const char *b = (const char *)cmd.p;
+
+  if (ei_decode_ulonglong(b, &idx, &v[0]) != 0 || ei_decode_ulonglong(b, &idx, &v[1]) != 0 ||
+      ei_decode_ulonglong(b, &idx, &v[2]) != 0 || v[0] > (1ull << 62) || v[1] > (1ull << 62) ||
+      v[2] > 100000000000ull || (v[1] > 0) != (v[2] > 0))
+    return ks_enc_error(x, "badarg");
+  ks_limits_set(&s->lim, v[0], v[1], (int64_t)v[2]);
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "ok") ||
+         ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->st.trace_events);
+}
+
+/* Tiers and flame captures both set local call patterns, and a capture's
+ * end clears them all: one mode at a time, decided here, in command order
+ * (a capture holds its slot from flame_start to flame_write/flame_drop,
+ * the tiers theirs from tiers_start to tiers_stop). */
+static int cmd_tiers_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  if (s->flame.active > 0)
+    return ks_enc_error2(x, "busy", "flame");
+  return ks_enc_ok_or_error(x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
+}
+
+static int cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  if (s->tiers.active)
+    return ks_enc_error2(x, "busy", "tiers");
+  return ks_flame_cmd_start(s, cmd, idx, arity, x);
+}
+
+static int cmd_tiers_stop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_tiers_stop(&s->tiers);
+  return ei_x_encode_atom(x, "ok");
+}
+
+static int cmd_tier_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_tiers_reset(&s->tiers);
+  return ei_x_encode_atom(x, "ok");
+}
+
+/* {tier_report, Flush} or {tier_report, Flush, Clear}. */
+static int cmd_tier_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  const char *b = (const char *)cmd.p;
+  int flush = 0, clear = 0, e;
+
+  if (ei_decode_boolean(b, &idx, &flush) != 0 ||
+      (arity == 3 && ei_decode_boolean(b, &idx, &clear) != 0))
+    return ks_enc_error(x, "badarg");
+  ks_tiers_flush(&s->tiers, flush);
+  e = ks_tier_encode_report(s, x);
+  if (clear)
+    ks_tiers_clear_rows(&s->tiers);
+  return e;
+}
+
+/* {ring_open, Bytes}: {ok, ShmName} | {error, badarg | enomem}. */
+static int cmd_ring_open(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  unsigned long long size;
+  int rc;
+
+  if (ei_decode_ulonglong((const char *)cmd.p, &idx, &size) != 0)
+    rc = KS_EINVAL;
+  else
+    rc = ks_ring_open(&s->ring, size);
+  if (rc != KS_OK)
+    return ks_enc_ok_or_error(x, rc);
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "ok") ||
+         ei_x_encode_binary(x, s->ring.name, (int)strlen(s->ring.name));
+}
+
+static int cmd_ring_unlink(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_ring_unlink(&s->ring);
+  return ei_x_encode_atom(x, "ok");
+}
+
+static int cmd_ring_close(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_ring_close(&s->ring);
+  return ei_x_encode_atom(x, "ok");
+}
+
+/* Every command: its name, the tuple arities it takes (0: a bare atom), its
+ * handler. doc/protocol.md lists them with their replies. */
+static const ks_command commands[] = {
+  {"ping", 0, 0, cmd_ping},
+  {"sync", 0, 0, cmd_sync},
+  {"stats", 0, 0, cmd_stats},
+  {"reset", 0, 0, cmd_reset},
+  {"calls", 0, 0, cmd_calls},
+  {"version", 0, 0, cmd_version},
+  {"clock", 2, 2, cmd_clock},
+  {"overload", 2, 2, cmd_overload},
+#ifdef KS_FAULT_INJECTION
+  {"test_delay_us", 2, 2, cmd_test_delay_us},
+#endif
+  {"limits", 4, 4, cmd_limits},
+  {"ring_open", 2, 2, cmd_ring_open},
+  {"ring_unlink", 0, 0, cmd_ring_unlink},
+  {"ring_close", 0, 0, cmd_ring_close},
+  {"tiers_start", 3, 3, cmd_tiers_start},
+  {"tiers_stop", 0, 0, cmd_tiers_stop},
+  {"tier_reset", 0, 0, cmd_tier_reset},
+  {"tier_report", 2, 3, cmd_tier_report},
+  {"tier_full_report", 2, 2, ks_tier_full_cmd_report},
+  {"tier_full_write", 5, 5, ks_tier_full_cmd_write},
+  {"flame_start", 3, 3, cmd_flame_start},
+  {"flame_pids", 3, 3, ks_flame_cmd_pids},
+  {"flame_arm", 2, 2, ks_flame_cmd_arm},
+  {"flame_status", 2, 2, ks_flame_cmd_status},
+  {"flame_members", 2, 3, ks_flame_cmd_members},
+  {"flame_drop", 2, 2, ks_flame_cmd_drop},
+  {"flame_write", 6, 6, ks_flame_cmd_write},
+};
+
+static const ks_command *find_command(const char *name, int arity) {
+  size_t k;
+
+  for (k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+    if (strcmp(commands[k].name, name) == 0 && arity >= commands[k].min_arity &&
+        arity <= commands[k].max_arity)
+      return &commands[k];
+  return NULL;
+}
 
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   char name[MAXATOMLEN] = "";
+  const ks_command *c;
   ei_x_buff x;
-  int e = 0, arity = -1, idx = 0;
+  int e, arity, idx;
 
   if (begin_reply(&x, ref) != KS_OK)
     return;
   /* Command may come back verbatim: never echo what the owner cannot decode. */
   if (cmd.p != NULL && !ks_etf_echoable(cmd))
-    cmd.p = NULL;   /* answered as a badly shaped command */
+    cmd.p = NULL;
   if (cmd.p == NULL)
-    e = encode_error(&x, "bad_command");
-  else if (command_name(cmd, name, &arity, &idx) != KS_OK)
-    arity = -1;   /* unknown */
-  if (cmd.p == NULL) {
-  } else if (IS("ping", 0)) {
-    e = ei_x_encode_atom(&x, "pong");
-  } else if (IS("sync", 0)) {
-    ks_tiers_flush(&s->tiers, 0);
-    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "synced") ||
-        ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->fr.frames);
-  } else if (IS("stats", 0)) {
-    e = encode_stats(s, &x);
-  } else if (IS("reset", 0)) {
-    ks_stats_reset(&s->st);
-    s->in.dropped_mfas = s->in.dropped_pids = s->in.dropped_terms = 0;
-    s->ov.worst_lag_ns = 0;
-    s->fr.frames = s->fr.bytes = s->fr.empty = s->fr.oversized = 0;
-    ks_limits_rearm(&s->lim);   /* the bounds stay, counted from here */
-    e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("calls", 0)) {
-    e = encode_calls(s, &x);
-  } else if (IS("version", 0)) {
-    e = ei_x_encode_tuple_header(&x, 3) || ei_x_encode_atom(&x, "kprof_sink") ||
-        ei_x_encode_string(&x, KS_VERSION) || ei_x_encode_long(&x, KS_PROTOCOL);
-  } else if (IS("clock", 2) || IS("overload", 2) || IS("test_delay_us", 2)) {
-    long long v;
-    if (ei_decode_longlong((const char *)cmd.p, &idx, &v) != 0 || v < INT64_MIN / 2 ||
-        (name[0] != 'c' && (v < 0 || v > 3600000000ll))) {
-      e = encode_error(&x, "badarg");
-    } else {
-      if (name[0] == 'c')
-        ks_overload_sync(&s->ov, v);
-      else if (name[0] == 'o')
-        s->ov.max_lag_ns = v * 1000000;   /* ms; 0 turns the bound off */
-      else
-        s->ov.test_delay_us = (uint32_t)v;
-      e = ei_x_encode_atom(&x, "ok");
-    }
-  } else if (IS("limits", 4)) {
-    /* {limits, MaxEvents, RateMax, RatePerMs}: 0 for none; counted from here. */
-    unsigned long long v[3];
-    const char *b = (const char *)cmd.p;
-    if (ei_decode_ulonglong(b, &idx, &v[0]) != 0 || ei_decode_ulonglong(b, &idx, &v[1]) != 0 ||
-        ei_decode_ulonglong(b, &idx, &v[2]) != 0 || v[0] > (1ull << 62) || v[1] > (1ull << 62) ||
-        v[2] > 100000000000ull || (v[1] > 0) != (v[2] > 0)) {
-      e = encode_error(&x, "badarg");
-    } else {
-      ks_limits_set(&s->lim, v[0], v[1], (int64_t)v[2]);
-      e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "ok") ||
-          ei_x_encode_ulonglong(&x, (EI_ULONGLONG)s->st.trace_events);
-    }
-  } else if (IS("tiers_start", 3)) {
-    /* Tiers and flame captures both set local call patterns, and a capture's
-     * end clears them all: one mode at a time, decided here, in command order
-     * (a capture holds its slot from flame_start to flame_write/flame_drop,
-     * the tiers theirs from tiers_start to tiers_stop). */
-    if (s->flame.active > 0)
-      e = encode_busy(&x, "flame");
-    else
-      e = encode_ok_or_error(&x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
-  } else if (IS("tiers_stop", 0)) {
-    ks_tiers_stop(&s->tiers);
-    e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("tier_reset", 0)) {
-    ks_tiers_reset(&s->tiers);
-    e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("tier_report", 2) || IS("tier_report", 3)) {
-    int flush = 0, clear = 0;
-    if (ei_decode_boolean((const char *)cmd.p, &idx, &flush) != 0 ||
-        (arity == 3 && ei_decode_boolean((const char *)cmd.p, &idx, &clear) != 0)) {
-      e = encode_error(&x, "badarg");
-    } else {
-      ks_tiers_flush(&s->tiers, flush);
-      e = ks_tier_encode_report(s, &x);
-      if (clear)
-        ks_tiers_clear_rows(&s->tiers);
-    }
-  } else if (strncmp(name, "tier_full_", 10) == 0 && arity >= 2) {
-    e = ks_tier_full_command(s, name, arity, cmd, idx, &x);
-  } else if (IS("ring_open", 2)) {
-    unsigned long long size;
-    int rc;
-    if (ei_decode_ulonglong((const char *)cmd.p, &idx, &size) != 0)
-      rc = KS_EINVAL;
-    else
-      rc = ks_ring_open(&s->ring, size);
-    if (rc == KS_OK)
-      e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "ok") ||
-          ei_x_encode_binary(&x, s->ring.name, (int)strlen(s->ring.name));
-    else
-      e = encode_ok_or_error(&x, rc);   /* never KS_OK here: the error */
-  } else if (IS("ring_unlink", 0)) {
-    ks_ring_unlink(&s->ring);
-    e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("ring_close", 0)) {
-    ks_ring_close(&s->ring);
-    e = ei_x_encode_atom(&x, "ok");
-  } else if (IS("flame_start", 3) && s->tiers.active) {
-    e = encode_busy(&x, "tiers");   /* see tiers_start */
-  } else if (strncmp(name, "flame_", 6) == 0 && arity >= 2) {
-    e = ks_flame_command(s, name, arity, cmd, idx, &x);
-  } else {
-    e = ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "error") ||
-        ei_x_encode_tuple_header(&x, 2) || ei_x_encode_atom(&x, "unknown_command") ||
-        ei_x_append_buf(&x, (const char *)cmd.p, (int)cmd.n);
-  }
+    e = ks_enc_error(&x, "bad_command");
+  else if (command_name(cmd, name, &arity, &idx) != KS_OK || (c = find_command(name, arity)) == NULL)
+    e = ks_enc_unknown_command(&x, cmd);
+  else
+    e = c->run(s, cmd, idx, arity, &x);
   finish(s, &x, e);
 }
 
@@ -263,6 +328,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
 static void ring_alert(ks_sink *s) {
   ks_overload *o = &s->ov;
   ei_x_buff x;
+  ks_map m;
   int e;
 
   if (!s->ring.drops_pending || o->now_ns - o->last_alert_ns < o->alert_gap_ns)
@@ -272,17 +338,19 @@ static void ring_alert(ks_sink *s) {
   o->alerts++;
   if (begin(&x, "kprof_alert") != KS_OK)
     return;
-  e = ei_x_encode_atom(&x, "overload") || ei_x_encode_map_header(&x, 3) ||
-      put_key_u64(&x, "ring_drops", s->ring.drops_seen) ||
-      put_key_u64(&x, "ring_size", s->ring.size) ||
-      put_key_u64(&x, "events", s->st.trace_events);
-  finish(s, &x, e);
+  e = ei_x_encode_atom(&x, "overload");
+  ks_map_begin(&m, &x);
+  ks_map_u64(&m, "ring_drops", s->ring.drops_seen);
+  ks_map_u64(&m, "ring_size", s->ring.size);
+  ks_map_u64(&m, "events", s->st.trace_events);
+  finish(s, &x, e | ks_map_end(&m));
 }
 
 /* A limit tripped: one alert per trip (the trip stays until the limits are set again). */
 static void limit_alert(ks_sink *s) {
   ks_limits *l = &s->lim;
   ei_x_buff x;
+  ks_map m;
   int e, rate = l->tripped == KS_LIMIT_RATE;
 
   if (!l->pending)
@@ -291,19 +359,21 @@ static void limit_alert(ks_sink *s) {
   s->ov.alerts++;
   if (begin(&x, "kprof_alert") != KS_OK)
     return;
-  e = ei_x_encode_atom(&x, "limit") || ei_x_encode_map_header(&x, rate ? 5 : 4) ||
-      ei_x_encode_atom(&x, "what") || ei_x_encode_atom(&x, rate ? "rate" : "max_events") ||
-      put_key_u64(&x, "value", l->value) ||
-      put_key_u64(&x, "bound", rate ? l->rate_max : l->max_events) ||
-      put_key_u64(&x, "events", l->trip_events);
+  e = ei_x_encode_atom(&x, "limit");
+  ks_map_begin(&m, &x);
+  ks_map_atom(&m, "what", rate ? "rate" : "max_events");
+  ks_map_u64(&m, "value", l->value);
+  ks_map_u64(&m, "bound", rate ? l->rate_max : l->max_events);
+  ks_map_u64(&m, "events", l->trip_events);
   if (rate)
-    e = e || put_key_u64(&x, "per_ms", (uint64_t)(l->rate_per_ns / 1000000));
-  finish(s, &x, e);
+    ks_map_u64(&m, "per_ms", (uint64_t)(l->rate_per_ns / 1000000));
+  finish(s, &x, e | ks_map_end(&m));
 }
 
 void ks_control_alerts(ks_sink *s) {
   ks_overload *o = &s->ov;
   ei_x_buff x;
+  ks_map m;
   int e;
 
   limit_alert(s);
@@ -315,10 +385,11 @@ void ks_control_alerts(ks_sink *s) {
   o->alerts++;
   if (begin(&x, "kprof_alert") != KS_OK)
     return;
-  e = ei_x_encode_atom(&x, "overload") || ei_x_encode_map_header(&x, 3) ||
-      put_key_u64(&x, "lag_us", (uint64_t)o->pending_lag_ns / 1000) ||
-      put_key_u64(&x, "max_lag_us", (uint64_t)o->max_lag_ns / 1000) ||
-      put_key_u64(&x, "events", s->st.trace_events);
+  e = ei_x_encode_atom(&x, "overload");
+  ks_map_begin(&m, &x);
+  ks_map_u64(&m, "lag_us", (uint64_t)o->pending_lag_ns / 1000);
+  ks_map_u64(&m, "max_lag_us", (uint64_t)o->max_lag_ns / 1000);
+  ks_map_u64(&m, "events", s->st.trace_events);
   o->pending_lag_ns = 0;
-  finish(s, &x, e);
+  finish(s, &x, e | ks_map_end(&m));
 }

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "ks.h"
-#include "ks_opt.h"
+#include "ks_proto.h"
 
 const ks_option ks_options[] = {
 #define KS_OPTION(modes, key, type, min, max, def, by, doc) \

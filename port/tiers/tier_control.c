@@ -5,8 +5,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
-#include "ks_opt.h"
-#include "ks_sink.h"
+#include "ks_proto.h"
 
 /* Full trace: {full_trace, all | [Identity]}; the identities' bytes stay in b. */
 typedef struct full_sel {
@@ -228,20 +227,6 @@ static int encode_hist(ei_x_buff *x, const ks_hist *h) {
   return e | ei_x_encode_empty_list(x);
 }
 
-static int encode_pid(ei_x_buff *x, const ks_intern *in, uint32_t id) {
-  ks_pid_view v;
-  erlang_pid p;
-
-  if (id == KS_NONE || ks_intern_pid_get(in, id, &v) != KS_OK || v.is_port)
-    return ei_x_encode_atom(x, "undefined");
-  memset(&p, 0, sizeof(p));
-  snprintf(p.node, sizeof(p.node), "%s", v.node);
-  p.num = v.num;
-  p.serial = v.serial;
-  p.creation = v.creation;
-  return ei_x_encode_pid(x, &p);
-}
-
 /* The identity term of a row, or kprof_other_identities for the fold row. */
 int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   const ks_itab *it = &t->identities;
@@ -256,54 +241,35 @@ int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   return ei_x_encode_atom(x, "kprof_other_identities");
 }
 
-static int encode_u64_list(ei_x_buff *x, const uint64_t *v, int n) {
-  int k, e = 0;
-
-  if (n > 0)
-    e |= ei_x_encode_list_header(x, n);
-  for (k = 0; k < n; k++)
-    e |= ei_x_encode_ulonglong(x, v[k]);
-  return e | ei_x_encode_empty_list(x);
-}
-
-static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
-  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, v);
-}
-
-static int put_ts(ei_x_buff *x, const char *key, int64_t v) {
-  if (ei_x_encode_atom(x, key))
-    return -1;
-  return v == INT64_MIN ? ei_x_encode_atom(x, "undefined") : ei_x_encode_longlong(x, v);
-}
-
 int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
   const ks_tiers *t = &s->tiers;
   static const ks_hist empty;
   uint32_t r, nrows = 0, k;
   int c, e = 0;
+  ks_map m;
 
   if (t->rows == NULL)
     return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
            ei_x_encode_atom(x, "not_started");
   for (r = 0; r <= t->o.max_identities; r++)
     nrows += t->rows[r].requests > 0;
-  e |= ei_x_encode_map_header(x, 17);
-  e |= ei_x_encode_atom(x, "active") || ei_x_encode_boolean(x, t->active);
-  e |= put_u64(x, "ntiers", (uint64_t)t->ntiers);
-  e |= put_u64(x, "requests", t->requests);
-  e |= put_u64(x, "inflight", t->n_inflight);
-  e |= put_u64(x, "events", t->events);
-  e |= put_u64(x, "abandoned", t->abandoned);
-  e |= put_u64(x, "killed_requests", t->killed_requests);
-  e |= put_u64(x, "truncated", t->truncated_requests);
-  e |= put_u64(x, "dropped_requests", t->dropped_requests);
-  e |= put_u64(x, "dropped_events", t->dropped_events);
-  e |= put_u64(x, "orphan_events", t->orphan_events);
-  e |= put_u64(x, "folded_requests", t->folded_requests);
-  e |= put_u64(x, "identities", t->n_identities);
-  e |= put_ts(x, "first_ts", t->first_ts);
-  e |= put_ts(x, "last_ts", t->last_ts);
-  e |= ei_x_encode_atom(x, "rows");
+  ks_map_begin(&m, x);
+  ks_map_bool(&m, "active", t->active);
+  ks_map_u64(&m, "ntiers", (uint64_t)t->ntiers);
+  ks_map_u64(&m, "requests", t->requests);
+  ks_map_u64(&m, "inflight", t->n_inflight);
+  ks_map_u64(&m, "events", t->events);
+  ks_map_u64(&m, "abandoned", t->abandoned);
+  ks_map_u64(&m, "killed_requests", t->killed_requests);
+  ks_map_u64(&m, "truncated", t->truncated_requests);
+  ks_map_u64(&m, "dropped_requests", t->dropped_requests);
+  ks_map_u64(&m, "dropped_events", t->dropped_events);
+  ks_map_u64(&m, "orphan_events", t->orphan_events);
+  ks_map_u64(&m, "folded_requests", t->folded_requests);
+  ks_map_u64(&m, "identities", t->n_identities);
+  ks_map_i64_or_undefined(&m, "first_ts", t->first_ts, INT64_MIN);
+  ks_map_i64_or_undefined(&m, "last_ts", t->last_ts, INT64_MIN);
+  ks_map_key(&m, "rows");
   if (nrows > 0)
     e |= ei_x_encode_list_header(x, nrows);
   for (r = 0; r <= t->o.max_identities && !e; r++) {
@@ -322,15 +288,16 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
     e |= ei_x_encode_empty_list(x);
   }
   e |= ei_x_encode_empty_list(x);
-  e |= ei_x_encode_atom(x, "slow");
+  ks_map_key(&m, "slow");
   if (t->n_slow > 0)
     e |= ei_x_encode_list_header(x, t->n_slow);
   for (k = 0; k < t->n_slow && !e; k++) {
     const ks_req_result *q = &t->slow[k];
     e |= ei_x_encode_tuple_header(x, 7) || ks_tier_encode_identity(x, t, q->identity) ||
-         encode_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
-         ei_x_encode_ulonglong(x, q->wall) || encode_u64_list(x, q->calls, t->ntiers) ||
-         encode_u64_list(x, q->self, t->ntiers + 1) || encode_u64_list(x, q->incl, t->ntiers);
+         ks_enc_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
+         ei_x_encode_ulonglong(x, q->wall) || ks_enc_u64_list(x, q->calls, t->ntiers) ||
+         ks_enc_u64_list(x, q->self, t->ntiers + 1) || ks_enc_u64_list(x, q->incl, t->ntiers);
   }
-  return e | ei_x_encode_empty_list(x);
+  e |= ei_x_encode_empty_list(x);
+  return e | ks_map_end(&m);
 }

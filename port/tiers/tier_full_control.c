@@ -19,27 +19,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
-#include "ks_sink.h"
-
-static int put_u64(ei_x_buff *x, const char *key, uint64_t v) {
-  return ei_x_encode_atom(x, key) || ei_x_encode_ulonglong(x, (EI_ULONGLONG)v);
-}
-
-static int encode_error(ei_x_buff *x, const char *reason) {
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_atom(x, reason);
-}
-
-static int encode_mfa(ei_x_buff *x, const ks_intern *in, uint32_t mfa) {
-  ks_mfa_view v;
-
-  if (ks_intern_mfa_get(in, mfa, &v) != KS_OK)
-    return ei_x_encode_atom(x, "undefined");
-  return ei_x_encode_tuple_header(x, 3) ||
-         ei_x_encode_atom_as(x, v.m, ERLANG_UTF8, ERLANG_UTF8) ||
-         ei_x_encode_atom_as(x, v.f, ERLANG_UTF8, ERLANG_UTF8) ||
-         ei_x_encode_ulong(x, v.arity);
-}
+#include "ks_proto.h"
 
 static uint64_t tree_total(const ks_ftree *tr) {
   uint64_t sum = 0;
@@ -53,25 +33,31 @@ static uint64_t tree_total(const ks_ftree *tr) {
 static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint32_t top) {
   uint32_t n = 0, k;
   ks_full_mfa *m = ks_full_mfas(a, &n);
-  int e;
+  ks_map map;
+  int e = 0;
 
   if (n > top)
     n = top;
-  e = ei_x_encode_map_header(x, 10) || put_u64(x, "requests", a->requests) ||
-      put_u64(x, "events", a->events) || put_u64(x, "truncated", a->truncated) ||
-      put_u64(x, "nodes", a->tree.n) || put_u64(x, "dropped_nodes", a->tree.dropped) ||
-      put_u64(x, "lost_frames", a->k.lost_frames) ||
-      put_u64(x, "unknown_callers", a->k.unknown_callers) ||
-      put_u64(x, "depth_capped", a->k.depth_capped) ||
-      put_u64(x, "total_ns", tree_total(&a->tree)) || ei_x_encode_atom(x, "mfas");
+  ks_map_begin(&map, x);
+  ks_map_u64(&map, "requests", a->requests);
+  ks_map_u64(&map, "events", a->events);
+  ks_map_u64(&map, "truncated", a->truncated);
+  ks_map_u64(&map, "nodes", a->tree.n);
+  ks_map_u64(&map, "dropped_nodes", a->tree.dropped);
+  ks_map_u64(&map, "lost_frames", a->k.lost_frames);
+  ks_map_u64(&map, "unknown_callers", a->k.unknown_callers);
+  ks_map_u64(&map, "depth_capped", a->k.depth_capped);
+  ks_map_u64(&map, "total_ns", tree_total(&a->tree));
+  ks_map_key(&map, "mfas");
   if (n > 0)
-    e = e || ei_x_encode_list_header(x, n);
+    e = ei_x_encode_list_header(x, n);
   for (k = 0; k < n && !e; k++)
-    e = ei_x_encode_tuple_header(x, 4) || encode_mfa(x, &s->in, m[k].mfa) ||
+    e = ei_x_encode_tuple_header(x, 4) || ks_enc_mfa(x, &s->in, m[k].mfa) ||
         ei_x_encode_ulonglong(x, m[k].calls) || ei_x_encode_ulonglong(x, m[k].incl) ||
         ei_x_encode_ulonglong(x, m[k].self);
   free(m);
-  return e || ei_x_encode_empty_list(x);
+  e = e || ei_x_encode_empty_list(x);
+  return e | ks_map_end(&map);
 }
 
 static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
@@ -80,40 +66,45 @@ static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   unsigned long long top;
   uint64_t requests = 0;
   uint32_t r, n = 0;
-  int e;
+  ks_map m;
+  int e = 0;
 
   if (ei_decode_ulonglong(b, idx, &top) != 0 || top > 1000000)
-    return encode_error(x, "badarg");
+    return ks_enc_error(x, "badarg");
   if (t->rows == NULL)
-    return encode_error(x, "not_started");
+    return ks_enc_error(x, "not_started");
   if (f->on)
     for (r = 0; r < t->o.max_identities; r++)
       if (f->agg[r] != NULL) {
         n++;
         requests += f->agg[r]->requests;
       }
-  e = ei_x_encode_map_header(x, 8) || ei_x_encode_atom(x, "on") ||
-      ei_x_encode_boolean(x, f->on) || put_u64(x, "requests", requests) ||
-      put_u64(x, "dropped_requests", f->dropped_requests) ||
-      put_u64(x, "dropped_events", f->dropped_events) ||
-      put_u64(x, "truncated", f->truncated_requests) ||
-      put_u64(x, "filtered_events", f->filtered_events) ||
-      put_u64(x, "chain_overflow", f->chain_overflow) || ei_x_encode_atom(x, "identities");
+  ks_map_begin(&m, x);
+  ks_map_bool(&m, "on", f->on);
+  ks_map_u64(&m, "requests", requests);
+  ks_map_u64(&m, "dropped_requests", f->dropped_requests);
+  ks_map_u64(&m, "dropped_events", f->dropped_events);
+  ks_map_u64(&m, "truncated", f->truncated_requests);
+  ks_map_u64(&m, "filtered_events", f->filtered_events);
+  ks_map_u64(&m, "chain_overflow", f->chain_overflow);
+  ks_map_key(&m, "identities");
   if (n > 0)
-    e = e || ei_x_encode_list_header(x, n);
+    e = ei_x_encode_list_header(x, n);
   for (r = 0; r < t->o.max_identities && n > 0 && !e; r++)
     if (f->agg[r] != NULL)
       e = ei_x_encode_tuple_header(x, 2) || ks_tier_encode_identity(x, t, r) ||
           encode_agg(x, s, f->agg[r], (uint32_t)top);
-  return e || ei_x_encode_empty_list(x);
+  e = e || ei_x_encode_empty_list(x);
+  return e | ks_map_end(&m);
 }
 
-static int write_info(ei_x_buff *x, const void *ctx, int extra) {
+static void write_info(ks_map *m, const void *ctx) {
   const ks_full_agg *a = ctx;
 
-  return ei_x_encode_map_header(x, 4 + extra) || put_u64(x, "requests", a->requests) ||
-         put_u64(x, "nodes", a->tree.n) || put_u64(x, "dropped_nodes", a->tree.dropped) ||
-         put_u64(x, "lost_frames", a->k.lost_frames);
+  ks_map_u64(m, "requests", a->requests);
+  ks_map_u64(m, "nodes", a->tree.n);
+  ks_map_u64(m, "dropped_nodes", a->tree.dropped);
+  ks_map_u64(m, "lost_frames", a->k.lost_frames);
 }
 
 static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
@@ -127,20 +118,20 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   int start = *idx, e;
 
   if (ei_skip_term(b, idx) != 0)
-    return encode_error(x, "badarg");
+    return ks_enc_error(x, "badarg");
   row = ks_itab_get(&t->identities, b + start, (size_t)(*idx - start),
                     ks_hash(b + start, (size_t)(*idx - start)));
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
-    return encode_error(x, "badarg");
+    return ks_enc_error(x, "badarg");
   if (t->rows == NULL)
-    return encode_error(x, "not_started");
+    return ks_enc_error(x, "not_started");
   if (t->full.on && row != KS_NONE && row < t->o.max_identities)
     a = t->full.agg[row];
   if (a == NULL)
-    return encode_error(x, "not_found");
+    return ks_enc_error(x, "not_found");
   ks_ftree_order(&a->tree);
   if ((total = malloc((size_t)a->tree.n * sizeof(*total))) == NULL)
-    return encode_error(x, "enomem");
+    return ks_enc_error(x, "enomem");
   ks_ftree_totals(&a->tree, total);
   /* The writers read a capture: a view of the aggregate as one (the tree
    * shared, read only), its options the aggregates' and its id the row. */
@@ -157,19 +148,19 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   o.in = &s->in;
   o.total = total;
   o.grand = total[0];
-  e = o.grand == 0 ? encode_error(x, "no_events") : ks_flame_write_reply(&o, &d, x, write_info, a);
+  e = o.grand == 0 ? ks_enc_error(x, "no_events") : ks_flame_write_reply(&o, &d, x, write_info, a);
   free(total);
   return e;
 }
 
-int ks_tier_full_command(ks_sink *s, const char *name, int arity, ks_slice cmd, int idx,
-                         ei_x_buff *x) {
-  const char *b = (const char *)cmd.p;
-
+/* The full trace's commands (control.c's table gives their arities); both
+ * first flush the tiers, so that every ended request is in the aggregates. */
+int ks_tier_full_cmd_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   ks_tiers_flush(&s->tiers, 1);
-  if (strcmp(name, "tier_full_report") == 0 && arity == 2)
-    return report(s, b, &idx, x);
-  if (strcmp(name, "tier_full_write") == 0 && arity == 5)
-    return write_files(s, b, &idx, x);
-  return encode_error(x, "badarg");
+  return report(s, (const char *)cmd.p, &idx, x);
+}
+
+int ks_tier_full_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  ks_tiers_flush(&s->tiers, 1);
+  return write_files(s, (const char *)cmd.p, &idx, x);
 }

@@ -71,6 +71,80 @@ START_TEST(ping_version_unknown) {
 }
 END_TEST
 
+/* {kprof, Ref, {Name, 1, ...}} with n integer arguments. */
+static void command_args(long ref, const char *name, int n) {
+  ei_x_buff x;
+  int k;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, n + 1);
+  tb_atom(&x, name);
+  for (k = 0; k < n; k++)
+    ei_x_encode_long(&x, 1);
+  feed_x(&x);
+}
+
+/* The command table: a known name with an arity its row does not take is as
+ * unknown as a name no row has, for every feature's commands alike. */
+START_TEST(known_names_with_other_arities_are_unknown) {
+  command_args(1, "ping", 1);
+  command_args(2, "tier_report", 3);   /* {tier_report, 1, 1, 1}: arity 4 */
+  command_args(3, "flame_status", 2);  /* {flame_status, 1, 1} */
+  command_args(4, "tier_full_report", 2);
+  command_args(5, "flame_status", 1);  /* {flame_status, 1}: a known command */
+  command_args(6, "test_delay_us", 1); /* the fault-injection build's only */
+  expect_reply(0, "{error, {unknown_command, {ping, 1}}}");
+  expect_reply(1, "{error, {unknown_command, {tier_report, 1, 1, 1}}}");
+  expect_reply(2, "{error, {unknown_command, {flame_status, 1, 1}}}");
+  expect_reply(3, "{error, {unknown_command, {tier_full_report, 1, 1}}}");
+  expect_reply(4, "{error, not_found}");
+  expect_reply(5, "{error, {unknown_command, {test_delay_us, 1}}}");
+}
+END_TEST
+
+/* ks_map: the header's count is the keys added, nested maps included, and
+ * the bytes are those of ei's header written first with that count. */
+START_TEST(maps_count_their_keys) {
+  ei_x_buff a, b;
+  ks_map m, inner;
+  int idx = 0, ver, arity;
+
+  ei_x_new_with_version(&a);
+  ks_map_begin(&m, &a);
+  ks_map_u64(&m, "x", 1);
+  ks_map_key(&m, "inner");
+  ks_map_begin(&inner, &a);
+  ks_map_bool(&inner, "on", 1);
+  ks_map_i64_or_undefined(&inner, "ts", INT64_MIN, INT64_MIN);
+  ck_assert_int_eq(ks_map_end(&inner), 0);
+  ks_map_atom(&m, "what", "rate");
+  ck_assert_int_eq(ks_map_end(&m), 0);
+
+  ei_x_new_with_version(&b);
+  ei_x_encode_map_header(&b, 3);
+  ei_x_encode_atom(&b, "x");
+  ei_x_encode_ulonglong(&b, 1);
+  ei_x_encode_atom(&b, "inner");
+  ei_x_encode_map_header(&b, 2);
+  ei_x_encode_atom(&b, "on");
+  ei_x_encode_boolean(&b, 1);
+  ei_x_encode_atom(&b, "ts");
+  ei_x_encode_atom(&b, "undefined");
+  ei_x_encode_atom(&b, "what");
+  ei_x_encode_atom(&b, "rate");
+  ck_assert_int_eq(a.index, b.index);
+  ck_assert_int_eq(memcmp(a.buff, b.buff, (size_t)a.index), 0);
+  ck_assert_int_eq(ei_decode_version(a.buff, &idx, &ver), 0);
+  ck_assert_int_eq(ei_decode_map_header(a.buff, &idx, &arity), 0);
+  ck_assert_int_eq(arity, 3);
+  ei_x_free(&a);
+  ei_x_free(&b);
+}
+END_TEST
+
 /* The reply names the Ref it answers, byte for byte. */
 START_TEST(reply_carries_ref) {
   ei_x_buff x;
@@ -575,6 +649,8 @@ Suite *control_suite(void) {
 
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, ping_version_unknown);
+  tcase_add_test(tc, known_names_with_other_arities_are_unknown);
+  tcase_add_test(tc, maps_count_their_keys);
   tcase_add_test(tc, reply_carries_ref);
   tcase_add_test(tc, sync_is_a_barrier_and_calls_count);
   tcase_add_test(tc, stats_and_reset);

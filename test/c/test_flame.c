@@ -766,9 +766,9 @@ START_TEST(writers_stop_at_a_failed_write) {
 }
 END_TEST
 
-static int no_info(ei_x_buff *x, const void *ctx, int extra) {
+static void no_info(ks_map *m, const void *ctx) {
+  (void)m;
   (void)ctx;
-  return ei_x_encode_map_header(x, extra);
 }
 
 static void write_reply(const ks_fout *o, const char *dir, const char *base, int fmts,

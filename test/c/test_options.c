@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ks_opt.h"
+#include "ks_proto.h"
 #include "test_util.h"
 
 static ks_sink sink;
@@ -69,7 +69,7 @@ static int flame_start(const char *key, long long v, int is_bool) {
   cmd.p = (const unsigned char *)x.buff;
   cmd.n = (size_t)x.index;
   ei_x_new(&reply);
-  ck_assert_int_eq(ks_flame_command(&sink, "flame_start", 3, cmd, idx, &reply), 0);
+  ck_assert_int_eq(ks_flame_cmd_start(&sink, cmd, idx, 3, &reply), 0);
   idx = 0;
   ok = ei_decode_atom(reply.buff, &idx, atom) == 0 && strcmp(atom, "ok") == 0;
   if ((c = ks_flame_find(&sink.flame, 1)) != NULL)

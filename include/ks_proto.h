@@ -1,0 +1,118 @@
+/* ks_proto.h: the sink's protocol (port/proto/): the owner's commands, the
+ * replies and alerts sent back, and the encoders every reply is built with.
+ *
+ * A command is an atom or a tuple {Name, Args...} (doc/protocol.md). control.c
+ * holds the one table of commands, {name, arity range, handler}; a command
+ * whose name and arity match no row is answered {error, {unknown_command, Cmd}}.
+ * Handlers live with their feature (tiers/, flame/) and are declared here.
+ *
+ * Replies are erl_interface's ei_x_* buffers. A map is built with ks_map,
+ * which counts its keys as they are added and writes the count into the
+ * header at the end (a map header is always MAP_EXT and a 4-byte arity in
+ * ei, so the bytes are those of a header written first with the right count).
+ */
+#ifndef KS_PROTO_H
+#define KS_PROTO_H
+
+#include <ei.h>
+
+#include "ks_sink.h"
+
+/* A command's handler: cmd's bytes, idx just past the name, arity the tuple's
+ * (0 for a bare atom). Encodes the whole reply into x; nonzero if encoding failed. */
+typedef int (*ks_command_fn)(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+
+typedef struct ks_command {
+  const char *name;
+  int min_arity, max_arity;
+  ks_command_fn run;
+} ks_command;
+
+/* control.c */
+void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
+/* Sends the alerts owed (overload, ring drops, a limit's trip), if any. */
+void ks_control_alerts(ks_sink *s);
+
+/* encode.c: the pieces replies are made of. Each returns nonzero on failure. */
+int ks_enc_error(ei_x_buff *x, const char *reason);              /* {error, Reason} */
+int ks_enc_error2(ei_x_buff *x, const char *tag, const char *v); /* {error, {Tag, V}} */
+int ks_enc_ok_or_error(ei_x_buff *x, int rc);  /* ok, {error, enomem} or {error, badarg} */
+int ks_enc_unknown_command(ei_x_buff *x, ks_slice cmd);          /* {error, {unknown_command, Cmd}} */
+int ks_enc_atom_utf8(ei_x_buff *x, const char *s);
+/* {M, F, Arity}, or undefined for an id the intern table does not hold. */
+int ks_enc_mfa(ei_x_buff *x, const ks_intern *in, uint32_t mfa);
+/* The pid, or undefined (KS_NONE, a port, an id the table does not hold). */
+int ks_enc_pid(ei_x_buff *x, const ks_intern *in, uint32_t id);
+int ks_enc_u64_list(ei_x_buff *x, const uint64_t *v, int n);
+
+/* A map under construction: ks_map_begin, then keys, then ks_map_end. */
+typedef struct ks_map {
+  ei_x_buff *x;
+  int at;        /* the header's offset in x */
+  uint32_t n;    /* keys so far */
+  int e;         /* an encoding failed */
+} ks_map;
+void ks_map_begin(ks_map *m, ei_x_buff *x);
+/* Key => value; ks_map_key encodes the key only, the caller its value next. */
+void ks_map_u64(ks_map *m, const char *key, uint64_t v);
+void ks_map_i64_or_undefined(ks_map *m, const char *key, int64_t v, int64_t undefined);
+void ks_map_bool(ks_map *m, const char *key, int v);
+void ks_map_atom(ks_map *m, const char *key, const char *v);
+void ks_map_key(ks_map *m, const char *key);
+/* Writes the count into the header; nonzero if anything failed. */
+int ks_map_end(ks_map *m);
+
+/* options.c: the sink's view of the option table (include/ks_options.h).
+ * ks_option_find gives the row of a key the sink takes in a start command
+ * (KS_BY_SINK or KS_BY_BOTH); ks_option_check says whether an integer or
+ * boolean value is within the row's bounds. The handlers in tier_control.c
+ * and flame_control.c only decode and store: the bounds are the table's. */
+#define KS_INF 1e300   /* no bound; doubles hold every integer bound exactly */
+
+enum { KS_M_TIERS = 1, KS_M_FLAME = 2, KS_M_GUARD = 4 };
+enum { KS_T_INT, KS_T_NUM, KS_T_NUMX, KS_T_INTINF, KS_T_BOOL, KS_T_TERM };
+enum { KS_BY_ERLANG = 1, KS_BY_SINK = 2, KS_BY_BOTH = 3 };
+
+typedef struct ks_option {
+  unsigned modes;
+  const char *key;
+  int type;
+  double min, max;
+  const char *def;   /* an Erlang term's text; "" when none */
+  int by;
+  const char *doc;
+} ks_option;
+
+extern const ks_option ks_options[];
+extern const size_t ks_noptions;
+
+/* The row of key in a start command of mode (KS_M_TIERS, KS_M_FLAME), or NULL. */
+const ks_option *ks_option_find(unsigned mode, const char *key);
+/* KS_OK when v is within the row's bounds (KS_T_INT, KS_T_BOOL), else KS_EINVAL. */
+int ks_option_check(const ks_option *o, long long v);
+
+/* The features' commands (their rows are in control.c's table). */
+/* tiers/tier_control.c */
+int ks_tier_command_start(ks_sink *s, const char *b, int *idx);
+int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x);
+/* A row's identity term (kprof_other_identities: the fold row). */
+int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
+/* tiers/tier_full_control.c */
+int ks_tier_full_cmd_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_tier_full_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+/* flame/flame_control.c */
+int ks_flame_cmd_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+/* Dir (binary), Base (binary), [Format] at *idx. */
+int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
+/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
+ * info() adds Info's first keys to m (total_us and write_us follow). */
+int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
+                         void (*info)(ks_map *m, const void *ctx), const void *ctx);
+
+#endif
