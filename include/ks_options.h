@@ -47,7 +47,7 @@ KS_OPTION(KS_M_TIERS, full_trace_max_events, KS_T_INT, 1, 100000000, "100000", K
 KS_OPTION(KS_M_TIERS, full_trace_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_ERLANG, "full trace: call paths per identity (sent as full_max_nodes)")
 KS_OPTION(KS_M_TIERS, full_trace_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_ERLANG, "full trace: identities (sent as full_max_identities)")
 /* tiers: what kprof_tiers sends the sink in {tiers_start, Specs, Opts} */
-KS_OPTION(KS_M_TIERS, max_request_ms, KS_T_INT, 1, 86400000, "60000", KS_BY_SINK, "an open request older than this is abandoned")
+KS_OPTION(KS_M_TIERS, max_request_ms, KS_T_INT, 1, 86400000, "60000", KS_BY_BOTH, "an open request older than this is abandoned")
 KS_OPTION(KS_M_TIERS, slow_us, KS_T_INT, 0, KS_INF, "", KS_BY_SINK, "slow_ms in microseconds")
 KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_SINK, "full_trace_max_events")
 KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, "full_trace_max_nodes")

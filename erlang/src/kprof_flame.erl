@@ -49,7 +49,6 @@
 %% (a second or two for the largest captures), and for a flame_status.
 -define(WRITE_TIMEOUT, 30000).
 -define(STATUS_TIMEOUT, 5000).
--define(FORMATS, [folded, perf, speedscope, svg]).
 -define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 %%%%%%%%%%%%%%
@@ -110,30 +109,18 @@ pid(Pids, Millis, _Opts) ->
 %% `{error, {unknown_options, [Key]}}' names every key it does not know,
 %% `{error, {bad_option, Key, Value}}' the first bad value.
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
-validate(Opts, _Mode) when is_map(Opts) ->
-    Defaults = #{output_format => all, output_directory => ".", sleep => true, gc => true,
-                 children => false, max_depth => 256, max_nodes => 1000000,
-                 perf_period_us => 0, timeout => 30000, open => false},
-    Limits = maps:with(?GUARD_KEYS, Opts),
-    Known = [name | maps:keys(Defaults)] ++ ?GUARD_KEYS,
-    Checked = case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]) of
-                  [] -> check(maps:to_list(maps:merge(Defaults,
-                                                      maps:without(?GUARD_KEYS, Opts))), #{});
-                  Unknown -> {error, {unknown_options, Unknown}}
-              end,
-    case Checked of
-        {ok, Cfg} when map_size(Limits) =:= 0 ->
-            {ok, Cfg#{limits => #{}}};
-        {ok, Cfg} ->
-            case kprof_guard:validate_limits(Limits) of
-                {ok, Merged} -> {ok, Cfg#{limits => Merged}};
-                {error, _} = Error -> Error
-            end;
-        Error ->
-            Error
-    end;
 validate(Opts, _Mode) ->
-    {error, {bad_options, Opts}}.
+    %% Keys, values and defaults: the option table's (kprof_opts).
+    case kprof_opts:check(flame, Opts) of
+        {ok, Checked} ->
+            Cfg = maps:without(?GUARD_KEYS, Checked),
+            case maps:with(?GUARD_KEYS, Opts) of
+                Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
+                Limits -> {ok, Cfg#{limits => maps:merge(kprof_guard:default_limits(), Limits)}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 %% @private The wrapper flame_apply runs the function in: its frame is
 %% hidden (the sink's `hide' option), so stacks start at the function.
@@ -163,13 +150,8 @@ traced(What, Flags) ->
 -spec planned_files(map()) -> [file:filename()].
 planned_files(Cfg = #{name := Name}) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
-    [filename:join(Dir, Name ++ ext_of(F)) || F <- formats(maps:get(output_format, Cfg))].
-
--spec ext_of(format()) -> string().
-ext_of(folded) -> ".folded";
-ext_of(perf) -> ".perf";
-ext_of(speedscope) -> ".speedscope.json";
-ext_of(svg) -> ".svg".
+    [filename:join(Dir, Name ++ kprof_opts:extension(F))
+     || F <- formats(maps:get(output_format, Cfg))].
 
 %% The frame flame_apply hides: kprof_flame_srv is told it when the capture
 %% opens (it does not call back here).
@@ -458,7 +440,7 @@ base_name(Mode, Id) ->
 
 %% @private
 -spec formats(format() | [format()] | all) -> [format()].
-formats(all) -> ?FORMATS;
+formats(all) -> kprof_opts:formats();
 formats(F) when is_atom(F) -> [F];
 formats(Fs) -> lists:usort(Fs).
 
@@ -495,33 +477,3 @@ cap_millis(Ms) ->
 
 %%% VALIDATION
 
--spec check([{term(), term()}], map()) -> {ok, map()} | {error, term()}.
-check([], Acc) ->
-    {ok, Acc};
-check([{K, V} | Rest], Acc) ->
-    case valid(K, V) of
-        true -> check(Rest, Acc#{K => V});
-        false -> {error, {bad_option, K, V}}
-    end.
-
--spec valid(term(), term()) -> boolean().
-valid(output_format, all) -> true;
-valid(output_format, F) when is_atom(F) -> lists:member(F, ?FORMATS);
-valid(output_format, Fs) when is_list(Fs), Fs =/= [] ->
-    lists:all(fun(F) -> is_atom(F) andalso lists:member(F, ?FORMATS) end, Fs);
-valid(output_directory, D) ->
-    (is_list(D) andalso D =/= [] andalso io_lib:printable_unicode_list(D))
-        orelse (is_binary(D) andalso byte_size(D) > 0 andalso is_list(unicode:characters_to_list(D)));
-valid(name, N) ->
-    is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
-        andalso not lists:member($/, N);
-valid(sleep, B) -> is_boolean(B);
-valid(gc, B) -> is_boolean(B);
-valid(children, B) -> is_boolean(B);
-valid(max_depth, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
-valid(max_nodes, N) -> is_integer(N) andalso N >= 16 andalso N =< 1 bsl 26;
-valid(perf_period_us, N) -> is_integer(N) andalso N >= 0 andalso N =< 60000000;
-valid(timeout, infinity) -> true;
-valid(timeout, N) -> is_integer(N) andalso N >= 0;
-valid(open, O) -> O =:= speedscope orelse O =:= false;
-valid(_, _) -> false.

@@ -135,12 +135,11 @@
 start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc The limits used where a mode does not give its own.
+%% @doc The limits used where a mode does not give its own: the defaults of
+%% the option table's guard rows (include/ks_options.h, {@link kprof_opts}).
 -spec default_limits() -> limits().
 default_limits() ->
-    #{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
-      max_memory_bytes => default, max_events => infinity, rate => infinity,
-      max_seconds => infinity}.
+    kprof_opts:defaults(guard).
 
 %% @doc The option keys that are the guard's limits (those of
 %% {@link default_limits/0}): a mode's options with these keys are given to
@@ -153,12 +152,7 @@ limit_keys() ->
 %% Returns the limits merged over the defaults, or the first bad one.
 -spec validate_limits(map()) -> {ok, limits()} | {error, {bad_option, atom(), term()}}.
 validate_limits(Opts) when is_map(Opts) ->
-    Keys = maps:keys(default_limits()),
-    Given = maps:with(Keys, Opts),
-    case [{K, V} || {K, V} <- maps:to_list(Given), not valid_limit(K, V)] of
-        [] -> {ok, maps:merge(default_limits(), Given)};
-        [{K, V} | _] -> {error, {bad_option, K, V}}
-    end.
+    kprof_opts:check(guard, maps:with(limit_keys(), Opts)).
 
 %% @doc Arms the guard for a tracing mode. `Name' is the mode (tiers, a
 %% capture's name); arming it again replaces it. The strictest limit of all
@@ -883,14 +877,6 @@ min_limit(default, B) -> B;
 min_limit(A, default) -> A;
 min_limit({M1, P1}, {M2, P2}) -> case M1 / P1 =< M2 / P2 of true -> {M1, P1}; false -> {M2, P2} end;
 min_limit(A, B) -> min(A, B).
-
-valid_limit(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso
-                                       is_integer(PerMs) andalso PerMs > 0;
-valid_limit(rate, infinity) -> true;
-valid_limit(rate, _) -> false;   % {Max, PerMs} only: a bare integer says no period
-valid_limit(max_memory_bytes, default) -> true;
-valid_limit(_K, infinity) -> true;
-valid_limit(_K, V) -> is_integer(V) andalso V > 0.
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

@@ -5,11 +5,14 @@
 %%% type and bounds, its default and which side checks it: `erlang' and
 %%% `both' rows are a user's options and are checked here; `sink' rows are
 %%% what kprof sends the sink and only the sink checks them, so a user
-%%% giving one gets `bad_option' here as from the modes today.
+%%% giving one gets `unknown_options' here.
 %%%
-%%% Errors have the shape the modes' own checks give: `{bad_option, {Key,
-%%% Value}}' for a bad value or an unknown key (the first in term order),
-%%% `{bad_options, Opts}' when the options are not a map.
+%%% kprof_tiers_plan, kprof_flame and kprof_guard check their options with
+%%% {@link check/2}; what a table row cannot say (an identity needs an
+%%% entry, say) stays in their own code. Errors are kprof's one shape:
+%%% `{unknown_options, [Key]}' for keys the mode does not take (all of them,
+%%% sorted), `{bad_option, Key, Value}' for the first bad value in key
+%%% order, `{bad_options, Opts}' when the options are not a map.
 %%%
 %%% The guard's limits are options of the tiers and flame modes too, but
 %%% their defaults are filled in only for mode `guard': the other modes
@@ -31,12 +34,19 @@
 %% mode (`erlang' or `both') and its value within the row's type and
 %% bounds. Returns the options with the mode's defaults filled in.
 -spec check(mode(), term()) ->
-          {ok, map()} | {error, {bad_option, {term(), term()}} | {bad_options, term()}}.
+          {ok, map()} | {error, {unknown_options, [term()]} | {bad_option, term(), term()}
+                              | {bad_options, term()}}.
 check(Mode, Opts) when is_map(Opts) ->
     Rows = maps:from_list([{element(2, R), R} || R <- rows(Mode)]),
-    case [KV || {K, V} = KV <- lists:sort(maps:to_list(Opts)), not valid(maps:get(K, Rows, none), V)] of
-        [] -> {ok, maps:merge(defaults(Mode), Opts)};
-        [KV | _] -> {error, {bad_option, KV}}
+    case lists:sort([K || K <- maps:keys(Opts), not maps:is_key(K, Rows)]) of
+        [_ | _] = Unknown ->
+            {error, {unknown_options, Unknown}};
+        [] ->
+            case [KV || {K, V} = KV <- lists:sort(maps:to_list(Opts)),
+                        not valid(maps:get(K, Rows), V)] of
+                [] -> {ok, maps:merge(defaults(Mode), Opts)};
+                [{K, V} | _] -> {error, {bad_option, K, V}}
+            end
     end;
 check(_Mode, Opts) ->
     {error, {bad_options, Opts}}.
@@ -88,8 +98,7 @@ bound_text(B) -> io_lib:format("~0tp", [B]).
 
 %%% Values
 
--spec valid(row() | none, term()) -> boolean().
-valid(none, _) -> false;
+-spec valid(row(), term()) -> boolean().
 valid({_, _, int, Lo, Hi, _, _, _}, V) -> is_integer(V) andalso within(V, Lo, Hi);
 valid({_, _, num, Lo, Hi, _, _, _}, V) -> is_number(V) andalso within(V, Lo, Hi);
 valid({_, _, numx, Lo, Hi, _, _, _}, V) -> is_number(V) andalso V > Lo andalso below(V, Hi);

@@ -76,65 +76,17 @@ fail(Reason) ->
 unknown(Opts, Known) ->
     lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Known)]).
 
-%% The options of start/2 that are the tiers' own (the guard's limits aside).
--spec tier_keys() -> [atom()].
-tier_keys() ->
-    [sample, slow_ms, slow_max, window, entry, identity, nodes, max_identities, max_inflight,
-     max_request_events, grace_ms, max_request_ms, full_trace, full_trace_max_events,
-     full_trace_max_nodes, full_trace_max_identities].
-
+%% The table (kprof_opts) checks every key and value; what a row cannot say
+%% is checked here.
 -spec check_opts(term()) -> opts().
-check_opts(Opts) when is_map(Opts) ->
-    case unknown(Opts, tier_keys() ++ ?GUARD_KEYS) of
-        [] -> ok;
-        Unknown -> fail({unknown_options, Unknown})
+check_opts(Opts) ->
+    case kprof_opts:check(tiers, Opts) of
+        {ok, _} -> ok;
+        {error, Reason} -> fail(Reason)
     end,
-    lists:foreach(fun({K, V}) -> check_opt(K, V) end, lists:sort(maps:to_list(Opts))),
     case maps:is_key(identity, Opts) andalso not maps:is_key(entry, Opts) of
         true -> fail({identity_without_entry, maps:get(identity, Opts)});
         false -> Opts
-    end;
-check_opts(Opts) ->
-    fail({bad_options, Opts}).
-
--spec check_opt(term(), term()) -> ok.
-check_opt(sample, S) when is_number(S), S > 0, S =< 1 -> ok;
-check_opt(slow_ms, N) when is_number(N), N >= 0 -> ok;
-check_opt(slow_max, N) when is_integer(N), N >= 0, N =< 10000 -> ok;
-check_opt(window, W) when is_number(W), W >= 0.1, W =< 86400 -> ok;
-check_opt(entry, E) when is_tuple(E) -> ok;
-check_opt(entry, [_ | _]) -> ok;
-check_opt(identity, mfa) -> ok;
-check_opt(identity, {arg, N}) when is_integer(N), N >= 1, N =< 255 -> ok;
-check_opt(identity, F) when is_function(F, 1) -> ok;
-check_opt(identity, {ms, [_ | _]}) -> ok;
-check_opt(nodes, [_ | _] = Nodes) ->
-    case lists:all(fun is_atom/1, Nodes) of
-        true -> ok;
-        false -> fail({bad_option, nodes, Nodes})
-    end;
-check_opt(max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
-check_opt(max_inflight, N) when is_integer(N), N > 0, N =< 10000000 -> ok;
-check_opt(max_request_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
-check_opt(grace_ms, N) when is_integer(N), N >= 0, N =< 3600000 -> ok;
-check_opt(max_request_ms, N) when is_integer(N), N > 0, N =< 86400000 -> ok;
-check_opt(full_trace, V) ->
-    case full_selection(V) of
-        error -> fail({bad_option, full_trace, V});
-        _ -> ok
-    end;
-check_opt(full_trace_max_events, N) when is_integer(N), N > 0, N =< 100000000 -> ok;
-check_opt(full_trace_max_nodes, N) when is_integer(N), N >= 16, N =< 1 bsl 26 -> ok;
-check_opt(full_trace_max_identities, N) when is_integer(N), N > 0, N =< 100000 -> ok;
-check_opt(K, V) ->
-    case lists:member(K, ?GUARD_KEYS) of
-        true ->
-            case kprof_guard:validate_limits(#{K => V}) of
-                {ok, _} -> ok;
-                {error, Reason} -> fail(Reason)
-            end;
-        false ->
-            fail({bad_option, K, V})
     end.
 
 %% @doc Option `full_trace' as the sink takes it: `all', a list of

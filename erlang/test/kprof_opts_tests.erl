@@ -1,7 +1,8 @@
 %%% EUnit tests of kprof_opts: the table's bounds, defaults, unknown keys and
-%%% formats, and that the table agrees with the checks the modes run today
-%%% (kprof_tiers_plan:check/2, kprof_flame:validate/2, kprof_guard:validate_limits/1),
-%%% so phase 2 can put kprof_opts in their place.
+%%% formats, and that the modes' checks (kprof_tiers_plan:check/2,
+%%% kprof_flame:validate/2, kprof_guard:validate_limits/1), which take keys,
+%%% bounds and defaults from it, accept exactly each row's values and
+%%% refuse every key that is not one of their rows.
 -module(kprof_opts_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -46,19 +47,22 @@ bounds_test_() ->
           Mode = mode_of(R),
           {Yes, No} = edges(R),
           [?assertMatch({{ok, #{K := V}}, V}, {kprof_opts:check(Mode, #{K => V}), V}) || V <- Yes],
-          [?assertEqual({V, {error, {bad_option, {K, V}}}}, {V, kprof_opts:check(Mode, #{K => V})})
+          [?assertEqual({V, {error, {bad_option, K, V}}}, {V, kprof_opts:check(Mode, #{K => V})})
            || V <- No]
       end} || {_, K, _, _, _, _, _, _} = R <- user_rows()].
 
 sink_rows_are_not_user_options_test() ->
-    [?assertEqual({error, {bad_option, {K, 1}}}, kprof_opts:check(M, #{K => 1}))
+    [?assertEqual({error, {unknown_options, [K]}}, kprof_opts:check(M, #{K => 1}))
      || {Ms, K, _, _, _, _, sink, _} <- ?KPROF_OPTIONS, M <- Ms].
 
 unknown_and_not_a_map_test() ->
-    ?assertEqual({error, {bad_option, {nope, 1}}}, kprof_opts:check(tiers, #{nope => 1})),
-    ?assertEqual({error, {bad_option, {max_depth, 9}}}, kprof_opts:check(tiers, #{max_depth => 9})),
-    %% The first bad key in term order, as kprof_flame reports today.
-    ?assertEqual({error, {bad_option, {a, 1}}}, kprof_opts:check(flame, #{b => 2, a => 1})),
+    ?assertEqual({error, {unknown_options, [nope]}}, kprof_opts:check(tiers, #{nope => 1})),
+    ?assertEqual({error, {unknown_options, [max_depth]}}, kprof_opts:check(tiers, #{max_depth => 9})),
+    %% Every unknown key, sorted, before any value is looked at.
+    ?assertEqual({error, {unknown_options, [a, b]}},
+                 kprof_opts:check(flame, #{b => 2, a => 1, max_depth => 0})),
+    %% The first bad value in key order.
+    ?assertEqual({error, {bad_option, gc, x}}, kprof_opts:check(flame, #{max_depth => 0, gc => x})),
     ?assertEqual({error, {bad_options, [x]}}, kprof_opts:check(flame, [x])).
 
 defaults_test() ->
@@ -66,9 +70,13 @@ defaults_test() ->
                    children => false, max_depth => 256, max_nodes => 1000000,
                    perf_period_us => 0, timeout => 30000, open => false},
                  kprof_opts:defaults(flame)),
-    ?assertEqual(kprof_guard:default_limits(), kprof_opts:defaults(guard)),
+    ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
+                   max_memory_bytes => default, max_events => infinity, rate => infinity,
+                   max_seconds => infinity},
+                 kprof_opts:defaults(guard)),
     ?assertEqual(#{sample => 1.0, slow_max => 20, max_identities => 200, max_inflight => 20000,
-                   max_request_events => 20000, grace_ms => 100, full_trace => false,
+                   max_request_events => 20000, grace_ms => 100, max_request_ms => 60000,
+                   full_trace => false,
                    full_trace_max_events => 100000, full_trace_max_nodes => 100000,
                    full_trace_max_identities => 20},
                  kprof_opts:defaults(tiers)),
@@ -113,3 +121,23 @@ today_ok(guard, K, V) ->
 bad_option({error, {bad_option, _, _}}) -> true;
 bad_option({error, {unknown_options, _}}) -> true;
 bad_option(_) -> false.
+
+%% A key that is not one of a mode's rows (another mode's, a sink-only row's,
+%% or none) is refused by that mode's own check as unknown.
+other_keys_are_unknown_test_() ->
+    All = lists:usort([K || {_, K, _, _, _, _, _, _} <- ?KPROF_OPTIONS]) ++ [nope],
+    [{atom_to_list(M) ++ " " ++ atom_to_list(K),
+      fun() -> ?assertEqual({M, K, {unknown_options, [K]}}, {M, K, mode_check(M, K)}) end}
+     || M <- ?MODES, K <- All, not lists:keymember(K, 2, kprof_opts:rows(M))].
+
+mode_check(tiers, K) ->
+    {error, R} = kprof_tiers_plan:check(?TIERS, #{K => 1}), R;
+mode_check(flame, K) ->
+    {error, R} = kprof_flame:validate(#{K => 1}, apply), R;
+mode_check(guard, K) ->
+    %% The guard's check takes a mode's whole options and keeps its own keys.
+    {ok, L} = kprof_guard:validate_limits(#{K => 1}),
+    case maps:is_key(K, L) of
+        true -> {bad, K};
+        false -> {unknown_options, [K]}
+    end.
