@@ -63,12 +63,12 @@ KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow sp
 KS_OPTION(KS_M_FLAME, max_depth, KS_T_INT, 1, 100000, "256", KS_BY_BOTH, "deeper frames are merged into TRUNCATED")
 KS_OPTION(KS_M_FLAME, max_nodes, KS_T_INT, 16, 1 << 26, "1000000", KS_BY_BOTH, "distinct call paths")
 KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")
+KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, "processes of one capture; more are left out, counted in dropped_procs")
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")
 KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope | false: open the result in the speedscope CLI")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")
-KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_SINK, "processes of one capture")
 KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, "trigger calls captured")
 KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose calls are captured")
 KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")

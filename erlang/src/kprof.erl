@@ -542,6 +542,8 @@ reset() ->
 %%% scheduled out, default true), `gc' (GC frames, default true),
 %%% `children' (follow spawned processes, default false), `max_depth'
 %%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
+%%% `max_procs' (processes in the capture, 100,000; more are counted in
+%%% `dropped_procs'),
 %%% `timeout' (flame_capture, 30000 ms) and `open => speedscope'.
 %%% No events gives `{error, no_events}' and a logged hint; nothing is
 %%% ever written silently empty.

@@ -35,6 +35,7 @@
           max_depth => pos_integer(),      % deeper frames: TRUNCATED (default 256)
           max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
+          max_procs => pos_integer(),      % processes in the capture (default 100,000)
           timeout => timeout(),            % flame_capture's wait (default 30000 ms)
           open => speedscope | false,      % run the speedscope CLI on the result
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,

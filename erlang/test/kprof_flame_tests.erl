@@ -206,6 +206,7 @@ tests(Tracer) ->
               {"sleep => false drops scheduled-out time", fun no_sleep/1},
               {"flame_pid: per-process stacks, nothing of other processes", fun per_process/1},
               {"children => true follows spawned processes", fun children/1},
+              {"max_procs => 1 keeps the child of children => true out", fun max_procs/1},
               {"children => false does not", fun no_children/1},
               {"flame_capture: N calls across several processes, then no flags left",
                fun capture_n_calls/1},
@@ -370,6 +371,18 @@ no_children(Dir) ->
                                                    output_format => folded}),
     Folded = folded(hd(Files)),
     ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([], traced_processes()).
+
+%% max_procs is a user option (one row of include/ks_options.h, one line in
+%% kprof_flame_srv:sink_start/3): the child is left out, the parent stays.
+max_procs(Dir) ->
+    {ok, parent_done, Files} = kprof:flame_apply(fun ?MODULE:parent/0,
+                                                 #{output_directory => Dir, children => true,
+                                                   output_format => folded, max_procs => 1}),
+    Folded = folded(hd(Files)),
+    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual({error, {bad_option, max_procs, 0}},
+                 kprof:flame_apply(fun ?MODULE:parent/0, #{max_procs => 0})),
     ?assertEqual([], traced_processes()).
 
 %%% flame_capture
