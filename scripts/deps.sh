@@ -28,6 +28,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# Another apt or dpkg (unattended upgrades on a fresh machine) holds the lock:
+# wait for it rather than fail.
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
 echo "deps: installed$missing"
