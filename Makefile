@@ -84,4 +84,4 @@ test: deps
 	@scripts/test.sh
 
 clean:
-	rm -rf $(B) erlang/ebin $(SINK) $(NIF)
+	rm -rf $(B) erlang/ebin erlang/doc $(SINK) $(NIF)

@@ -141,7 +141,7 @@
 -module(kprof).
 
 %% PUBLIC
--export([start/0, start/1, stop/0]).
+-export([start/0, start/1, stop/0, help/0]).
 -export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
          sink_sync/0, sink_reset/0, sink_calls/0]).
 %% SAFETY
@@ -221,6 +221,30 @@ start(Opts) ->
         {ok, Env} -> start_with(Env);
         {error, _} = Error -> Error
     end.
+
+%% @doc Prints the calls a user needs first, one screen; `h(kprof)' and
+%% `h(kprof, Function)' in the shell show every function's doc.
+-spec help() -> ok.
+help() ->
+    io:put_chars(
+      "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
+      "Flame graphs (files: .folded .perf .speedscope.json .svg):\n"
+      "  kprof:flame_apply(fun() -> ... end, #{})        one call, in this process\n"
+      "  kprof:flame_apply(Fun, #{children => true})     and the processes it spawns\n"
+      "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
+      "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
+      "  options: output_directory, output_format, max_procs, max_events, ...\n"
+      "Tiers (per request kind, time per tier):\n"
+      "  kprof:start_tiers([{db, [{my_db, '_', '_'}]}, {http, [{my_http, '_', '_'}]}],\n"
+      "                    #{entry => {my_http, handle, 1}, identity => {arg, 1}})\n"
+      "  kprof:request(Id, Fun)      one request by hand\n"
+      "  kprof:report()              the table; report(#{format => term}) as terms\n"
+      "  kprof:stop_tiers()          tracing off, the report kept\n"
+      "Safety: every mode arms the guard (max_lag_ms, max_events, rate, ...):\n"
+      "  kprof:subscribe()           alerts as {kprof_alert, Kind, Info}\n"
+      "  kprof:status()              what is armed, what aborted and why\n"
+      "The sink: kprof:start(), kprof:stop(), kprof:sink_stats().\n"
+      "Docs: h(kprof), h(kprof, flame_apply), README.md and doc/ in the source tree.\n").
 
 %% @doc Stop kprof: closes the port, which ends the sink and the tracing
 %% that used it.
