@@ -130,11 +130,13 @@
 %%% <li>Stopping the application closes the port; the sink exits when its
 %%%     stdin closes, and the VM stops tracing to it.</li>
 %%% <li>Options are checked before anything starts: a bad option changes
-%%%     nothing.</li>
+%%%     nothing. They are a map, or a keyword list (`[{Key, Value}]', as
+%%%     Elixir writes them; the first of a repeated key wins).</li>
 %%% <li>Every function of this module answers a bad argument with
 %%%     `{error, Reason}' naming it (`{bad_option, Key, Value}' for a bad
 %%%     value, `{unknown_options, [Key]}' for keys the function does not
-%%%     take, `{bad_options, Opts}' for options that are not a map,
+%%%     take, `{bad_options, Opts}' for options that are neither a map nor a
+%%%     keyword list,
 %%%     `{bad_fun, F}', `{badarg, X}', ...), never with an exception;
 %%%     lists in arguments and options must be proper lists.</li>
 %%% </ul>
@@ -217,10 +219,12 @@ start() ->
 %% (stop it first).
 -spec start(start_opts()) -> ok | {error, term()}.
 start(Opts) ->
-    case validate_start_opts(Opts) of
-        {ok, Env} -> start_with(Env);
-        {error, _} = Error -> Error
-    end.
+    with_opts(Opts, fun(O) ->
+                            case validate_start_opts(O) of
+                                {ok, Env} -> start_with(Env);
+                                {error, _} = Error -> Error
+                            end
+                    end).
 
 %% @doc Prints the calls a user needs first, one screen; `h(kprof)' and
 %% `h(kprof, Function)' in the shell show every function's doc.
@@ -438,10 +442,9 @@ is_flat_string(_) -> false.
 %% '''
 -spec start_tiers(kprof_tiers:tiers(), kprof_tiers:opts()) -> ok | {error, term()}.
 start_tiers(Tiers, Opts) ->
-    case {proper_tiers(Tiers), proper_opts(Opts)} of
-        {ok, ok} -> kprof_tiers:start(Tiers, Opts);
-        {ok, Error} -> Error;
-        {Error, _} -> Error
+    case proper_tiers(Tiers) of
+        ok -> with_opts(Opts, fun(O) -> kprof_tiers:start(Tiers, O) end);
+        Error -> Error
     end.
 
 %% @doc Stop tiered profiling on every node it was started on; what was
@@ -511,7 +514,7 @@ report() ->
 %% `INCOMPLETE: ...' in the text's header.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
-    checked(proper_opts(Opts), fun() -> kprof_tiers:report(Opts) end).
+    with_opts(Opts, fun(O) -> kprof_tiers:report(O) end).
 
 %% @doc A flame graph per identity of the tiers' full trace (option
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
@@ -532,7 +535,7 @@ report(Opts) ->
 %% '''
 -spec full_trace_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
 full_trace_flame(Identity, Opts) ->
-    checked(proper_opts(Opts), fun() -> kprof_tiers:full_trace_flame(Identity, Opts) end).
+    with_opts(Opts, fun(O) -> kprof_tiers:full_trace_flame(Identity, O) end).
 
 %% @doc Forget what the tiers recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
@@ -592,12 +595,12 @@ flame_apply({M, F, Args} = MFArgs, Opts) when is_atom(M), is_atom(F), is_list(Ar
             {error, {bad_fun, MFArgs}};
         Arity ->
             case is_exported(M, F, Arity) of
-                true -> checked(proper_opts(Opts), fun() -> kprof_flame:apply(MFArgs, Opts) end);
+                true -> with_opts(Opts, fun(O) -> kprof_flame:apply(MFArgs, O) end);
                 false -> {error, {no_such_function, {M, F, Arity}}}
             end
     end;
 flame_apply(Fun, Opts) ->
-    checked(proper_opts(Opts), fun() -> kprof_flame:apply(Fun, Opts) end).
+    with_opts(Opts, fun(O) -> kprof_flame:apply(Fun, O) end).
 
 %% @equiv flame_capture(MFA, NCalls, #{})
 -spec flame_capture(mfa(), pos_integer()) -> {ok, [file:filename()]} | {error, term()}.
@@ -611,7 +614,7 @@ flame_capture(MFA, NCalls) ->
 -spec flame_capture(mfa(), pos_integer(), kprof_flame:opts()) ->
           {ok, [file:filename()]} | {error, term()}.
 flame_capture(MFA, NCalls, Opts) ->
-    checked(proper_opts(Opts), fun() -> kprof_flame:capture(MFA, NCalls, Opts) end).
+    with_opts(Opts, fun(O) -> kprof_flame:capture(MFA, NCalls, O) end).
 
 %% @equiv flame_pid(Pids, 3000, #{})
 -spec flame_pid(pid() | [pid()]) -> {ok, [file:filename()]} | {error, term()}.
@@ -630,10 +633,10 @@ flame_pid(Pids, Millis) ->
 flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     case proper_length(Pids) of
         error -> {error, {badarg, Pids}};
-        _ -> checked(proper_opts(Opts), fun() -> kprof_flame:pid(Pids, Millis, Opts) end)
+        _ -> with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end)
     end;
 flame_pid(Pids, Millis, Opts) ->
-    checked(proper_opts(Opts), fun() -> kprof_flame:pid(Pids, Millis, Opts) end).
+    with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% VALIDATION: the shape of arguments %%%
@@ -646,6 +649,22 @@ flame_pid(Pids, Millis, Opts) ->
 -spec checked(ok | {error, term()}, fun(() -> Result)) -> Result | {error, term()}.
 checked(ok, Fun) -> Fun();
 checked({error, _} = Error, _Fun) -> Error.
+
+%% Options are a map or a keyword list (`[{Key, Value}]', as Elixir's
+%% `[slow_ms: 5]'), the first of a repeated key winning as in Keyword.get/2;
+%% Fun gets them as a map. Anything else goes to Fun as it is, for the mode
+%% to refuse as `{bad_options, Opts}'.
+-spec with_opts(term(), fun((term()) -> Result)) -> Result | {error, term()}.
+with_opts(Opts, Fun) when is_list(Opts) ->
+    case proper_length(Opts) =/= error andalso lists:all(fun is_keyword/1, Opts) of
+        true -> with_opts(maps:from_list(lists:reverse(Opts)), Fun);
+        false -> {error, {bad_options, Opts}}
+    end;
+with_opts(Opts, Fun) ->
+    checked(proper_opts(Opts), fun() -> Fun(Opts) end).
+
+is_keyword({K, _}) -> is_atom(K);
+is_keyword(_) -> false.
 
 %% An option whose value is an improper list is `{bad_option, K, V}'. A
 %% map's other mistakes are for the module that knows its options.

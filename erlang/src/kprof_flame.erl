@@ -341,7 +341,9 @@ write(Id, End, Cfg, Mode, Flags) ->
             case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
                 {ok, Paths, Info} ->
                     Files = [unicode:characters_to_list(P) || P <- Paths],
-                    logger:info(#{what => kprof_flame_written, id => Id, files => Files,
+                    %% Routine: debug, so that a shell (Elixir's default level is
+                    %% info) shows the files returned, not a report of them.
+                    logger:debug(#{what => kprof_flame_written, id => Id, files => Files,
                                   info => Info}),
                     warn_limits(Info),
                     maybe_open(maps:get(open, Cfg), Files),

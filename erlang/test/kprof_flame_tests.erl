@@ -217,6 +217,8 @@ tests(Tracer) ->
               {"an exception of the function goes through; files are written",
                fun apply_raises/1},
               {"bad options change nothing", fun bad_options/1},
+              {"a keyword list is taken for the options map (Elixir's [key: value])",
+               fun keyword_options/1},
               {"one output format, max_depth cap said in the files", fun one_format/1},
               {"a guard limit ends the capture with the files so far", fun guard_limit/1},
               {"a process another tracer has: {error, {traced_by_other, Pid, Tracer}}",
@@ -491,6 +493,23 @@ bad_options(Dir) ->
     ?assertEqual({error, {bad_option, sleep, yes}},
                  kprof:flame_apply(fun() -> ok end, #{sleep => yes})).
 
+%% Elixir passes options as keyword lists: the same as the map of the pairs,
+%% the first of a repeated key winning (Keyword.get/2); a list that is not
+%% [{atom(), term()}] is refused as before.
+keyword_options(Dir) ->
+    {ok, done, [File]} = kprof:flame_apply(fun ?MODULE:shape_top/0,
+                                           [{output_directory, Dir}, {output_format, folded},
+                                            {output_format, svg}]),
+    ?assertEqual(".folded", ext(File)),
+    ?assertEqual({error, {bad_option, sleep, yes}},
+                 kprof:flame_apply(fun() -> ok end, [{sleep, yes}])),
+    ?assertEqual({error, {unknown_options, [frobnicate]}},
+                 kprof:flame_apply(fun() -> ok end, [{frobnicate, 1}])),
+    ?assertEqual({error, {bad_options, [x]}}, kprof:flame_apply(fun() -> ok end, [x])),
+    ?assertEqual({error, {bad_options, [{"k", 1}]}},
+                 kprof:flame_apply(fun() -> ok end, [{"k", 1}])),
+    ?assertEqual([], traced_processes()).
+
 one_format(Dir) ->
     {ok, done, [File]} = kprof:flame_apply(fun ?MODULE:shape_top/0,
                                            #{output_directory => Dir, output_format => svg,
@@ -682,8 +701,8 @@ volume(Dir, Want0, Tracer) ->
                     end,
     N = Want div 3 + 1000,  % 3 events an iteration, and a few more
     #{level := Primary} = logger:get_primary_config(),
-    ok = logger:set_primary_config(level, info),
-    ok = logger:add_handler(kprof_flame_tests, ?MODULE, #{config => #{pid => self()}, level => info}),
+    ok = logger:set_primary_config(level, debug),
+    ok = logger:add_handler(kprof_flame_tests, ?MODULE, #{config => #{pid => self()}, level => debug}),
     #{os_pid := OsPid} = kprof_sink:info(),
     T0 = erlang:monotonic_time(microsecond),
     {ok, ok, Files} = kprof:flame_apply(fun() ->

@@ -408,8 +408,8 @@ log(_Event, _Config) ->
 flame_max_events_exact() ->
     Dir = filename:join("/tmp", "kprof-guard-eunit-max-" ++ os:getpid()),
     #{level := Primary} = logger:get_primary_config(),
-    ok = logger:set_primary_config(level, info),
-    ok = logger:add_handler(?MODULE, ?MODULE, #{config => #{pid => self()}, level => info}),
+    ok = logger:set_primary_config(level, debug),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{config => #{pid => self()}, level => debug}),
     try
         flame_max_events_exact(Dir)
     after

@@ -63,6 +63,7 @@ tests() ->
       {"a killed request process gives its in-flight slot back", fun killed/0},
       {"returns after a nested request go to the outer request (the sink alone)",
        fun nested_return/0},
+      {"options as keyword lists (Elixir's [slow_ms: 5])", fun keyword_opts/0},
       {"max_request_ms reaches the sink: requests open past it are abandoned",
        fun max_request_ms/0},
       {"every bad configuration is refused and changes nothing", fun bad_configs/0},
@@ -1035,6 +1036,19 @@ nested_return() ->
 %% what this test is about. The kills are awaited ('DOWN'): a kill signal is
 %% asynchronous, and an exit traced after the next request's start would
 %% find the slots still taken.
+%% A keyword list is the map of its pairs wherever a map of options is taken.
+-spec keyword_opts() -> term().
+keyword_opts() ->
+    ?assertEqual({error, already_started}, kprof:start([{call_timeout, 3000}])),
+    ?assertEqual({error, {bad_option, call_timeout, -1}}, kprof:start([{call_timeout, -1}])),
+    ok = kprof:start_tiers(?TIERS1, [{slow_ms, 0}, {slow_max, 2}]),
+    ?W:run_requests(3, kw, fun() -> ?W:sleep_a(1) end),
+    ok = ?W:settle(),
+    {ok, #{rows := Rows, slow := Slow}} = kprof:report([{format, term}]),
+    ?assertMatch([#{requests := 3}], [R || #{identity := kw} = R <- Rows]),
+    ?assertEqual(2, length(Slow)),
+    ?assertEqual({error, {bad_options, [slow]}}, kprof:report([slow])).
+
 -spec killed() -> term().
 killed() ->
     ok = kprof:start_tiers([{b, [{?W, sleep_b, 1}]}], #{max_inflight => 4, grace_ms => 1}),
