@@ -47,35 +47,10 @@ with_user(Fun) ->
 
 %% kprof:help/0: about 20 lines, and every kprof:Function( it names exists.
 help_test() ->
-    Text = captured(fun kprof:help/0),
+    Text = unicode:characters_to_list(kprof_test_util:capture_io(fun kprof:help/0)),
     Lines = string:split(string:trim(Text, trailing), "\n", all),
     ?assert(length(Lines) >= 15 andalso length(Lines) =< 25),
     {match, Named} = re:run(Text, "kprof:([a-z_]+)\\(", [global, {capture, all_but_first, list}]),
     Exported = [atom_to_list(F) || {F, _} <- kprof:module_info(exports)],
     ?assertEqual([], [F || [F] <- Named, not lists:member(F, Exported)]),
     ?assert(length(Named) >= 10).
-
-%% What Fun prints to its group leader.
-captured(Fun) ->
-    Self = self(),
-    Leader = spawn(fun() -> collect(Self, []) end),
-    Old = group_leader(),
-    group_leader(Leader, self()),
-    try Fun() after group_leader(Old, self()) end,
-    Leader ! {done, Self},
-    receive {captured, Text} -> Text after 5000 -> error(no_output) end.
-
-collect(Owner, Acc) ->
-    receive
-        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
-            From ! {io_reply, Ref, ok},
-            collect(Owner, [unicode:characters_to_list(Chars, Enc) | Acc]);
-        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
-            From ! {io_reply, Ref, ok},
-            collect(Owner, [unicode:characters_to_list(apply(M, F, A), Enc) | Acc]);
-        {io_request, From, Ref, _} ->
-            From ! {io_reply, Ref, {error, enotsup}},
-            collect(Owner, Acc);
-        {done, Owner} ->
-            Owner ! {captured, lists:flatten(lists:reverse(Acc))}
-    end.

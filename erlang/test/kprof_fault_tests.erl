@@ -551,28 +551,7 @@ requests() ->
 
 %% The text report, as kprof:report/0 prints it.
 report_text() ->
-    Self = self(),
-    Leader = spawn(fun() -> capture_io(Self, []) end),
-    Old = group_leader(),
-    group_leader(Leader, self()),
-    try kprof:report() after group_leader(Old, self()) end,
-    Leader ! {done, self()},
-    receive {captured, Text} -> {ok, Text} after 5000 -> error(no_report) end.
-
-capture_io(Owner, Acc) ->
-    receive
-        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
-            From ! {io_reply, Ref, ok},
-            capture_io(Owner, [unicode:characters_to_binary(Chars, Enc) | Acc]);
-        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
-            From ! {io_reply, Ref, ok},
-            capture_io(Owner, [unicode:characters_to_binary(apply(M, F, A), Enc) | Acc]);
-        {io_request, From, Ref, _} ->
-            From ! {io_reply, Ref, {error, enotsup}},
-            capture_io(Owner, Acc);
-        {done, Owner} ->
-            Owner ! {captured, iolist_to_binary(lists:reverse(Acc))}
-    end.
+    {ok, kprof_test_util:capture_io(fun kprof:report/0)}.
 
 stop(P) ->
     unlink(P),

@@ -295,7 +295,7 @@ lag_trip_via_tiers() ->
     %% drain. (Turning tracing off itself waits for every scheduler: about a
     %% millisecond here, 0.9 s seen on a busy machine.)
     ?assert(Took div 1000 < Drained),
-    Text = capture_io(fun() -> ok = kprof:report(#{format => text}) end),
+    Text = kprof_test_util:capture_io(fun() -> ok = kprof:report(#{format => text}) end),
     ?assertMatch({match, _}, re:run(Text, "tracing ABORTED: overload")),
     {match, [Recorded]} = re:run(Text, "^lag +([0-9]+) ", [multiline, {capture, all_but_first, list}]),
     ?assert(list_to_integer(Recorded) > 0),
@@ -466,34 +466,6 @@ stale_sink_limits() ->
     {ok, #{requests := 20}} = kprof:report(#{format => term}),
     receive {kprof_alert, K, I} -> error({unexpected_alert, K, I}) after 0 -> ok end,
     ok = kprof:stop_tiers().
-
-%% What Fun prints, as a binary.
-capture_io(Fun) ->
-    Old = group_leader(),
-    Io = spawn(fun() -> collect_io([]) end),
-    group_leader(Io, self()),
-    try
-        Fun()
-    after
-        group_leader(Old, self())
-    end,
-    Io ! {text, self()},
-    receive {text, Io, Text} -> Text after 5000 -> error(no_text) end.
-
-collect_io(Acc) ->
-    receive
-        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
-            From ! {io_reply, Ref, ok},
-            collect_io([Acc, unicode:characters_to_binary(Chars, Enc)]);
-        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
-            From ! {io_reply, Ref, ok},
-            collect_io([Acc, unicode:characters_to_binary(apply(M, F, A), Enc)]);
-        {io_request, From, Ref, _} ->
-            From ! {io_reply, Ref, {error, enotsup}},
-            collect_io(Acc);
-        {text, Pid} ->
-            Pid ! {text, self(), iolist_to_binary(Acc)}
-    end.
 
 app_stop_leaves_nothing() ->
     setup(),

@@ -1,8 +1,9 @@
 %%% @doc Helpers shared by the EUnit suites: waiting for a condition, loading
-%%% a module's own object code again, and kprof on the fault-injection sink.
+%%% a module's own object code again, kprof on the fault-injection sink, and
+%%% what a function prints.
 -module(kprof_test_util).
 
--export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1]).
+-export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1]).
 
 %% @doc Polls `F' every 20 ms until it returns `true'; `error(timeout)' after `Ms'.
 -spec wait_until(fun(() -> boolean()), integer()) -> ok.
@@ -40,3 +41,33 @@ fault_sink() ->
 start_fault_sink(Opts) ->
     ok = kprof:stop(),
     ok = kprof:start(Opts#{sink_path => fault_sink()}).
+
+%% @doc What `Fun' prints to its group leader, as a binary (a group leader of
+%% its own stands in while it runs).
+-spec capture_io(fun(() -> term())) -> binary().
+capture_io(Fun) ->
+    Old = group_leader(),
+    Io = spawn(fun() -> collect_io([]) end),
+    group_leader(Io, self()),
+    try
+        Fun()
+    after
+        group_leader(Old, self())
+    end,
+    Io ! {text, self()},
+    receive {text, Io, Text} -> Text after 5000 -> error(no_text) end.
+
+collect_io(Acc) ->
+    receive
+        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
+            From ! {io_reply, Ref, ok},
+            collect_io([Acc, unicode:characters_to_binary(Chars, Enc)]);
+        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
+            From ! {io_reply, Ref, ok},
+            collect_io([Acc, unicode:characters_to_binary(apply(M, F, A), Enc)]);
+        {io_request, From, Ref, _} ->
+            From ! {io_reply, Ref, {error, enotsup}},
+            collect_io(Acc);
+        {text, Pid} ->
+            Pid ! {text, self(), iolist_to_binary(Acc)}
+    end.
