@@ -117,7 +117,10 @@ validate(Opts, _Mode) ->
             Cfg = maps:without(?GUARD_KEYS, Checked),
             case maps:with(?GUARD_KEYS, Opts) of
                 Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
-                Limits -> {ok, Cfg#{limits => maps:merge(kprof_guard:default_limits(), Limits)}}
+                Limits ->
+                    %% The guard's limits over its defaults, as the guard merges them.
+                    {ok, Merged} = kprof_guard:validate_limits(Limits),
+                    {ok, Cfg#{limits => Merged}}
             end;
         {error, _} = Error ->
             Error
