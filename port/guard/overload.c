@@ -1,6 +1,8 @@
 /* overload.c: measuring how far behind the VM the sink is, and deciding when to alert. */
 #include <time.h>
-#include <unistd.h>
+#ifdef KS_FAULT_INJECTION
+#include <unistd.h>   /* usleep */
+#endif
 
 #include "ks_overload.h"
 
