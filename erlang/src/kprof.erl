@@ -433,6 +433,9 @@ is_flat_string(_) -> false.
 %% validated first: `{error, Reason}' names the culprit and nothing is
 %% left started. While a flame capture runs: `{error, {busy, flame}}' (and
 %% a flame capture while tiers run: `{error, {busy, tiers}}').
+%% With `nodes': a node without kprof's code gives `{error,
+%% {kprof_not_loaded, Node}}'; a node that cannot be reached is left out,
+%% the others started: `{ok, #{dropped => [{Node, noconnection}]}}'.
 %%
 %% ```
 %% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]}, {db, [{shop_db, query, 2}]}], #{}).
@@ -440,7 +443,8 @@ is_flat_string(_) -> false.
 %% 2> kprof:start_tiers([{http, [{shop_htp, '_', '_'}]}], #{}).
 %% {error,{unknown_module,http,shop_htp}}
 %% '''
--spec start_tiers(kprof_tiers:tiers(), kprof_tiers:opts()) -> ok | {error, term()}.
+-spec start_tiers(kprof_tiers:tiers(), kprof_tiers:opts()) ->
+          ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
 start_tiers(Tiers, Opts) ->
     case proper_tiers(Tiers) of
         ok -> with_opts(Opts, fun(O) -> kprof_tiers:start(Tiers, O) end);
@@ -452,7 +456,9 @@ start_tiers(Tiers, Opts) ->
 %% by an earlier stop or abort); `{error, {already_stopped, #{reason =>
 %% kprof_tiers_restarted, undone => #{processes => N, patterns => M}}}}'
 %% when `kprof_tiers' was killed while the tiers ran: its restarted
-%% successor turned their tracing off, and says how much it found.
+%% successor turned their tracing off, and says how much it found. A node
+%% that cannot be reached: the others are stopped, then `{error,
+%% {unreachable, [{Node, Reason}]}}'.
 -spec stop_tiers() -> ok | {error, term()}.
 stop_tiers() ->
     kprof_tiers:stop().
@@ -512,6 +518,8 @@ report() ->
 %% within 2 s, or died, gives the rows of the last poll (at least once a
 %% second while tracing is on), flagged `incomplete' in the map and
 %% `INCOMPLETE: ...' in the text's header.
+%% A node that does not reply (down, without kprof) is named in `missing'
+%% (`[{Node, Reason}]'; `MISSING: ...' in the header), the others merged.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
     with_opts(Opts, fun(O) -> kprof_tiers:report(O) end).

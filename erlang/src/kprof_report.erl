@@ -21,6 +21,7 @@
 %%%   ring_drops => 0, ring_unsupported => 0,  % the tracer NIF's ring: full, not encodable
 %%%   ring_unresolved => 0, ring_bad => 0,     % ... a refused pid's events, refused records
 %%%   incomplete => [Incomplete],              % [] when every sink answered
+%%%   missing => [{Node, Reason}],             % nodes that did not reply: [] when all did
 %%%   reapplied => 0, ...,                     % patterns put back after a code reload
 %%%   all => Row, rows => [Row],               % most requests first
 %%%   slow => [#{identity, node, pid, start, wall, tiers, other}],
@@ -65,10 +66,13 @@
 %%% reset, each on the `dropped:' line when not 0. `incomplete' says which
 %%% sinks did not answer the report in time (their rows are those of the
 %%% server's last poll) or died (what they read after it is lost); the
-%%% text's header ends with `; INCOMPLETE: ...' then.
+%%% text's header ends with `; INCOMPLETE: ...' then. `missing' names the
+%%% nodes asked that gave no report at all, with why (`noconnection',
+%%% `timeout', `kprof_not_loaded', or the error the node answered); the
+%%% header ends with `; MISSING: ...' then.
 -module(kprof_report).
 
--export([empty_raw/1, merge_raw/4, build/2, text/2, json/1, format_ms/1]).
+-export([empty_raw/1, merge_raw/4, build/2, build/3, text/2, json/1, format_ms/1]).
 
 -export_type([report/0, row/0, stats/0]).
 
@@ -166,12 +170,19 @@ merge_cols(A, B) ->
 %% `kprof_tiers:node_report/0'), merged. Option `time' (`self') says
 %% which time the text table shows.
 -spec build([kprof_tiers:node_report()], map()) -> {ok, report()} | {error, term()}.
-build([], _Opts) ->
+build(NodeReports, Opts) ->
+    build(NodeReports, [], Opts).
+
+%% @doc {@link build/2} of the nodes that replied; `Missing' are those
+%% that did not, with why, kept in the report's `missing'.
+-spec build([kprof_tiers:node_report()], [{node(), term()}], map()) ->
+          {ok, report()} | {error, term()}.
+build([], _Missing, _Opts) ->
     {error, no_nodes};
-build([First | _] = NodeReports, Opts) ->
+build([First | _] = NodeReports, Missing, Opts) ->
     Tiers = maps:get(tiers, First),
     case [N || #{node := N, tiers := T} <- NodeReports, T =/= Tiers] of
-        [] -> {ok, build(Tiers, First, NodeReports, Opts)};
+        [] -> {ok, (build(Tiers, First, NodeReports, Opts))#{missing => Missing}};
         [Node | _] -> {error, {tiers_differ, Node}}
     end.
 
@@ -444,10 +455,10 @@ header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
                    _ -> io_lib:format(" (seen ~b, sampled ~b)", [Seen, Sampled])
                end,
     io_lib:format("kprof tiers on ~ts: ~ts s traced~ts, requests ~b recorded~ts, "
-                  "~b in flight, events ~b, dropped ~b, ~ts~ts",
+                  "~b in flight, events ~b, dropped ~b, ~ts~ts~ts",
                   [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
                    Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R),
-                   incomplete_text(R)]).
+                   incomplete_text(R), missing_text(R)]).
 
 %% "; INCOMPLETE: ...": a sink that did not answer in time, or died, and
 %% what its rows are as of.
@@ -460,6 +471,16 @@ incomplete_text(R) ->
         Incomplete ->
             ["; INCOMPLETE: ",
              lists:join("; ", [incomplete_part(I, OnNode) || I <- Incomplete])]
+    end.
+
+%% "; MISSING: c@host (noconnection)": the nodes that gave no report.
+-spec missing_text(report()) -> iolist().
+missing_text(R) ->
+    case maps:get(missing, R, []) of
+        [] -> [];
+        Missing -> ["; MISSING: ",
+                    lists:join(", ", [io_lib:format("~ts (~0tp)", [atom_to_list(N), Why])
+                                      || {N, Why} <- Missing])]
     end.
 
 -spec incomplete_part(map(), boolean()) -> iolist().
@@ -569,8 +590,9 @@ json(Report) ->
     Slow = [S#{identity => json_identity(Id)} || #{identity := Id} = S <- maps:get(slow, Report)],
     Aborted = [A#{reason => text(Reason), info => text(Info)}
                || #{reason := Reason, info := Info} = A <- maps:get(aborted, Report)],
+    Missing = [#{node => N, reason => text(Why)} || {N, Why} <- maps:get(missing, Report, [])],
     unicode:characters_to_binary(
-      encode(Report#{rows => Rows, slow => Slow, aborted => Aborted,
+      encode(Report#{rows => Rows, slow => Slow, aborted => Aborted, missing => Missing,
                      all => json_row(maps:get(all, Report))})).
 
 -spec json_row(row()) -> map().

@@ -83,7 +83,9 @@
 %%%     ms_transform header included. A compiled fun gives `{error,
 %%%     {identity_fun_not_convertible, Hint}}'. Entry calls are not
 %%%     sampled.</li>
-%%% <li>`nodes' (`[node()]'): start on every node, all or none.</li>
+%%% <li>`nodes' (`[node()]'): start on every node, all or none, except
+%%%     that a node that cannot be reached is left out (and named in the
+%%%     result); a node down later is named in the report's `missing'.</li>
 %%% <li>`max_identities' (200), `max_inflight' (20000),
 %%%     `max_request_events' (20000), `grace_ms' (100), `max_request_ms'
 %%%     (60000: a request open longer, say of a killed process, is dropped
@@ -263,9 +265,13 @@ start_link() ->
 %% @doc Validate, then start the tiers on every node of option `nodes'
 %% (default: this one), starting kprof where it is not running. Returns
 %% `{error, Reason}' naming the culprit and changes nothing when any node
-%% refuses; errors of another node come as `{node, Node, Reason}'. See
-%% the module doc for the options.
--spec start(tiers(), opts()) -> ok | {error, term()}.
+%% refuses; errors of another node come as `{node, Node, Reason}', a node
+%% without kprof's code gives `{error, {kprof_not_loaded, Node}}'. A node
+%% that cannot be reached (down) is left out: `{ok, #{dropped => [{Node,
+%% noconnection}]}}', the tiers running on the others. See the module doc
+%% for the options.
+-spec start(tiers(), opts()) ->
+          ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
 start(Tiers, Opts) ->
     case kprof_tiers_plan:check(Tiers, Opts) of
         {ok, #plan{nodes = Nodes}} ->
@@ -280,11 +286,19 @@ start(Tiers, Opts) ->
 
 %% Every node validates before any starts (kprof_tiers_cluster:start/3); this
 %% server remembers them for stop, reset and report.
--spec start_nodes([node()], tiers(), opts()) -> ok | {error, term()}.
+%% Nodes that cannot be reached are left out: `{ok, #{dropped => Down}}'.
+-spec start_nodes([node()], tiers(), opts()) ->
+          ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
 start_nodes(Nodes, Tiers, Opts) ->
     case kprof_tiers_cluster:start(Nodes, Tiers, Opts) of
-        ok -> call({set_nodes, Nodes});
-        {error, _} = Error -> Error
+        {ok, Live, Down} ->
+            case {call({set_nodes, Live}), Down} of
+                {ok, []} -> ok;
+                {ok, _} -> {ok, #{dropped => Down}};
+                {{error, _} = Error, _} -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc Stop tracing on every node the tiers were started on. What was
@@ -294,6 +308,8 @@ start_nodes(Nodes, Tiers, Opts) ->
 %% kprof_tiers_restarted, undone => Undone}}}' when the server was killed
 %% while the tiers ran and its successor turned their tracing off (see
 %% {@link node_stop/1}).
+%% A node that cannot be reached: every other node is stopped, then
+%% `{error, {unreachable, [{Node, Reason}]}}'.
 -spec stop() -> ok | {error, term()}.
 stop() ->
     each_node(node_stop, [stop]).
@@ -309,7 +325,10 @@ reset() ->
 %% `json' returns `{ok, JSON}'. Returns within 6 s and the time to build
 %% the report: each node's server waits at most 2 s for its sink, and a
 %% sink that does not answer, or died, gives the rows of its last poll
-%% flagged in `incomplete' (and in the text's header).
+%% flagged in `incomplete' (and in the text's header). A node that does
+%% not reply (down, without kprof, or answering an error) is named with
+%% why in `missing' (and `MISSING: ...' in the header); the report merges
+%% the others.
 -spec report(report_opts()) -> ok | {ok, kprof_report:report() | binary()} | {error, term()}.
 report(Opts) ->
     case kprof_tiers_plan:check_report_opts(Opts) of
@@ -1088,7 +1107,8 @@ report_nodes(Opts) ->
     case Nodes of
         {ok, Ns1} ->
             case kprof_tiers_cluster:reports(Ns1) of
-                {ok, Reports} -> format(kprof_report:build(Reports, Opts), Opts);
+                {ok, Reports, Missing} ->
+                    format(kprof_report:build(Reports, Missing, Opts), Opts);
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->

@@ -2,10 +2,20 @@
 %%% started from to the others, through erpc, of the per-node functions of
 %%% {@link kprof_tiers} (`node_check/2', `node_start/2', `node_stop/1',
 %%% `node_reset/0', `node_report/0'). The node itself is called directly.
-%%% Another node's error comes back as `{node, Node, Reason}'.
+%%% Another node's error comes back as `{node, Node, Reason}'; a node where
+%%% kprof's code is not loaded as `{kprof_not_loaded, Node}'.
 %%%
-%%% A start is all or none: every node validates before any starts, and a
-%%% node that fails to start stops (and forgets) those started before it.
+%%% A node that cannot be reached (`noconnection': it is down, or the
+%%% network between) is not an error that stops the others:
+%%% <ul>
+%%% <li>a start leaves it out and says so (`{ok, Live, Down}'); every node
+%%%     reached validates before any starts, and a node that fails to
+%%%     start stops (and forgets) those started before it;</li>
+%%% <li>a stop or a reset reaches every other node, then answers
+%%%     `{error, {unreachable, [{Node, Reason}]}}';</li>
+%%% <li>a report merges the nodes that replied and lists the others, with
+%%%     why, in `missing'.</li>
+%%% </ul>
 -module(kprof_tiers_cluster).
 
 -export([start/3, each/3, reports/1]).
@@ -18,56 +28,84 @@
 -define(REPORT_WAIT, 2000).
 -define(REPORT_MARGIN, 1000).
 
-%% @doc Validate on every other node of `Nodes', then start the tiers on
-%% each, in order; a node that fails stops the ones started before it
-%% (`node_stop(undo)').
--spec start([node()], kprof_tiers:tiers(), kprof_tiers:opts()) -> ok | {error, term()}.
+%% @doc Validate on every other node of `Nodes' that can be reached, then
+%% start the tiers on each, in order; a node that fails stops the ones
+%% started before it (`node_stop(undo)'). `{ok, Started, Down}': `Down'
+%% are the nodes left out, unreachable, with why; `{error, {nodes_down,
+%% Down}}' when none is left.
+-spec start([node()], kprof_tiers:tiers(), kprof_tiers:opts()) ->
+          {ok, [node()], [{node(), term()}]} | {error, term()}.
 start(Nodes, Tiers, Opts) ->
-    Remote = [N || N <- Nodes, N =/= node()],
-    case first_error([on_node(N, node_check, [Tiers, Opts]) || N <- Remote]) of
-        ok -> start_each(Nodes, Tiers, Opts, []);
-        {error, _} = Error -> Error
+    Checked = [{N, on_node(N, node_check, [Tiers, Opts])} || N <- Nodes, N =/= node()],
+    case first_error([R || {_, R} <- Checked]) of
+        ok ->
+            Down = [{N, Why} || {N, {down, Why}} <- Checked],
+            case [N || N <- Nodes, not lists:keymember(N, 1, Down)] of
+                [] -> {error, {nodes_down, Down}};
+                Live -> start_each(Live, Tiers, Opts, [], Down)
+            end;
+        {error, _} = Error ->
+            Error
     end.
 
-%% @doc `kprof_tiers:F(Args...)' on every node, in order: `ok', or the
-%% first error.
+%% @doc `kprof_tiers:F(Args...)' on every node, in order: `ok', the first
+%% error of a node reached, or `{error, {unreachable, [{Node, Reason}]}}'
+%% when every node reached answered `ok' but some could not be reached.
 -spec each([node()], atom(), list()) -> ok | {error, term()}.
 each(Nodes, F, Args) ->
-    first_error([on_node(N, F, Args) || N <- Nodes]).
+    Results = [{N, on_node(N, F, Args)} || N <- Nodes],
+    case first_error([R || {_, R} <- Results]) of
+        ok ->
+            case [{N, Why} || {N, {down, Why}} <- Results] of
+                [] -> ok;
+                Down -> {error, {unreachable, Down}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 %% @doc The report of every node at once (`kprof_tiers:node_report/0'),
-%% each bounded: a node that does not answer by then is an error; this
-%% node's own errors come untagged.
--spec reports([node()]) -> {ok, [kprof_tiers:node_report()]} | {error, term()}.
+%% each bounded: `{ok, Reports, Missing}', `Missing' the nodes that did
+%% not reply with a report, each with why (`noconnection', `timeout',
+%% `kprof_not_loaded', or the error it answered). This node's own errors
+%% come untagged; `{error, {nodes_missing, Missing}}' when no node replied.
+-spec reports([node()]) ->
+          {ok, [kprof_tiers:node_report()], [{node(), term()}]} | {error, term()}.
 reports(Nodes) ->
     Results = erpc:multicall(Nodes, kprof_tiers, node_report, [],
                              ?REPORT_WAIT + 3 * ?REPORT_MARGIN),
     Replies = [case {N, Result} of
-                   {_, {ok, {ok, _} = Ok}} -> Ok;
+                   {_, {ok, {ok, Report}}} -> {ok, Report};
                    {Here, {ok, {error, _} = Error}} when Here =:= node() -> Error;
-                   {_, {ok, {error, Reason}}} -> {error, {node, N, Reason}};
                    {Here, {error, {erpc, timeout}}} when Here =:= node() -> {error, timeout};
-                   {_, {Class, Reason}} -> {error, {node, N, {Class, Reason}}}
+                   {_, {ok, {error, Reason}}} -> {missing, {N, Reason}};
+                   {_, {Class, Reason}} -> {missing, {N, why(Class, Reason)}}
                end || {N, Result} <- lists:zip(Nodes, Results)],
+    Missing = [M || {missing, M} <- Replies],
     case first_error(Replies) of
-        ok -> {ok, [R || {ok, R} <- Replies]};
+        ok when length(Missing) =:= length(Replies) -> {error, {nodes_missing, Missing}};
+        ok -> {ok, [R || {ok, R} <- Replies], Missing};
         {error, _} = Error -> Error
     end.
 
--spec start_each([node()], kprof_tiers:tiers(), kprof_tiers:opts(), [node()]) ->
-          ok | {error, term()}.
-start_each([], _Tiers, _Opts, _Started) ->
-    ok;
-start_each([N | Rest], Tiers, Opts, Started) ->
+-spec start_each([node()], kprof_tiers:tiers(), kprof_tiers:opts(), [node()],
+                 [{node(), term()}]) ->
+          {ok, [node()], [{node(), term()}]} | {error, term()}.
+start_each([], _Tiers, _Opts, Started, Down) ->
+    {ok, lists:reverse(Started), Down};
+start_each([N | Rest], Tiers, Opts, Started, Down) ->
     case on_node(N, node_start, [Tiers, Opts]) of
         ok ->
-            start_each(Rest, Tiers, Opts, [N | Started]);
+            start_each(Rest, Tiers, Opts, [N | Started], Down);
+        {down, Why} ->
+            start_each(Rest, Tiers, Opts, Started, Down ++ [{N, Why}]);
         {error, _} = Error ->
             _ = [on_node(M, node_stop, [undo]) || M <- Started],
             Error
     end.
 
-%% This node directly; another through erpc, its errors tagged with it.
+%% This node directly; another through erpc: its errors tagged with it,
+%% `{down, Why}' when it cannot be reached.
 -spec on_node(node(), atom(), list()) -> term().
 on_node(N, F, Args) when N =:= node() ->
     apply(kprof_tiers, F, Args);
@@ -76,8 +114,21 @@ on_node(N, F, Args) ->
         {error, Reason} -> {error, {node, N, Reason}};
         Other -> Other
     catch
-        Class:Reason -> {error, {node, N, {Class, Reason}}}
+        Class:Reason ->
+            case why(Class, Reason) of
+                noconnection -> {down, noconnection};
+                kprof_not_loaded -> {error, {kprof_not_loaded, N}};
+                Why -> {error, {node, N, Why}}
+            end
     end.
+
+%% What an erpc exception says of the node: unreachable, without kprof's
+%% code (kprof_tiers undefined there), or the exception as it came.
+-spec why(atom(), term()) -> term().
+why(error, {erpc, noconnection}) -> noconnection;
+why(error, {erpc, timeout}) -> timeout;
+why(error, {exception, undef, [{kprof_tiers, _, _, _} | _]}) -> kprof_not_loaded;
+why(Class, Reason) -> {Class, Reason}.
 
 -spec first_error([term()]) -> ok | {error, term()}.
 first_error([]) -> ok;

@@ -1120,7 +1120,8 @@ bad_configs() ->
             {bad_identity, {arity_mismatch, {?W, entry, 2}}}},
            {Good, #{entry => {?W, entry, 2}, identity => {ms, [{['$1', '_'], [], [{foo, '$1'}]}]}},
             {bad_match_spec, {?W, entry, 2}, '_'}},
-           {Good, #{nodes => ['nobody@nowhere']}, {node, 'nobody@nowhere', '_'}}],
+           %% The only node cannot be reached: nothing to start on.
+           {Good, #{nodes => ['nobody@nowhere']}, {nodes_down, [{'nobody@nowhere', noconnection}]}}],
     [begin
          Result = kprof:start_tiers(Tiers, Opts),
          ?assert(matches(Expected, Result), {Tiers, Opts, Expected, Result}),
@@ -1147,7 +1148,7 @@ bad_report_opts() ->
     ?assertEqual({error, {bad_option, time, wall}}, kprof:report(#{time => wall})),
     ?assertEqual({error, {unknown_options, [colour]}}, kprof:report(#{colour => red})),
     ?assertEqual({error, {bad_options, [term]}}, kprof:report([term])),
-    ?assertMatch({error, {node, 'nobody@nowhere', _}},
+    ?assertEqual({error, {nodes_missing, [{'nobody@nowhere', noconnection}]}},
                  kprof:report(#{nodes => ['nobody@nowhere'], format => term})).
 
 -spec json_report() -> term().
