@@ -11,6 +11,10 @@ if [ "${1:-}" = browser ]; then
   command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
   command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi
+# `scripts/deps.sh rebar3` (make check-rebar3): Debian's rebar3, which brings dialyzer.
+if [ "${1:-}" = rebar3 ]; then
+  PKGS="$PKGS rebar3 erlang-dialyzer"
+fi
 
 missing=""
 for p in $PKGS; do

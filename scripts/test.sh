@@ -5,7 +5,8 @@
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
-#   (chromium), then the fuzzers for FUZZ_SECONDS (default 30).
+#   (chromium), rebar3's xref, dialyzer and edoc, then the fuzzers for
+#   FUZZ_SECONDS (default 30).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
@@ -52,6 +53,14 @@ if command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   run browser   $MAKE --no-print-directory check-browser
 else
   skip check-browser "chromium or npm not installed and scripts/deps.sh browser could not install them (see above)"
+fi
+# rebar3 (Debian's package) is installed here like chromium above; skipped,
+# loudly, only when that cannot be done.
+command -v rebar3 >/dev/null 2>&1 || scripts/deps.sh rebar3 || true
+if command -v rebar3 >/dev/null 2>&1; then
+  run rebar3    $MAKE --no-print-directory check-rebar3
+else
+  skip check-rebar3 "rebar3 not installed and scripts/deps.sh rebar3 could not install it (see above)"
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 

@@ -305,7 +305,7 @@ handle_info(Msg, S) ->
 
 info_({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
     %% The guard took the flags off and the '_' pattern; the rest is ours.
-    case Caps of
+    _ = case Caps of
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
             _ = erlang:trace_pattern(MFA, false, [meta]);
         _ ->

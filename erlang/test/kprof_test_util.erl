@@ -31,10 +31,14 @@ reload(Mod) ->
 %% priv/ has no such command.
 -spec fault_sink() -> file:filename().
 fault_sink() ->
-    Ebin = filename:dirname(code:which(kprof)),
-    Path = filename:join([Ebin, "..", "..", "_build", "fault", "kprof_sink"]),
-    true = filelib:is_regular(Path),
-    Path.
+    %% The checkout this module was compiled from (make and rebar3 alike).
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(Source))),
+    Path = filename:join([Root, "_build", "fault", "kprof_sink"]),
+    case filelib:is_regular(Path) of
+        true -> Path;
+        false -> error({fault_sink_not_built, Path, "make _build/fault/kprof_sink"})
+    end.
 
 %% @doc kprof restarted with `Opts' on the fault-injection sink.
 -spec start_fault_sink(map()) -> ok.
