@@ -85,6 +85,7 @@ typedef struct ks_fopts {
   uint32_t hide;               /* the apply wrapper: never a frame; returning to it ends */
   int64_t time_offset;         /* erlang:time_offset(nanosecond): meta (wall) ts -> monotonic */
   uint32_t perf_period_us;     /* 0: chosen from the total time */
+  uint32_t top;                /* rows of the per-function table in flame_write's Info; 0: none */
 } ks_fopts;
 
 typedef struct ks_fcounters {
@@ -96,6 +97,7 @@ typedef struct ks_fcounters {
   uint64_t depth_capped;       /* pushes beyond max_depth */
   uint64_t stack_overflow;     /* pushes beyond max_stack */
   uint64_t dropped_procs;      /* processes beyond max_procs */
+  uint64_t calls_uncounted;    /* calls the top table could not count (out of memory) */
 } ks_fcounters;
 
 typedef struct ks_fcap {
@@ -110,6 +112,8 @@ typedef struct ks_fcap {
   uint32_t pmask;
   uint32_t last_pid, last_proc;
   ks_fcounters k;
+  uint64_t *calls;             /* per MFA id, counted only when o.top > 0 */
+  uint32_t calls_cap;
 } ks_fcap;
 
 /* What the stack rules (flame_stack.c) build into: a call-path tree and its
@@ -164,6 +168,22 @@ void ks_fstack_init(ks_fproc *p, uint32_t max_stack);
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts);
 /* Recomputes p->cur after a change of stack or state. */
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
+
+/* flame_top.c: per-function totals of a tree (tprof's table). Self: summed over
+ * the function's nodes; inclusive: over its outermost nodes only (recursion is
+ * not counted twice); calls: calls[mfa] (calls_cap of them) as the caller
+ * counted them. Ordered by inclusive or by self time, largest first; *n rows,
+ * the caller frees; NULL with *n = 0 when empty or out of memory. */
+typedef struct ks_fmfa {
+  uint32_t mfa;
+  uint64_t calls, incl, self;
+} ks_fmfa;
+enum { KS_FMFA_BY_INCL = 0, KS_FMFA_BY_SELF = 1 };
+ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t *calls,
+                       uint32_t calls_cap, int order, uint32_t *n);
+/* One call of mfa into a per-MFA counter vector (grown as needed; KS_NONE is
+ * not counted): KS_OK or KS_ENOMEM (the call is not counted). */
+int ks_fcount_call(uint64_t **calls, uint32_t *cap, uint32_t mfa);
 
 /* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,

@@ -227,11 +227,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r);
 /* Per-MFA totals of an aggregate, largest inclusive first (*n of them, caller
  * frees; NULL with *n = 0 when empty or out of memory). Inclusive: summed over
  * processes, a recursive function's inner frames not counted again. */
-typedef struct ks_full_mfa {
-  uint32_t mfa;
-  uint64_t calls, incl, self;
-} ks_full_mfa;
-ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
+ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
 
 /* The tier_* commands and their replies: include/ks_proto.h. */
 

@@ -237,7 +237,8 @@ help() ->
       "  kprof:flame_apply(Fun, #{children => true})     and the processes it spawns\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
-      "  options: output_directory, output_format, max_procs, max_events, ...\n"
+      "  options: output_directory, output_format, top => 10 (the top functions\n"
+      "           by self time, printed and returned), max_procs, max_events, ...\n"
       "Tiers (per request kind, time per tier):\n"
       "  kprof:start_tiers([{db, [{my_db, '_', '_'}]}, {http, [{my_http, '_', '_'}]}],\n"
       "                    #{entry => {my_http, handle, 1}, identity => {arg, 1}})\n"
@@ -579,7 +580,11 @@ reset() ->
 %%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
 %%% `dropped_procs'),
-%%% `timeout' (flame_capture, 30000 ms) and `open => speedscope'.
+%%% `timeout' (flame_capture, 30000 ms), `open => speedscope' and
+%%% `top => N': the N functions with the most self time (calls, self,
+%%% inclusive, %), printed like tprof's table and returned as terms after
+%%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
+%%% (`kprof_top').
 %%% No events gives `{error, no_events}' and a logged hint; nothing is
 %%% ever written silently empty.
 
@@ -596,7 +601,8 @@ flame_apply(Fun) ->
 %% `{error, {no_such_function, {M, F, Arity}}}' when `M' does not export
 %% `F/Arity' (nothing is traced).
 -spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}, kprof_flame:opts()) ->
-          {ok, term(), [file:filename()]} | {error, term()}.
+          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          | {error, term()}.
 flame_apply({M, F, Args} = MFArgs, Opts) when is_atom(M), is_atom(F), is_list(Args) ->
     case proper_length(Args) of
         error ->
@@ -620,7 +626,7 @@ flame_capture(MFA, NCalls) ->
 %% code; returns when they are done, or `{error, timeout}' after the
 %% `timeout' option (30 s).
 -spec flame_capture(mfa(), pos_integer(), kprof_flame:opts()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          kprof_flame:written() | {error, term()}.
 flame_capture(MFA, NCalls, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:capture(MFA, NCalls, O) end).
 
@@ -637,7 +643,7 @@ flame_pid(Pids, Millis) ->
 %% @doc Trace running processes for `Millis' ms (at most 60000; the
 %% default of flame_pid/1 is 3000).
 -spec flame_pid(pid() | [pid()], non_neg_integer() | default, kprof_flame:opts()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          kprof_flame:written() | {error, term()}.
 flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     case proper_length(Pids) of
         error -> {error, {badarg, Pids}};

@@ -22,9 +22,11 @@
 %% the list of formats (kprof_tiers_full too).
 -export([traced/2, maybe_open/2, formats/1]).
 
--export_type([opts/0, format/0]).
+-export_type([opts/0, format/0, written/0]).
 
 -type format() :: folded | perf | speedscope | svg.
+%% The files written, and with `top => N' the table of kprof_top.
+-type written() :: {ok, [file:filename()]} | {ok, [file:filename()], [kprof_top:row()]}.
 -type opts() ::
         #{output_format => format() | [format()] | all,  % default: all four
           output_directory => file:filename(),          % default: the cwd
@@ -38,6 +40,8 @@
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
           timeout => timeout(),            % flame_capture's wait (default 30000 ms)
           open => speedscope | false,      % run the speedscope CLI on the result
+          top => non_neg_integer(),        % print and return the N functions with the
+                                           % most self time (default 0: none)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
@@ -58,7 +62,8 @@
 
 %% @doc Run `Fun()' or `apply(M, F, Args)' traced in the calling process.
 -spec apply(fun(() -> term()) | {module(), atom(), [term()]}, opts()) ->
-          {ok, term(), [file:filename()]} | {error, term()}.
+          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          | {error, term()}.
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
         {false, _} -> {error, {bad_fun, What}};
@@ -68,7 +73,7 @@ apply(What, Opts) ->
 
 %% @doc Trace the next `N' calls of `{M, F, Arity}' in whatever processes
 %% make them.
--spec capture(mfa(), pos_integer(), opts()) -> {ok, [file:filename()]} | {error, term()}.
+-spec capture(mfa(), pos_integer(), opts()) -> written() | {error, term()}.
 capture({M, F, A} = MFA, N, Opts)
   when is_atom(M), is_atom(F), is_integer(A), A >= 0, A =< 255, is_integer(N), N > 0 ->
     case validate(Opts, capture) of
@@ -85,7 +90,7 @@ capture(MFA, N, _Opts) ->
 
 %% @doc Trace running processes for `Millis' ms (at most 60 s).
 -spec pid(pid() | [pid()], non_neg_integer() | default, opts()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          written() | {error, term()}.
 pid(Pid, Millis, Opts) when is_pid(Pid) ->
     pid([Pid], Millis, Opts);
 pid(Pids, default, Opts) ->
@@ -170,7 +175,8 @@ hidden_frame() ->
 -type mfa_args() :: {module(), atom(), [term()]}.
 
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
-          {ok, term(), [file:filename()]} | {error, term()}.
+          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
@@ -183,6 +189,7 @@ run_apply(What, Cfg) ->
                 {{ok, Result}, false} ->
                     case Written of
                         {ok, Files} -> {ok, Result, Files};
+                        {ok, Files, Top} -> {ok, Result, Files, Top};
                         Error -> Error
                     end;
                 {{raise, Class, Reason, Stack}, _} ->
@@ -195,7 +202,7 @@ run_apply(What, Cfg) ->
     end.
 
 -spec run_pid([pid()], non_neg_integer(), map()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          written() | {error, term()}.
 run_pid(Pids, Ms, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
@@ -209,7 +216,7 @@ run_pid(Pids, Ms, Cfg) ->
     end.
 
 -spec run_capture(mfa(), pos_integer(), map()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          written() | {error, term()}.
 run_capture(MFA, N, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
@@ -234,7 +241,7 @@ run_capture(MFA, N, Cfg) ->
 %% Tracing off, the files written, then the guard disarmed: an overload
 %% while the sink still reads the capture's events aborts it too.
 -spec finish(integer(), integer(), map(), apply | pid | capture, list()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          written() | {error, term()}.
 finish(Id, End, Cfg, Mode, Flags) ->
     _ = kprof_flame_srv:close(Id),
     Written = write(Id, End, Cfg, Mode, Flags),
@@ -301,13 +308,14 @@ again(Id, Outcome) when Outcome =:= done; Outcome =:= false ->
 again(_Id, Aborted) ->
     Aborted.
 
--spec end_with(done | false | {aborted, atom()}, {ok, [file:filename()]} | {error, term()}) ->
-          {ok, [file:filename()]} | {error, term()}.
+-spec end_with(done | false | {aborted, atom()}, written() | {error, term()}) ->
+          written() | {error, term()}.
 end_with({aborted, Kind}, Written) -> {error, {aborted, Kind, files(Written)}};
 end_with(_, Written) -> Written.
 
--spec files({ok, [file:filename()]} | {error, term()}) -> [file:filename()].
+-spec files(written() | {error, term()}) -> [file:filename()].
 files({ok, Files}) -> Files;
+files({ok, Files, _Top}) -> Files;
 files({error, Reason}) ->
     %% Aborted and then not written either: the list is empty, the reason said.
     logger:warning(#{what => kprof_flame_not_written, reason => Reason},
@@ -331,7 +339,7 @@ past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
 %% sink then has ?WRITE_TIMEOUT to answer; one that does not is killed and
 %% restarted (the capture is lost with it, and the error says so).
 -spec write(integer(), integer(), map(), apply | pid | capture, list()) ->
-          {ok, [file:filename()]} | {error, term()}.
+          written() | {error, term()}.
 write(Id, End, Cfg, Mode, Flags) ->
     _ = lists:member({tracer, kprof_sink:port()}, Flags) andalso delivered(),
     Dir = filename:absname(maps:get(output_directory, Cfg)),
@@ -350,7 +358,7 @@ write(Id, End, Cfg, Mode, Flags) ->
                                   info => Info}),
                     warn_limits(Info),
                     maybe_open(maps:get(open, Cfg), Files),
-                    {ok, Files};
+                    with_top(Files, Info);
                 {error, no_events, _Info} ->
                     logger:warning("kprof flame: no events, no files written. ~ts",
                                    [hint(Mode)]),
@@ -367,6 +375,22 @@ write(Id, End, Cfg, Mode, Flags) ->
             _ = kprof_sink:send({flame_drop, Id}),
             {error, {output_directory, Dir, Reason}}
     end.
+
+%% `top => N': the sink's table of the functions with the most self time,
+%% printed to the caller's group leader and returned after the files.
+-spec with_top([file:filename()], map()) ->
+          {ok, [file:filename()]} | {ok, [file:filename()], [kprof_top:row()]}.
+with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}) ->
+    Rows = kprof_top:rows(Raw, Total),
+    kprof_top:print(Rows, Info),
+    case maps:get(calls_uncounted, Info, 0) of
+        0 -> ok;
+        N -> logger:warning("kprof flame: ~b calls could not be counted in the top table "
+                            "(the sink was out of memory)", [N])
+    end,
+    {ok, Files, Rows};
+with_top(Files, _Info) ->
+    {ok, Files}.
 
 %% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.
 -spec delivered() -> ok.

@@ -103,6 +103,9 @@ run(Fun, Opts0) ->
             try kprof:flame_apply(Traced, Opts) of
                 {ok, Result, Files} ->
                     {Result, checked(Files, Planned, Ran)};
+                {ok, Result, Files, _Top} ->
+                    %% top => N: the table went to this process's group leader.
+                    {Result, checked(Files, Planned, Ran)};
                 {error, {aborted, _Kind, Result, Files}} ->
                     {Result, checked(Files, Planned, Ran)};
                 {error, Reason} ->

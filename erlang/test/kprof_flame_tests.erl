@@ -228,7 +228,59 @@ tests(Tracer) ->
               {"flame_pid, max_events => 100 on a busy process: trips near the bound",
                fun max_events_busy/1},
               {"50 processes of lists/maps/ets work, children => true: files every time",
-               fun fifty_workers/1}]]}.
+               fun fifty_workers/1},
+              {"top => N: calls, self and inclusive per function, printed and returned",
+               fun top_table/1}]]}.
+
+%% top => 100 on the known call tree: the calls counted in the sink are the
+%% calls the code makes; self and inclusive time per function are what the
+%% folded file of the same capture says (within its per-line rounding);
+%% the printed table is the returned one.
+top_table(Dir) ->
+    Printed = kprof_test_util:capture_io(
+                fun() ->
+                        put(top_result, kprof:flame_apply(fun ?MODULE:shape_top/0,
+                                                          #{output_directory => Dir, top => 100,
+                                                            output_format => folded}))
+                end),
+    {ok, done, [File], Rows} = erase(top_result),
+    Folded = folded(File),
+    ByName = maps:from_list([{mfa_name(MFA), R} || R = #{mfa := MFA} <- Rows]),
+    Calls = fun(F) -> maps:get(calls, maps:get(mfa(F), ByName)) end,
+    ?assertEqual([1, 1, 1, 1, 1, 1, 4],
+                 [Calls(F) || F <- [shape_top, shape_sleeper, shape_burner, shape_tail_a,
+                                    shape_tail_b, shape_thrower, shape_deep]]),
+    %% spin/1 tail-calls itself until its millisecond: at least once.
+    ?assert(maps:get(calls, maps:get("kprof_flame_tests:spin/1", ByName)) >= 1),
+    %% Most self time first; percentages of the whole capture.
+    Selfs = [S || #{self_us := S} <- Rows],
+    ?assertEqual(lists:reverse(lists:sort(Selfs)), Selfs),
+    ?assert(lists:sum([P || #{self_pct := P} <- Rows]) =< 100.0 + length(Rows) * 0.01),
+    %% The folded file's figures: self is the lines ending in the function,
+    %% inclusive the lines through it, each once (shape_deep recurses).
+    Lines = maps:to_list(Folded),
+    [begin
+         Name = mfa_name(MFA),
+         Self = lists:sum([N || {S, N} <- Lines, lists:last(S) =:= Name]),
+         Incl = lists:sum([N || {S, N} <- Lines, lists:member(Name, S)]),
+         Through = length([S || {S, _} <- Lines, lists:member(Name, S)]),
+         %% Folded lines are rounded to the microsecond one by one.
+         ?assert(abs(Self - SelfUs) =< Through + 1),
+         ?assert(abs(Incl - InclUs) =< Through + 1)
+     end || #{mfa := MFA, self_us := SelfUs, inclusive_us := InclUs} <- Rows],
+    %% shape_deep's four frames: its inclusive time is the outermost one's,
+    %% not four times over, so no more than shape_thrower's that calls it.
+    ?assert(maps:get(inclusive_us, maps:get(mfa(shape_deep), ByName)) =<
+                maps:get(inclusive_us, maps:get(mfa(shape_thrower), ByName))),
+    %% The text: a header, the column names, a line per row, in order.
+    [Header, Columns | Body] = string:split(string:trim(Printed, trailing), "\n", all),
+    ?assertMatch({match, _}, re:run(Header, io_lib:format("^kprof flame: ~b of ~b functions",
+                                                          [length(Rows), length(Rows)]))),
+    ?assertMatch({match, _}, re:run(Columns, "calls +self ms +self % +incl ms +function")),
+    ?assertEqual([mfa_name(MFA) || #{mfa := MFA} <- Rows],
+                 [lists:last(string:lexemes(binary_to_list(L), " ")) || L <- Body]).
+
+mfa_name({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A])).
 
 %% fifty_workers through the port may wait out the write's documented
 %% bounds (30 s for the VM's queue, 30 s for the sink) before it can say so.

@@ -68,7 +68,8 @@ unknown_and_not_a_map_test() ->
 defaults_test() ->
     ?assertEqual(#{output_format => all, output_directory => ".", sleep => true, gc => true,
                    children => false, max_depth => 256, max_nodes => 1000000,
-                   perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false},
+                   perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
+                   top => 0},
                  kprof_opts:defaults(flame)),
     ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
                    max_memory_bytes => default, max_events => infinity, rate => infinity,

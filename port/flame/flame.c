@@ -35,6 +35,14 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->hide = KS_NONE;
   o->time_offset = 0;
   o->perf_period_us = 0;
+  o->top = 0;
+}
+
+/* Calls per function, for the table flame_write's Info carries (top > 0):
+ * one that cannot be counted (out of memory) is counted as calls_uncounted. */
+static void count_call(ks_fcap *c, uint32_t mfa) {
+  if (c->o.top > 0 && mfa != c->o.hide && ks_fcount_call(&c->calls, &c->calls_cap, mfa) != KS_OK)
+    c->k.calls_uncounted++;
 }
 
 void ks_flame_init(ks_flame *fl) {
@@ -50,6 +58,7 @@ static void free_cap(ks_fcap *c) {
   }
   free(c->procs);
   free(c->pslots);
+  free(c->calls);
   ks_ftree_free(&c->tree);
   memset(c, 0, sizeof(*c));
 }
@@ -310,6 +319,7 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
     p->has_ts = 1;
     p->last_ts = t;
     ks_fstack_root(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    count_call(c, ev->mfa);
     ks_fstack_update(&g, p);
   } else if (ev->kind == KS_EV_RETURN_FROM || ev->kind == KS_EV_EXCEPTION_FROM) {
     if (!p->armed || p->trig_depth == 0 || --p->trig_depth > 0)
@@ -357,6 +367,7 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   switch (ev->kind) {
   case KS_EV_CALL:
     ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    count_call(c, ev->mfa);
     break;
   case KS_EV_RETURN_TO:
     if (ev->mfa != KS_NONE && ev->mfa == c->o.hide) {

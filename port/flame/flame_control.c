@@ -126,6 +126,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
     o->ncalls = (uint32_t)v;
   else if (strcmp(key, "perf_period_us") == 0)
     o->perf_period_us = (uint32_t)v;
+  else if (strcmp(key, "top") == 0)
+    o->top = (uint32_t)v;
   else if (strcmp(key, "time_offset") == 0)
     o->time_offset = v;
   else
@@ -409,11 +411,45 @@ int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
   return e | ks_map_end(&w) | ks_map_end(&m);
 }
 
+/* flame_write's Info: the counters, and with top > 0 the per-function table
+ * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], most self time first,
+ * at most top rows of `functions' (flame_top.c). */
+typedef struct write_info {
+  const ks_fcap *c;
+  const ks_intern *in;
+  const ks_fmfa *rows;
+  uint32_t n, functions;       /* rows sent, rows in all */
+} write_info;
+
+static void put_info(ks_map *m, const void *ctx) {
+  const write_info *w = ctx;
+  uint32_t k;
+  int e = 0;
+
+  put_counters(m, w->c);
+  if (w->c->o.top == 0)
+    return;
+  ks_map_u64(m, "calls_uncounted", w->c->k.calls_uncounted);
+  ks_map_u64(m, "functions", w->functions);
+  ks_map_key(m, "top");
+  if (w->n > 0)
+    e = ei_x_encode_list_header(m->x, w->n);
+  for (k = 0; k < w->n && !e; k++)
+    e = ei_x_encode_tuple_header(m->x, 4) || ks_enc_mfa(m->x, w->in, w->rows[k].mfa) ||
+        ei_x_encode_ulonglong(m->x, w->rows[k].calls) ||
+        ei_x_encode_ulonglong(m->x, w->rows[k].incl) ||
+        ei_x_encode_ulonglong(m->x, w->rows[k].self);
+  e = e || ei_x_encode_empty_list(m->x);
+  m->e |= e;
+}
+
 static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
   char atom[MAXATOMLEN];
   long long end_ts = 0;
   int has_end = 0, e;
   uint64_t *total;
+  ks_fmfa *rows;
+  write_info w = {0};
   ks_fdest d;
   ks_fout o;
 
@@ -443,7 +479,14 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
     ks_map_u64(&m, "total_us", 0);
     return e | ks_map_end(&m);
   }
-  e = ks_flame_write_reply(&o, &d, x, put_counters, c);
+  w.c = c;
+  w.in = &s->in;
+  w.rows = rows = c->o.top > 0 ? ks_ftree_mfas(&c->tree, total, c->calls, c->calls_cap,
+                                                KS_FMFA_BY_SELF, &w.functions)
+                               : NULL;
+  w.n = w.functions < c->o.top ? w.functions : c->o.top;
+  e = ks_flame_write_reply(&o, &d, x, put_info, &w);
+  free(rows);
   free(total);
   return e;
 }

@@ -141,14 +141,6 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
   return a;
 }
 
-static void count_call(ks_full_agg *a, uint32_t mfa) {
-  if (mfa == KS_NONE)
-    return;
-  if (mfa >= a->calls_cap && ks_grow(&a->calls, &a->calls_cap, mfa, 256, sizeof(*a->calls)) != KS_OK)
-    return;
-  a->calls[mfa]++;
-}
-
 /* The walk's process for pid; its stack array is kept from request to request. */
 static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
   ks_fopts o;
@@ -229,7 +221,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
         continue;
       }
       f->skip_ret[p - f->procs] = KS_NONE;
-      count_call(a, e->mfa);
+      (void)ks_fcount_call(&a->calls, &a->calls_cap, e->mfa);
       ks_fstack_call(&g, p, e->mfa, e->caller);
     } else {
       uint32_t skip = f->skip_ret[p - f->procs];
@@ -250,71 +242,18 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   a->truncated += r->full_truncated != 0;
 }
 
-/* ---- per-MFA totals, from the tree ---- */
+/* ---- per-MFA totals, from the tree (flame_top.c) ---- */
 
-static int mfa_less(const void *a, const void *b) {
-  const ks_full_mfa *x = a, *y = b;
-
-  if (x->incl != y->incl)
-    return x->incl > y->incl ? -1 : 1;
-  if (x->self != y->self)
-    return x->self > y->self ? -1 : 1;
-  return x->mfa < y->mfa ? -1 : x->mfa > y->mfa;
-}
-
-ks_full_mfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
+ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
   const ks_ftree *tr = &a->tree;
-  uint64_t *total, *self, *incl;
-  ks_full_mfa *out = NULL;
-  uint32_t ids = a->calls_cap, k, n = 0;
+  uint64_t *total = malloc((size_t)tr->n * sizeof(*total));
+  ks_fmfa *out;
 
   *nout = 0;
-  for (k = 1; k < tr->n; k++)
-    if (KS_FR_KIND(tr->v[k].frame) == KS_FR_MFA && KS_FR_VAL(tr->v[k].frame) + 1 > ids)
-      ids = KS_FR_VAL(tr->v[k].frame) + 1;
-  if (ids == 0)
+  if (total == NULL)
     return NULL;
-  total = malloc((size_t)tr->n * sizeof(*total));
-  self = calloc(ids, sizeof(*self));
-  incl = calloc(ids, sizeof(*incl));
-  if (total == NULL || self == NULL || incl == NULL)
-    goto done;
   ks_ftree_totals(tr, total);
-  for (k = 1; k < tr->n; k++) {
-    uint32_t fr = tr->v[k].frame, up;
-    int outer = 1;
-    if (KS_FR_KIND(fr) != KS_FR_MFA)
-      continue;
-    self[KS_FR_VAL(fr)] += tr->v[k].self;
-    /* A frame under another of the same function is already in its time. */
-    for (up = tr->v[k].parent; up != 0 && up != KS_NONE; up = tr->v[up].parent)
-      if (tr->v[up].frame == fr) {
-        outer = 0;
-        break;
-      }
-    if (outer)
-      incl[KS_FR_VAL(fr)] += total[k];
-  }
-  for (k = 0; k < ids; k++)
-    n += (k < a->calls_cap && a->calls[k] > 0) || self[k] > 0 || incl[k] > 0;
-  if (n == 0 || (out = malloc((size_t)n * sizeof(*out))) == NULL)
-    goto done;
-  n = 0;
-  for (k = 0; k < ids; k++) {
-    uint64_t calls = k < a->calls_cap ? a->calls[k] : 0;
-    if (calls == 0 && self[k] == 0 && incl[k] == 0)
-      continue;
-    out[n].mfa = k;
-    out[n].calls = calls;
-    out[n].incl = incl[k];
-    out[n].self = self[k];
-    n++;
-  }
-  qsort(out, n, sizeof(*out), mfa_less);
-  *nout = n;
-done:
+  out = ks_ftree_mfas(tr, total, a->calls, a->calls_cap, KS_FMFA_BY_INCL, nout);
   free(total);
-  free(self);
-  free(incl);
   return out;
 }

@@ -32,7 +32,7 @@ static uint64_t tree_total(const ks_ftree *tr) {
 
 static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint32_t top) {
   uint32_t n = 0, k;
-  ks_full_mfa *m = ks_full_mfas(a, &n);
+  ks_fmfa *m = ks_full_mfas(a, &n);
   ks_map map;
   int e = 0;
 

@@ -545,6 +545,54 @@ START_TEST(tree_grows) {
 }
 END_TEST
 
+/* Per-function totals: a recursive function's inner frame adds to its self
+ * time but not again to its inclusive time; calls are the caller's counts. */
+START_TEST(top_by_function) {
+  enum { A = 1, B = 2, C = 3 };
+  uint64_t calls[4] = {0, 2, 1, 2}, total[16];
+  uint32_t proc, a1, b, a2, c1, c2, n = 0;
+  ks_fmfa *rows;
+  ks_ftree t;
+
+  ck_assert_int_eq(ks_ftree_init(&t, 100), KS_OK);
+  proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 7));
+  a1 = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, A));
+  b = ks_ftree_child(&t, a1, KS_FR(KS_FR_MFA, B));
+  a2 = ks_ftree_child(&t, b, KS_FR(KS_FR_MFA, A));
+  c1 = ks_ftree_child(&t, a2, KS_FR(KS_FR_MFA, C));
+  c2 = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, C));
+  (void)ks_ftree_child(&t, c2, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
+  t.v[a1].self = 10;
+  t.v[b].self = 5;
+  t.v[a2].self = 20;
+  t.v[c1].self = 7;
+  t.v[c2].self = 3;
+  t.v[t.n - 1].self = 100;     /* c2 asleep: inclusive, not self */
+  ck_assert_uint_le(t.n, 16);
+  ks_ftree_totals(&t, total);
+  rows = ks_ftree_mfas(&t, total, calls, 4, KS_FMFA_BY_SELF, &n);
+  ck_assert_ptr_nonnull(rows);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(rows[0].mfa, A);
+  ck_assert_uint_eq(rows[0].self, 30);
+  ck_assert_uint_eq(rows[0].incl, 42);
+  ck_assert_uint_eq(rows[0].calls, 2);
+  ck_assert_uint_eq(rows[1].mfa, C);
+  ck_assert_uint_eq(rows[1].self, 10);
+  ck_assert_uint_eq(rows[1].incl, 110);
+  ck_assert_uint_eq(rows[1].calls, 2);
+  ck_assert_uint_eq(rows[2].mfa, B);
+  ck_assert_uint_eq(rows[2].self, 5);
+  ck_assert_uint_eq(rows[2].incl, 32);
+  free(rows);
+  rows = ks_ftree_mfas(&t, total, calls, 4, KS_FMFA_BY_INCL, &n);
+  ck_assert_uint_eq(rows[0].mfa, C);
+  ck_assert_uint_eq(rows[1].mfa, A);
+  free(rows);
+  ks_ftree_free(&t);
+}
+END_TEST
+
 /* Counts add up to the total even when every path has a fraction of a microsecond. */
 START_TEST(folded_rounding) {
   ks_fcap *c = start(0);
@@ -1281,6 +1329,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, folded_rounding);
   tcase_add_test(tc, speedscope_events);
   tcase_add_test(tc, perf_samples);
+  tcase_add_test(tc, top_by_function);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);

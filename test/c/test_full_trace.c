@@ -112,7 +112,7 @@ static void assert_same_rows(void) {
   }
 }
 
-static const ks_full_mfa *find(const ks_full_mfa *v, uint32_t n, uint32_t m) {
+static const ks_fmfa *find(const ks_fmfa *v, uint32_t n, uint32_t m) {
   uint32_t k;
 
   for (k = 0; k < n; k++)
@@ -123,7 +123,7 @@ static const ks_full_mfa *find(const ks_full_mfa *v, uint32_t n, uint32_t m) {
 
 #define ASSERT_MFA(v, n, m, calls_, incl_us, self_us)                                    \
   do {                                                                                    \
-    const ks_full_mfa *x_ = find(v, n, m);                                                \
+    const ks_fmfa *x_ = find(v, n, m);                                                \
     ck_assert_ptr_nonnull(x_);                                                            \
     ck_assert_uint_eq(x_->calls, calls_);                                                 \
     ck_assert_uint_eq(x_->incl, (uint64_t)(incl_us) * 1000);                              \
@@ -187,7 +187,7 @@ START_TEST(known_tree_per_mfa_and_path) {
            b = mfa("app", "b", 0), q = mfa("db", "q", 1), h = mfa("srv", "h", 1),
            loop = mfa("gen", "loop", 1);
   const ks_full_agg *agg;
-  ks_full_mfa *m;
+  ks_fmfa *m;
   uint32_t n;
   char *text;
 
@@ -235,7 +235,7 @@ END_TEST
 /* f -> f -> f (body recursion): every call counted, inclusive once. */
 START_TEST(recursion_counts_inclusive_once) {
   uint32_t req = mfa("app", "req", 2), f = mfa("app", "f", 1);
-  ks_full_mfa *m;
+  ks_fmfa *m;
   uint32_t n;
 
   start(pid_a, 0, label1, ID_GET);

@@ -1,0 +1,88 @@
+%%% @doc The functions with the most self time in a flame capture, as
+%%% tprof and eprof print them after a run: `top => N' in the options of
+%%% `kprof:flame_apply/2', `kprof:flame_capture/3' or `kprof:flame_pid/3'.
+%%%
+%%% The sink counts every call of the capture and adds up, per function,
+%%% its self time (the time it was the top of a stack, not waiting and not
+%%% collecting garbage) and its inclusive time (from its call to its
+%%% return, waits and callees included; a recursive function's inner calls
+%%% are not counted again). The capture then returns the table as terms,
+%%% and prints it to the caller's group leader:
+%%% ```
+%%% 1> kprof:flame_apply(fun() -> lists:sum([X * X || X <- lists:seq(1, 100000)]) end,
+%%%                      #{top => 3, output_format => folded}).
+%%% kprof flame: 3 of 4 functions, most self time first (12.804 ms in all)
+%%%      calls    self ms  self %    incl ms  function
+%%%          1      6.210    48.5      6.210  erl_eval:do_apply/7
+%%%     100001      3.981    31.1      3.981  lists:seq_loop/3
+%%%          1      2.114    16.5      2.114  lists:sum/2
+%%% {ok,333338333350000,["/home/me/kprof-apply-....folded"],
+%%%     [#{calls => 1,inclusive_us => 6210,mfa => {erl_eval,do_apply,7},
+%%%        self_pct => 48.5,self_us => 6210}, ...]}
+%%% '''
+%%% (the figures of a run; `self %' is of the capture's whole time).
+-module(kprof_top).
+
+-export([rows/2, text/2, print/2]).
+
+-export_type([row/0]).
+
+-type row() :: #{mfa := mfa() | term(),
+                 calls := non_neg_integer(),
+                 self_us := non_neg_integer(),
+                 inclusive_us := non_neg_integer(),
+                 self_pct := float()}.
+
+%% @doc Rows from the sink's `[{MFA, Calls, InclusiveNs, SelfNs}]' (most
+%% self time first) and the capture's total microseconds.
+-spec rows([{term(), non_neg_integer(), non_neg_integer(), non_neg_integer()}],
+           non_neg_integer()) -> [row()].
+rows(Raw, TotalUs) ->
+    [#{mfa => MFA, calls => Calls, self_us => us(Self), inclusive_us => us(Incl),
+       self_pct => pct(Self, TotalUs)}
+     || {MFA, Calls, Incl, Self} <- Raw].
+
+%% @doc The table as text: a header line naming how many functions of how
+%% many, then a row per function. `Info' is the capture's: `total_us' and
+%% the number of functions (`functions').
+-spec text([row()], #{total_us := non_neg_integer(), functions := non_neg_integer(),
+                      atom() => term()}) ->
+          iolist().
+text(Rows, #{total_us := Total, functions := N}) ->
+    [io_lib:format("kprof flame: ~b of ~b functions, most self time first (~ts ms in all)~n",
+                   [length(Rows), N, ms(Total)]),
+     io_lib:format("~ts~ts~ts~ts  function~n",
+                   [lpad("calls", 11), lpad("self ms", 11), lpad("self %", 8),
+                    lpad("incl ms", 11)])
+     | [io_lib:format("~ts~ts~ts~ts  ~ts~n",
+                      [lpad(integer_to_list(C), 11), lpad(ms(S), 11),
+                       lpad(float_to_list(P, [{decimals, 1}]), 8), lpad(ms(I), 11),
+                       mfa_text(MFA)])
+        || #{mfa := MFA, calls := C, self_us := S, inclusive_us := I, self_pct := P} <- Rows]].
+
+%% @doc {@link text/2} to the calling process's group leader.
+-spec print([row()], #{total_us := non_neg_integer(), functions := non_neg_integer(),
+                       atom() => term()}) -> ok.
+print(Rows, Info) ->
+    io:put_chars(text(Rows, Info)).
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+-spec us(non_neg_integer()) -> non_neg_integer().
+us(Ns) -> (Ns + 500) div 1000.
+
+-spec pct(non_neg_integer(), non_neg_integer()) -> float().
+pct(_SelfNs, 0) -> 0.0;
+pct(SelfNs, TotalUs) -> round(SelfNs * 10 / TotalUs) / 100.
+
+-spec ms(non_neg_integer()) -> string().
+ms(Us) -> float_to_list(Us / 1000, [{decimals, 3}]).
+
+-spec lpad(string(), pos_integer()) -> string().
+lpad(S, W) -> lists:duplicate(max(0, W - string:length(S)), $\s) ++ S.
+
+-spec mfa_text(term()) -> string().
+mfa_text({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
+mfa_text(Other) -> lists:flatten(io_lib:format("~0tp", [Other])).
