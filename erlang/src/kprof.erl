@@ -511,9 +511,13 @@ report() ->
     report(#{}).
 
 %% @doc The tier report. Options: `format' (`text': print the table and
-%% return `ok'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
-%% (`self' or `inclusive' time per tier in the table), `nodes' (default:
-%% those of {@link start_tiers/2}), `limit' (identities in the table, 50).
+%% return `ok'; `string': `{ok, Binary}' of that text, for scripts and
+%% `bin/myapp eval'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
+%% (`self' or `inclusive' time per tier in the table), `sort' (the rows'
+%% order, largest first: `requests', the default, `wall', `other', a
+%% tier's name, or `{Column, p99}' and the other statistics; `identity'),
+%% `nodes' (default: those of {@link start_tiers/2}), `limit' (identities
+%% in the table, 50).
 %% See {@link kprof_report} for the map. Returns within 6 s (and the time
 %% to build the report) whatever the sinks do: a sink that does not answer
 %% within 2 s, or died, gives the rows of the last poll (at least once a

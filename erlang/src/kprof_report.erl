@@ -73,8 +73,14 @@
 -module(kprof_report).
 
 -export([empty_raw/1, merge_raw/4, build/2, build/3, text/2, json/1, format_ms/1]).
+-export([sort/2, is_stat/1]).
 
--export_type([report/0, row/0, stats/0]).
+-export_type([report/0, row/0, stats/0, sort/0]).
+
+%% The rows' order: a column, largest first (identity: in term order).
+-type sort() :: requests | identity | wall | other | Tier :: atom()
+              | {wall | other | Tier :: atom(), stat()}.
+-type stat() :: mean | p50 | p90 | p99 | p999 | max | min | count.
 
 -type stats() :: #{count := non_neg_integer(), mean := float(), min := float(),
                    max := float(), p50 := float(), p90 := float(), p99 := float(),
@@ -344,6 +350,65 @@ rfc3339(Ms) ->
                                                         {offset, "Z"}])).
 
 %%%%%%%%%%%%
+%%% SORT %%%
+%%%%%%%%%%%%
+
+%% @doc The rows in the order `Sort' says, largest first: `requests' (the
+%% default), `wall' (a request's time from start to end), `other' (time in
+%% no tier), a tier's name (its time as the report's `time' option says,
+%% self or inclusive), each by its mean or, as `{Column, Stat}', by `p50',
+%% `p90', `p99', `p999', `max', `min' or `count'; `identity' in term order.
+%% Ties go by identity. `{error, {bad_option, sort, Sort}}' for a column
+%% the report does not have. The text's time line says the order.
+-spec sort(report(), sort()) -> {ok, report()} | {error, {bad_option, sort, term()}}.
+sort(Report, requests) ->
+    {ok, Report};
+sort(R = #{rows := Rows, tiers := Tiers, time := Time}, Sort) ->
+    case sort_key(Sort, Tiers, Time) of
+        {ok, identity} ->
+            {ok, R#{rows => lists:sort(fun(#{identity := A}, #{identity := B}) -> A =< B end,
+                                       Rows),
+                    sorted_by => Sort}};
+        {ok, Key} ->
+            Keyed = [{Key(Row), Row} || Row <- Rows],
+            Sorted = lists:sort(fun({KA, #{identity := IA}}, {KB, #{identity := IB}}) ->
+                                        {KB, IA} =< {KA, IB}
+                                end, Keyed),
+            {ok, R#{rows => [Row || {_, Row} <- Sorted], sorted_by => Sort}};
+        error ->
+            {error, {bad_option, sort, Sort}}
+    end.
+
+%% @doc Whether `S' is a statistic a report's times have.
+-spec is_stat(term()) -> boolean().
+is_stat(S) -> lists:member(S, [mean, p50, p90, p99, p999, max, min, count]).
+
+-spec sort_key(term(), [atom()], self | inclusive) ->
+          {ok, identity | fun((row()) -> number())} | error.
+sort_key(identity, _Tiers, _Time) ->
+    {ok, identity};
+sort_key(Col, Tiers, Time) when is_atom(Col) ->
+    sort_key({Col, mean}, Tiers, Time);
+sort_key({Col, Stat}, Tiers, Time) ->
+    case is_stat(Stat) of
+        false -> error;
+        true when Col =:= wall; Col =:= other ->
+            {ok, fun(Row) -> maps:get(Stat, maps:get(Col, Row)) end};
+        true ->
+            case lists:member(Col, Tiers) of
+                true ->
+                    {ok, fun(#{tiers := TS}) ->
+                                 [T] = [T || T = #{tier := Name} <- TS, Name =:= Col],
+                                 maps:get(Stat, maps:get(Time, T))
+                         end};
+                false ->
+                    error
+            end
+    end;
+sort_key(_, _Tiers, _Time) ->
+    error.
+
+%%%%%%%%%%%%
 %%% TEXT %%%
 %%%%%%%%%%%%
 
@@ -377,7 +442,7 @@ text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
                0 -> [];
                K -> [io_lib:format("(~b more identities: option limit)", [K])]
            end,
-    Table = [header_line(R)] ++ drop_lines(R) ++ [time_line(Time), Head1, Head2 | Body]
+    Table = [header_line(R)] ++ drop_lines(R) ++ [[time_line(Time), sorted_text(R)], Head1, Head2 | Body]
         ++ More ++ slow_lines(R) ++ full_lines(maps:get(full_trace, R, undefined)),
     [[string:trim(Line, trailing), $\n] || Line <- Table].
 
@@ -521,6 +586,12 @@ state_text(_) ->
     "tracing stopped".
 
 -spec time_line(self | inclusive) -> string().
+%% "; sorted by ...", when the rows are not in the default order.
+-spec sorted_text(report()) -> iolist().
+sorted_text(#{sorted_by := {Col, Stat}}) -> io_lib:format("; sorted by ~ts ~ts", [Col, Stat]);
+sorted_text(#{sorted_by := Col}) -> io_lib:format("; sorted by ~ts", [Col]);
+sorted_text(_) -> [].
+
 time_line(self) ->
     "times in ms; per tier its self time (time in its own code); other: time in no tier";
 time_line(inclusive) ->

@@ -208,7 +208,8 @@
                   full_trace_max_nodes => pos_integer(),
                   full_trace_max_identities => pos_integer(),
                   atom() => term()}.          % kprof_guard:limits()
--type report_opts() :: #{format => text | term | json,   % text
+-type report_opts() :: #{format => text | string | term | json, % text
+                         sort => kprof_report:sort(),     % requests
                          time => self | inclusive,       % self
                          nodes => [node()],              % those of start/2
                          limit => pos_integer() | infinity}. % text: 50
@@ -1117,11 +1118,17 @@ report_nodes(Opts) ->
 
 -spec format({ok, kprof_report:report()} | {error, term()}, report_opts()) ->
           ok | {ok, term()} | {error, term()}.
-format({ok, Report}, Opts) ->
-    case maps:get(format, Opts, text) of
-        text -> io:put_chars(kprof_report:text(Report, Opts));
-        term -> {ok, Report};
-        json -> {ok, kprof_report:json(Report)}
+format({ok, Built}, Opts) ->
+    case kprof_report:sort(Built, maps:get(sort, Opts, requests)) of
+        {ok, Report} ->
+            case maps:get(format, Opts, text) of
+                text -> io:put_chars(kprof_report:text(Report, Opts));
+                string -> {ok, unicode:characters_to_binary(kprof_report:text(Report, Opts))};
+                term -> {ok, Report};
+                json -> {ok, kprof_report:json(Report)}
+            end;
+        {error, _} = Error ->
+            Error
     end;
 format({error, _} = Error, _Opts) ->
     Error.

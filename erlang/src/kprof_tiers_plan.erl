@@ -110,7 +110,7 @@ full_selection(Identity) -> [Identity].
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)), not valid_report_opt(K, V)],
-    case {unknown(Opts, [format, time, nodes, limit]), Bad} of
+    case {unknown(Opts, [format, time, nodes, limit, sort]), Bad} of
         {[], []} -> ok;
         {[], [{K, V} | _]} -> {error, {bad_option, K, V}};
         {Unknown, _} -> {error, {unknown_options, Unknown}}
@@ -119,7 +119,12 @@ check_report_opts(Opts) ->
     {error, {bad_options, Opts}}.
 
 -spec valid_report_opt(term(), term()) -> boolean().
-valid_report_opt(format, F) -> lists:member(F, [text, term, json]);
+valid_report_opt(format, F) -> lists:member(F, [text, string, term, json]);
+%% A column: requests, identity, wall, other or a tier's name, alone (its
+%% mean) or with a statistic; whether the tier exists is known only once
+%% the report is built (kprof_report:sort/2).
+valid_report_opt(sort, {C, S}) -> is_atom(C) andalso kprof_report:is_stat(S);
+valid_report_opt(sort, C) -> is_atom(C);
 valid_report_opt(time, T) -> lists:member(T, [self, inclusive]);
 valid_report_opt(nodes, [_ | _] = Ns) -> lists:all(fun is_atom/1, Ns);
 valid_report_opt(limit, infinity) -> true;

@@ -69,7 +69,8 @@ tests() ->
       {"every bad configuration is refused and changes nothing", fun bad_configs/0},
       {"bad report options", fun bad_report_opts/0},
       {"the JSON report parses back", fun json_report/0},
-      {"the text report: header, tier names, identity rows", fun text_report/0}].
+      {"the text report: header, tier names, identity rows", fun text_report/0},
+      {"sort => any column, in every format; format => string", fun sorted_report/0}].
 
 %% A server that spawns a process per request (a web server's handler per
 %% connection) makes a new pid per request: the sink, capped at 500 pids,
@@ -1150,6 +1151,60 @@ bad_report_opts() ->
     ?assertEqual({error, {bad_options, [term]}}, kprof:report([term])),
     ?assertEqual({error, {nodes_missing, [{'nobody@nowhere', noconnection}]}},
                  kprof:report(#{nodes => ['nobody@nowhere'], format => term})).
+
+%% Rows come in the order of the column asked for, largest first (ties by
+%% identity), whatever the figures of this run are; the text says so and
+%% format => string is the printed text.
+-spec sorted_report() -> term().
+sorted_report() ->
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
+    ?W:run_requests(5, many, fun() -> ?W:sleep_a(1) end),
+    ?W:run_requests(2, slow_a, fun() -> ?W:sleep_a(6) end),
+    ?W:run_requests(1, slow_b, fun() -> ?W:sleep_b(4), ?W:sleep_a(1) end),
+    _ = report(),
+    ok = kprof:stop_tiers(),   % the figures stay as they are from here
+    Rows = fun(Opts) ->
+                   {ok, #{rows := Rs}} = kprof:report(Opts#{format => term}),
+                   ?assertEqual(3, length(Rs)),
+                   Rs
+           end,
+    Ids = fun(Rs) -> [I || #{identity := I} <- Rs] end,
+    Tier = fun(T, Time, Stat) ->
+                   fun(#{tiers := TS}) ->
+                           [V] = [maps:get(Stat, maps:get(Time, X)) || X = #{tier := N} <- TS,
+                                                                       N =:= T],
+                           V
+                   end
+           end,
+    Ordered = fun(Key, Rs) ->
+                      Keyed = [{Key(R), I} || R = #{identity := I} <- Rs],
+                      ?assertEqual(lists:sort(fun({KA, IA}, {KB, IB}) -> {KB, IA} =< {KA, IB} end,
+                                              Keyed), Keyed)
+              end,
+    ?assertEqual([many, slow_a, slow_b], Ids(Rows(#{}))),
+    ?assertEqual([many, slow_a, slow_b], Ids(Rows(#{sort => identity}))),
+    Ordered(Tier(a, self, mean), Rows(#{sort => a})),
+    Ordered(Tier(b, self, p99), Rows(#{sort => {b, p99}})),
+    Ordered(Tier(a, inclusive, max), Rows(#{sort => {a, max}, time => inclusive})),
+    Ordered(fun(#{wall := W}) -> maps:get(mean, W) end, Rows(#{sort => wall})),
+    Ordered(fun(#{other := O}) -> maps:get(p50, O) end, Rows(#{sort => {other, p50}})),
+    %% slow_b's b time is the only one: it comes first by b.
+    ?assertMatch([slow_b | _], Ids(Rows(#{sort => b}))),
+    %% JSON keeps the order.
+    {ok, Json} = kprof:report(#{format => json, sort => b}),
+    ?assertMatch([#{<<"identity">> := <<"slow_b">>} | _], maps:get(<<"rows">>, json_decode(Json))),
+    %% The text says the order; format => string is what format => text prints.
+    {ok, String} = kprof:report(#{format => string, sort => {b, p99}}),
+    ?assert(is_binary(String)),
+    ?assertMatch({match, _}, re:run(String, "; sorted by b p99\n")),
+    ?assertEqual(String, kprof_test_util:capture_io(
+                           fun() -> ok = kprof:report(#{sort => {b, p99}}) end)),
+    {ok, Plain} = kprof:report(#{format => string}),
+    ?assertEqual(nomatch, re:run(Plain, "sorted by")),
+    %% A column the report does not have, a statistic it does not keep.
+    ?assertEqual({error, {bad_option, sort, c}}, kprof:report(#{sort => c})),
+    ?assertEqual({error, {bad_option, sort, {a, median}}}, kprof:report(#{sort => {a, median}})),
+    ?assertEqual({error, {bad_option, sort, "a"}}, kprof:report(#{sort => "a"})).
 
 -spec json_report() -> term().
 json_report() ->
