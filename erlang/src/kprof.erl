@@ -155,7 +155,7 @@
 %% FLAME
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
-         flame_pid/1, flame_pid/2, flame_pid/3]).
+         flame_pid/1, flame_pid/2, flame_pid/3, cancel/0]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -237,6 +237,7 @@ help() ->
       "  kprof:flame_apply(Fun, #{children => true})     and the processes it spawns\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
+      "  kprof:cancel()                                  end running captures, with files\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
       "           by self time, printed and returned), max_procs, max_events, ...\n"
       "Tiers (per request kind, time per tier):\n"
@@ -584,7 +585,10 @@ reset() ->
 %%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
 %%% `dropped_procs'),
-%%% `timeout' (flame_capture, 30000 ms), `open => speedscope' and
+%%% `timeout' (flame_capture, 30000 ms), `open => speedscope' (the
+%%% speedscope CLI) or `open => browser' (the SVG in `$BROWSER' or
+%%% `xdg-open'), `progress' (a line every 5 s while a capture runs,
+%%% `false': none; {@link cancel/0} ends it with its files) and
 %%% `top => N': the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
@@ -655,6 +659,21 @@ flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     end;
 flame_pid(Pids, Millis, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end).
+
+%% @doc End every running flame capture now, with its files: tracing
+%% comes off at once, and each capture's caller gets
+%% `{error, {aborted, cancelled, Files}}' (`flame_apply':
+%% `{error, {aborted, cancelled, Result, Files}}' once its function
+%% returns; what it did after the cancel is not in the files).
+%% `{ok, N}': N captures were running. From another shell (Ctrl-G, `s',
+%% `c') or process while the capture's caller waits.
+-spec cancel() -> {ok, non_neg_integer()} | {error, term()}.
+cancel() ->
+    case kprof_flame_srv:cancel() of
+        N when is_integer(N) -> {ok, N};
+        {error, not_running} -> {ok, 0};
+        {error, _} = Error -> Error
+    end.
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% VALIDATION: the shape of arguments %%%

@@ -21,6 +21,8 @@
 %% Internal: the frame flame_apply hides (traced/2); open => speedscope and
 %% the list of formats (kprof_tiers_full too).
 -export([traced/2, maybe_open/2, formats/1]).
+%% Internal: a progress line, for its test.
+-export([progress_text/3]).
 
 -export_type([opts/0, format/0, written/0]).
 
@@ -39,7 +41,10 @@
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
           timeout => timeout(),            % flame_capture's wait (default 30000 ms)
-          open => speedscope | false,      % run the speedscope CLI on the result
+          open => speedscope | browser | false, % the speedscope CLI on the result, or
+                                           % the SVG in $BROWSER or xdg-open
+          progress => boolean() | pos_integer(), % a line every 5000 ms (or Ms) while
+                                           % the capture runs (default true)
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
@@ -50,6 +55,10 @@
 -define(DEFAULT_PID_MS, 3000).
 -define(MAX_PID_MS, 60000).
 -define(POLL_MS, 10).
+%% The first progress line, and the next ones, this often (option progress).
+-define(PROGRESS_MS, 5000).
+%% How long a progress line waits for the sink's counts (at most).
+-define(PROGRESS_WAIT, 1000).
 %% Waiting for the sink to read the capture's events and write the files
 %% (a second or two for the largest captures), and for a flame_status.
 -define(WRITE_TIMEOUT, 30000).
@@ -181,8 +190,10 @@ run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
         {ok, Flags} ->
+            Progress = progress_start(Id, apply, Cfg),
             {Outcome, End} = traced(What, Flags),
-            Written = finish(Id, End, Cfg, apply, Flags),
+            progress_stop(Progress),
+            Written = finish(Id, end_time(Id, End), Cfg, apply, Flags),
             case {Outcome, aborted(Id, 0)} of
                 {{ok, Result}, {aborted, Kind}} ->
                     {error, {aborted, Kind, Result, files(Written)}};
@@ -207,8 +218,10 @@ run_pid(Pids, Ms, Cfg) ->
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
         {ok, Flags} ->
+            Progress = progress_start(Id, {pid, Ms}, Cfg),
             Aborted = aborted(Id, Ms),
-            End = erlang:monotonic_time(nanosecond),
+            progress_stop(Progress),
+            End = end_time(Id, erlang:monotonic_time(nanosecond)),
             Written = finish(Id, End, Cfg, pid, Flags),
             end_with(again(Id, Aborted), Written);
         Error ->
@@ -222,9 +235,12 @@ run_capture(MFA, N, Cfg) ->
     case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
         {ok, Flags} ->
             Deadline = deadline(maps:get(timeout, Cfg)),
-            case wait_calls(Id, N, Deadline, false) of
+            Progress = progress_start(Id, {capture, N}, Cfg),
+            Waited = wait_calls(Id, N, Deadline, false),
+            progress_stop(Progress),
+            case Waited of
                 Done when Done =:= done; element(1, Done) =:= aborted ->
-                    End = erlang:monotonic_time(nanosecond),
+                    End = end_time(Id, erlang:monotonic_time(nanosecond)),
                     Written = finish(Id, End, Cfg, capture, Flags),
                     end_with(again(Id, Done), Written);
                 {error, _} = Error ->
@@ -290,6 +306,10 @@ sink_error({error, Reason}) -> {error, {sink, Reason}}.
 -spec aborted(integer(), non_neg_integer()) -> {aborted, atom()} | false.
 aborted(Id, Ms) ->
     receive
+        {kprof_flame_aborted, Id, cancelled} ->
+            logger:notice("kprof flame: kprof:cancel() ended the capture; the files show "
+                          "what came before"),
+            {aborted, cancelled};
         {kprof_flame_aborted, Id, Kind} ->
             logger:warning("kprof flame: the guard stopped the capture (~p); the files show "
                            "what came before", [Kind]),
@@ -297,6 +317,80 @@ aborted(Id, Ms) ->
     after Ms ->
             false
     end.
+
+%% When the capture's tracing stopped: kprof:cancel() says when it took it
+%% off (a flame_apply's function may have run on untraced), else Default.
+-spec end_time(integer(), integer()) -> integer().
+end_time(Id, Default) ->
+    receive
+        {kprof_flame_end, Id, End} -> min(End, Default)
+    after 0 ->
+            Default
+    end.
+
+%% Progress while a capture runs: after `progress' ms (default 5000), and as
+%% often again, a line to the caller's group leader with the time so far,
+%% the trigger calls started and done (flame_capture) and the events so far
+%% (the sink's flame_status); `progress => false': none. A process of its
+%% own: the caller may be inside the traced function or waiting.
+-spec progress_start(integer(), apply | {pid, non_neg_integer()} | {capture, pos_integer()},
+                     map()) -> undefined | {pid(), reference()}.
+progress_start(Id, Mode, Cfg) ->
+    case maps:get(progress, Cfg, ?PROGRESS_MS) of
+        false ->
+            undefined;
+        Every ->
+            Ms = case Every of true -> ?PROGRESS_MS; _ -> Every end,
+            GL = group_leader(),
+            T0 = erlang:monotonic_time(millisecond),
+            spawn_monitor(fun() -> progress_loop(Id, Mode, GL, T0, Ms) end)
+    end.
+
+-spec progress_stop(undefined | {pid(), reference()}) -> ok.
+progress_stop(undefined) ->
+    ok;
+progress_stop({Pid, MRef}) ->
+    %% Killed, not asked: it may be waiting for the sink's answer. Gone
+    %% before the capture returns, so no line comes after its result.
+    exit(Pid, kill),
+    receive {'DOWN', MRef, process, Pid, _} -> ok end.
+
+-spec progress_loop(integer(), apply | {pid, non_neg_integer()} | {capture, pos_integer()},
+                    pid(), integer(), pos_integer()) -> no_return().
+progress_loop(Id, Mode, GL, T0, Ms) ->
+    timer:sleep(Ms),
+    %% A sink behind a port tracer's backlog answers late: the line says
+    %% so rather than wait.
+    Status = case kprof_sink:command({flame_status, Id}, min(Ms, ?PROGRESS_WAIT)) of
+                 S when is_map(S) -> S;
+                 _ -> behind
+             end,
+    Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
+    io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]),
+    progress_loop(Id, Mode, GL, T0, Ms).
+
+%% @private One progress line.
+-spec progress_text(apply | {pid, non_neg_integer()} | {capture, pos_integer()},
+                    float(), map() | behind) -> string().
+progress_text(Mode, Secs, Status) ->
+    Get = fun(K) when is_map(Status) -> maps:get(K, Status, 0); (_) -> 0 end,
+    What = case Mode of
+               apply ->
+                   io_lib:format("flame_apply: ~.1f s", [Secs]);
+               {pid, Ms} ->
+                   io_lib:format("flame_pid: ~.1f s of ~.1f s", [Secs, Ms / 1000]);
+               {capture, N} when is_map(Status) ->
+                   io_lib:format("flame_capture: ~.1f s, ~b of ~b calls started, ~b done",
+                                 [Secs, Get(calls_started), N, Get(calls_done)]);
+               {capture, N} ->
+                   io_lib:format("flame_capture: ~.1f s, ~b calls asked for", [Secs, N])
+           end,
+    Events = case Status of
+                 behind -> "events not counted yet (the sink is behind)";
+                 _ -> io_lib:format("~b events so far", [Get(events)])
+             end,
+    lists:flatten(io_lib:format("kprof ~ts, ~ts (kprof:cancel() ends it with its files)",
+                                [What, Events])).
 
 %% After the guard is disarmed (done): an abort it sent before is in the mailbox.
 -spec again(integer(), done | false | {aborted, atom()}) -> done | false | {aborted, atom()}.
@@ -423,7 +517,7 @@ warn_limits(Info) ->
 %% process of its own (never blocks the caller, and its failure is only
 %% logged); without the CLI on the PATH, a warning says how to get it. The
 %% files are there either way.
--spec maybe_open(speedscope | false, [file:filename()]) -> ok.
+-spec maybe_open(speedscope | browser | false, [file:filename()]) -> ok.
 maybe_open(speedscope, Files) ->
     case [F || F <- Files, lists:suffix(".speedscope.json", F)] of
         [] ->
@@ -442,8 +536,43 @@ maybe_open(speedscope, Files) ->
             end
     end,
     ok;
+maybe_open(browser, Files) ->
+    case [F || F <- Files, lists:suffix(".svg", F)] of
+        [] ->
+            logger:warning("kprof flame: open => browser needs the svg output_format; "
+                           "files: ~p", [Files]);
+        [File | _] ->
+            case browser() of
+                false ->
+                    logger:warning("kprof flame: open => browser: neither $BROWSER nor "
+                                   "xdg-open is there to open ~ts", [File]);
+                Exe ->
+                    _ = spawn(fun() -> run_detached(Exe, File) end),
+                    ok
+            end
+    end,
+    ok;
 maybe_open(false, _Files) ->
     ok.
+
+%% $BROWSER (a command, or the first of a colon-separated list, as
+%% xdg-utils read it), else xdg-open.
+-spec browser() -> file:filename() | false.
+browser() ->
+    case os:getenv("BROWSER") of
+        Set when is_list(Set), Set =/= "" ->
+            [First | _] = string:split(Set, ":"),
+            case os:find_executable(First) of
+                false -> browser_default();
+                Exe -> Exe
+            end;
+        _ ->
+            browser_default()
+    end.
+
+-spec browser_default() -> file:filename() | false.
+browser_default() ->
+    os:find_executable("xdg-open").
 
 -spec run_detached(file:filename(), file:filename()) -> ok.
 run_detached(Exe, File) ->

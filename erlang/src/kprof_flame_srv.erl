@@ -47,6 +47,8 @@
 
 %% PUBLIC (for kprof_flame)
 -export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2]).
+%% PUBLIC (for kprof:cancel/0)
+-export([cancel/0]).
 %% gen_server callbacks
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -194,6 +196,19 @@ set_flags(Pid, Flags) ->
     end,
     trace(Pid, true, Flags).
 
+%% @doc End every open capture now, as a guard abort would, with the kind
+%% `cancelled': its tracing comes off here, at once (a flame_apply's
+%% function may run on, untraced), and its owner gets
+%% `{kprof_flame_end, Id, MonotonicNs}' (when tracing stopped) then
+%% `{kprof_flame_aborted, Id, cancelled}', and writes the files of what was
+%% traced until then. The number of captures ended.
+-spec cancel() -> non_neg_integer() | {error, term()}.
+cancel() ->
+    case whereis(?SERVER) of
+        undefined -> 0;
+        _ -> call(cancel)
+    end.
+
 %% @doc Every flag a capture may have set.
 -spec untrace_flags() -> [atom()].
 untrace_flags() ->
@@ -289,6 +304,18 @@ call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
         _ ->
             {reply, ok, S}
     end;
+call_(cancel, _From, S = #state{caps = Caps}) ->
+    End = erlang:monotonic_time(nanosecond),
+    S1 = maps:fold(fun(Id, #cap{owner = Owner}, Acc) ->
+                           Acc1 = do_close(Id, keep_guard, Acc),
+                           Owner ! {kprof_flame_end, Id, End},
+                           Owner ! {kprof_flame_aborted, Id, cancelled},
+                           Acc1
+                   end, S, Caps),
+    %% Processes that joined as they ran (children, trigger calls): the
+    %% last close swept them only when the server knew of them.
+    _ = map_size(Caps) > 0 andalso sweep(),
+    {reply, map_size(Caps), S1};
 call_(_Other, _From, S) ->
     {reply, {error, bad_call}, S}.
 

@@ -82,7 +82,9 @@ run(Fun, Opts0) ->
     %% Unique across restarts too: the header names the files before they exist.
     Name = lists:flatten(io_lib:format("kprof-http-~b-~b", [erlang:system_time(microsecond),
                                                             erlang:unique_integer([positive])])),
-    Opts = maps:merge(#{output_format => [folded, svg]}, Opts0#{name => Name}),
+    %% No progress lines: a server's console is nobody's shell.
+    Opts = maps:merge(#{output_format => [folded, svg], progress => false},
+                      Opts0#{name => Name}),
     case kprof_flame:validate(Opts, apply) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),

@@ -15,7 +15,7 @@
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
          shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
          child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1, fifty/2,
-         worker/2]).
+         worker/2, cancel_phase1/1, cancel_phase2/0]).
 %% logger handler callback.
 -export([log/2]).
 
@@ -230,7 +230,15 @@ tests(Tracer) ->
               {"50 processes of lists/maps/ets work, children => true: files every time",
                fun fifty_workers/1},
               {"top => N: calls, self and inclusive per function, printed and returned",
-               fun top_table/1}]]}.
+               fun top_table/1},
+              {"progress lines while a capture runs; progress => false: none",
+               fun progress_lines/1},
+              {"kprof:cancel() ends a flame_pid at once, with its files", fun cancel_pid/1},
+              {"kprof:cancel() during flame_apply: what runs after it is not traced",
+               fun cancel_apply/1},
+              {"kprof:cancel() of a flame_capture still waiting for its calls",
+               fun cancel_capture/1},
+              {"open => browser runs $BROWSER on the SVG", fun open_browser/1}]]}.
 
 %% top => 100 on the known call tree: the calls counted in the sink are the
 %% calls the code makes; self and inclusive time per function are what the
@@ -281,6 +289,135 @@ top_table(Dir) ->
                  [lists:last(string:lexemes(binary_to_list(L), " ")) || L <- Body]).
 
 mfa_name({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A])).
+
+%% A line every 100 ms of a 600 ms flame_pid (the first after 100 ms, so
+%% at least one, and no more than the capture's measured time allows).
+progress_lines(Dir) ->
+    A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
+             max_queue_bytes => 64 bsl 20},
+    T0 = erlang:monotonic_time(millisecond),
+    Text = kprof_test_util:capture_io(
+             fun() -> {ok, _} = kprof:flame_pid(A, 600, Opts#{progress => 100}) end),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    Silent = kprof_test_util:capture_io(
+               fun() -> {ok, _} = kprof:flame_pid(A, 300, Opts#{progress => false}) end),
+    A ! stop,
+    Lines = string:split(string:trim(Text, trailing), "\n", all),
+    ?assert(length(Lines) >= 1),
+    ?assert(length(Lines) =< Ms div 100),
+    [?assertMatch({{match, _}, _},
+                  {re:run(L, "^kprof flame_pid: [0-9]+\\.[0-9] s of 0\\.6 s, ([0-9]+ events so "
+                             "far|events not counted yet \\(the sink is behind\\)) "
+                             "\\(kprof:cancel\\(\\) ends it with its files\\)$"), L})
+     || L <- Lines],
+    ?assertEqual(<<>>, Silent),
+    ?assertEqual(<<"kprof flame_capture: 5.0 s, 2 of 10 calls started, 1 done, 77 events so far "
+                   "(kprof:cancel() ends it with its files)">>,
+                 list_to_binary(kprof_flame:progress_text({capture, 10}, 5.0,
+                                                          #{calls_started => 2, calls_done => 1,
+                                                            events => 77}))),
+    ?assertEqual(<<"kprof flame_apply: 6.0 s, events not counted yet (the sink is behind) "
+                   "(kprof:cancel() ends it with its files)">>,
+                 list_to_binary(kprof_flame:progress_text(apply, 6.0, behind))).
+
+%% A 60 s flame_pid cancelled: its caller gets the files at once, of the
+%% time up to the cancel, and no process keeps a flag.
+cancel_pid(Dir) ->
+    A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    Self = self(),
+    T0 = erlang:monotonic_time(millisecond),
+    _ = spawn_link(fun() ->
+                           Self ! {result, kprof:flame_pid(A, 60000,
+                                                           #{output_directory => Dir,
+                                                             output_format => folded,
+                                                             max_lag_ms => 30000,
+                                                             max_queue_bytes => 64 bsl 20})}
+                   end),
+    ok = kprof_test_util:wait_until(fun() -> traced_processes() =:= [A] end, 10000),
+    timer:sleep(50),
+    ?assertEqual({ok, 1}, kprof:cancel()),
+    T1 = erlang:monotonic_time(millisecond),
+    R = receive {result, Res} -> Res end,
+    A ! stop,
+    {error, {aborted, cancelled, [File]}} = R,
+    Total = lists:sum(maps:values(folded(File))),
+    ?assert(Total > 0),
+    ?assert(Total =< (T1 - T0) * ?MS),
+    ?assertEqual([], traced_processes()),
+    ?assertEqual({ok, 0}, kprof:cancel()).
+
+cancel_phase1(Pid) ->
+    ok = spin(erlang:monotonic_time(millisecond) + 5),
+    Pid ! {phase1_done, self()},
+    ok.
+
+cancel_phase2() ->
+    ok = spin(erlang:monotonic_time(millisecond) + 20),
+    phase2_done.
+
+cancel_apply(Dir) ->
+    Self = self(),
+    T0 = erlang:monotonic_time(millisecond),
+    Runner = spawn_link(
+               fun() ->
+                       Self ! {result,
+                               kprof:flame_apply(fun() ->
+                                                         ok = ?MODULE:cancel_phase1(Self),
+                                                         receive go -> ok end,
+                                                         ?MODULE:cancel_phase2()
+                                                 end,
+                                                 #{output_directory => Dir,
+                                                   output_format => folded})}
+               end),
+    receive {phase1_done, Runner} -> ok end,
+    ?assertEqual({ok, 1}, kprof:cancel()),
+    T1 = erlang:monotonic_time(millisecond),
+    Runner ! go,
+    {error, {aborted, cancelled, phase2_done, [File]}} = receive {result, R} -> R end,
+    Folded = folded(File),
+    Frames = lists:usort(lists:append(maps:keys(Folded))),
+    ?assert(lists:member("kprof_flame_tests:cancel_phase1/1", Frames)),
+    ?assertNot(lists:member("kprof_flame_tests:cancel_phase2/0", Frames)),
+    %% Time after the cancel is not credited to the stack it left.
+    ?assert(lists:sum(maps:values(Folded)) =< (T1 - T0) * ?MS),
+    ?assertEqual([], traced_processes()).
+
+cancel_capture(Dir) ->
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {result, kprof:flame_capture({?MODULE, leaf, 0}, 3,
+                                                               #{output_directory => Dir,
+                                                                 timeout => 60000})}
+                   end),
+    ok = kprof_test_util:wait_until(
+           fun() -> erlang:trace_info({?MODULE, leaf, 0}, meta) =/= {meta, false} end, 10000),
+    ?assertEqual({ok, 1}, kprof:cancel()),
+    %% No call came: nothing to write, and it says so.
+    ?assertEqual({error, {aborted, cancelled, []}}, receive {result, R} -> R end),
+    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, leaf, 0}, meta)).
+
+%% $BROWSER names a script that writes down what it was given.
+open_browser(Dir) ->
+    Script = filename:join(Dir, "browser.sh"),
+    Out = filename:join(Dir, "opened"),
+    ok = file:write_file(Script, ["#!/bin/sh\necho \"$1\" > ", Out, ".tmp && mv ", Out, ".tmp ",
+                                  Out, "\n"]),
+    ok = file:change_mode(Script, 8#755),
+    Old = os:getenv("BROWSER"),
+    os:putenv("BROWSER", Script),
+    try
+        {ok, 5050, Files} = kprof:flame_apply(fun() -> lists:sum(lists:seq(1, 100)) end,
+                                              #{output_directory => Dir, open => browser,
+                                                output_format => [folded, svg]}),
+        ok = kprof_test_util:wait_until(fun() -> filelib:is_regular(Out) end, 10000),
+        ?assertEqual({ok, list_to_binary(file_of(".svg", Files) ++ "\n")}, file:read_file(Out))
+    after
+        case Old of
+            false -> os:unsetenv("BROWSER");
+            _ -> os:putenv("BROWSER", Old)
+        end
+    end.
 
 %% fifty_workers through the port may wait out the write's documented
 %% bounds (30 s for the VM's queue, 30 s for the sink) before it can say so.
