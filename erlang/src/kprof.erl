@@ -598,7 +598,7 @@ reset() ->
 
 %% @equiv flame_apply(Fun, #{})
 -spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}) ->
-          {ok, term(), [file:filename()]} | {error, term()}.
+          {ok, term(), [file:filename_all()]} | {error, term()}.
 flame_apply(Fun) ->
     flame_apply(Fun, #{}).
 
@@ -609,7 +609,7 @@ flame_apply(Fun) ->
 %% `{error, {no_such_function, {M, F, Arity}}}' when `M' does not export
 %% `F/Arity' (nothing is traced).
 -spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}, kprof_flame:opts()) ->
-          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
           | {error, term()}.
 flame_apply({M, F, Args} = MFArgs, Opts) when is_atom(M), is_atom(F), is_list(Args) ->
     case proper_length(Args) of
@@ -625,7 +625,7 @@ flame_apply(Fun, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:apply(Fun, O) end).
 
 %% @equiv flame_capture(MFA, NCalls, #{})
--spec flame_capture(mfa(), pos_integer()) -> {ok, [file:filename()]} | {error, term()}.
+-spec flame_capture(mfa(), pos_integer()) -> {ok, [file:filename_all()]} | {error, term()}.
 flame_capture(MFA, NCalls) ->
     flame_capture(MFA, NCalls, #{}).
 
@@ -639,12 +639,12 @@ flame_capture(MFA, NCalls, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:capture(MFA, NCalls, O) end).
 
 %% @equiv flame_pid(Pids, 3000, #{})
--spec flame_pid(pid() | [pid()]) -> {ok, [file:filename()]} | {error, term()}.
+-spec flame_pid(pid() | [pid()]) -> {ok, [file:filename_all()]} | {error, term()}.
 flame_pid(Pids) ->
     flame_pid(Pids, default, #{}).
 
 %% @equiv flame_pid(Pids, Millis, #{})
--spec flame_pid(pid() | [pid()], non_neg_integer()) -> {ok, [file:filename()]} | {error, term()}.
+-spec flame_pid(pid() | [pid()], non_neg_integer()) -> {ok, [file:filename_all()]} | {error, term()}.
 flame_pid(Pids, Millis) ->
     flame_pid(Pids, Millis, #{}).
 

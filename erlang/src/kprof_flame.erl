@@ -20,7 +20,7 @@
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
 %% Internal: the frame flame_apply hides (traced/2); open => speedscope and
 %% the list of formats (kprof_tiers_full too).
--export([traced/2, maybe_open/2, formats/1]).
+-export([traced/2, maybe_open/2, formats/1, paths/2]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 
@@ -28,7 +28,7 @@
 
 -type format() :: folded | perf | speedscope | svg.
 %% The files written, and with `top => N' the table of kprof_top.
--type written() :: {ok, [file:filename()]} | {ok, [file:filename()], [kprof_top:row()]}.
+-type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
 -type opts() ::
         #{output_format => format() | [format()] | all,  % default: all four
           output_directory => file:filename(),          % default: the cwd
@@ -71,7 +71,7 @@
 
 %% @doc Run `Fun()' or `apply(M, F, Args)' traced in the calling process.
 -spec apply(fun(() -> term()) | {module(), atom(), [term()]}, opts()) ->
-          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
           | {error, term()}.
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
@@ -165,7 +165,7 @@ traced(What, Flags) ->
 %% @doc The files a capture with these (validated) options will write when
 %% nothing is in the way (an existing file makes the sink add `-1', `-2',
 %% ... to the base name): for callers that must say where before the end.
--spec planned_files(map()) -> [file:filename()].
+-spec planned_files(map()) -> [file:filename_all()].
 planned_files(Cfg = #{name := Name}) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     [filename:join(Dir, Name ++ kprof_opts:extension(F))
@@ -184,7 +184,7 @@ hidden_frame() ->
 -type mfa_args() :: {module(), atom(), [term()]}.
 
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
-          {ok, term(), [file:filename()]} | {ok, term(), [file:filename()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
           | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
@@ -342,8 +342,13 @@ progress_start(Id, Mode, Cfg) ->
         Every ->
             Ms = case Every of true -> ?PROGRESS_MS; _ -> Every end,
             GL = group_leader(),
+            Owner = self(),
             T0 = erlang:monotonic_time(millisecond),
-            spawn_monitor(fun() -> progress_loop(Id, Mode, GL, T0, Ms) end)
+            spawn_monitor(fun() ->
+                                  %% Gone with its caller (killed mid-capture).
+                                  _ = erlang:monitor(process, Owner),
+                                  progress_loop(Id, Mode, GL, T0, Ms)
+                          end)
     end.
 
 -spec progress_stop(undefined | {pid(), reference()}) -> ok.
@@ -356,18 +361,24 @@ progress_stop({Pid, MRef}) ->
     receive {'DOWN', MRef, process, Pid, _} -> ok end.
 
 -spec progress_loop(integer(), apply | {pid, non_neg_integer()} | {capture, pos_integer()},
-                    pid(), integer(), pos_integer()) -> no_return().
+                    pid(), integer(), pos_integer()) -> ok.
 progress_loop(Id, Mode, GL, T0, Ms) ->
-    timer:sleep(Ms),
-    %% A sink behind a port tracer's backlog answers late: the line says
-    %% so rather than wait.
-    Status = case kprof_sink:command({flame_status, Id}, min(Ms, ?PROGRESS_WAIT)) of
-                 S when is_map(S) -> S;
-                 _ -> behind
-             end,
-    Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
-    io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]),
-    progress_loop(Id, Mode, GL, T0, Ms).
+    receive
+        {'DOWN', _, process, _, _} -> ok
+    after Ms ->
+            %% A sink behind a port tracer's backlog answers late: the line
+            %% says so rather than wait.
+            Status = case kprof_sink:command({flame_status, Id}, min(Ms, ?PROGRESS_WAIT)) of
+                         S when is_map(S) -> S;
+                         _ -> behind
+                     end,
+            Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
+            %% A group leader gone (its shell ended) ends the lines, quietly.
+            case catch io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
+                ok -> progress_loop(Id, Mode, GL, T0, Ms);
+                _ -> ok
+            end
+    end.
 
 %% @private One progress line.
 -spec progress_text(apply | {pid, non_neg_integer()} | {capture, pos_integer()},
@@ -407,7 +418,7 @@ again(_Id, Aborted) ->
 end_with({aborted, Kind}, Written) -> {error, {aborted, Kind, files(Written)}};
 end_with(_, Written) -> Written.
 
--spec files(written() | {error, term()}) -> [file:filename()].
+-spec files(written() | {error, term()}) -> [file:filename_all()].
 files({ok, Files}) -> Files;
 files({ok, Files, _Top}) -> Files;
 files({error, Reason}) ->
@@ -445,7 +456,7 @@ write(Id, End, Cfg, Mode, Flags) ->
         ok ->
             case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
                 {ok, Paths, Info} ->
-                    Files = [unicode:characters_to_list(P) || P <- Paths],
+                    Files = paths(Paths, Cfg),
                     %% Routine: debug, so that a shell (Elixir's default level is
                     %% info) shows the files returned, not a report of them.
                     logger:debug(#{what => kprof_flame_written, id => Id, files => Files,
@@ -470,10 +481,20 @@ write(Id, End, Cfg, Mode, Flags) ->
             {error, {output_directory, Dir, Reason}}
     end.
 
+%% @private The sink's paths (UTF-8 binaries) as the caller gave the
+%% directory: binaries for a binary `output_directory' (Elixir's strings),
+%% else strings.
+-spec paths([binary()], map()) -> [file:filename_all()].
+paths(Paths, Cfg) ->
+    case is_binary(maps:get(output_directory, Cfg, ".")) of
+        true -> Paths;
+        false -> [unicode:characters_to_list(P) || P <- Paths]
+    end.
+
 %% `top => N': the sink's table of the functions with the most self time,
 %% printed to the caller's group leader and returned after the files.
--spec with_top([file:filename()], map()) ->
-          {ok, [file:filename()]} | {ok, [file:filename()], [kprof_top:row()]}.
+-spec with_top([file:filename_all()], map()) ->
+          {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
 with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}) ->
     Rows = kprof_top:rows(Raw, Total),
     kprof_top:print(Rows, Info),
@@ -517,8 +538,9 @@ warn_limits(Info) ->
 %% process of its own (never blocks the caller, and its failure is only
 %% logged); without the CLI on the PATH, a warning says how to get it. The
 %% files are there either way.
--spec maybe_open(speedscope | browser | false, [file:filename()]) -> ok.
-maybe_open(speedscope, Files) ->
+-spec maybe_open(speedscope | browser | false, [file:filename_all()]) -> ok.
+maybe_open(speedscope, Files0) ->
+    Files = [unicode:characters_to_list(F) || F <- Files0],
     case [F || F <- Files, lists:suffix(".speedscope.json", F)] of
         [] ->
             logger:warning("kprof flame: open => speedscope needs the speedscope "
@@ -536,7 +558,8 @@ maybe_open(speedscope, Files) ->
             end
     end,
     ok;
-maybe_open(browser, Files) ->
+maybe_open(browser, Files0) ->
+    Files = [unicode:characters_to_list(F) || F <- Files0],
     case [F || F <- Files, lists:suffix(".svg", F)] of
         [] ->
             logger:warning("kprof flame: open => browser needs the svg output_format; "

@@ -63,7 +63,7 @@ write_full([Id | Rest], Dir, Formats, Cfg, Acc) ->
            unicode:characters_to_binary(full_base_name(Id)), Formats},
     case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
         {ok, Paths, _Info} ->
-            Files = [unicode:characters_to_list(P) || P <- Paths],
+            Files = kprof_flame:paths(Paths, Cfg),
             kprof_flame:maybe_open(maps:get(open, Cfg), Files),
             write_full(Rest, Dir, Formats, Cfg, [{Id, Files} | Acc]);
         {error, no_events} ->

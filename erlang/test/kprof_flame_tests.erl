@@ -697,6 +697,23 @@ keyword_options(Dir) ->
     ?assertEqual({error, {bad_options, [x]}}, kprof:flame_apply(fun() -> ok end, [x])),
     ?assertEqual({error, {bad_options, [{"k", 1}]}},
                  kprof:flame_apply(fun() -> ok end, [{"k", 1}])),
+    %% An Elixir string (a binary) as the directory: the paths come back as
+    %% binaries, in every mode; a string gives strings.
+    BinDir = unicode:characters_to_binary(Dir),
+    {ok, 6, BinFiles} = kprof:flame_apply(fun() -> lists:sum([1, 2, 3]) end,
+                                          [{output_directory, BinDir}]),
+    ?assertEqual(4, length(BinFiles)),
+    [?assertMatch(<<_/binary>>, F) || F <- BinFiles],
+    [?assert(lists:prefix(Dir, binary_to_list(F))) || F <- BinFiles],
+    [?assert(filelib:is_regular(F)) || F <- BinFiles],
+    A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    {ok, [PidFile]} = kprof:flame_pid(A, 50, [{output_directory, BinDir},
+                                              {output_format, folded}]),
+    A ! stop,
+    ?assertMatch(<<_/binary>>, PidFile),
+    {ok, 6, [StrFile]} = kprof:flame_apply(fun() -> lists:sum([1, 2, 3]) end,
+                                           [{output_directory, Dir}, {output_format, svg}]),
+    ?assert(io_lib:printable_unicode_list(StrFile)),
     ?assertEqual([], traced_processes()).
 
 one_format(Dir) ->
