@@ -80,8 +80,10 @@
 %%%     element(2, Req) end'; its last expression is the identity), or
 %%%     `{ms, MatchSpec}' for compiled code, e.g. `{ms,
 %%%     dbg:fun2ms(fun([Req, _]) -> element(2, Req) end)}' with the
-%%%     ms_transform header included. A compiled fun gives `{error,
-%%%     {identity_fun_not_convertible, Hint}}'. Entry calls are not
+%%%     ms_transform header included. A compiled fun (an Elixir `fn' is
+%%%     one) gives `{error, {identity_fun_not_convertible, Hint}}', the
+%%%     Hint spelling out the literal match spec to give instead for the
+%%%     entry's arity, in Erlang and in Elixir. Entry calls are not
 %%%     sampled.</li>
 %%% <li>`nodes' (`[node()]'): start on every node, all or none, except
 %%%     that a node that cannot be reached is left out (and named in the

@@ -297,7 +297,8 @@ entry_patterns(Entries, O) ->
                  {MFA, [entry_ms(Head, [], Var)]}
              end || MFA = {_, _, A} <- all_mfas(Entries)];
         Identity ->
-            Clauses = identity_clauses(Identity),
+            [{_, _, Arity} | _] = all_mfas(Entries),
+            Clauses = identity_clauses(Identity, Arity),
             [{MFA, [entry_ms(H, G, E) || {H, G, E} <- fit_clauses(Clauses, MFA)]}
              || MFA <- all_mfas(Entries)]
     end.
@@ -308,10 +309,10 @@ all_mfas(Entries) ->
 
 %% The clauses of an identity fun or match spec, each with the match-spec
 %% form of its last body expression.
--spec identity_clauses(term()) -> [{term(), list(), term()}].
-identity_clauses({ms, MS}) ->
+-spec identity_clauses(term(), arity()) -> [{term(), list(), term()}].
+identity_clauses({ms, MS}, _Arity) ->
     ms_clauses(MS, {ms, MS});
-identity_clauses(Fun) when is_function(Fun, 1) ->
+identity_clauses(Fun, Arity) when is_function(Fun, 1) ->
     case erl_eval:fun_data(Fun) of
         {fun_data, Imports, Clauses} ->
             case ms_transform:transform_from_shell(dbg, Clauses, Imports) of
@@ -324,12 +325,26 @@ identity_clauses(Fun) when is_function(Fun, 1) ->
                     fail({identity_fun_not_convertible, Other})
             end;
         false ->
-            fail({identity_fun_not_convertible,
-                  "only a fun typed in the shell can be converted (as dbg:fun2ms/1 "
-                  "does); in compiled code use identity => {arg, N}, or "
-                  "identity => {ms, dbg:fun2ms(fun([A, _]) -> A end)} with "
-                  "-include_lib(\"stdlib/include/ms_transform.hrl\")"})
+            fail({identity_fun_not_convertible, literal_ms_hint(Arity)})
     end.
+
+%% What to write instead of a compiled fun (an Elixir fn is one): the match
+%% spec itself, for the entry's arity, in Erlang and in Elixir.
+-spec literal_ms_hint(arity()) -> string().
+literal_ms_hint(Arity) ->
+    Head = ['$1' | lists:duplicate(max(Arity, 1) - 1, '_')],
+    Ex = lists:join(", ", [":\"$1\"" | lists:duplicate(max(Arity, 1) - 1, ":_")]),
+    lists:flatten(
+      io_lib:format("only a fun typed in the Erlang shell can be converted (as dbg:fun2ms/1 "
+                    "does), not a compiled one or an Elixir fn. Write the match spec itself: "
+                    "the entry call's first argument is "
+                    "identity => ~0p (the same as {arg, 1}); "
+                    "in Elixir identity: {:ms, [{[~ts], [], [:\"$1\"]}]}. "
+                    "A part of it: [{[{'_', '$2'}~ts], [], ['$2']}] takes the second "
+                    "element of a first argument that is a pair; "
+                    "a guard goes in the middle list, e.g. [{is_binary, '$1'}]",
+                    [{ms, [{Head, [], ['$1']}]}, Ex,
+                     lists:duplicate(max(Arity, 1) - 1, ", '_'")])).
 
 -spec ms_clauses(term(), term()) -> [{term(), list(), term()}].
 ms_clauses(MS, Culprit) when is_list(MS) ->

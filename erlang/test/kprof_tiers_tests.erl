@@ -1131,15 +1131,27 @@ bad_configs() ->
     %% Funs that cannot become match specs: a compiled one, one calling a
     %% function a match spec cannot.
     Entry = #{entry => {?W, entry, 2}},
-    ?assertMatch({error, {identity_fun_not_convertible, [_ | _]}},
-                 kprof:start_tiers(Good, Entry#{identity => fun([A, _]) -> A end})),
+    {error, {identity_fun_not_convertible, Hint}} =
+        kprof:start_tiers(Good, Entry#{identity => fun([A, _]) -> A end}),
+    %% The hint gives the literal match spec for this entry's arity, in a
+    %% form start_tiers takes as it is (and Elixir's).
+    {match, [Literal]} = re:run(Hint, "identity => (\\{ms,.*\\]\\}) \\(the same",
+                                [{capture, all_but_first, list}, ungreedy]),
+    {ok, Tokens, _} = erl_scan:string(Literal ++ "."),
+    {ok, MS} = erl_parse:parse_term(Tokens),
+    ?assertEqual({ms, [{['$1', '_'], [], ['$1']}]}, MS),
+    ?assertMatch({match, _}, re:run(Hint, "identity: \\{:ms, \\[\\{\\[:\"\\$1\", :_\\], \\[\\], "
+                                          "\\[:\"\\$1\"\\]\\}\\]\\}")),
     ?assertMatch({error, {identity_fun_not_convertible, [_ | _]}},
                  kprof:start_tiers(Good, Entry#{identity =>
                                                     shell_fun("fun([A, _]) -> lists:reverse(A) end.")})),
     assert_untraced(),
     %% The sink was never told.
     ?assertEqual({error, not_started}, kprof_sink:command({tier_report, false})),
-    ?assertMatch(#{active := false, tiers := []}, kprof_tiers:info()).
+    ?assertMatch(#{active := false, tiers := []}, kprof_tiers:info()),
+    %% The hint's match spec is taken as it is.
+    ok = kprof:start_tiers(Good, Entry#{identity => MS}),
+    ok = kprof:stop_tiers().
 
 -spec bad_report_opts() -> term().
 bad_report_opts() ->
