@@ -15,6 +15,10 @@ fi
 if [ "${1:-}" = rebar3 ]; then
   PKGS="$PKGS rebar3 erlang-dialyzer"
 fi
+# `scripts/deps.sh mix` (make check-mix): Elixir and the rebar3 mix builds kprof with.
+if [ "${1:-}" = mix ]; then
+  PKGS="$PKGS elixir rebar3"
+fi
 
 missing=""
 for p in $PKGS; do

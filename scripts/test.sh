@@ -5,7 +5,7 @@
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
-#   (chromium), rebar3's xref, dialyzer and edoc, then the fuzzers for
+#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), then the fuzzers for
 #   FUZZ_SECONDS (default 30).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
@@ -61,6 +61,13 @@ if command -v rebar3 >/dev/null 2>&1; then
   run rebar3    $MAKE --no-print-directory check-rebar3
 else
   skip check-rebar3 "rebar3 not installed and scripts/deps.sh rebar3 could not install it (see above)"
+fi
+# Elixir, the same way: the mix project of examples/mix_demo.
+{ command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1; } || scripts/deps.sh mix || true
+if command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1; then
+  run mix       $MAKE --no-print-directory check-mix
+else
+  skip check-mix "elixir (mix) or rebar3 not installed and scripts/deps.sh mix could not install them (see above)"
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 

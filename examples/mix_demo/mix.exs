@@ -1,0 +1,24 @@
+# A mix project that uses kprof from this checkout (README, "In your project").
+# `make check-mix` builds and runs it; Debian's elixir has no rebar3 of its own:
+# MIX_REBAR3=/usr/bin/rebar3 points mix at Debian's.
+defmodule MixDemo.MixProject do
+  use Mix.Project
+
+  def project do
+    [
+      app: :mix_demo,
+      version: "0.1.0",
+      elixir: "~> 1.14",
+      start_permanent: Mix.env() == :prod,
+      deps: deps()
+    ]
+  end
+
+  def application do
+    [extra_applications: [:logger]]
+  end
+
+  defp deps do
+    [{:kprof, path: "../..", manager: :rebar3}]
+  end
+end

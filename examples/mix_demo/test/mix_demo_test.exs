@@ -1,0 +1,21 @@
+defmodule MixDemoTest do
+  use ExUnit.Case
+
+  test "a flame graph of an Elixir call, with its top functions" do
+    dir = Path.join(System.tmp_dir!(), "kprof-mix-demo-#{System.unique_integer([:positive])}")
+    {result, files, top} = MixDemo.run(dir)
+    assert result == MixDemo.work(10_000)
+    assert [folded, svg] = files
+    assert is_binary(folded) and String.ends_with?(folded, ".folded")
+    assert String.ends_with?(svg, ".svg") and File.regular?(svg)
+    # The folded stacks name Elixir's modules as the VM does.
+    assert File.read!(folded) =~ "Elixir.MixDemo:work/1"
+    assert length(top) == 5
+    assert Enum.any?(top, fn %{mfa: {m, _, _}} -> m == Enum end)
+    File.rm_rf!(dir)
+  end
+
+  test "keyword options: a bad one is refused, naming it" do
+    assert {:error, {:bad_option, :sleep, :yes}} = :kprof.flame_apply(fn -> :ok end, sleep: :yes)
+  end
+end
