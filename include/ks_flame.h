@@ -86,6 +86,7 @@ typedef struct ks_fopts {
   int64_t time_offset;         /* erlang:time_offset(nanosecond): meta (wall) ts -> monotonic */
   uint32_t perf_period_us;     /* 0: chosen from the total time */
   uint32_t top;                /* rows of the per-function table in flame_write's Info; 0: none */
+  int elixir_names;            /* frames named as Elixir does (names => elixir) */
 } ks_fopts;
 
 typedef struct ks_fcounters {

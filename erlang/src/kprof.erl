@@ -518,7 +518,8 @@ report() ->
 %% order, largest first: `requests', the default, `wall', `other', a
 %% tier's name, or `{Column, p99}' and the other statistics; `identity'),
 %% `nodes' (default: those of {@link start_tiers/2}), `limit' (identities
-%% in the table, 50).
+%% in the table, 50), `names' (`elixir': the full-trace table's functions
+%% as Elixir names them, `Enum.sum/1').
 %% See {@link kprof_report} for the map. Returns within 6 s (and the time
 %% to build the report) whatever the sinks do: a sink that does not answer
 %% within 2 s, or died, gives the rows of the last poll (at least once a
@@ -588,7 +589,9 @@ reset() ->
 %%% `timeout' (flame_capture, 30000 ms), `open => speedscope' (the
 %%% speedscope CLI) or `open => browser' (the SVG in `$BROWSER' or
 %%% `xdg-open'), `progress' (a line every 5 s while a capture runs,
-%%% `false': none; {@link cancel/0} ends it with its files) and
+%%% `false': none; {@link cancel/0} ends it with its files), `names =>
+%%% elixir' (functions named `Enum.sum/1', `:lists.seq/2' in the files and
+%%% the table) and
 %%% `top => N': the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'

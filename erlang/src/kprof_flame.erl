@@ -45,6 +45,7 @@
                                            % the SVG in $BROWSER or xdg-open
           progress => boolean() | pos_integer(), % a line every 5000 ms (or Ms) while
                                            % the capture runs (default true)
+          names => erlang | elixir,        % how functions are named in the text
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
@@ -463,7 +464,7 @@ write(Id, End, Cfg, Mode, Flags) ->
                                   info => Info}),
                     warn_limits(Info),
                     maybe_open(maps:get(open, Cfg), Files),
-                    with_top(Files, Info);
+                    with_top(Files, Info, Cfg);
                 {error, no_events, _Info} ->
                     logger:warning("kprof flame: no events, no files written. ~ts",
                                    [hint(Mode)]),
@@ -493,18 +494,18 @@ paths(Paths, Cfg) ->
 
 %% `top => N': the sink's table of the functions with the most self time,
 %% printed to the caller's group leader and returned after the files.
--spec with_top([file:filename_all()], map()) ->
+-spec with_top([file:filename_all()], map(), map()) ->
           {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
-with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}) ->
+with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}, Cfg) ->
     Rows = kprof_top:rows(Raw, Total),
-    kprof_top:print(Rows, Info),
+    kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
     case maps:get(calls_uncounted, Info, 0) of
         0 -> ok;
         N -> logger:warning("kprof flame: ~b calls could not be counted in the top table "
                             "(the sink was out of memory)", [N])
     end,
     {ok, Files, Rows};
-with_top(Files, _Info) ->
+with_top(Files, _Info, _Cfg) ->
     {ok, Files}.
 
 %% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.

@@ -445,7 +445,8 @@ sink_start(Id, Mode, Cfg) ->
             {children, maps:get(children, Cfg)},
             {max_depth, maps:get(max_depth, Cfg)}, {max_nodes, maps:get(max_nodes, Cfg)},
             {perf_period_us, maps:get(perf_period_us, Cfg)},
-            {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)}]
+            {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
+            {names, maps:get(names, Cfg)}]
         ++ mode_opts(Mode, Cfg),
     case kprof_sink:command({flame_start, Id, Opts}) of
         ok when Mode =:= capture ->

@@ -137,6 +137,7 @@ valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
+valid_term(names, N) -> N =:= erlang orelse N =:= elixir;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);
 valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);
 valid_term(rate, infinity) -> true;

@@ -443,7 +443,8 @@ text(R = #{tiers := Tiers, all := All, rows := Rows}, Opts) ->
                K -> [io_lib:format("(~b more identities: option limit)", [K])]
            end,
     Table = [header_line(R)] ++ drop_lines(R) ++ [[time_line(Time), sorted_text(R)], Head1, Head2 | Body]
-        ++ More ++ slow_lines(R) ++ full_lines(maps:get(full_trace, R, undefined)),
+        ++ More ++ slow_lines(R)
+        ++ full_lines(maps:get(full_trace, R, undefined), maps:get(names, Opts, erlang)),
     [[string:trim(Line, trailing), $\n] || Line <- Table].
 
 %% What was counted and lost, under the header's total: each cap's drops
@@ -476,11 +477,11 @@ drop_lines(R) ->
             || Get(reapplied) > 0].
 
 %% Per full-traced identity, its top functions by inclusive time.
--spec full_lines(undefined | map()) -> [iolist()].
-full_lines(undefined) ->
+-spec full_lines(undefined | map(), kprof_names:style()) -> [iolist()].
+full_lines(undefined, _Names) ->
     [];
 full_lines(Full = #{identities := Ids, dropped_requests := DR, dropped_events := DE,
-                    truncated := Tr}) ->
+                    truncated := Tr}, Names) ->
     DN = maps:get(dropped_nodes, Full, lists:sum([maps:get(dropped_nodes, I, 0) || I <- Ids])),
     Head = io_lib:format("full trace: ~b identities; top functions by inclusive time, ms "
                          "summed over requests (dropped requests ~b, events ~b, call paths ~b; "
@@ -498,14 +499,12 @@ full_lines(Full = #{identities := Ids, dropped_requests := DR, dropped_events :=
                                                     lpad("self", 9)])
          | [io_lib:format("    ~ts~ts~ts  ~ts", [lpad(integer_to_list(C), 9),
                                                   lpad(lists:flatten(format_ms(I)), 9),
-                                                  lpad(lists:flatten(format_ms(S)), 9), mfa_text(MFA)])
+                                                  lpad(lists:flatten(format_ms(S)), 9),
+                                                  kprof_names:mfa(MFA, Names)])
             || #{mfa := MFA, calls := C, inclusive := I, self := S}
                    <- lists:sublist(Mfas, ?FULL_TEXT_TOP)]]
         || #{identity := Id, requests := N, total := Total, mfas := Mfas} = Ident <- Ids])].
 
--spec mfa_text(term()) -> string().
-mfa_text({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
-mfa_text(Other) -> lists:flatten(io_lib:format("~0tp", [Other])).
 
 -spec header_line(report()) -> iolist().
 header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,

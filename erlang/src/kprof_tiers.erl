@@ -214,7 +214,8 @@
                          sort => kprof_report:sort(),     % requests
                          time => self | inclusive,       % self
                          nodes => [node()],              % those of start/2
-                         limit => pos_integer() | infinity}. % text: 50
+                         limit => pos_integer() | infinity, % text: 50
+                         names => kprof_names:style()}.   % erlang
 %% What one node reports; kprof_report:build/2 merges the nodes' into one.
 -type node_report() :: #{atom() => term()}.
 

@@ -110,7 +110,7 @@ full_selection(Identity) -> [Identity].
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- lists:sort(maps:to_list(Opts)), not valid_report_opt(K, V)],
-    case {unknown(Opts, [format, time, nodes, limit, sort]), Bad} of
+    case {unknown(Opts, [format, time, nodes, limit, sort, names]), Bad} of
         {[], []} -> ok;
         {[], [{K, V} | _]} -> {error, {bad_option, K, V}};
         {Unknown, _} -> {error, {unknown_options, Unknown}}
@@ -120,6 +120,7 @@ check_report_opts(Opts) ->
 
 -spec valid_report_opt(term(), term()) -> boolean().
 valid_report_opt(format, F) -> lists:member(F, [text, string, term, json]);
+valid_report_opt(names, N) -> N =:= erlang orelse N =:= elixir;
 %% A column: requests, identity, wall, other or a tier's name, alone (its
 %% mean) or with a statistic; whether the tier exists is known only once
 %% the report is built (kprof_report:sort/2).

@@ -44,11 +44,13 @@ rows(Raw, TotalUs) ->
 
 %% @doc The table as text: a header line naming how many functions of how
 %% many, then a row per function. `Info' is the capture's: `total_us' and
-%% the number of functions (`functions').
+%% the number of functions (`functions'); `names => elixir' names the
+%% functions as Elixir does (kprof_names).
 -spec text([row()], #{total_us := non_neg_integer(), functions := non_neg_integer(),
                       atom() => term()}) ->
           iolist().
-text(Rows, #{total_us := Total, functions := N}) ->
+text(Rows, Info = #{total_us := Total, functions := N}) ->
+    Names = maps:get(names, Info, erlang),
     [io_lib:format("kprof flame: ~b of ~b functions, most self time first (~ts ms in all)~n",
                    [length(Rows), N, ms(Total)]),
      io_lib:format("~ts~ts~ts~ts  function~n",
@@ -57,7 +59,7 @@ text(Rows, #{total_us := Total, functions := N}) ->
      | [io_lib:format("~ts~ts~ts~ts  ~ts~n",
                       [lpad(integer_to_list(C), 11), lpad(ms(S), 11),
                        lpad(float_to_list(P, [{decimals, 1}]), 8), lpad(ms(I), 11),
-                       mfa_text(MFA)])
+                       kprof_names:mfa(MFA, Names)])
         || #{mfa := MFA, calls := C, self_us := S, inclusive_us := I, self_pct := P} <- Rows]].
 
 %% @doc {@link text/2} to the calling process's group leader.
@@ -82,7 +84,3 @@ ms(Us) -> float_to_list(Us / 1000, [{decimals, 3}]).
 
 -spec lpad(string(), pos_integer()) -> string().
 lpad(S, W) -> lists:duplicate(max(0, W - string:length(S)), $\s) ++ S.
-
--spec mfa_text(term()) -> string().
-mfa_text({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
-mfa_text(Other) -> lists:flatten(io_lib:format("~0tp", [Other])).

@@ -238,7 +238,8 @@ tests(Tracer) ->
                fun cancel_apply/1},
               {"kprof:cancel() of a flame_capture still waiting for its calls",
                fun cancel_capture/1},
-              {"open => browser runs $BROWSER on the SVG", fun open_browser/1}]]}.
+              {"open => browser runs $BROWSER on the SVG", fun open_browser/1},
+              {"names => elixir in the files and the top table", fun elixir_names/1}]]}.
 
 %% top => 100 on the known call tree: the calls counted in the sink are the
 %% calls the code makes; self and inclusive time per function are what the
@@ -396,6 +397,25 @@ cancel_capture(Dir) ->
     %% No call came: nothing to write, and it says so.
     ?assertEqual({error, {aborted, cancelled, []}}, receive {result, R} -> R end),
     ?assertEqual({meta, false}, erlang:trace_info({?MODULE, leaf, 0}, meta)).
+
+elixir_names(Dir) ->
+    Printed = kprof_test_util:capture_io(
+                fun() ->
+                        put(result, kprof:flame_apply(fun() -> lists:sum(lists:seq(1, 100)) end,
+                                                      #{output_directory => Dir, top => 3,
+                                                        names => elixir,
+                                                        output_format => [folded, speedscope]}))
+                end),
+    {ok, 5050, Files, _Top} = erase(result),
+    Frames = lists:usort(lists:append(maps:keys(folded(file_of(".folded", Files))))),
+    ?assert(lists:member(":lists.seq/2", Frames)),
+    ?assertEqual([], [F || F <- Frames, string:find(F, "lists:") =/= nomatch]),
+    %% The fun: a compiler-made name, quoted as Elixir quotes it.
+    ?assert(lists:any(fun(F) -> lists:prefix(":kprof_flame_tests.\"-elixir_names/1-fun-", F) end,
+                      Frames)),
+    {ok, Json} = file:read_file(file_of(".speedscope.json", Files)),
+    ?assertNotEqual(nomatch, binary:match(Json, <<"\":lists.seq/2\"">>)),
+    ?assertMatch({match, _}, re:run(Printed, "  :lists\\.[a-z_]+/[0-9]\\n")).
 
 %% $BROWSER names a script that writes down what it was given.
 open_browser(Dir) ->
@@ -847,7 +867,9 @@ fifty_workers(Dir) ->
             ?assertEqual({sink, {no_answer_ms, 30000}}, Unwritten),
             ?assert(Ms >= 30000),
             ?assertEqual([], traced_processes()),
-            %% The restarted sink takes the next capture.
+            %% The restarted sink takes the next capture, once it answers (a
+            %% loaded machine may take seconds to start it and drain the VM).
+            ok = kprof_test_util:wait_until(fun() -> kprof:sink_ping() =:= pong end, 60000),
             ?assertMatch({ok, done, [_]}, kprof:flame_apply(fun ?MODULE:shape_top/0,
                                                           #{output_directory => Dir,
                                                             output_format => folded}));

@@ -94,6 +94,10 @@ known_tree() ->
     Text = lists:flatten(io_lib:format("~ts", [capture_text()])),
     ?assertNotEqual(nomatch, string:find(Text, "full trace: 1 identities")),
     ?assertNotEqual(nomatch, string:find(Text, "kprof_full_trace_work:run/1")),
+    %% names => elixir: the same functions as Elixir names them.
+    {ok, Ex} = kprof:report(#{format => string, names => elixir}),
+    ?assertNotEqual(nomatch, string:find(Ex, ":kprof_full_trace_work.run/1")),
+    ?assertEqual(nomatch, string:find(Ex, "kprof_full_trace_work:run/1")),
     %% A flame graph per identity: the folded file's paths.
     Dir = tmp_dir(),
     {ok, [{selected, Files}]} = kprof:full_trace_flame(all, #{output_directory => Dir}),

@@ -112,6 +112,14 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
     return decode_mfa(s, b, len, idx, &o->trigger);
   if (strcmp(key, "hide") == 0)
     return decode_mfa(s, b, len, idx, &o->hide);
+  if (strcmp(key, "names") == 0) {
+    char style[MAXATOMLEN];
+    if (ei_decode_atom(b, idx, style) != 0 ||
+        (strcmp(style, "elixir") != 0 && strcmp(style, "erlang") != 0))
+      return KS_EINVAL;
+    o->elixir_names = strcmp(style, "elixir") == 0;
+    return KS_OK;
+  }
   if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
     return KS_EINVAL;
   if (strcmp(key, "max_depth") == 0)

@@ -1,11 +1,14 @@
 /* flame_names.c: what a frame is called in the outputs, and the escapes of each format.
  *
- *   an MFA          Module:Function/Arity
+ *   an MFA          Module:Function/Arity; with the option names => elixir as
+ *                   Elixir prints it: Enum.sum/1, :lists.seq/2, Enum."-map/2-fun-0-"/3
+ *                   (erlang/src/kprof_names.erl does the same for the text tables)
  *   a process       <0.N.S>, or name(<0.N.S>) when it has a registered name
  *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "ks_flame.h"
 
@@ -15,6 +18,59 @@ static size_t put(char *buf, size_t cap, int n) {
   if (n < 0)
     return 0;
   return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* A name Elixir writes bare: [a-z_][a-zA-Z0-9_@]*[?!]? (ASCII only; any
+ * other byte is quoted, which Elixir would accept too). */
+static int identifier(const char *s) {
+  size_t i, n = strlen(s);
+
+  if (n == 0 || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+    return 0;
+  for (i = 1; i < n; i++) {
+    char ch = s[i];
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+        ch == '_' || ch == '@')
+      continue;
+    if ((ch == '?' || ch == '!') && i == n - 1)
+      continue;
+    return 0;
+  }
+  return 1;
+}
+
+/* s into buf at *o as Elixir writes it: bare, or "quoted" with \" and \\. */
+static void put_name(char *buf, size_t cap, size_t *o, const char *s, int quote) {
+  size_t i;
+
+  if (quote && *o + 1 < cap)
+    buf[(*o)++] = '"';
+  for (i = 0; s[i] != 0 && *o + 2 < cap; i++) {
+    if (quote && (s[i] == '"' || s[i] == '\\'))
+      buf[(*o)++] = '\\';
+    buf[(*o)++] = s[i];
+  }
+  if (quote && *o + 1 < cap)
+    buf[(*o)++] = '"';
+  buf[*o] = 0;
+}
+
+/* Enum.sum/1 for 'Elixir.Enum':sum/1, :lists.seq/2 for lists:seq/2. */
+static size_t elixir_mfa(const ks_mfa_view *m, char *buf, size_t cap) {
+  size_t o = 0;
+
+  if (strncmp(m->m, "Elixir.", 7) == 0 && m->m[7] != 0) {
+    put_name(buf, cap, &o, m->m + 7, 0);
+  } else {
+    if (o + 1 < cap)
+      buf[o++] = ':';
+    put_name(buf, cap, &o, m->m, !identifier(m->m));
+  }
+  if (o + 1 < cap)
+    buf[o++] = '.';
+  put_name(buf, cap, &o, m->f, !identifier(m->f));
+  o += put(buf + o, cap - o, snprintf(buf + o, cap - o, "/%u", m->arity));
+  return o;
 }
 
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
@@ -31,6 +87,8 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
   case KS_FR_MFA:
     if (ks_intern_mfa_get(in, v, &m) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "?"));
+    if (c->o.elixir_names)
+      return elixir_mfa(&m, buf, cap);
     return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
   case KS_FR_PROC:
     if (ks_intern_pid_get(in, v, &pv) != KS_OK)

@@ -593,6 +593,33 @@ START_TEST(top_by_function) {
 }
 END_TEST
 
+/* names => elixir: frames as Elixir prints them, quoted where it quotes. */
+START_TEST(elixir_names) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got;
+
+  ks_flame_default_opts(&o);
+  o.elixir_names = 1;
+  c = start_with(&o, 1);
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
+  CALL(pid_a, 0, mfa("Elixir.MixDemo", "work", 1), KS_NONE);
+  CALL(pid_a, 10, mfa("Elixir.Enum", "-map/2-fun-0-", 3), mfa("Elixir.MixDemo", "work", 1));
+  CALL(pid_a, 20, mfa("lists", "reverse", 1), mfa("Elixir.Enum", "-map/2-fun-0-", 3));
+  CALL(pid_a, 30, mfa("my-mod", "valid?", 0), mfa("lists", "reverse", 1));
+  CALL(pid_a, 40, mfa("a", "say \"hi\"", 0), mfa("my-mod", "valid?", 0));
+  got = folded(c, 50);
+  ck_assert_str_eq(got, "<0.1.0>;MixDemo.work/1 10\n"
+                        "<0.1.0>;MixDemo.work/1;Enum.\"-map/2-fun-0-\"/3 10\n"
+                        "<0.1.0>;MixDemo.work/1;Enum.\"-map/2-fun-0-\"/3;:lists.reverse/1 10\n"
+                        "<0.1.0>;MixDemo.work/1;Enum.\"-map/2-fun-0-\"/3;:lists.reverse/1;"
+                        ":\"my-mod\".valid?/0 10\n"
+                        "<0.1.0>;MixDemo.work/1;Enum.\"-map/2-fun-0-\"/3;:lists.reverse/1;"
+                        ":\"my-mod\".valid?/0;:a.\"say%20\\\"hi\\\"\"/0 10\n");
+  free(got);
+}
+END_TEST
+
 /* Counts add up to the total even when every path has a fraction of a microsecond. */
 START_TEST(folded_rounding) {
   ks_fcap *c = start(0);
@@ -1330,6 +1357,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, speedscope_events);
   tcase_add_test(tc, perf_samples);
   tcase_add_test(tc, top_by_function);
+  tcase_add_test(tc, elixir_names);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);

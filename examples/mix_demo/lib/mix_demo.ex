@@ -11,18 +11,18 @@ defmodule MixDemo do
   defp square(x), do: x * x
 
   @doc """
-  Runs `work/1` under `:kprof.flame_apply/2` and returns
-  `{result, files, top}`: the files are binaries, as the directory was.
+  Runs `work/1` under `:kprof.flame_apply/2` (more options in `opts`, e.g.
+  `names: :elixir`) and returns `{result, files, top}`: the files are
+  binaries, as the directory was.
   """
-  def run(dir) do
+  def run(dir, opts \\ []) do
     :ok = :kprof.start()
 
     {:ok, result, files, top} =
-      :kprof.flame_apply(fn -> work(10_000) end,
-        output_directory: dir,
-        output_format: [:folded, :svg],
-        top: 5,
-        progress: false
+      :kprof.flame_apply(
+        fn -> work(10_000) end,
+        # The caller's options first: of a repeated key, the first wins.
+        opts ++ [output_directory: dir, output_format: [:folded, :svg], top: 5, progress: false]
       )
 
     {result, files, top}

@@ -15,6 +15,21 @@ defmodule MixDemoTest do
     File.rm_rf!(dir)
   end
 
+  test "names: :elixir names the frames and the table's functions as Elixir does" do
+    dir = Path.join(System.tmp_dir!(), "kprof-mix-demo-#{System.unique_integer([:positive])}")
+
+    printed =
+      ExUnit.CaptureIO.capture_io(fn ->
+        send(self(), {:ran, MixDemo.run(dir, names: :elixir)})
+      end)
+
+    assert_received {:ran, {_, [folded, _svg], _top}}
+    assert File.read!(folded) =~ "MixDemo.work/1"
+    refute File.read!(folded) =~ "Elixir.MixDemo"
+    assert printed =~ "MixDemo.square/1"
+    File.rm_rf!(dir)
+  end
+
   test "keyword options: a bad one is refused, naming it" do
     assert {:error, {:bad_option, :sleep, :yes}} = :kprof.flame_apply(fn -> :ok end, sleep: :yes)
   end
