@@ -28,6 +28,14 @@
  * attach or release once it has been retired for RETIRE_S seconds (no
  * trace/5 call lasts that long); with more than RETIRED mappings waiting,
  * a new one is left mapped rather than unmapped early.
+ *
+ * A call budget (kprof:calls's `max`): budget/2 gives generation Gen N call
+ * records; trace_call of that generation takes one before writing, and a
+ * call past the budget writes nothing and is counted in `over` (not in the
+ * ring's drops: nothing was lost, the session had what it asked for). The
+ * Erlang side polls budget/0 and turns tracing off once `left` is 0. Any
+ * other generation (a new session after a detach) has no budget: its cost is
+ * one relaxed load per call.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -62,6 +70,10 @@ static struct {
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
+/* The call budget: the generation it is for (0: none), calls left, calls past it. */
+static _Atomic uint64_t budget_gen;
+static _Atomic int64_t budget_left;
+static _Atomic uint64_t budget_over;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RETIRED 8
 #define RETIRE_S 10
@@ -250,6 +262,19 @@ static void count_unsupported(ks_ring_hdr *h) {
   atomic_fetch_add_explicit(&h->unsupported, 1, memory_order_relaxed);
 }
 
+/* 1 when this call may be written: no budget for this thread's generation,
+ * or one call of it taken; 0 past the budget (counted in budget_over). */
+static inline int take_budget(void) {
+  uint64_t g = atomic_load_explicit(&budget_gen, memory_order_acquire);
+
+  if (g == 0 || g != cache_gen)
+    return 1;
+  if (atomic_fetch_sub_explicit(&budget_left, 1, memory_order_relaxed) > 0)
+    return 1;
+  atomic_fetch_add_explicit(&budget_over, 1, memory_order_relaxed);
+  return 0;
+}
+
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
                        ERL_NIF_TERM opts, unsigned flags) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
@@ -262,6 +287,8 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   ks_rec_call c;
   uint64_t pos;
 
+  if (!take_budget())
+    return;
   memset(&c, 0, sizeof(c));
   c.ts = vm_now();
   if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
@@ -597,6 +624,21 @@ static ERL_NIF_TERM nif_live(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   return enif_make_uint64(env, atomic_load_explicit(&live_gen, memory_order_acquire));
 }
 
+/* budget(Gen, N) -> ok: generation Gen may write N more call records (budget
+ * and over counted from here); budget(0, 0) -> ok: no budget. */
+static ERL_NIF_TERM nif_set_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifUInt64 gen, n;
+
+  if (!enif_get_uint64(env, argv[0], &gen) || !enif_get_uint64(env, argv[1], &n) ||
+      n > (ErlNifUInt64)INT64_MAX)
+    return enif_make_badarg(env);
+  atomic_store_explicit(&budget_gen, 0, memory_order_release);
+  atomic_store_explicit(&budget_left, (int64_t)n, memory_order_relaxed);
+  atomic_store_explicit(&budget_over, 0, memory_order_relaxed);
+  atomic_store_explicit(&budget_gen, gen, memory_order_release);
+  return am_ok;
+}
+
 static int put_u64(ErlNifEnv *env, ERL_NIF_TERM *map, const char *key, uint64_t v) {
   return enif_make_map_put(env, *map, enif_make_atom(env, key), enif_make_uint64(env, v), map);
 }
@@ -624,6 +666,18 @@ static ERL_NIF_TERM nif_ring_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
   put_u64(env, &map, "size", size);
   put_u64(env, &map, "closed", atomic_load_explicit(&h->closed, memory_order_relaxed));
   put_u64(env, &map, "live", atomic_load_explicit(&live_gen, memory_order_acquire));
+  return map;
+}
+
+/* budget() -> #{gen, left, over}: the call budget as it is now (left is 0
+ * once spent, however many calls came past it: those are `over`). */
+static ERL_NIF_TERM nif_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ERL_NIF_TERM map = enif_make_new_map(env);
+  int64_t left = atomic_load_explicit(&budget_left, memory_order_relaxed);
+
+  put_u64(env, &map, "gen", atomic_load_explicit(&budget_gen, memory_order_acquire));
+  put_u64(env, &map, "left", left > 0 ? (uint64_t)left : 0);
+  put_u64(env, &map, "over", atomic_load_explicit(&budget_over, memory_order_relaxed));
   return map;
 }
 
@@ -665,6 +719,8 @@ static ErlNifFunc funcs[] = {
     {"release", 0, nif_release, 0},
     {"live", 0, nif_live, 0},
     {"ring_info", 0, nif_ring_info, 0},
+    {"budget", 2, nif_set_budget, 0},
+    {"budget", 0, nif_budget, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)
