@@ -90,7 +90,7 @@
 -module(kprof_calls).
 
 %% PUBLIC
--export([run/2, validate/2, format/2]).
+-export([run/2, validate/2, format/2, running/0]).
 
 -export_type([spec/0, opts/0, row/0, summary/0]).
 
@@ -207,6 +207,15 @@ format(Rows, Summary) ->
            end,
     [Header, Cols, Lines, More].
 
+%% @doc Whether a calls session runs on this node (the guard has it armed):
+%% the tiers and flame captures answer `{error, {busy, calls}}' then.
+-spec running() -> boolean().
+running() ->
+    case catch kprof_guard:status() of
+        #{armed := Armed} -> lists:member(calls, Armed);
+        _ -> false
+    end.
+
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
@@ -217,9 +226,11 @@ format(Rows, Summary) ->
 specs([]) ->
     {error, {bad_spec, []}};
 specs(L) when is_list(L) ->
-    case proper(L) of
+    case proper(L) andalso specs_list(L, []) of
         false -> {error, {bad_spec, L}};
-        true -> specs_list(L, [])
+        %% Not a list of specs at all (a string): the list is the culprit.
+        {error, {bad_spec, X}} when not is_tuple(X), not is_atom(X) -> {error, {bad_spec, L}};
+        Result -> Result
     end;
 specs(One) ->
     specs_list([One], []).
