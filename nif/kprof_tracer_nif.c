@@ -29,13 +29,13 @@
  * trace/5 call lasts that long); with more than RETIRED mappings waiting,
  * a new one is left mapped rather than unmapped early.
  *
- * A call budget (kprof:calls's `max`): budget/2 gives generation Gen N call
- * records; trace_call of that generation takes one before writing, and a
- * call past the budget writes nothing and is counted in `over` (not in the
- * ring's drops: nothing was lost, the session had what it asked for). The
- * Erlang side polls budget/0 and turns tracing off once `left` is 0. Any
- * other generation (a new session after a detach) has no budget: its cost is
- * one relaxed load per call.
+ * A call budget (kprof:calls's `max`, include/ks_budget.h): budget/2 gives
+ * generation Gen N call records; trace_call of that generation takes one
+ * before writing, and a call past the budget writes nothing and is counted
+ * in `over` (not in the ring's drops: nothing was lost, the session had
+ * what it asked for). The Erlang side polls budget/0 and turns tracing off
+ * once `left` is 0. Any other generation (a new session after a detach) has
+ * no budget: its cost is one relaxed load per call.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -45,6 +45,7 @@
 
 #include <erl_nif.h>
 
+#include "ks_budget.h"
 #include "ks_event.h"
 #include "ks_ring.h"
 
@@ -70,10 +71,8 @@ static struct {
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
-/* The call budget: the generation it is for (0: none), calls left, calls past it. */
-static _Atomic uint64_t budget_gen;
-static _Atomic int64_t budget_left;
-static _Atomic uint64_t budget_over;
+/* The call budget of kprof:calls's max (include/ks_budget.h). */
+static ks_budget budget;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RETIRED 8
 #define RETIRE_S 10
@@ -262,18 +261,6 @@ static void count_unsupported(ks_ring_hdr *h) {
   atomic_fetch_add_explicit(&h->unsupported, 1, memory_order_relaxed);
 }
 
-/* 1 when this call may be written: no budget for this thread's generation,
- * or one call of it taken; 0 past the budget (counted in budget_over). */
-static inline int take_budget(void) {
-  uint64_t g = atomic_load_explicit(&budget_gen, memory_order_acquire);
-
-  if (g == 0 || g != cache_gen)
-    return 1;
-  if (atomic_fetch_sub_explicit(&budget_left, 1, memory_order_relaxed) > 0)
-    return 1;
-  atomic_fetch_add_explicit(&budget_over, 1, memory_order_relaxed);
-  return 0;
-}
 
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
                        ERL_NIF_TERM opts, unsigned flags) {
@@ -287,7 +274,8 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   ks_rec_call c;
   uint64_t pos;
 
-  if (!take_budget())
+  /* ring_of made cache_gen this event's (live) generation. */
+  if (!ks_budget_take(&budget, cache_gen))
     return;
   memset(&c, 0, sizeof(c));
   c.ts = vm_now();
@@ -632,10 +620,7 @@ static ERL_NIF_TERM nif_set_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
   if (!enif_get_uint64(env, argv[0], &gen) || !enif_get_uint64(env, argv[1], &n) ||
       n > (ErlNifUInt64)INT64_MAX)
     return enif_make_badarg(env);
-  atomic_store_explicit(&budget_gen, 0, memory_order_release);
-  atomic_store_explicit(&budget_left, (int64_t)n, memory_order_relaxed);
-  atomic_store_explicit(&budget_over, 0, memory_order_relaxed);
-  atomic_store_explicit(&budget_gen, gen, memory_order_release);
+  ks_budget_set(&budget, gen, (int64_t)n);
   return am_ok;
 }
 
@@ -673,11 +658,10 @@ static ERL_NIF_TERM nif_ring_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
  * once spent, however many calls came past it: those are `over`). */
 static ERL_NIF_TERM nif_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   ERL_NIF_TERM map = enif_make_new_map(env);
-  int64_t left = atomic_load_explicit(&budget_left, memory_order_relaxed);
 
-  put_u64(env, &map, "gen", atomic_load_explicit(&budget_gen, memory_order_acquire));
-  put_u64(env, &map, "left", left > 0 ? (uint64_t)left : 0);
-  put_u64(env, &map, "over", atomic_load_explicit(&budget_over, memory_order_relaxed));
+  put_u64(env, &map, "gen", atomic_load_explicit(&budget.gen, memory_order_acquire));
+  put_u64(env, &map, "left", ks_budget_left(&budget));
+  put_u64(env, &map, "over", atomic_load_explicit(&budget.over, memory_order_relaxed));
   return map;
 }
 
