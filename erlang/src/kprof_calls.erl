@@ -60,8 +60,10 @@
 %%% `over_max', never lost silently; the session sees the budget spent
 %%% within 10 ms and turns the flags off. So the counts add up to exactly
 %%% `max' when `max' stopped it. With the port tracer (`kprof:start(#{tracer
-%%% => port})') the sink's count is polled every 50 ms instead: the counts
-%%% may pass `max' by what the VM traced in between (all of it counted).
+%%% => port})') the sink's `max_events' limit (the guard's, {@link
+%%% kprof_guard}) stops it instead, when the sink reads the event past
+%%% `max': the counts may pass `max' by what the VM traced until the flags
+%%% were off (all of it counted, none lost).
 %%%
 %%% `time => true' adds `time_us' and `time_calls' per function from the
 %%% VM's `call_time' (set on the same functions for the session): the time
@@ -94,11 +96,12 @@
 
 -export_type([spec/0, opts/0, row/0, summary/0]).
 
-%% How often the session looks at the NIF's budget (ms), and at the sink's
-%% count with the port tracer.
+%% How often the session looks at the NIF's budget (ms).
 -define(BUDGET_POLL_MS, 10).
--define(PORT_POLL_MS, 50).
 -define(DELIVERED_TIMEOUT, 5000).
+%% The last count waits for what the port tracer still holds (as a flame
+%% capture's files do).
+-define(COUNT_TIMEOUT, 30000).
 -define(FLAGS, [call, arity]).
 %% Never traced: the tracer and the tracing itself.
 -define(RESERVED, [kprof_tracer, erl_tracer, kprof_calls]).
@@ -149,7 +152,9 @@
 %% and return the rows, most called first, with the session's summary.
 %% Starts kprof if it is not running. Errors, with nothing traced: `{bad_spec,
 %% X}', `{no_functions, Spec}', `{bad_option, K, V}', `{unknown_options,
-%% Ks}', `{bad_options, Opts}', `{busy, Mode}', `{sink, Reason}'.
+%% Ks}', `{bad_options, Opts}', `{busy, Mode}', `{sink, Reason}'. A sink
+%% that dies during the session takes its counts with it: `{error, {sink,
+%% {restarted, {aborted, sink_down}}}}', tracing off.
 -spec run(spec(), opts()) -> {ok, [row()], summary()} | {error, term()}.
 run(Spec, Opts) ->
     case validate(Spec, Opts) of
@@ -305,7 +310,7 @@ session(Plan) ->
             {error, {sink, Reason}};
         Tracer ->
             Ref = make_ref(),
-            case arm(Plan, Ref) of
+            case arm(Plan, Tracer, Ref) of
                 ok ->
                     case busy_new() of
                         free ->
@@ -336,7 +341,7 @@ busy_new() ->
 %% its first pattern on; its abort tells this process and takes everything
 %% off, call_time and the budget included (the guard does the rest: the
 %% patterns, every kprof tracer's flags, the NIF's detach).
-arm(Plan = #plan{specs = Specs, limits = Limits}, Ref) ->
+arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Tracer, Ref) ->
     Self = self(),
     Abort = fun(Kind, Info) ->
                     Self ! {kprof_calls_abort, Ref, Kind, Info},
@@ -344,6 +349,16 @@ arm(Plan = #plan{specs = Specs, limits = Limits}, Ref) ->
             end,
     Spec0 = #{abort => Abort, owner => Self,
               patterns => [{S, true, [local]} || S <- Specs]},
+    %% The port tracer has no budget: the sink's max_events stops it (every
+    %% event is a call), its limit alert read as soon as the sink reads the
+    %% event past it (a command's reply would wait behind the whole backlog).
+    Limits = case Tracer of
+                 {tracer, Port} when is_port(Port), is_integer(Max) ->
+                     Limits0#{max_events => min_events(port_bound(Max),
+                                                       maps:get(max_events, Limits0, infinity))};
+                 _ ->
+                     Limits0
+             end,
     Spec = case map_size(Limits) of
                0 -> Spec0;
                _ -> {ok, L} = kprof_guard:validate_limits(Limits),
@@ -355,7 +370,16 @@ arm(Plan = #plan{specs = Specs, limits = Limits}, Ref) ->
         Other -> {error, {guard, Other}}
     end.
 
+min_events(Max, infinity) -> Max;
+min_events(Max, Given) -> min(Max, Given).
+
+%% The sink's max_events trips on the event past it: at the max-th call.
+%% (max => 1 trips on the second.)
+port_bound(1) -> 1;
+port_bound(Max) -> Max - 1.
+
 traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
+    Port = kprof_sink:port(),
     case kprof_sink:command(calls) of
         Base when is_list(Base) ->
             Budget = set_budget(Plan, Tracer),
@@ -366,7 +390,7 @@ traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
             untrace_ours(),
             Stopped = wait(Plan, Budget, Ref, T0),
             Elapsed = erlang:monotonic_time(microsecond) - T0,
-            finish(Plan, Tracer, Base, Stopped, Elapsed);
+            finish(Plan, Tracer, Port, Base, Stopped, Elapsed);
         Other ->
             _ = (catch kprof_guard:disarm(calls)),
             {error, {sink, Other}}
@@ -403,15 +427,22 @@ wait_loop(Plan, Budget, Ref, Deadline) ->
     Now = erlang:monotonic_time(millisecond),
     Poll = case Budget of
                nif -> ?BUDGET_POLL_MS;
-               port -> ?PORT_POLL_MS;
-               none -> infinity
+               _ -> infinity
            end,
     Left = case Deadline of
                infinity -> infinity;
                _ -> max(0, Deadline - Now)
            end,
+    PortBound = case Budget of
+                    port -> port_bound(Plan#plan.max);
+                    _ -> undefined
+                end,
     receive
-        {kprof_calls_abort, Ref, Kind, _Info} -> {aborted, Kind}
+        {kprof_calls_abort, Ref, limit, #{what := max_events, bound := Bound}}
+          when Budget =:= port, Bound =:= PortBound ->
+            max;
+        {kprof_calls_abort, Ref, Kind, _Info} ->
+            {aborted, Kind}
     after min(Poll, Left) ->
         case spent(Plan, Budget) of
             true -> max;
@@ -422,24 +453,13 @@ wait_loop(Plan, Budget, Ref, Deadline) ->
 
 spent(_Plan, nif) ->
     maps:get(left, kprof_tracer:budget()) =:= 0;
-spent(#plan{max = Max, mfas = MFAs}, port) ->
-    %% (Counts since the baseline are not needed to be exact here: the sink
-    %% counts all of it; this only decides when to stop.)
-    case kprof_sink:command(calls) of
-        L when is_list(L) -> total(L, MFAs) >= Max;
-        _ -> false
-    end;
-spent(_Plan, none) ->
+spent(_Plan, _) ->
     false.
-
-total(Calls, MFAs) ->
-    Set = sets:from_list(MFAs, [{version, 2}]),
-    lists:sum([N || {MFA, N} <- Calls, sets:is_element(MFA, Set)]).
 
 %% Flags off, every event delivered, call_time and the budget read, the
 %% guard disarmed, patterns and budget off, the ring detached; then the
 %% sink's counts (it reads the ring before every command).
-finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Base, Stopped, Elapsed) ->
+finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elapsed) ->
     _ = (catch erlang:trace(all, false, [Tracer | flags(Tracer)])),
     _ = (catch erlang:trace(all, false, ?FLAGS)),
     Delivered = erlang:trace_delivered(all),
@@ -460,7 +480,10 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Base, Stopped, Elapsed) -
     _ = (catch kprof_guard:disarm(calls)),
     untrace(Plan),
     _ = (catch kprof_tracer:detach()),
-    case kprof_sink:command(calls) of
+    case kprof_sink:port() =:= Port andalso kprof_sink:command(calls, ?COUNT_TIMEOUT) of
+        false ->
+            %% The sink died: its counts went with it (a new one has none).
+            {error, {sink, {restarted, Stopped}}};
         After when is_list(After) ->
             Rows = rows(diff(After, Base, MFAs), Times),
             Summary = #{stopped => Stopped, calls => lists:sum([C || #{calls := C} <- Rows]),

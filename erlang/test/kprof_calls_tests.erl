@@ -23,7 +23,9 @@ calls_test_() ->
       {"0 calls: {ok, []}", {timeout, 60, fun no_calls/0}},
       {"busy while tiers run; tiers and flame busy while calls runs",
        {timeout, 60, fun busy/0}},
-      {"the caller dies: flags, patterns and call_time off", {timeout, 60, fun caller_dies/0}}]}.
+      {"the caller dies: flags, patterns and call_time off", {timeout, 60, fun caller_dies/0}},
+      {"the sink dies: an error, everything off", {timeout, 60, fun sink_dies/0}},
+      {"the port tracer: the same counts, max at least", {timeout, 60, fun port_tracer/0}}]}.
 
 setup() ->
     logger:set_handler_config(default, level, error),
@@ -33,6 +35,7 @@ setup() ->
 cleanup(_) ->
     _ = kprof:stop_tiers(),
     ok = kprof:stop(),
+    application:unset_env(kprof, tracer),
     logger:set_handler_config(default, level, all),
     flush().
 
@@ -274,4 +277,42 @@ caller_dies() ->
     ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =:= {flags, []} end, 10000),
     nothing_left([Sp]),
     ?assertMatch(#{aborted := #{kind := owner_down}}, kprof:status()),
+    exit(Sp, kill).
+
+%% The sink killed mid-session: the guard aborts it (sink_down), the session
+%% says its counts are gone, nothing is left traced.
+sink_dies() ->
+    Sp = spinner(),
+    S = session(?A, #{ms => 60000, max => infinity, print => false}),
+    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =/= {flags, []} end, 10000),
+    ok = kprof_sink:restart(test),
+    ?assertEqual({error, {sink, {restarted, {aborted, sink_down}}}}, result(S)),
+    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =:= {flags, []} end, 10000),
+    nothing_left([Sp]),
+    exit(Sp, kill),
+    %% The new sink counts the next session.
+    W = worker(self(), 10),
+    S2 = session(?A, #{max => 30, print => false}),
+    ?assertMatch({ok, [#{mfa := ?A, calls := 30}], #{stopped := max}}, result(S2)),
+    receive {done, W} -> ok end,
+    stop_all([W]).
+
+%% kprof started with the port tracer: every call counted as with the ring;
+%% max is polled (the counts may pass it, none is lost).
+port_tracer() ->
+    ok = kprof:stop(),
+    ok = kprof:start(#{tracer => port}),
+    N = 200,
+    S = session([?A, ?B], #{ms => 60000, max => 4 * N, print => false}),
+    W = worker(self(), N),
+    {ok, Rows, Sum} = result(S),
+    receive {done, W} -> ok end,
+    ?assertEqual([#{mfa => ?A, calls => 3 * N}, #{mfa => ?B, calls => N}], Rows),
+    ?assertMatch(#{stopped := max, tracer := port, over_max := 0}, Sum),
+    nothing_left([W]),
+    stop_all([W]),
+    Sp = spinner(),
+    {ok, [#{calls := C}], #{stopped := max}} = kprof_calls:run(?A, #{max => 5000, print => false}),
+    ?assert(C >= 5000),
+    nothing_left([Sp]),
     exit(Sp, kill).
