@@ -213,11 +213,13 @@ format(Rows, Summary) ->
     [Header, Cols, Lines, More].
 
 %% @doc Whether a calls session runs on this node (the guard has it armed):
-%% the tiers and flame captures answer `{error, {busy, calls}}' then.
+%% the tiers and flame captures answer `{error, {busy, calls}}' then. Read
+%% from the guard's record ({@link kprof_records}), not by asking the guard:
+%% a start never waits behind an abort.
 -spec running() -> boolean().
 running() ->
-    case catch kprof_guard:status() of
-        #{armed := Armed} -> lists:member(calls, Armed);
+    case kprof_records:get(kprof_guard) of
+        #{armed := #{calls := _}} -> true;
         _ -> false
     end.
 
