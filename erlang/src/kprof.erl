@@ -118,6 +118,11 @@
 %%%         the port tracer, 30 s more for the VM to hand over its queue), a
 %%%         few T for the sink's bookkeeping; a sink that does not answer
 %%%         within those 30 s is killed and restarted;</li>
+%%%     <li>`calls/1,2': T to start (the ring, the sink's counts before),
+%%%         its `ms' (or less, at `max' calls), then at most 5 s for the VM
+%%%         to deliver what it traced and 30 s for the sink's count (at once
+%%%         through the ring; a port tracer's backlog may take that long); a
+%%%         sink that dies ends it at once;</li>
 %%%     <li>`stop/0': each server's shutdown, 5 s at most.</li>
 %%%     </ul></li>
 %%% <li>If the sink dies, pending calls get `{error, {sink_down, Status}}',
