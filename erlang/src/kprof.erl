@@ -583,11 +583,11 @@ calls(Spec) ->
 %% of options, with nothing traced. See {@link kprof_calls}.
 %%
 %% ```
-%% 1> kprof:calls({lists, seq, 2}, #{ms => 1000}).
-%% kprof calls: 1 functions, 1,000 calls in 1.00 s (stopped: ms)
-%%   calls      %  function
-%%    1000  100.0  lists:seq/2
-%% {ok,[#{calls => 1000,mfa => {lists,seq,2}}]}
+%% 1> kprof:calls({ets, lookup, 2}, #{ms => 500}).
+%% kprof calls: 1 functions, 243 calls in 0.501 s (stopped: ms)
+%%     calls      %  function
+%%       243  100.0  ets:lookup/2
+%% {ok,[#{calls => 243,mfa => {ets,lookup,2}}]}
 %% '''
 -spec calls(kprof_calls:spec(), kprof_calls:opts()) -> {ok, [kprof_calls:row()]} | {error, term()}.
 calls(Spec, Opts) ->

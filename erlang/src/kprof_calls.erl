@@ -12,29 +12,34 @@
 %%%
 %%% == A session ==
 %%%
+%%% A process calls `lists:seq(1, 3)' a thousand times, then
+%%% `ets:lookup/2' once, and sleeps a millisecond, in a loop:
 %%% ```
 %%% 1> kprof:calls({lists, seq, '_'}, #{ms => 1000}).
-%%% kprof calls: 2 functions, 1,001 calls in 1.00 s (stopped: ms)
-%%%   calls      %  function
-%%%    1000   99.9  lists:seq/2
-%%%       1    0.1  lists:seq/3
-%%% {ok,[#{calls => 1000,mfa => {lists,seq,2}},
-%%%      #{calls => 1,mfa => {lists,seq,3}}]}
+%%% kprof calls: 1 functions, 100,000 calls in 0.319 s (stopped: max); 100 calls past max not counted
+%%%     calls      %  function
+%%%    100000  100.0  lists:seq/2
+%%% {ok,[#{calls => 100000,mfa => {lists,seq,2}}]}
 %%% 2> kprof:calls(lists, #{max => 10, print => false}).
-%%% {ok,[#{calls => 7,mfa => {lists,reverse,1}},
-%%%      #{calls => 3,mfa => {lists,foldl,3}}]}
+%%% {ok,[#{calls => 8,mfa => {lists,seq_loop,3}},
+%%%      #{calls => 1,mfa => {lists,keyfind,3}},
+%%%      #{calls => 1,mfa => {lists,seq,2}}]}
 %%% 3> kprof:calls({ets, lookup, 2}, [{ms, 500}, {time, true}]).
-%%% kprof calls: 1 functions, 4,210 calls in 0.500 s (stopped: ms)
-%%%   calls      %    time_ms  us/call  function
-%%%    4210  100.0      2.107     0.50  ets:lookup/2
-%%% {ok,[#{calls => 4210,mfa => {ets,lookup,2},time_calls => 4210,time_us => 2107}]}
+%%% kprof calls: 1 functions, 243 calls in 0.501 s (stopped: ms)
+%%%     calls      %    time_ms  us/call  function
+%%%       243  100.0      0.877     3.61  ets:lookup/2
+%%% {ok,[#{calls => 243,mfa => {ets,lookup,2},time_calls => 243,time_us => 877}]}
 %%% 4> kprof:calls({nosuch, f, 1}, #{}).
 %%% {error,{no_functions,{nosuch,f,1}}}
 %%% 5> kprof:calls({'_', f, 1}, #{}).
 %%% {error,{bad_spec,{'_',f,1}}}
 %%% '''
-%%% (The numbers depend on what the node does meanwhile.)
-%%%
+%%% The first session stopped at the default `max' (100,000 calls) before
+%%% its second was over; the 100 calls made before the flags were off are
+%%% said, not counted. The second counts a call of `lists:keyfind/3' some
+%%% other process made: every process is traced but kprof's own (the
+%%% session's among them).
+
 %%% == Specs ==
 %%%
 %%% `{M, F, A}' with `F' an atom or `'_'' and `A' an arity or `'_'', `M'
@@ -387,9 +392,10 @@ traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
             Budget = set_budget(Plan, Tracer),
             [erlang:trace_pattern(S, true, [local]) || S <- Specs],
             _ = Time andalso [erlang:trace_pattern(S, true, [call_time]) || S <- Specs],
+            Ours = ours(),
             T0 = erlang:monotonic_time(microsecond),
             _ = erlang:trace(all, true, [Tracer | flags(Tracer)]),
-            untrace_ours(),
+            untrace_pids(Ours),
             Stopped = wait(Plan, Budget, Ref, T0),
             Elapsed = erlang:monotonic_time(microsecond) - T0,
             finish(Plan, Tracer, Port, Base, Stopped, Elapsed);
@@ -402,12 +408,17 @@ flags({tracer, _Port}) -> [monotonic_timestamp | ?FLAGS];
 flags({tracer, kprof_tracer, _Gen}) -> ?FLAGS.
 
 %% This process and kprof's servers are not counted (their own calls of
-%% lists, say, would be).
-untrace_ours() ->
-    Ours = [self() | [P || N <- registered(), lists:prefix("kprof", atom_to_list(N)),
-                           P <- [whereis(N)], is_pid(P)]],
-    _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Ours],
-    ok.
+%% lists, say, would be): listed before the flags are set, their flags off
+%% right after, this process first, with nothing but BIFs called between.
+ours() ->
+    [self() | [P || N <- registered(), lists:prefix("kprof", atom_to_list(N)),
+                    P <- [whereis(N)], is_pid(P)]].
+
+untrace_pids([]) ->
+    ok;
+untrace_pids([P | Ps]) ->
+    _ = (catch erlang:trace(P, false, ?FLAGS)),
+    untrace_pids(Ps).
 
 set_budget(#plan{max = Max}, {tracer, kprof_tracer, Gen}) when is_integer(Max) ->
     ok = kprof_tracer:budget(Gen, Max),

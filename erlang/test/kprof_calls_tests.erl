@@ -238,6 +238,9 @@ errors() ->
 no_calls() ->
     {ok, [], Sum} = kprof_calls:run(?A, #{ms => 50, print => false}),
     ?assertMatch(#{stopped := ms, calls := 0, functions := 1}, Sum),
+    %% The session's own calls (it lists kprof's processes with
+    %% lists:prefix/2) are not counted.
+    ?assertMatch({ok, [], #{calls := 0}}, kprof_calls:run({lists, prefix, 2}, #{ms => 50, print => false})),
     nothing_left([]).
 
 busy() ->
