@@ -139,6 +139,12 @@
                      ms := pos_integer() | infinity, max := pos_integer() | infinity,
                      tracer := ring | port}.
 
+-type mfa_spec() :: {module(), atom(), arity() | '_'}.
+-type tracer() :: {tracer, port()} | {tracer, kprof_tracer, pos_integer()}.
+%% How max is kept: the NIF's budget, the sink's max_events (port), or no max.
+-type budget() :: nif | port | none.
+-type stopped() :: ms | max | {aborted, atom()}.
+
 -record(plan, {specs :: [{module(), atom(), arity() | '_'}],
                mfas :: [mfa()],
                ms :: pos_integer() | infinity,
@@ -234,7 +240,7 @@ running() ->
 
 %%% Validation: all of it before anything is set
 
--spec specs(term()) -> {ok, [{module(), atom(), arity() | '_'}]} | {error, {bad_spec, term()}}.
+-spec specs(term()) -> {ok, [mfa_spec()]} | {error, {bad_spec, term()}}.
 specs([]) ->
     {error, {bad_spec, []}};
 specs(L) when is_list(L) ->
@@ -247,6 +253,7 @@ specs(L) when is_list(L) ->
 specs(One) ->
     specs_list([One], []).
 
+-spec specs_list([term()], [mfa_spec()]) -> {ok, [mfa_spec()]} | {error, {bad_spec, term()}}.
 specs_list([], Acc) ->
     {ok, lists:reverse(Acc)};
 specs_list([S | Rest], Acc) ->
@@ -300,11 +307,13 @@ functions([{M, F, A} = Spec | Rest], Acc) ->
         _ -> functions(Rest, Fns ++ Acc)
     end.
 
+-spec plan([mfa_spec()], [mfa()], map()) -> #plan{}.
 plan(Specs, MFAs, O) ->
     #plan{specs = Specs, mfas = MFAs, ms = maps:get(ms, O), max = maps:get(max, O),
           time = maps:get(time, O), print = maps:get(print, O), top = maps:get(top, O),
           limits = maps:with(kprof_guard:limit_keys(), O)}.
 
+-spec proper(list()) -> boolean().
 proper(L) ->
     try length(L) of _ -> true catch error:badarg -> false end.
 
@@ -333,6 +342,7 @@ session(Plan) ->
 
 %% Flags someone set on every new process: another mode, or a tool of the
 %% user's, owns the trace flags.
+-spec busy_new() -> free | {busy, kprof | {tracer, term()}}.
 busy_new() ->
     case erlang:trace_info(new, tracer) of
         {tracer, []} -> free;
@@ -348,6 +358,7 @@ busy_new() ->
 %% its first pattern on; its abort tells this process and takes everything
 %% off, call_time and the budget included (the guard does the rest: the
 %% patterns, every kprof tracer's flags, the NIF's detach).
+-spec arm(#plan{}, tracer(), reference()) -> ok | {error, term()}.
 arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Tracer, Ref) ->
     Self = self(),
     Abort = fun(Kind, Info) ->
@@ -377,14 +388,17 @@ arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Tracer, Ref) ->
         Other -> {error, {guard, Other}}
     end.
 
+-spec min_events(pos_integer(), pos_integer() | infinity) -> pos_integer().
 min_events(Max, infinity) -> Max;
 min_events(Max, Given) -> min(Max, Given).
 
 %% The sink's max_events trips on the event past it: at the max-th call.
 %% (max => 1 trips on the second.)
+-spec port_bound(pos_integer()) -> pos_integer().
 port_bound(1) -> 1;
 port_bound(Max) -> Max - 1.
 
+-spec traced(#plan{}, tracer(), reference()) -> {ok, [row()], summary()} | {error, term()}.
 traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
     Port = kprof_sink:port(),
     case kprof_sink:command(calls) of
@@ -404,22 +418,26 @@ traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
             {error, {sink, Other}}
     end.
 
+-spec flags(tracer()) -> [atom()].
 flags({tracer, _Port}) -> [monotonic_timestamp | ?FLAGS];
 flags({tracer, kprof_tracer, _Gen}) -> ?FLAGS.
 
 %% This process and kprof's servers are not counted (their own calls of
 %% lists, say, would be): listed before the flags are set, their flags off
 %% right after, this process first, with nothing but BIFs called between.
+-spec ours() -> [pid()].
 ours() ->
     [self() | [P || N <- registered(), lists:prefix("kprof", atom_to_list(N)),
                     P <- [whereis(N)], is_pid(P)]].
 
+-spec untrace_pids([pid()]) -> ok.
 untrace_pids([]) ->
     ok;
 untrace_pids([P | Ps]) ->
     _ = (catch erlang:trace(P, false, ?FLAGS)),
     untrace_pids(Ps).
 
+-spec set_budget(#plan{}, tracer()) -> budget().
 set_budget(#plan{max = Max}, {tracer, kprof_tracer, Gen}) when is_integer(Max) ->
     ok = kprof_tracer:budget(Gen, Max),
     nif;
@@ -429,6 +447,7 @@ set_budget(_Plan, _Tracer) ->
     none.
 
 %% Until the deadline, the budget spent, or the guard's abort.
+-spec wait(#plan{}, budget(), reference(), integer()) -> stopped().
 wait(Plan = #plan{ms = Ms}, Budget, Ref, T0) ->
     Deadline = case Ms of
                    infinity -> infinity;
@@ -436,6 +455,7 @@ wait(Plan = #plan{ms = Ms}, Budget, Ref, T0) ->
                end,
     wait_loop(Plan, Budget, Ref, Deadline).
 
+-spec wait_loop(#plan{}, budget(), reference(), integer() | infinity) -> stopped().
 wait_loop(Plan, Budget, Ref, Deadline) ->
     Now = erlang:monotonic_time(millisecond),
     Poll = case Budget of
@@ -464,6 +484,7 @@ wait_loop(Plan, Budget, Ref, Deadline) ->
         end
     end.
 
+-spec spent(#plan{}, budget()) -> boolean().
 spent(_Plan, nif) ->
     maps:get(left, kprof_tracer:budget()) =:= 0;
 spent(_Plan, _) ->
@@ -472,6 +493,8 @@ spent(_Plan, _) ->
 %% Flags off, every event delivered, call_time and the budget read, the
 %% guard disarmed, patterns and budget off, the ring detached; then the
 %% sink's counts (it reads the ring before every command).
+-spec finish(#plan{}, tracer(), port() | {error, term()}, [{mfa(), non_neg_integer()}], stopped(),
+             integer()) -> {ok, [row()], summary()} | {error, term()}.
 finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elapsed) ->
     _ = (catch erlang:trace(all, false, [Tracer | flags(Tracer)])),
     _ = (catch erlang:trace(all, false, ?FLAGS)),
@@ -511,6 +534,7 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
     end.
 
 %% What a session sets, off (also the guard's abort, from the guard).
+-spec untrace(#plan{}) -> ok.
 untrace(#plan{specs = Specs, time = Time}) ->
     _ = [catch erlang:trace_pattern(S, false, [local]) || S <- Specs],
     _ = Time andalso [catch erlang:trace_pattern(S, false, [call_time]) || S <- Specs],
@@ -518,6 +542,7 @@ untrace(#plan{specs = Specs, time = Time}) ->
     ok.
 
 %% {TimeUs, Calls} per function that has any, summed over processes.
+-spec call_times([mfa()]) -> #{mfa() => {non_neg_integer(), non_neg_integer()}}.
 call_times(MFAs) ->
     maps:from_list(
       [{MFA, {lists:sum([S * 1000000 + Us || {_, _, S, Us} <- PerPid]),
@@ -527,12 +552,16 @@ call_times(MFAs) ->
           is_list(PerPid), PerPid =/= []]).
 
 %% The session's calls: the sink's counts now, less those before it.
+-spec diff([{mfa(), non_neg_integer()}], [{mfa(), non_neg_integer()}], [mfa()]) ->
+          [{mfa(), pos_integer()}].
 diff(After, Base, MFAs) ->
     B = maps:from_list(Base),
     Set = sets:from_list(MFAs, [{version, 2}]),
     [{MFA, N - maps:get(MFA, B, 0)} || {MFA, N} <- After, sets:is_element(MFA, Set),
                                        N > maps:get(MFA, B, 0)].
 
+-spec rows([{mfa(), non_neg_integer()}], #{mfa() => {non_neg_integer(), non_neg_integer()}}) ->
+          [row()].
 rows(Counts, Times) ->
     C = maps:from_list(Counts),
     Keys = lists:usort(maps:keys(C) ++ maps:keys(Times)),
@@ -540,11 +569,13 @@ rows(Counts, Times) ->
     lists:sort(fun(#{calls := A, mfa := X}, #{calls := B, mfa := Y}) -> {B, X} =< {A, Y} end,
                Rows).
 
+-spec row(mfa(), non_neg_integer(), {ok, {non_neg_integer(), non_neg_integer()}} | error) -> row().
 row(MFA, N, {ok, {Us, TC}}) -> #{mfa => MFA, calls => N, time_us => Us, time_calls => TC};
 row(MFA, N, error) -> #{mfa => MFA, calls => N}.
 
 %%% The table
 
+-spec row_line(row(), non_neg_integer(), boolean()) -> iolist().
 row_line(R = #{mfa := {M, F, A}, calls := N}, Total, Time) ->
     Pct = case Total of
               0 -> 0.0;
@@ -564,18 +595,23 @@ row_line(R = #{mfa := {M, F, A}, calls := N}, Total, Time) ->
             io_lib:format("  ~7b ~6.1f  ~ts~n", [N, Pct, Fun])
     end.
 
+-spec thousands(non_neg_integer()) -> string().
 thousands(N) ->
     S = integer_to_list(N),
     lists:reverse(group(lists:reverse(S))).
 
+-spec group(string()) -> string().
 group([A, B, C, D | Rest]) -> [A, B, C, $, | group([D | Rest])];
 group(L) -> L.
 
+-spec seconds(non_neg_integer()) -> iolist().
 seconds(Us) when Us >= 10000000 -> io_lib:format("~.1f", [Us / 1000000]);
 seconds(Us) -> io_lib:format("~.3f", [Us / 1000000]).
 
+-spec stopped(stopped()) -> iolist().
 stopped({aborted, Kind}) -> io_lib:format("ABORTED: ~p", [Kind]);
 stopped(Why) -> atom_to_list(Why).
 
+-spec over_text(non_neg_integer()) -> iolist().
 over_text(0) -> "";
 over_text(N) -> io_lib:format("; ~ts calls past max not counted", [thousands(N)]).
