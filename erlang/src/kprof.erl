@@ -93,6 +93,19 @@
 %%% and report a rolling window (`window'). {@link kprof_tiers} has the
 %%% details.
 %%%
+%%% == Call counts ==
+%%%
+%%% How often each function of a spec is called, in every process, for a
+%%% while: {@link calls/2}, recon_trace's counting through the ring, guarded
+%%% like the tiers ({@link kprof_calls} has the session):
+%%% ```
+%%% 1> kprof:calls({ets, lookup, 2}, #{ms => 500}).
+%%% kprof calls: 1 functions, 243 calls in 0.501 s (stopped: ms)
+%%%     calls      %  function
+%%%       243  100.0  ets:lookup/2
+%%% {ok,[#{calls => 243,mfa => {ets,lookup,2}}]}
+%%% '''
+%%%
 %%% == Safety ==
 %%%
 %%% <ul>

@@ -1,6 +1,6 @@
 %%% @doc The safety net under every kind of kprof tracing.
 %%%
-%%% A tracing mode (tiers, a flame capture) arms the guard with the trace
+%%% A tracing mode (tiers, a flame capture, a calls session) arms the guard with the trace
 %%% patterns it set, a function that turns its tracing off, its limits and
 %%% its owner (the server that set its tracing up). While anything is armed,
 %%% the guard watches, every `?TICK' ms, without ever waiting for the sink,
