@@ -34,7 +34,7 @@ sink: $(SINK)
 
 nif: $(NIF)
 
-$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h | erlang/priv
+$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj

@@ -14,8 +14,15 @@
 %%%     (the default tracer);</li>
 %%% <li>`tiers, sample 0.1, NIF ring': `sample => 0.1';</li>
 %%% <li>`tiers, port tracer': every request traced, each event sent to the
-%%%     sink's port (the tracer kprof used before the NIF).</li>
+%%%     sink's port (the tracer kprof used before the NIF);</li>
+%%% <li>`calls, NIF ring': no tiers, a `kprof:calls/2' session on the three
+%%%     tier functions for the whole mode (one ring record per call, the
+%%%     sink counting them per function).</li>
 %%% </ul>
+%%%
+%%% The closed loop (`cost/1') measures each mode's cost per request and per
+%%% trace event (the sink's `trace_events' per request), calls beside the
+%%% tiers.
 %%%
 %%% Per mode: achieved req/s (requests / time from the first scheduled
 %%% start to the last end), loss against untraced, latency of a request
@@ -28,7 +35,7 @@
 -module(tiers_bench).
 -behaviour(gen_server).
 
--type mode() :: untraced | {tiers, float(), ring | port}.
+-type mode() :: untraced | {tiers, float(), ring | port} | {calls, ring}.
 
 -export([main/1]).
 %% Tier functions
@@ -42,6 +49,9 @@
 -define(IDENTITIES, 4).
 -define(TIERS, [{http, [{?MODULE, http, 1}]}, {db, [{?MODULE, db_query, 1}]},
                 {templating, [{?MODULE, tpl_render, 1}]}]).
+%% The same functions for kprof:calls/2, and the closed loop's.
+-define(CALLS, [{?MODULE, http, 1}, {?MODULE, db_query, 1}, {?MODULE, tpl_render, 1}]).
+-define(BARE, [{?MODULE, bare, 1}, {?MODULE, bare_db, 1}, {?MODULE, bare_tpl, 1}]).
 
 %%%%%%%%%%%%
 %%% MAIN %%%
@@ -62,7 +72,7 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     io:format("tiers bench: ~b req/s offered, ~b s per mode, ~b round(s); load average ~s~n",
               [Rate, Seconds, Rounds, Load]),
     _ = drive(Rate, 1),                                  % warm-up
-    Modes = [untraced, {tiers, 1.0, ring}, {tiers, 0.1, ring}, {tiers, 1.0, port}],
+    Modes = [untraced, {tiers, 1.0, ring}, {tiers, 0.1, ring}, {tiers, 1.0, port}, {calls, ring}],
     Runs = [{M, run(M, Rate, Seconds)} || _ <- lists:seq(1, Rounds), M <- Modes],
     Rows = [summary(M, [R || {M1, R} <- Runs, M1 =:= M], Rate) || M <- Modes],
     Base = maps:get(achieved, hd(Rows)),
@@ -141,12 +151,18 @@ spin(T) ->
 
 -spec run(mode(), pos_integer(), pos_integer()) -> map().
 run(Mode, Rate, Seconds) ->
-    case Mode of
-        untraced -> ok;
-        {tiers, Sample, Tracer} ->
-            ok = application:set_env(kprof, tracer, Tracer),
-            ok = kprof:start_tiers(?TIERS, #{sample => Sample})
-    end,
+    Session = case Mode of
+                  untraced -> undefined;
+                  {tiers, Sample, Tracer} ->
+                      ok = application:set_env(kprof, tracer, Tracer),
+                      ok = kprof:start_tiers(?TIERS, #{sample => Sample}),
+                      undefined;
+                  {calls, ring} ->
+                      %% A session longer than the drive (its wait for the
+                      %% last requests included); its end waited for below.
+                      ok = application:set_env(kprof, tracer, ring),
+                      calls_session(?CALLS, #{ms => Seconds * 1000 + 2000, max => infinity})
+              end,
     S0 = kprof:sink_stats(),
     Sink0 = sink_cpu(),
     Vm0 = vm_cpu(),
@@ -155,11 +171,14 @@ run(Mode, Rate, Seconds) ->
     Vm1 = vm_cpu(),
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
-    {synced, _} = kprof:sink_sync(),
+    {synced, _} = kprof_sink:command(sync, 60000),   % a loaded machine: the port tracer's backlog
     S1 = kprof:sink_stats(),
     Report = case Mode of
                  untraced ->
                      undefined;
+                 {calls, _} ->
+                     {ok, Rows} = calls_result(Session),
+                     #{calls => Rows};
                  _ ->
                      {ok, R} = kprof:report(#{format => term}),
                      ok = kprof:stop_tiers(),
@@ -227,38 +246,80 @@ now_ns() ->
 %% catches up between runs: one process in a loop makes ~150,000 events a
 %% second, more than a loaded 2-core machine's sink keeps up with for
 %% long).
--spec cost(mode()) -> float().
+-spec cost(mode()) -> {float(), float()}.
 cost(Mode) ->
     case Mode of
-        untraced -> ok;
         {tiers, Sample, Tracer} ->
             ok = application:set_env(kprof, tracer, Tracer),
             ok = kprof:start_tiers([{http, [{?MODULE, bare, 1}]}, {db, [{?MODULE, bare_db, 1}]},
                                     {templating, [{?MODULE, bare_tpl, 1}]}],
-                                   #{sample => Sample})
+                                   #{sample => Sample});
+        {calls, ring} ->
+            ok = application:set_env(kprof, tracer, ring);
+        untraced ->
+            ok
     end,
     N = 5000,
     Once = fun() ->
+                   %% calls: a session per run, ended by its max, the run's
+                   %% 3 calls per request.
+                   Session = case Mode of
+                                 {calls, _} -> calls_session(?BARE, #{max => 3 * N, ms => 600000});
+                                 _ -> undefined
+                             end,
+                   #{trace_events := E0} = kprof:sink_stats(),
                    {Us, _} = timer:tc(fun() ->
                                               [kprof:request(page, fun() -> ?MODULE:bare(I) end)
                                                || I <- lists:seq(1, N)]
                                       end),
+                   _ = Session =/= undefined andalso calls_result(Session),
                    {synced, _} = kprof_sink:command(sync, 60000),
-                   Us
+                   #{trace_events := E1} = kprof:sink_stats(),
+                   {Us, E1 - E0}
            end,
-    Best = lists:min([Once() || _ <- lists:seq(1, 5)]),
+    {Best, Events} = lists:min([Once() || _ <- lists:seq(1, 5)]),
     case Mode of
-        untraced -> ok;
-        _ -> ok = kprof:stop_tiers()
+        {tiers, _, _} -> ok = kprof:stop_tiers();
+        _ -> ok
     end,
-    Best / N.
+    {Best / N, Events / N}.
 
--spec cost_lines([{term(), float()}]) -> iolist().
+%% A kprof:calls/2 session in a process of its own, its flags on when this
+%% returns (this process is traced: kprof_calls leaves out only kprof's own).
+-spec calls_session([mfa()], map()) -> pid().
+calls_session(Specs, Opts) ->
+    Self = self(),
+    P = spawn(fun() -> Self ! {calls_done, self(), kprof:calls(Specs, Opts#{print => false})} end),
+    wait_traced(200000),
+    P.
+
+-spec wait_traced(non_neg_integer()) -> ok.
+wait_traced(0) ->
+    error(calls_session_not_tracing);
+wait_traced(N) ->
+    {flags, F} = erlang:trace_info(self(), flags),
+    case lists:member(call, F) of
+        true -> ok;
+        false -> timer:sleep(1), wait_traced(N - 1)
+    end.
+
+-spec calls_result(pid()) -> {ok, list()}.
+calls_result(P) ->
+    receive {calls_done, P, R} -> {ok, _} = R after 600000 -> error(calls_timeout) end.
+
+-spec cost_lines([{term(), {float(), float()}}]) -> iolist().
 cost_lines(Cost) ->
-    [{untraced, Base} | _] = Cost,
-    ["Closed loop, one process, three tiers doing nothing (what tracing adds to a request):\n",
-     [io_lib:format("- ~s: ~.2f us per request (+~.2f us)~n", [mode_name(M), Us, Us - Base])
-      || {M, Us} <- Cost]].
+    [{untraced, {Base, _}} | _] = Cost,
+    ["Closed loop, one process, three tiers doing nothing (what tracing adds to a request, "
+     "and per trace event the sink counted):\n",
+     [io_lib:format("- ~s: ~.2f us per request (+~.2f us)~s~n",
+                    [mode_name(M), Us, Us - Base,
+                     case Events > 0 of
+                         true -> io_lib:format(", ~.2f events per request, +~b ns per event",
+                                               [Events, round(1000 * (Us - Base) / Events)]);
+                         false -> ""
+                     end])
+      || {M, {Us, Events}} <- Cost]].
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% CPU TIME FROM /proc %%%%%%
@@ -305,7 +366,10 @@ summary(Mode, Runs, Rate) ->
     Lat = lists:sort(lists:append([maps:get(latencies, R) || R <- Runs])),
     Wall = Sum(wall_s),
     Requests = Sum(requests),
-    Reports = [R || #{report := R} <- Runs, R =/= undefined],
+    Reports = [R || #{report := R} <- Runs, is_map(R), not is_map_key(calls, R)],
+    CallRows = lists:append([Rows || #{report := #{calls := Rows}} <- Runs]),
+    Calls = [{MFA, lists:sum([C || #{mfa := M1, calls := C} <- CallRows, M1 =:= MFA])}
+             || MFA <- lists:usort([M1 || #{mfa := M1} <- CallRows])],
     #{mode => Mode, offered => Rate,
       achieved => Requests / Wall,
       lat_mean => lists:sum(Lat) / length(Lat) / 1.0e6,
@@ -318,7 +382,8 @@ summary(Mode, Runs, Rate) ->
       sink_us_per_req => 1.0e6 * Sum(sink_cpu) / Requests,
       vm_us_per_req => 1.0e6 * Sum(vm_cpu) / Requests,
       recorded => lists:sum([maps:get(requests, R) || R <- Reports]),
-      tiers => tier_means(Reports)}.
+      tiers => tier_means(Reports),
+      calls => Calls}.
 
 -spec pct([number()], float()) -> number().
 pct(Sorted, Q) ->
@@ -347,6 +412,7 @@ weighted(CountMeans) ->
 -spec mode_name(term()) -> string().
 mode_name(untraced) -> "untraced";
 mode_name({tiers, 1.0, T}) -> "tiers, " ++ tracer_name(T);
+mode_name({calls, T}) -> "calls, " ++ tracer_name(T);
 mode_name({tiers, S, T}) ->
     "tiers, sample " ++ float_to_list(S, [{decimals, 3}, compact]) ++ ", " ++ tracer_name(T).
 
@@ -378,6 +444,7 @@ loss(_, Achieved, Base) -> lists:flatten(io_lib:format("~.2f", [100 * (Base - Ac
 section(Table, Rows, Rate, Seconds, Rounds, Load) ->
     {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
     Traced = [R || #{mode := {tiers, _, _}} = R <- Rows],
+    Counted = [R || #{mode := {calls, _}} = R <- Rows],
     ["## Tiers\n\n",
      io_lib:format("`make bench-tiers` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores, ~s; "
                    "OTP ~s (erts ~s); nice ~b; load average before the run: ~s.~n~n",
@@ -404,6 +471,10 @@ section(Table, Rows, Rate, Seconds, Rounds, Load) ->
                     [mode_name(M), Recorded,
                      lists:join(", ", [io_lib:format("~s ~.1f us", [T, Us]) || {T, Us} <- Tiers])])
       || #{mode := M, recorded := Recorded, tiers := Tiers} <- Traced],
+     [io_lib:format("- ~s: ~s calls counted by the sink (~s)~n",
+                    [mode_name(M), integer_to_list(lists:sum([C || {_, C} <- Calls])),
+                     lists:join(", ", [io_lib:format("~s ~b", [F, C]) || {{_, F, _}, C} <- Calls])])
+      || #{mode := M, calls := Calls} <- Counted],
      "\n"].
 
 %% The VM's nice value (field 19 of /proc/self/stat).

@@ -7,7 +7,7 @@
  * when this file changes. So each line must stay on one line, in this shape:
  *
  *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, "doc")
- *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_GUARD joined with |: the modes
+ *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_GUARD, KS_M_CALLS joined with |: the modes
  *                 whose options (Erlang side) or start command (sink side) take it
  *     TYPE        KS_T_INT  integer in [MIN, MAX]
  *                 KS_T_NUMX number (integer or float) in ]MIN, MAX]
@@ -77,14 +77,21 @@ KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} w
 KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")
 KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, "erlang:time_offset(nanosecond)")
 
-/* guard: kprof_guard's limits, taken by the tiers and the flame modes too */
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, "abort when the sink lags this far behind")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, "abort when the sink stops reading this long")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, "abort past this many bytes queued to the sink")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, "abort past this sink memory: bytes | infinity | default")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort past this many events")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, "{Max, PerMs} | infinity: abort past this event rate")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort after this long")
+/* calls: kprof_calls:run/2's options (Erlang); ms and max not both infinity */
+KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, "stop counting after this many ms (or at max calls)")
+KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, "stop counting after this many calls in all (or at ms)")
+KS_OPTION(KS_M_CALLS, time, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "per function time too (the VM's call_time)")
+KS_OPTION(KS_M_CALLS, print, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "print the table to the caller's group leader")
+KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, "rows printed (all are returned)")
+
+/* guard: kprof_guard's limits, taken by the tiers, the flame modes and calls too */
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, "abort when the sink lags this far behind")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, "abort when the sink stops reading this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, "abort past this many bytes queued to the sink")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, "abort past this sink memory: bytes | infinity | default")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort past this many events")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, "{Max, PerMs} | infinity: abort past this event rate")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort after this long")
 
 KS_FORMAT(folded, ".folded", ks_write_folded)
 KS_FORMAT(perf, ".perf", ks_write_perf)

@@ -28,6 +28,14 @@
  * attach or release once it has been retired for RETIRE_S seconds (no
  * trace/5 call lasts that long); with more than RETIRED mappings waiting,
  * a new one is left mapped rather than unmapped early.
+ *
+ * A call budget (kprof:calls's `max`, include/ks_budget.h): budget/2 gives
+ * generation Gen N call records; trace_call of that generation takes one
+ * before writing, and a call past the budget writes nothing and is counted
+ * in `over` (not in the ring's drops: nothing was lost, the session had
+ * what it asked for). The Erlang side polls budget/0 and turns tracing off
+ * once `left` is 0. Any other generation (a new session after a detach) has
+ * no budget: its cost is one relaxed load per call.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,6 +45,7 @@
 
 #include <erl_nif.h>
 
+#include "ks_budget.h"
 #include "ks_event.h"
 #include "ks_ring.h"
 
@@ -62,6 +71,8 @@ static struct {
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
+/* The call budget of kprof:calls's max (include/ks_budget.h). */
+static ks_budget budget;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RETIRED 8
 #define RETIRE_S 10
@@ -250,6 +261,7 @@ static void count_unsupported(ks_ring_hdr *h) {
   atomic_fetch_add_explicit(&h->unsupported, 1, memory_order_relaxed);
 }
 
+
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
                        ERL_NIF_TERM opts, unsigned flags) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
@@ -262,6 +274,9 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   ks_rec_call c;
   uint64_t pos;
 
+  /* ring_of made cache_gen this event's (live) generation. */
+  if (!ks_budget_take(&budget, cache_gen))
+    return;
   memset(&c, 0, sizeof(c));
   c.ts = vm_now();
   if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
@@ -597,6 +612,18 @@ static ERL_NIF_TERM nif_live(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   return enif_make_uint64(env, atomic_load_explicit(&live_gen, memory_order_acquire));
 }
 
+/* budget(Gen, N) -> ok: generation Gen may write N more call records (budget
+ * and over counted from here); budget(0, 0) -> ok: no budget. */
+static ERL_NIF_TERM nif_set_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifUInt64 gen, n;
+
+  if (!enif_get_uint64(env, argv[0], &gen) || !enif_get_uint64(env, argv[1], &n) ||
+      n > (ErlNifUInt64)INT64_MAX)
+    return enif_make_badarg(env);
+  ks_budget_set(&budget, gen, (int64_t)n);
+  return am_ok;
+}
+
 static int put_u64(ErlNifEnv *env, ERL_NIF_TERM *map, const char *key, uint64_t v) {
   return enif_make_map_put(env, *map, enif_make_atom(env, key), enif_make_uint64(env, v), map);
 }
@@ -624,6 +651,17 @@ static ERL_NIF_TERM nif_ring_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
   put_u64(env, &map, "size", size);
   put_u64(env, &map, "closed", atomic_load_explicit(&h->closed, memory_order_relaxed));
   put_u64(env, &map, "live", atomic_load_explicit(&live_gen, memory_order_acquire));
+  return map;
+}
+
+/* budget() -> #{gen, left, over}: the call budget as it is now (left is 0
+ * once spent, however many calls came past it: those are `over`). */
+static ERL_NIF_TERM nif_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ERL_NIF_TERM map = enif_make_new_map(env);
+
+  put_u64(env, &map, "gen", atomic_load_explicit(&budget.gen, memory_order_acquire));
+  put_u64(env, &map, "left", ks_budget_left(&budget));
+  put_u64(env, &map, "over", atomic_load_explicit(&budget.over, memory_order_relaxed));
   return map;
 }
 
@@ -665,6 +703,8 @@ static ErlNifFunc funcs[] = {
     {"release", 0, nif_release, 0},
     {"live", 0, nif_live, 0},
     {"ring_info", 0, nif_ring_info, 0},
+    {"budget", 2, nif_set_budget, 0},
+    {"budget", 0, nif_budget, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)

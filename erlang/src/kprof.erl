@@ -93,6 +93,19 @@
 %%% and report a rolling window (`window'). {@link kprof_tiers} has the
 %%% details.
 %%%
+%%% == Call counts ==
+%%%
+%%% How often each function of a spec is called, in every process, for a
+%%% while: {@link calls/2}, recon_trace's counting through the ring, guarded
+%%% like the tiers ({@link kprof_calls} has the session):
+%%% ```
+%%% 1> kprof:calls({ets, lookup, 2}, #{ms => 500}).
+%%% kprof calls: 1 functions, 243 calls in 0.501 s (stopped: ms)
+%%%     calls      %  function
+%%%       243  100.0  ets:lookup/2
+%%% {ok,[#{calls => 243,mfa => {ets,lookup,2}}]}
+%%% '''
+%%%
 %%% == Safety ==
 %%%
 %%% <ul>
@@ -118,6 +131,11 @@
 %%%         the port tracer, 30 s more for the VM to hand over its queue), a
 %%%         few T for the sink's bookkeeping; a sink that does not answer
 %%%         within those 30 s is killed and restarted;</li>
+%%%     <li>`calls/1,2': T to start (the ring, the sink's counts before),
+%%%         its `ms' (or less, at `max' calls), then at most 5 s for the VM
+%%%         to deliver what it traced and 30 s for the sink's count (at once
+%%%         through the ring; a port tracer's backlog may take that long); a
+%%%         sink that dies ends it at once;</li>
 %%%     <li>`stop/0': each server's shutdown, 5 s at most.</li>
 %%%     </ul></li>
 %%% <li>If the sink dies, pending calls get `{error, {sink_down, Status}}',
@@ -152,6 +170,8 @@
 %% TIERS
 -export([start_tiers/2, stop_tiers/0, request/2, set_token/1, clear_token/0,
          report/0, report/1, reset/0]).
+%% CALLS
+-export([calls/1, calls/2]).
 %% FLAME
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
@@ -246,6 +266,9 @@ help() ->
       "  kprof:request(Id, Fun)      one request by hand\n"
       "  kprof:report()              the table; report(#{format => term}) as terms\n"
       "  kprof:stop_tiers()          tracing off, the report kept\n"
+      "Call counts (every process; stops at ms or max calls, default 5000 ms or 100,000):\n"
+      "  kprof:calls({M, F, A}, #{ms => 1000})          a table, {ok, [#{mfa, calls}]}\n"
+      "  kprof:calls(M, #{max => 1000, time => true})   every function of M, with time\n"
       "Safety: every mode arms the guard (max_lag_ms, max_events, rate, ...):\n"
       "  kprof:subscribe()           alerts as {kprof_alert, Kind, Info}\n"
       "  kprof:status()              what is armed, what aborted and why\n"
@@ -556,6 +579,44 @@ full_trace_flame(Identity, Opts) ->
 -spec reset() -> ok | {error, term()}.
 reset() ->
     kprof_tiers:reset().
+
+%%%%%%%%%%%%%
+%%% CALLS %%%
+%%%%%%%%%%%%%
+%%% Call counting, recon_trace style, through the ring: kprof_calls has the
+%%% guided session.
+
+%% @equiv calls(Spec, #{})
+-spec calls(kprof_calls:spec()) -> {ok, [kprof_calls:row()]} | {error, term()}.
+calls(Spec) ->
+    calls(Spec, #{}).
+
+%% @doc Count the calls of `Spec' (`{M, F, A}' with `'_'' for `F' or `A',
+%% `M' alone, or a list of those) in every process, for `ms' milliseconds or
+%% until `max' calls in all (defaults: 5000 ms, 100,000 calls), print
+%% a table of the `top' (20) most called functions and return `{ok, Rows}',
+%% `Rows = [#{mfa := MFA, calls := N}]' (with `time => true', `time_us' and
+%% `time_calls' too), most called first, `[]' when nothing was called. The
+%% table's header says what stopped it (`ms', `max', or an abort by the
+%% guard). `{error, {busy, Mode}}' while tiers or a flame capture run,
+%% `{error, {bad_spec, X}}', `{error, {no_functions, Spec}}', and the errors
+%% of options, with nothing traced. See {@link kprof_calls}.
+%%
+%% ```
+%% 1> kprof:calls({ets, lookup, 2}, #{ms => 500}).
+%% kprof calls: 1 functions, 243 calls in 0.501 s (stopped: ms)
+%%     calls      %  function
+%%       243  100.0  ets:lookup/2
+%% {ok,[#{calls => 243,mfa => {ets,lookup,2}}]}
+%% '''
+-spec calls(kprof_calls:spec(), kprof_calls:opts()) -> {ok, [kprof_calls:row()]} | {error, term()}.
+calls(Spec, Opts) ->
+    with_opts(Opts, fun(O) ->
+                            case kprof_calls:run(Spec, O) of
+                                {ok, Rows, _Summary} -> {ok, Rows};
+                                {error, _} = Error -> Error
+                            end
+                    end).
 
 %%%%%%%%%%%%%
 %%% FLAME %%%

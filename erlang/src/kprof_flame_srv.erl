@@ -94,7 +94,10 @@
 open(Id, Mode, Cfg) ->
     case ensure_started() of
         ok ->
-            case traced_by_other(maps:get(pids, Cfg, [])) of
+            case kprof_calls:running() orelse traced_by_other(maps:get(pids, Cfg, [])) of
+                true ->
+                    %% A calls session owns the trace flags (kprof_calls).
+                    {error, {busy, calls}};
                 [] ->
                     open_in_sink(Id, Mode, Cfg);
                 Others = [{Pid, Tracer} | _] ->

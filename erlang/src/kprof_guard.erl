@@ -1,6 +1,6 @@
 %%% @doc The safety net under every kind of kprof tracing.
 %%%
-%%% A tracing mode (tiers, a flame capture) arms the guard with the trace
+%%% A tracing mode (tiers, a flame capture, a calls session) arms the guard with the trace
 %%% patterns it set, a function that turns its tracing off, its limits and
 %%% its owner (the server that set its tracing up). While anything is armed,
 %%% the guard watches, every `?TICK' ms, without ever waiting for the sink,
@@ -56,7 +56,7 @@
 -behaviour(gen_server).
 
 %% PUBLIC
--export([start_link/0, arm/2, disarm/1, abort/2, status/0,
+-export([start_link/0, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
          other_tracers/0, ours/1, events_baseline/1, watch_patterns/2,
          module_pattern/3, limit_keys/0, kprof_tracers/0]).
@@ -177,6 +177,14 @@ validate_limits(Opts) when is_map(Opts) ->
 -spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
+
+%% @doc As {@link arm/2}, only when no other mode is armed: else `{error,
+%% {busy, Mode}}' (`tiers', `flame' or `calls', the first armed) and nothing
+%% changes. A mode that must own the trace flags alone (kprof_calls) arms
+%% with it before it sets anything: the check and the arming are one call.
+-spec arm_alone(atom() | term(), arm_spec()) -> ok | {error, {busy, atom()}}.
+arm_alone(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
+    gen_server:call(?MODULE, {arm_alone, Name, Spec}).
 
 %% @doc The mode stopped by itself: stop watching for it.
 -spec disarm(term()) -> ok.
@@ -322,6 +330,11 @@ handle_call({arm, Name, Spec}, _From, S0) ->
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
     {reply, ok, saved(S3)};
+handle_call({arm_alone, Name, Spec}, From, S) ->
+    case lists:sort(maps:keys(S#state.armed)) of
+        [] -> handle_call({arm, Name, Spec}, From, S);
+        [Other | _] -> {reply, {error, {busy, mode_name(Other)}}, S}
+    end;
 handle_call({sink_limits, Limits}, _From, S) ->
     Fresh = map_size(S#state.armed) =:= 0,
     Want = sink_bounds(strictest(S#state.limits, Limits, Fresh)),
@@ -820,6 +833,11 @@ message(Kind, Info) ->
 %%====================================================================
 %% PRIVATE: helpers
 %%====================================================================
+
+%% What a busy answer calls an armed mode.
+mode_name({kprof_flame, _Id}) -> flame;
+mode_name(Name) when is_atom(Name) -> Name;
+mode_name(Name) -> Name.
 
 warn_other_tracers([]) ->
     ok;

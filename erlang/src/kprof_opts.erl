@@ -7,14 +7,14 @@
 %%% what kprof sends the sink and only the sink checks them, so a user
 %%% giving one gets `unknown_options' here.
 %%%
-%%% kprof_tiers_plan, kprof_flame and kprof_guard check their options with
+%%% kprof_tiers_plan, kprof_flame, kprof_calls and kprof_guard check their options with
 %%% {@link check/2}; what a table row cannot say (an identity needs an
 %%% entry, say) stays in their own code. Errors are kprof's one shape:
 %%% `{unknown_options, [Key]}' for keys the mode does not take (all of them,
 %%% sorted), `{bad_option, Key, Value}' for the first bad value in key
 %%% order, `{bad_options, Opts}' when the options are not a map.
 %%%
-%%% The guard's limits are options of the tiers and flame modes too, but
+%%% The guard's limits are options of the tiers, flame and calls modes too, but
 %%% their defaults are filled in only for mode `guard': the other modes
 %%% leave absent limits to kprof_guard, as they do today.
 -module(kprof_opts).
@@ -25,7 +25,7 @@
 
 -include("kprof_options.hrl").
 
--type mode() :: tiers | flame | guard.
+-type mode() :: tiers | flame | guard | calls.
 -type bound() :: number() | infinity | neg_infinity.
 -type row() :: {[mode()], atom(), int | num | numx | intinf | bool | term, bound(), bound(),
                 term(), erlang | sink | both, string()}.

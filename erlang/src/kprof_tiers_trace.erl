@@ -51,9 +51,13 @@
 %% then the term the request path reads. A step that fails undoes the ones
 %% before it. `{ok, Plan, Counters, Port}': the plan with full trace's
 %% patterns and the events baseline, the request counters, the sink's port.
+%% `{error, {busy, calls}}' while a calls session runs ({@link kprof_calls}).
 -spec start(#plan{}) -> {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 start(Plan) ->
-    case kprof_sink:port() of
+    case kprof_calls:running() orelse kprof_sink:port() of
+        true ->
+            %% A calls session owns the trace flags (kprof_calls).
+            {error, {busy, calls}};
         Port when is_port(Port) ->
             Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
                      baseline_step(), flags_step(), publish_step()],

@@ -20,7 +20,8 @@
 %%% sink anything: `kprof_guard' watches the reader with it.
 -module(kprof_tracer).
 
--export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0]).
+-export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0,
+         budget/2, budget/0]).
 %% erl_tracer callbacks (the NIF)
 -export([enabled/3, trace/5]).
 
@@ -85,6 +86,23 @@ live() ->
 %% `undefined' when no ring is mapped.
 -spec ring_info() -> #{atom() => non_neg_integer()} | undefined.
 ring_info() ->
+    ?NOT_LOADED.
+
+%% @doc Give generation `Gen' a budget of `N' call records (the `max' of
+%% {@link kprof_calls}): each `call' event of that generation takes one
+%% before it is written; a call past the budget is not written and is
+%% counted as `over' (not as a ring drop: nothing the session asked for was
+%% lost). `budget(0, 0)' removes it; a budget is only ever for its own
+%% generation, so a new session after a detach has none.
+-spec budget(non_neg_integer(), non_neg_integer()) -> ok.
+budget(_Gen, _N) ->
+    ?NOT_LOADED.
+
+%% @doc The call budget now: its generation (0: none), the calls `left' and
+%% the calls that came `over' it.
+-spec budget() -> #{gen := non_neg_integer(), left := non_neg_integer(),
+                    over := non_neg_integer()}.
+budget() ->
     ?NOT_LOADED.
 
 %% @private erl_tracer callback (the NIF): `trace' while `State' is the live

@@ -8,7 +8,7 @@
 -include_lib("eunit/include/eunit.hrl").
 -include("kprof_options.hrl").
 
--define(MODES, [tiers, flame, guard]).
+-define(MODES, [tiers, flame, guard, calls]).
 -define(TIERS, [{t, [{lists, reverse, 1}]}]).
 
 %% Values on and just past each bound of a row: {accepted, refused}.
@@ -119,7 +119,9 @@ today_ok(tiers, K, V) ->
 today_ok(flame, K, V) ->
     not bad_option(kprof_flame:validate(#{K => V}, apply));
 today_ok(guard, K, V) ->
-    element(1, kprof_guard:validate_limits(#{K => V})) =:= ok.
+    element(1, kprof_guard:validate_limits(#{K => V})) =:= ok;
+today_ok(calls, K, V) ->
+    not bad_option(kprof_calls:validate({lists, seq, 2}, #{K => V})).
 
 bad_option({error, {bad_option, _, _}}) -> true;
 bad_option({error, {unknown_options, _}}) -> true;
@@ -137,6 +139,8 @@ mode_check(tiers, K) ->
     {error, R} = kprof_tiers_plan:check(?TIERS, #{K => 1}), R;
 mode_check(flame, K) ->
     {error, R} = kprof_flame:validate(#{K => 1}, apply), R;
+mode_check(calls, K) ->
+    {error, R} = kprof_calls:validate({lists, seq, 2}, #{K => 1}), R;
 mode_check(guard, K) ->
     %% The guard's check takes a mode's whole options and keeps its own keys.
     {ok, L} = kprof_guard:validate_limits(#{K => 1}),

@@ -576,7 +576,10 @@ bad_argument_table() ->
      {flame_capture, [[W, 1, x], [W, 1, #{output_format => Improper}]]},
      {flame_pid, [[x], [[self() | x]], [[]]]},
      {flame_pid, [[self(), x], [self(), -1]]},
-     {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]}].
+     {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]},
+     {calls, [[x], [{'_', f, 1}], [[W | x]], [{no_such_module_here, f, 1}]]},
+     {calls, [[W, x], [W, #{ms => 0}], [W, #{ms => infinity, max => infinity}],
+              [W, [{ms, 1} | x]], [W, #{nope => 1}], [[W, 3], #{}]]}].
 
 -spec no_argument_exports() -> [{atom(), 0}].
 no_argument_exports() ->

@@ -55,5 +55,6 @@ Suite *full_trace_suite(void);
 Suite *overload_suite(void);
 Suite *stack_suite(void);
 Suite *options_suite(void);
+Suite *budget_suite(void);
 
 #endif
