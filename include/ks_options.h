@@ -83,6 +83,7 @@ KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, "stop
 KS_OPTION(KS_M_CALLS, time, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "per function time too (the VM's call_time)")
 KS_OPTION(KS_M_CALLS, print, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "print the table to the caller's group leader")
 KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, "rows printed (all are returned)")
+KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
 
 /* guard: kprof_guard's limits, taken by the tiers, the flame modes and calls too */
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, "abort when the sink lags this far behind")

@@ -121,12 +121,15 @@
 %% <li>`time': `boolean()', default false: `time_us' and `time_calls' per row;</li>
 %% <li>`print': `boolean()', default true: the table to the caller's group leader;</li>
 %% <li>`top': `non_neg_integer()', default 20: rows printed (all are returned);</li>
+%% <li>`names': `erlang' (default) or `elixir': the table's functions named
+%%     `lists:seq/2', or `Enum.sum/1' and `:lists.seq/2' ({@link kprof_names});</li>
 %% <li>the guard's limits (`max_lag_ms', `max_stall_ms', `max_queue_bytes',
 %%     `max_memory_bytes', `max_events', `rate', `max_seconds'), see
 %%     {@link kprof_guard}.</li>
 %% </ul>
 -type opts() :: #{ms => pos_integer() | infinity, max => pos_integer() | infinity,
                   time => boolean(), print => boolean(), top => non_neg_integer(),
+                  names => kprof_names:style(),
                   atom() => term()}.
 -type row() :: #{mfa := mfa(), calls := non_neg_integer(),
                  time_us => non_neg_integer(), time_calls => non_neg_integer()}.
@@ -152,6 +155,7 @@
                time :: boolean(),
                print :: boolean(),
                top :: non_neg_integer(),
+               names :: kprof_names:style(),
                limits :: map()}).
 
 %%%%%%%%%%%%%%
@@ -215,7 +219,8 @@ format(Rows, Summary) ->
                false -> io_lib:format("  ~7s ~6s  function~n", ["calls", "%"])
            end,
     {Shown, Rest} = lists:split(min(Top, length(Rows)), Rows),
-    Lines = [row_line(R, Total, Time) || R <- Shown],
+    Names = maps:get(names, Summary, erlang),
+    Lines = [row_line(R, Total, Time, Names) || R <- Shown],
     More = case Rest of
                [] -> [];
                _ -> io_lib:format("  ... ~b more functions, ~ts calls (all in the result)~n",
@@ -311,6 +316,7 @@ functions([{M, F, A} = Spec | Rest], Acc) ->
 plan(Specs, MFAs, O) ->
     #plan{specs = Specs, mfas = MFAs, ms = maps:get(ms, O), max = maps:get(max, O),
           time = maps:get(time, O), print = maps:get(print, O), top = maps:get(top, O),
+          names = maps:get(names, O),
           limits = maps:with(kprof_guard:limit_keys(), O)}.
 
 -spec proper(list()) -> boolean().
@@ -527,7 +533,8 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
                         ms => Plan#plan.ms, max => Plan#plan.max,
                         tracer => case Tracer of {tracer, _} -> port; _ -> ring end},
             _ = Plan#plan.print andalso
-                io:put_chars(format(Rows, Summary#{top => Plan#plan.top})),
+                io:put_chars(format(Rows, Summary#{top => Plan#plan.top,
+                                                   names => Plan#plan.names})),
             {ok, Rows, Summary};
         Other ->
             {error, {sink, Other}}
@@ -575,13 +582,13 @@ row(MFA, N, error) -> #{mfa => MFA, calls => N}.
 
 %%% The table
 
--spec row_line(row(), non_neg_integer(), boolean()) -> iolist().
-row_line(R = #{mfa := {M, F, A}, calls := N}, Total, Time) ->
+-spec row_line(row(), non_neg_integer(), boolean(), kprof_names:style()) -> iolist().
+row_line(R = #{mfa := MFA, calls := N}, Total, Time, Names) ->
     Pct = case Total of
               0 -> 0.0;
               _ -> 100 * N / Total
           end,
-    Fun = io_lib:format("~ts:~ts/~b", [atom_to_list(M), atom_to_list(F), A]),
+    Fun = kprof_names:mfa(MFA, Names),
     case Time of
         true ->
             Us = maps:get(time_us, R, 0),

@@ -202,6 +202,12 @@ printed() ->
                    "    calls      %  function\n"
                    "      300   75.0  kprof_calls_tests:leaf_a/1\n"
                    "  ... 1 more functions, 100 calls (all in the result)\n">>, Table),
+    %% names => elixir: the functions as Elixir names them.
+    ExTable = iolist_to_binary(kprof_calls:format(Rows, #{calls => 400, functions => 2,
+                                                          elapsed_us => 1002000, stopped => max,
+                                                          over_max => 0, top => 1,
+                                                          names => elixir})),
+    ?assertNotEqual(nomatch, binary:match(ExTable, <<"  :kprof_calls_tests.leaf_a/1\n">>)),
     ?assertEqual(<<"kprof calls: 0 functions, 12,345,678 calls in 12.0 s (stopped: ABORTED: overload)\n"
                    "    calls      %  function\n">>,
                  iolist_to_binary(kprof_calls:format([], #{calls => 12345678, functions => 0,
