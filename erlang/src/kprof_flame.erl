@@ -368,8 +368,12 @@ progress_loop(Id, Mode, GL, T0, Ms) ->
         {'DOWN', _, process, _, _} -> ok
     after Ms ->
             %% A sink behind a port tracer's backlog answers late: the line
-            %% says so rather than wait.
-            Status = case kprof_sink:command({flame_status, Id}, min(Ms, ?PROGRESS_WAIT)) of
+            %% says so rather than wait, and nosuspend, as the guard's
+            %% watchers do: a plain command to a busy port would suspend
+            %% kprof_sink itself, and every command behind it (the write,
+            %% a restart) would wait for the backlog to drain.
+            Status = case kprof_sink:command({flame_status, Id}, min(Ms, ?PROGRESS_WAIT),
+                                             [nosuspend]) of
                          S when is_map(S) -> S;
                          _ -> behind
                      end,
