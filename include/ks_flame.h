@@ -18,7 +18,7 @@
 
 /* Frame ids in the tree: an MFA id, a process (its pid id), or a pseudo frame. */
 enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2 };
-enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2 };
+enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2, KS_PSEUDO_WAIT = 3 };
 #define KS_FR(kind, v) ((uint32_t)(kind) << 30 | (uint32_t)(v))
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
@@ -72,6 +72,7 @@ typedef struct ks_fproc {
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
   int64_t last_ts;
   uint8_t armed, out, gc, dead, has_ts, named;
+  uint8_t ran;                 /* has been scheduled in (or made a call) since it joined */
   char *name;                  /* registered name, UTF-8, or NULL */
 } ks_fproc;
 

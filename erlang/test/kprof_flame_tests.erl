@@ -206,6 +206,10 @@ tests(Tracer) ->
               {"sleep => false drops scheduled-out time", fun no_sleep/1},
               {"flame_pid: per-process stacks, nothing of other processes", fun per_process/1},
               {"children => true follows spawned processes", fun children/1},
+              {"several processes: the same per-process totals in all four formats",
+               fun formats_agree/1},
+              {"several processes, sleep => false: no waiting, totals still agree",
+               fun formats_agree_no_sleep/1},
               {"max_procs => 1 keeps the child of children => true out", fun max_procs/1},
               {"children => false does not", fun no_children/1},
               {"flame_capture: N calls across several processes, then no flags left",
@@ -324,6 +328,104 @@ no_sleep(Dir) ->
     within(Top, incl(Folded, Top), 5 * ?MS, measured(burner, Steps) + ?SLACK).
 
 %%% Processes
+
+%% Issue 13: a child's wait before its first run was credited to its bare
+%% process frame: blank in the SVG, left out of the speedscope JSON, so the
+%% formats disagreed per process. It is a WAITING_TO_RUN frame now, in all
+%% four; the perf script names the process once (its comm), not again as
+%% the bottom frame.
+formats_agree(Dir) ->
+    Files = agree_capture(Dir, #{}),
+    Totals = agree_totals(Files),
+    Folded = folded(file_of(".folded", Files)),
+    Waiting = [S || S <- maps:keys(Folded), lists:member("WAITING_TO_RUN", S)],
+    %% The workers waited before they first ran: a frame of their own, right
+    %% above the process, in every format.
+    ?assertNotEqual([], Waiting),
+    [?assertMatch([_, "WAITING_TO_RUN"], S) || S <- Waiting],
+    ?assert(lists:member("WAITING_TO_RUN", speedscope_frames(file_of(".speedscope.json", Files)))),
+    ?assertNotEqual([], [P || P <- maps:keys(svg(file_of(".svg", Files))),
+                              lists:last(P) =:= "WAITING_TO_RUN"]),
+    {_, PerfFolded} = perf(file_of(".perf", Files)),
+    ?assertNotEqual([], [S || S <- maps:keys(PerfFolded), lists:member("WAITING_TO_RUN", S)]),
+    ?assert(map_size(Totals) >= 5).
+
+formats_agree_no_sleep(Dir) ->
+    Files = agree_capture(Dir, #{sleep => false}),
+    Totals = agree_totals(Files),
+    {ok, Bin} = file:read_file(file_of(".folded", Files)),
+    [?assertEqual(nomatch, binary:match(Bin, W)) || W <- [<<"WAITING_TO_RUN">>, <<"SLEEP">>]],
+    ?assert(map_size(Totals) >= 5).
+
+%% The parent and six workers that spawn_link, then do a little lists, maps
+%% and ets work.
+agree_capture(Dir, Opts) ->
+    {ok, done, Files} = kprof:flame_apply(fun() -> ?MODULE:fifty(6, 2) end,
+                                          maps:merge(#{output_directory => Dir, children => true,
+                                                       max_lag_ms => 30000,
+                                                       max_queue_bytes => 64 bsl 20}, Opts)),
+    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"], [ext(F) || F <- Files]),
+    Files.
+
+%% Each process's total (us) from each format, checked to agree; returns
+%% #{Process => FoldedTotal}.
+agree_totals(Files) ->
+    Folded = folded(file_of(".folded", Files)),
+    F = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
+                  #{}, Folded),
+    %% No process has time of its own: every line has a frame above it.
+    ?assertEqual([], [S || [_] = S <- maps:keys(Folded)]),
+    %% perf script, folded as stackcollapse-perf.pl does (comm;frames, bottom
+    %% up): the process once, and the same paths as the folded file.
+    {Period, Perf} = perf(file_of(".perf", Files)),
+    ?assert(Period >= 10),
+    ?assertEqual([], [S || [C, C | _] = S <- maps:keys(Perf)]),
+    %% A path of less than 1 us of self time rounds to no line of the folded
+    %% file, but a sample may land on it: its parent is there, and such
+    %% paths are a sliver of the samples.
+    Absent = [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)],
+    ?assertEqual([], [S || S <- Absent, incl(Folded, lists:droplast(S)) =:= 0]),
+    ?assert(lists:sum([maps:get(S, Perf) || S <- Absent]) * 100 =< lists:sum(maps:values(Perf))),
+    P = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
+                  #{}, Perf),
+    SS = speedscope_totals(file_of(".speedscope.json", Files)),
+    Svg = svg(file_of(".svg", Files)),
+    %% Frames under 0.1 px are left out of the SVG: at most that much of a
+    %% process's width may be bare (us), per frame left out.
+    Px = maps:get(["all"], Svg) div 11800 + 1,
+    ?assertEqual(lists:sort(maps:keys(F)), lists:sort(maps:keys(SS))),
+    ?debugFmt("~b processes; per-process totals (us) folded / speedscope / svg / perf: ~p",
+              [map_size(F), [{R, T, round(maps:get(R, SS)), maps:get(["all", R], Svg, none),
+                              maps:get(R, P, 0)} || {R, T} <- lists:sort(maps:to_list(F))]]),
+    maps:foreach(
+      fun(R, T) ->
+              %% Folded counts are rounded on the running sum: a process's sum
+              %% is within 1 us of its exact time, which speedscope has (ns).
+              ?assert(abs(T - maps:get(R, SS)) =< 1.001),
+              %% The SVG's title rounds to the us; a process under 0.1 px is
+              %% left out (its time is still in `all').
+              case maps:find(["all", R], Svg) of
+                  {ok, S} ->
+                      ?assert(abs(T - S) =< 2),
+                      %% Not blank: its frames fill it.
+                      Kids = [V || {[_, R1, _], V} <- maps:to_list(Svg), R1 =:= R],
+                      ?assertEqual({R, S}, {R, S - max(0, S - lists:sum(Kids) - length(Kids) - 1 - Px)});
+                  error ->
+                      ?assert(T * 1180 < maps:get(["all"], Svg) * 0.2)
+              end,
+              %% perf: one sample each Period along the process's own timeline.
+              ?assert(abs(T - maps:get(R, P, 0)) =< Period + 1)
+      end, F),
+    F.
+
+%% %XX escapes of the folded stacks and perf script undone.
+unpct(S) ->
+    unicode:characters_to_list(
+      list_to_binary(unpct1(unicode:characters_to_binary(S)))).
+
+unpct1(<<$%, H:2/binary, R/binary>>) -> [binary_to_integer(H, 16) | unpct1(R)];
+unpct1(<<C, R/binary>>) -> [C | unpct1(R)];
+unpct1(<<>>) -> [].
 
 per_process(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
@@ -846,12 +948,13 @@ perf(File) ->
     Samples = [S || S <- string:split(binary_to_list(Bin), "\n\n", all), S =/= "", S =/= "\n"],
     lists:foldl(fun(S, {_, Acc}) ->
                         [Header | Frames] = string:split(S, "\n", all),
-                        [_Comm, _Tid, "[000]", _Time, PeriodNs, "cpu-clock:"] =
+                        [Comm, _Tid, "[000]", _Time, PeriodNs, "cpu-clock:"] =
                             string:lexemes(Header, " "),
                         Period = list_to_integer(PeriodNs) div 1000,
-                        Path = lists:reverse([Name || F <- Frames, F =/= "",
-                                                      [_Addr, Name, "(erlang)"] <-
-                                                          [string:lexemes(F, "\t ")]]),
+                        %% As stackcollapse-perf.pl folds it: comm;frames bottom up.
+                        Path = [Comm | lists:reverse([Name || F <- Frames, F =/= "",
+                                                              [_Addr, Name, "(erlang)"] <-
+                                                                  [string:lexemes(F, "\t ")]])],
                         {Period, maps:update_with(Path, fun(V) -> V + Period end, Period, Acc)}
                 end, {0, #{}}, Samples).
 
@@ -884,6 +987,29 @@ speedscope(File) ->
            ?assert(Last =< End + 0.001),
            {binary_to_list(maps:get(<<"name">>, P)), Acc}
        end || P <- maps:get(<<"profiles">>, Json)]).
+
+%% speedscope: #{ProfileName => microseconds} (floats), the sum of the
+%% profile's outermost frames, each O to its C; the profile's endValue is
+%% that sum.
+speedscope_totals(File) ->
+    {ok, Bin} = file:read_file(File),
+    {Json, _} = json(Bin),
+    maps:from_list(
+      [begin
+           {0, Sum} = lists:foldl(fun(#{<<"type">> := <<"O">>, <<"at">> := At}, {0, S}) -> {1, S - At};
+                                     (#{<<"type">> := <<"O">>}, {D, S}) -> {D + 1, S};
+                                     (#{<<"type">> := <<"C">>, <<"at">> := At}, {1, S}) -> {0, S + At};
+                                     (#{<<"type">> := <<"C">>}, {D, S}) -> {D - 1, S}
+                                  end, {0, 0}, Evs),
+           ?assert(abs(Sum - End) < 0.002),
+           {binary_to_list(Name), Sum}
+       end || #{<<"name">> := Name, <<"events">> := Evs, <<"endValue">> := End}
+                  <- maps:get(<<"profiles">>, Json)]).
+
+speedscope_frames(File) ->
+    {ok, Bin} = file:read_file(File),
+    {Json, _} = json(Bin),
+    [binary_to_list(maps:get(<<"name">>, F)) || F <- maps:get(<<"frames">>, maps:get(<<"shared">>, Json))].
 
 %% The SVG's frames: #{[Frame] => microseconds} from the titles, paths
 %% rebuilt from each frame's depth.

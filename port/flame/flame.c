@@ -356,6 +356,18 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   c->k.events++;
   switch (ev->kind) {
   case KS_EV_CALL:
+  case KS_EV_RETURN_TO:
+  case KS_EV_IN:
+  case KS_EV_IN_EXITING:
+  case KS_EV_OUT:
+  case KS_EV_OUT_EXITING:
+    p->ran = 1;   /* no longer waiting for its first run */
+    break;
+  default:
+    break;
+  }
+  switch (ev->kind) {
+  case KS_EV_CALL:
     ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
     break;
   case KS_EV_RETURN_TO:
@@ -392,6 +404,8 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     break;
   default:
     c->k.events--;   /* links, sends, ...: not about stacks */
+    if (!p->ran)
+      ks_fstack_update(&g, p);   /* a child's first event (spawned): it waits from now */
     return;
   }
   ks_fstack_update(&g, p);

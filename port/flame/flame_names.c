@@ -2,14 +2,15 @@
  *
  *   an MFA          Module:Function/Arity
  *   a process       <0.N.S>, or name(<0.N.S>) when it has a registered name
- *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth)
+ *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
+ *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
  */
 #include <stdio.h>
 
 #include "ks_flame.h"
 
-static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED"};
+static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED", "WAITING_TO_RUN"};
 
 static size_t put(char *buf, size_t cap, int n) {
   if (n < 0)
