@@ -66,6 +66,8 @@ KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "p
 KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, "processes of one capture; more are left out, counted in dropped_procs")
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")
 KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope | false: open the result in the speedscope CLI")
+KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
+KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")

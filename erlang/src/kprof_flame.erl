@@ -171,9 +171,21 @@ hidden_frame() ->
 
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
           {ok, term(), [file:filename()]} | {error, term()}.
+%% What flame_apply runs, the caller's label when it has no initial call of
+%% its own to show (kprof_flame_srv:call_of/1).
+-spec runs(fun() | {module(), atom(), [term()]}) -> mfa().
+runs({M, F, Args}) ->
+    {M, F, length(Args)};
+runs(Fun) ->
+    {module, M} = erlang:fun_info(Fun, module),
+    {name, F} = erlang:fun_info(Fun, name),
+    {arity, A} = erlang:fun_info(Fun, arity),
+    {M, F, A}.
+
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame(),
+                                              runs => runs(What)}) of
         {ok, Flags} ->
             {Outcome, End} = traced(What, Flags),
             Written = finish(Id, End, Cfg, apply, Flags),
@@ -337,6 +349,8 @@ write(Id, End, Cfg, Mode, Flags) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
+    _ = (Mode =:= capture orelse maps:get(children, Cfg)) andalso
+        kprof_flame_srv:label_members(Id),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     case filelib:ensure_path(Dir) of

@@ -137,6 +137,7 @@ valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
 valid_term(open, O) -> O =:= speedscope orelse O =:= false;
+valid_term(group, G) -> lists:member(G, [pid, name, initial_call, all]);
 valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);
 valid_term(rate, infinity) -> true;
 valid_term(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso is_integer(PerMs) andalso PerMs > 0;

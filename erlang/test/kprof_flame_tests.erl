@@ -18,6 +18,8 @@
          worker/2]).
 %% logger handler callback.
 -export([log/2]).
+%% gen_server callbacks: a process whose label is its initial call.
+-export([init/1, handle_call/3, handle_cast/2, lonely/1, named_worker/1]).
 
 -define(MS, 1000).                 % folded counts are microseconds
 -define(SLACK, 15 * ?MS).          % what a busy machine may add to a timed step
@@ -210,6 +212,11 @@ tests(Tracer) ->
                fun formats_agree/1},
               {"several processes, sleep => false: no waiting, totals still agree",
                fun formats_agree_no_sleep/1},
+              {"process frames are labelled: name, initial call, first function",
+               fun labels/1},
+              {"group => initial_call (the default with children) | all | name | pid",
+               fun groups/1},
+              {"fold_recursion => true: f;f;f is one f", fun fold_recursion/1},
               {"max_procs => 1 keeps the child of children => true out", fun max_procs/1},
               {"children => false does not", fun no_children/1},
               {"flame_capture: N calls across several processes, then no flags left",
@@ -272,7 +279,7 @@ known_tree(Dir) ->
     [?assert(filelib:is_regular(F)) || F <- Files],
     Folded = folded(file_of(".folded", Files)),
     Root = root_of(Folded),
-    ?assertEqual(pid_to_list(self()), Root),
+    ?assertEqual(label(self(), mfa(shape_top)), Root),
     P = fun(Fs) -> [Root | [mfa(F) || F <- Fs]] end,
     Top = P([shape_top]),
     Sleeper = P([shape_top, shape_sleeper]),
@@ -357,11 +364,110 @@ formats_agree_no_sleep(Dir) ->
     [?assertEqual(nomatch, binary:match(Bin, W)) || W <- [<<"WAITING_TO_RUN">>, <<"SLEEP">>]],
     ?assert(map_size(Totals) >= 5).
 
+%% Labels: kprof_flame_srv:call_of/1 on processes of each kind, and in a graph.
+labels(Dir) ->
+    {ok, Gs} = gen_server:start(?MODULE, [], []),
+    Pl = proc_lib:spawn(?MODULE, lonely, [self()]),
+    Sp = spawn(?MODULE, lonely, [self()]),
+    Fun = spawn(fun() -> ?MODULE:lonely(none) end),
+    Dead = spawn(fun() -> ok end),
+    timer:sleep(20),
+    ?assertEqual(<<"kprof_flame_tests:init/1">>, kprof_flame_srv:call_of(Gs)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Pl)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Sp)),
+    %% spawn of a fun: its initial call is erlang:apply/2; the stack's bottom
+    %% is what it runs (the fun tail-called lonely/1).
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Fun)),
+    ?assertEqual(undefined, kprof_flame_srv:call_of(Dead)),
+    %% In a graph: the gen_server is its callback's init/1.
+    Caller = spawn_link(fun() -> [gen_server:call(Gs, {busy, 5}) || _ <- lists:seq(1, 20)] end),
+    {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded}),
+    exit(Caller, kill),
+    Roots = lists:usort([R || [R | _] <- maps:keys(folded(File))]),
+    ?assertEqual(["kprof_flame_tests:init/1(" ++ pid_to_list(Gs) ++ ")"], Roots),
+    [exit(P, kill) || P <- [Gs, Pl, Sp, Fun]],
+    ok.
+
+init([]) -> {ok, #{}}.
+handle_call({busy, Ms}, _From, S) -> {reply, ?MODULE:busy(Ms), S}.
+handle_cast(_, S) -> {noreply, S}.
+
+lonely(_) ->
+    receive stop -> ok end.
+
+%% Spawned one after the other by groups/1: registers Name, works, unregisters.
+named_worker(Name) ->
+    true = register(Name, self()),
+    ok = ?MODULE:busy(3),
+    true = unregister(Name),
+    ok.
+
+groups(Dir) ->
+    Me = label(self(), "kprof_flame_tests:-groups/1-fun-0-/0"),
+    Opts = #{output_directory => Dir, output_format => [folded, speedscope], children => true},
+    Work = fun() -> ?MODULE:fifty(6, 2) end,
+    Roots = fun(Files) -> lists:usort([R || [R | _] <- maps:keys(folded(file_of(".folded", Files)))]) end,
+    %% Default with children: the six workers (one fun) are one root.
+    {ok, done, F1} = kprof:flame_apply(Work, Opts),
+    [R1b] = Roots(F1) -- [Me],
+    R1a = Me,
+    ?assertMatch({match, _}, re:run(R1b, "^kprof_flame_tests:-fifty/2-fun-[0-9]+-/[0-9]+\\(6_processes\\)$")),
+    %% One speedscope profile per root, named the same.
+    ?assertEqual(lists:sort([R1a, R1b]), lists:sort(maps:keys(speedscope(file_of(".speedscope.json", F1))))),
+    %% The workers' stacks merged: one WAITING_TO_RUN line for the six.
+    ?assertEqual(1, length([S || [R | _] = S <- maps:keys(folded(file_of(".folded", F1))),
+                                 R =:= R1b, lists:last(S) =:= "WAITING_TO_RUN"])),
+    %% pid: seven roots, each labelled Call(<pid>).
+    {ok, done, F2} = kprof:flame_apply(Work, Opts#{group => pid}),
+    R2 = Roots(F2),
+    ?assertEqual(7, length(R2)),
+    ?assertEqual([], [R || R <- R2, nomatch =:= re:run(R, "^[^(]+:[^(]+/[0-9]+\\(<[0-9.]+>\\)$")]),
+    %% all: one root.
+    {ok, done, F3} = kprof:flame_apply(Work, Opts#{group => all}),
+    ?assertEqual(["all(7_processes)"], Roots(F3)),
+    %% name: two processes that held the same registered name, one after the other.
+    Seq = fun() ->
+                  [begin
+                       {P, Ref} = spawn_monitor(?MODULE, named_worker, [kprof_flame_grp]),
+                       receive {'DOWN', Ref, process, P, normal} -> ok end
+                   end || _ <- [1, 2]],
+                  done
+          end,
+    {ok, done, F4} = kprof:flame_apply(Seq, Opts#{group => name}),
+    R4 = Roots(F4),
+    ?assert(lists:member("kprof_flame_grp(2_processes)", R4)),
+    ?assertEqual(2, length(R4)),
+    ?assertEqual({error, {bad_option, group, process}},
+                 kprof:flame_apply(Work, Opts#{group => process})),
+    ?assertEqual([], traced_processes()).
+
+fold_recursion(Dir) ->
+    Opts = #{output_directory => Dir, output_format => [folded, svg]},
+    {ok, done, F0} = kprof:flame_apply(fun ?MODULE:shape_top/0, Opts),
+    {ok, done, F1} = kprof:flame_apply(fun ?MODULE:shape_top/0, Opts#{fold_recursion => true}),
+    Plain = folded(file_of(".folded", F0)),
+    Folded = folded(file_of(".folded", F1)),
+    Root = label(self(), mfa(shape_top)),
+    Deep = [Root | [mfa(F) || F <- [shape_top, shape_thrower, shape_deep]]],
+    %% Without: shape_deep four deep; with: once, its sleep on it.
+    ?assert(incl(Plain, Deep ++ [mfa(shape_deep), mfa(shape_deep), mfa(shape_deep)]) >= 4 * ?MS),
+    ?assertEqual(0, incl(Folded, Deep ++ [mfa(shape_deep)])),
+    ?assert(incl(Folded, Deep ++ ["timer:sleep/1", "SLEEP"]) >= 4 * ?MS),
+    ?assertEqual([], [S || S <- maps:keys(Folded), consecutive(S)]),
+    ?assertEqual([], [S || S <- maps:keys(svg(file_of(".svg", F1))), consecutive(S)]),
+    ?assertEqual({error, {bad_option, fold_recursion, 1}},
+                 kprof:flame_apply(fun ?MODULE:shape_top/0, Opts#{fold_recursion => 1})).
+
+consecutive([A, A | _]) -> true;
+consecutive([_ | T]) -> consecutive(T);
+consecutive([]) -> false.
+
 %% The parent and six workers that spawn_link, then do a little lists, maps
 %% and ets work.
 agree_capture(Dir, Opts) ->
     {ok, done, Files} = kprof:flame_apply(fun() -> ?MODULE:fifty(6, 2) end,
                                           maps:merge(#{output_directory => Dir, children => true,
+                                                       group => pid,
                                                        max_lag_ms => 30000,
                                                        max_queue_bytes => 64 bsl 20}, Opts)),
     ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"], [ext(F) || F <- Files]),
@@ -373,6 +479,8 @@ agree_totals(Files) ->
     Folded = folded(file_of(".folded", Files)),
     F = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
                   #{}, Folded),
+    %% Every process is labelled: what it runs, then its pid.
+    ?assertEqual([], [R || R <- maps:keys(F), nomatch =:= re:run(R, "^[^(]+\\(<[0-9.]+>\\)$")]),
     %% No process has time of its own: every line has a frame above it.
     ?assertEqual([], [S || [_] = S <- maps:keys(Folded)]),
     %% perf script, folded as stackcollapse-perf.pl does (comm;frames, bottom
@@ -435,11 +543,13 @@ per_process(Dir) ->
                                                  output_format => [folded, speedscope],
                                                  max_lag_ms => 30000,
                                                  max_queue_bytes => 64 bsl 20}),
+    RootA = label(A, none),
     [X ! stop || X <- [A, B]],
     Folded = folded(file_of(".folded", Files)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     RootB = "kprof_flame_test_b(" ++ pid_to_list(B) ++ ")",
-    ?assertEqual(lists:sort([pid_to_list(A), RootB]), Roots),
+    ?assertEqual(lists:sort([RootA, RootB]), Roots),
+    ?assertEqual("kprof_flame_tests:busy_forever/0(" ++ pid_to_list(A) ++ ")", RootA),
     %% Both ran busy_until for (nearly) all of the 100 ms.
     [?assert(incl(Folded, [R]) > 50 * ?MS) || R <- Roots],
     [?assert(incl(Folded, [R, "kprof_flame_tests:busy_forever/0"]) > 40 * ?MS) || R <- Roots],
@@ -457,7 +567,7 @@ children(Dir) ->
                                                    output_format => folded}),
     Steps = steps(),
     Folded = folded(hd(Files)),
-    Me = pid_to_list(self()),
+    Me = label(self(), mfa(parent)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?assertMatch([_, _], Roots),
     [Child] = Roots -- [Me],
@@ -474,7 +584,7 @@ no_children(Dir) ->
                                                  #{output_directory => Dir,
                                                    output_format => folded}),
     Folded = folded(hd(Files)),
-    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([label(self(), mfa(parent))], lists:usort([R || [R | _] <- maps:keys(Folded)])),
     ?assertEqual([], traced_processes()).
 
 %% max_procs is a user option (one row of include/ks_options.h, one line in
@@ -484,7 +594,7 @@ max_procs(Dir) ->
                                                  #{output_directory => Dir, children => true,
                                                    output_format => folded, max_procs => 1}),
     Folded = folded(hd(Files)),
-    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([label(self(), mfa(parent))], lists:usort([R || [R | _] <- maps:keys(Folded)])),
     ?assertEqual({error, {bad_option, max_procs, 0}},
                  kprof:flame_apply(fun ?MODULE:parent/0, #{max_procs => 0})),
     ?assertEqual([], traced_processes()).
@@ -502,13 +612,15 @@ capture_n_calls(Dir) ->
     %% No flags left behind, while the workers go on calling it.
     timer:sleep(50),
     ?assertEqual([], traced_processes()),
+    Labels = [label(W, none) || W <- Workers],
     [W ! stop || W <- Workers],
     %% The longest trig/1 call the workers measured while the capture ran.
     Longest = lists:max([Us || {trig, Us} <- all_steps()]),
     Folded = folded(file_of(".folded", Files)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?assert(length(Roots) >= 2),
-    ?assertEqual([], Roots -- [pid_to_list(W) || W <- Workers]),
+    ?assertEqual([], Roots -- Labels),
+    ?assertEqual([], [R || R <- Roots, not lists:prefix("kprof_flame_tests:trig_loop/1(<", R)]),
     %% Every stack starts at the trigger; four calls of 10 ms each.
     ?assertEqual([], [S || [_, F | _] = S <- maps:keys(Folded), F =/= "kprof_flame_tests:trig/1"]),
     Trig = lists:sum([N || {[_, "kprof_flame_tests:trig/1" | _], N} <- maps:to_list(Folded)]),
@@ -554,9 +666,11 @@ concurrent(Dir) ->
     All = F1 ++ F2 ++ PidFiles,
     ?assertEqual(3, length(lists:usort(All))),
     Roots = [lists:usort([R || [R | _] <- maps:keys(folded(F))]) || F <- All],
-    ?assertEqual([[pid_to_list(P1)], [pid_to_list(P2)], [pid_to_list(Busy)]], Roots),
-    ?assert(incl(folded(hd(F1)), [pid_to_list(P1), mfa(shape_top)]) > 60 * ?MS),
-    ?assertEqual(0, incl(folded(hd(F2)), [pid_to_list(P2), mfa(shape_top)])),
+    ?assertEqual([[pid_to_list(P1)], [pid_to_list(P2)], [pid_to_list(Busy)]],
+                 [[pid_in(R) || R <- Rs] || Rs <- Roots]),
+    [[Root1], [Root2], _] = Roots,
+    ?assert(incl(folded(hd(F1)), [Root1, mfa(shape_top)]) > 60 * ?MS),
+    ?assertEqual(0, incl(folded(hd(F2)), [Root2, mfa(shape_top)])),
     ?assertEqual([], traced_processes()),
     ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
 
@@ -618,7 +732,7 @@ one_format(Dir) ->
                                              max_depth => 3}),
     ?assertEqual(".svg", ext(File)),
     Svg = svg(File),
-    Root = pid_to_list(self()),
+    Root = label(self(), mfa(shape_top)),
     %% Three frames deep at most, then TRUNCATED (and SLEEP or GC above it).
     ?assert(maps:get(["all", Root, mfa(shape_top), mfa(shape_thrower), mfa(shape_deep),
                       "TRUNCATED"], Svg) >= 5 * ?MS),
@@ -632,7 +746,10 @@ guard_limit(Dir) ->
                                        max_seconds => 1}),
     ?assert(erlang:monotonic_time(millisecond) - T0 < 10000),
     Busy ! stop,
-    ?assert(incl(folded(File), [pid_to_list(Busy)]) > 100 * ?MS),
+    Folded = folded(File),
+    [Root] = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    ?assertEqual(pid_to_list(Busy), pid_in(Root)),
+    ?assert(incl(Folded, [Root]) > 100 * ?MS),
     ?assertEqual([], traced_processes()),
     ?assertMatch({error, {bad_option, max_lag_ms, -1}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
@@ -835,8 +952,9 @@ volume(Dir, Want0, Tracer) ->
     ?assert(HWM < 100 * 1024),
     ?assert(lists:sum(maps:values(maps:get(write_us, Info))) < 2000000),
     %% The fun, the loop in one frame (tail calls), leaf2 above it.
-    [_, Fun | _] = hd(maps:keys(Folded)),
-    Loop = [pid_to_list(self()), Fun, "kprof_flame_tests:events_loop/2"],
+    [Root, Fun | _] = hd(maps:keys(Folded)),
+    ?assertEqual(pid_to_list(self()), pid_in(Root)),
+    Loop = [Root, Fun, "kprof_flame_tests:events_loop/2"],
     %% The loop has (nearly) all the time the work took.
     ?assert(incl(Folded, Loop) > (T1 - T0) div 2),
     ?assert(incl(Folded, Loop ++ ["kprof_flame_tests:leaf2/1"]) > 0),
@@ -865,6 +983,22 @@ log(#{msg := {report, R}}, #{config := #{pid := Pid}}) when is_map(R) ->
     ok;
 log(_, _) ->
     ok.
+
+%% A process's root frame: Name(<pid>) with a registered name, else
+%% Call(<pid>), Call its initial call as kprof_flame_srv:call_of/1 finds it
+%% (its own tests: labels/1), else Else(<pid>): the first function the sink
+%% saw it call.
+label(Pid, Else) ->
+    Call = case kprof_flame_srv:call_of(Pid) of
+               undefined -> Else;
+               C -> binary_to_list(C)
+           end,
+    Call ++ "(" ++ pid_to_list(Pid) ++ ")".
+
+%% The pid in a root frame's name.
+pid_in(Root) ->
+    {match, Ms} = re:run(Root, "<[0-9]+\\.[0-9]+\\.[0-9]+>", [global, {capture, first, list}]),
+    hd(lists:last(Ms)).
 
 mfa(F) ->
     case F of

@@ -1,7 +1,9 @@
 /* flame_names.c: what a frame is called in the outputs, and the escapes of each format.
  *
  *   an MFA          Module:Function/Arity
- *   a process       <0.N.S>, or name(<0.N.S>) when it has a registered name
+ *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
+ *                   what it runs (ks_flame_proc_call: M:F/A), else <0.N.S>
+ *   a group         key(N_processes): processes merged by the option group
  *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
  *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
@@ -33,13 +35,22 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
     if (ks_intern_mfa_get(in, v, &m) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "?"));
     return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
-  case KS_FR_PROC:
+  case KS_FR_PROC: {
+    char call[1024];
     if (ks_intern_pid_get(in, v, &pv) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "<?>"));
     p = ks_flame_proc_of(c, v);
     if (p != NULL && p->name != NULL)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", p->name, pv.num, pv.serial));
+    if (p != NULL && ks_flame_proc_call(c, in, p, call, sizeof(call)) > 0)
+      return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", call, pv.num, pv.serial));
     return put(buf, cap, snprintf(buf, cap, "<0.%u.%u>", pv.num, pv.serial));
+  }
+  case KS_FR_GROUP:
+    if (c->groups != NULL && v < c->ngroups)
+      return put(buf, cap, snprintf(buf, cap, "%s(%u_processes)", c->groups[v].key,
+                                    c->groups[v].n));
+    break;
   case KS_FR_PSEUDO:
     if (v < sizeof(pseudo_names) / sizeof(pseudo_names[0]))
       return put(buf, cap, snprintf(buf, cap, "%s", pseudo_names[v]));
@@ -48,6 +59,21 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
     break;
   }
   return put(buf, cap, snprintf(buf, cap, "?"));
+}
+
+size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc *p, char *buf,
+                          size_t cap) {
+  uint32_t mfa = p->first_mfa != KS_NONE ? p->first_mfa : p->spawn_mfa;
+  ks_mfa_view m;
+
+  if (cap == 0)
+    return 0;
+  buf[0] = 0;
+  if (p->call != NULL)
+    return put(buf, cap, snprintf(buf, cap, "%s", p->call));
+  if (mfa != KS_NONE && ks_intern_mfa_get(in, mfa, &m) == KS_OK)
+    return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
+  return 0;
 }
 
 /*
