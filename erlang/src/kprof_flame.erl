@@ -11,8 +11,11 @@
 %%%                        pattern on MFA turns the caller's flags on at the
 %%%                        call and names the capture in the call's message
 %%% '''
-%%% Stacks are per process, the root frame names it; time goes to the stack
-%%% that was running (`SLEEP' while scheduled out, `GC' while collecting).
+%%% Stacks are per process, the root frame names it (`name(<0.N.S>)' or
+%%% `M:F/A(<0.N.S>)', what it runs); time goes to the stack that was running
+%%% (`SLEEP' while scheduled out, `GC' while collecting, `WAITING_TO_RUN'
+%%% for a spawned process before its first run). Option `group' merges
+%%% processes at the root, `fold_recursion' folds direct recursion.
 %%% Nothing but commands and the list of files crosses back into Erlang.
 -module(kprof_flame).
 
@@ -36,6 +39,10 @@
           max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
+          %% processes merged at the root, Key(N_processes): by registered name,
+          %% initial call, or all in one (default initial_call with children, else pid)
+          group => pid | name | initial_call | all,
+          fold_recursion => boolean(),     % f;f;f written as one f (default false)
           timeout => timeout(),            % flame_capture's wait (default 30000 ms)
           open => speedscope | false,      % run the speedscope CLI on the result
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,

@@ -456,11 +456,12 @@ sink_error({error, {sink_down, _} = Why}) -> {error, {sink, Why}};
 sink_error({error, _} = E) -> E;
 sink_error(Other) -> {error, {sink, Other}}.
 
-%% Before the files are written: the names and initial calls of the
-%% processes that joined without kprof_flame_srv knowing them (children,
-%% flame_capture's callers), while they are alive; the sink labels the
-%% others by what it saw (flame_names.c). At most ?LABEL_MAX processes.
 -define(LABEL_MAX, 10000).
+%% @doc Before a capture's files are written: sends the sink the names and
+%% initial calls of its processes that joined without kprof_flame_srv
+%% knowing them (children, flame_capture's callers), those still alive; the
+%% sink labels the others by what it saw (port/flame/flame_names.c). At most
+%% 10,000 processes.
 -spec label_members(integer()) -> ok.
 label_members(Id) ->
     case kprof_sink:command({flame_members, Id}) of
@@ -490,7 +491,7 @@ call_of(Pid, Cfg) ->
         {Call, _} -> Call
     end.
 
-%% A process's initial call, "M:F/A", for its label and group: what proc_lib
+%% @doc A process's initial call, "M:F/A", for its label and group: what proc_lib
 %% recorded ('$initial_call', so a gen_server is its callback's init/1), else
 %% its spawn MFA, unless that is erlang:apply/2 (spawn of a fun): then the
 %% bottom frame of its stack, the fun (when the stack is short enough to see
