@@ -382,6 +382,7 @@ labels(Dir) ->
     %% In a graph: the gen_server is its callback's init/1.
     Caller = spawn_link(fun() -> [gen_server:call(Gs, {busy, 5}) || _ <- lists:seq(1, 20)] end),
     {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded}),
+    unlink(Caller),
     exit(Caller, kill),
     Roots = lists:usort([R || [R | _] <- maps:keys(folded(File))]),
     ?assertEqual(["kprof_flame_tests:init/1(" ++ pid_to_list(Gs) ++ ")"], Roots),
