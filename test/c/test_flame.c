@@ -675,7 +675,7 @@ START_TEST(group_by_call) {
   free(got);
   /* perf: the group is the comm, never a frame; speedscope: the profile's name. */
   got = view_with(c, ks_write_perf);
-  ck_assert_ptr_nonnull(strstr(got, "m:w/0(2_processes) "));
+  ck_assert_ptr_nonnull(strstr(got, "m:w/0(2_processes) 1073741824/1073741824 [000] "));
   ck_assert_ptr_null(strstr(got, "(2_processes) (erlang)"));
   free(got);
   got = view_with(c, ks_write_speedscope);
