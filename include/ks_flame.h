@@ -16,9 +16,12 @@
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
 
-/* Frame ids in the tree: an MFA id, a process (its pid id), or a pseudo frame. */
-enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2 };
-enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2 };
+/* Frame ids in the tree: an MFA id, a process (its pid id), a pseudo frame, or
+ * a group of processes (an index into the written view's groups, see group). */
+enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2, KS_FR_GROUP = 3 };
+/* How processes are grouped at the root of the written graph (option group). */
+enum { KS_GROUP_PID = 0, KS_GROUP_NAME = 1, KS_GROUP_CALL = 2, KS_GROUP_ALL = 3 };
+enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2, KS_PSEUDO_WAIT = 3 };
 #define KS_FR(kind, v) ((uint32_t)(kind) << 30 | (uint32_t)(v))
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
@@ -72,8 +75,20 @@ typedef struct ks_fproc {
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
   int64_t last_ts;
   uint8_t armed, out, gc, dead, has_ts, named;
+  uint8_t ran;                 /* has been scheduled in (or made a call) since it joined */
+  uint8_t child;               /* joined as a spawned child (children => true) */
   char *name;                  /* registered name, UTF-8, or NULL */
+  char *call;                  /* initial call "M:F/A" as kprof_flame_srv found it, or NULL */
+  uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
+  uint32_t spawn_mfa;          /* spawn's {M, F, Args} as M:F/length(Args) (children) */
 } ks_fproc;
+
+/* A group of processes in a written graph: its key (a registered name, an
+ * initial call, `all') and how many processes it merges. */
+typedef struct ks_fgroup {
+  char *key;
+  uint32_t n;
+} ks_fgroup;
 
 typedef struct ks_fopts {
   int sleep, gc, children;
@@ -87,6 +102,8 @@ typedef struct ks_fopts {
   uint32_t perf_period_us;     /* 0: chosen from the total time */
   uint32_t top;                /* rows of the per-function table in flame_write's Info; 0: none */
   int elixir_names;            /* frames named as Elixir does (names => elixir) */
+  int group;                   /* KS_GROUP_*: processes merged at the root when written */
+  int fold_recursion;          /* f;f;f written as one f (direct recursion) */
 } ks_fopts;
 
 typedef struct ks_fcounters {
@@ -115,6 +132,8 @@ typedef struct ks_fcap {
   ks_fcounters k;
   uint64_t *calls;             /* per MFA id, counted only when o.top > 0 */
   uint32_t calls_cap;
+  ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
+  uint32_t ngroups;
 } ks_fcap;
 
 /* What the stack rules (flame_stack.c) build into: a call-path tree and its
@@ -144,8 +163,11 @@ void ks_flame_default_opts(ks_fopts *o);
 /* Returns the capture's slot, KS_EINVAL for an id in use, KS_EFULL when all are. */
 int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o);
 ks_fcap *ks_flame_find(ks_flame *fl, int64_t id);
-/* Adds a process (armed: its events count from now); name may be NULL. */
+/* Adds a process (armed: its events count from now); name may be NULL. A process
+ * already in the capture only has its name updated (when given). */
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len);
+/* The initial call text of a process of the capture (ignored when it is not in it). */
+void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len);
 void ks_flame_drop(ks_flame *fl, ks_fcap *c);
 /* One decoded trace event, for every capture it concerns. */
 void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d);
@@ -191,6 +213,16 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
                            size_t cap);
 /* The process of a root node's frame, or NULL. */
 const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid);
+/* What a process runs, for its label and group: the initial call kprof_flame_srv
+ * sent, else (a spawned child, seen from its start) the first function it called
+ * that is no spawn wrapper, else its spawn MFA; 0 when none is known. */
+size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc *p, char *buf,
+                          size_t cap);
+/* The graph as written: processes merged by c->o.group, direct recursion folded
+ * (c->o.fold_recursion), into *view (a copy of c with its own tree and groups).
+ * Returns KS_OK with view->tree ordered, or KS_ENOMEM; ks_flame_view_free frees it. */
+int ks_flame_view(const ks_fcap *c, const ks_intern *in, ks_fcap *view);
+void ks_flame_view_free(ks_fcap *view);
 
 /* What a writer gets: a finished capture, totals, and its names. */
 typedef struct ks_fout {

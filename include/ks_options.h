@@ -69,6 +69,8 @@ KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope 
 KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
 KS_OPTION(KS_M_FLAME, names, KS_T_TERM, 0, 0, "erlang", KS_BY_BOTH, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
 KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
+KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")

@@ -259,7 +259,7 @@ help() ->
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
-      "           by self time, printed and returned), max_procs, max_events, ...\n"
+      "           by self time, printed and returned), group, fold_recursion, ...\n"
       "Tiers (per request kind, time per tier):\n"
       "  kprof:start_tiers([{db, [{my_db, '_', '_'}]}, {http, [{my_http, '_', '_'}]}],\n"
       "                    #{entry => {my_http, handle, 1}, identity => {arg, 1}})\n"
@@ -646,7 +646,11 @@ calls(Spec, Opts) ->
 %%% `children' (follow spawned processes, default false), `max_depth'
 %%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
-%%% `dropped_procs'),
+%%% `dropped_procs'), `group' (`pid', `name', `initial_call' or `all':
+%%% processes sharing a registered name, an initial call, or all of them
+%%% merged into one root `Key(N_processes)', their stacks summed; default
+%%% `initial_call' with `children => true', else `pid'), `fold_recursion'
+%%% (direct recursion `f;f;f' written as one `f', default false),
 %%% `timeout' (flame_capture, 30000 ms), `open => speedscope' (the
 %%% speedscope CLI) or `open => browser' (the SVG in `$BROWSER' or
 %%% `xdg-open'), `progress' (a line every 5 s while a capture runs,
@@ -657,6 +661,11 @@ calls(Spec, Opts) ->
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
 %%% (`kprof_top').
+%%% A process's root frame is `name(<0.N.S>)', else `M:F/A(<0.N.S>)' (its
+%%% initial call as proc_lib records it, its spawn MFA, or the fun it runs).
+%%% A spawned process's wait before it first runs is its `WAITING_TO_RUN'
+%%% frame (dropped with `sleep => false', like SLEEP): every format shows
+%%% the same total per process.
 %%% No events gives `{error, no_events}' and a logged hint; nothing is
 %%% ever written silently empty.
 

@@ -11,8 +11,11 @@
 %%%                        pattern on MFA turns the caller's flags on at the
 %%%                        call and names the capture in the call's message
 %%% '''
-%%% Stacks are per process, the root frame names it; time goes to the stack
-%%% that was running (`SLEEP' while scheduled out, `GC' while collecting).
+%%% Stacks are per process, the root frame names it (`name(<0.N.S>)' or
+%%% `M:F/A(<0.N.S>)', what it runs); time goes to the stack that was running
+%%% (`SLEEP' while scheduled out, `GC' while collecting, `WAITING_TO_RUN'
+%%% for a spawned process before its first run). Option `group' merges
+%%% processes at the root, `fold_recursion' folds direct recursion.
 %%% Nothing but commands and the list of files crosses back into Erlang.
 -module(kprof_flame).
 
@@ -40,6 +43,10 @@
           max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
+          %% processes merged at the root, Key(N_processes): by registered name,
+          %% initial call, or all in one (default initial_call with children, else pid)
+          group => pid | name | initial_call | all,
+          fold_recursion => boolean(),     % f;f;f written as one f (default false)
           timeout => timeout(),            % flame_capture's wait (default 30000 ms)
           open => speedscope | browser | false, % the speedscope CLI on the result, or
                                            % the SVG in $BROWSER or xdg-open
@@ -184,12 +191,24 @@ hidden_frame() ->
 
 -type mfa_args() :: {module(), atom(), [term()]}.
 
+%% What flame_apply runs, the caller's label when it has no initial call of
+%% its own to show (kprof_flame_srv:call_of/1).
+-spec runs(fun() | {module(), atom(), [term()]}) -> mfa().
+runs({M, F, Args}) ->
+    {M, F, length(Args)};
+runs(Fun) ->
+    {module, M} = erlang:fun_info(Fun, module),
+    {name, F} = erlang:fun_info(Fun, name),
+    {arity, A} = erlang:fun_info(Fun, arity),
+    {M, F, A}.
+
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
           {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
           | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame()}) of
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame(),
+                                              runs => runs(What)}) of
         {ok, Flags} ->
             Progress = progress_start(Id, apply, Cfg),
             {Outcome, End} = traced(What, Flags),
@@ -455,6 +474,8 @@ write(Id, End, Cfg, Mode, Flags) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
+    _ = (Mode =:= capture orelse maps:get(children, Cfg)) andalso
+        kprof_flame_srv:label_members(Id),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     case filelib:ensure_path(Dir) of

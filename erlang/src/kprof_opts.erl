@@ -139,6 +139,7 @@ valid_term(name, N) ->
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
 valid_term(names, N) -> N =:= erlang orelse N =:= elixir;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);
+valid_term(group, G) -> lists:member(G, [pid, name, initial_call, all]);
 valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);
 valid_term(rate, infinity) -> true;
 valid_term(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso is_integer(PerMs) andalso PerMs > 0;

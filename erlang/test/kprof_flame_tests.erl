@@ -18,6 +18,8 @@
          worker/2, cancel_phase1/1, cancel_phase2/0]).
 %% logger handler callback.
 -export([log/2]).
+%% gen_server callbacks: a process whose label is its initial call.
+-export([init/1, handle_call/3, handle_cast/2, lonely/1, named_worker/1]).
 
 -define(MS, 1000).                 % folded counts are microseconds
 -define(SLACK, 15 * ?MS).          % what a busy machine may add to a timed step
@@ -206,6 +208,15 @@ tests(Tracer) ->
               {"sleep => false drops scheduled-out time", fun no_sleep/1},
               {"flame_pid: per-process stacks, nothing of other processes", fun per_process/1},
               {"children => true follows spawned processes", fun children/1},
+              {"several processes: the same per-process totals in all four formats",
+               fun formats_agree/1},
+              {"several processes, sleep => false: no waiting, totals still agree",
+               fun formats_agree_no_sleep/1},
+              {"process frames are labelled: name, initial call, first function",
+               fun labels/1},
+              {"group => initial_call (the default with children) | all | name | pid",
+               fun groups/1},
+              {"fold_recursion => true: f;f;f is one f", fun fold_recursion/1},
               {"max_procs => 1 keeps the child of children => true out", fun max_procs/1},
               {"children => false does not", fun no_children/1},
               {"flame_capture: N calls across several processes, then no flags left",
@@ -410,6 +421,9 @@ elixir_names(Dir) ->
     Frames = lists:usort(lists:append(maps:keys(folded(file_of(".folded", Files))))),
     ?assert(lists:member(":lists.seq/2", Frames)),
     ?assertEqual([], [F || F <- Frames, string:find(F, "lists:") =/= nomatch]),
+    %% The process's label too, when it is a function: not M:F/A(<0.N.S>).
+    [[Root | _] | _] = maps:keys(folded(file_of(".folded", Files))),
+    ?assertEqual(nomatch, re:run(Root, "^[a-z_]+:[^/(]+/[0-9]+\\(")),
     %% The fun: a compiler-made name, quoted as Elixir quotes it.
     ?assert(lists:any(fun(F) -> lists:prefix(":kprof_flame_tests.\"-elixir_names/1-fun-", F) end,
                       Frames)),
@@ -477,7 +491,7 @@ known_tree(Dir) ->
     [?assert(filelib:is_regular(F)) || F <- Files],
     Folded = folded(file_of(".folded", Files)),
     Root = root_of(Folded),
-    ?assertEqual(pid_to_list(self()), Root),
+    ?assertEqual(label(self(), mfa(shape_top)), Root),
     P = fun(Fs) -> [Root | [mfa(F) || F <- Fs]] end,
     Top = P([shape_top]),
     Sleeper = P([shape_top, shape_sleeper]),
@@ -534,6 +548,206 @@ no_sleep(Dir) ->
 
 %%% Processes
 
+%% Issue 13: a child's wait before its first run was credited to its bare
+%% process frame: blank in the SVG, left out of the speedscope JSON, so the
+%% formats disagreed per process. It is a WAITING_TO_RUN frame now, in all
+%% four; the perf script names the process once (its comm), not again as
+%% the bottom frame.
+formats_agree(Dir) ->
+    Files = agree_capture(Dir, #{}),
+    Totals = agree_totals(Files),
+    Folded = folded(file_of(".folded", Files)),
+    Waiting = [S || S <- maps:keys(Folded), lists:member("WAITING_TO_RUN", S)],
+    %% The workers waited before they first ran: a frame of their own, right
+    %% above the process, in every format.
+    ?assertNotEqual([], Waiting),
+    [?assertMatch([_, "WAITING_TO_RUN"], S) || S <- Waiting],
+    ?assert(lists:member("WAITING_TO_RUN", speedscope_frames(file_of(".speedscope.json", Files)))),
+    ?assertNotEqual([], [P || P <- maps:keys(svg(file_of(".svg", Files))),
+                              lists:last(P) =:= "WAITING_TO_RUN"]),
+    {_, PerfFolded} = perf(file_of(".perf", Files)),
+    ?assertNotEqual([], [S || S <- maps:keys(PerfFolded), lists:member("WAITING_TO_RUN", S)]),
+    ?assert(map_size(Totals) >= 5).
+
+formats_agree_no_sleep(Dir) ->
+    Files = agree_capture(Dir, #{sleep => false}),
+    Totals = agree_totals(Files),
+    {ok, Bin} = file:read_file(file_of(".folded", Files)),
+    [?assertEqual(nomatch, binary:match(Bin, W)) || W <- [<<"WAITING_TO_RUN">>, <<"SLEEP">>]],
+    ?assert(map_size(Totals) >= 5).
+
+%% Labels: kprof_flame_srv:call_of/1 on processes of each kind, and in a graph.
+labels(Dir) ->
+    {ok, Gs} = gen_server:start(?MODULE, [], []),
+    Pl = proc_lib:spawn(?MODULE, lonely, [self()]),
+    Sp = spawn(?MODULE, lonely, [self()]),
+    Fun = spawn(fun() -> ?MODULE:lonely(none) end),
+    Dead = spawn(fun() -> ok end),
+    timer:sleep(20),
+    ?assertEqual(<<"kprof_flame_tests:init/1">>, kprof_flame_srv:call_of(Gs)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Pl)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Sp)),
+    %% spawn of a fun: its initial call is erlang:apply/2; the stack's bottom
+    %% is what it runs (the fun tail-called lonely/1).
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Fun)),
+    ?assertEqual(undefined, kprof_flame_srv:call_of(Dead)),
+    %% In a graph: the gen_server is its callback's init/1.
+    Caller = spawn_link(fun() -> [gen_server:call(Gs, {busy, 5}) || _ <- lists:seq(1, 20)] end),
+    {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded}),
+    unlink(Caller),
+    exit(Caller, kill),
+    Roots = lists:usort([R || [R | _] <- maps:keys(folded(File))]),
+    ?assertEqual(["kprof_flame_tests:init/1(" ++ pid_to_list(Gs) ++ ")"], Roots),
+    [exit(P, kill) || P <- [Gs, Pl, Sp, Fun]],
+    ok.
+
+init([]) -> {ok, #{}}.
+handle_call({busy, Ms}, _From, S) -> {reply, ?MODULE:busy(Ms), S}.
+handle_cast(_, S) -> {noreply, S}.
+
+lonely(_) ->
+    receive stop -> ok end.
+
+%% Spawned one after the other by groups/1: registers Name, works, unregisters.
+named_worker(Name) ->
+    true = register(Name, self()),
+    ok = ?MODULE:busy(3),
+    true = unregister(Name),
+    ok.
+
+groups(Dir) ->
+    Me = label(self(), "kprof_flame_tests:-groups/1-fun-0-/0"),
+    Opts = #{output_directory => Dir, output_format => [folded, speedscope], children => true},
+    Work = fun() -> ?MODULE:fifty(6, 2) end,
+    Roots = fun(Files) -> lists:usort([R || [R | _] <- maps:keys(folded(file_of(".folded", Files)))]) end,
+    %% Default with children: the six workers (one fun) are one root.
+    {ok, done, F1} = kprof:flame_apply(Work, Opts),
+    [R1b] = Roots(F1) -- [Me],
+    R1a = Me,
+    ?assertMatch({match, _}, re:run(R1b, "^kprof_flame_tests:-fifty/2-fun-[0-9]+-/[0-9]+\\(6_processes\\)$")),
+    %% One speedscope profile per root, named the same.
+    ?assertEqual(lists:sort([R1a, R1b]), lists:sort(maps:keys(speedscope(file_of(".speedscope.json", F1))))),
+    %% The workers' stacks merged: one WAITING_TO_RUN line for the six.
+    ?assertEqual(1, length([S || [R | _] = S <- maps:keys(folded(file_of(".folded", F1))),
+                                 R =:= R1b, lists:last(S) =:= "WAITING_TO_RUN"])),
+    %% pid: seven roots, each labelled Call(<pid>).
+    {ok, done, F2} = kprof:flame_apply(Work, Opts#{group => pid}),
+    R2 = Roots(F2),
+    ?assertEqual(7, length(R2)),
+    ?assertEqual([], [R || R <- R2, nomatch =:= re:run(R, "^[^(]+:[^(]+/[0-9]+\\(<[0-9.]+>\\)$")]),
+    %% all: one root.
+    {ok, done, F3} = kprof:flame_apply(Work, Opts#{group => all}),
+    ?assertEqual(["all(7_processes)"], Roots(F3)),
+    %% name: two processes that held the same registered name, one after the other.
+    Seq = fun() ->
+                  [begin
+                       {P, Ref} = spawn_monitor(?MODULE, named_worker, [kprof_flame_grp]),
+                       receive {'DOWN', Ref, process, P, normal} -> ok end
+                   end || _ <- [1, 2]],
+                  done
+          end,
+    {ok, done, F4} = kprof:flame_apply(Seq, Opts#{group => name}),
+    R4 = Roots(F4),
+    ?assert(lists:member("kprof_flame_grp(2_processes)", R4)),
+    ?assertEqual(2, length(R4)),
+    ?assertEqual({error, {bad_option, group, process}},
+                 kprof:flame_apply(Work, Opts#{group => process})),
+    ?assertEqual([], traced_processes()).
+
+fold_recursion(Dir) ->
+    Opts = #{output_directory => Dir, output_format => [folded, svg]},
+    {ok, done, F0} = kprof:flame_apply(fun ?MODULE:shape_top/0, Opts),
+    {ok, done, F1} = kprof:flame_apply(fun ?MODULE:shape_top/0, Opts#{fold_recursion => true}),
+    Plain = folded(file_of(".folded", F0)),
+    Folded = folded(file_of(".folded", F1)),
+    Root = label(self(), mfa(shape_top)),
+    Deep = [Root | [mfa(F) || F <- [shape_top, shape_thrower, shape_deep]]],
+    %% Without: shape_deep four deep; with: once, its sleep on it.
+    ?assert(incl(Plain, Deep ++ [mfa(shape_deep), mfa(shape_deep), mfa(shape_deep)]) >= 4 * ?MS),
+    ?assertEqual(0, incl(Folded, Deep ++ [mfa(shape_deep)])),
+    ?assert(incl(Folded, Deep ++ ["timer:sleep/1", "SLEEP"]) >= 4 * ?MS),
+    ?assertEqual([], [S || S <- maps:keys(Folded), consecutive(S)]),
+    ?assertEqual([], [S || S <- maps:keys(svg(file_of(".svg", F1))), consecutive(S)]),
+    ?assertEqual({error, {bad_option, fold_recursion, 1}},
+                 kprof:flame_apply(fun ?MODULE:shape_top/0, Opts#{fold_recursion => 1})).
+
+consecutive([A, A | _]) -> true;
+consecutive([_ | T]) -> consecutive(T);
+consecutive([]) -> false.
+
+%% The parent and six workers that spawn_link, then do a little lists, maps
+%% and ets work.
+agree_capture(Dir, Opts) ->
+    {ok, done, Files} = kprof:flame_apply(fun() -> ?MODULE:fifty(6, 2) end,
+                                          maps:merge(#{output_directory => Dir, children => true,
+                                                       group => pid,
+                                                       max_lag_ms => 30000,
+                                                       max_queue_bytes => 64 bsl 20}, Opts)),
+    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"], [ext(F) || F <- Files]),
+    Files.
+
+%% Each process's total (us) from each format, checked to agree; returns
+%% #{Process => FoldedTotal}.
+agree_totals(Files) ->
+    Folded = folded(file_of(".folded", Files)),
+    F = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
+                  #{}, Folded),
+    %% Every process is labelled: what it runs, then its pid.
+    ?assertEqual([], [R || R <- maps:keys(F), nomatch =:= re:run(R, "^[^(]+\\(<[0-9.]+>\\)$")]),
+    %% No process has time of its own: every line has a frame above it.
+    ?assertEqual([], [S || [_] = S <- maps:keys(Folded)]),
+    %% perf script, folded as stackcollapse-perf.pl does (comm;frames, bottom
+    %% up): the process once, and the same paths as the folded file.
+    {Period, Perf} = perf(file_of(".perf", Files)),
+    ?assert(Period >= 10),
+    ?assertEqual([], [S || [C, C | _] = S <- maps:keys(Perf)]),
+    %% A path of less than 1 us of self time rounds to no line of the folded
+    %% file, but a sample may land on it: its parent is there, and such
+    %% paths are a sliver of the samples.
+    Absent = [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)],
+    ?assertEqual([], [S || S <- Absent, incl(Folded, lists:droplast(S)) =:= 0]),
+    ?assert(lists:sum([maps:get(S, Perf) || S <- Absent]) * 100 =< lists:sum(maps:values(Perf))),
+    P = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
+                  #{}, Perf),
+    SS = speedscope_totals(file_of(".speedscope.json", Files)),
+    Svg = svg(file_of(".svg", Files)),
+    %% Frames under 0.1 px are left out of the SVG: at most that much of a
+    %% process's width may be bare (us), per frame left out.
+    Px = maps:get(["all"], Svg) div 11800 + 1,
+    ?assertEqual(lists:sort(maps:keys(F)), lists:sort(maps:keys(SS))),
+    ?debugFmt("~b processes; per-process totals (us) folded / speedscope / svg / perf: ~p",
+              [map_size(F), [{R, T, round(maps:get(R, SS)), maps:get(["all", R], Svg, none),
+                              maps:get(R, P, 0)} || {R, T} <- lists:sort(maps:to_list(F))]]),
+    maps:foreach(
+      fun(R, T) ->
+              %% Folded counts are rounded on the running sum: a process's sum
+              %% is within 1 us of its exact time, which speedscope has (ns).
+              ?assert(abs(T - maps:get(R, SS)) =< 1.001),
+              %% The SVG's title rounds to the us; a process under 0.1 px is
+              %% left out (its time is still in `all').
+              case maps:find(["all", R], Svg) of
+                  {ok, S} ->
+                      ?assert(abs(T - S) =< 2),
+                      %% Not blank: its frames fill it.
+                      Kids = [V || {[_, R1, _], V} <- maps:to_list(Svg), R1 =:= R],
+                      ?assertEqual({R, S}, {R, S - max(0, S - lists:sum(Kids) - length(Kids) - 1 - Px)});
+                  error ->
+                      ?assert(T * 1180 < maps:get(["all"], Svg) * 0.2)
+              end,
+              %% perf: one sample each Period along the process's own timeline.
+              ?assert(abs(T - maps:get(R, P, 0)) =< Period + 1)
+      end, F),
+    F.
+
+%% %XX escapes of the folded stacks and perf script undone.
+unpct(S) ->
+    unicode:characters_to_list(
+      list_to_binary(unpct1(unicode:characters_to_binary(S)))).
+
+unpct1(<<$%, H:2/binary, R/binary>>) -> [binary_to_integer(H, 16) | unpct1(R)];
+unpct1(<<C, R/binary>>) -> [C | unpct1(R)];
+unpct1(<<>>) -> [].
+
 per_process(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
     B = spawn_link(fun() -> register(kprof_flame_test_b, self()), ?MODULE:busy_forever() end),
@@ -542,11 +756,13 @@ per_process(Dir) ->
                                                  output_format => [folded, speedscope],
                                                  max_lag_ms => 30000,
                                                  max_queue_bytes => 64 bsl 20}),
+    RootA = label(A, none),
     [X ! stop || X <- [A, B]],
     Folded = folded(file_of(".folded", Files)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     RootB = "kprof_flame_test_b(" ++ pid_to_list(B) ++ ")",
-    ?assertEqual(lists:sort([pid_to_list(A), RootB]), Roots),
+    ?assertEqual(lists:sort([RootA, RootB]), Roots),
+    ?assertEqual("kprof_flame_tests:busy_forever/0(" ++ pid_to_list(A) ++ ")", RootA),
     %% Both ran busy_until for (nearly) all of the 100 ms.
     [?assert(incl(Folded, [R]) > 50 * ?MS) || R <- Roots],
     [?assert(incl(Folded, [R, "kprof_flame_tests:busy_forever/0"]) > 40 * ?MS) || R <- Roots],
@@ -564,7 +780,7 @@ children(Dir) ->
                                                    output_format => folded}),
     Steps = steps(),
     Folded = folded(hd(Files)),
-    Me = pid_to_list(self()),
+    Me = label(self(), mfa(parent)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?assertMatch([_, _], Roots),
     [Child] = Roots -- [Me],
@@ -581,7 +797,7 @@ no_children(Dir) ->
                                                  #{output_directory => Dir,
                                                    output_format => folded}),
     Folded = folded(hd(Files)),
-    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([label(self(), mfa(parent))], lists:usort([R || [R | _] <- maps:keys(Folded)])),
     ?assertEqual([], traced_processes()).
 
 %% max_procs is a user option (one row of include/ks_options.h, one line in
@@ -591,7 +807,7 @@ max_procs(Dir) ->
                                                  #{output_directory => Dir, children => true,
                                                    output_format => folded, max_procs => 1}),
     Folded = folded(hd(Files)),
-    ?assertEqual([pid_to_list(self())], lists:usort([R || [R | _] <- maps:keys(Folded)])),
+    ?assertEqual([label(self(), mfa(parent))], lists:usort([R || [R | _] <- maps:keys(Folded)])),
     ?assertEqual({error, {bad_option, max_procs, 0}},
                  kprof:flame_apply(fun ?MODULE:parent/0, #{max_procs => 0})),
     ?assertEqual([], traced_processes()).
@@ -609,13 +825,15 @@ capture_n_calls(Dir) ->
     %% No flags left behind, while the workers go on calling it.
     timer:sleep(50),
     ?assertEqual([], traced_processes()),
+    Labels = [label(W, none) || W <- Workers],
     [W ! stop || W <- Workers],
     %% The longest trig/1 call the workers measured while the capture ran.
     Longest = lists:max([Us || {trig, Us} <- all_steps()]),
     Folded = folded(file_of(".folded", Files)),
     Roots = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?assert(length(Roots) >= 2),
-    ?assertEqual([], Roots -- [pid_to_list(W) || W <- Workers]),
+    ?assertEqual([], Roots -- Labels),
+    ?assertEqual([], [R || R <- Roots, not lists:prefix("kprof_flame_tests:trig_loop/1(<", R)]),
     %% Every stack starts at the trigger; four calls of 10 ms each.
     ?assertEqual([], [S || [_, F | _] = S <- maps:keys(Folded), F =/= "kprof_flame_tests:trig/1"]),
     Trig = lists:sum([N || {[_, "kprof_flame_tests:trig/1" | _], N} <- maps:to_list(Folded)]),
@@ -661,9 +879,11 @@ concurrent(Dir) ->
     All = F1 ++ F2 ++ PidFiles,
     ?assertEqual(3, length(lists:usort(All))),
     Roots = [lists:usort([R || [R | _] <- maps:keys(folded(F))]) || F <- All],
-    ?assertEqual([[pid_to_list(P1)], [pid_to_list(P2)], [pid_to_list(Busy)]], Roots),
-    ?assert(incl(folded(hd(F1)), [pid_to_list(P1), mfa(shape_top)]) > 60 * ?MS),
-    ?assertEqual(0, incl(folded(hd(F2)), [pid_to_list(P2), mfa(shape_top)])),
+    ?assertEqual([[pid_to_list(P1)], [pid_to_list(P2)], [pid_to_list(Busy)]],
+                 [[pid_in(R) || R <- Rs] || Rs <- Roots]),
+    [[Root1], [Root2], _] = Roots,
+    ?assert(incl(folded(hd(F1)), [Root1, mfa(shape_top)]) > 60 * ?MS),
+    ?assertEqual(0, incl(folded(hd(F2)), [Root2, mfa(shape_top)])),
     ?assertEqual([], traced_processes()),
     ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
 
@@ -742,7 +962,7 @@ one_format(Dir) ->
                                              max_depth => 3}),
     ?assertEqual(".svg", ext(File)),
     Svg = svg(File),
-    Root = pid_to_list(self()),
+    Root = label(self(), mfa(shape_top)),
     %% Three frames deep at most, then TRUNCATED (and SLEEP or GC above it).
     ?assert(maps:get(["all", Root, mfa(shape_top), mfa(shape_thrower), mfa(shape_deep),
                       "TRUNCATED"], Svg) >= 5 * ?MS),
@@ -756,7 +976,10 @@ guard_limit(Dir) ->
                                        max_seconds => 1}),
     ?assert(erlang:monotonic_time(millisecond) - T0 < 10000),
     Busy ! stop,
-    ?assert(incl(folded(File), [pid_to_list(Busy)]) > 100 * ?MS),
+    Folded = folded(File),
+    [Root] = lists:usort([R || [R | _] <- maps:keys(Folded)]),
+    ?assertEqual(pid_to_list(Busy), pid_in(Root)),
+    ?assert(incl(Folded, [Root]) > 100 * ?MS),
     ?assertEqual([], traced_processes()),
     ?assertMatch({error, {bad_option, max_lag_ms, -1}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
@@ -961,8 +1184,9 @@ volume(Dir, Want0, Tracer) ->
     ?assert(HWM < 100 * 1024),
     ?assert(lists:sum(maps:values(maps:get(write_us, Info))) < 2000000),
     %% The fun, the loop in one frame (tail calls), leaf2 above it.
-    [_, Fun | _] = hd(maps:keys(Folded)),
-    Loop = [pid_to_list(self()), Fun, "kprof_flame_tests:events_loop/2"],
+    [Root, Fun | _] = hd(maps:keys(Folded)),
+    ?assertEqual(pid_to_list(self()), pid_in(Root)),
+    Loop = [Root, Fun, "kprof_flame_tests:events_loop/2"],
     %% The loop has (nearly) all the time the work took.
     ?assert(incl(Folded, Loop) > (T1 - T0) div 2),
     ?assert(incl(Folded, Loop ++ ["kprof_flame_tests:leaf2/1"]) > 0),
@@ -991,6 +1215,22 @@ log(#{msg := {report, R}}, #{config := #{pid := Pid}}) when is_map(R) ->
     ok;
 log(_, _) ->
     ok.
+
+%% A process's root frame: Name(<pid>) with a registered name, else
+%% Call(<pid>), Call its initial call as kprof_flame_srv:call_of/1 finds it
+%% (its own tests: labels/1), else Else(<pid>): the first function the sink
+%% saw it call.
+label(Pid, Else) ->
+    Call = case kprof_flame_srv:call_of(Pid) of
+               undefined -> Else;
+               C -> binary_to_list(C)
+           end,
+    Call ++ "(" ++ pid_to_list(Pid) ++ ")".
+
+%% The pid in a root frame's name.
+pid_in(Root) ->
+    {match, Ms} = re:run(Root, "<[0-9]+\\.[0-9]+\\.[0-9]+>", [global, {capture, first, list}]),
+    hd(lists:last(Ms)).
 
 mfa(F) ->
     case F of
@@ -1074,12 +1314,13 @@ perf(File) ->
     Samples = [S || S <- string:split(binary_to_list(Bin), "\n\n", all), S =/= "", S =/= "\n"],
     lists:foldl(fun(S, {_, Acc}) ->
                         [Header | Frames] = string:split(S, "\n", all),
-                        [_Comm, _Tid, "[000]", _Time, PeriodNs, "cpu-clock:"] =
+                        [Comm, _Tid, "[000]", _Time, PeriodNs, "cpu-clock:"] =
                             string:lexemes(Header, " "),
                         Period = list_to_integer(PeriodNs) div 1000,
-                        Path = lists:reverse([Name || F <- Frames, F =/= "",
-                                                      [_Addr, Name, "(erlang)"] <-
-                                                          [string:lexemes(F, "\t ")]]),
+                        %% As stackcollapse-perf.pl folds it: comm;frames bottom up.
+                        Path = [Comm | lists:reverse([Name || F <- Frames, F =/= "",
+                                                              [_Addr, Name, "(erlang)"] <-
+                                                                  [string:lexemes(F, "\t ")]])],
                         {Period, maps:update_with(Path, fun(V) -> V + Period end, Period, Acc)}
                 end, {0, #{}}, Samples).
 
@@ -1112,6 +1353,29 @@ speedscope(File) ->
            ?assert(Last =< End + 0.001),
            {binary_to_list(maps:get(<<"name">>, P)), Acc}
        end || P <- maps:get(<<"profiles">>, Json)]).
+
+%% speedscope: #{ProfileName => microseconds} (floats), the sum of the
+%% profile's outermost frames, each O to its C; the profile's endValue is
+%% that sum.
+speedscope_totals(File) ->
+    {ok, Bin} = file:read_file(File),
+    {Json, _} = json(Bin),
+    maps:from_list(
+      [begin
+           {0, Sum} = lists:foldl(fun(#{<<"type">> := <<"O">>, <<"at">> := At}, {0, S}) -> {1, S - At};
+                                     (#{<<"type">> := <<"O">>}, {D, S}) -> {D + 1, S};
+                                     (#{<<"type">> := <<"C">>, <<"at">> := At}, {1, S}) -> {0, S + At};
+                                     (#{<<"type">> := <<"C">>}, {D, S}) -> {D - 1, S}
+                                  end, {0, 0}, Evs),
+           ?assert(abs(Sum - End) < 0.002),
+           {binary_to_list(Name), Sum}
+       end || #{<<"name">> := Name, <<"events">> := Evs, <<"endValue">> := End}
+                  <- maps:get(<<"profiles">>, Json)]).
+
+speedscope_frames(File) ->
+    {ok, Bin} = file:read_file(File),
+    {Json, _} = json(Bin),
+    [binary_to_list(maps:get(<<"name">>, F)) || F <- maps:get(<<"frames">>, maps:get(<<"shared">>, Json))].
 
 %% The SVG's frames: #{[Frame] => microseconds} from the titles, paths
 %% rebuilt from each frame's depth.

@@ -36,6 +36,8 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->time_offset = 0;
   o->perf_period_us = 0;
   o->top = 0;
+  o->group = KS_GROUP_PID;
+  o->fold_recursion = 0;
 }
 
 /* Calls per function, for the table flame_write's Info carries (top > 0):
@@ -55,6 +57,7 @@ static void free_cap(ks_fcap *c) {
   for (k = 0; k < c->nprocs; k++) {
     ks_stack_free(&c->procs[k].st);
     free(c->procs[k].name);
+    free(c->procs[k].call);
   }
   free(c->procs);
   free(c->pslots);
@@ -189,6 +192,8 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
   p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
   p->cur = KS_NONE;
   p->out_mfa = KS_NONE;
+  p->first_mfa = KS_NONE;
+  p->spawn_mfa = KS_NONE;
   c->pslots[slot] = ++c->nprocs;
   if ((uint64_t)c->nprocs * 2 > (uint64_t)c->pmask + 1 && grow_pslots(c) != KS_OK &&
       c->nprocs + 1 >= c->pmask) {
@@ -211,14 +216,39 @@ static void set_name(ks_fproc *p, const char *name, size_t len) {
   p->named = 1;
 }
 
+static char *dup_text(const char *s, size_t len) {
+  char *d = malloc(len + 1);
+
+  if (d != NULL) {
+    memcpy(d, s, len);
+    d[len] = 0;
+  }
+  return d;
+}
+
+void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
+  uint32_t slot, k = proc_slot(c, pid, &slot);
+  ks_fproc *p;
+  char *d;
+
+  if (k == 0 || call == NULL || len == 0 || (d = dup_text(call, len)) == NULL)
+    return;
+  p = &c->procs[k - 1];
+  free(p->call);
+  p->call = d;
+}
+
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
   ks_fgraph g = ks_fcap_graph(c);
+  uint32_t slot, known = proc_slot(c, pid, &slot);
   ks_fproc *p = proc_add(fl, c, pid);
 
   if (p == NULL)
     return KS_EFULL;
   if (name != NULL && name_len > 0)
     set_name(p, name, name_len);
+  if (known)
+    return KS_OK;   /* names only: it is armed, done or dead as its events said */
   if (c->o.trigger == KS_NONE && !c->stopped) {
     p->armed = 1;
     ks_fstack_update(&g, p);
@@ -348,6 +378,17 @@ static void register_name(ks_fproc *p, const ks_intern *in, const ks_event *ev) 
   set_name(p, buf, (size_t)n);
 }
 
+/* What spawn and proc_lib run a process's initial function in: not its label. */
+static int spawn_wrapper(const ks_intern *in, uint32_t mfa) {
+  ks_mfa_view m;
+
+  if (mfa == KS_NONE || ks_intern_mfa_get(in, mfa, &m) != KS_OK)
+    return 1;
+  return (strcmp(m.m, "erlang") == 0 && strcmp(m.f, "apply") == 0) ||
+         (strcmp(m.m, "proc_lib") == 0 &&
+          (strcmp(m.f, "init_p") == 0 || strcmp(m.f, "init_p_do_apply") == 0));
+}
+
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
   ks_fgraph g = ks_fcap_graph(c);
   const ks_event *ev = &d->ev;
@@ -366,6 +407,21 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   c->k.events++;
   switch (ev->kind) {
   case KS_EV_CALL:
+  case KS_EV_RETURN_TO:
+  case KS_EV_IN:
+  case KS_EV_IN_EXITING:
+  case KS_EV_OUT:
+  case KS_EV_OUT_EXITING:
+    p->ran = 1;   /* no longer waiting for its first run */
+    break;
+  default:
+    break;
+  }
+  switch (ev->kind) {
+  case KS_EV_CALL:
+    if (p->child && p->first_mfa == KS_NONE && ev->mfa != c->o.hide &&
+        !spawn_wrapper(in, ev->mfa))
+      p->first_mfa = ev->mfa;
     ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
     count_call(c, ev->mfa);
     break;
@@ -401,8 +457,14 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   case KS_EV_GC_MAJOR_END:
     p->gc = 0;
     break;
+  case KS_EV_SPAWNED:
+    if (ev->mfa != KS_NONE)
+      p->spawn_mfa = ev->mfa;
+    /* fall through */
   default:
     c->k.events--;   /* links, sends, ...: not about stacks */
+    if (!p->ran)
+      ks_fstack_update(&g, p);   /* a child's first event (spawned): it waits from now */
     return;
   }
   ks_fstack_update(&g, p);
@@ -448,6 +510,7 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
     if ((p = proc_add(fl, c, ev->pid)) != NULL && !p->armed) {
       ks_fgraph g = ks_fcap_graph(c);
       p->armed = 1;
+      p->child = 1;   /* seen from its start: its first call is its initial call */
       ks_fstack_update(&g, p);
     }
   }

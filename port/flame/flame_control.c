@@ -1,7 +1,9 @@
 /* flame_control.c: the flame_* commands (doc/flame.md) and the files a capture ends in.
  *
  *   {flame_start, Id, [{Key, Value}]}         ok | {error, Reason}
- *   {flame_pids, Id, [{Pid, Name | undefined}]} ok | {error, Reason}
+ *   {flame_pids, Id, [{Pid, Name | undefined} | {Pid, Name | undefined, Call | undefined}]}
+ *                                             ok | {error, Reason}; a Pid already in the
+ *                                             capture only gets its names
  *   {flame_arm, Id}                           ok: trigger calls count from now
  *   {flame_status, Id}                        #{events, calls_started, ...}
  *   {flame_members, Id}                       [Pid]: every process that joined
@@ -101,11 +103,24 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
       (opt = ks_option_find(KS_M_FLAME, key)) == NULL)
     return KS_EINVAL;
-  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, hold */
+  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, hold, fold_recursion */
     if (ei_decode_boolean(b, idx, &flag) != 0)
       return KS_EINVAL;
     *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : key[0] == 'c' ? &o->children
-                                                                          : &o->hold) = flag;
+      : key[0] == 'f' ? &o->fold_recursion : &o->hold) = flag;
+    return KS_OK;
+  }
+  if (strcmp(key, "group") == 0) {   /* pid | name | initial_call | all */
+    static const char *const groups[] = {"pid", "name", "initial_call", "all"};
+    char atom[MAXATOMLEN];
+    int g;
+    if (ei_decode_atom(b, idx, atom) != 0)
+      return KS_EINVAL;
+    for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
+      ;
+    if (g == 4)
+      return KS_EINVAL;
+    o->group = g;
     return KS_OK;
   }
   if (strcmp(key, "trigger") == 0)
@@ -198,7 +213,7 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
   if (ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
   for (k = 0; k < n; k++) {
-    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2)
+    if (ei_decode_tuple_header(b, idx, &ar) != 0 || (ar != 2 && ar != 3))
       return "badarg";
     ks_etf_init(&e, b, len);
     e.i = (size_t)*idx;
@@ -216,6 +231,16 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
     }
     if (ks_flame_add_pid(&s->flame, c, pid, nlen ? name : NULL, nlen) != KS_OK)
       return "too_many_processes";
+    if (ar == 3) {   /* its initial call, "M:F/A", or undefined */
+      nlen = 0;
+      if (decode_bin(b, idx, name, sizeof(name), &nlen) != KS_OK) {
+        char atom[MAXATOMLEN];
+        if (ei_decode_atom(b, idx, atom) != 0)
+          return "badarg";
+        nlen = 0;
+      }
+      ks_flame_set_call(c, pid, name, nlen);
+    }
   }
   return NULL;
 }
@@ -450,16 +475,15 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
+static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+                      const ks_fcap *cap);
 
 static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
   char atom[MAXATOMLEN];
   long long end_ts = 0;
   int has_end = 0, e;
-  uint64_t *total;
-  ks_fmfa *rows;
-  write_info w = {0};
   ks_fdest d;
-  ks_fout o;
+  ks_fcap view;
 
   if (ei_decode_longlong(b, idx, &end_ts) == 0)
     has_end = 1;
@@ -469,6 +493,27 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
     return ks_enc_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
   ks_ftree_order(&c->tree);
+  /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
+  if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
+    if (ks_flame_view(c, &s->in, &view) != KS_OK)
+      return ks_enc_error(x, "enomem");
+    e = write_tree(s, &view, &d, x, c);
+    ks_flame_view_free(&view);
+    return e;
+  }
+  return write_tree(s, c, &d, x, c);
+}
+
+/* The files of a capture's graph (c itself or a view of it); counters from cap. */
+static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+                      const ks_fcap *cap) {
+  ks_fdest d = *dp;
+  uint64_t *total;
+  write_info w = {0};
+  ks_fmfa *rows;
+  ks_fout o;
+  int e;
+
   total = malloc((size_t)c->tree.n * sizeof(*total));
   if (total == NULL)
     return ks_enc_error(x, "enomem");
@@ -477,22 +522,24 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
   o.in = &s->in;
   o.total = total;
   o.grand = total[0];
-  if (c->k.events == 0 || o.grand == 0) {
+  if (cap->k.events == 0 || o.grand == 0) {
     ks_map m;
     free(total);
     e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
         ei_x_encode_atom(x, "no_events");
     ks_map_begin(&m, x);
-    put_counters(&m, c);
+    put_counters(&m, cap);
     ks_map_u64(&m, "total_us", 0);
     return e | ks_map_end(&m);
   }
-  w.c = c;
+  w.c = cap;
   w.in = &s->in;
-  w.rows = rows = c->o.top > 0 ? ks_ftree_mfas(&c->tree, total, c->calls, c->calls_cap,
-                                                KS_FMFA_BY_SELF, &w.functions)
-                               : NULL;
-  w.n = w.functions < c->o.top ? w.functions : c->o.top;
+  /* The table from the tree written (a view keeps every function's self
+   * time and its outermost frames), calls from the capture's counts. */
+  w.rows = rows = cap->o.top > 0 ? ks_ftree_mfas(&c->tree, total, cap->calls, cap->calls_cap,
+                                                  KS_FMFA_BY_SELF, &w.functions)
+                                 : NULL;
+  w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
   e = ks_flame_write_reply(&o, &d, x, put_info, &w);
   free(rows);
   free(total);

@@ -3,16 +3,20 @@
  *   an MFA          Module:Function/Arity; with the option names => elixir as
  *                   Elixir prints it: Enum.sum/1, :lists.seq/2, Enum."-map/2-fun-0-"/3
  *                   (erlang/src/kprof_names.erl does the same for the text tables)
- *   a process       <0.N.S>, or name(<0.N.S>) when it has a registered name
- *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth)
+ *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
+ *                   what it runs (ks_flame_proc_call: M:F/A), else <0.N.S>
+ *   a group         key(N_processes): processes merged by the option group
+ *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
+ *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ks_flame.h"
 
-static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED"};
+static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED", "WAITING_TO_RUN"};
 
 static size_t put(char *buf, size_t cap, int n) {
   if (n < 0)
@@ -73,6 +77,27 @@ static size_t elixir_mfa(const ks_mfa_view *m, char *buf, size_t cap) {
   return o;
 }
 
+/* "M:F/A" as kprof_flame_srv sends a process's call, Elixir's way; text
+ * that is not of that shape is copied as it is. */
+static size_t elixir_text(const char *s, char *buf, size_t cap) {
+  const char *colon = strchr(s, ':'), *slash = strrchr(s, '/');
+  char mod[512], fun[512];
+  ks_mfa_view m;
+  size_t lm, lf;
+
+  if (colon == NULL || slash == NULL || slash < colon ||
+      (lm = (size_t)(colon - s)) >= sizeof(mod) || (lf = (size_t)(slash - colon - 1)) >= sizeof(fun))
+    return put(buf, cap, snprintf(buf, cap, "%s", s));
+  memcpy(mod, s, lm);
+  mod[lm] = 0;
+  memcpy(fun, colon + 1, lf);
+  fun[lf] = 0;
+  m.m = mod;
+  m.f = fun;
+  m.arity = (uint32_t)strtoul(slash + 1, NULL, 10);
+  return elixir_mfa(&m, buf, cap);
+}
+
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
                            size_t cap) {
   uint32_t v = KS_FR_VAL(frame);
@@ -90,13 +115,22 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
     if (c->o.elixir_names)
       return elixir_mfa(&m, buf, cap);
     return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
-  case KS_FR_PROC:
+  case KS_FR_PROC: {
+    char call[1024];
     if (ks_intern_pid_get(in, v, &pv) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "<?>"));
     p = ks_flame_proc_of(c, v);
     if (p != NULL && p->name != NULL)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", p->name, pv.num, pv.serial));
+    if (p != NULL && ks_flame_proc_call(c, in, p, call, sizeof(call)) > 0)
+      return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", call, pv.num, pv.serial));
     return put(buf, cap, snprintf(buf, cap, "<0.%u.%u>", pv.num, pv.serial));
+  }
+  case KS_FR_GROUP:
+    if (c->groups != NULL && v < c->ngroups)
+      return put(buf, cap, snprintf(buf, cap, "%s(%u_processes)", c->groups[v].key,
+                                    c->groups[v].n));
+    break;
   case KS_FR_PSEUDO:
     if (v < sizeof(pseudo_names) / sizeof(pseudo_names[0]))
       return put(buf, cap, snprintf(buf, cap, "%s", pseudo_names[v]));
@@ -105,6 +139,23 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
     break;
   }
   return put(buf, cap, snprintf(buf, cap, "?"));
+}
+
+size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc *p, char *buf,
+                          size_t cap) {
+  uint32_t mfa = p->first_mfa != KS_NONE ? p->first_mfa : p->spawn_mfa;
+  ks_mfa_view m;
+
+  if (cap == 0)
+    return 0;
+  buf[0] = 0;
+  if (p->call != NULL)
+    return c->o.elixir_names ? elixir_text(p->call, buf, cap)
+                             : put(buf, cap, snprintf(buf, cap, "%s", p->call));
+  if (mfa != KS_NONE && ks_intern_mfa_get(in, mfa, &m) == KS_OK)
+    return c->o.elixir_names ? elixir_mfa(&m, buf, cap)
+                             : put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
+  return 0;
 }
 
 /*

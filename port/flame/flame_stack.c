@@ -14,7 +14,8 @@
  * Frames deeper than max_depth share one TRUNCATED node; more than max_stack
  * frames are only counted. Time between two events goes to the stack as it
  * was before the later event (p->cur): the top frame's node, or a SLEEP node
- * above it while scheduled out, and a GC node while collecting.
+ * above it while scheduled out, and a GC node while collecting; with no frame,
+ * a WAITING_TO_RUN node under the process before it first ran, else nothing.
  */
 #include <stdlib.h>
 
@@ -112,6 +113,21 @@ void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {
 
   if (!p->armed || p->dead) {
     p->cur = KS_NONE;
+    return;
+  }
+  if (p->st.n == 0 && !p->out) {
+    /* No frame and not scheduled out. Before its first run (a child between
+     * spawn and its first `in`) it waits in the run queue: WAITING_TO_RUN,
+     * time like SLEEP's (dropped with sleep => false). After that, it runs
+     * code that is no frame (flame_apply's hidden wrapper, its exit): not
+     * counted. So a process's own node never has time, and every format
+     * shows all of a process's time as frames. (Before its first event,
+     * nothing is credited: no node is made for it yet.) */
+    if (p->ran || !g->o->sleep || !p->has_ts) {
+      p->cur = KS_NONE;
+      return;
+    }
+    p->cur = ks_ftree_child(g->tree, p->root, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_WAIT));
     return;
   }
   node = p->st.n > 0 ? entry_at(p, p->st.n - 1)->node : p->root;

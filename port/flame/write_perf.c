@@ -1,7 +1,8 @@
 /* write_perf.c: `perf script` text, as if a sampling profiler had watched the processes.
  *
- * Each process is a thread (comm = its name, tid = the N of <0.N.S>) and
- * the bottom frame of its stacks, as in the folded stacks. Its
+ * Each process is a thread (comm = its name, tid = the N of <0.N.S>); its
+ * stacks start above it (the folded stacks' `root;frames` is `comm;frames`
+ * here, as stackcollapse-perf.pl folds it). Its
  * merged timeline (see ks_fwalk) is sampled every `period`: a sample at
  * t = (k + 1/2) * period shows the call path whose self time covers t.
  * Viewers weigh samples by count (Firefox Profiler) or by the time between
@@ -46,7 +47,9 @@ static int append(perf *w, const char *s, size_t n) {
   return KS_OK;
 }
 
-/* The frames from node down to the process's root frame, leaf first. */
+/* The frames from node down to the one above the process's root, leaf first:
+ * the process is the sample's comm, not a frame (stackcollapse-perf.pl puts
+ * the comm at the bottom, so a root frame would show the process twice). */
 static int build_stack(perf *w, uint32_t node) {
   const ks_ftree *tr = &w->o->c->tree;
   char line[64];
@@ -54,7 +57,7 @@ static int build_stack(perf *w, uint32_t node) {
   int k;
 
   w->stack_len = 0;
-  for (; node != 0 && node != KS_NONE; node = tr->v[node].parent) {
+  for (; node != 0 && node != KS_NONE && tr->v[node].parent != 0; node = tr->v[node].parent) {
     n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
     n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
     k = snprintf(line, sizeof(line), "\t%x ", node);
@@ -110,7 +113,11 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
     n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, w.name, sizeof(w.name));
     ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
-    w.tid = ks_intern_pid_get(o->in, KS_FR_VAL(tr->v[k].frame), &pv) == KS_OK ? pv.num : 0;
+    /* A group of processes (option group) is a thread of its own, numbered past any pid. */
+    if (KS_FR_KIND(tr->v[k].frame) == KS_FR_GROUP)
+      w.tid = 0x40000000u + KS_FR_VAL(tr->v[k].frame);
+    else
+      w.tid = ks_intern_pid_get(o->in, KS_FR_VAL(tr->v[k].frame), &pv) == KS_OK ? pv.num : 0;
     /* Each process is its own timeline from 0. */
     rc = ks_fwalk(o, k, NULL, close_node, &w);
   }

@@ -100,7 +100,7 @@ static void colour(uint32_t frame, const char *name, size_t n, char *out, size_t
   unsigned v1 = (unsigned)(h & 0xff), v2 = (unsigned)((h >> 8) & 0xff),
            v3 = (unsigned)((h >> 16) & 0xff);
 
-  if (frame == KS_NONE || KS_FR_KIND(frame) == KS_FR_PROC)
+  if (frame == KS_NONE || KS_FR_KIND(frame) == KS_FR_PROC || KS_FR_KIND(frame) == KS_FR_GROUP)
     snprintf(out, cap, "rgb(%u,%u,%u)", 160 + v1 % 30, 190 + v2 % 30, 160 + v3 % 30);
   else if (frame == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP))
     snprintf(out, cap, "rgb(110,150,%u)", 210 + v3 % 40);

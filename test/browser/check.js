@@ -3,7 +3,8 @@
 //   node check.js DIR
 //
 // DIR holds one capture's files (*.speedscope.json, *.svg, *.perf,
-// *.folded) and expect.json: {"frames": [names that must show],
+// *.folded), DIR/multi and DIR/grouped two of several processes (roots()), and
+// expect.json: {"frames": [names that must show],
 // "profile": "name of the first speedscope profile", "zoom": "a frame name
 // to click in the SVG", "search": "a regular expression"}. Checks:
 //   - speedscope (the npm package's own build, served on 127.0.0.1) loads
@@ -48,7 +49,7 @@ function serve(dir) {
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent(req.url.split('?')[0].split('#')[0]);
     const file = url.startsWith('/profiles/')
-      ? path.join(dir, path.basename(url))
+      ? path.join(dir, path.normalize(url.slice('/profiles/'.length)).replace(/^(\.\.[/\\])+/, ''))
       : path.join(SPEEDSCOPE, url === '/' ? 'index.html' : path.normalize(url));
     fs.readFile(file, (err, data) => {
       if (err) {
@@ -133,6 +134,54 @@ async function svg(browser, base, file, expect) {
   await page.close();
 }
 
+// Several processes (DIR/SUB, expect.json {"roots": {Root: us}} from the folded
+// file): every root of the SVG as Chromium renders it has the folded total, and
+// its frames fill it (no bare width); speedscope loads the JSON (showing the
+// caller's profile by its label) and the perf script.
+async function roots(browser, base, dir, sub) {
+  const d = path.join(dir, sub);
+  const want = JSON.parse(fs.readFileSync(path.join(d, 'expect.json'), 'utf8')).roots;
+  const files = fs.readdirSync(d);
+  const pick = (suffix) => `${sub}/${files.find((n) => n.endsWith(suffix))}`;
+  const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+  await page.goto(`${base}/profiles/${pick('.svg')}`);
+  const got = await page.evaluate(() => {
+    const out = {};
+    for (const g of document.querySelectorAll('#frames g[data-d="1"]')) {
+      const m = / \((\d+) us, [\d.]+%\)$/.exec(g.querySelector('title').textContent);
+      const w = Number(g.querySelector('rect').getAttribute('width'));
+      let kids = 0;
+      const x0 = Number(g.querySelector('rect').getAttribute('x'));
+      for (const k of document.querySelectorAll('#frames g[data-d="2"]')) {
+        const r = k.querySelector('rect');
+        const x = Number(r.getAttribute('x'));
+        if (x >= x0 - 1e-3 && x < x0 + w - 1e-3) kids += Number(r.getAttribute('width'));
+      }
+      out[g.getAttribute('data-n')] = { us: Number(m[1]), width: w, kids };
+    }
+    return out;
+  });
+  const names = Object.keys(want);
+  for (const r of names) {
+    if (!got[r]) {
+      ok(want[r] * 1180 < 0.2 * Object.values(want).reduce((a, b) => a + b, 0),
+        `${sub} svg: ${r} is left out only as a frame under 0.1 px`);
+      continue;
+    }
+    ok(Math.abs(got[r].us - want[r]) <= 2, `${sub} svg: ${r} ${got[r].us} us, folded ${want[r]} us`);
+    ok(got[r].width - got[r].kids < 0.5, `${sub} svg: ${r} filled by its frames (` +
+      `${got[r].kids.toFixed(2)} of ${got[r].width.toFixed(2)} px)`);
+  }
+  ok(Object.keys(got).every((r) => r in want), `${sub} svg: no root the folded file lacks`);
+  await page.close();
+  // The first profile is the caller's (first seen), which ran fifty/2.
+  const caller = names.find((r) => !r.includes('fifty'));
+  await speedscope(browser, base, pick('.speedscope.json'),
+    { profile: caller, frames: ['kprof_flame_tests:fifty/2'] }, `${sub} speedscope json`);
+  await speedscope(browser, base, pick('.perf'), { frames: ['kprof_flame_tests:fifty/2'] },
+    `${sub} perf script`);
+}
+
 async function main() {
   const dir = path.resolve(process.argv[2] || '.');
   const expect = JSON.parse(fs.readFileSync(path.join(dir, 'expect.json'), 'utf8'));
@@ -151,6 +200,9 @@ async function main() {
     await speedscope(browser, base, pick('.perf'), { frames: expect.frames }, 'perf script');
     await speedscope(browser, base, pick('.folded'), { frames: expect.frames }, 'folded');
     await svg(browser, base, pick('.svg'), expect);
+    for (const sub of ['multi', 'grouped']) {
+      await roots(browser, base, dir, sub);
+    }
     console.log('check-browser: all passed');
   } finally {
     await browser.close();

@@ -228,8 +228,9 @@ START_TEST(return_to_undefined) {
   CALL(pid_a, 10, M("b"), M("a"));
   ev(KS_EV_RETURN_TO, pid_a, 20, KS_NONE, KS_NONE);
   ck_assert_uint_eq(c->procs[0].st.n, 0);
+  /* After it, the process runs no frame (it exits): its last 30 us are not
+   * counted, and the process's own node never has time. */
   EXPECT_FOLDED(c, 50,
-                "<0.1.0> 30\n"
                 "<0.1.0>;m:a/0 10\n"
                 "<0.1.0>;m:a/0;m:b/0 10\n");
 }
@@ -457,8 +458,8 @@ START_TEST(children_follow) {
   ck_assert_uint_eq(c->nprocs, 2);   /* a dead parent spawns nothing we follow */
   EXPECT_FOLDED(c, 100,
                 "<0.1.0>;m:a/0 100\n"
-                "<0.2.0> 8\n"
-                "<0.2.0>;m:child/0 30\n");
+                "m:child/0(<0.2.0>);WAITING_TO_RUN 8\n"
+                "m:child/0(<0.2.0>);m:child/0 30\n");
 }
 END_TEST
 
@@ -680,6 +681,135 @@ START_TEST(speedscope_events) {
 }
 END_TEST
 
+/* Issue 13: a's own process, b and c children that run m:w/0 (after 5 and 2 us
+ * waiting to run), written as grouped views. */
+static ks_fcap *two_workers(int group) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  o.children = 1;
+  o.group = group;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  ev_full(KS_EV_SPAWN, pid_a, 10 * US, KS_NONE, KS_NONE, pid_b, 0, NULL, 0);
+  ev_full(KS_EV_SPAWNED, pid_b, 10 * US, mfa("erlang", "apply", 2), KS_NONE, pid_a, 0, NULL, 0);
+  CALL(pid_b, 15, mfa("erlang", "apply", 2), KS_NONE);   /* a spawn wrapper: not its label */
+  CALL(pid_b, 15, M("w"), mfa("erlang", "apply", 2));
+  ev_full(KS_EV_EXIT, pid_b, 35 * US, KS_NONE, KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_SPAWNED, pid_c, 20 * US, KS_NONE, KS_NONE, pid_a, 0, NULL, 0);
+  CALL(pid_c, 22, M("w"), KS_NONE);
+  ev_full(KS_EV_EXIT, pid_c, 32 * US, KS_NONE, KS_NONE, KS_NONE, 0, NULL, 0);
+  ks_flame_finish(&fl, c, 1, 50 * US);
+  return c;
+}
+
+static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
+  ks_fcap view;
+  char *got;
+
+  ck_assert_int_eq(ks_flame_view(c, &in, &view), KS_OK);
+  got = write_with(&view, writer);
+  ks_flame_view_free(&view);
+  return got;
+}
+
+START_TEST(labels_and_groups) {
+  ks_fcap *c = two_workers(KS_GROUP_PID);
+  char *got = write_with(c, ks_write_folded);
+
+  /* Children are labelled by their first call past the spawn wrapper. */
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
+                        "m:w/0(<0.2.0>);WAITING_TO_RUN 5\n"
+                        "m:w/0(<0.2.0>);erlang:apply/2;m:w/0 20\n"
+                        "m:w/0(<0.3.0>);WAITING_TO_RUN 2\n"
+                        "m:w/0(<0.3.0>);m:w/0 10\n");
+  free(got);
+  /* An initial call from kprof_flame_srv wins; a registered name wins over it. */
+  ks_flame_set_call(c, pid_a, "my_worker:init/1", 16);
+  ks_flame_set_call(c, pid_c, "x:y/2", 5);
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_c, "reg", 3), KS_OK);
+  ck_assert_uint_eq(c->nprocs, 3);
+  got = write_with(c, ks_write_folded);
+  ck_assert_ptr_nonnull(strstr(got, "my_worker:init/1(<0.1.0>);m:a/0 50\n"));
+  ck_assert_ptr_nonnull(strstr(got, "reg(<0.3.0>);m:w/0 10\n"));
+  free(got);
+}
+END_TEST
+
+START_TEST(group_by_call) {
+  ks_fcap *c = two_workers(KS_GROUP_CALL);
+  char *got = view_with(c, ks_write_folded);
+
+  /* b and c both run m:w/0: one root, their stacks merged, times summed. */
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
+                        "m:w/0(2_processes);WAITING_TO_RUN 7\n"
+                        "m:w/0(2_processes);erlang:apply/2;m:w/0 20\n"
+                        "m:w/0(2_processes);m:w/0 10\n");
+  free(got);
+  /* perf: the group is the comm, never a frame; speedscope: the profile's name. */
+  got = view_with(c, ks_write_perf);
+  ck_assert_ptr_nonnull(strstr(got, "m:w/0(2_processes) 1073741824/1073741824 [000] "));
+  ck_assert_ptr_null(strstr(got, "(2_processes) (erlang)"));
+  free(got);
+  got = view_with(c, ks_write_speedscope);
+  ck_assert_ptr_nonnull(strstr(got, "\"name\":\"m:w/0(2_processes)\",\"unit\""));
+  free(got);
+  got = view_with(c, ks_write_svg);
+  ck_assert_ptr_nonnull(strstr(got, "<title>m:w/0(2_processes) (37 us, 42.53%)</title>"));
+  free(got);
+}
+END_TEST
+
+START_TEST(group_all_and_name) {
+  ks_fcap *c = two_workers(KS_GROUP_ALL);
+  char *got = view_with(c, ks_write_folded);
+
+  ck_assert_str_eq(got, "all(3_processes);m:a/0 50\n"
+                        "all(3_processes);WAITING_TO_RUN 7\n"
+                        "all(3_processes);erlang:apply/2;m:w/0 20\n"
+                        "all(3_processes);m:w/0 10\n");
+  free(got);
+  /* name: only processes that share a registered name merge. */
+  c->o.group = KS_GROUP_NAME;
+  ks_flame_add_pid(&fl, c, pid_b, "w", 1);
+  ks_flame_add_pid(&fl, c, pid_c, "w", 1);
+  got = view_with(c, ks_write_folded);
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
+                        "w(2_processes);WAITING_TO_RUN 7\n"
+                        "w(2_processes);erlang:apply/2;m:w/0 20\n"
+                        "w(2_processes);m:w/0 10\n");
+  free(got);
+}
+END_TEST
+
+START_TEST(fold_recursion) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got;
+
+  ks_flame_default_opts(&o);
+  o.fold_recursion = 1;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("a"), M("a"));
+  CALL(pid_a, 20, M("a"), M("a"));
+  CALL(pid_a, 30, M("b"), M("a"));
+  CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
+  ks_flame_finish(&fl, c, 1, 40 * US);
+  got = write_with(c, ks_write_folded);
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 10\n<0.1.0>;m:a/0;m:a/0 10\n<0.1.0>;m:a/0;m:a/0;m:a/0 10\n"
+                        "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0 5\n"
+                        "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0;m:a/0 5\n");
+  free(got);
+  got = view_with(c, ks_write_folded);
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 30\n<0.1.0>;m:a/0;m:b/0 5\n<0.1.0>;m:a/0;m:b/0;m:a/0 5\n");
+  free(got);
+}
+END_TEST
+
 START_TEST(perf_samples) {
   ks_fopts o;
   ks_fcap *c;
@@ -697,14 +827,17 @@ START_TEST(perf_samples) {
   ck_assert_int_eq(count(got, "<0.1.0> 1/1 [000] "), 40);
   ck_assert_int_eq(count(got, "worker(<0.2.0>) 2/2 [000] "), 40);
   /* Addresses are node numbers: root 0, processes 1 and 2, then a, b, SLEEP. */
-  ck_assert_int_eq(count(got, "\t5 SLEEP (erlang)\n\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n"
-                              "\t1 <0.1.0> (erlang)\n\n"), 10);
+  /* The process is the comm only, never a frame (stackcollapse-perf.pl would
+   * put it at the root twice). */
+  ck_assert_int_eq(count(got, "\t5 SLEEP (erlang)\n\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"),
+                   10);
+  ck_assert_ptr_null(strstr(got, "\t1 <0.1.0> (erlang)"));
+  ck_assert_ptr_null(strstr(got, "worker(<0.2.0>) (erlang)"));
   /* The merged timeline: b's SLEEP [0, 100), b [100, 200), a's own time [200, 400). */
   ck_assert_ptr_nonnull(strstr(got, "<0.1.0> 1/1 [000] 1.000195: 10000 cpu-clock:\n"
-                                    "\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n"
-                                    "\t1 <0.1.0> (erlang)\n\n"
+                                    "\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"
                                     "<0.1.0> 1/1 [000] 1.000205: 10000 cpu-clock:\n"
-                                    "\t3 m:a/0 (erlang)\n\t1 <0.1.0> (erlang)\n\n"));
+                                    "\t3 m:a/0 (erlang)\n\n"));
   free(got);
 }
 END_TEST
@@ -1358,6 +1491,10 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, perf_samples);
   tcase_add_test(tc, top_by_function);
   tcase_add_test(tc, elixir_names);
+  tcase_add_test(tc, labels_and_groups);
+  tcase_add_test(tc, group_by_call);
+  tcase_add_test(tc, group_all_and_name);
+  tcase_add_test(tc, fold_recursion);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);
