@@ -738,13 +738,13 @@ flame_pid(Pids, Millis, Opts) ->
 %% `{error, {aborted, cancelled, Files}}' (`flame_apply':
 %% `{error, {aborted, cancelled, Result, Files}}' once its function
 %% returns; what it did after the cancel is not in the files).
-%% `{ok, N}': N captures were running. From another shell (Ctrl-G, `s',
-%% `c') or process while the capture's caller waits.
+%% `{ok, N}': N captures were running; `{error, not_running}' without
+%% kprof. From another shell (Ctrl-G, `s', `c') or process while the
+%% capture's caller waits.
 -spec cancel() -> {ok, non_neg_integer()} | {error, term()}.
 cancel() ->
     case kprof_flame_srv:cancel() of
         N when is_integer(N) -> {ok, N};
-        {error, not_running} -> {ok, 0};
         {error, _} = Error -> Error
     end.
 

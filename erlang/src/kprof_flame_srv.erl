@@ -205,13 +205,11 @@ set_flags(Pid, Flags) ->
 %% function may run on, untraced), and its owner gets
 %% `{kprof_flame_end, Id, MonotonicNs}' (when tracing stopped) then
 %% `{kprof_flame_aborted, Id, cancelled}', and writes the files of what was
-%% traced until then. The number of captures ended.
+%% traced until then. The number of captures ended; `{error, not_running}'
+%% when kprof is not.
 -spec cancel() -> non_neg_integer() | {error, term()}.
 cancel() ->
-    case whereis(?SERVER) of
-        undefined -> 0;
-        _ -> call(cancel)
-    end.
+    call(cancel).
 
 %% @doc Every flag a capture may have set.
 -spec untrace_flags() -> [atom()].
