@@ -196,6 +196,17 @@ static int decode_bin(const char *b, int *idx, char *out, size_t cap, size_t *n)
   return KS_OK;
 }
 
+/* A UTF-8 binary into out (*n bytes), or an atom (undefined) as *n = 0. */
+static int decode_text(const char *b, int *idx, char *out, size_t cap, size_t *n) {
+  char atom[MAXATOMLEN];
+
+  *n = 0;
+  if (decode_bin(b, idx, out, cap, n) == KS_OK)
+    return KS_OK;
+  *n = 0;
+  return ei_decode_atom(b, idx, atom) == 0 ? KS_OK : KS_EINVAL;
+}
+
 static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
   char name[1024];
   long long id;
@@ -222,23 +233,13 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
     *idx = (int)e.i;
     if (ks_intern_pid(&s->in, raw, &pid) != KS_OK)
       return "too_many_pids";
-    nlen = 0;
-    if (decode_bin(b, idx, name, sizeof(name), &nlen) != KS_OK) {
-      char atom[MAXATOMLEN];
-      if (ei_decode_atom(b, idx, atom) != 0)
-        return "badarg";
-      nlen = 0;
-    }
+    if (decode_text(b, idx, name, sizeof(name), &nlen) != KS_OK)
+      return "badarg";
     if (ks_flame_add_pid(&s->flame, c, pid, nlen ? name : NULL, nlen) != KS_OK)
       return "too_many_processes";
     if (ar == 3) {   /* its initial call, "M:F/A", or undefined */
-      nlen = 0;
-      if (decode_bin(b, idx, name, sizeof(name), &nlen) != KS_OK) {
-        char atom[MAXATOMLEN];
-        if (ei_decode_atom(b, idx, atom) != 0)
-          return "badarg";
-        nlen = 0;
-      }
+      if (decode_text(b, idx, name, sizeof(name), &nlen) != KS_OK)
+        return "badarg";
       ks_flame_set_call(c, pid, name, nlen);
     }
   }
