@@ -565,44 +565,37 @@ warn_limits(Info) ->
 %% logged); without the CLI on the PATH, a warning says how to get it. The
 %% files are there either way.
 -spec maybe_open(speedscope | browser | false, [file:filename_all()]) -> ok.
-maybe_open(speedscope, Files0) ->
-    Files = [unicode:characters_to_list(F) || F <- Files0],
-    case [F || F <- Files, lists:suffix(".speedscope.json", F)] of
-        [] ->
-            logger:warning("kprof flame: open => speedscope needs the speedscope "
-                           "output_format; files: ~p", [Files]);
-        [File | _] ->
-            case os:find_executable("speedscope") of
-                false ->
-                    logger:warning("kprof flame: open => speedscope: the speedscope CLI is "
-                                   "not on the PATH (install it with `npm install -g "
-                                   "speedscope`), or load ~ts at https://www.speedscope.app",
-                                   [File]);
-                Exe ->
-                    _ = spawn(fun() -> run_detached(Exe, File) end),
-                    ok
-            end
-    end,
-    ok;
-maybe_open(browser, Files0) ->
-    Files = [unicode:characters_to_list(F) || F <- Files0],
-    case [F || F <- Files, lists:suffix(".svg", F)] of
-        [] ->
-            logger:warning("kprof flame: open => browser needs the svg output_format; "
-                           "files: ~p", [Files]);
-        [File | _] ->
-            case browser() of
-                false ->
-                    logger:warning("kprof flame: open => browser: neither $BROWSER nor "
-                                   "xdg-open is there to open ~ts", [File]);
-                Exe ->
-                    _ = spawn(fun() -> run_detached(Exe, File) end),
-                    ok
-            end
-    end,
-    ok;
+maybe_open(speedscope, Files) ->
+    open_with(speedscope, ".speedscope.json", os:find_executable("speedscope"), Files,
+              "the speedscope CLI is not on the PATH (install it with `npm install -g "
+              "speedscope`), or load ~ts at https://www.speedscope.app");
+maybe_open(browser, Files) ->
+    open_with(browser, ".svg", browser(), Files,
+              "neither $BROWSER nor xdg-open is there to open ~ts");
 maybe_open(false, _Files) ->
     ok.
+
+%% The file of the format's extension run through Exe in a process of its
+%% own; without one of those files, or without Exe, a warning says which.
+-spec open_with(speedscope | browser, string(), file:filename() | false,
+                [file:filename_all()], string()) -> ok.
+open_with(How, Ext, Exe, Files0, Missing) ->
+    Files = [unicode:characters_to_list(F) || F <- Files0],
+    case {[F || F <- Files, lists:suffix(Ext, F)], Exe} of
+        {[], _} ->
+            logger:warning("kprof flame: open => ~s needs the ~s output_format; files: ~p",
+                           [How, format_of(How), Files]);
+        {[File | _], false} ->
+            logger:warning("kprof flame: open => ~s: " ++ Missing, [How, File]);
+        {[File | _], _} ->
+            _ = spawn(fun() -> run_detached(Exe, File) end),
+            ok
+    end,
+    ok.
+
+-spec format_of(speedscope | browser) -> speedscope | svg.
+format_of(speedscope) -> speedscope;
+format_of(browser) -> svg.
 
 %% $BROWSER (a command, or the first of a colon-separated list, as
 %% xdg-utils read it), else xdg-open.
