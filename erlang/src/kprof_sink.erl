@@ -63,6 +63,8 @@
 %% the server's `{error, timeout}' normally wins over the call's exit.
 -define(CALL_MARGIN, 1000).
 -define(MAX_RESTARTS, 5).
+%% How long a restart waits for `kill -KILL' to exit.
+-define(KILL_WAIT, 5000).
 -define(RESTART_PERIOD_MS, 10000).
 
 -type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
@@ -70,7 +72,8 @@
 -type command() :: ping | version | stats | reset | sync | calls | term().
 -type down_status() :: non_neg_integer()      % the sink's exit status
                      | port_closed            % the port was gone when writing
-                     | {exit, term()}.        % the port exited without a status
+                     | {exit, term()}         % the port exited without a status
+                     | {killed, term()}.      % restart/1 killed it, for this reason
 
 -record(pending, {from :: gen_server:from() | ring_open,
                   timer :: reference()}).
@@ -167,12 +170,15 @@ send(Cmd) ->
     safe_call({send, Cmd}, ?DEFAULT_TIMEOUT).
 
 %% @doc Kill the sink (SIGKILL to its OS process) because it stopped
-%% answering: kprof_sink then goes through a sink death as usual (pending
-%% calls fail with `{error, {sink_down, Status}}', subscribers get a
-%% `sink_down' alert, a new sink is started). Logged with `Why'.
+%% answering, and go through a sink death at once, without waiting for the
+%% old port to close (as a port tracer it may be minutes behind): pending
+%% calls fail with `{error, {sink_down, {killed, Why}}}', subscribers get a
+%% `sink_down' alert, a new sink is started before this returns. Logged
+%% with `Why'.
 -spec restart(term()) -> ok | {error, term()}.
 restart(Why) ->
-    safe_call({restart, Why}, ?DEFAULT_TIMEOUT).
+    %% The kill (KILL_WAIT at most), then the new sink's handshake.
+    safe_call({restart, Why}, ?KILL_WAIT + default_timeout() + ?CALL_MARGIN).
 
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
 %% the sink, `Kind = sink_down' included (`Info': see {@link kprof_alert}), until {@link unsubscribe/0} or
@@ -236,9 +242,19 @@ handle_call(port, _From, S = #state{port = Port}) ->
     {reply, Port, S};
 handle_call(tracer, From, S) ->
     tracer(From, S);
-handle_call({restart, Why}, _From, S = #state{os_pid = OsPid}) ->
+handle_call({restart, Why}, _From, S = #state{os_pid = OsPid, port = Port}) ->
     logger:warning("kprof_sink: killing the sink (OS pid ~p): ~0p", [OsPid, Why]),
-    {reply, kill_os_pid(OsPid), S};
+    Killed = kill_os_pid(OsPid),
+    %% The old port's exit_status is not waited for: as a port tracer it
+    %% may sit behind the VM's backlog of trace messages for it, drained in
+    %% quadratic time (minutes), and every command would wait behind it.
+    %% It is dropped now (its late messages are ignored) and a new sink
+    %% opened at once.
+    abandon(Port),
+    case sink_down({killed, Why}, S) of
+        {noreply, S1} -> {reply, Killed, S1};
+        {stop, Reason, S1} -> {stop, Reason, Killed, S1}
+    end;
 handle_call({subscribe, Pid}, _From, S) ->
     {reply, ok, add_subscriber(Pid, S)};
 handle_call({unsubscribe, Pid}, _From, S) ->
@@ -652,6 +668,14 @@ os_pid(Port) ->
         undefined -> undefined
     end.
 
+%% A port given up on: unlinked, so that its exit is no signal here, and
+%% told to close without writing out its queue (when the VM gets to it).
+-spec abandon(port()) -> ok.
+abandon(Port) ->
+    true = unlink(Port),
+    _ = (catch exit(Port, kill)),
+    ok.
+
 -spec kill_os_pid(integer() | undefined) -> ok | {error, term()}.
 kill_os_pid(undefined) ->
     {error, no_os_pid};
@@ -663,7 +687,7 @@ kill_os_pid(OsPid) ->
         Kill ->
             try open_port({spawn_executable, Kill},
                           [{args, ["-KILL", integer_to_list(OsPid)]}, exit_status]) of
-                P -> receive {P, {exit_status, _}} -> ok after 5000 -> ok end
+                P -> receive {P, {exit_status, _}} -> ok after ?KILL_WAIT -> ok end
             catch
                 error:Reason -> {error, Reason}
             end

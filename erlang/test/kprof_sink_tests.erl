@@ -56,6 +56,8 @@ sink_test_() ->
       {"killing the sink: pending call fails, subscribers told, port reopened",
        fun kill_pending/0},
       {"killing the sink: the next call fails or works", fun kill_next_call/0},
+      {timeout, 60, {"restart/1 behind a port backlog: the new sink at once, the old port dropped",
+                     fun restart_behind_backlog/0}},
       {"stopping the app closes the port and ends the sink", fun stop_closes/0},
       {"calls when kprof is not running", fun not_running/0}]}.
 
@@ -408,6 +410,57 @@ kill_pending() ->
     ?assertEqual(undefined, erlang:port_info(Port0)),
     ?assertEqual(pong, kprof:sink_ping()),
     wait_os_gone(OsPid0).
+
+%% restart/1 (the guard's and a flame write's answer to a sink that stopped
+%% answering) when the old port has a backlog of trace messages in front of
+%% the sink: the VM hands such a queue over in quadratic time, and the old
+%% port's exit_status waits behind it (seconds for 40,000 messages, minutes
+%% for millions). restart/1 does not wait for it: when it returns, the call
+%% pending on the old sink has failed, subscribers were told, and the new
+%% sink is in place and answers. The old port's late end changes nothing.
+-spec restart_behind_backlog() -> term().
+restart_behind_backlog() ->
+    N = 40000,
+    ok = kprof_sink:subscribe(),
+    #{port := Port0, os_pid := OsPid0, restarts := 0} = kprof_sink:info(),
+    signal("STOP", OsPid0),
+    Self = self(),
+    Caller = spawn(fun() -> Self ! {result, self(), kprof:sink_ping()} end),
+    wait_until(fun() -> maps:get(pending, kprof_sink:info()) =:= 1 end),
+    Pid = worker(fun() -> [?MODULE:work(I) || I <- lists:seq(1, N)] end),
+    1 = erlang:trace_pattern({?MODULE, work, 1}, true, [local]),
+    1 = erlang:trace(Pid, true, [call, {tracer, Port0}]),
+    Pid ! go,
+    wait_done(Pid),
+    T0 = erlang:monotonic_time(millisecond),
+    ?assertEqual(ok, kprof_sink:restart(test_backlog)),
+    Restart = erlang:monotonic_time(millisecond) - T0,
+    %% Back from restart/1: the old sink is gone and the new one answers.
+    Result = receive {result, Caller, R} -> R after 0 -> still_waiting end,
+    ?assertEqual({error, {sink_down, {killed, test_backlog}}}, Result),
+    ?assertMatch({kprof_alert, sink_down, #{status := {killed, test_backlog}}}, next_msg()),
+    #{port := Port1, os_pid := OsPid1, restarts := 1} = kprof_sink:info(),
+    ?assertNotEqual(Port0, Port1),
+    ?assertNotEqual(OsPid0, OsPid1),
+    ?assertEqual(Port1, kprof:sink_port()),
+    ?assertEqual(pong, kprof:sink_ping()),
+    wait_os_gone(OsPid0),
+    %% The old port ends when the VM gets through its queue; its exit is
+    %% no sink death (no second alert, no restart counted).
+    T1 = erlang:monotonic_time(millisecond),
+    Gone = fun G() ->
+                   case lists:member(Port0, erlang:ports()) of
+                       true -> timer:sleep(20), G();
+                       false -> erlang:monotonic_time(millisecond) - T1
+                   end
+           end,
+    OldGone = Gone(),
+    ?debugFmt("restart/1 behind ~b trace messages: returned in ~b ms with the new sink; "
+              "the old port ended ~b ms after", [N, Restart, OldGone]),
+    ?assertEqual(pong, kprof:sink_ping()),
+    ?assertMatch(#{port := Port1, restarts := 1}, kprof_sink:info()),
+    ?assertEqual(timeout, next_msg(100)),
+    Pid ! stop.
 
 -spec kill_next_call() -> term().
 kill_next_call() ->
