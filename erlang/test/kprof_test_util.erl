@@ -5,7 +5,11 @@
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1]).
 
-%% @doc Polls `F' every 20 ms until it returns `true'; `error(timeout)' after `Ms'.
+%% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
+%% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
+%% a count of calls, not wall time: a loaded machine stretches the sleeps, and
+%% an `F' that blocks (a call with its own timeout) adds its own time each
+%% call.
 -spec wait_until(fun(() -> boolean()), integer()) -> ok.
 wait_until(F, Ms) when Ms =< 0 ->
     case F() of true -> ok; false -> error(timeout) end;
