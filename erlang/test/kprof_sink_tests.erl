@@ -56,7 +56,7 @@ sink_test_() ->
       {"killing the sink: pending call fails, subscribers told, port reopened",
        fun kill_pending/0},
       {"killing the sink: the next call fails or works", fun kill_next_call/0},
-      {timeout, 60, {"restart/1 behind a port backlog: the new sink at once, the old port dropped",
+      {timeout, 150, {"restart/1 behind a port backlog: the new sink at once, the old port dropped",
                      fun restart_behind_backlog/0}},
       {"stopping the app closes the port and ends the sink", fun stop_closes/0},
       {"calls when kprof is not running", fun not_running/0}]}.
@@ -417,7 +417,9 @@ kill_pending() ->
 %% port's exit_status waits behind it (seconds for 40,000 messages, minutes
 %% for millions). restart/1 does not wait for it: when it returns, the call
 %% pending on the old sink has failed, subscribers were told, and the new
-%% sink is in place and answers. The old port's late end changes nothing.
+%% sink is in place and answers. The old port's late end changes nothing
+%% (it came 1-6 s after the restart on an idle machine, 22 s with both cores
+%% taken by other work: hence the test's 150 s).
 -spec restart_behind_backlog() -> term().
 restart_behind_backlog() ->
     N = 40000,
@@ -446,7 +448,8 @@ restart_behind_backlog() ->
     ?assertEqual(pong, kprof:sink_ping()),
     wait_os_gone(OsPid0),
     %% The old port ends when the VM gets through its queue; its exit is
-    %% no sink death (no second alert, no restart counted).
+    %% no sink death (no second alert, the same sink). (`restarts' counts
+    %% the last 10 s only: a loaded machine can take longer than that.)
     T1 = erlang:monotonic_time(millisecond),
     Gone = fun G() ->
                    case lists:member(Port0, erlang:ports()) of
@@ -458,7 +461,7 @@ restart_behind_backlog() ->
     ?debugFmt("restart/1 behind ~b trace messages: returned in ~b ms with the new sink; "
               "the old port ended ~b ms after", [N, Restart, OldGone]),
     ?assertEqual(pong, kprof:sink_ping()),
-    ?assertMatch(#{port := Port1, restarts := 1}, kprof_sink:info()),
+    ?assertMatch(#{port := Port1, os_pid := OsPid1}, kprof_sink:info()),
     ?assertEqual(timeout, next_msg(100)),
     Pid ! stop.
 
