@@ -68,7 +68,11 @@
 %%% => port})') the sink's `max_events' limit (the guard's, {@link
 %%% kprof_guard}) stops it instead, when the sink reads the event past
 %%% `max': the counts may pass `max' by what the VM traced until the flags
-%%% were off (all of it counted, none lost).
+%%% were off (all of it counted, none lost). A process that does nothing but
+%%% call makes events faster than the VM hands them to the port; the sink's
+%%% alert then waits behind that backlog, and the guard's `max_lag_ms' may
+%%% end the session first, as `{aborted, overload}' (every call still
+%%% counted). The ring has no such backlog.
 %%%
 %%% `time => true' adds `time_us' and `time_calls' per function from the
 %%% VM's `call_time' (set on the same functions for the session): the time
