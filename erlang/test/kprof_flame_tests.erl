@@ -1076,16 +1076,8 @@ fifty_workers(Dir) ->
     print_reports().
 
 fifty_workers_in_peer(Dir) ->
-    Started = case node() of
-                  nonode@nohost ->
-                      _ = os:cmd("epmd -daemon"),
-                      {ok, _} = net_kernel:start([kprof_flame_fifty, shortnames]),
-                      true;
-                  _ ->
-                      false
-              end,
-    Paths = ["-pa", filename:dirname(code:which(kprof)),
-             "-pa", filename:dirname(code:which(?MODULE))],
+    Started = kprof_test_util:distributed(kprof_flame_fifty),
+    Paths = kprof_test_util:peer_args(?MODULE),
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(kprof_fifty), args => Paths}),
     try
         ok = erpc:call(Node, logger, set_handler_config, [default, level, error]),

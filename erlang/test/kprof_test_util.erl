@@ -1,9 +1,10 @@
 %%% @doc Helpers shared by the EUnit suites: waiting for a condition, loading
-%%% a module's own object code again, kprof on the fault-injection sink, and
-%%% what a function prints.
+%%% a module's own object code again, kprof on the fault-injection sink, what
+%%% a function prints, and a distributed node with peers that load kprof.
 -module(kprof_test_util).
 
--export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1]).
+-export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
+         distributed/1, peer_args/1]).
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -79,3 +80,22 @@ collect_io(Acc) ->
         {text, Pid} ->
             Pid ! {text, self(), iolist_to_binary(Acc)}
     end.
+
+%% @doc Makes this node distributed as `Name' (short names, epmd started if
+%% needed) unless it already is; `true' if it did, so the caller stops it.
+-spec distributed(atom()) -> boolean().
+distributed(Name) ->
+    case node() of
+        nonode@nohost ->
+            _ = os:cmd("epmd -daemon"),
+            {ok, _} = net_kernel:start([Name, shortnames]),
+            true;
+        _ ->
+            false
+    end.
+
+%% @doc The arguments that give a peer node kprof's and the suite `Mod''s code.
+-spec peer_args(module()) -> [string()].
+peer_args(Mod) ->
+    ["-pa", filename:dirname(code:which(kprof)),
+     "-pa", filename:dirname(code:which(Mod))].

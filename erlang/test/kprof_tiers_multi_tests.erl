@@ -95,17 +95,9 @@ missing_module(Peer) ->
 -spec setup() -> map().
 setup() ->
     logger:set_handler_config(default, level, emergency),
-    Started = case node() of
-                  nonode@nohost ->
-                      _ = os:cmd("epmd -daemon"),
-                      {ok, _} = net_kernel:start([kprof_test, shortnames]),
-                      true;
-                  _ ->
-                      false
-              end,
+    Started = kprof_test_util:distributed(kprof_test),
     ok = kprof:start(#{}),
-    Paths = ["-pa", filename:dirname(code:which(kprof)),
-             "-pa", filename:dirname(code:which(?MODULE))],
+    Paths = kprof_test_util:peer_args(?MODULE),
     {ok, PeerPid, Peer} = peer:start_link(#{name => peer:random_name(kprof_peer), args => Paths}),
     {ok, BadPid, Bad} = peer:start_link(#{name => peer:random_name(kprof_bad), args => Paths}),
     ok = erpc:call(Bad, application, load, [kprof]),

@@ -91,17 +91,9 @@ not_loaded(Bare) ->
 -spec setup() -> map().
 setup() ->
     logger:set_handler_config(default, level, emergency),
-    Started = case node() of
-                  nonode@nohost ->
-                      _ = os:cmd("epmd -daemon"),
-                      {ok, _} = net_kernel:start([kprof_nodes_test, shortnames]),
-                      true;
-                  _ ->
-                      false
-              end,
+    Started = kprof_test_util:distributed(kprof_nodes_test),
     ok = kprof:start(#{}),
-    Paths = ["-pa", filename:dirname(code:which(kprof)),
-             "-pa", filename:dirname(code:which(?MODULE))],
+    Paths = kprof_test_util:peer_args(?MODULE),
     {ok, LivePid, Live} = peer:start_link(#{name => peer:random_name(kprof_live), args => Paths}),
     %% Not linked: it is killed on purpose.
     {ok, DoomedPid, Doomed} = peer:start(#{name => peer:random_name(kprof_doomed), args => Paths}),
