@@ -71,21 +71,21 @@ rounds(N) ->
 
 %% A process calling leaf_a for ever, from the moment it is traced.
 spinner() ->
-    spawn(fun() -> ok = kprof_test_util:wait_until(fun traced/0, 30000), spin(0) end).
+    spinner(fun spin/1).
+
+spinner(Loop) ->
+    spawn(fun() -> ok = kprof_test_util:wait_until(fun traced/0, 30000), Loop(0) end).
 
 spin(N) ->
     _ = ?MODULE:leaf_a(N),
     spin(N + 1).
 
-%% As spinner/0, with a 1 ms pause every 64 calls, as real work has now and
+%% As spin/1, with a 1 ms pause every 64 calls, as real work has now and
 %% then. For the port tracer: a loop of nothing but calls makes events
 %% faster than the VM hands them to any port (doc/flame.md), and the sink's
 %% max alert then waits behind that backlog: in 1 session of 12 the guard's
 %% max_lag_ms (port_stalled) ended it first, as {aborted, overload}. That
 %% flood is the guard's case (kprof_guard_tests); this one is max's.
-port_spinner() ->
-    spawn(fun() -> ok = kprof_test_util:wait_until(fun traced/0, 30000), spin_paced(0) end).
-
 spin_paced(N) ->
     _ = ?MODULE:leaf_a(N),
     _ = N band 63 =:= 0 andalso receive after 1 -> ok end,
@@ -334,7 +334,7 @@ port_tracer() ->
     ?assertMatch(#{stopped := max, tracer := port, over_max := 0}, Sum),
     nothing_left([W]),
     stop_all([W]),
-    Sp = port_spinner(),
+    Sp = spinner(fun spin_paced/1),
     {ok, [#{calls := C}], #{stopped := max}} = kprof_calls:run(?A, #{max => 5000, print => false}),
     ?assert(C >= 5000),
     nothing_left([Sp]),
