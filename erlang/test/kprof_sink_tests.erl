@@ -451,7 +451,8 @@ restart_behind_backlog() ->
     %% no sink death (no second alert, the same sink). (`restarts' counts
     %% the last 10 s only: a loaded machine can take longer than that.)
     T1 = erlang:monotonic_time(millisecond),
-    ok = wait_until(fun() -> not lists:member(Port0, erlang:ports()) end, 14000),
+    ok = kprof_test_util:wait_until(fun() -> not lists:member(Port0, erlang:ports()) end,
+                                    140000),
     OldGone = erlang:monotonic_time(millisecond) - T1,
     ?debugFmt("restart/1 behind ~b trace messages: returned in ~b ms with the new sink; "
               "the old port ended ~b ms after", [N, Restart, OldGone]),
@@ -783,16 +784,7 @@ wait_dead(Pid, Then) ->
 
 -spec wait_until(fun(() -> boolean())) -> ok.
 wait_until(Fun) ->
-    wait_until(Fun, ?WAIT div 10).
-
--spec wait_until(fun(() -> boolean()), non_neg_integer()) -> ok.
-wait_until(Fun, 0) ->
-    error({timeout, erlang:fun_info(Fun, name)});
-wait_until(Fun, N) ->
-    case Fun() of
-        true -> ok;
-        false -> timer:sleep(10), wait_until(Fun, N - 1)
-    end.
+    kprof_test_util:wait_until(Fun, ?WAIT).
 
 -spec next_msg() -> {kprof_alert, atom(), map()} | timeout.
 next_msg() ->

@@ -1449,16 +1449,7 @@ token_state() ->
 
 -spec wait_until(fun(() -> boolean())) -> ok.
 wait_until(Fun) ->
-    wait_until(Fun, 3000).
-
--spec wait_until(fun(() -> boolean()), non_neg_integer()) -> ok.
-wait_until(_Fun, 0) ->
-    error(wait_until_timeout);
-wait_until(Fun, N) ->
-    case Fun() of
-        true -> ok;
-        false -> timer:sleep(10), wait_until(Fun, N - 1)
-    end.
+    kprof_test_util:wait_until(Fun, 30000).
 
 %%% A small JSON decoder, to read the report back.
 
