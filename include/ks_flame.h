@@ -259,9 +259,9 @@ typedef struct ks_wfile {
   int err;                     /* first errno of a write or the close; 0: none */
 } ks_wfile;
 
-/* Creates path (O_EXCL) and its stream: KS_OK or -errno (-EEXIST: taken); nothing is
- * left behind on failure. */
-int ks_wfile_create(ks_wfile *w, const char *path);
+/* Creates name in the directory dirfd (O_EXCL, mode 0600) and its stream: KS_OK or
+ * -errno (-EEXIST: taken); nothing is left behind on failure. */
+int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name);
 /* Flushes and closes: KS_OK when every byte reached the file, else -errno (the first
  * that write(2) or close(2) gave; -EIO if stdio failed with none). */
 int ks_wfile_close(ks_wfile *w);

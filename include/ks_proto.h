@@ -108,6 +108,7 @@ int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff
 int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
 int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
 int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_flame_cmd_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
 /* Dir (binary), Base (binary), [Format] at *idx. */
 int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
 /* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;

@@ -339,7 +339,7 @@ hold_tmpfs(Dir) ->
              "0\n" -> ["--mount"];
              _ -> ["--user", "--map-root-user", "--mount"]
          end,
-    Script = "mount -t tmpfs -o size=256k,mode=0777 tmpfs \"$1\" && echo \"ready $$\" "
+    Script = "mount -t tmpfs -o size=256k,mode=0700 tmpfs \"$1\" && echo \"ready $$\" "
              "&& exec cat >/dev/null",
     case Unshare of
         false ->

@@ -1,6 +1,8 @@
 /* write_file.c: the files a capture's writers write to, and the errno of a failed write.
  *
- * A file is created with O_EXCL and written through a stdio stream of its own
+ * A file is created with O_EXCL (never over anything, never through a symlink),
+ * mode 0600 (only its owner reads a profile), in a directory the caller opened
+ * and checked (out_dir.c), and written through a stdio stream of its own
  * (fopencookie) whose writes and close go straight to write(2) and close(2).
  * The first errno either of them gives is kept as it happens: a stdio error
  * may show at any fwrite, at fflush or only at fclose (the bytes still
@@ -40,24 +42,25 @@ static int stream_close(void *cookie) {
   return w->err == 0 ? 0 : -1;
 }
 
-int ks_wfile_create(ks_wfile *w, const char *path) {
+int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name) {
   cookie_io_functions_t io = {NULL, stream_write, NULL, stream_close};
   int err;
 
   w->f = NULL;
   w->err = 0;
-  w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  w->fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (w->fd < 0)
     return -errno;
   if ((w->f = fopencookie(w, "w", io)) == NULL) {
     err = errno != 0 ? errno : ENOMEM;
     close(w->fd);
-    unlink(path);
+    unlinkat(dirfd, name, 0);
     w->fd = -1;
     return -err;
   }
   return KS_OK;
 }
+
 
 int ks_wfile_close(ks_wfile *w) {
   int failed, rc, err;

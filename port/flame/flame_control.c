@@ -12,8 +12,12 @@
  *   {flame_write, Id, EndTs | undefined, Dir, Base, [Format]}
  *                      {ok, [Path], Info} | {error, no_events, Info} | {error, Reason}
  *   {flame_drop, Id}                          ok
+ *   {flame_dir, Dir}                          ok | {error, {unsafe_directory, Path, Why}}
+ *                                             | {error, {open_failed, Path, Errno}}
  *
- * flame_write ends the capture whatever happens. Files are created with
+ * flame_write ends the capture whatever happens. Its directory is made (0700)
+ * and checked as flame_dir does (include/ks_out_dir.h: ours, not a symlink, nobody
+ * else can write to it) and the files are created in it with openat(), mode 0600,
  * O_EXCL: when Dir/Base.* exists, Base-1, Base-2, ... are tried, so two
  * captures never write over each other (or over anything else). A file that
  * cannot be created or written (a full disk, a quota, ...) is
@@ -29,9 +33,11 @@
 #include <unistd.h>
 #include <ei.h>
 
+#include "ks_out_dir.h"
 #include "ks_proto.h"
 
 #define PATH_MAX_LEN 4096
+#define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
 
 /* The formats, their extensions and writers: KS_FORMAT rows of include/ks_options.h,
  * whose order is the order of the KS_FMT_* bits. */
@@ -295,25 +301,38 @@ static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint
   return e || ei_x_encode_empty_list(x);
 }
 
-/* Dir/Base.ext, or Dir/Base-Try.ext after a clash: KS_OK or -ENAMETOOLONG. */
-static int file_path(char *out, const char *dir, const char *base, int try, size_t f) {
+/* Base.ext, or Base-Try.ext after a clash, into name; Dir/name into path:
+ * KS_OK or -ENAMETOOLONG. */
+static int file_path(char *path, char *name, const char *dir, const char *base, int try,
+                     size_t f) {
   int k;
 
   if (try == 0)
-    k = snprintf(out, PATH_MAX_LEN, "%s/%s%s", dir, base, formats[f].ext);
+    k = snprintf(name, NAME_MAX_LEN, "%s%s", base, formats[f].ext);
   else
-    k = snprintf(out, PATH_MAX_LEN, "%s/%s-%d%s", dir, base, try, formats[f].ext);
+    k = snprintf(name, NAME_MAX_LEN, "%s-%d%s", base, try, formats[f].ext);
+  if (k < 0 || k >= NAME_MAX_LEN)
+    return -ENAMETOOLONG;
+  k = snprintf(path, PATH_MAX_LEN, "%s/%s", dir, name);
   return k < 0 || k >= PATH_MAX_LEN ? -ENAMETOOLONG : KS_OK;
 }
 
+/* A capture's files: their directory (out_dir.c), names in it and full paths. */
+typedef struct fileset {
+  int dirfd;
+  ks_wfile w[NFORMATS];
+  char names[NFORMATS][NAME_MAX_LEN];
+  char paths[NFORMATS][PATH_MAX_LEN];
+} fileset;
+
 /* Closes whatever is still open and removes every file of the set: nothing is left. */
-static void discard_files(int fmts, ks_wfile *w, char paths[][PATH_MAX_LEN]) {
+static void discard_files(int fmts, fileset *fs) {
   size_t f;
 
   for (f = 0; f < NFORMATS; f++)
     if (fmts & formats[f].bit) {
-      ks_wfile_close(&w[f]);
-      unlink(paths[f]);
+      ks_wfile_close(&fs->w[f]);
+      unlinkat(fs->dirfd, fs->names[f], 0);
     }
 }
 
@@ -322,8 +341,7 @@ static void discard_files(int fmts, ks_wfile *w, char paths[][PATH_MAX_LEN]) {
  * them: KS_OK, or -errno with nothing created and *failed the format whose
  * file could not be (-1 when no path could even be made).
  */
-static int open_files(const char *dir, const char *base, int fmts, ks_wfile *w,
-                      char paths[][PATH_MAX_LEN], int *failed) {
+static int open_files(const char *dir, const char *base, int fmts, fileset *fs, int *failed) {
   int try, rc = KS_OK, made;
   size_t f;
 
@@ -333,9 +351,9 @@ static int open_files(const char *dir, const char *base, int fmts, ks_wfile *w,
     for (f = 0; f < NFORMATS; f++) {
       if (!(fmts & formats[f].bit))
         continue;
-      if ((rc = file_path(paths[f], dir, base, try, f)) != KS_OK)
+      if ((rc = file_path(fs->paths[f], fs->names[f], dir, base, try, f)) != KS_OK)
         break;
-      if ((rc = ks_wfile_create(&w[f], paths[f])) != KS_OK) {
+      if ((rc = ks_wfile_create_at(&fs->w[f], fs->dirfd, fs->names[f])) != KS_OK) {
         *failed = (int)f;
         break;
       }
@@ -343,7 +361,7 @@ static int open_files(const char *dir, const char *base, int fmts, ks_wfile *w,
     }
     if (rc == KS_OK)
       return KS_OK;
-    discard_files(made, w, paths);
+    discard_files(made, fs);
     if (rc != -EEXIST)
       return rc;
   }
@@ -377,9 +395,12 @@ int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
   int n, k;
 
   d->fmts = 0;
+  /* A NUL inside either would name another directory or file than asked. */
   if (decode_bin(b, idx, d->dir, sizeof(d->dir) - 1100, &len) != KS_OK ||
+      memchr(d->dir, 0, len) != NULL ||
       decode_bin(b, idx, d->base, sizeof(d->base), &len) != KS_OK || len == 0 ||
-      strchr(d->base, '/') != NULL || ei_decode_list_header(b, idx, &n) != 0)
+      memchr(d->base, 0, len) != NULL || strchr(d->base, '/') != NULL ||
+      ei_decode_list_header(b, idx, &n) != 0)
     return KS_EINVAL;
   for (k = 0; k < n; k++) {
     if (ei_decode_atom(b, idx, atom) != 0)
@@ -405,34 +426,69 @@ static int write_one(const ks_fout *o, size_t f, ks_wfile *w) {
   return rc < 0 ? -EIO : KS_OK;
 }
 
+/* A directory refused (out_dir.c): {error, {open_failed, Path, Errno}} when a system
+ * call failed, else {error, {unsafe_directory, Path, Why}}, Why one of relative,
+ * symlink, not_directory, {owner, Uid}, {writable, "Mode"} (octal). */
+static int encode_dir_refusal(ei_x_buff *x, const ks_out_dir *r) {
+  char mode[8];
+
+  if (r->why == KS_DIR_ERRNO)
+    return encode_path_error(x, "open_failed", r->path, r->err);
+  if (ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+      ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "unsafe_directory") ||
+      ei_x_encode_binary(x, r->path, (long)strlen(r->path)))
+    return -1;
+  switch (r->why) {
+  case KS_DIR_RELATIVE:
+    return ei_x_encode_atom(x, "relative");
+  case KS_DIR_SYMLINK:
+    return ei_x_encode_atom(x, "symlink");
+  case KS_DIR_NOT_DIR:
+    return ei_x_encode_atom(x, "not_directory");
+  case KS_DIR_OWNER:
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "owner") ||
+           ei_x_encode_ulonglong(x, (EI_ULONGLONG)r->uid);
+  default:
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)r->mode & 07777);
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "writable") ||
+           ei_x_encode_string(x, mode);
+  }
+}
+
 int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
                          void (*info)(ks_map *m, const void *ctx), const void *ctx) {
-  char paths[NFORMATS][PATH_MAX_LEN];
-  ks_wfile files[NFORMATS];
+  fileset fs;
   int64_t took[NFORMATS] = {0}, t0;
   int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts;
+  ks_out_dir refusal;
   ks_map m, w;
   size_t f;
 
-  if ((rc = open_files(d->dir, d->base, fmts, files, paths, &failed)) != KS_OK)
-    return encode_path_error(x, "open_failed", failed >= 0 ? paths[failed] : d->dir, -rc);
+  if ((fs.dirfd = ks_out_dir_open(d->dir, 1, &refusal)) < 0)
+    return encode_dir_refusal(x, &refusal);
+  if ((rc = open_files(d->dir, d->base, fmts, &fs, &failed)) != KS_OK) {
+    close(fs.dirfd);
+    return encode_path_error(x, "open_failed", failed >= 0 ? fs.paths[failed] : d->dir, -rc);
+  }
   for (f = 0; f < NFORMATS && failed < 0; f++) {
     if (!(fmts & formats[f].bit))
       continue;
     t0 = now_us();
-    if ((rc = write_one(o, f, &files[f])) != KS_OK)
+    if ((rc = write_one(o, f, &fs.w[f])) != KS_OK)
       failed = (int)f;
     took[f] = now_us() - t0;
   }
   if (failed >= 0) {
-    discard_files(fmts, files, paths);   /* a retry must not find half a capture */
-    return encode_path_error(x, "write_failed", paths[failed], -rc);
+    discard_files(fmts, &fs);   /* a retry must not find half a capture */
+    close(fs.dirfd);
+    return encode_path_error(x, "write_failed", fs.paths[failed], -rc);
   }
+  close(fs.dirfd);
   e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
       ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
   for (f = 0; f < NFORMATS && !e; f++)
     if (fmts & formats[f].bit)
-      e = ei_x_encode_binary(x, paths[f], (long)strlen(paths[f]));
+      e = ei_x_encode_binary(x, fs.paths[f], (long)strlen(fs.paths[f]));
   e = e || ei_x_encode_empty_list(x);
   ks_map_begin(&m, x);
   info(&m, ctx);
@@ -624,6 +680,23 @@ int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x
 }
 
 /* Ends the capture whatever happens. */
+/* {flame_dir, Dir}: the directory made and checked as flame_write will (out_dir.c),
+ * so that a capture is refused before it starts rather than lost at its end. */
+int ks_flame_cmd_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  char dir[KS_OUT_DIR_MAX];
+  ks_out_dir refusal;
+  size_t n;
+  int fd;
+
+  if (decode_bin((const char *)cmd.p, &idx, dir, sizeof(dir), &n) != KS_OK ||
+      memchr(dir, 0, n) != NULL)
+    return ks_enc_error(x, "badarg");
+  if ((fd = ks_out_dir_open(dir, 1, &refusal)) < 0)
+    return encode_dir_refusal(x, &refusal);
+  close(fd);
+  return ei_x_encode_atom(x, "ok");
+}
+
 int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);

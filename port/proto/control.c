@@ -292,6 +292,7 @@ static const ks_command commands[] = {
   {"flame_members", 2, 3, ks_flame_cmd_members},
   {"flame_drop", 2, 2, ks_flame_cmd_drop},
   {"flame_write", 6, 6, ks_flame_cmd_write},
+  {"flame_dir", 2, 2, ks_flame_cmd_dir},
 };
 
 static const ks_command *find_command(const char *name, int arity) {

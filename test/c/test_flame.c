@@ -1173,7 +1173,7 @@ START_TEST(full_disk) {
   char *text;
 
   ck_assert_ptr_nonnull(mkdtemp(dir));
-  if ((err = hold_tmpfs(&h, dir, "size=256k,mode=0777")) != 0) {
+  if ((err = hold_tmpfs(&h, dir, "size=256k,mode=0700")) != 0) {
     printf("full_disk: skipped: this machine cannot mount a tmpfs in a namespace of "
            "its own (%s)\n", strerror(err));
     rmdir(dir);
@@ -1211,7 +1211,7 @@ START_TEST(full_disk) {
   ck_assert_int_eq(access(path, F_OK), 0);
   let_go(&h);
 
-  ck_assert_int_eq(hold_tmpfs(&h1, dir, "nr_inodes=2,size=256k,mode=0777"), 0);
+  ck_assert_int_eq(hold_tmpfs(&h1, dir, "nr_inodes=2,size=256k,mode=0700"), 0);
   expect_path_error(&little, h1.dir, "small", KS_FMT_FOLDED | KS_FMT_SVG, "open_failed",
                     "small.svg", "enospc");
   EXPECT_NO_FILES(h1.dir, NULL);

@@ -56,5 +56,6 @@ Suite *overload_suite(void);
 Suite *stack_suite(void);
 Suite *options_suite(void);
 Suite *budget_suite(void);
+Suite *out_dir_suite(void);
 
 #endif
