@@ -202,6 +202,113 @@ static int get_mfa(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t, uint64_t *m, 
   return 1;
 }
 
+/*
+ * Whether t's external format is about `budget` bytes or fewer, found without
+ * encoding it: a request identity is whatever the application passed (a
+ * whole request, a body of megabytes), and enif_term_to_binary would copy all
+ * of it, in the traced process, before the size check refuses it. The walk
+ * counts each part's bytes (binaries by their size, lists cell by cell) and
+ * stops as soon as the count passes the budget, so it costs O(budget) at
+ * most, whatever the term. The count is close to the real size (within a
+ * small factor: a byte list counts 1 per element, a pid 100 bytes) and never
+ * replaces the size check after the encoding: it only bounds what is
+ * encoded. A fun or a bignum, which have no size of their own to read, is
+ * encoded alone to be measured (rare in an identity, and as big as it was to
+ * make). Nesting deeper than FIT_DEPTH does not fit.
+ */
+#define FIT_DEPTH 64
+static int fits(ErlNifEnv *env, ERL_NIF_TERM t, size_t *left, int depth) {
+  ERL_NIF_TERM head, key, value;
+  const ERL_NIF_TERM *e;
+  ErlNifMapIterator it;
+  ErlNifBinary bin;
+  ErlNifSInt64 i64;
+  unsigned alen;
+  size_t need = 0, size;
+  int n, k, ok = 1;
+
+  if (depth > FIT_DEPTH)
+    return 0;
+  switch (enif_term_type(env, t)) {
+  case ERL_NIF_TERM_TYPE_ATOM:
+    need = enif_get_atom_length(env, t, &alen, ERL_NIF_LATIN1) ? alen + 3 : 255 * 4 + 3;
+    break;
+  case ERL_NIF_TERM_TYPE_BITSTRING:
+    if (!enif_inspect_binary(env, t, &bin))
+      return 0;
+    need = bin.size + 6;
+    break;
+  case ERL_NIF_TERM_TYPE_FLOAT:
+    need = 9;
+    break;
+  case ERL_NIF_TERM_TYPE_INTEGER:
+    if (enif_get_int64(env, t, &i64))
+      need = 5;
+    else
+      goto encode;
+    break;
+  case ERL_NIF_TERM_TYPE_PID:
+  case ERL_NIF_TERM_TYPE_PORT:
+  case ERL_NIF_TERM_TYPE_REFERENCE:
+    need = 100;
+    break;
+  case ERL_NIF_TERM_TYPE_TUPLE:
+    if (!enif_get_tuple(env, t, &n, &e) || *left < 5)
+      return 0;
+    *left -= 5;
+    for (k = 0; k < n && ok; k++)
+      ok = fits(env, e[k], left, depth + 1);
+    return ok;
+  case ERL_NIF_TERM_TYPE_LIST:
+    if (*left < 6)
+      return 0;
+    *left -= 6;
+    while (enif_get_list_cell(env, t, &head, &t)) {
+      /* A byte: one byte of a STRING_EXT; anything else its own size. */
+      if (enif_get_int64(env, head, &i64) && i64 >= 0 && i64 <= 255) {
+        if (*left < 1)
+          return 0;
+        *left -= 1;
+      } else if (!fits(env, head, left, depth + 1)) {
+        return 0;
+      }
+    }
+    return enif_is_empty_list(env, t) || fits(env, t, left, depth + 1);
+  case ERL_NIF_TERM_TYPE_MAP:
+    if (*left < 5 || !enif_map_iterator_create(env, t, &it, ERL_NIF_MAP_ITERATOR_FIRST))
+      return 0;
+    *left -= 5;
+    while (ok && enif_map_iterator_get_pair(env, &it, &key, &value)) {
+      ok = fits(env, key, left, depth + 1) && fits(env, value, left, depth + 1);
+      enif_map_iterator_next(env, &it);
+    }
+    enif_map_iterator_destroy(env, &it);
+    return ok;
+  default:
+    goto encode;
+  }
+  if (need > *left)
+    return 0;
+  *left -= need;
+  return 1;
+
+encode:
+  if (!enif_term_to_binary(env, t, &bin))
+    return 0;
+  size = bin.size;
+  enif_release_binary(&bin);
+  if (size > *left)
+    return 0;
+  *left -= size;
+  return 1;
+}
+
+/* t fits a record's budget (fits above): the check before every encoding of a
+ * term the application chose (a label, a payload). */
+static int small_enough(ErlNifEnv *env, ERL_NIF_TERM t, size_t bytes) {
+  return fits(env, t, &bytes, 0);
+}
+
 /* A term's external format without the version byte, as the VM would send
  * it: integers are encoded here (the common label), the rest by the VM. */
 static int etf_of(ErlNifEnv *env, ERL_NIF_TERM t, unsigned char *out, size_t cap, size_t *len) {
@@ -235,7 +342,7 @@ static int etf_of(ErlNifEnv *env, ERL_NIF_TERM t, unsigned char *out, size_t cap
     }
     return 1;
   }
-  if (!enif_term_to_binary(env, t, &bin))
+  if (!small_enough(env, t, cap) || !enif_term_to_binary(env, t, &bin))
     return 0;
   if (bin.size < 2 || bin.size - 1 > cap) {
     enif_release_binary(&bin);
@@ -312,7 +419,9 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
     if (caller != 0 && get_mfa(env, h, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
       flags |= KS_RECF_CALLER;
     if (pay != 0) {
-      if (!enif_term_to_binary(env, pay, &big) || big.size < 2 ||
+      /* The identity bounded before it is encoded: it may be anything. */
+      if (!small_enough(env, pay, KS_RING_MAX_REC - sizeof(c) - sizeof(label)) ||
+          !enif_term_to_binary(env, pay, &big) || big.size < 2 ||
           big.size > KS_RING_MAX_REC - sizeof(c) - sizeof(label)) {
         if (big.data != NULL)
           enif_release_binary(&big);

@@ -279,7 +279,9 @@ robust_tests() ->
       fun killed_sink/0},
      {"a full ring: its drops are in the report's counts and the header's dropped",
       fun ring_full_counted/0},
-     {"an identity too big for the ring: counted, not silent", fun big_identity/0}].
+     {"an identity too big for the ring: counted, not silent", fun big_identity/0},
+     {"an identity of millions of cells is refused without being encoded; one that fits "
+      "is kept", fun bounded_identity/0}].
 
 %% Issue 11: start_tiers was accepted while a capture ran, and the capture's
 %% end cleared the tiers' patterns. The sink refuses each while the other
@@ -539,6 +541,28 @@ ring_full_counted() ->
     after
         application:unset_env(kprof, ring_bytes)
     end.
+
+%% Issue 26: the NIF encoded the whole identity before it checked the size:
+%% a request whose identity is a list of 3 million cells cost the traced
+%% process the whole encoding. The NIF now counts the term's size as it walks
+%% it and stops at the bound: the request costs far less than encoding its
+%% identity (measured here, median of three), and is counted as before; an
+%% identity of 60,000 bytes still fits a record and is recorded.
+-spec bounded_identity() -> term().
+bounded_identity() ->
+    ?assert(kprof_tracer:available()),
+    ok = kprof:start_tiers(?TIERS1, #{}),
+    Huge = lists:seq(1, 3000000),
+    Time = fun(F) -> {T, _} = timer:tc(F), T end,
+    Median = fun(F) -> lists:nth(2, lists:sort([Time(F) || _ <- [1, 2, 3]])) end,
+    Encode = Median(fun() -> term_to_binary(Huge) end),
+    Request = Median(fun() -> kprof:request(Huge, fun() -> ok end) end),
+    ?assert(Request * 4 < Encode),
+    Fits = binary:copy(<<1>>, 60000),
+    ok = kprof:request(Fits, fun() -> ?W:sleep_a(1) end),
+    R = report(),
+    ?assertMatch(#{ring_unsupported := 3}, R),
+    ?assertEqual(1, maps:get(requests, row(R, Fits))).
 
 %% Issue 11: an identity over what a ring record holds was dropped by the
 %% tracer NIF and reported as "dropped 0".
