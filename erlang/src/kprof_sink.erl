@@ -46,11 +46,16 @@
 -module(kprof_sink).
 -behaviour(gen_server).
 
+%% ?KPROF_SINK_ATOMS: every atom the sink may send (generated from its sources).
+-include("kprof_sink_atoms.hrl").
+
 %% PUBLIC
 -export([start_link/0, start_link/1,
          port/0, tracer/0, command/1, command/2, command/3, send/1, restart/1,
          subscribe/0, unsubscribe/0,
          info/0, default_path/0]).
+%% Internal: the atoms the sink's frames may hold.
+-export([sink_atoms/0]).
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -103,6 +108,8 @@ start_link() ->
     start_link(env_opts()).
 
 %% @doc Start the server, registered as `kprof_sink', and open the port.
+%% A relative `path' is made absolute now, against the current directory:
+%% a restart after a `file:set_cwd/1' runs the same program.
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing, and
 %% `{error, {sink_not_answering, Path, Why}}' when the program does not
 %% answer a `version' command as kprof_sink does within the `call_timeout'
@@ -513,13 +520,22 @@ release_ring() ->
 
 %%% Frames from the sink
 
+%% `safe': the sink makes no atom here. Every atom it may send exists
+%% (sink_atoms/0) or came from this VM (modules, functions, names).
 -spec decode(binary()) -> {ok, term()} | {error, bad_frame}.
 decode(Bin) ->
     try
-        {ok, binary_to_term(Bin)}
+        {ok, binary_to_term(Bin, [safe])}
     catch
         error:badarg -> {error, bad_frame}
     end.
+
+%% @private Every atom the sink's sources may write into a frame
+%% (scripts/gen_sink_atoms.escript): they exist once this module is loaded,
+%% so decode/1's `binary_to_term(_, [safe])' reads every reply.
+-spec sink_atoms() -> [atom()].
+sink_atoms() ->
+    ?KPROF_SINK_ATOMS.
 
 -spec handle_frame({ok, term()} | {error, bad_frame}, #state{}) -> #state{}.
 handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
@@ -533,7 +549,8 @@ handle_frame({ok, Other}, S) ->
     logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
     S;
 handle_frame({error, bad_frame}, S) ->
-    logger:warning("kprof_sink: the sink wrote a frame that is not an external term"),
+    logger:warning("kprof_sink: the sink wrote a frame that is not an external term "
+                   "(or names an atom this node does not know)"),
     S.
 
 %%% Subscribers
@@ -680,11 +697,13 @@ abandon(Port) ->
 kill_os_pid(undefined) ->
     {error, no_os_pid};
 kill_os_pid(OsPid) ->
-    case os:find_executable("kill") of
-        false ->
+    %% By its absolute path, never looked up on the PATH.
+    case [K || K <- ["/bin/kill", "/usr/bin/kill"], filelib:is_regular(K)] of
+        [] ->
+            %% /bin/sh's builtin kill: no PATH lookup either.
             _ = os:cmd("kill -KILL " ++ integer_to_list(OsPid)),
             ok;
-        Kill ->
+        [Kill | _] ->
             try open_port({spawn_executable, Kill},
                           [{args, ["-KILL", integer_to_list(OsPid)]}, exit_status]) of
                 P -> receive {P, {exit_status, _}} -> ok after ?KILL_WAIT -> ok end
@@ -704,8 +723,8 @@ log_open_error(Reason) ->
     logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
 
 -spec resolve_path(file:filename_all() | default) -> file:filename_all().
-resolve_path(default) -> default_path();
-resolve_path(Path) -> Path.
+resolve_path(default) -> filename:absname(default_path());
+resolve_path(Path) -> filename:absname(Path).
 
 -spec priv_dir() -> file:filename().
 priv_dir() ->

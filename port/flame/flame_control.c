@@ -25,7 +25,6 @@
  * (enospc, edquot, efbig, eacces, ...), and every file of the capture is
  * removed: all of them or none.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -369,18 +368,34 @@ static int open_files(const char *dir, const char *base, int fmts, fileset *fs, 
   return -EEXIST;
 }
 
-/* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ... */
+/* The errnos making or writing a file can give, named as Erlang's file module names
+ * them. Written out (not strerrorname_np) so that every atom the sink sends is a
+ * literal of its sources: kprof_sink decodes with binary_to_term(_, [safe]), which
+ * reads only atoms that exist (scripts/gen_sink_atoms.escript). */
+static const struct {
+  int err;
+  const char *name;
+} errnos[] = {
+  {EPERM, "eperm"}, {ENOENT, "enoent"}, {EINTR, "eintr"}, {EIO, "eio"}, {ENXIO, "enxio"},
+  {EBADF, "ebadf"}, {EAGAIN, "eagain"}, {ENOMEM, "enomem"}, {EACCES, "eacces"},
+  {EFAULT, "efault"}, {EBUSY, "ebusy"}, {EEXIST, "eexist"}, {EXDEV, "exdev"},
+  {ENODEV, "enodev"}, {ENOTDIR, "enotdir"}, {EISDIR, "eisdir"}, {EINVAL, "einval"},
+  {ENFILE, "enfile"}, {EMFILE, "emfile"}, {ETXTBSY, "etxtbsy"}, {EFBIG, "efbig"},
+  {ENOSPC, "enospc"}, {ESPIPE, "espipe"}, {EROFS, "erofs"}, {EMLINK, "emlink"},
+  {EPIPE, "epipe"}, {ENAMETOOLONG, "enametoolong"}, {ENOLCK, "enolck"}, {ENOSYS, "enosys"},
+  {ENOTEMPTY, "enotempty"}, {ELOOP, "eloop"}, {EOVERFLOW, "eoverflow"},
+  {EOPNOTSUPP, "eopnotsupp"}, {EDQUOT, "edquot"}, {ESTALE, "estale"},
+};
+
+/* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ...;
+ * `unknown' for one the table does not hold. */
 static int encode_errno(ei_x_buff *x, int err) {
-  const char *name = strerrorname_np(err);
-  char atom[MAXATOMLEN];
   size_t k;
 
-  if (name == NULL)
-    return ei_x_encode_atom(x, "unknown");
-  for (k = 0; name[k] != 0 && k + 1 < sizeof(atom); k++)
-    atom[k] = (char)tolower((unsigned char)name[k]);
-  atom[k] = 0;
-  return ei_x_encode_atom(x, atom);
+  for (k = 0; k < sizeof(errnos) / sizeof(errnos[0]); k++)
+    if (errnos[k].err == err)
+      return ei_x_encode_atom(x, errnos[k].name);
+  return ei_x_encode_atom(x, "unknown");
 }
 
 static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
