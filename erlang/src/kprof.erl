@@ -569,7 +569,7 @@ report(Opts) ->
 %% ```
 %% 1> kprof:start_tiers(Tiers, #{full_trace => {"GET", "/report"}}).
 %% 2> kprof:full_trace_flame({"GET", "/report"}, #{output_format => svg}).
-%% {ok,[{{"GET","/report"},["/home/me/kprof-full-__GET____report__-20250101-120000.svg"]}]}
+%% {ok,[{{"GET","/report"},["/home/me/kprof-full-3f2a9c0d17e4-20250101-120000.svg"]}]}
 %% '''
 -spec full_trace_flame(term(), map()) -> {ok, [{term(), [file:filename()]}]} | {error, term()}.
 full_trace_flame(Identity, Opts) ->

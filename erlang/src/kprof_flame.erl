@@ -23,7 +23,7 @@
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
 %% Internal: the frame flame_apply hides (traced/2); open => speedscope and
 %% the list of formats (kprof_tiers_full too).
--export([traced/2, maybe_open/2, formats/1, paths/2]).
+-export([traced/2, maybe_open/2, formats/1, paths/2, out_dir/1]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 
@@ -84,7 +84,7 @@
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
         {false, _} -> {error, {bad_fun, What}};
-        {true, {ok, Cfg}} -> with_sink(fun() -> run_apply(What, Cfg) end);
+        {true, {ok, Cfg}} -> with_sink(fun() -> with_dir(Cfg, fun() -> run_apply(What, Cfg) end) end);
         {true, Error} -> Error
     end.
 
@@ -96,7 +96,7 @@ capture({M, F, A} = MFA, N, Opts)
     case validate(Opts, capture) of
         {ok, Cfg} ->
             case function_exists(MFA) of
-                true -> with_sink(fun() -> run_capture(MFA, N, Cfg) end);
+                true -> with_sink(fun() -> with_dir(Cfg, fun() -> run_capture(MFA, N, Cfg) end) end);
                 false -> {error, {no_such_function, MFA}}
             end;
         Error ->
@@ -120,7 +120,7 @@ pid(Pids, Millis, Opts) when is_list(Pids), Pids =/= [], is_integer(Millis), Mil
             Ms = cap_millis(Millis),
             case [P || P <- lists:usort(Pids), is_process_alive(P)] of
                 [] -> {error, no_such_process};
-                Alive -> with_sink(fun() -> run_pid(Alive, Ms, Cfg) end)
+                Alive -> with_sink(fun() -> with_dir(Cfg, fun() -> run_pid(Alive, Ms, Cfg) end) end)
             end;
         {true, Error} ->
             Error
@@ -478,33 +478,30 @@ write(Id, End, Cfg, Mode, Flags) ->
         kprof_flame_srv:label_members(Id),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
-    case filelib:ensure_path(Dir) of
-        ok ->
-            case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
-                {ok, Paths, Info} ->
-                    Files = paths(Paths, Cfg),
-                    %% Routine: debug, so that a shell (Elixir's default level is
-                    %% info) shows the files returned, not a report of them.
-                    logger:debug(#{what => kprof_flame_written, id => Id, files => Files,
-                                  info => Info}),
-                    warn_limits(Info),
-                    maybe_open(maps:get(open, Cfg), Files),
-                    with_top(Files, Info, Cfg);
-                {error, no_events, _Info} ->
-                    logger:warning("kprof flame: no events, no files written. ~ts",
-                                   [hint(Mode)]),
-                    {error, no_events};
-                {error, timeout} ->
-                    _ = kprof_sink:restart({flame_write_timeout, Id, ?WRITE_TIMEOUT}),
-                    {error, {sink, {no_answer_ms, ?WRITE_TIMEOUT}}};
-                {error, _} = Error ->
-                    Error;
-                Other ->
-                    {error, {sink, Other}}
-            end;
-        {error, Reason} ->
-            _ = kprof_sink:send({flame_drop, Id}),
-            {error, {output_directory, Dir, Reason}}
+    %% The sink makes the directory and checks it again (flame_dir at the start).
+    case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+        {ok, Paths, Info} ->
+            Files = paths(Paths, Cfg),
+            %% Routine: debug, so that a shell (Elixir's default level is
+            %% info) shows the files returned, not a report of them.
+            logger:debug(#{what => kprof_flame_written, id => Id, files => Files,
+                          info => Info}),
+            warn_limits(Info),
+            maybe_open(maps:get(open, Cfg), Files),
+            with_top(Files, Info, Cfg);
+        {error, no_events, _Info} ->
+            logger:warning("kprof flame: no events, no files written. ~ts",
+                           [hint(Mode)]),
+            {error, no_events};
+        {error, timeout} ->
+            _ = kprof_sink:restart({flame_write_timeout, Id, ?WRITE_TIMEOUT}),
+            {error, {sink, {no_answer_ms, ?WRITE_TIMEOUT}}};
+        {error, {unsafe_directory, _, _} = Reason} ->
+            {error, {output_directory, Dir, dir_reason(Reason, Cfg)}};
+        {error, _} = Error ->
+            Error;
+        Other ->
+            {error, {sink, Other}}
     end.
 
 %% @private The sink's paths (UTF-8 binaries) as the caller gave the
@@ -644,6 +641,37 @@ base_name(Mode, Id) ->
 formats(all) -> kprof_opts:formats();
 formats(F) when is_atom(F) -> [F];
 formats(Fs) -> lists:usort(Fs).
+
+%% @private The capture's directory, made (0700) and checked by the sink
+%% before anything is traced (port/core/out_dir.c: ours, not a symlink,
+%% nobody else may write to it): `{error, {output_directory, Dir, Reason}}'
+%% says why not, `Reason' being `{unsafe_directory, Path, Why}' (`Why':
+%% `symlink', `not_directory', `{owner, Uid}', `{writable, Mode}') or
+%% `{open_failed, Path, Errno}', `Path' the part of `Dir' at fault.
+-spec out_dir(map()) -> ok | {error, term()}.
+out_dir(Cfg) ->
+    Dir = filename:absname(maps:get(output_directory, Cfg)),
+    case kprof_sink:command({flame_dir, unicode:characters_to_binary(Dir)}) of
+        ok -> ok;
+        {error, {Kind, _Path, _Why} = Reason} when Kind =:= unsafe_directory;
+                                                  Kind =:= open_failed ->
+            {error, {output_directory, Dir, dir_reason(Reason, Cfg)}};
+        {error, _} = Error -> Error;
+        Other -> {error, {sink, Other}}
+    end.
+
+%% The sink's reason, its path as the caller gave the directory.
+-spec dir_reason({atom(), binary(), term()}, map()) -> {atom(), file:filename_all(), term()}.
+dir_reason({Kind, Path, Why}, Cfg) ->
+    [P] = paths([Path], Cfg),
+    {Kind, P, Why}.
+
+-spec with_dir(map(), fun(() -> Result)) -> Result | {error, term()}.
+with_dir(Cfg, Fun) ->
+    case out_dir(Cfg) of
+        ok -> Fun();
+        Error -> Error
+    end.
 
 -spec with_sink(fun(() -> Result)) -> Result | {error, term()}.
 with_sink(Fun) ->

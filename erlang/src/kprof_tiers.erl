@@ -345,7 +345,9 @@ report(Opts) ->
 %% `{ok, [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
 %% `speedscope', `svg', a list, or `all', the default), `output_directory'
 %% (`"."'), `open => speedscope'. Files are named
-%% `kprof-full-<identity>-<YYYYMMDD-HHMMSS>.<ext>'; the aggregates stay.
+%% `kprof-full-<hash>-<YYYYMMDD-HHMMSS>.<ext>', `<hash>' 12 hex digits of
+%% a hash of the identity (salted per node start; never its text, which may
+%% hold a secret); the aggregates stay.
 -spec full_trace_flame(term(), map()) ->
           {ok, [{term(), [file:filename()]}]} | {error, term()}.
 full_trace_flame(Which, Opts) ->

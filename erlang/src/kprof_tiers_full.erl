@@ -49,9 +49,9 @@ full_flame(Which, Cfg) ->
 write_full(Ids, Cfg) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Formats = kprof_flame:formats(maps:get(output_format, Cfg)),
-    case filelib:ensure_path(Dir) of
+    case kprof_flame:out_dir(Cfg) of
         ok -> write_full(Ids, Dir, Formats, Cfg, []);
-        {error, Reason} -> {error, {output_directory, Dir, Reason}}
+        {error, _} = Error -> Error
     end.
 
 -spec write_full([term()], file:filename(), [atom()], map(), list()) ->
@@ -74,15 +74,27 @@ write_full([Id | Rest], Dir, Formats, Cfg, Acc) ->
             {error, {sink, Other}}
     end.
 
-%% kprof-full-<identity as safe text>-<local time>
+%% kprof-full-<hash>-<local time>: the identity may hold what a report should
+%% not show in a file name (a token, a user's name); its hash names it: 12 hex
+%% digits of an MD5 of the identity salted once per node start, so one identity
+%% keeps its name while the node runs and a short secret cannot be guessed back
+%% from it. full_trace_flame/2 returns which files are whose.
 -spec full_base_name(term()) -> string().
 full_base_name(Id) ->
-    Text = unicode:characters_to_list(io_lib:format("~0tp", [Id])),
-    Safe = string:slice([case (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
-                                 orelse (C >= $0 andalso C =< $9) orelse C =:= $_ of
-                             true -> C;
-                             false -> $_
-                         end || C <- Text], 0, 60),
+    <<Hash:48, _/bits>> = erlang:md5([salt(), term_to_binary(Id)]),
     {{Y, Mo, D}, {H, Mi, S}} = calendar:local_time(),
-    lists:flatten(io_lib:format("kprof-full-~ts-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b",
-                                [Safe, Y, Mo, D, H, Mi, S])).
+    lists:flatten(io_lib:format("kprof-full-~12.16.0b-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b",
+                                [Hash, Y, Mo, D, H, Mi, S])).
+
+-spec salt() -> binary().
+salt() ->
+    case persistent_term:get({?MODULE, salt}, undefined) of
+        undefined ->
+            Salt = erlang:md5(term_to_binary({node(), os:getpid(), erlang:system_time(),
+                                              erlang:unique_integer(), make_ref(),
+                                              rand:uniform(1 bsl 60)})),
+            persistent_term:put({?MODULE, salt}, Salt),
+            Salt;
+        Salt ->
+            Salt
+    end.
