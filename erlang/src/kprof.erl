@@ -351,7 +351,11 @@ unsubscribe() ->
 %% @doc What kprof is doing: the sink's health, what tracing is armed, the
 %% limits in force and the last abort, e.g.
 %% `#{sink => ok, armed => [tiers], aborted => #{kind => overload,
-%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}'.
+%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}',
+%% and `web': what the HTTP trigger allows and what it refused, by reason
+%% (`#{allow_tracing => off, refused => #{off => 3, address => 0, ...},
+%% traced => 0, deleted_files => 0, output_directory => "/root/.cache/kprof/http"}';
+%% {@link kprof_web_gate:status/0}).
 -spec status() -> map() | {error, not_running}.
 status() ->
     case guard_call(fun kprof_guard:status/0) of
@@ -360,7 +364,7 @@ status() ->
                        pong -> ok;
                        Err -> Err
                    end,
-            S#{sink => Sink};
+            S#{sink => Sink, web => kprof_web_gate:status()};
         Err ->
             Err
     end.

@@ -1,90 +1,139 @@
 %%% @doc A flame graph of one HTTP request, asked for by the request itself.
 %%%
-%%% A request carrying the header `x-trace-request: true' is run under
-%%% {@link kprof:flame_apply/2} in the process that handles it, and the
-%%% response says where the files are in an `x-kprof-files' header (the
-%%% paths, comma separated). Only when the application environment says so:
-%%% `application:set_env(kprof, allow_tracing, true)' (off by default);
-%%% otherwise such requests run as usual and are counted
-%%% ({@link refused/0}).
+%%% A request carrying the header `x-trace-request' is run under
+%%% {@link kprof:flame_apply/2} in the process that handles it when
+%%% {@link kprof_web_gate} lets it: the application environment
+%%% `allow_tracing' is `false' by default (nothing is traced); `true' lets
+%%% loopback clients ask with `x-trace-request: true'; a map adds a secret
+%%% the header must carry, the client networks that may ask, a rate, a time
+%%% limit per capture and a disk quota (kprof_web_gate's doc,
+%%% doc/security.md). A request that asks and is refused runs as usual and
+%%% is counted by reason in `kprof:status()' (`web'); a client the address
+%%% check admitted is told why in an `x-kprof-refused' response header.
+%%%
+%%% The files go to the options' `output_directory', else to a directory
+%%% kprof makes for them with mode 0700 ({@link kprof_web_gate:default_dir/0},
+%%% `~/.cache/kprof/http'), as 0600 files named
+%%% `kprof-http-<microseconds>-<unique>' (folded and SVG by default). The
+%%% response names them, by their base names only, in an `x-kprof-files'
+%%% header (comma separated): the client learns no server path.
 %%%
 %%% <ul>
 %%% <li>inets httpd: put {@link kprof_httpd_flame} first in `modules'. The
 %%%     header is added after the capture has ended and names exactly the
-%%%     files it wrote: every path in it exists when the response leaves.
-%%%     No header when nothing was written (flame_apply refused to start,
-%%%     e.g. while tiers run or with every capture slot of the sink taken;
-%%%     no events; a write failed, e.g. a full disk: the sink then removes
-%%%     every file of the capture).</li>
+%%%     files it wrote, to a response httpd sends after the chain (`{response,
+%%%     {response, Head, Body}}'); a module that sends its response itself
+%%%     (mod_get, mod_esi's `deliver') gets no header: its files are only
+%%%     logged. No header when nothing was written (refused, no events, a
+%%%     failed write).</li>
 %%% <li>mochiweb: `Loop = kprof_flame_web:mochiweb(fun my_app:loop/1, Opts)',
 %%%     `mochiweb_http:start([{loop, Loop}, ...])'. mochiweb writes the
 %%%     response from inside the loop, before the capture ends, so the loop
 %%%     adds the header itself:
 %%%     `Req:respond({200, kprof_flame_web:headers() ++ Hs, Body})'.
-%%%     `headers()' names the files only once the capture has started, and
-%%%     is `[]' outside a traced request and when flame_apply refused to
-%%%     start (the loop then runs untraced). The files exist once the loop
-%%%     has returned, unless the capture fails at its end (no events, a
-%%%     failed write): then none of them does, and a warning says so.</li>
+%%%     `headers()' names the files only once the capture has started (or
+%%%     says `x-kprof-refused'), and is `[]' otherwise. The files exist once
+%%%     the loop has returned, unless the capture fails at its end (no events,
+%%%     a failed write): then none of them does, and a warning says so.</li>
 %%% </ul>
-%%% `Opts' are flame_apply's (default: folded and SVG into the current
-%%% directory); the files are named `kprof-http-<microseconds>-<unique>'.
+%%% `Opts' are flame_apply's; `max_seconds' defaults to the gate's.
 %%%
 %%% An integration module, like a user's code: it calls the facade
 %%% ({@link kprof:flame_apply/2}, which checks the options' shape), as an
 %%% application would; kprof's own modules never do.
 -module(kprof_flame_web).
 
--export([mochiweb/2, decide/1, run/2, headers/0, refused/0]).
+-export([mochiweb/2, decide/2, run/2, headers/0, refusal/0, refused/0]).
 
 -define(HEADER, "x-trace-request").
 -define(REPLY_HEADER, "x-kprof-files").
+-define(REFUSED_HEADER, "x-kprof-refused").
+-define(FORWARD_HEADERS, ["x-forwarded-for", "x-real-ip", "forwarded"]).
 -define(FILES_KEY, '$kprof_flame_files').
--define(REFUSED_KEY, {?MODULE, refused}).
 
 %% @doc A mochiweb loop fun that runs `Loop(Req)' traced when the request
-%% asks for it and tracing is allowed.
+%% asks for it and the gate lets it. Bad options raise
+%% `error({bad_options, Reason})' here, not at each request.
 -spec mochiweb(fun((term()) -> term()), kprof_flame:opts()) -> fun((term()) -> term()).
 mochiweb(Loop, Opts) when is_function(Loop, 1), is_map(Opts) ->
+    case kprof_flame:validate(Opts, apply) of
+        {ok, _} -> ok;
+        {error, Bad} -> error({bad_options, Bad})
+    end,
     fun(Req) ->
-            case decide(mochiweb_request:get_header_value(?HEADER, Req)) of
+            Asked = mochiweb_request:get_header_value(?HEADER, Req),
+            case Asked =/= undefined andalso decide(Asked, mochiweb_peer(Req)) of
                 trace -> element(1, run(fun() -> Loop(Req) end, Opts));
+                {refused, Reason, true} -> with_refusal(Reason, fun() -> Loop(Req) end);
                 _ -> Loop(Req)
             end
     end.
 
 %% @doc What to do with a request whose `x-trace-request' header has this
-%% value (`undefined' when absent): `trace', `refused' (asked for while
-%% `allow_tracing' is off; counted) or `none'.
--spec decide(undefined | string() | binary()) -> trace | refused | none.
-decide(undefined) ->
-    none;
-decide(V) when is_binary(V) ->
-    decide(binary_to_list(V));
-decide(V) ->
-    case string:lowercase(string:trim(V)) of
-        "true" ->
-            case application:get_env(kprof, allow_tracing, false) of
-                true -> trace;
-                _ -> count_refused(), refused
-            end;
-        _ ->
-            none
-    end.
+%% value (`undefined' when absent), from this client (`{Address, Forwarded}':
+%% the socket's peer, `undefined' when unknown, and whether the request
+%% carries a proxy's forwarding header): `trace', `none' (it did not ask),
+%% or `{refused, Reason, Tell}' (counted; see {@link kprof_web_gate}).
+-spec decide(undefined | string() | binary(), kprof_web_gate:peer()) ->
+          trace | none | {refused, kprof_web_gate:reason(), boolean()}.
+decide(Value, Peer) ->
+    kprof_web_gate:decide(Value, Peer, kprof_web_gate:config()).
 
 %% @doc Run `Fun' under flame_apply with the files' names decided first, so
 %% {@link headers/0} can name them from inside `Fun' once the capture has
 %% started. Returns `Fun''s result and the files written (`[]' when the
-%% capture was refused or failed; logged). `Fun' runs once either way:
-%% untraced, and with `headers()' `[]', when flame_apply refused to start.
+%% capture was refused or failed; counted). `Fun' runs once either way:
+%% untraced, with `headers()' saying `x-kprof-refused', when flame_apply
+%% refused to start. After the capture, the oldest kprof files of the
+%% directory go until what is left fits the gate's `max_bytes'.
 -spec run(fun(() -> Result), kprof_flame:opts()) -> {Result, [file:filename()]}.
 run(Fun, Opts0) ->
-    %% Unique across restarts too: the header names the files before they exist.
-    Name = lists:flatten(io_lib:format("kprof-http-~b-~b", [erlang:system_time(microsecond),
-                                                            erlang:unique_integer([positive])])),
-    %% No progress lines: a server's console is nobody's shell.
-    Opts = maps:merge(#{output_format => [folded, svg], progress => false},
-                      Opts0#{name => Name}),
+    case web_opts(Opts0) of
+        {ok, Opts, MaxBytes} -> run(Fun, Opts, MaxBytes);
+        error -> {refused_run(output_directory, Fun), []}
+    end.
+
+%% @doc Inside a request: `[{"x-kprof-files", BaseNames}]' once its
+%% capture has started, `[{"x-kprof-refused", Reason}]' when it asked and
+%% was refused (and may be told), `[]' otherwise. The files named exist
+%% once the traced function has returned, unless the capture fails at its
+%% end (then none of them does, and a warning names them).
+-spec headers() -> [{string(), string()}].
+headers() ->
+    case get(?FILES_KEY) of
+        {Files, _} when is_list(Files), Files =/= [] ->
+            put(?FILES_KEY, {Files, true}),
+            [{?REPLY_HEADER, names(Files)}];
+        {refused, Reason} ->
+            [{?REFUSED_HEADER, atom_to_list(Reason)}];
+        _ ->
+            []
+    end.
+
+%% @doc Inside a request that asked and was refused after the gate let it
+%% through (flame_apply refused to start, no output directory), or that the
+%% gate refused and may be told: why. `undefined' otherwise. For a server
+%% that adds its headers after the request (kprof_httpd_flame).
+-spec refusal() -> kprof_web_gate:reason() | undefined.
+refusal() ->
+    case get(?FILES_KEY) of
+        {refused, Reason} -> Reason;
+        _ -> undefined
+    end.
+
+%% @doc How many requests asked to be traced and were refused, for any
+%% reason (`kprof:status()' has them by reason).
+-spec refused() -> non_neg_integer().
+refused() ->
+    #{refused := ByReason} = kprof_web_gate:status(),
+    lists:sum(maps:values(ByReason)).
+
+%%%%%%%%%%%%%%%
+%%% PRIVATE %%%
+%%%%%%%%%%%%%%%
+
+-spec run(fun(() -> Result), map(), pos_integer() | infinity) -> {Result, [file:filename()]}.
+run(Fun, Opts, MaxBytes) ->
     case kprof_flame:validate(Opts, apply) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),
@@ -104,67 +153,104 @@ run(Fun, Opts0) ->
                      end,
             try kprof:flame_apply(Traced, Opts) of
                 {ok, Result, Files} ->
-                    {Result, checked(Files, Planned, Ran)};
+                    {Result, written(Files, Planned, Ran, Cfg, MaxBytes)};
                 {ok, Result, Files, _Top} ->
                     %% top => N: the table went to this process's group leader.
-                    {Result, checked(Files, Planned, Ran)};
+                    {Result, written(Files, Planned, Ran, Cfg, MaxBytes)};
                 {error, {aborted, _Kind, Result, Files}} ->
-                    {Result, checked(Files, Planned, Ran)};
+                    {Result, written(Files, Planned, Ran, Cfg, MaxBytes)};
                 {error, Reason} ->
-                    logger:warning("kprof flame: traced request not captured: ~p", [Reason]),
                     _ = checked([], Planned, Ran),
+                    Why = case Reason of
+                              {output_directory, _, _} -> output_directory;
+                              _ -> busy
+                          end,
                     case erase(Ran) of
-                        {ran, Result} -> {Result, []};
-                        undefined -> {Fun(), []}
+                        {ran, Result} -> _ = kprof_web_gate:refused(Why, true), {Result, []};
+                        undefined -> {refused_run(Why, Fun), []}
                     end
             after
                 _ = erase(Ran),
                 _ = erase({Ran, said})
             end;
-        {error, Reason} ->
-            logger:warning("kprof flame: bad options for traced requests: ~p", [Reason]),
-            {Fun(), []}
+        {error, _} ->
+            %% mochiweb/2 and kprof_httpd_flame check their options when the
+            %% server starts; only a direct caller of run/2 gets here.
+            {refused_run(bad_config, Fun), []}
     end.
 
-%% @doc `[{"x-kprof-files", Paths}]' inside a traced request whose capture
-%% has started, `[]' otherwise (outside one, or flame_apply refused to start).
-%% The paths are those the capture will write: they exist once the traced
-%% function has returned, unless the capture fails at its end (then none of
-%% them does, and a warning names them).
--spec headers() -> [{string(), string()}].
-headers() ->
-    case get(?FILES_KEY) of
-        {Files, _} when is_list(Files), Files =/= [] ->
-            put(?FILES_KEY, {Files, true}),
-            [{?REPLY_HEADER, lists:flatten(lists:join(",", Files))}];
-        _ ->
-            []
+%% The request's options: flame_apply's, over the web defaults (folded and
+%% SVG, no progress lines, the gate's max_seconds, the default directory);
+%% error when no directory is given and there is no default (no HOME).
+-spec web_opts(map()) -> {ok, map(), pos_integer() | infinity} | error.
+web_opts(Opts0) ->
+    Gate = case kprof_web_gate:config() of
+               {ok, C} when is_map(C) -> C;
+               _ -> #{max_seconds => infinity, max_bytes => infinity}
+           end,
+    Limit = case maps:get(max_seconds, Gate) of
+                infinity -> #{};
+                S -> #{max_seconds => S}
+            end,
+    Dir = case Opts0 of
+              #{output_directory := D} -> {ok, D};
+              _ -> try {ok, kprof_web_gate:default_dir()} catch _:_ -> error end
+          end,
+    case Dir of
+        {ok, D1} ->
+            %% Unique across restarts too: the header names the files before they exist.
+            Name = lists:flatten(io_lib:format("kprof-http-~b-~b",
+                                               [erlang:system_time(microsecond),
+                                                erlang:unique_integer([positive])])),
+            %% No progress lines: a server's console is nobody's shell.
+            Defaults = maps:merge(#{output_format => [folded, svg], progress => false,
+                                    output_directory => D1}, Limit),
+            {ok, maps:merge(Defaults, Opts0#{name => Name}), maps:get(max_bytes, Gate)};
+        error ->
+            error
     end.
 
-%% @doc How many requests asked to be traced while tracing was not allowed.
--spec refused() -> non_neg_integer().
-refused() ->
-    counters:get(refused_counter(), 1).
+%% A capture that wrote its files: counted, and the directory pruned to the quota.
+written(Files, Planned, Ran, Cfg, MaxBytes) ->
+    Checked = checked(Files, Planned, Ran),
+    ok = kprof_web_gate:traced(),
+    _ = Files =/= [] andalso
+        kprof_web_gate:prune(filename:absname(maps:get(output_directory, Cfg)), MaxBytes,
+                             [filename:basename(F) || F <- Files]),
+    Checked.
 
-%%%%%%%%%%%%%%%
-%%% PRIVATE %%%
-%%%%%%%%%%%%%%%
+%% A refusal after the gate let the request through: counted, and Fun run
+%% untraced with headers() saying why.
+-spec refused_run(kprof_web_gate:reason(), fun(() -> Result)) -> Result.
+refused_run(Why, Fun) ->
+    _ = kprof_web_gate:refused(Why, true),
+    with_refusal(Why, Fun).
 
--spec count_refused() -> ok.
-count_refused() ->
-    counters:add(refused_counter(), 1, 1).
-
--spec refused_counter() -> counters:counters_ref().
-refused_counter() ->
-    case persistent_term:get(?REFUSED_KEY, undefined) of
-        undefined ->
-            %% Two first refusals at once may each make one: a count is lost.
-            C = counters:new(1, [write_concurrency]),
-            persistent_term:put(?REFUSED_KEY, C),
-            C;
-        C ->
-            C
+%% Fun run untraced, headers() saying why when the client may know.
+-spec with_refusal(kprof_web_gate:reason(), fun(() -> Result)) -> Result.
+with_refusal(Reason, Fun) ->
+    Old = put(?FILES_KEY, {refused, Reason}),
+    try Fun()
+    after restore(Old)
     end.
+
+-spec mochiweb_peer(term()) -> kprof_web_gate:peer().
+mochiweb_peer(Req) ->
+    %% The socket's peer, not mochiweb_request:get(peer): that one believes a
+    %% loopback client's x-forwarded-for.
+    IP = try mochiweb_socket:peername(mochiweb_request:get(socket, Req)) of
+             {ok, {Addr, _Port}} -> Addr;
+             _ -> undefined
+         catch
+             _:_ -> undefined
+         end,
+    {IP, lists:any(fun(H) -> mochiweb_request:get_header_value(H, Req) =/= undefined end,
+                   ?FORWARD_HEADERS)}.
+
+-spec names([file:filename_all()]) -> string().
+names(Files) ->
+    lists:flatten(lists:join(",", [unicode:characters_to_list(filename:basename(F))
+                                   || F <- Files])).
 
 -spec restore(term()) -> term().
 restore(undefined) -> erase(?FILES_KEY);
@@ -183,7 +269,7 @@ checked(Files, Planned, Ran) ->
     case get({Ran, said}) =:= true andalso lists:sort(Files) =/= lists:sort(Planned) of
         true ->
             logger:warning("kprof flame: the x-kprof-files header of a traced request named "
-                           "~p, but the capture wrote ~p", [Planned, Files]);
+                           "~ts, but the capture wrote ~p", [names(Planned), Files]);
         false ->
             ok
     end,

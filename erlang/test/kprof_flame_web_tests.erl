@@ -1,6 +1,7 @@
 %%% @doc A flame graph of one HTTP request that asks for it: inets httpd
 %%% (kprof_httpd_flame) and mochiweb (kprof_flame_web:mochiweb/2), with
-%%% `allow_tracing' off (refused, counted) and on (files, named in the
+%%% `allow_tracing' off (refused, counted, said in x-kprof-refused to this
+%%% loopback client) and on (files, named by their base names in the
 %%% response's x-kprof-files header). A header names only files that exist
 %%% once the request is done: with more traced requests at once than the
 %%% sink has captures, with tiers running (flame refuses to start), and on a
@@ -60,16 +61,19 @@ httpd(Dir) ->
         Refused0 = kprof_flame_web:refused(),
         {200, H1, "hello"} = get(Url, [{"x-trace-request", "true"}]),
         ?assertEqual(false, lists:keyfind("x-kprof-files", 1, H1)),
+        ?assertEqual({"x-kprof-refused", "off"}, lists:keyfind("x-kprof-refused", 1, H1)),
         ?assertEqual(Refused0 + 1, kprof_flame_web:refused()),
         ok = application:set_env(kprof, allow_tracing, true),
         {200, H2, "hello"} = get(Url, []),
         ?assertEqual(false, lists:keyfind("x-kprof-files", 1, H2)),
         {200, H3, "hello"} = get(Url, [{"x-trace-request", "true"}]),
         {_, Value} = lists:keyfind("x-kprof-files", 1, H3),
+        %% Base names: the client learns no server path.
         Files = string:split(Value, ",", all),
         ?assertEqual([".folded", ".svg"], [filename:extension(F) || F <- Files]),
+        ?assertEqual(Files, [filename:basename(F) || F <- Files]),
         [Folded | _] = Files,
-        {ok, Text} = file:read_file(Folded),
+        {ok, Text} = file:read_file(filename:join(Dir, Folded)),
         ?assertNotEqual(nomatch, binary:match(Text, <<"kprof_flame_web_tests:work/0">>)),
         ?assertEqual(Refused0 + 1, kprof_flame_web:refused())
     after
@@ -83,10 +87,11 @@ mochiweb(Dir) ->
         {200, H1, "hi"} = get(Url, [{"x-trace-request", "true"}]),
         ok = loops_done(1),
         ?assertEqual(false, lists:keyfind("x-kprof-files", 1, H1)),
+        ?assertEqual({"x-kprof-refused", "off"}, lists:keyfind("x-kprof-refused", 1, H1)),
         ok = application:set_env(kprof, allow_tracing, true),
         {200, H2, "hi"} = get(Url, [{"x-trace-request", "true"}]),
         {_, Value} = lists:keyfind("x-kprof-files", 1, H2),
-        [Folded, Svg] = string:split(Value, ",", all),
+        [Folded, Svg] = [filename:join(Dir, F) || F <- string:split(Value, ",", all)],
         %% The files exist once the loop has returned (the response went before).
         ok = loops_done(1),
         ?assert(filelib:is_regular(Svg)),
@@ -101,7 +106,7 @@ mochiweb(Dir) ->
 %% and run untraced. Every file named in a header exists, and the directory
 %% holds no file that no header names.
 httpd_at_once(Dir) ->
-    ok = application:set_env(kprof, allow_tracing, true),
+    ok = application:set_env(kprof, allow_tracing, #{rate => infinity}),
     {Httpd, Port} = start_httpd(Dir, Dir),
     try
         Answers = at_once(Port, ?AT_ONCE),
@@ -112,7 +117,7 @@ httpd_at_once(Dir) ->
     end.
 
 mochiweb_at_once(Dir) ->
-    ok = application:set_env(kprof, allow_tracing, true),
+    ok = application:set_env(kprof, allow_tracing, #{rate => infinity}),
     Port = start_mochiweb(Dir),
     try
         Answers = at_once(Port, ?AT_ONCE),
@@ -127,7 +132,7 @@ mochiweb_at_once(Dir) ->
 %% Tier profiling and flame captures cannot run together: every traced
 %% request runs untraced, and no response names a file.
 tiers_running(Dir) ->
-    ok = application:set_env(kprof, allow_tracing, true),
+    ok = application:set_env(kprof, allow_tracing, #{rate => infinity}),
     ok = kprof:start_tiers([{work, [{?MODULE, work, 0}]}], #{}),
     {Httpd, HPort} = start_httpd(Dir, Dir),
     MPort = start_mochiweb(Dir),
@@ -291,17 +296,21 @@ recv_all(S, Acc) ->
         {error, closed} -> gen_tcp:close(S), iolist_to_binary(Acc)
     end.
 
-%% Every path in an x-kprof-files header is a file, and the directory holds
-%% exactly those. `some': some responses have the header and some do not
-%% (more requests than captures); `none': none has it.
+%% Every name in an x-kprof-files header (a base name) is a file of Dir,
+%% and Dir holds exactly those. `some': some responses have the header and
+%% the others say `x-kprof-refused: busy' (more requests than captures);
+%% `none': none has it, all say busy.
 assert_named_exist(Dir, Answers, Expect) ->
     Named = [string:split(V, ",", all) || {_, Hs, _} <- Answers,
                                           {"x-kprof-files", V} <- Hs],
-    Paths = lists:append(Named),
-    ?assertEqual([], [P || P <- Paths, not filelib:is_regular(P)]),
+    Names = lists:append(Named),
+    ?assertEqual(Names, [filename:basename(N) || N <- Names]),
+    ?assertEqual([], [N || N <- Names, not filelib:is_regular(filename:join(Dir, N))]),
     {ok, InDir} = file:list_dir(Dir),
-    ?assertEqual(lists:sort(InDir), lists:sort([filename:basename(P) || P <- Paths])),
-    ?assertEqual([], [P || P <- Paths, filename:dirname(P) =/= Dir]),
+    ?assertEqual(lists:sort(InDir), lists:sort(Names)),
+    Busy = [R || {_, Hs, _} <- Answers, {"x-kprof-refused", R} <- Hs],
+    ?assertEqual([], [R || R <- Busy, R =/= "busy"]),
+    ?assertEqual(length(Answers), length(Named) + length(Busy)),
     case Expect of
         some ->
             ?assert(length(Named) > 0),
