@@ -331,6 +331,8 @@ proper(L) ->
 
 -spec session(#plan{}) -> {ok, [row()], summary()} | {error, term()}.
 session(Plan) ->
+    %% Flame's call patterns, kept between web captures, would count too.
+    ok = kprof_flame_srv:release_patterns(),
     case kprof_sink:tracer() of
         {error, Reason} ->
             {error, {sink, Reason}};

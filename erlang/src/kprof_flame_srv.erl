@@ -4,7 +4,13 @@
 %%% Several captures may run at once; they share the call pattern on every
 %%% function (`{'_','_','_'}' and `on_load', local, match spec
 %%% `[{'_', [], [{message, {caller}}]}]'), set when the first capture opens
-%%% and cleared when the last one closes. Processes traced by two captures
+%%% and cleared when the last one closes, or, while web captures are allowed,
+%%% `keep_patterns_ms' later ({@link kprof_web_gate}; 1 s by default): a
+%%% capture opening meanwhile finds them set. Setting and clearing them stops
+%%% the node for tens of milliseconds with 100,000 functions loaded, while
+%%% set they make every call of every process slower, traced or not
+%%% (bench/RESULTS.md, "Web capture cost"). The tiers and calls sessions ask
+%%% for them to go at once ({@link release_patterns/0}). Processes traced by two captures
 %%% keep their flags until both are done. A flame_capture trigger has a
 %%% meta pattern of its own; one capture per trigger function at a time.
 %%%
@@ -46,7 +52,8 @@
 -behaviour(gen_server).
 
 %% PUBLIC (for kprof_flame)
--export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2]).
+-export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2,
+         release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)
 -export([cancel/0]).
 -export([label_members/1, call_of/1]).
@@ -77,7 +84,9 @@
                 %% children) was open since the last full close: sweep then.
                 dynamic = false :: boolean(),
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
-                patterns = false :: boolean()}).             % the call patterns are set
+                patterns = false :: boolean(),               % the call patterns are set
+                %% No capture open, the patterns kept until this timer fires.
+                keep :: reference() | undefined}).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -168,6 +177,17 @@ done(Id) ->
 stop_trigger(Id) ->
     call({stop_trigger, Id}).
 
+%% @doc The call patterns kept after the last capture (`keep_patterns_ms')
+%% are cleared now: the tiers and calls sessions set patterns of their own
+%% on processes that all have the `call' flag. `ok' also when none were kept
+%% or kprof is not running.
+-spec release_patterns() -> ok.
+release_patterns() ->
+    case whereis(?SERVER) of
+        undefined -> ok;
+        _ -> _ = call(release_patterns), ok
+    end.
+
 %% @doc The process flags of a capture with options `Cfg' and this tracer
 %% (as {@link kprof_sink:tracer/0} gives it). The NIF takes its own
 %% timestamps; a port is asked for the VM's.
@@ -232,6 +252,9 @@ init([]) ->
     case kprof_records:get(?SERVER) of
         #{caps := Caps, writing := Writing} = R when map_size(Caps) + map_size(Writing) > 0 ->
             undo(R);
+        #{kept := true} ->
+            %% Between captures, the patterns kept: nobody's now.
+            clear_patterns();
         _ ->
             ok
     end,
@@ -255,12 +278,13 @@ undo(#{caps := Caps, writing := Writing}) ->
 
 %% The record a restarted server undoes (kprof_records).
 -spec saved(#state{}) -> #state{}.
-saved(S = #state{caps = Caps, writing = Writing}) ->
+saved(S = #state{caps = Caps, writing = Writing, keep = Keep}) ->
     kprof_records:put(?SERVER, #{caps => maps:map(fun(_, #cap{owner = O, trigger = T}) ->
                                                           #{owner => O, trigger => T}
                                                   end, Caps),
                                  writing => maps:map(fun(_, {Owner, _MRef}) -> Owner end,
-                                                     Writing)}),
+                                                     Writing),
+                                 kept => Keep =/= undefined}),
     S.
 
 %% @private
@@ -318,6 +342,8 @@ call_(cancel, _From, S = #state{caps = Caps}) ->
     %% last close swept them only when the server knew of them.
     _ = map_size(Caps) > 0 andalso sweep(),
     {reply, map_size(Caps), S1};
+call_(release_patterns, _From, S) ->
+    {reply, ok, unkeep(S)};
 call_(_Other, _From, S) ->
     {reply, {error, bad_call}, S}.
 
@@ -353,6 +379,8 @@ info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = 
         [] ->
             {noreply, S}
     end;
+info_({timeout, Ref, keep_patterns}, S = #state{keep = Ref}) ->
+    {noreply, unkeep(S)};
 info_(_Msg, S) ->
     {noreply, S}.
 
@@ -360,7 +388,8 @@ info_(_Msg, S) ->
 %% kprof stopping: every capture closed, nothing left for a successor.
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S = #state{caps = Caps, writing = W}) ->
-    _ = lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps)),
+    %% Closing the last may keep the patterns: they go at once.
+    _ = unkeep(lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps))),
     _ = [catch kprof_guard:disarm({kprof_flame, Id}) || Id <- maps:keys(W)],
     kprof_records:delete(?SERVER),
     ok.
@@ -395,7 +424,8 @@ call(Request) ->
 %% did that in open_in_sink/3, and tells the sink flame_arm after this).
 -spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
           {ok, list(), #state{}} | {error, term()}.
-do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
+do_open(Id, Mode, Cfg, Owner, S0) ->
+    S = #state{caps = Caps} = cancel_keep(S0),
     Tracer = maps:get(tracer, Cfg),
     Trigger = maps:get(trigger, Cfg, undefined),
     First = not S#state.patterns,
@@ -704,14 +734,47 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
             S1 = untrace_pids(Id, Cap, S0#state{caps = Rest}),
             case map_size(Rest) of
                 0 ->
-                    clear_patterns(),
                     _ = S1#state.dynamic andalso sweep(),
                     detach(Cap#cap.tracer),
-                    S1#state{patterns = false, refs = #{}, dynamic = false};
+                    keep_or_clear(S1#state{refs = #{}, dynamic = false});
                 _ ->
                     S1
             end
     end.
+
+%% The last capture closed: the call patterns stay for keep_patterns_ms when
+%% web captures are allowed (a timer then clears them), else go now.
+-spec keep_or_clear(#state{}) -> #state{}.
+keep_or_clear(S = #state{patterns = true}) ->
+    case kprof_web_gate:keep_patterns_ms() of
+        0 ->
+            clear_patterns(),
+            S#state{patterns = false};
+        Ms ->
+            S#state{keep = erlang:start_timer(Ms, self(), keep_patterns)}
+    end;
+keep_or_clear(S) ->
+    %% The guard took them off already (an abort).
+    clear_patterns(),
+    S.
+
+%% A capture opens: the kept patterns are its (no timer clears them).
+-spec cancel_keep(#state{}) -> #state{}.
+cancel_keep(S = #state{keep = undefined}) ->
+    S;
+cancel_keep(S = #state{keep = Ref}) ->
+    _ = erlang:cancel_timer(Ref, [{async, true}, {info, false}]),
+    S#state{keep = undefined}.
+
+%% The kept patterns cleared, when no capture has opened since.
+-spec unkeep(#state{}) -> #state{}.
+unkeep(S = #state{keep = undefined}) ->
+    S;
+unkeep(S = #state{caps = Caps}) when map_size(Caps) > 0 ->
+    cancel_keep(S);
+unkeep(S) ->
+    clear_patterns(),
+    (cancel_keep(S))#state{patterns = false}.
 
 %% Flags come off a process when no other open capture wants it, as far as
 %% this server knows without asking the sink: pid mode counts its

@@ -54,6 +54,9 @@
 %% `{error, {busy, calls}}' while a calls session runs ({@link kprof_calls}).
 -spec start(#plan{}) -> {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 start(Plan) ->
+    %% Flame's call patterns, kept between web captures, would make every
+    %% process the tiers flag send every call.
+    ok = kprof_flame_srv:release_patterns(),
     case kprof_calls:running() orelse kprof_sink:port() of
         true ->
             %% A calls session owns the trace flags (kprof_calls).
