@@ -9,16 +9,27 @@
 %%%
 %%% ```
 %%% inets:start(httpd, [{port, 8080}, {server_name, "shop"},
-%%%                     {server_root, "/tmp"}, {document_root, "/tmp"},
+%%%                     {server_root, "/srv/shop"}, {document_root, "/srv/shop/www"},
 %%%                     {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
-%%%                     {kprof_route, fun(Path) -> my_router:route(Path) end}]).
+%%%                     {kprof_routes, ["/users/:id/orders", "/catalog", "/static/*"]}]).
 %%% '''
 %%% `Method' is the request method as httpd gives it (`"GET"'). `Route'
 %%% is what the `kprof_route' function (httpd configuration, optional)
-%%% returns for the request's path, or {@link route/1}: the path without
-%%% its query, numeric segments replaced by `:id' (`"/users/42/orders?x=1"'
-%%% becomes `"/users/:id/orders"'). Without tiers running, the chain just
-%%% runs.
+%%% returns for the request's path, else {@link route/2} of the path and
+%%% the templates `kprof_routes' (optional): the first template the path
+%%% matches (`"/users/42/orders?x=1"' is `"/users/:id/orders"'), else the
+%%% path's shape, in which only numeric segments show (as `:id').
+%%%
+%%% The identity is a row of the report, and the sink keeps at most
+%%% `max_identities' of them (200): it must not be something a client
+%%% chooses. A path's text is the client's, so the default route never
+%%% keeps a segment that no template names: any client can send `/x/1',
+%%% `/y/2', ... and would otherwise fill the table, pushing the real routes
+%%% into the folded `kprof_other_identities' row. Without the templates, a
+%%% path no template matches is at most its first three segments, each
+%%% `:id' (digits) or `*' (anything else), and `/**' when there were more:
+%%% at most 23 such rows whatever clients send. Without tiers running, the
+%%% chain just runs.
 %%%
 %%% An integration module, like a user's code: it calls the facade
 %%% ({@link kprof:request/2}), as an application would; kprof's own modules
@@ -27,33 +38,54 @@
 
 -include_lib("inets/include/httpd.hrl").
 
--export([do/1, identity/3, route/1, run_rest/2]).
+-export([do/1, identity/3, identity/4, route/1, route/2, run_rest/2]).
 
 %% @doc The httpd module callback: runs the modules after this one as one
 %% kprof request.
 -spec do(#mod{}) -> {break, list()} | done | {continue, term()}.
 do(ModData = #mod{config_db = Db, method = Method, request_uri = Uri}) ->
-    Identity = identity(Method, Uri, httpd_util:lookup(Db, kprof_route, undefined)),
+    Identity = identity(Method, Uri, httpd_util:lookup(Db, kprof_route, undefined),
+                        httpd_util:lookup(Db, kprof_routes, [])),
     case kprof:request(Identity, fun() -> run_rest(?MODULE, ModData) end) of
         {proceed, Data} -> {break, Data};
         Other -> Other
     end.
 
-%% @doc `{Method, Route}' for a request: `Route' from the route function
-%% given, or {@link route/1}.
+%% @equiv identity(Method, Uri, RouteFun, [])
 -spec identity(string(), string(), undefined | fun((string()) -> term())) ->
           {string(), term()}.
-identity(Method, Uri, undefined) ->
-    {Method, route(path(Uri))};
-identity(Method, Uri, RouteFun) when is_function(RouteFun, 1) ->
+identity(Method, Uri, RouteFun) ->
+    identity(Method, Uri, RouteFun, []).
+
+%% @doc `{Method, Route}' for a request: `Route' from the route function
+%% given, or {@link route/2} with the templates.
+-spec identity(string(), string(), undefined | fun((string()) -> term()), [string()]) ->
+          {string(), term()}.
+identity(Method, Uri, undefined, Templates) ->
+    {Method, route(path(Uri), Templates)};
+identity(Method, Uri, RouteFun, _Templates) when is_function(RouteFun, 1) ->
     {Method, RouteFun(path(Uri))}.
 
-%% @doc The default route of a path: its query dropped, every segment
-%% made of digits replaced by `:id'.
+%% @equiv route(Path, [])
 -spec route(string()) -> string().
 route(Path) ->
-    Segments = string:split(path(Path), "/", all),
-    lists:flatten(lists:join("/", [segment(S) || S <- Segments])).
+    route(Path, []).
+
+%% @doc The route of a path (its query dropped): the first of the
+%% templates it matches, else its shape. A template is a path whose
+%% segments are literals, `:Name' (any one segment) or, last, `*' (the
+%% rest, one segment or more): `"/users/:id/orders"', `"/static/*"'. The
+%% shape keeps at most three segments, each `:id' (digits only) or `*'
+%% (anything else), and ends `/**' when the path had more: a client never
+%% chooses a route's text (see the module doc).
+-spec route(string(), [string()]) -> string().
+route(Path0, Templates) ->
+    Path = path(Path0),
+    Segments = segments(Path),
+    case [T || T <- Templates, matches(segments(T), Segments)] of
+        [T | _] -> T;
+        [] -> shape(Segments, 0)
+    end.
 
 %% @doc Runs the httpd modules configured after `Me' on `ModData', as httpd's
 %% own traversal would, and returns what httpd expects from `Me' itself
@@ -88,10 +120,28 @@ path(Uri) ->
     [Path | _] = string:split(Uri, "?"),
     Path.
 
+%% A path's segments, the empty ones (a leading or trailing slash) left out.
+-spec segments(string()) -> [string()].
+segments(Path) ->
+    string:lexemes(Path, "/").
+
+-spec matches([string()], [string()]) -> boolean().
+matches(["*"], [_ | _]) -> true;
+matches([":" ++ _ | T], [_ | P]) -> matches(T, P);
+matches([S | T], [S | P]) -> matches(T, P);
+matches([], []) -> true;
+matches(_, _) -> false.
+
+-define(SHAPE_SEGMENTS, 3).
+-spec shape([string()], non_neg_integer()) -> string().
+shape([], 0) -> "/";
+shape([], _N) -> "";
+shape([_ | _], ?SHAPE_SEGMENTS) -> "/**";
+shape([S | Rest], N) -> "/" ++ segment(S) ++ shape(Rest, N + 1).
+
 -spec segment(string()) -> string().
-segment([]) -> [];
 segment(S) ->
     case lists:all(fun(C) -> C >= $0 andalso C =< $9 end, S) of
         true -> ":id";
-        false -> S
+        false -> "*"
     end.

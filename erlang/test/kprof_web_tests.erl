@@ -27,16 +27,19 @@ web_test_() ->
 -spec httpd() -> term().
 httpd() ->
     ok = kprof:start_tiers(?TIERS, #{}),
-    {Pid, Url} = start_httpd([]),
+    {Pid, Url} = start_httpd([{kprof_routes, ["/users/:id", "/orders/:id/items/:item",
+                                              "/users"]}]),
     try
         [{200, "hello"} = http_get(Url ++ "/users/42") || _ <- lists:seq(1, 3)],
         [{200, "hello"} = http_get(Url ++ "/users/7") || _ <- lists:seq(1, 2)],
         [{200, "hello"} = http_get(Url ++ "/orders/1/items/99?x=1") || _ <- lists:seq(1, 2)],
         {200, "hello"} = post(Url ++ "/users", "name=x"),
+        %% No template: the path's shape, never the client's text.
         {500, _} = http_get(Url ++ "/crash"),
+        [{200, "hello"} = http_get(Url ++ "/junk-" ++ integer_to_list(I)) || I <- lists:seq(1, 3)],
         R = report(),
-        ?assertEqual([{{"GET", "/users/:id"}, 5}, {{"GET", "/orders/:id/items/:id"}, 2},
-                      {{"GET", "/crash"}, 1}, {{"POST", "/users"}, 1}],
+        ?assertEqual([{{"GET", "/users/:id"}, 5}, {{"GET", "/*"}, 4},
+                      {{"GET", "/orders/:id/items/:item"}, 2}, {{"POST", "/users"}, 1}],
                      [{Id, N} || #{identity := Id, requests := N} <- maps:get(rows, R)]),
         Row = row(R, {"GET", "/users/:id"}),
         ?assertEqual(5, calls(Row, handler)),
@@ -82,9 +85,10 @@ mochiweb() ->
         [{200, "hi"} = http_get(Url ++ "/items/" ++ integer_to_list(I)) || I <- lists:seq(1, 3)],
         {200, "hi"} = post(Url ++ "/items", "x"),
         R = report(),
-        ?assertEqual([{{"GET", "/items/:id"}, 3}, {{"POST", "/items"}, 1}],
+        %% Without templates only the numeric segments show.
+        ?assertEqual([{{"GET", "/*/:id"}, 3}, {{"POST", "/*"}, 1}],
                      [{Id, N} || #{identity := Id, requests := N} <- maps:get(rows, R)]),
-        Row = row(R, {"GET", "/items/:id"}),
+        Row = row(R, {"GET", "/*/:id"}),
         ?assertEqual(3, calls(Row, app)),
         ?assert(self_mean(Row, work) >= 2.0),
         %% A custom route.
@@ -102,11 +106,26 @@ mochiweb() ->
 
 -spec route() -> term().
 route() ->
+    T = ["/users/:id/orders", "/users/:id", "/static/*", "/"],
+    ?assertEqual("/", kprof_httpd:route("/", T)),
+    ?assertEqual("/users/:id", kprof_httpd:route("/users/42", T)),
+    ?assertEqual("/users/:id", kprof_httpd:route("/users/bob", T)),
+    ?assertEqual("/users/:id/orders", kprof_httpd:route("/users/42/orders?since=3", T)),
+    ?assertEqual("/static/*", kprof_httpd:route("/static/css/site.css", T)),
+    %% No template: the shape, at most three segments.
+    ?assertEqual("/*", kprof_httpd:route("/static", T)),
+    ?assertEqual("/*/:id/*", kprof_httpd:route("/users/42/secret-token", T)),
+    ?assertEqual("/*/*/:id", kprof_httpd:route("/v2/x1/007/")),
+    ?assertEqual("/*/*/*/**", kprof_httpd:route("/a/b/c/d/e/f")),
     ?assertEqual("/", kprof_httpd:route("/")),
-    ?assertEqual("/users/:id", kprof_httpd:route("/users/42")),
-    ?assertEqual("/users/:id/orders", kprof_httpd:route("/users/42/orders?since=3")),
-    ?assertEqual("/v2/x1/:id/", kprof_httpd:route("/v2/x1/007/")),
-    ?assertEqual({"GET", "/a/:id"}, kprof_httpd:identity("GET", "/a/1?q", undefined)),
+    %% Whatever clients send, few rows: 1 + 2 + 4 + 8 + 8 shapes.
+    Junk = [lists:flatten(["/" ++ S || S <- P])
+            || N <- lists:seq(0, 5),
+               P <- [[case rand:uniform(3) of 1 -> "x"; 2 -> "12"; 3 -> "y" ++ integer_to_list(I) end
+                      || _ <- lists:seq(1, N)] || I <- lists:seq(1, 200)]],
+    ?assert(length(lists:usort([kprof_httpd:route(P) || P <- Junk])) =< 23),
+    ?assertEqual({"GET", "/*/:id"}, kprof_httpd:identity("GET", "/a/1?q", undefined)),
+    ?assertEqual({"GET", "/a/:n"}, kprof_httpd:identity("GET", "/a/1?q", undefined, ["/a/:n"])),
     ?assertEqual({"PUT", 4}, kprof_httpd:identity("PUT", "/a/1?q", fun(P) -> length(P) end)).
 
 %%% The mochiweb application

@@ -14,7 +14,11 @@
 start_link(Port, Wrap) ->
     Loop = case Wrap of
                plain -> fun ?MODULE:loop/1;
-               kprof_mochiweb -> kprof_mochiweb:loop(fun ?MODULE:loop/1, #{})
+               %% The shop's routes as templates: a path that is none of them
+               %% is one row of its shape ("/*"), never the client's text.
+               kprof_mochiweb -> kprof_mochiweb:loop(fun ?MODULE:loop/1,
+                                                     #{routes => ["/", "/users/:id", "/catalog",
+                                                                  "/report"]})
            end,
     mochiweb_http:start_link([{name, ?SERVER}, {ip, {127, 0, 0, 1}}, {port, Port},
                               {loop, Loop}]).
