@@ -17,8 +17,9 @@
  * payload ei decodes to exactly its length, shaped {kprof_reply, Ref, Reply}
  * or {kprof_alert, Kind, Info}. The counters must add up.
  *
- * Inputs naming `flame_write` (it writes files to a directory the input
- * names) are skipped. (The product sink it links has no `test_delay_us`:
+ * Inputs naming `flame_write`, `tier_full_write` or `flame_dir` (they make
+ * directories and write files wherever the input says) are skipped: fuzz_writers
+ * drives the writers into a directory of its own. (The product sink it links has no `test_delay_us`:
  * that hook is only in the fault-injection build, `make` FAULT_SINK.)
  * KPROF_FUZZ_LAX_ECHO=1 tolerates one known class of bad reply: the sink
  * echoes the command's Ref (and an unknown Command) verbatim, so a Ref that
@@ -197,8 +198,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   if (size < 3)
     return 0;
-  /* flame_write writes files wherever the input says. */
-  if (memmem(data, size, "flame_write", 11) != NULL)
+  /* These make directories and write files wherever the input says. */
+  if (memmem(data, size, "flame_write", 11) != NULL ||
+      memmem(data, size, "tier_full_write", 15) != NULL ||
+      memmem(data, size, "flame_dir", 9) != NULL)
     return 0;
   mode = data[0];
   a = data[1];

@@ -2,15 +2,16 @@
 # fuzz/run.sh: runs the libFuzzer targets (called by `make fuzz-run` / `make fuzz-regress`,
 # which build them first into $FUZZ_DIR).
 #
-#   fuzz/run.sh run        seed the corpora, fuzz each target FUZZ_SECONDS/2 seconds
-#   fuzz/run.sh regress    every file of fuzz/regress/ through both targets, once
+#   fuzz/run.sh run        seed the corpora, fuzz each target FUZZ_SECONDS/4 seconds
+#   fuzz/run.sh regress    every file of fuzz/regress/ through every target, once
+#   fuzz/run.sh seed       (re)make the seed corpora only (scripts/coverage.sh, when missing)
 #
 # Exit status: non-zero when any target crashed (the input is in $FUZZ_DIR/<target>-crash-*).
 set -uo pipefail
 
 FUZZ_DIR=${FUZZ_DIR:-_build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-TARGETS="fuzz_sink fuzz_decode fuzz_ring"
+TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers"
 COMMON=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -33,13 +34,15 @@ seed() {
   fi
   ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkcorpus.escript \
     "$FUZZ_DIR/corpus-sink" "$FUZZ_DIR/corpus-decode" "${streams[@]}" &&
-    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkring.escript "$FUZZ_DIR/corpus-ring"
+    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkring.escript "$FUZZ_DIR/corpus-ring" &&
+    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkwriters.escript "$FUZZ_DIR/corpus-writers"
 }
 
 corpus_of() {
   case $1 in
     fuzz_sink) echo "$FUZZ_DIR/corpus-sink" ;;
     fuzz_ring) echo "$FUZZ_DIR/corpus-ring" ;;
+    fuzz_writers) echo "$FUZZ_DIR/corpus-writers" ;;
     *) echo "$FUZZ_DIR/corpus-decode" ;;
   esac
 }
@@ -64,7 +67,7 @@ run() {
       "$(sed -E 's/^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+//; s/[[:space:]]+(lim|exec\/s|rss|L|MS):.*//' <<< "$done_line")")
     if [ $r -ne 0 ]; then
       rc=1
-      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring):|runtime error|Test unit written' "$log" | head -20 >&2
+      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring|writers):|runtime error|Test unit written' "$log" | head -20 >&2
     fi
   done
   echo "fuzz: summary (libFuzzer's cov = edges covered, ft = features):$summary"
@@ -87,7 +90,7 @@ regress() {
       echo "fuzz: $t: ${#files[@]} regression inputs pass"
     else
       echo "fuzz: $t: FAILED on a regression input (log: $FUZZ_DIR/$t-regress.log)" >&2
-      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
+      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
       rc=1
     fi
   done
@@ -109,8 +112,9 @@ cov() {
 }
 
 case ${1:-run} in
+  seed) seed ;;
   run) run ;;
   regress) regress ;;
   cov) cov ;;
-  *) echo "usage: fuzz/run.sh run|regress|cov" >&2; exit 2 ;;
+  *) echo "usage: fuzz/run.sh seed|run|regress|cov" >&2; exit 2 ;;
 esac
