@@ -9,7 +9,10 @@
  *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
  *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
- */
+ * A name may still hold bytes that are not UTF-8 (a process name or initial call
+ * the sink was sent, a name cut at a buffer's end): the JSON and the SVG write
+ * U+FFFD for each such byte, the folded stacks and perf script %XX, so that every
+ * file is UTF-8 (JSON and XML parsers refuse anything else). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,29 +161,68 @@ size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc 
   return 0;
 }
 
+/* The length of the UTF-8 sequence s starts with (RFC 3629: no overlong form, no
+ * surrogate, nothing past U+10FFFF), 0 when it is none. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len, k;
+  uint32_t cp;
+
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    len = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    len = 4, cp = c & 0x07;
+  else
+    return 0;
+  if (n < len)
+    return 0;
+  for (k = 1; k < len; k++) {
+    if ((s[k] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[k] & 0x3f);
+  }
+  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+      (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return len;
+}
+
+#define REPLACEMENT "\xef\xbf\xbd"   /* U+FFFD */
+
 /*
  * Folded stacks and perf script: `;` separates frames, spaces end them and
- * a leading `(` is a process name to Firefox's importer. Those, `%` and
- * control bytes become %XX, so the escape can be undone.
+ * a leading `(` is a process name to Firefox's importer. Those, `%`, control
+ * bytes and bytes that are not UTF-8 become %XX, so the escape can be undone.
+ * A character is written whole or, at the end of out, not at all.
  */
 size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
   static const char hex[] = "0123456789ABCDEF";
-  size_t i, o = 0;
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i, o = 0, len;
 
   if (cap == 0)
     return 0;
-  for (i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
+  for (i = 0; i < n; i += len) {
+    unsigned char ch = u[i];
     int esc = ch == ';' || ch == ' ' || ch == '%' || ch < 0x20 || ch == 0x7f ||
               (i == 0 && ch == '(');
-    if (o + (esc ? 3 : 1) >= cap)
+    if ((len = utf8_len(u + i, n - i)) == 0) {
+      esc = 1;
+      len = 1;
+    }
+    if (o + (esc ? 3 : len) >= cap)
       break;
     if (esc) {
       out[o++] = '%';
       out[o++] = hex[ch >> 4];
       out[o++] = hex[ch & 15];
     } else {
-      out[o++] = (char)ch;
+      memcpy(out + o, u + i, len);
+      o += len;
     }
   }
   out[o] = 0;
@@ -188,29 +230,39 @@ size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
 }
 
 void ks_flame_put_json(FILE *f, const char *s, size_t n) {
-  size_t i;
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i, len;
 
   putc('"', f);
-  for (i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
+  for (i = 0; i < n; i += len) {
+    unsigned char ch = u[i];
+    len = 1;
     if (ch == '"' || ch == '\\') {
       putc('\\', f);
       putc(ch, f);
     } else if (ch < 0x20 || ch == 0x7f) {
       fprintf(f, "\\u%04x", ch);
-    } else {
+    } else if (ch < 0x80) {
       putc(ch, f);
+    } else if ((len = utf8_len(u + i, n - i)) > 0) {
+      fwrite(u + i, 1, len, f);
+    } else {
+      fputs(REPLACEMENT, f);
+      len = 1;
     }
   }
   putc('"', f);
 }
 
-/* XML 1.0 has no place for control characters: they become U+FFFD. */
+/* XML 1.0 has no place for control characters: they become U+FFFD, as bytes that
+ * are not UTF-8 do. */
 void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
-  size_t i;
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i, len;
 
-  for (i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
+  for (i = 0; i < n; i += len) {
+    unsigned char ch = u[i];
+    len = 1;
     switch (ch) {
     case '&': fputs("&amp;", f); break;
     case '<': fputs("&lt;", f); break;
@@ -219,9 +271,15 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
     case '\'': fputs("&#39;", f); break;
     default:
       if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-        fputs("\xef\xbf\xbd", f);
-      else
+        fputs(REPLACEMENT, f);
+      else if (ch < 0x80)
         putc(ch, f);
+      else if ((len = utf8_len(u + i, n - i)) > 0)
+        fwrite(u + i, 1, len, f);
+      else {
+        fputs(REPLACEMENT, f);
+        len = 1;
+      }
     }
   }
 }

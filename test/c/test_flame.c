@@ -879,6 +879,22 @@ START_TEST(escapes) {
   fclose(f);
   ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u0001\"&lt;&amp;&gt;&quot;&#39;\xef\xbf\xbd");
   free(buf);
+  /* Bytes that are not UTF-8 (a stray continuation, an overlong form, a surrogate, a
+   * sequence cut short): U+FFFD in JSON and XML, %XX in folded; UTF-8 passes. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  ks_flame_put_json(f, "\x80\xc0\xaf\xed\xa0\x80\xc3\xa9\xe2\x82", 10);
+  ks_flame_put_xml(f, "\xff\xe6\x97\xa5", 4);
+  fclose(f);
+  ck_assert_str_eq(buf, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                        "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\""
+                        "\xef\xbf\xbd\xe6\x97\xa5");
+  free(buf);
+  ck_assert_uint_eq(ks_flame_escape_folded("\xff\xc3\xa9;", 4, out, sizeof(out)), 8);
+  ck_assert_str_eq(out, "%FF\xc3\xa9%3B");
+  /* Cut at out's end: a character whole or not at all. */
+  ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
+  ck_assert_str_eq(out, "ab");
 }
 END_TEST
 
