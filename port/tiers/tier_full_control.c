@@ -115,16 +115,19 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   ks_fout o;
   ks_fcap view;
   uint32_t row;
-  int start = *idx, e;
+  int start = *idx, end, e;
 
   if (ei_skip_term(b, idx) != 0)
     return ks_enc_error(x, "badarg");
-  row = ks_itab_get(&t->identities, b + start, (size_t)(*idx - start),
-                    ks_hash(b + start, (size_t)(*idx - start)));
+  end = *idx;
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
+  /* Never started: no identity table to look in (it was read before this check,
+   * and the sink crashed on a tier_full_write before tiers_start). */
   if (t->rows == NULL)
     return ks_enc_error(x, "not_started");
+  row = ks_itab_get(&t->identities, b + start, (size_t)(end - start),
+                    ks_hash(b + start, (size_t)(end - start)));
   if (t->full.on && row != KS_NONE && row < t->o.max_identities)
     a = t->full.agg[row];
   if (a == NULL)

@@ -4,6 +4,8 @@
  * and its identity's aggregate must hold the known calls, times and paths. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -310,6 +312,169 @@ START_TEST(reset_keeps_selection) {
 }
 END_TEST
 
+/* The commands, through a sink: {tiers_start, ..., [{full_trace, all}]} (the sink's own
+ * tiers), a known request, then {tier_full_report, Top} and {tier_full_write, ...}: the
+ * report's rows, the folded file, and the errors (not started, bad arguments, an
+ * identity with no aggregate, a directory the sink refuses). */
+static ks_sink sink;
+static tb_out outb;
+/* The identity `get' as term_to_binary writes it (SMALL_ATOM_UTF8_EXT). */
+static const unsigned char GET_UTF8[] = {119, 3, 'g', 'e', 't'};
+
+static void feed_cmd(ei_x_buff *x) {
+  size_t n;
+  unsigned char *fr = tb_framed(x, &n);
+
+  ck_assert_int_eq(ks_sink_feed(&sink, fr, n), KS_OK);
+  free(fr);
+  ei_x_free(x);
+}
+
+static void cmd(ei_x_buff *x, long ref, const char *name, int arity) {
+  tb_begin(x);
+  ei_x_encode_tuple_header(x, 3);
+  tb_atom(x, "kprof");
+  ei_x_encode_long(x, ref);
+  ei_x_encode_tuple_header(x, arity);
+  tb_atom(x, name);
+}
+
+static void tier_spec(ei_x_buff *x, const char *m, const char *f, const char *role, long tier) {
+  ei_x_encode_tuple_header(x, 4);
+  tb_atom(x, m);
+  tb_atom(x, f ? f : "_");
+  tb_atom(x, "_");
+  if (role)
+    tb_atom(x, role);
+  else
+    ei_x_encode_long(x, tier);
+}
+
+static void write_cmd(long ref, const unsigned char *id, size_t idlen, const char *dir) {
+  ei_x_buff x;
+
+  cmd(&x, ref, "tier_full_write", 5);
+  ei_x_append_buf(&x, (const char *)id, (int)idlen);
+  ei_x_encode_binary(&x, dir, (long)strlen(dir));
+  ei_x_encode_binary(&x, "full", 4);
+  ei_x_encode_list_header(&x, 1);
+  tb_atom(&x, "folded");
+  ei_x_encode_empty_list(&x);
+  feed_cmd(&x);
+}
+
+static void sink_ev(int kind, uint32_t p, int64_t us, uint32_t m, uint32_t caller,
+                    const unsigned char *label, const unsigned char *payload, size_t plen) {
+  ks_decoded d;
+
+  tb_tier_event(&d, kind, p, us * 1000, m, caller, label, payload, plen);
+  ks_tiers_event(&sink.tiers, &sink.in, &d);
+}
+
+static char *nth_reply(int k) {
+  return tb_out_reply(&outb, k);
+}
+
+START_TEST(commands) {
+  char dir[] = "/tmp/kprof-full-cmd-XXXXXX", path[256], *r;
+  uint32_t p, req, run, q, start, stop;
+  unsigned char *file;
+  ei_x_buff x;
+  size_t len;
+
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  memset(&outb, 0, sizeof(outb));
+  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  /* Before the tiers start: not_started. */
+  cmd(&x, 1, "tier_full_report", 2);
+  ei_x_encode_long(&x, 10);
+  feed_cmd(&x);
+  write_cmd(2, GET_UTF8, sizeof(GET_UTF8), dir);
+  cmd(&x, 3, "tiers_start", 3);
+  ei_x_encode_list_header(&x, 4);
+  tier_spec(&x, "http", NULL, NULL, 0);
+  tier_spec(&x, "db", NULL, NULL, 1);
+  tier_spec(&x, "kprof_mark", "start", "start", 0);
+  tier_spec(&x, "kprof_mark", "stop", "stop", 0);
+  ei_x_encode_empty_list(&x);
+  ei_x_encode_list_header(&x, 2);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "full_trace");
+  tb_atom(&x, "all");
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "grace_ms");
+  ei_x_encode_long(&x, 0);
+  ei_x_encode_empty_list(&x);
+  feed_cmd(&x);
+  /* One request of `get': req -> run -> db:q, 1 ms in q; req is inferred (kprof:request's
+ * frame), the time after the last return_to is the stop marker's, in no frame. */
+  p = tb_intern_pid(&sink.in, 1);
+  req = tb_intern_mfa(&sink.in, "app", "req", 2);
+  run = tb_intern_mfa(&sink.in, "app", "run", 0);
+  q = tb_intern_mfa(&sink.in, "db", "q", 1);
+  start = tb_intern_mfa(&sink.in, "kprof_mark", "start", 1);
+  stop = tb_intern_mfa(&sink.in, "kprof_mark", "stop", 0);
+  sink_ev(KS_EV_CALL, p, 0, start, req, label1, GET_UTF8, sizeof(GET_UTF8));
+  sink_ev(KS_EV_RETURN_TO, p, 0, req, KS_NONE, NULL, NULL, 0);
+  sink_ev(KS_EV_CALL, p, 100, run, req, label1, NULL, 0);
+  sink_ev(KS_EV_CALL, p, 200, q, run, label1, NULL, 0);
+  sink_ev(KS_EV_RETURN_TO, p, 1200, run, KS_NONE, NULL, NULL, 0);
+  sink_ev(KS_EV_RETURN_TO, p, 1300, req, KS_NONE, NULL, NULL, 0);
+  sink_ev(KS_EV_CALL, p, 1400, stop, req, label1, NULL, 0);
+  sink_ev(KS_EV_RETURN_TO, p, 1400, req, KS_NONE, NULL, NULL, 0);
+  cmd(&x, 4, "tier_full_report", 2);
+  ei_x_encode_long(&x, 2);
+  feed_cmd(&x);
+  cmd(&x, 5, "tier_full_report", 2);
+  tb_atom(&x, "many");
+  feed_cmd(&x);
+  write_cmd(6, GET_UTF8, sizeof(GET_UTF8), dir);
+  write_cmd(7, (const unsigned char *)"\x77\x03put", 5, dir);
+  cmd(&x, 8, "tier_full_write", 5);
+  tb_atom(&x, "get");
+  ei_x_encode_long(&x, 1);   /* not a directory's binary */
+  ei_x_encode_binary(&x, "full", 4);
+  ei_x_encode_empty_list(&x);
+  feed_cmd(&x);
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  write_cmd(9, GET_UTF8, sizeof(GET_UTF8), dir);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+
+  ck_assert_int_eq(outb.frames, 9);
+  r = nth_reply(0); ck_assert_str_eq(r, "{error, not_started}"); free(r);
+  r = nth_reply(1); ck_assert_str_eq(r, "{error, not_started}"); free(r);
+  r = nth_reply(2); ck_assert_str_eq(r, "ok"); free(r);
+  r = nth_reply(3);
+  ck_assert_msg(strstr(r, "on => true") && strstr(r, "requests => 1") &&
+                strstr(r, "identities => [{get, #{") &&
+                strstr(r, "total_ns => 1300000") &&
+                strstr(r, "mfas => [{{app, req, 2}, 0, 1300000, 100000}, "
+                          "{{app, run, 0}, 1, 1200000, 200000}]"),
+                "got %s", r);
+  free(r);
+  r = nth_reply(4); ck_assert_str_eq(r, "{error, badarg}"); free(r);
+  r = nth_reply(5);
+  ck_assert_msg(strncmp(r, "{ok, [#Bin<", 11) == 0 && strstr(r, "requests => 1"), "got %s", r);
+  free(r);
+  r = nth_reply(6); ck_assert_str_eq(r, "{error, not_found}"); free(r);
+  r = nth_reply(7); ck_assert_str_eq(r, "{error, badarg}"); free(r);
+  r = nth_reply(8);
+  ck_assert_msg(strstr(r, "{error, {unsafe_directory, ") == r && strstr(r, "{writable, \"0777\"}"),
+                "got %s", r);
+  free(r);
+  snprintf(path, sizeof(path), "%s/full.folded", dir);
+  file = read_file(path, &len);
+  ck_assert_ptr_nonnull(file);
+  ck_assert_str_eq((char *)file, "app:req/2 100\napp:req/2;app:run/0 200\n"
+                                 "app:req/2;app:run/0;db:q/1 1000\n");
+  free(file);
+  unlink(path);
+  ck_assert_int_eq(rmdir(dir), 0);
+  ks_sink_free(&sink);
+  tb_out_free(&outb);
+}
+END_TEST
+
 Suite *full_trace_suite(void) {
   Suite *s = suite_create("full_trace");
   TCase *tc = tcase_create("full_trace");
@@ -320,6 +485,7 @@ Suite *full_trace_suite(void) {
   tcase_add_test(tc, tail_calls_and_exceptions_keep_tier_times);
   tcase_add_test(tc, caps_are_counted);
   tcase_add_test(tc, reset_keeps_selection);
+  tcase_add_test(tc, commands);
   suite_add_tcase(s, tc);
   return s;
 }
