@@ -2,6 +2,7 @@
 #   make check-c      the suites, optimised build
 #   make check-asan   the same suites built with ASan + UBSan
 #   make check-mem    the suites under valgrind (memcheck, leak check)
+# The suite of port/main.c runs the sink program itself: KPROF_SINK names it.
 CHECK_SRC  := $(wildcard test/c/*.c)
 CHECK_BIN  := $(B)/test/check_kprof
 ASAN_BIN   := $(B)/asan/check_kprof
@@ -15,13 +16,13 @@ $(ASAN_BIN): $(CHECK_SRC) $(wildcard test/c/*.h) $(CORE_SRC) $(wildcard include/
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(SAN_CFLAGS) -Iinclude -Itest/c $(EI_CFLAGS) -o $@ \
 	  $(CHECK_SRC) $(CORE_SRC) $(EI_LIBS) $(CHECK_LIBS)
 
-check-c: $(CHECK_BIN)
-	KPROF_TEST_DATA=$(TEST_DATA) $(CHECK_BIN)
+check-c: $(CHECK_BIN) $(SINK)
+	KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) $(CHECK_BIN)
 
-check-asan: $(ASAN_BIN)
+check-asan: $(ASAN_BIN) $(SINK)
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  KPROF_TEST_DATA=$(TEST_DATA) $(ASAN_BIN)
+	  KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) $(ASAN_BIN)
 
-check-mem: $(CHECK_BIN)
-	CK_FORK=no KPROF_TEST_DATA=$(TEST_DATA) valgrind -q --error-exitcode=3 --leak-check=full \
-	  --errors-for-leak-kinds=definite,indirect $(CHECK_BIN)
+check-mem: $(CHECK_BIN) $(SINK)
+	CK_FORK=no KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) valgrind -q --error-exitcode=3 \
+	  --leak-check=full --errors-for-leak-kinds=definite,indirect $(CHECK_BIN)

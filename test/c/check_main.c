@@ -22,6 +22,7 @@ int main(void) {
   srunner_add_suite(sr, options_suite());
   srunner_add_suite(sr, budget_suite());
   srunner_add_suite(sr, out_dir_suite());
+  srunner_add_suite(sr, main_suite());
   srunner_run_all(sr, CK_NORMAL);
   failed = srunner_ntests_failed(sr);
   srunner_free(sr);

@@ -57,5 +57,6 @@ Suite *stack_suite(void);
 Suite *options_suite(void);
 Suite *budget_suite(void);
 Suite *out_dir_suite(void);
+Suite *main_suite(void);
 
 #endif
