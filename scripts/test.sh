@@ -6,7 +6,8 @@
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
 #   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), then the fuzzers for
-#   FUZZ_SECONDS (default 30).
+#   FUZZ_SECONDS (default 30), then the line coverage of port/ by Check and the fuzzers'
+#   corpora (each file at least 70 %).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
@@ -70,6 +71,7 @@ else
   skip check-mix "elixir (mix) or rebar3 not installed and scripts/deps.sh mix could not install them (see above)"
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+run coverage    $MAKE --no-print-directory -j2 coverage
 
 if [ -n "$failures" ]; then
   case "$failures" in
