@@ -75,7 +75,11 @@
 %%% <li>`entry': an MFA spec or a list of them whose calls open a request
 %%%     by themselves (for servers whose entry point cannot be wrapped);
 %%%     `identity' (`mfa'): the request identity of an entry call:
-%%%     `mfa', `{arg, N}' (the N-th argument), a one-argument fun typed in
+%%%     `mfa', `{arg, N}' (the N-th argument, as it is: it goes into every
+%%%     row and text of the report, so an argument holding headers, a token or
+%%%     a request record puts them there; give a match spec that keeps the
+%%%     route instead, doc/tiers.md "The identity is what the report shows"),
+%%%     a one-argument fun typed in
 %%%     the shell (converted like `dbg:fun2ms/1': `fun([Req, _]) ->
 %%%     element(2, Req) end'; its last expression is the identity), or
 %%%     `{ms, MatchSpec}' for compiled code, e.g. `{ms,
