@@ -656,6 +656,9 @@ out_dir(Cfg) ->
         {error, {Kind, _Path, _Why} = Reason} when Kind =:= unsafe_directory;
                                                   Kind =:= open_failed ->
             {error, {output_directory, Dir, dir_reason(Reason, Cfg)}};
+        %% Not answered, as every other capture's start says it: {sink, Why}.
+        {error, Why} when Why =:= timeout; Why =:= not_running -> {error, {sink, Why}};
+        {error, {sink_down, _} = Why} -> {error, {sink, Why}};
         {error, _} = Error -> Error;
         Other -> {error, {sink, Other}}
     end.
