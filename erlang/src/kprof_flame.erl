@@ -563,7 +563,7 @@ warn_limits(Info) ->
 %% files are there either way.
 -spec maybe_open(speedscope | browser | false, [file:filename_all()]) -> ok.
 maybe_open(speedscope, Files) ->
-    open_with(speedscope, ".speedscope.json", os:find_executable("speedscope"), Files,
+    open_with(speedscope, ".speedscope.json", executable("speedscope"), Files,
               "the speedscope CLI is not on the PATH (install it with `npm install -g "
               "speedscope`), or load ~ts at https://www.speedscope.app");
 maybe_open(browser, Files) ->
@@ -601,7 +601,7 @@ browser() ->
     case os:getenv("BROWSER") of
         Set when is_list(Set), Set =/= "" ->
             [First | _] = string:split(Set, ":"),
-            case os:find_executable(First) of
+            case executable(First) of
                 false -> browser_default();
                 Exe -> Exe
             end;
@@ -611,7 +611,21 @@ browser() ->
 
 -spec browser_default() -> file:filename() | false.
 browser_default() ->
-    os:find_executable("xdg-open").
+    executable("xdg-open").
+
+%% A command's absolute path: the name itself when absolute, else from the
+%% PATH's absolute directories only (a relative one, `.' say, would run
+%% whatever the node's current directory holds).
+-spec executable(string()) -> file:filename() | false.
+executable(Name) ->
+    case filename:pathtype(Name) of
+        absolute ->
+            os:find_executable(filename:basename(Name), filename:dirname(Name));
+        _ ->
+            Dirs = [D || D <- string:lexemes(os:getenv("PATH", ""), ":"),
+                         filename:pathtype(D) =:= absolute],
+            os:find_executable(Name, lists:flatten(lists:join(":", Dirs)))
+    end.
 
 -spec run_detached(file:filename(), file:filename()) -> ok.
 run_detached(Exe, File) ->

@@ -287,22 +287,37 @@ open_speedscope() ->
                       ?assertEqual(Json, string:trim(wait_file(Log, 10000)))
               end).
 
+%% No speedscope on the PATH's absolute directories: a warning. One reached
+%% through a relative PATH entry (resolved against the node's current
+%% directory) is not run either.
 -spec open_no_speedscope() -> term().
 open_no_speedscope() ->
     Dir = tmp_dir(),
     Empty = filename:join(Dir, "empty"),
     ok = filelib:ensure_path(Empty),
+    Rel = filename:join(Dir, "relative"),
+    ok = filelib:ensure_path(Rel),
+    Log = filename:join(Dir, "ran"),
+    Fake = filename:join(Rel, "speedscope"),
+    ok = file:write_file(Fake, ["#!/bin/sh
+touch ", Log, "
+"]),
+    ok = file:change_mode(Fake, 8#755),
+    {ok, Cwd} = file:get_cwd(),
+    Up = filename:join([".." || _ <- tl(filename:split(Cwd))] ++ ["."]),
+    RelEntry = filename:join(Up, tl(filename:split(Rel))),
     logger:set_handler_config(default, level, all),
     ok = logger:add_handler(kprof_ft_capture, ?MODULE, #{config => self()}),
     try
-        with_path(Empty,
+        with_path(Empty ++ ":" ++ RelEntry,
                   fun() ->
                           {ok, ok, Files} = kprof:flame_apply(fun() -> lists:seq(1, 10), ok end,
                                                               #{output_directory => Dir,
                                                                 open => speedscope}),
                           ?assertEqual(4, length(Files)),
                           Msg = receive {logged, warning, Text} -> Text after 5000 -> none end,
-                          ?assertNotEqual(nomatch, string:find(Msg, "npm install -g speedscope"))
+                          ?assertNotEqual(nomatch, string:find(Msg, "npm install -g speedscope")),
+                          ?assertNot(filelib:is_regular(Log))
                   end)
     after
         logger:remove_handler(kprof_ft_capture),
