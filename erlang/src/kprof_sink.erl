@@ -666,7 +666,12 @@ handshake(Port, Ref, Path, Timeout) ->
                 _ -> handshake(Port, Ref, Path, Timeout)   % an alert: not the answer yet
             end;
         {Port, {exit_status, Status}} ->
-            not_answering(Port, Path, {exit_status, Status})
+            not_answering(Port, Path, {exit_status, Status});
+        {'EXIT', Port, Reason} ->
+            %% The program was gone when the version command reached its
+            %% pipe: the write failed (epipe) and the port closed without an
+            %% exit_status (a race, seen 1 time in 400 under load).
+            not_answering(Port, Path, {exit, Reason})
     after Timeout ->
         not_answering(Port, Path, timeout)
     end.
