@@ -123,7 +123,8 @@ decide(Value0, {IP, Forwarded}, Config) ->
         {false, _} ->
             none;
         {true, {error, _}} ->
-            refuse(bad_config, false);
+            %% Said to a loopback client, as `off' is: the operator asking.
+            refuse(bad_config, is_loopback(IP));
         {true, {ok, off}} ->
             refuse(off, is_loopback(IP));
         {true, {ok, #{from := From, loopback_only := LoopbackOnly, secret := S} = C}} ->

@@ -62,9 +62,11 @@ config_test() ->
         ?assertEqual({error, {unknown_keys, [tokens]}}, Set(#{tokens => 1})),
         ?assertEqual({error, {bad_value, yes}}, Set(yes)),
         ?assertEqual({error, {bad_option, keep_patterns_ms, -1}}, Set(#{keep_patterns_ms => -1})),
-        %% A bad configuration refuses, counted as such.
+        %% A bad configuration refuses, counted as such, said to loopback only.
+        ?assertMatch({refused, bad_config, true},
+                     kprof_flame_web:decide("true", {{127, 0, 0, 1}, false})),
         ?assertMatch({refused, bad_config, false},
-                     kprof_flame_web:decide("true", {{127, 0, 0, 1}, false}))
+                     kprof_flame_web:decide("true", {{10, 0, 0, 1}, false}))
     after
         application:unset_env(kprof, allow_tracing)
     end.
