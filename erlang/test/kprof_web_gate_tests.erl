@@ -396,8 +396,10 @@ mode(Path) ->
 refused() ->
     maps:get(refused, maps:get(web, kprof:status())).
 
+%% The server's root: a directory of the test's cache one, removed with it.
 start_httpd(Extra) ->
-    Root = tmp_dir("root"),
+    Root = filename:join(os:getenv("XDG_CACHE_HOME"), "www"),
+    ok = filelib:ensure_path(Root),
     {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_web_gate_tests"},
                                       {server_root, Root}, {document_root, Root},
                                       {bind_address, {127, 0, 0, 1}},
