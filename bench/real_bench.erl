@@ -169,7 +169,8 @@ brief(#{outcome := O}) ->
 
 report(Rows, Runs, Env = #{timeout := Timeout, max_kb := MaxKB}, Skipped, Load0, Load1) ->
     Head = io_lib:format(
-             "`make bench-real` (part of `make bench`); load average before / after: ~s / ~s.~n~n"
+             "`make bench-real` (part of `make bench`), kprof at ~s; load average before / after: "
+             "~s / ~s.~n~n"
              "bench/real_bench.erl: each run a VM of its own (`+sbwt none`), killed past ~b s "
              "or ~b MB of resident memory; the workload made and run once untraced first; then "
              "one call of the tool. ~b round(s), the tools interleaved in each. \"to files\": "
@@ -182,7 +183,7 @@ report(Rows, Runs, Env = #{timeout := Timeout, max_kb := MaxKB}, Skipped, Load0,
              "fprof: `apply/3` to a trace file, `profile/1`, `analyse/1` to a file; "
              "eflame: `apply(normal_with_children, File, W, [])`; eflambe: "
              "`apply({W, []}, [{output_directory, Dir}, {return, filename}])`.~n~n",
-             [Load0, Load1, Timeout div 1000, MaxKB div 1024, Runs]),
+             [commit(), Load0, Load1, Timeout div 1000, MaxKB div 1024, Runs]),
     Skips = [io_lib:format("- ~s: SKIPPED (~s)~n", [T, Why]) || {T, Why} <- Skipped]
         ++ [io_lib:format("- ~s: ~s~n", [A, Where]) || {A, Where} <- peer_versions(Env)],
     Table = ["| workload | tool | to files ms | min - max | traced call ms | VM CPU ms "
@@ -191,6 +192,16 @@ report(Rows, Runs, Env = #{timeout := Timeout, max_kb := MaxKB}, Skipped, Load0,
              "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|\n"
              | [row(W, T, Rs, eprof_of(W, Rows)) || {W, T, Rs} <- Rows]],
     [Head, Skips, if Skips =:= [] -> ""; true -> "\n" end, Table].
+
+%% The checkout's commit (and whether it had changes), or "?" outside git.
+commit() ->
+    case string:trim(os:cmd("git rev-parse --short HEAD 2>/dev/null")) of
+        "" -> "?";
+        C -> case string:trim(os:cmd("git status --porcelain --untracked-files=no 2>/dev/null")) of
+                 "" -> C;
+                 _ -> C ++ " (with changes)"
+             end
+    end.
 
 %% Where each peer's code was found, and its version (its .app file's vsn).
 peer_versions(#{peers := Peers}) ->
