@@ -59,7 +59,7 @@ KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, 
 KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the files' base name (default kprof-Mode-Time-Id)")
 KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "SLEEP frames")
 KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "GC frames")
-KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes")
+KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes (flame_apply: true unless given false)")
 KS_OPTION(KS_M_FLAME, max_depth, KS_T_INT, 1, 100000, "256", KS_BY_BOTH, "deeper frames are merged into TRUNCATED")
 KS_OPTION(KS_M_FLAME, max_nodes, KS_T_INT, 16, 1 << 26, "1000000", KS_BY_BOTH, "distinct call paths")
 KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")

@@ -253,8 +253,8 @@ help() ->
     io:put_chars(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
       "Flame graphs (files: .folded .perf .speedscope.json .svg):\n"
-      "  kprof:flame_apply(fun() -> ... end, #{})        one call, in this process\n"
-      "  kprof:flame_apply(Fun, #{children => true})     and the processes it spawns\n"
+      "  kprof:flame_apply(fun() -> ... end, #{})        one call, and what it spawns\n"
+      "  kprof:flame_apply(Fun, #{children => false})    this process alone\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
@@ -647,7 +647,8 @@ calls(Spec, Opts) ->
 %%% `speedscope', `svg', a list of them, or `all', the default),
 %%% `output_directory' (default "."), `sleep' (SLEEP frames for time
 %%% scheduled out, default true), `gc' (GC frames, default true),
-%%% `children' (follow spawned processes, default false), `max_depth'
+%%% `children' (follow spawned processes; default true for flame_apply,
+%%% false for flame_capture and flame_pid), `max_depth'
 %%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
 %%% `dropped_procs'), `group' (`pid', `name', `initial_call' or `all':
@@ -682,7 +683,8 @@ flame_apply(Fun) ->
 %% @doc Run `Fun()' (or `apply(M, F, Args)') in the calling process,
 %% traced from just before the call to its return; `{ok, Result, Files}'.
 %% An exception of the function is raised again after the files are
-%% written. `children => true' follows the processes it spawns.
+%% written. It follows the processes the call spawns, as eprof and fprof do
+%% (`children => false': the caller alone).
 %% `{error, {no_such_function, {M, F, Arity}}}' when `M' does not export
 %% `F/Arity' (nothing is traced).
 -spec flame_apply(fun(() -> term()) | {module(), atom(), [term()]}, kprof_flame:opts()) ->

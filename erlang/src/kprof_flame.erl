@@ -5,7 +5,8 @@
 %%% `kprof:flame_pid/3' are the user's entry points (doc/flame.md).
 %%%
 %%% ```
-%%%  flame_apply(Fun)      the caller, from just before Fun() to its return
+%%%  flame_apply(Fun)      the caller and what it spawns, from just before
+%%%                        Fun() to its return
 %%%  flame_pid(Pids, Ms)   running processes, for Ms milliseconds
 %%%  flame_capture(MFA, N) the next N calls of MFA in any process: a meta
 %%%                        pattern on MFA turns the caller's flags on at the
@@ -38,7 +39,8 @@
           name => string(),                % files' base name (default kprof-Mode-Time-Id)
           sleep => boolean(),              % SLEEP frames (default true)
           gc => boolean(),                 % GC frames (default true)
-          children => boolean(),           % follow spawned processes (default false)
+          children => boolean(),           % follow spawned processes (default: true for
+                                           % flame_apply, false for flame_pid and flame_capture)
           max_depth => pos_integer(),      % deeper frames: TRUNCATED (default 256)
           max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
@@ -132,11 +134,11 @@ pid(Pids, Millis, _Opts) ->
 %% `{error, {unknown_options, [Key]}}' names every key it does not know,
 %% `{error, {bad_option, Key, Value}}' the first bad value.
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
-validate(Opts, _Mode) ->
+validate(Opts, Mode) ->
     %% Keys, values and defaults: the option table's (kprof_opts).
     case kprof_opts:check(flame, Opts) of
         {ok, Checked} ->
-            Cfg = maps:without(?GUARD_KEYS, Checked),
+            Cfg = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
             case maps:with(?GUARD_KEYS, Opts) of
                 Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
                 Limits ->
@@ -147,6 +149,16 @@ validate(Opts, _Mode) ->
         {error, _} = Error ->
             Error
     end.
+
+%% flame_apply follows the processes its call spawns unless told not to, as
+%% eprof, fprof and tprof do: a call's work is also what it hands to the
+%% processes it starts (compile:file compiles in one), and leaving them out
+%% would show the caller waiting with nothing to say why (doc/flame.md,
+%% "What a call spawns"). flame_pid and flame_capture keep the table's
+%% default (false).
+-spec children(apply | pid | capture, map(), map()) -> boolean().
+children(apply, Opts, _Checked) when not is_map_key(children, Opts) -> true;
+children(_Mode, _Opts, #{children := Children}) -> Children.
 
 %% @private The wrapper flame_apply runs the function in: its frame is
 %% hidden (the sink's `hide' option), so stacks start at the function.

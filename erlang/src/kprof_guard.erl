@@ -124,7 +124,11 @@
                 %% when it was asked (ms); the last answer.
                 probe :: undefined | {probing, integer(), reference()},
                 queue :: undefined | non_neg_integer(),
-                last_probe_ms = 0 :: integer()}).
+                last_probe_ms = 0 :: integer(),
+                %% The sink's port as last seen while watching: a sink
+                %% killed is gone from kprof_sink before the abort runs,
+                %% and its port is still the tracer of what it traced.
+                port :: port() | undefined}).
 
 %%====================================================================
 %% PUBLIC
@@ -431,7 +435,8 @@ handle_info(_Msg, S) ->
 %% @private
 %% The application is stopping: nothing of kprof's stays on the node.
 terminate(_Reason, S) ->
-    _ = [turn_off(Name, A, stopped, #{}) || {Name, A} <- maps:to_list(S#state.armed)],
+    _ = [turn_off(Name, A, stopped, #{}, S#state.port)
+         || {Name, A} <- maps:to_list(S#state.armed)],
     kprof_records:delete(?MODULE),
     ok.
 
@@ -449,7 +454,7 @@ start_watch(S) ->
     sync_clock(),
     S#state{sink_mon = Mon, mem_base = erlang:memory(total),
             last_clock = now_ms(), last_reload = now_ms(), ring = undefined,
-            probe = undefined, queue = undefined, last_probe_ms = 0}.
+            probe = undefined, queue = undefined, last_probe_ms = 0, port = sink_port()}.
 
 %% Nothing armed any more: the sink's limits are cleared, except after their
 %% own trip (`keep'): then the sink goes on limiting the events still on
@@ -478,7 +483,7 @@ check(S0) ->
     Mem = erlang:memory(total),
     MaxMem = max_memory(L, S0),
     Since = lists:min([A#armed.since || A <- maps:values(S0#state.armed)]),
-    {Ring, S1} = watch_ring(Now, S0),
+    {Ring, S1} = watch_ring(Now, seen_port(Port, S0)),
     %% A port answers port_info once the trace messages before it went
     %% through: its delay is their lag.
     Stall = map_get(max_lag_ms, L),
@@ -723,7 +728,8 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     %% pattern cleared on every module waits for every scheduler, which a
     %% loaded machine makes slow).
     _ = (catch kprof_tracer:detach()),
-    _ = [turn_off(Name, A, Kind, Info) || {Name, A} <- maps:to_list(S0#state.armed)],
+    _ = [turn_off(Name, A, Kind, Info, S0#state.port)
+         || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
     Msg = unicode:characters_to_binary(message(Kind, Info)),
     logger:warning("kprof: tracing aborted: ~ts (off in ~b us)", [Msg, Took]),
@@ -737,8 +743,9 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
 
 %% The mode's own abort first (so it can note why), then the net: the
 %% patterns it armed (`on_load' among them), and the flags of every process
-%% whose tracer is kprof's (the sink's port, the tracer NIF).
-turn_off(Name, A, Kind, Info) ->
+%% whose tracer is kprof's (the sink's port, the port watched until now,
+%% the tracer NIF).
+turn_off(Name, A, Kind, Info, Seen) ->
     case catch (A#armed.abort)(Kind, Info) of
         {'EXIT', Why} -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]);
         _ -> ok
@@ -747,16 +754,28 @@ turn_off(Name, A, Kind, Info) ->
     All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
     _ = [catch erlang:trace_pattern({M, '_', '_'}, false, Flags)
          || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
-    untrace_kprof(),
+    untrace_kprof(Seen),
     ok.
 
-%% Every trace flag whose tracer is kprof's comes off; the NIF writes no
-%% more (a process it still traces drops it at its next event, or when
-%% anyone asks erlang:trace_info/2 about it).
-untrace_kprof() ->
-    _ = [catch erlang:trace(all, false, [all, T]) || T <- kprof_tracers()],
+%% Every trace flag whose tracer is kprof's comes off, before any alert is
+%% sent; the NIF writes no more (a process it still traces drops it at its
+%% next event, or when anyone asks erlang:trace_info/2 about it). `Seen':
+%% the sink's port the guard watched. A kprof_sink killed is not registered
+%% until its supervisor restarts it, so kprof_tracers/0 may name no port at
+%% all (so it was in every failure of the owner_killed test), and the VM
+%% clears the flags of a closed tracer port only at the process's next
+%% event, which a process whose patterns are off may never make. Named as
+%% the tracer, a closed port still clears the processes it traced
+%% (`erlang:trace(all, false, [all, {tracer, Port}])', checked on OTP 25).
+untrace_kprof(Seen) ->
+    Tracers = lists:usort(kprof_tracers() ++ [{tracer, Seen} || is_port(Seen)]),
+    _ = [catch erlang:trace(all, false, [all, T]) || T <- Tracers],
     _ = (catch kprof_tracer:detach()),
     ok.
+
+%% The sink's port as the guard last saw it (kept when the sink is gone).
+seen_port(Port, S) when is_port(Port) -> S#state{port = Port};
+seen_port(_Port, S) -> S.
 
 %% @doc kprof's tracers as `erlang:trace/3' takes them: the sink's port and
 %% the tracer NIF's live generation, whichever exist.
@@ -778,7 +797,7 @@ kprof_tracers() ->
 owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
     T0 = erlang:monotonic_time(microsecond),
     Info = #{what => owner_down, owner => Pid, reason => Reason},
-    _ = [turn_off(N, maps:get(N, Armed), owner_down, Info) || N <- Names],
+    _ = [turn_off(N, maps:get(N, Armed), owner_down, Info, S0#state.port) || N <- Names],
     Took = erlang:monotonic_time(microsecond) - T0,
     Msg = unicode:characters_to_binary(message(owner_down, Info#{modes => Names})),
     logger:warning("kprof: ~ts (off in ~b us)", [Msg, Took]),

@@ -208,6 +208,7 @@ tests(Tracer) ->
               {"sleep => false drops scheduled-out time", fun no_sleep/1},
               {"flame_pid: per-process stacks, nothing of other processes", fun per_process/1},
               {"children => true follows spawned processes", fun children/1},
+              {"flame_apply follows them by default", fun children_by_default/1},
               {"several processes: the same per-process totals in all four formats",
                fun formats_agree/1},
               {"several processes, sleep => false: no waiting, totals still agree",
@@ -774,10 +775,16 @@ per_process(Dir) ->
     ?assertEqual(Roots, lists:sort(maps:keys(speedscope(file_of(".speedscope.json", Files))))).
 
 children(Dir) ->
+    children(Dir, #{children => true}).
+
+children_by_default(Dir) ->
+    children(Dir, #{}).
+
+children(Dir, Opts) ->
     _ = steps(),
     {ok, parent_done, Files} = kprof:flame_apply(fun ?MODULE:parent/0,
-                                                 #{output_directory => Dir, children => true,
-                                                   output_format => folded}),
+                                                 Opts#{output_directory => Dir,
+                                                       output_format => folded}),
     Steps = steps(),
     Folded = folded(hd(Files)),
     Me = label(self(), mfa(parent)),
@@ -794,7 +801,7 @@ children(Dir) ->
 
 no_children(Dir) ->
     {ok, parent_done, Files} = kprof:flame_apply(fun ?MODULE:parent/0,
-                                                 #{output_directory => Dir,
+                                                 #{output_directory => Dir, children => false,
                                                    output_format => folded}),
     Folded = folded(hd(Files)),
     ?assertEqual([label(self(), mfa(parent))], lists:usort([R || [R | _] <- maps:keys(Folded)])),

@@ -1,0 +1,209 @@
+%%% EUnit: kprof's flame_apply on real OTP code, checked against eprof on the
+%%% same calls (erlang/test/kprof_real_work.erl: compile:file of
+%%% erlang/src/kprof_tiers.erl, xmerl_scan:string of a catalogue).
+%%%
+%%% One kprof capture and one eprof run per workload, shared by the
+%%% assertions on it (setup/0), each after a warm-up run that loads the code
+%%% (eprof's patterns cover loaded modules only):
+%%% - no function of fewer than 100 calls holds more than 5 % of kprof's self
+%%%   time while eprof gives it less than 2 % (the misattribution of issue 22:
+%%%   a 19-call fun of compile credited with 58 % of all self time);
+%%% - calls equal eprof's for every function either counts (0 for one it
+%%%   did not see). What is comparable: eprof counts per process, in the
+%%%   process it spawns for the call and every process spawned from it;
+%%%   kprof (`children => true') in the caller and every process spawned
+%%%   from it: the same work but for each tool's own wrapper around the call,
+%%%   so each count is less the tool's count for a call that does nothing,
+%%%   and the tools' own modules are left out; so are BIFs (eprof's
+%%%   call_time breakpoints and the `call' trace of kprof's local pattern do
+%%%   not see the same BIF calls), erts_internal's functions (the Erlang
+%%%   parts of BIFs, called as the scheduler has it: demonitor(R, [flush])
+%%%   calls flush_monitor_messages/3 when the message may be there, 2 or 3
+%%%   times in one compile) and the functions whose count changes from run
+%%%   to run of the workload under any tool (?RUN_DEPENDENT);
+%%% - a small memory budget (`max_bytes') shows the paths it could not keep
+%%%   as a frame named OVER_BUDGET... in the folded file.
+%%% And flame_apply's default follows the processes a call spawns: compile:file
+%%% does its work in one.
+-module(kprof_real_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+%% The xmerl document's items: a few seconds under kprof, not the bench's 4,000.
+-define(XMERL_ITEMS, 1000).
+-define(FEW_CALLS, 100).
+-define(KPROF_MAX_PCT, 5.0).
+-define(EPROF_MAX_PCT, 2.0).
+%% Modules that are a tool's own wrapper around the call, not the workload.
+-define(TOOL_MODULES, [eprof, erl_eval, kprof, kprof_flame, kprof_flame_srv, kprof_sink,
+                       kprof_tracer, kprof_real_tests]).
+%% Functions whose calls are not the same from one run of the workload to
+%% the next, whatever the tool: maps:to_list/1 loops on
+%% erts_internal:map_next/3, which returns after as many elements as the
+%% process's reductions left allow (two eprof runs of compile:file in one VM
+%% counted 5,880 and 5,879 calls).
+-define(RUN_DEPENDENT, [{maps, to_list_internal, 1}]).
+
+real_test_() ->
+    {timeout, 900,
+     {setup, fun setup/0, fun cleanup/1,
+      fun(Caps) ->
+              lists:append([workload_tests(W, maps:get(W, Caps)) || W <- [compile, xmerl]])
+                  ++ [{"a small max_bytes: the paths past it are a visible OVER_BUDGET frame",
+                       {timeout, 120, fun() -> over_budget(maps:get(xmerl_input, Caps)) end}},
+                      {"flame_apply follows the process compile:file spawns, by default",
+                       {timeout, 120, fun children_by_default/0}}]
+      end}}.
+
+workload_tests(W, #{kprof := K, eprof := E}) ->
+    Name = atom_to_list(W),
+    [{Name ++ ": the capture ended with its files and table",
+      fun() -> ?assertMatch({ok, _, [_ | _], [_ | _]}, maps:get(result, K)) end},
+     {Name ++ ": no function of < 100 calls has > 5 % of kprof's self time and < 2 % of eprof's",
+      fun() -> ?assertEqual([], misattributed(K, E)) end},
+     {Name ++ ": calls equal eprof's for every function either counts",
+      fun() -> ?assertEqual([], call_mismatches(K, E)) end}].
+
+setup() ->
+    ok = kprof:start(),
+    Compile = kprof_real_work:input(compile, source("kprof_tiers.erl")),
+    Xmerl = kprof_real_work:input(xmerl, ?XMERL_ITEMS),
+    #{compile => capture(Compile), xmerl => capture(Xmerl), xmerl_input => Xmerl}.
+
+cleanup(_) ->
+    kprof:stop().
+
+%% A module of kprof's own source, in src/ beside the ebin kprof runs from.
+source(File) ->
+    filename:join([filename:dirname(filename:dirname(code:which(kprof))), "src", File]).
+
+%% The workload once untraced, then under kprof (every function in the
+%% table), then under eprof; each tool also on a call that does nothing, for
+%% the calls its own wrapper makes (baseline).
+capture(Input) ->
+    Expected = kprof_real_work:run(Input),
+    Fun = fun() -> kprof_real_work:run(Input) end,
+    {Result, Text} = kprof_run(Fun),
+    {Base, _} = kprof_run(fun() -> ok end),
+    #{kprof => #{result => Result, rows => rows(Result, Expected), text => Text,
+                 baseline => rows(Base, ok)},
+      eprof => #{per_process => eprof_run(Fun, Expected), baseline => eprof_run(fun() -> ok end, ok)}}.
+
+%% flame_apply with every function in the table (the table's text captured).
+kprof_run(Fun) ->
+    Dir = filename:join(["/tmp", "kprof-real-" ++ os:getpid()]),
+    Self = self(),
+    Text = kprof_test_util:capture_io(
+             fun() ->
+                     Self ! {kprof_result,
+                             kprof:flame_apply(Fun, #{children => true, top => 100000,
+                                                      output_format => folded,
+                                                      output_directory => Dir,
+                                                      progress => false})}
+             end),
+    _ = file:del_dir_r(Dir),
+    receive {kprof_result, R} -> {R, Text} end.
+
+rows({ok, Expected, _Files, Top}, Expected) -> Top;
+rows(_, _) -> [].
+
+eprof_run(Fun, Expected) ->
+    {ok, _} = eprof:start(),
+    {ok, Expected} = eprof:profile([], Fun, {'_', '_', '_'}),
+    PerProcess = eprof:dump(),
+    stopped = eprof:stop(),
+    PerProcess.
+
+%% kprof's calls and self times per function.
+kprof_table(#{rows := Rows}) ->
+    kprof_rows(Rows).
+
+kprof_rows(Rows) ->
+    maps:from_list([{MFA, {C, S}} || #{mfa := MFA = {_, _, _}, calls := C, self_us := S} <- Rows]).
+
+%% eprof's, summed over the processes it traced.
+eprof_table(#{per_process := PerProc}) ->
+    eprof_sum(PerProc).
+
+eprof_sum(PerProc) ->
+    lists:foldl(fun({MFA, {C, Us}}, Acc) ->
+                        maps:update_with(MFA, fun({C0, U0}) -> {C0 + C, U0 + Us} end, {C, Us}, Acc)
+                end, #{}, [E || {_Pid, Es} <- PerProc, E <- Es]).
+
+%% Calls per function, less those of the tool's wrapper (its baseline).
+calls_less(Table, Baseline) ->
+    maps:map(fun(MFA, {C, _}) -> C - element(1, maps:get(MFA, Baseline, {0, 0})) end, Table).
+
+pct(Part, Total) when Total > 0 -> 100 * Part / Total;
+pct(_, _) -> 0.0.
+
+%% Functions of fewer than ?FEW_CALLS calls that kprof gives more than
+%% ?KPROF_MAX_PCT of its self time and eprof less than ?EPROF_MAX_PCT of its own.
+misattributed(K, E) ->
+    KT = kprof_table(K),
+    ET = eprof_table(E),
+    KTotal = lists:sum([S || {_, S} <- maps:values(KT)]),
+    ETotal = lists:sum([U || {_, U} <- maps:values(ET)]),
+    [{MFA, #{calls => C, kprof_self_pct => round1(pct(S, KTotal)),
+             eprof_pct => round1(pct(element(2, maps:get(MFA, ET, {0, 0})), ETotal))}}
+     || {MFA, {C, S}} <- maps:to_list(KT), C < ?FEW_CALLS,
+        pct(S, KTotal) > ?KPROF_MAX_PCT,
+        pct(element(2, maps:get(MFA, ET, {0, 0})), ETotal) < ?EPROF_MAX_PCT].
+
+%% Functions whose counts differ (at most 20 shown): every function either
+%% counted (a function one of them did not see has 0 calls there), BIFs and
+%% the tools' own modules aside, each count less the calls the tool's own
+%% wrapper makes around a call that does nothing.
+call_mismatches(K, E) ->
+    KC = calls_less(kprof_table(K), kprof_rows(maps:get(baseline, K))),
+    EC = calls_less(eprof_table(E), eprof_sum(maps:get(baseline, E))),
+    All = [MFA || MFA = {M, F, A} <- lists:usort(maps:keys(KC) ++ maps:keys(EC)),
+                  not lists:member(M, ?TOOL_MODULES), not erlang:is_builtin(M, F, A),
+                  M =/= erts_internal, not lists:member(MFA, ?RUN_DEPENDENT)],
+    %% The comparison covers the workload, not a handful of functions.
+    ?assert(length(All) > 50),
+    lists:sublist([{MFA, #{kprof => maps:get(MFA, KC, 0), eprof => maps:get(MFA, EC, 0)}}
+                   || MFA <- All, maps:get(MFA, KC, 0) =/= maps:get(MFA, EC, 0)], 20).
+
+round1(X) -> round(X * 10) / 10.
+
+%% max_bytes (issue 22's memory budget, in place of max_nodes and
+%% max_depth): far too small for the call, so most paths do not fit; they
+%% must show in the folded file as a frame whose name starts OVER_BUDGET.
+over_budget(Input) ->
+    Dir = filename:join(["/tmp", "kprof-real-budget-" ++ os:getpid()]),
+    try
+        Result = kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
+                                   #{max_bytes => 64 * 1024, output_format => folded,
+                                     output_directory => Dir, progress => false}),
+        ?assertMatch({ok, _, [_]}, Result),
+        {ok, _, [Folded]} = Result,
+        {ok, Bin} = file:read_file(Folded),
+        Frames = [Fr || Line <- binary:split(Bin, <<"\n">>, [global]), Line =/= <<>>,
+                        Fr <- binary:split(hd(binary:split(Line, <<" ">>)), <<";">>, [global])],
+        ?assertNotEqual([], [Fr || <<"OVER_BUDGET", _/binary>> = Fr <- Frames])
+    after
+        file:del_dir_r(Dir)
+    end.
+
+%% compile:file runs the compiler in a process it spawns: with flame_apply's
+%% default options the compiler's passes are in the graph; with
+%% `children => false' they are not (the caller only waits).
+children_by_default() ->
+    Input = kprof_real_work:input(compile, source("kprof_hist.erl")),
+    _ = kprof_real_work:run(Input),
+    Dir = filename:join(["/tmp", "kprof-real-children-" ++ os:getpid()]),
+    Passes = fun(Opts) ->
+                     {ok, _, [Folded]} =
+                         kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
+                                           Opts#{output_format => folded, output_directory => Dir,
+                                                 progress => false}),
+                     {ok, Bin} = file:read_file(Folded),
+                     ok = file:delete(Folded),
+                     binary:matches(Bin, <<"beam_ssa_opt:">>) =/= []
+             end,
+    try
+        ?assert(Passes(#{})),
+        ?assertNot(Passes(#{children => false}))
+    after
+        file:del_dir_r(Dir)
+    end.
