@@ -233,7 +233,10 @@ start() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
 %% `make sink'), `{error, {sink_not_answering, Path, Why}}' when the program
 %% at `sink_path' does not answer as kprof_sink does within `call_timeout'
-%% (kprof is not left running), `{error, {bad_option, Key, Value}}' for
+%% (kprof is not left running), `{error, {sink_cannot_run, Path,
+%% #{exit_status => Status, output => Output}}}' when it exited with a failure
+%% first (`Output': its own words, such as the loader's for a missing shared
+%% library), `{error, {bad_option, Key, Value}}' for
 %% an invalid value, `{error, {unknown_options, [Key]}}' for keys it does
 %% not take and `{error, already_started}' when kprof runs already
 %% (stop it first).

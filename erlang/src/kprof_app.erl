@@ -44,6 +44,7 @@ start_error(Reason) ->
 find_reason({sink_not_built, _} = R) -> {ok, R};
 find_reason({sink_open_failed, _, _} = R) -> {ok, R};
 find_reason({sink_not_answering, _, _} = R) -> {ok, R};
+find_reason({sink_cannot_run, _, _} = R) -> {ok, R};
 find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
 find_reason([H | T]) ->
     case find_reason(H) of
