@@ -100,11 +100,18 @@ $(B)/fault/obj/%.o: port/%.c $(wildcard include/*.h) | preflight
 $(FAULT_SINK): port/main.c $(FAULT_OBJ)
 	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -o $@ port/main.c $(FAULT_OBJ) $(EI_LIBS) $(UV_LIBS)
 
-include test/c/check.mk
 include erlang/erlang.mk
-# Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk,
-# examples/shop/shop.mk, ...).
--include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk examples/*.mk examples/*/*.mk))
+# Each part's own rules (test/c/check.mk, fuzz/fuzz.mk, bench/bench.mk,
+# examples/shop/shop.mk, ...); a hex package has none of them (the `files' of
+# erlang/src/kprof.app.src), and builds the sink, the NIF and erl all the same.
+-include $(sort $(wildcard test/c/*.mk fuzz/*.mk bench/*.mk test/*.mk examples/*.mk examples/*/*.mk))
+
+# What rebar3's compile hook (rebar.config) and mix.exs have make build before
+# they compile erlang/src themselves: the sink, the NIF and the options header.
+# Silent when all is up to date (mix compiles a path dependency at every run).
+.PHONY: prebuild
+prebuild: sink nif $(ERL_OPTS_HRL)
+	@:
 
 # deps first, then a fresh make: the variables above need erl and pkg-config installed.
 demo: deps
