@@ -1191,9 +1191,6 @@ volume(Dir, Want0, Tracer) ->
                         ring -> {Want0, 0}
                     end,
     N = Want div 3 + 1000,  % 3 events an iteration, and a few more
-    #{level := Primary} = logger:get_primary_config(),
-    ok = logger:set_primary_config(level, debug),
-    ok = logger:add_handler(kprof_flame_tests, ?MODULE, #{config => #{pid => self()}, level => debug}),
     #{os_pid := OsPid} = kprof_sink:info(),
     T0 = erlang:monotonic_time(microsecond),
     {ok, ok, Files} = kprof:flame_apply(fun() ->
@@ -1209,9 +1206,7 @@ volume(Dir, Want0, Tracer) ->
                                           max_queue_bytes => 64 bsl 20}),
     T2 = erlang:monotonic_time(microsecond),
     T1 = receive {work_done, T} -> T end,
-    Info = receive {log, #{what := kprof_flame_written, info := I}} -> I after 5000 -> #{} end,
-    ok = logger:remove_handler(kprof_flame_tests),
-    ok = logger:set_primary_config(level, Primary),
+    #{files := Files, info := Info} = kprof_flame:last_written(),
     Events = maps:get(events, Info),
     HWM = vm_hwm_kb(OsPid),
     Folded = folded(file_of(".folded", Files)),
