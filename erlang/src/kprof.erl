@@ -538,8 +538,9 @@ report() ->
     report(#{}).
 
 %% @doc The tier report. Options: `format' (`text': print the table and
-%% return `ok'; `string': `{ok, Binary}' of that text, for scripts and
-%% `bin/myapp eval'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
+%% return `ok'; `string': `{ok, String}', that text as a list of characters,
+%% for scripts and `bin/myapp eval' of a release, which shows the value and not
+%% what the node prints; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
 %% (`self' or `inclusive' time per tier in the table), `sort' (the rows'
 %% order, largest first: `requests', the default, `wall', `other', a
 %% tier's name, or `{Column, p99}' and the other statistics; `identity'),
