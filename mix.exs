@@ -62,7 +62,7 @@ defmodule Mix.Tasks.Compile.KprofC do
 
     # The preflight names a missing make too, before make is looked for.
     with :ok <- sh("sh", ["scripts/preflight.sh"]),
-         :ok <- sh(make, ["--no-print-directory", "prebuild"]) do
+         :ok <- sh(make, ["--no-print-directory", "-j#{System.schedulers_online()}", "prebuild"]) do
       # mix linked priv into the application before make had made
       # erlang/priv (where `priv' points): again, now that it exists.
       Mix.Project.build_structure(Mix.Project.config(), source: @dir)
