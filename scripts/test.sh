@@ -5,8 +5,9 @@
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
-#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), then the fuzzers for
-#   FUZZ_SECONDS (default 30).
+#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
+#   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a
+#   file:// clone of HEAD, offline), then the fuzzers for FUZZ_SECONDS (default 30).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
@@ -68,6 +69,12 @@ if command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1; then
   run mix       $MAKE --no-print-directory check-mix
 else
   skip check-mix "elixir (mix) or rebar3 not installed and scripts/deps.sh mix could not install them (see above)"
+fi
+# kprof as a dependency (test/deps.mk): the same tools, from a clone of HEAD.
+if command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1 && command -v git >/dev/null 2>&1; then
+  run deps      $MAKE --no-print-directory check-deps
+else
+  skip check-deps "elixir (mix), rebar3 or git not installed (see above)"
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 
