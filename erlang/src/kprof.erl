@@ -354,7 +354,11 @@ unsubscribe() ->
 %% @doc What kprof is doing: the sink's health, what tracing is armed, the
 %% limits in force and the last abort, e.g.
 %% `#{sink => ok, armed => [tiers], aborted => #{kind => overload,
-%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}'.
+%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}';
+%% `other_tracers', the processes another tracer kept from kprof when the
+%% last mode started ({@link kprof_guard:other_tracers/0}), and
+%% `other_sessions', those other trace sessions trace too (OTP 27 and later,
+%% {@link kprof_sessions:others/0}).
 -spec status() -> map() | {error, not_running}.
 status() ->
     case guard_call(fun kprof_guard:status/0) of

@@ -90,7 +90,10 @@
 %% capture (its tracer among them) for the caller to set on itself
 %% (flame_apply). A process of `pids' that has a tracer other than kprof's
 %% gives `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing
-%% is set up.
+%% is set up. From OTP 27, `gc => true' while another trace session traces
+%% garbage collection on a process the capture would trace gives
+%% `{error, {gc_traced_by_other_session, Pid | new, Tracer}}' and a warning
+%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator).
 -spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
@@ -100,7 +103,13 @@ open(Id, Mode, Cfg) ->
                     %% A calls session owns the trace flags (kprof_calls).
                     {error, {busy, calls}};
                 [] ->
-                    open_in_sink(Id, Mode, Cfg);
+                    case gc_conflict(Mode, Cfg) of
+                        none ->
+                            open_in_sink(Id, Mode, Cfg);
+                        {Who, Tracer} ->
+                            warn_gc(Who, Tracer),
+                            {error, {gc_traced_by_other_session, Who, Tracer}}
+                    end;
                 Others = [{Pid, Tracer} | _] ->
                     warn_traced(Others),
                     {error, {traced_by_other, Pid, Tracer}}
@@ -422,12 +431,29 @@ traced_by_other(Pids) ->
     [{P, T} || P <- Pids, {tracer, T} <- [catch erlang:trace_info(P, tracer)],
                T =/= [], not kprof_guard:ours(T)].
 
+%% A capture with gc => true, and another trace session tracing garbage
+%% collection on a process it would trace (kprof_sessions).
+-spec gc_conflict(apply | pid | capture, map()) -> none | {pid() | new, term()}.
+gc_conflict(Mode, Cfg) ->
+    case maps:get(gc, Cfg) of
+        false -> none;
+        true when Mode =:= capture -> kprof_sessions:gc_conflict(all);
+        true -> kprof_sessions:gc_conflict({maps:get(pids, Cfg, []), maps:get(children, Cfg)})
+    end.
+
+-spec warn_gc(pid() | new, term()) -> ok.
+warn_gc(Who, Tracer) ->
+    logger:warning("kprof flame: another trace session (tracer ~p) traces garbage collection "
+                   "on ~p; two sessions tracing it on the same process crash the emulator on "
+                   "OTP 27 to 29 (erlang/otp issue 11624), so nothing was captured. Capture "
+                   "with gc => false, or end that session first.", [Tracer, Who]).
+
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
     {Who, Stop} = case kprof_guard:ours(Tracer) of
                       true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
-                      false -> {"another tracer (dbg, recon_trace, ...)",
-                                "dbg:stop/0, recon_trace:clear/0"}
+                      false -> {"another tracer (recon_trace, dbg before OTP 27, ...)",
+                                "recon_trace:clear/0, dbg:stop/0"}
                   end,
     Others = case length(More) of
                  0 -> "";

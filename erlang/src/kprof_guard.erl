@@ -115,6 +115,7 @@
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
+                other_sessions = [] :: [{pid(), term()}],
                 reapplied = 0 :: non_neg_integer(),
                 %% The ring's reader as last seen: its tail, when it last
                 %% moved (or had nothing to read), the drops when the watch began.
@@ -213,10 +214,13 @@ subscribe() ->
 unsubscribe() ->
     gen_server:call(?MODULE, {unsubscribe, self()}).
 
-%% @doc Processes traced by a tracer that is not kprof's (dbg, recon_trace,
-%% a tool of your own). Before OTP 27 a process has one tracer: kprof cannot
+%% @doc Processes traced by a tracer that is not kprof's (recon_trace, dbg
+%% before OTP 27, a tool of your own) in the session kprof traces in (the
+%% only one before OTP 27): a process has one tracer there, so kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
-%% kprof's own tracers (see {@link ours/1}) are never listed.
+%% kprof's own tracers (see {@link ours/1}) are never listed. Processes that
+%% other trace sessions trace (OTP 27 and later: dbg's, for one) are
+%% {@link kprof_sessions:others/0}.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
     Port = sink_port(),
@@ -323,9 +327,11 @@ handle_call({arm, Name, Spec}, _From, S0) ->
          end,
     Others = other_tracers(),
     warn_other_tracers(Others),
+    Sessions = kprof_sessions:others(),
+    warn_other_sessions(Sessions),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
                   limits = strictest(S1#state.limits, Limits, First),
-                  other_tracers = Others},
+                  other_tracers = Others, other_sessions = Sessions},
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
@@ -360,7 +366,8 @@ handle_call({abort, Kind, Info}, _From, S) ->
 handle_call(status, _From, S) ->
     {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
               aborted => S#state.aborted, reapplied => S#state.reapplied,
-              other_tracers => length(S#state.other_tracers)}, S};
+              other_tracers => length(S#state.other_tracers),
+              other_sessions => length(S#state.other_sessions)}, S};
 handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
     case maps:is_key(Pid, Subs) of
         true -> {reply, ok, S};
@@ -842,11 +849,20 @@ mode_name(Name) -> Name.
 warn_other_tracers([]) ->
     ok;
 warn_other_tracers(Others = [{P, T} | _]) ->
-    logger:warning("kprof: ~b process(es) already have another tracer (dbg, recon_trace, ...),"
-                   " so kprof cannot trace them and their calls will be missing;"
-                   " e.g. ~p is traced by ~p. Stop that tracer (dbg:stop/0,"
-                   " recon_trace:clear/0) and start kprof's tracing again.",
+    logger:warning("kprof: ~b process(es) already have another tracer (recon_trace, dbg before"
+                   " OTP 27, ...), so kprof cannot trace them and their calls will be missing;"
+                   " e.g. ~p is traced by ~p. Stop that tracer (recon_trace:clear/0,"
+                   " dbg:stop/0) and start kprof's tracing again.",
                    [length(Others), P, T]).
+
+%% OTP 27 and later: other sessions do not keep kprof out, but their events
+%% cost the same processes, and kprof refuses gc => true beside theirs.
+warn_other_sessions([]) ->
+    ok;
+warn_other_sessions(Others = [{P, T} | _]) ->
+    logger:notice("kprof: ~b process(es) are also traced by another trace session (dbg's, ...):"
+                  " kprof traces them too, and both tracers' costs add up; e.g. ~p is traced"
+                  " by ~p.", [length(Others), P, T]).
 
 ours({kprof_tracer, _Gen}, _Port) -> true;
 ours(Port, Port) when is_port(Port) -> true;
