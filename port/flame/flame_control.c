@@ -21,7 +21,6 @@
  * (enospc, edquot, efbig, eacces, ...), and every file of the capture is
  * removed: all of them or none.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -29,6 +28,7 @@
 #include <unistd.h>
 #include <ei.h>
 
+#include "ks_platform.h"
 #include "ks_proto.h"
 
 #define PATH_MAX_LEN 4096
@@ -353,16 +353,9 @@ static int open_files(const char *dir, const char *base, int fmts, ks_wfile *w,
 
 /* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ... */
 static int encode_errno(ei_x_buff *x, int err) {
-  const char *name = strerrorname_np(err);
-  char atom[MAXATOMLEN];
-  size_t k;
+  const char *name = ks_errno_name(err);
 
-  if (name == NULL)
-    return ei_x_encode_atom(x, "unknown");
-  for (k = 0; name[k] != 0 && k + 1 < sizeof(atom); k++)
-    atom[k] = (char)tolower((unsigned char)name[k]);
-  atom[k] = 0;
-  return ei_x_encode_atom(x, atom);
+  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
 }
 
 static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
