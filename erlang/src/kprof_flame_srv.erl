@@ -445,7 +445,7 @@ gc_conflict(Mode, Cfg) ->
 warn_gc(Who, Tracer) ->
     logger:warning("kprof flame: another trace session (tracer ~p) traces garbage collection "
                    "on ~p; two sessions tracing it on the same process crash the emulator on "
-                   "OTP 27 to 29 (erlang/otp issue 11624), so nothing was captured. Capture "
+                   "OTP 27 to 29 (issue 11624 in OTP's tracker), so nothing was captured. Capture "
                    "with gc => false, or end that session first.", [Tracer, Who]).
 
 -spec warn_traced([{pid(), term()}]) -> ok.

@@ -12,7 +12,7 @@
 %%%     mode starts) names the processes other sessions trace, since their
 %%%     cost adds to kprof's: {@link others/0};</li>
 %%% <li>on OTP 27 to 29, two sessions tracing garbage collection on the
-%%%     same process crash the emulator (erlang/otp issue 11624): a flame
+%%%     same process crash the emulator (issue 11624 in OTP's tracker): a flame
 %%%     capture with `gc => true' is refused, with that reason, while
 %%%     another session traces garbage collection on a process it would
 %%%     trace: {@link gc_conflict/1}.</li>
@@ -68,8 +68,8 @@ others() ->
 gc_conflict(Target) ->
     gc_conflict(Target, probe()).
 
-%% @doc The VM's answers: `trace:session_info/1' for the sessions of a
-%% process, `trace:info/3' for a session's flags or tracer on it.
+%% @doc The VM's answers: `session_info/1' of the `trace' module for the
+%% sessions of a process, its `info/3' for a session's flags or tracer on it.
 -spec probe() -> probe().
 probe() ->
     Mod = trace_module(),
