@@ -141,6 +141,8 @@ EOF
           fail "the release does not answer ping" rebar3
         step "$X" $REL/bin/x eval 'ok = kprof:start_tiers([{page, [{x_work, page, 1}]}, {query, [{x_work, query, 1}]}], #{}), [kprof:request(I rem 2, fun() -> x_work:page(I) end) || I <- lists:seq(1, 20)], kprof:stop_tiers().' ||
           fail "bin/x eval of a tiers run" rebar3
+        sed 's/^/  > /' "$OUT"
+        has "the tiers run ends with ok" "^ok$" rebar3
         if step "$X" $REL/bin/x eval 'kprof:report(#{format => string}).'; then
           cat "$OUT" | sed 's/^/  > /'
           has "the report's header, as text" "^\{ok, \{ok, \"kprof tiers on $NAME@localhost: .* requests 20 recorded" rebar3
