@@ -306,7 +306,7 @@ terminate(_Reason, #state{port = Port}) ->
     %% The sink exits by itself when its stdin closes.
     _ = release_ring(),
     _ = persistent_term:erase({?MODULE, port}),
-    catch port_close(Port),
+    _ = try port_close(Port) catch _:_ -> ok end,
     ok.
 
 %% @private
@@ -387,15 +387,22 @@ ensure_writer(S = #state{port = Port}) ->
 %% before it saw the request still comes first.
 writer(Owner, Port) ->
     receive
-        {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+        {send, Bin} -> send_now(Port, Bin), writer(Owner, Port);
         stop -> ok
     after 100 ->
         Owner ! {writer_idle, self()},
         receive
-            {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+            {send, Bin} -> send_now(Port, Bin), writer(Owner, Port);
             stop -> ok
         end
     end.
+
+%% A port gone (closed, or the sink dead) drops the command: whatever
+%% port_command/2 raises.
+-spec send_now(port(), binary()) -> ok.
+send_now(Port, Bin) ->
+    _ = try erlang:port_command(Port, Bin) catch _:_ -> false end,
+    ok.
 
 -spec expire(reference(), #state{}) -> #state{}.
 expire(Ref, S = #state{pending = Pending}) ->
@@ -515,7 +522,7 @@ fallback(Why, #state{port = Port}) ->
 %% Whatever ring the NIF has mapped is let go (the sink that made it is gone).
 -spec release_ring() -> ok.
 release_ring() ->
-    _ = (catch kprof_tracer:release()),
+    _ = try kprof_tracer:release() catch _:_ -> ok end,
     ok.
 
 %%% Frames from the sink
@@ -710,7 +717,7 @@ handshake(Port, Ref, Path, Timeout) ->
     end.
 
 not_answering(Port, Path, Why) ->
-    catch port_close(Port),
+    _ = try port_close(Port) catch _:_ -> ok end,
     receive {'EXIT', Port, _} -> ok after 0 -> ok end,
     _ = persistent_term:erase({?MODULE, port}),
     {error, {sink_not_answering, Path, Why}}.
@@ -728,7 +735,7 @@ os_pid(Port) ->
 -spec abandon(port()) -> ok.
 abandon(Port) ->
     true = unlink(Port),
-    _ = (catch exit(Port, kill)),
+    _ = try exit(Port, kill) catch _:_ -> true end,
     ok.
 
 -spec kill_os_pid(integer() | undefined) -> ok | {error, term()}.
