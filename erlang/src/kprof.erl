@@ -363,9 +363,17 @@ unsubscribe() ->
 status() ->
     case guard_call(fun kprof_guard:status/0) of
         S when is_map(S) ->
-            Sink = case catch kprof_sink:command(ping, 1000) of
-                       pong -> ok;
-                       Err -> Err
+            %% The sink's answer, or what its call raised, as a `catch'
+            %% would give it: {'EXIT', Reason} (an error's with its stack).
+            Health = fun(pong) -> ok;
+                        (Err) -> Err
+                     end,
+            Sink = try kprof_sink:command(ping, 1000) of
+                       Answer -> Health(Answer)
+                   catch
+                       throw:Thrown -> Health(Thrown);
+                       error:Reason:Stack -> Health({'EXIT', {Reason, Stack}});
+                       exit:Reason -> Health({'EXIT', Reason})
                    end,
             S#{sink => Sink};
         Err ->

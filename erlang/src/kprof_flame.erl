@@ -411,9 +411,11 @@ progress_loop(Id, Mode, GL, T0, Ms) ->
                      end,
             Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
             %% A group leader gone (its shell ended) ends the lines, quietly.
-            case catch io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
+            try io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
                 ok -> progress_loop(Id, Mode, GL, T0, Ms);
                 _ -> ok
+            catch
+                _:_ -> ok
             end
     end.
 
