@@ -198,7 +198,7 @@ set_flags(Pid, Flags) ->
                {tracer, Port} -> Port;
                {tracer, M, St} -> {M, St}
            end,
-    case catch erlang:trace_info(Pid, tracer) of
+    case tracer_of(Pid) of
         {tracer, T} when T =/= [], T =/= Want ->
             case kprof_guard:ours(T) of
                 true -> trace(Pid, false, ?ALL_FLAGS);
@@ -252,11 +252,11 @@ undo(#{caps := Caps, writing := Writing}) ->
     logger:warning("kprof flame: the flame server was restarted with ~b capture(s) open; "
                    "their tracing is turned off, they end with what the sink has",
                    [map_size(Caps) + map_size(Writing)]),
-    _ = [catch erlang:trace_pattern(T, false, [meta]) || #{trigger := T} <- maps:values(Caps),
-                                                         T =/= undefined],
+    _ = [try erlang:trace_pattern(T, false, [meta]) catch _:_ -> 0 end
+         || #{trigger := T} <- maps:values(Caps), T =/= undefined],
     clear_patterns(),
     sweep(),
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     _ = [Owner ! {kprof_flame_aborted, Id, server_down}
          || {Id, Owner} <- [{I, O} || {I, #{owner := O}} <- maps:to_list(Caps)]
                 ++ maps:to_list(Writing)],
@@ -298,7 +298,7 @@ call_({done, Id}, _From, S = #state{writing = W}) ->
     case maps:take(Id, W) of
         {{_Owner, MRef}, Rest} ->
             erlang:demonitor(MRef, [flush]),
-            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            disarm(Id),
             {reply, ok, S#state{writing = Rest}};
         error ->
             {reply, ok, S}
@@ -308,8 +308,10 @@ call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
-            _ = (catch kprof_guard:watch_patterns({kprof_flame, Id},
-                                                  [callers_pattern(), on_load_pattern()])),
+            _ = try kprof_guard:watch_patterns({kprof_flame, Id},
+                                               [callers_pattern(), on_load_pattern()])
+                catch _:_ -> ok
+                end,
             _ = erlang:trace_pattern(MFA, false, [meta]),
             {reply, ok, S};
         _ ->
@@ -356,7 +358,7 @@ info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = 
          [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
         [Id] ->
             S1 = do_close(Id, disarm, S),
-            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            disarm(Id),
             _ = kprof_sink:send({flame_drop, Id}),
             {noreply, S1#state{writing = maps:remove(Id, W)}};
         [] ->
@@ -370,7 +372,7 @@ info_(_Msg, S) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, S = #state{caps = Caps, writing = W}) ->
     _ = lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps)),
-    _ = [catch kprof_guard:disarm({kprof_flame, Id}) || Id <- maps:keys(W)],
+    _ = [disarm(Id) || Id <- maps:keys(W)],
     kprof_records:delete(?SERVER),
     ok.
 
@@ -428,8 +430,19 @@ do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
 %% to trace them (`badarg', or "can only have one tracer per process").
 -spec traced_by_other([pid()]) -> [{pid(), term()}].
 traced_by_other(Pids) ->
-    [{P, T} || P <- Pids, {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-               T =/= [], not kprof_guard:ours(T)].
+    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_guard:ours(T)].
+
+%% erlang:trace_info(P, tracer), or `undefined' when it raises (as for a
+%% process that is gone: nothing to read).
+-spec tracer_of(pid()) -> {tracer, term()} | undefined.
+tracer_of(P) ->
+    try erlang:trace_info(P, tracer) catch _:_ -> undefined end.
+
+%% The guard lets capture Id go (a guard gone, or down: nothing to let go).
+-spec disarm(integer()) -> ok.
+disarm(Id) ->
+    _ = try kprof_guard:disarm({kprof_flame, Id}) catch _:_ -> ok end,
+    ok.
 
 %% A capture with gc => true, and another trace session tracing garbage
 %% collection on a process it would trace (kprof_sessions).
@@ -681,9 +694,17 @@ arm_guard(Id, Owner, Cfg, E0) ->
         undefined ->
             ok;
         _ ->
-            case catch kprof_guard:arm({kprof_flame, Id}, maps:merge(Arm, Limits)) of
-                ok -> ok;
-                Other -> logger:warning("kprof flame: the guard refused to arm: ~p", [Other])
+            %% What the call raises is a refusal too, as a `catch' gives it.
+            Armed = fun(ok) -> ok;
+                       (Other) -> logger:warning("kprof flame: the guard refused to arm: ~p",
+                                                 [Other])
+                    end,
+            try kprof_guard:arm({kprof_flame, Id}, maps:merge(Arm, Limits)) of
+                Answer -> Armed(Answer)
+            catch
+                throw:Thrown -> Armed(Thrown);
+                error:Reason:Stack -> Armed({'EXIT', {Reason, Stack}});
+                exit:Reason -> Armed({'EXIT', Reason})
             end
     end.
 
@@ -717,12 +738,14 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
         {Cap, Rest} ->
             S0 = case Guard of
                      keep_guard ->
-                         _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [])),
+                         _ = try kprof_guard:watch_patterns({kprof_flame, Id}, [])
+                             catch _:_ -> ok
+                             end,
                          S#state{writing = maps:put(Id, {Cap#cap.owner, Cap#cap.mref},
                                                     S#state.writing)};
                      disarm ->
                          erlang:demonitor(Cap#cap.mref, [flush]),
-                         _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+                         disarm(Id),
                          S
                  end,
             Cap#cap.trigger =/= undefined
@@ -771,7 +794,7 @@ untrace(Pid) ->
 %% The last capture closed: the NIF writes no more for any process that
 %% kept its flags (it drops them at its next event).
 -spec detach(tuple()) -> ok.
-detach({tracer, kprof_tracer, _Gen}) -> _ = (catch kprof_tracer:detach()), ok;
+detach({tracer, kprof_tracer, _Gen}) -> _ = try kprof_tracer:detach() catch _:_ -> ok end, ok;
 detach(_PortTracer) -> ok.
 
 %% No capture is open: any process still traced by kprof for flame (a
@@ -783,7 +806,7 @@ sweep() ->
 
 -spec traced_by_us(pid()) -> boolean().
 traced_by_us(P) ->
-    case catch erlang:trace_info(P, tracer) of
+    case tracer_of(P) of
         {tracer, []} -> false;
         {tracer, T} -> kprof_guard:ours(T);
         _ -> false
