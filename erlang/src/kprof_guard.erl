@@ -225,7 +225,7 @@ unsubscribe() ->
 other_tracers() ->
     Port = sink_port(),
     [{P, T} || P <- processes(),
-               {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+               {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
                T =/= [], not ours(T, Port)].
 
 %% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' gives it, is
@@ -248,14 +248,18 @@ ours(Tracer) ->
 %% ring before every command.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
-    case catch gen_server:call(?MODULE, {sink_limits, Limits}) of
+    try gen_server:call(?MODULE, {sink_limits, Limits}) of
         {send, {Max, RateMax, PerMs}} ->
-            case catch kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
+            try kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
                 {ok, N} when is_integer(N) -> N;
                 _ -> undefined
+            catch
+                _:_ -> undefined
             end;
         _ ->
             undefined
+    catch
+        _:_ -> undefined
     end.
 
 %% @doc Replaces the patterns the guard puts back after a code reload for
@@ -275,8 +279,8 @@ watch_patterns(Name, Patterns) when is_list(Patterns) ->
 %% pattern back with this function after a code reload of `M'.
 -spec module_pattern(module(), term(), list()) -> pattern().
 module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
-    _ = (catch erlang:trace_pattern({M, '_', '_'}, MS, Flags)),
-    _ = [catch erlang:trace_pattern({M, F, A}, false, Flags)
+    _ = try erlang:trace_pattern({M, '_', '_'}, MS, Flags) catch _:_ -> 0 end,
+    _ = [try erlang:trace_pattern({M, F, A}, false, Flags) catch _:_ -> 0 end
          || {F, A} <- module_info(M, exports), erlang:is_builtin(M, F, A)],
     {module, M, MS, Flags, sentinel(M, Flags)}.
 
@@ -447,7 +451,7 @@ terminate(_Reason, S) ->
 %%====================================================================
 
 start_watch(S) ->
-    catch kprof_sink:subscribe(),
+    _ = try kprof_sink:subscribe() catch _:_ -> ok end,
     Mon = case whereis(kprof_sink) of
               undefined -> undefined;
               Pid -> monitor(process, Pid)
@@ -470,7 +474,7 @@ maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
             keep -> S0
         end,
     async({overload, 0}),
-    catch kprof_sink:unsubscribe(),
+    _ = try kprof_sink:unsubscribe() catch _:_ -> ok end,
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
     S#state{sink_mon = undefined, limits = #{}, ring = undefined, probe = undefined}.
 
@@ -526,7 +530,7 @@ check(S0) ->
 %% dropped events since the watch began, or held unread events while its
 %% tail stood still for max_stall_ms.
 watch_ring(Now, S = #state{ring = W0, limits = L}) ->
-    case catch kprof_tracer:ring_info() of
+    case try kprof_tracer:ring_info() catch _:_ -> undefined end of
         #{head := H, tail := T, drops := D, size := Size} ->
             W = case W0 of
                     undefined -> #{tail => T, moved => Now, drops0 => D};
@@ -562,7 +566,7 @@ probe(Now, Port, S = #state{probe = undefined}) ->
     Guard = self(),
     Ref = make_ref(),
     _ = spawn(fun() ->
-                      Q = (catch erlang:port_info(Port, queue_size)),
+                      Q = try erlang:port_info(Port, queue_size) catch _:_ -> undefined end,
                       Guard ! {port_queue, Ref, now_ms(), Q}
               end),
     S#state{probe = {probing, Now, Ref}};
@@ -599,7 +603,7 @@ sink_limits_due(false, Want, #state{sink_limits = Have}) ->
 set_sink_limits(Want, S = #state{sink_limits = Want}) when Want =:= ?NO_SINK_LIMITS ->
     S;
 set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
-    _ = (catch kprof_sink:send({limits, Max, RateMax, PerMs})),
+    _ = try kprof_sink:send({limits, Max, RateMax, PerMs}) catch _:_ -> ok end,
     S#state{sink_limits = Want}.
 
 sink_bounds(L) ->
@@ -639,11 +643,11 @@ reapply_module(A, P = {module, M, MS, Flags, Sentinel}, S) ->
         andalso not has_pattern(Sentinel, Flags) of
         true ->
             P1 = module_pattern(M, MS, Flags),
-            _ = [catch erlang:trace_pattern(MFA, MS1, Flags1)
+            _ = [try erlang:trace_pattern(MFA, MS1, Flags1) catch _:_ -> 0 end
                  || {MFA = {M1, _, _}, MS1, Flags1} <- A#armed.patterns, M1 =:= M],
             logger:notice("kprof: trace patterns on the functions of ~p were lost"
                           " (code reload?); put back", [M]),
-            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)({M, '_', '_'}),
+            reapplied(A, {M, '_', '_'}),
             {P1, S#state{reapplied = S#state.reapplied + 1}};
         false ->
             {P, S}
@@ -655,20 +659,28 @@ reapply({A, {MFA = {M, _, _}, MS, Flags}}, S) ->
             _ = erlang:trace_pattern(MFA, MS, Flags),
             logger:notice("kprof: trace pattern on ~p was lost (code reload?); put back",
                           [MFA]),
-            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)(MFA),
+            reapplied(A, MFA),
             S#state{reapplied = S#state.reapplied + 1};
         false ->
             S
     end.
 
+%% The mode's reapplied callback, told of a pattern put back: whatever it
+%% raises is its own business.
+reapplied(#armed{reapplied = F}, Spec) when is_function(F, 1) ->
+    _ = try F(Spec) catch _:_ -> ok end,
+    ok;
+reapplied(_, _Spec) ->
+    ok.
+
 %% A wildcard pattern is checked on the module's first function.
 is_traced({M, '_', _}, Flags) ->
-    case catch M:module_info(functions) of
+    case module_info(M, functions) of
         [{F, A} | _] -> is_traced({M, F, A}, Flags);
         _ -> true
     end;
 is_traced({M, F, '_'}, Flags) ->
-    case [A || {F1, A} <- catch M:module_info(functions), F1 =:= F] of
+    case [A || {F1, A} <- module_info(M, functions), F1 =:= F] of
         [A | _] -> is_traced({M, F, A}, Flags);
         [] -> true
     end;
@@ -706,9 +718,11 @@ sentinel(M, Flags, [{F, A} | Rest]) ->
     end.
 
 module_info(M, What) ->
-    case catch M:module_info(What) of
+    try M:module_info(What) of
         L when is_list(L) -> L;
         _ -> []
+    catch
+        _:_ -> []
     end.
 
 is_meta(meta) -> true;
@@ -729,7 +743,7 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     %% First what stops the cost at once: the tracer NIF writes no more (a
     %% pattern cleared on every module waits for every scheduler, which a
     %% loaded machine makes slow).
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     _ = [turn_off(Name, A, Kind, Info) || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
     Msg = unicode:characters_to_binary(message(Kind, Info)),
@@ -746,13 +760,21 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
 %% patterns it armed (`on_load' among them), and the flags of every process
 %% whose tracer is kprof's (the sink's port, the tracer NIF).
 turn_off(Name, A, Kind, Info) ->
-    case catch (A#armed.abort)(Kind, Info) of
-        {'EXIT', Why} -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]);
-        _ -> ok
-    end,
-    _ = [catch erlang:trace_pattern(MFA, false, Flags) || {MFA, _, Flags} <- A#armed.patterns],
+    %% Logged as a `catch' of the abort told: an exception, or an {'EXIT', _}.
+    Failed = fun(Why) -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]) end,
+    _ = try (A#armed.abort)(Kind, Info) of
+            {'EXIT', Why} -> Failed(Why);
+            _ -> ok
+        catch
+            throw:{'EXIT', Why} -> Failed(Why);
+            throw:_ -> ok;
+            error:Reason:Stack -> Failed({Reason, Stack});
+            exit:Reason -> Failed(Reason)
+        end,
+    _ = [try erlang:trace_pattern(MFA, false, Flags) catch _:_ -> 0 end
+         || {MFA, _, Flags} <- A#armed.patterns],
     All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
-    _ = [catch erlang:trace_pattern({M, '_', '_'}, false, Flags)
+    _ = [try erlang:trace_pattern({M, '_', '_'}, false, Flags) catch _:_ -> 0 end
          || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
     untrace_kprof(),
     ok.
@@ -761,8 +783,8 @@ turn_off(Name, A, Kind, Info) ->
 %% more (a process it still traces drops it at its next event, or when
 %% anyone asks erlang:trace_info/2 about it).
 untrace_kprof() ->
-    _ = [catch erlang:trace(all, false, [all, T]) || T <- kprof_tracers()],
-    _ = (catch kprof_tracer:detach()),
+    _ = [try erlang:trace(all, false, [all, T]) catch _:_ -> 0 end || T <- kprof_tracers()],
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     ok.
 
 %% @doc kprof's tracers as `erlang:trace/3' takes them: the sink's port and
@@ -773,9 +795,11 @@ kprof_tracers() ->
                undefined -> [];
                P -> [{tracer, P}]
            end,
-    Nif = case catch kprof_tracer:live() of
+    Nif = try kprof_tracer:live() of
               Gen when is_integer(Gen), Gen > 0 -> [{tracer, kprof_tracer, Gen}];
               _ -> []
+          catch
+              _:_ -> []
           end,
     Port ++ Nif.
 
@@ -799,9 +823,17 @@ owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
 %% answer a ping within ?WATCHDOG_MS, it is killed; kprof_sink starts a new one.
 watchdog(Info) ->
     _ = spawn(fun() ->
-                      case catch kprof_sink:command(ping, ?WATCHDOG_MS) of
-                          pong -> ok;
-                          Other -> kprof_sink:restart({unresponsive, Info, Other})
+                      %% What the ping raised is the restart's reason, as a
+                      %% `catch' gives it.
+                      Answered = fun(pong) -> ok;
+                                    (Other) -> kprof_sink:restart({unresponsive, Info, Other})
+                                 end,
+                      try kprof_sink:command(ping, ?WATCHDOG_MS) of
+                          Answer -> Answered(Answer)
+                      catch
+                          throw:Thrown -> Answered(Thrown);
+                          error:Reason:Stack -> Answered({'EXIT', {Reason, Stack}});
+                          exit:Reason -> Answered({'EXIT', Reason})
                       end
               end),
     ok.
@@ -872,7 +904,12 @@ ours(_Tracer, _Port) -> false.
 %% itself never waits behind a port queue.
 async(Cmd) ->
     Guard = self(),
-    _ = spawn(fun() -> Guard ! {sink_reply, Cmd, catch kprof_sink:command(Cmd, 1000, [nosuspend])} end),
+    _ = spawn(fun() ->
+                      Reply = try kprof_sink:command(Cmd, 1000, [nosuspend])
+                              catch Class:Reason -> {Class, Reason}
+                              end,
+                      Guard ! {sink_reply, Cmd, Reply}
+              end),
     ok.
 
 sync_clock() ->
@@ -888,9 +925,11 @@ send_overload_bound(_) ->
 sink_port() ->
     case whereis(kprof_sink) of
         undefined -> undefined;
-        _ -> case catch kprof_sink:port() of
+        _ -> try kprof_sink:port() of
                  P when is_port(P) -> P;
                  _ -> undefined
+             catch
+                 _:_ -> undefined
              end
     end.
 %% (kprof_sink:port/0 reads a persistent_term: it answers even while the
