@@ -648,7 +648,7 @@ open_checked(Path, Args) ->
             Answer = try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
                          true -> handshake(Port, Ref, Path, Timeout)
                      catch
-                         error:badarg -> not_answering(Port, Path, closed)
+                         error:badarg -> not_answering(Port, Path, exited(Port))
                      end,
             why_not_running(Answer, Path, Args);
         Error ->
@@ -662,16 +662,31 @@ open_checked(Path, Args) ->
 %% can run exits 0 at once on an empty stdin, saying nothing.
 -spec why_not_running({ok, port()} | {error, term()}, file:filename_all(), [string()]) ->
           {ok, port()} | {error, term()}.
-why_not_running({error, {sink_not_answering, Path, {exit_status, Status}}} = Error, Path, Args)
-  when Status =/= 0 ->
+why_not_running({error, {sink_not_answering, Path, Why}} = Error, Path, Args)
+  when Why =:= closed; element(1, Why) =:= exit_status, element(2, Why) =/= 0 ->
     case run_once(Path, Args) of
-        {Probe, Output} when Probe =/= 0, Output =/= <<>> ->
+        {Probe, Output} when is_integer(Probe), Probe =/= 0, Output =/= <<>> ->
+            Status = case Why of
+                         {exit_status, S} -> S;
+                         closed -> Probe
+                     end,
             {error, {sink_cannot_run, Path, #{exit_status => Status, output => Output}}};
         _ ->
             Error
     end;
 why_not_running(Result, _Path, _Args) ->
     Result.
+
+%% A port that was gone before the version command could be sent (the
+%% program exited at once): its exit status, which the port sent before it
+%% closed, or `closed'.
+-spec exited(port()) -> {exit_status, integer()} | closed.
+exited(Port) ->
+    receive
+        {Port, {exit_status, Status}} -> {exit_status, Status}
+    after 0 ->
+        closed
+    end.
 
 %% Path run with Args through /bin/sh, stdin from /dev/null, stderr into its
 %% output: {ExitStatus, the first ?PROBE_BYTES bytes of what it printed,
