@@ -412,8 +412,7 @@ progress_loop(Id, Mode, GL, T0, Ms) ->
             Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
             %% A group leader gone (its shell ended) ends the lines, quietly.
             try io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
-                ok -> progress_loop(Id, Mode, GL, T0, Ms);
-                _ -> ok
+                ok -> progress_loop(Id, Mode, GL, T0, Ms)
             catch
                 _:_ -> ok
             end

@@ -441,16 +441,22 @@ undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
 
 -spec untrace_ours(port() | undefined) -> non_neg_integer().
 untrace_ours(Port) ->
-    Ours = fun(P) ->
-                   case try erlang:trace_info(P, tracer) catch _:_ -> undefined end of
-                       {tracer, {kprof_tracer, _}} -> true;
-                       {tracer, Port} -> is_port(Port);
-                       _ -> false
-                   end
-           end,
     Off = fun(Who) -> try erlang:trace(Who, false, ?FLAGS) catch _:_ -> 0 end end,
-    _ = Ours(new) andalso Off(new),
-    length([P || P <- erlang:processes(), Ours(P), Off(P) =:= 1]).
+    _ = traced_by_ours(new, Port) andalso Off(new),
+    length([P || P <- erlang:processes(), traced_by_ours(P, Port), Off(P) =:= 1]).
+
+%% Whether Who's tracer is the tracer NIF or this sink's port. OTP 25's spec
+%% of erlang:trace_info/2 gives a tracer module as {tracer, Module, State};
+%% the VM answers {tracer, {Module, State}}, which dialyzer would call a
+%% pattern that can never match.
+-dialyzer({no_match, traced_by_ours/2}).
+-spec traced_by_ours(pid() | new, port() | undefined) -> boolean().
+traced_by_ours(Who, Port) ->
+    case try erlang:trace_info(Who, tracer) catch _:_ -> undefined end of
+        {tracer, {kprof_tracer, _}} -> true;
+        {tracer, Port} -> is_port(Port);
+        _ -> false
+    end.
 
 %% A local pattern on at least one function the spec names.
 -spec has_local_pattern(mfa_spec()) -> boolean().
