@@ -54,11 +54,24 @@ fail() { echo "  FAILED: $1"; failures="$failures $2"; }
 
 # step DIR CMD...: run and time one command as a user types it; its output in $OUT.
 OUT="$TMP/step.out"
+# The command as a user types it: an argument with a space, a quote or
+# anything but [A-Za-z0-9_./:=@%+,-] in single quotes.
+show_args() {
+  out=""
+  for a in "$@"; do
+    case $a in
+      "" | *[!A-Za-z0-9_./:=@%+,-]*) a="'$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'" ;;
+    esac
+    out="$out${out:+ }$a"
+  done
+  printf '%s' "$out"
+}
+
 # SHOW, when set, is what the command is shown as (a `sh -c' script's text).
 step() {
   dir=$1
   shift
-  echo "\$ ${SHOW:-$*}      # in ${dir#$TMP/}"
+  echo "\$ ${SHOW:-$(show_args "$@")}      # in ${dir#$TMP/}"
   SHOW=""
   t0=$(now)
   (cd "$dir" && "$@") > "$OUT" 2>&1
