@@ -84,8 +84,9 @@ start_test_() ->
      [{"a missing binary: {sink_not_built, Path}", fun missing_binary/0},
       {"a sink_path that is not kprof_sink: said by start/1, nothing left running",
        fun not_a_sink/0},
+      %% Two C compiles and three starts: more than eunit's 5 s on a loaded machine.
       {"a sink that cannot run: the loader's words (a missing shared library), a usage line",
-       fun cannot_run/0},
+       {timeout, 60, fun cannot_run/0}},
       {"bad options change nothing", fun bad_options/0},
       {"sink_args reach the sink: --max-frame, oversized frames", fun sink_args/0}]}.
 
