@@ -13,6 +13,9 @@
 %% @doc Start the top supervisor.
 -spec start(application:start_type(), term()) -> {ok, pid()} | {error, term()}.
 start(_Type, _Args) ->
+    %% Whether the VM has trace sessions is asked now, not by the first
+    %% capture (kprof_sessions:supported/0).
+    _ = kprof_sessions:supported(),
     kprof_sup:start_link().
 
 %% @doc Nothing to clean up: the supervisor tree closes the sink's port.

@@ -31,6 +31,8 @@
 
 -export_type([probe/0, target/0]).
 
+-define(SUPPORTED, {?MODULE, supported}).
+
 %% What the VM answers, as functions: the real ones are probe/0's.
 -type probe() :: #{supported := boolean(),
                    processes := fun(() -> [pid()]),
@@ -46,12 +48,21 @@
 %%% PUBLIC %%%
 %%%%%%%%%%%%%%
 
-%% @doc Whether this VM has trace sessions (OTP 27 and later).
+%% @doc Whether this VM has trace sessions (OTP 27 and later). Asked once
+%% and kept: before OTP 27, loading `trace' searches the whole code path for
+%% a module that is not there, which a capture must not wait for each time.
 -spec supported() -> boolean().
 supported() ->
-    Mod = trace_module(),
-    _ = code:ensure_loaded(Mod),
-    erlang:function_exported(Mod, session_create, 3).
+    case persistent_term:get(?SUPPORTED, undefined) of
+        undefined ->
+            Mod = trace_module(),
+            _ = code:ensure_loaded(Mod),
+            Supported = erlang:function_exported(Mod, session_create, 3),
+            persistent_term:put(?SUPPORTED, Supported),
+            Supported;
+        Supported ->
+            Supported
+    end.
 
 %% @doc Processes traced by a trace session other than the default one,
 %% with that session's tracer: `[{Pid, Tracer}]', kprof's own tracers left
