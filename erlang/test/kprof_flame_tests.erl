@@ -648,7 +648,9 @@ labels(Dir) ->
     ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Fun)),
     ?assertEqual(undefined, kprof_flame_srv:call_of(Dead)),
     %% In a graph: the gen_server is its callback's init/1.
-    Caller = spawn_link(fun() -> [gen_server:call(Gs, {busy, 5}) || _ <- lists:seq(1, 20)] end),
+    %% Busy until killed: the 60 ms traced must find it at work, however
+    %% late the capture starts on a loaded machine.
+    Caller = spawn_link(fun Call() -> _ = gen_server:call(Gs, {busy, 5}), Call() end),
     {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded}),
     unlink(Caller),
     exit(Caller, kill),
