@@ -41,8 +41,14 @@ mkdir -p "$HOME"
 cleanup() {
   [ -x "$TMP/r3/x/_build/default/rel/x/bin/x" ] && "$TMP/r3/x/_build/default/rel/x/bin/x" ping >/dev/null 2>&1 &&
     "$TMP/r3/x/_build/default/rel/x/bin/x" stop >/dev/null 2>&1
-  # The release's epmd lives in this namespace only: nothing else uses it.
-  [ "$KPROF_CHECK_DEPS_NS" = isolated ] && epmd -kill >/dev/null 2>&1
+  # An epmd started in this network namespace (by the release's node) serves
+  # nothing else and would outlive the check: each one is ended by its pid.
+  if [ "$KPROF_CHECK_DEPS_NS" = isolated ]; then
+    ns=$(readlink /proc/self/ns/net)
+    for p in $(pgrep -x epmd); do
+      [ "$(readlink "/proc/$p/ns/net" 2>/dev/null)" = "$ns" ] && kill "$p" 2>/dev/null
+    done
+  fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
