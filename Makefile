@@ -2,16 +2,42 @@
 # Everything built goes to _build/ or erlang/{ebin,priv}; nothing built is committed.
 
 CC        ?= gcc
-ERL_ROOT  := $(shell erl -noshell -eval 'io:format("~s",[code:root_dir()]),halt().' 2>/dev/null)
-EI_DIR    := $(wildcard $(ERL_ROOT)/lib/erl_interface-*)
+# The OTP root and erl_interface's directory, as the running erl names them
+# (code:lib_dir/1: the one of this OTP, however many versions are installed).
+ERL_DIRS  := $(shell erl -noshell -eval 'io:format("~s ~s", [code:root_dir(), case code:lib_dir(erl_interface) of {error, _} -> ""; D -> D end]), halt().' 2>/dev/null)
+ERL_ROOT  := $(word 1,$(ERL_DIRS))
+EI_DIR    := $(word 2,$(ERL_DIRS))
 EI_CFLAGS := -I$(EI_DIR)/include
 EI_LIBS   := -L$(EI_DIR)/lib -lei
+# libuv, linked statically where a static libuv is installed (Debian's
+# libuv1-dev: libuv_a.a and libuv-static.pc; elsewhere libuv.a beside the
+# shared one), so that a release runs where no libuv is installed;
+# `make UV_LINK=shared` links the shared library.
+UV_LINK   ?= static
 UV_CFLAGS := $(shell pkg-config --cflags libuv 2>/dev/null)
-UV_LIBS   := $(shell pkg-config --libs libuv 2>/dev/null)
+ifeq ($(UV_LINK),static)
+UV_A      := $(wildcard $(shell pkg-config --variable=libdir libuv 2>/dev/null)/libuv.a)
+UV_STATIC := $(if $(shell pkg-config --exists libuv-static 2>/dev/null && echo y),\
+               $(shell pkg-config --libs libuv-static 2>/dev/null),\
+               $(if $(UV_A),$(patsubst -luv,$(UV_A),$(shell pkg-config --libs --static libuv 2>/dev/null))))
+endif
+UV_LIBS   := $(strip $(or $(UV_STATIC),$(shell pkg-config --libs libuv 2>/dev/null),-luv))
 CHECK_LIBS:= $(shell pkg-config --libs check 2>/dev/null)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-CFLAGS    ?= -O2 -g -flto=auto
+# Link-time optimisation inlines across port/*/*.c (about 10 % fewer instructions
+# per message); the archive then needs the compiler's plugin-aware ar (gcc-ar,
+# llvm-ar). Without it, or with another compiler, the build has no LTO.
+CC_FAMILY := $(shell $(CC) -dM -E - </dev/null 2>/dev/null | grep -q __clang__ && echo clang || \
+               { $(CC) -dM -E - </dev/null 2>/dev/null | grep -q __GNUC__ && echo gcc; })
+ifeq ($(CC_FAMILY)$(shell command -v gcc-ar 2>/dev/null | grep -c .),gcc1)
+LTO       := -flto=auto
+AR        := gcc-ar
+else ifeq ($(CC_FAMILY)$(shell command -v llvm-ar 2>/dev/null | grep -c .),clang1)
+LTO       := -flto=thin
+AR        := llvm-ar
+endif
+CFLAGS    ?= -O2 -g $(LTO)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iinclude $(EI_CFLAGS) $(UV_CFLAGS)
 
 B         := _build
@@ -22,22 +48,32 @@ CORE_OBJ  := $(CORE_SRC:port/%.c=$(B)/obj/%.o)
 SINK      := erlang/priv/kprof_sink
 # The tracer NIF the tiers trace with (nif/, erlang/src/kprof_tracer.erl).
 NIF       := erlang/priv/kprof_tracer.so
-NIF_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -fPIC -shared -Iinclude -I$(ERL_ROOT)/usr/include
+# A NIF is a shared object the VM loads (macOS: a bundle whose erl_nif calls
+# the VM resolves at load).
+NIF_LDFLAGS := $(if $(filter Darwin,$(shell uname -s)),-bundle -undefined dynamic_lookup,-shared)
+NIF_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -fPIC $(NIF_LDFLAGS) -Iinclude -I$(ERL_ROOT)/usr/include
 
-.PHONY: all sink nif erl deps demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
+.PHONY: all sink nif erl deps preflight demo test check-c check-asan check-mem eunit fuzz-run bench recordings clean
 all: sink nif erl shop examples
 
 deps:
 	@scripts/deps.sh
 
+# Before anything of the sink or the NIF is compiled: each missing compiler,
+# header or library named with its package (scripts/preflight.sh), instead of
+# a compiler's or a linker's error.
+preflight:
+	@CC="$(CC)" MAKE="$(MAKE)" ERL_ROOT="$(ERL_ROOT)" EI_DIR="$(EI_DIR)" UV_CFLAGS="$(UV_CFLAGS)" \
+	  UV_LIBS="$(UV_LIBS)" scripts/preflight.sh
+
 sink: $(SINK)
 
 nif: $(NIF)
 
-$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv
+$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv preflight
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
-$(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj
+$(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -47,7 +83,7 @@ $(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
 $(B)/libkprof_sink.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
-$(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
+$(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv preflight
 	$(CC) $(ALL_CFLAGS) -o $@ port/main.c $(B)/libkprof_sink.a $(EI_LIBS) $(UV_LIBS)
 
 # The fault-injection build: the same sources with KS_FAULT_INJECTION, whose
@@ -57,22 +93,25 @@ $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv
 FAULT_SINK := $(B)/fault/kprof_sink
 FAULT_OBJ  := $(CORE_SRC:port/%.c=$(B)/fault/obj/%.o)
 
-$(B)/fault/obj/%.o: port/%.c $(wildcard include/*.h)
+$(B)/fault/obj/%.o: port/%.c $(wildcard include/*.h) | preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -c -o $@ $<
 
 $(FAULT_SINK): port/main.c $(FAULT_OBJ)
 	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -o $@ port/main.c $(FAULT_OBJ) $(EI_LIBS) $(UV_LIBS)
 
-# Link-time optimisation inlines across port/*/*.c (about 10 % fewer instructions
-# per message); the archive needs the plugin-aware ar.
-AR := gcc-ar
-
-include test/c/check.mk
 include erlang/erlang.mk
-# Each part's own rules (fuzz/fuzz.mk, bench/bench.mk, bench/tiers.mk,
-# examples/shop/shop.mk, ...).
--include $(sort $(wildcard fuzz/*.mk bench/*.mk test/*.mk examples/*.mk examples/*/*.mk))
+# Each part's own rules (test/c/check.mk, fuzz/fuzz.mk, bench/bench.mk,
+# examples/shop/shop.mk, ...); a hex package has none of them (the `files' of
+# erlang/src/kprof.app.src), and builds the sink, the NIF and erl all the same.
+-include $(sort $(wildcard test/c/*.mk fuzz/*.mk bench/*.mk test/*.mk examples/*.mk examples/*/*.mk))
+
+# What rebar3's compile hook (rebar.config) and mix.exs have make build before
+# they compile erlang/src themselves: the sink, the NIF and the options header.
+# Silent when all is up to date (mix compiles a path dependency at every run).
+.PHONY: prebuild
+prebuild: sink nif $(ERL_OPTS_HRL) $(ERL_ATOMS_HRL)
+	@:
 
 # deps first, then a fresh make: the variables above need erl and pkg-config installed.
 demo: deps

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ks_frame.h"
+#include "ks_platform.h"
 
 static void count(void *ctx, const unsigned char *frame, size_t len) {
   (void)frame;
@@ -22,23 +23,11 @@ static void count(void *ctx, const unsigned char *frame, size_t len) {
   ++*(uint64_t *)ctx;
 }
 
-static void enlarge_pipe(int fd) {
-  FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
-  unsigned long v = 1u << 20;
-
-  if (f != NULL) {
-    if (fscanf(f, "%lu", &v) != 1)
-      v = 1u << 20;
-    fclose(f);
-  }
-  (void)fcntl(fd, F_SETPIPE_SZ, (int)v);   /* not a pipe: harmless */
-}
-
 int main(void) {
   ks_framer fr;
   uint64_t n = 0;
 
-  enlarge_pipe(STDIN_FILENO);
+  (void)ks_pipe_enlarge(STDIN_FILENO, 0);   /* as kprof_sink does; not a pipe: harmless */
   if (ks_framer_init(&fr, 1u << 20, 64u << 20) != KS_OK) {
     fprintf(stderr, "frame_only: out of memory\n");
     return 1;

@@ -32,7 +32,7 @@ typedef struct ks_sink {
   ks_pid_reclaim pids;   /* exited processes whose ids are to be released (pid_reclaim.c) */
   ks_emit_fn emit;
   void *emit_ctx;
-  size_t pipe_size;      /* what F_SETPIPE_SZ gave, for stats */
+  size_t pipe_size;      /* what ks_pipe_enlarge gave (0: unknown), for stats */
   uint64_t emitted;      /* reply and alert frames handed to emit */
 } ks_sink;
 

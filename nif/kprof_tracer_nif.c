@@ -119,37 +119,86 @@ static inline size_t slot_of(uint64_t word) {
   return (size_t)((word >> 4) * 0x9E3779B97F4A7C15ULL >> 54) & (CACHE - 1);
 }
 
-/* Defines an atom in the ring unless this thread already did. */
-static int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
-  uint64_t w = (uint64_t)atom, pos;
-  size_t k = slot_of(w), len;
-  char name[256];
-  int n, utf8 = 0;
+/* The most bytes an atom's name takes in UTF-8 (255 characters), and its NUL. */
+#define ATOM_UTF8_MAX (255 * 4 + 1)
+
+/*
+ * The UTF-8 bytes of an atom the Latin-1 getter refused (a character past
+ * U+00FF: a function named 'λ'), into buf with a NUL, as enif_get_atom
+ * counts them; 0 if there are none. NIF 2.17 (OTP 26) has ERL_NIF_UTF8 in
+ * its ErlNifCharEncoding enum and enif_get_atom takes it; before, the name is
+ * read from the atom's external format, which for such an atom is
+ * ATOM_UTF8_EXT (118, 2-byte length) or SMALL_ATOM_UTF8_EXT (119, 1 byte).
+ * Only an atom defined for the first time in this thread's cache gets here.
+ */
+static int atom_utf8(ErlNifEnv *env, ERL_NIF_TERM atom, char *buf, size_t cap) {
+#if ERL_NIF_MAJOR_VERSION > 2 || (ERL_NIF_MAJOR_VERSION == 2 && ERL_NIF_MINOR_VERSION >= 17)
+  return enif_get_atom(env, atom, buf, (unsigned)cap, ERL_NIF_UTF8);
+#else
+  ErlNifBinary bin;
+  size_t n = 0, at = 0;
+
+  if (!enif_term_to_binary(env, atom, &bin))
+    return 0;
+  if (bin.size >= 3 && bin.data[0] == 131 && bin.data[1] == 119) {
+    n = bin.data[2];
+    at = 3;
+  } else if (bin.size >= 4 && bin.data[0] == 131 && bin.data[1] == 118) {
+    n = (size_t)bin.data[2] << 8 | bin.data[3];
+    at = 4;
+  }
+  if (at == 0 || n == 0 || at + n != bin.size || n + 1 > cap) {
+    enif_release_binary(&bin);
+    return 0;
+  }
+  memcpy(buf, bin.data + at, n);
+  buf[n] = 0;
+  enif_release_binary(&bin);
+  return (int)n + 1;
+#endif
+}
+
+static int write_atom(ks_ring_hdr *h, uint64_t w, const char *name, size_t n, int utf8) {
+  size_t len = ks_ring_align(sizeof(ks_rec_atom) + n);
+  uint64_t pos;
   unsigned char *rec;
   ks_rec_atom *a;
 
-  if (atom_cache[k] == w)
-    return 1;
-  n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_LATIN1);
-#ifdef ERL_NIF_UTF8
-  if (n <= 0) {
-    n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_UTF8);
-    utf8 = 1;
-  }
-#endif
-  if (n <= 0)
-    return 0;
-  len = ks_ring_align(sizeof(ks_rec_atom) + (size_t)(n - 1));
   if ((rec = ks_ring_reserve(h, len, &pos, &tail_cache)) == NULL)
     return 0;
   a = (ks_rec_atom *)(void *)rec;
   a->atom = w;
-  a->len = (uint16_t)(n - 1);
+  a->len = (uint16_t)n;
   a->utf8 = (uint8_t)utf8;
-  memcpy(rec + sizeof(*a), name, (size_t)(n - 1));
+  memcpy(rec + sizeof(*a), name, n);
   ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
-  atom_cache[k] = w;
   return 1;
+}
+
+/* A name outside Latin-1, from atom_utf8 (its buffer off the common path). */
+static __attribute__((noinline)) int define_atom_utf8(ErlNifEnv *env, ks_ring_hdr *h,
+                                                      ERL_NIF_TERM atom) {
+  char name[ATOM_UTF8_MAX];
+  int n = atom_utf8(env, atom, name, sizeof(name));
+
+  return n > 1 && write_atom(h, (uint64_t)atom, name, (size_t)(n - 1), 1);
+}
+
+/* Defines an atom in the ring unless this thread already did: its Latin-1
+ * bytes, or its UTF-8 bytes when it has a character past U+00FF. */
+static int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+  uint64_t w = (uint64_t)atom;
+  size_t k = slot_of(w);
+  char name[256];
+  int n, ok;
+
+  if (atom_cache[k] == w)
+    return 1;
+  n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_LATIN1);
+  ok = n > 1 ? write_atom(h, w, name, (size_t)(n - 1), 0) : define_atom_utf8(env, h, atom);
+  if (ok)
+    atom_cache[k] = w;
+  return ok;
 }
 
 static int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {

@@ -12,13 +12,13 @@
  * the writes it owes drain, and exits 0.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <ei.h>
 #include <uv.h>
 
+#include "ks_platform.h"
 #include "ks_sink.h"
 
 typedef struct out_req {
@@ -121,26 +121,6 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     uv_close((uv_handle_t *)&out_pipe, NULL);   /* pending writes finish first */
 }
 
-/* A bigger pipe keeps the VM's port queue short (see doc/protocol.md). */
-static size_t enlarge_pipe(int fd, size_t want) {
-  int got;
-
-  if (want == 0) {
-    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
-    unsigned long v = 1u << 20;
-    if (f != NULL) {
-      if (fscanf(f, "%lu", &v) != 1)
-        v = 1u << 20;
-      fclose(f);
-    }
-    want = v;
-  }
-  got = fcntl(fd, F_SETPIPE_SZ, (int)want);
-  if (got < 0)
-    got = fcntl(fd, F_GETPIPE_SZ);
-  return got < 0 ? 0 : (size_t)got;
-}
-
 /* Input that is a file (replays, tests): plain blocking reads. */
 static void read_file_input(void) {
   for (;;) {
@@ -182,7 +162,7 @@ int main(int argc, char **argv) {
   int i, rc;
 
   ks_sink_default_opts(&opts);
-  for (i = 1; i < argc; i++) {
+  for (i = 1; i < argc; i += 2) {   /* each option takes a value */
     size_t *dst = NULL;
     if (strcmp(argv[i], "--max-frame") == 0)
       dst = &opts.max_frame;
@@ -199,7 +179,6 @@ int main(int argc, char **argv) {
     }
     if (dst == &max_pids)
       opts.limits.max_pids = (uint32_t)max_pids;
-    i++;
   }
   ei_init();
   if (ks_sink_init(&sink, &opts, emit, NULL) != KS_OK) {
@@ -209,12 +188,12 @@ int main(int argc, char **argv) {
   loop = uv_default_loop();
   out_is_pipe = uv_guess_handle(STDOUT_FILENO) == UV_NAMED_PIPE;
   if (out_is_pipe) {
-    enlarge_pipe(STDOUT_FILENO, pipe_size);
+    ks_pipe_enlarge(STDOUT_FILENO, pipe_size);
     if (uv_pipe_init(loop, &out_pipe, 0) || uv_pipe_open(&out_pipe, STDOUT_FILENO))
       out_is_pipe = 0;
   }
   if (uv_guess_handle(STDIN_FILENO) == UV_NAMED_PIPE) {
-    sink.pipe_size = enlarge_pipe(STDIN_FILENO, pipe_size);
+    sink.pipe_size = ks_pipe_enlarge(STDIN_FILENO, pipe_size);
     if ((rc = uv_timer_init(loop, &ring_timer)) || (rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
         (rc = uv_read_start((uv_stream_t *)&in_pipe, on_alloc, on_read))) {
       fprintf(stderr, "kprof_sink: stdin: %s\n", uv_strerror(rc));

@@ -1,13 +1,15 @@
 #!/bin/sh
 # `make test`: every suite, one after the other; a summary at the end; non-zero if any failed.
-#   C unit tests (Check), the same under ASan+UBSan, under valgrind, the Erlang
+#   C unit tests (Check), the same built with clang and with the POSIX fallbacks of
+#   include/ks_platform.h, the sources compiled with musl, under ASan+UBSan, under valgrind, the Erlang
 #   end-to-end tests (EUnit), the docs (edoc with no warning and every export
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
-#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), then the fuzzers for
-#   FUZZ_SECONDS (default 30), then the line coverage of port/ by Check and the fuzzers'
-#   corpora (each file at least 70 %).
+#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
+#   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a
+#   file:// clone of HEAD, offline), then the fuzzers for FUZZ_SECONDS (default 30),
+#   then the line coverage of port/ by Check and the fuzzers' corpora (each file at least 70 %).
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
@@ -39,6 +41,8 @@ skip() {
 }
 
 run check-c     $MAKE --no-print-directory check-c
+# The sink and the NIF with clang, with the POSIX fallbacks, and with musl.
+run portability $MAKE --no-print-directory check-portability
 run check-asan  $MAKE --no-print-directory check-asan
 run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
@@ -69,6 +73,12 @@ if command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1; then
   run mix       $MAKE --no-print-directory check-mix
 else
   skip check-mix "elixir (mix) or rebar3 not installed and scripts/deps.sh mix could not install them (see above)"
+fi
+# kprof as a dependency (test/deps.mk): the same tools, from a clone of HEAD.
+if command -v mix >/dev/null 2>&1 && command -v rebar3 >/dev/null 2>&1 && command -v git >/dev/null 2>&1; then
+  run deps      $MAKE --no-print-directory check-deps
+else
+  skip check-deps "elixir (mix), rebar3 or git not installed (see above)"
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 run coverage    $MAKE --no-print-directory -j2 coverage

@@ -233,7 +233,10 @@ start() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing (run
 %% `make sink'), `{error, {sink_not_answering, Path, Why}}' when the program
 %% at `sink_path' does not answer as kprof_sink does within `call_timeout'
-%% (kprof is not left running), `{error, {bad_option, Key, Value}}' for
+%% (kprof is not left running), `{error, {sink_cannot_run, Path,
+%% #{exit_status => Status, output => Output}}}' when it exited with a failure
+%% first (`Output': its own words, such as the loader's for a missing shared
+%% library), `{error, {bad_option, Key, Value}}' for
 %% an invalid value, `{error, {unknown_options, [Key]}}' for keys it does
 %% not take and `{error, already_started}' when kprof runs already
 %% (stop it first).
@@ -351,18 +354,30 @@ unsubscribe() ->
 %% @doc What kprof is doing: the sink's health, what tracing is armed, the
 %% limits in force and the last abort, e.g.
 %% `#{sink => ok, armed => [tiers], aborted => #{kind => overload,
-%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}',
-%% and `web': what the HTTP trigger allows and what it refused, by reason
+%% message => <<"overload (lag 1.8 s > 1.0 s)">>, at => "2026-...", took_us => 410}}';
+%% `web': what the HTTP trigger allows and what it refused, by reason
 %% (`#{allow_tracing => off, refused => #{off => 3, address => 0, ...},
 %% traced => 0, deleted_files => 0, output_directory => "/root/.cache/kprof/http"}';
-%% {@link kprof_web_gate:status/0}).
+%% {@link kprof_web_gate:status/0});
+%% `other_tracers', the processes another tracer kept from kprof when the
+%% last mode started ({@link kprof_guard:other_tracers/0}), and
+%% `other_sessions', those other trace sessions trace too (OTP 27 and later,
+%% {@link kprof_sessions:others/0}).
 -spec status() -> map() | {error, not_running}.
 status() ->
     case guard_call(fun kprof_guard:status/0) of
         S when is_map(S) ->
-            Sink = case catch kprof_sink:command(ping, 1000) of
-                       pong -> ok;
-                       Err -> Err
+            %% The sink's answer, or what its call raised, as a `catch'
+            %% would give it: {'EXIT', Reason} (an error's with its stack).
+            Health = fun(pong) -> ok;
+                        (Err) -> Err
+                     end,
+            Sink = try kprof_sink:command(ping, 1000) of
+                       Answer -> Health(Answer)
+                   catch
+                       throw:Thrown -> Health(Thrown);
+                       error:Reason:Stack -> Health({'EXIT', {Reason, Stack}});
+                       exit:Reason -> Health({'EXIT', Reason})
                    end,
             S#{sink => Sink, web => kprof_web_gate:status()};
         Err ->
@@ -539,8 +554,9 @@ report() ->
     report(#{}).
 
 %% @doc The tier report. Options: `format' (`text': print the table and
-%% return `ok'; `string': `{ok, Binary}' of that text, for scripts and
-%% `bin/myapp eval'; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
+%% return `ok'; `string': `{ok, String}', that text as a list of characters,
+%% for scripts and `bin/myapp eval' of a release, which shows the value and not
+%% what the node prints; `term': `{ok, Map}'; `json': `{ok, Binary}'), `time'
 %% (`self' or `inclusive' time per tier in the table), `sort' (the rows'
 %% order, largest first: `requests', the default, `wall', `other', a
 %% tier's name, or `{Column, p99}' and the other statistics; `identity'),

@@ -13,6 +13,9 @@
 %% @doc Start the top supervisor.
 -spec start(application:start_type(), term()) -> {ok, pid()} | {error, term()}.
 start(_Type, _Args) ->
+    %% Whether the VM has trace sessions is asked now, not by the first
+    %% capture (kprof_sessions:supported/0).
+    _ = kprof_sessions:supported(),
     kprof_sup:start_link().
 
 %% @doc Nothing to clean up: the supervisor tree closes the sink's port.
@@ -44,6 +47,7 @@ start_error(Reason) ->
 find_reason({sink_not_built, _} = R) -> {ok, R};
 find_reason({sink_open_failed, _, _} = R) -> {ok, R};
 find_reason({sink_not_answering, _, _} = R) -> {ok, R};
+find_reason({sink_cannot_run, _, _} = R) -> {ok, R};
 find_reason(T) when is_tuple(T) -> find_reason(tuple_to_list(T));
 find_reason([H | T]) ->
     case find_reason(H) of

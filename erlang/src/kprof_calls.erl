@@ -344,7 +344,7 @@ session(Plan) ->
                         free ->
                             traced(Plan, Tracer, Ref);
                         {busy, _} = Busy ->
-                            _ = (catch kprof_guard:disarm(calls)),
+                            disarm(),
                             {error, Busy}
                     end;
                 {error, _} = Error ->
@@ -394,10 +394,17 @@ arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Tracer, Ref) ->
                _ -> {ok, L} = kprof_guard:validate_limits(Limits),
                     Spec0#{limits => L}
            end,
-    case catch kprof_guard:arm_alone(calls, Spec) of
-        ok -> ok;
-        {error, {busy, _}} = Busy -> Busy;
-        Other -> {error, {guard, Other}}
+    %% What the call raises is refused too, as a `catch' would give it.
+    Armed = fun(ok) -> ok;
+               ({error, {busy, _}} = Busy) -> Busy;
+               (Other) -> {error, {guard, Other}}
+            end,
+    try kprof_guard:arm_alone(calls, Spec) of
+        Answer -> Armed(Answer)
+    catch
+        throw:Thrown -> Armed(Thrown);
+        error:Reason:Stack -> Armed({'EXIT', {Reason, Stack}});
+        exit:Reason -> Armed({'EXIT', Reason})
     end.
 
 -spec min_events(pos_integer(), pos_integer() | infinity) -> pos_integer().
@@ -426,7 +433,7 @@ traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
             Elapsed = erlang:monotonic_time(microsecond) - T0,
             finish(Plan, Tracer, Port, Base, Stopped, Elapsed);
         Other ->
-            _ = (catch kprof_guard:disarm(calls)),
+            disarm(),
             {error, {sink, Other}}
     end.
 
@@ -446,7 +453,7 @@ ours() ->
 untrace_pids([]) ->
     ok;
 untrace_pids([P | Ps]) ->
-    _ = (catch erlang:trace(P, false, ?FLAGS)),
+    _ = try erlang:trace(P, false, ?FLAGS) catch _:_ -> 0 end,
     untrace_pids(Ps).
 
 -spec set_budget(#plan{}, tracer()) -> budget().
@@ -508,8 +515,8 @@ spent(_Plan, _) ->
 -spec finish(#plan{}, tracer(), port() | {error, term()}, [{mfa(), non_neg_integer()}], stopped(),
              integer()) -> {ok, [row()], summary()} | {error, term()}.
 finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elapsed) ->
-    _ = (catch erlang:trace(all, false, [Tracer | flags(Tracer)])),
-    _ = (catch erlang:trace(all, false, ?FLAGS)),
+    _ = try erlang:trace(all, false, [Tracer | flags(Tracer)]) catch _:_ -> 0 end,
+    _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
     Delivered = erlang:trace_delivered(all),
     receive {trace_delivered, all, Delivered} -> ok after ?DELIVERED_TIMEOUT -> ok end,
     Times = case Time of
@@ -525,9 +532,9 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
                _ -> 0
            end,
     %% Disarmed first: an armed guard puts back patterns it sees gone.
-    _ = (catch kprof_guard:disarm(calls)),
+    disarm(),
     untrace(Plan),
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     case kprof_sink:port() =:= Port andalso kprof_sink:command(calls, ?COUNT_TIMEOUT) of
         false ->
             %% The sink died: its counts went with it (a new one has none).
@@ -549,9 +556,16 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
 %% What a session sets, off (also the guard's abort, from the guard).
 -spec untrace(#plan{}) -> ok.
 untrace(#plan{specs = Specs, time = Time}) ->
-    _ = [catch erlang:trace_pattern(S, false, [local]) || S <- Specs],
-    _ = Time andalso [catch erlang:trace_pattern(S, false, [call_time]) || S <- Specs],
-    _ = (catch kprof_tracer:budget(0, 0)),
+    _ = [try erlang:trace_pattern(S, false, [local]) catch _:_ -> 0 end || S <- Specs],
+    _ = Time andalso [try erlang:trace_pattern(S, false, [call_time]) catch _:_ -> 0 end
+                      || S <- Specs],
+    _ = try kprof_tracer:budget(0, 0) catch _:_ -> ok end,
+    ok.
+
+%% The guard lets the session go (a guard gone, or down: nothing to let go).
+-spec disarm() -> ok.
+disarm() ->
+    _ = try kprof_guard:disarm(calls) catch _:_ -> ok end,
     ok.
 
 %% {TimeUs, Calls} per function that has any, summed over processes.

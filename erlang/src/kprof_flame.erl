@@ -27,6 +27,7 @@
 -export([traced/2, maybe_open/2, formats/1, paths/2, out_dir/1]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
+-export([last_written/0]).
 
 -export_type([opts/0, format/0, written/0]).
 
@@ -73,6 +74,8 @@
 %% (a second or two for the largest captures), and for a flame_status.
 -define(WRITE_TIMEOUT, 30000).
 -define(STATUS_TIMEOUT, 5000).
+%% The calling process's last capture (last_written/0).
+-define(LAST_WRITTEN, {?MODULE, last_written}).
 -define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 %%%%%%%%%%%%%%
@@ -181,6 +184,16 @@ traced(What, Flags) ->
             untrace_self(),
             {{raise, Class, Reason, Stack}, End}
     end.
+
+%% @doc The last capture that wrote files from this process (flame_apply,
+%% flame_capture, flame_pid): its id, its files and the sink's counts
+%% (`events', `write_us' per format, `dropped_procs', `lost_frames', `top',
+%% ...); `undefined' before the first. A routine capture logs nothing: these
+%% are there to read when wanted.
+-spec last_written() -> #{id := integer(), files := [file:filename_all()], info := map()}
+                            | undefined.
+last_written() ->
+    get(?LAST_WRITTEN).
 
 %% @doc The files a capture with these (validated) options will write when
 %% nothing is in the way (an existing file makes the sink add `-1', `-2',
@@ -410,9 +423,10 @@ progress_loop(Id, Mode, GL, T0, Ms) ->
                      end,
             Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
             %% A group leader gone (its shell ended) ends the lines, quietly.
-            case catch io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
-                ok -> progress_loop(Id, Mode, GL, T0, Ms);
-                _ -> ok
+            try io:format(GL, "~ts~n", [progress_text(Mode, Secs, Status)]) of
+                ok -> progress_loop(Id, Mode, GL, T0, Ms)
+            catch
+                _:_ -> ok
             end
     end.
 
@@ -494,10 +508,9 @@ write(Id, End, Cfg, Mode, Flags) ->
     case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
         {ok, Paths, Info} ->
             Files = paths(Paths, Cfg),
-            %% Routine: debug, so that a shell (Elixir's default level is
-            %% info) shows the files returned, not a report of them.
-            logger:debug(#{what => kprof_flame_written, id => Id, files => Files,
-                          info => Info}),
+            %% Routine: no log line (IEx shows every level, debug
+            %% included, by default); the counts for last_written/0.
+            _ = put(?LAST_WRITTEN, #{id => Id, files => Files, info => Info}),
             warn_limits(Info),
             maybe_open(maps:get(open, Cfg), Files),
             with_top(Files, Info, Cfg);

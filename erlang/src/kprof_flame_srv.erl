@@ -99,7 +99,10 @@
 %% capture (its tracer among them) for the caller to set on itself
 %% (flame_apply). A process of `pids' that has a tracer other than kprof's
 %% gives `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing
-%% is set up.
+%% is set up. From OTP 27, `gc => true' while another trace session traces
+%% garbage collection on a process the capture would trace gives
+%% `{error, {gc_traced_by_other_session, Pid | new, Tracer}}' and a warning
+%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator).
 -spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
@@ -109,7 +112,13 @@ open(Id, Mode, Cfg) ->
                     %% A calls session owns the trace flags (kprof_calls).
                     {error, {busy, calls}};
                 [] ->
-                    open_in_sink(Id, Mode, Cfg);
+                    case gc_conflict(Mode, Cfg) of
+                        none ->
+                            open_in_sink(Id, Mode, Cfg);
+                        {Who, Tracer} ->
+                            warn_gc(Who, Tracer),
+                            {error, {gc_traced_by_other_session, Who, Tracer}}
+                    end;
                 Others = [{Pid, Tracer} | _] ->
                     warn_traced(Others),
                     {error, {traced_by_other, Pid, Tracer}}
@@ -209,7 +218,7 @@ set_flags(Pid, Flags) ->
                {tracer, Port} -> Port;
                {tracer, M, St} -> {M, St}
            end,
-    case catch erlang:trace_info(Pid, tracer) of
+    case tracer_of(Pid) of
         {tracer, T} when T =/= [], T =/= Want ->
             case kprof_guard:ours(T) of
                 true -> trace(Pid, false, ?ALL_FLAGS);
@@ -266,11 +275,11 @@ undo(#{caps := Caps, writing := Writing}) ->
     logger:warning("kprof flame: the flame server was restarted with ~b capture(s) open; "
                    "their tracing is turned off, they end with what the sink has",
                    [map_size(Caps) + map_size(Writing)]),
-    _ = [catch erlang:trace_pattern(T, false, [meta]) || #{trigger := T} <- maps:values(Caps),
-                                                         T =/= undefined],
+    _ = [try erlang:trace_pattern(T, false, [meta]) catch _:_ -> 0 end
+         || #{trigger := T} <- maps:values(Caps), T =/= undefined],
     clear_patterns(),
     sweep(),
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     _ = [Owner ! {kprof_flame_aborted, Id, server_down}
          || {Id, Owner} <- [{I, O} || {I, #{owner := O}} <- maps:to_list(Caps)]
                 ++ maps:to_list(Writing)],
@@ -313,7 +322,7 @@ call_({done, Id}, _From, S = #state{writing = W}) ->
     case maps:take(Id, W) of
         {{_Owner, MRef}, Rest} ->
             erlang:demonitor(MRef, [flush]),
-            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            disarm(Id),
             {reply, ok, S#state{writing = Rest}};
         error ->
             {reply, ok, S}
@@ -323,8 +332,10 @@ call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
         #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
-            _ = (catch kprof_guard:watch_patterns({kprof_flame, Id},
-                                                  [callers_pattern(), on_load_pattern()])),
+            _ = try kprof_guard:watch_patterns({kprof_flame, Id},
+                                               [callers_pattern(), on_load_pattern()])
+                catch _:_ -> ok
+                end,
             _ = erlang:trace_pattern(MFA, false, [meta]),
             {reply, ok, S};
         _ ->
@@ -373,7 +384,7 @@ info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = 
          [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
         [Id] ->
             S1 = do_close(Id, disarm, S),
-            _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+            disarm(Id),
             _ = kprof_sink:send({flame_drop, Id}),
             {noreply, S1#state{writing = maps:remove(Id, W)}};
         [] ->
@@ -390,7 +401,7 @@ info_(_Msg, S) ->
 terminate(_Reason, S = #state{caps = Caps, writing = W}) ->
     %% Closing the last may keep the patterns: they go at once.
     _ = unkeep(lists:foldl(fun(Id, S1) -> do_close(Id, disarm, S1) end, S, maps:keys(Caps))),
-    _ = [catch kprof_guard:disarm({kprof_flame, Id}) || Id <- maps:keys(W)],
+    _ = [disarm(Id) || Id <- maps:keys(W)],
     kprof_records:delete(?SERVER),
     ok.
 
@@ -449,15 +460,43 @@ do_open(Id, Mode, Cfg, Owner, S0) ->
 %% to trace them (`badarg', or "can only have one tracer per process").
 -spec traced_by_other([pid()]) -> [{pid(), term()}].
 traced_by_other(Pids) ->
-    [{P, T} || P <- Pids, {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-               T =/= [], not kprof_guard:ours(T)].
+    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_guard:ours(T)].
+
+%% erlang:trace_info(P, tracer), or `undefined' when it raises (as for a
+%% process that is gone: nothing to read).
+-spec tracer_of(pid()) -> {tracer, term()} | undefined.
+tracer_of(P) ->
+    try erlang:trace_info(P, tracer) catch _:_ -> undefined end.
+
+%% The guard lets capture Id go (a guard gone, or down: nothing to let go).
+-spec disarm(integer()) -> ok.
+disarm(Id) ->
+    _ = try kprof_guard:disarm({kprof_flame, Id}) catch _:_ -> ok end,
+    ok.
+
+%% A capture with gc => true, and another trace session tracing garbage
+%% collection on a process it would trace (kprof_sessions).
+-spec gc_conflict(apply | pid | capture, map()) -> none | {pid() | new, term()}.
+gc_conflict(Mode, Cfg) ->
+    case maps:get(gc, Cfg) of
+        false -> none;
+        true when Mode =:= capture -> kprof_sessions:gc_conflict(all);
+        true -> kprof_sessions:gc_conflict({maps:get(pids, Cfg, []), maps:get(children, Cfg)})
+    end.
+
+-spec warn_gc(pid() | new, term()) -> ok.
+warn_gc(Who, Tracer) ->
+    logger:warning("kprof flame: another trace session (tracer ~p) traces garbage collection "
+                   "on ~p; two sessions tracing it on the same process crash the emulator on "
+                   "OTP 27 to 29 (issue 11624 in OTP's tracker), so nothing was captured. Capture "
+                   "with gc => false, or end that session first.", [Tracer, Who]).
 
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
     {Who, Stop} = case kprof_guard:ours(Tracer) of
                       true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
-                      false -> {"another tracer (dbg, recon_trace, ...)",
-                                "dbg:stop/0, recon_trace:clear/0"}
+                      false -> {"another tracer (recon_trace, dbg before OTP 27, ...)",
+                                "recon_trace:clear/0, dbg:stop/0"}
                   end,
     Others = case length(More) of
                  0 -> "";
@@ -685,9 +724,17 @@ arm_guard(Id, Owner, Cfg, E0) ->
         undefined ->
             ok;
         _ ->
-            case catch kprof_guard:arm({kprof_flame, Id}, maps:merge(Arm, Limits)) of
-                ok -> ok;
-                Other -> logger:warning("kprof flame: the guard refused to arm: ~p", [Other])
+            %% What the call raises is a refusal too, as a `catch' gives it.
+            Armed = fun(ok) -> ok;
+                       (Other) -> logger:warning("kprof flame: the guard refused to arm: ~p",
+                                                 [Other])
+                    end,
+            try kprof_guard:arm({kprof_flame, Id}, maps:merge(Arm, Limits)) of
+                Answer -> Armed(Answer)
+            catch
+                throw:Thrown -> Armed(Thrown);
+                error:Reason:Stack -> Armed({'EXIT', {Reason, Stack}});
+                exit:Reason -> Armed({'EXIT', Reason})
             end
     end.
 
@@ -721,12 +768,14 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
         {Cap, Rest} ->
             S0 = case Guard of
                      keep_guard ->
-                         _ = (catch kprof_guard:watch_patterns({kprof_flame, Id}, [])),
+                         _ = try kprof_guard:watch_patterns({kprof_flame, Id}, [])
+                             catch _:_ -> ok
+                             end,
                          S#state{writing = maps:put(Id, {Cap#cap.owner, Cap#cap.mref},
                                                     S#state.writing)};
                      disarm ->
                          erlang:demonitor(Cap#cap.mref, [flush]),
-                         _ = (catch kprof_guard:disarm({kprof_flame, Id})),
+                         disarm(Id),
                          S
                  end,
             Cap#cap.trigger =/= undefined
@@ -808,7 +857,7 @@ untrace(Pid) ->
 %% The last capture closed: the NIF writes no more for any process that
 %% kept its flags (it drops them at its next event).
 -spec detach(tuple()) -> ok.
-detach({tracer, kprof_tracer, _Gen}) -> _ = (catch kprof_tracer:detach()), ok;
+detach({tracer, kprof_tracer, _Gen}) -> _ = try kprof_tracer:detach() catch _:_ -> ok end, ok;
 detach(_PortTracer) -> ok.
 
 %% No capture is open: any process still traced by kprof for flame (a
@@ -820,7 +869,7 @@ sweep() ->
 
 -spec traced_by_us(pid()) -> boolean().
 traced_by_us(P) ->
-    case catch erlang:trace_info(P, tracer) of
+    case tracer_of(P) of
         {tracer, []} -> false;
         {tracer, T} -> kprof_guard:ours(T);
         _ -> false

@@ -115,6 +115,7 @@
                 last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
+                other_sessions = [] :: [{pid(), term()}],
                 reapplied = 0 :: non_neg_integer(),
                 %% The ring's reader as last seen: its tail, when it last
                 %% moved (or had nothing to read), the drops when the watch began.
@@ -217,15 +218,18 @@ subscribe() ->
 unsubscribe() ->
     gen_server:call(?MODULE, {unsubscribe, self()}).
 
-%% @doc Processes traced by a tracer that is not kprof's (dbg, recon_trace,
-%% a tool of your own). Before OTP 27 a process has one tracer: kprof cannot
+%% @doc Processes traced by a tracer that is not kprof's (recon_trace, dbg
+%% before OTP 27, a tool of your own) in the session kprof traces in (the
+%% only one before OTP 27): a process has one tracer there, so kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
-%% kprof's own tracers (see {@link ours/1}) are never listed.
+%% kprof's own tracers (see {@link ours/1}) are never listed. Processes that
+%% other trace sessions trace (OTP 27 and later: dbg's, for one) are
+%% {@link kprof_sessions:others/0}.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
     Port = sink_port(),
     [{P, T} || P <- processes(),
-               {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+               {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
                T =/= [], not ours(T, Port)].
 
 %% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' gives it, is
@@ -248,14 +252,18 @@ ours(Tracer) ->
 %% ring before every command.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
-    case catch gen_server:call(?MODULE, {sink_limits, Limits}) of
+    try gen_server:call(?MODULE, {sink_limits, Limits}) of
         {send, {Max, RateMax, PerMs}} ->
-            case catch kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
+            try kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
                 {ok, N} when is_integer(N) -> N;
                 _ -> undefined
+            catch
+                _:_ -> undefined
             end;
         _ ->
             undefined
+    catch
+        _:_ -> undefined
     end.
 
 %% @doc Replaces the patterns the guard puts back after a code reload for
@@ -275,8 +283,8 @@ watch_patterns(Name, Patterns) when is_list(Patterns) ->
 %% pattern back with this function after a code reload of `M'.
 -spec module_pattern(module(), term(), list()) -> pattern().
 module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
-    _ = (catch erlang:trace_pattern({M, '_', '_'}, MS, Flags)),
-    _ = [catch erlang:trace_pattern({M, F, A}, false, Flags)
+    _ = try erlang:trace_pattern({M, '_', '_'}, MS, Flags) catch _:_ -> 0 end,
+    _ = [try erlang:trace_pattern({M, F, A}, false, Flags) catch _:_ -> 0 end
          || {F, A} <- module_info(M, exports), erlang:is_builtin(M, F, A)],
     {module, M, MS, Flags, sentinel(M, Flags)}.
 
@@ -327,9 +335,11 @@ handle_call({arm, Name, Spec}, _From, S0) ->
          end,
     Others = other_tracers(),
     warn_other_tracers(Others),
+    Sessions = kprof_sessions:others(),
+    warn_other_sessions(Sessions),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
                   limits = strictest(S1#state.limits, Limits, First),
-                  other_tracers = Others},
+                  other_tracers = Others, other_sessions = Sessions},
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
@@ -364,7 +374,8 @@ handle_call({abort, Kind, Info}, _From, S) ->
 handle_call(status, _From, S) ->
     {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
               aborted => S#state.aborted, reapplied => S#state.reapplied,
-              other_tracers => length(S#state.other_tracers)}, S};
+              other_tracers => length(S#state.other_tracers),
+              other_sessions => length(S#state.other_sessions)}, S};
 handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
     case maps:is_key(Pid, Subs) of
         true -> {reply, ok, S};
@@ -445,7 +456,7 @@ terminate(_Reason, S) ->
 %%====================================================================
 
 start_watch(S) ->
-    catch kprof_sink:subscribe(),
+    _ = try kprof_sink:subscribe() catch _:_ -> ok end,
     Mon = case whereis(kprof_sink) of
               undefined -> undefined;
               Pid -> monitor(process, Pid)
@@ -468,7 +479,7 @@ maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
             keep -> S0
         end,
     async({overload, 0}),
-    catch kprof_sink:unsubscribe(),
+    _ = try kprof_sink:unsubscribe() catch _:_ -> ok end,
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
     S#state{sink_mon = undefined, limits = #{}, ring = undefined, probe = undefined}.
 
@@ -524,7 +535,7 @@ check(S0) ->
 %% dropped events since the watch began, or held unread events while its
 %% tail stood still for max_stall_ms.
 watch_ring(Now, S = #state{ring = W0, limits = L}) ->
-    case catch kprof_tracer:ring_info() of
+    case try kprof_tracer:ring_info() catch _:_ -> undefined end of
         #{head := H, tail := T, drops := D, size := Size} ->
             W = case W0 of
                     undefined -> #{tail => T, moved => Now, drops0 => D};
@@ -560,7 +571,7 @@ probe(Now, Port, S = #state{probe = undefined}) ->
     Guard = self(),
     Ref = make_ref(),
     _ = spawn(fun() ->
-                      Q = (catch erlang:port_info(Port, queue_size)),
+                      Q = try erlang:port_info(Port, queue_size) catch _:_ -> undefined end,
                       Guard ! {port_queue, Ref, now_ms(), Q}
               end),
     S#state{probe = {probing, Now, Ref}};
@@ -597,7 +608,7 @@ sink_limits_due(false, Want, #state{sink_limits = Have}) ->
 set_sink_limits(Want, S = #state{sink_limits = Want}) when Want =:= ?NO_SINK_LIMITS ->
     S;
 set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
-    _ = (catch kprof_sink:send({limits, Max, RateMax, PerMs})),
+    _ = try kprof_sink:send({limits, Max, RateMax, PerMs}) catch _:_ -> ok end,
     S#state{sink_limits = Want}.
 
 sink_bounds(L) ->
@@ -637,11 +648,11 @@ reapply_module(A, P = {module, M, MS, Flags, Sentinel}, S) ->
         andalso not has_pattern(Sentinel, Flags) of
         true ->
             P1 = module_pattern(M, MS, Flags),
-            _ = [catch erlang:trace_pattern(MFA, MS1, Flags1)
+            _ = [try erlang:trace_pattern(MFA, MS1, Flags1) catch _:_ -> 0 end
                  || {MFA = {M1, _, _}, MS1, Flags1} <- A#armed.patterns, M1 =:= M],
             logger:notice("kprof: trace patterns on the functions of ~p were lost"
                           " (code reload?); put back", [M]),
-            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)({M, '_', '_'}),
+            reapplied(A, {M, '_', '_'}),
             {P1, S#state{reapplied = S#state.reapplied + 1}};
         false ->
             {P, S}
@@ -653,20 +664,28 @@ reapply({A, {MFA = {M, _, _}, MS, Flags}}, S) ->
             _ = erlang:trace_pattern(MFA, MS, Flags),
             logger:notice("kprof: trace pattern on ~p was lost (code reload?); put back",
                           [MFA]),
-            _ = is_function(A#armed.reapplied, 1) andalso catch (A#armed.reapplied)(MFA),
+            reapplied(A, MFA),
             S#state{reapplied = S#state.reapplied + 1};
         false ->
             S
     end.
 
+%% The mode's reapplied callback, told of a pattern put back: whatever it
+%% raises is its own business.
+reapplied(#armed{reapplied = F}, Spec) when is_function(F, 1) ->
+    _ = try F(Spec) catch _:_ -> ok end,
+    ok;
+reapplied(_, _Spec) ->
+    ok.
+
 %% A wildcard pattern is checked on the module's first function.
 is_traced({M, '_', _}, Flags) ->
-    case catch M:module_info(functions) of
+    case module_info(M, functions) of
         [{F, A} | _] -> is_traced({M, F, A}, Flags);
         _ -> true
     end;
 is_traced({M, F, '_'}, Flags) ->
-    case [A || {F1, A} <- catch M:module_info(functions), F1 =:= F] of
+    case [A || {F1, A} <- module_info(M, functions), F1 =:= F] of
         [A | _] -> is_traced({M, F, A}, Flags);
         [] -> true
     end;
@@ -704,9 +723,11 @@ sentinel(M, Flags, [{F, A} | Rest]) ->
     end.
 
 module_info(M, What) ->
-    case catch M:module_info(What) of
+    try M:module_info(What) of
         L when is_list(L) -> L;
         _ -> []
+    catch
+        _:_ -> []
     end.
 
 is_meta(meta) -> true;
@@ -727,7 +748,7 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     %% First what stops the cost at once: the tracer NIF writes no more (a
     %% pattern cleared on every module waits for every scheduler, which a
     %% loaded machine makes slow).
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     _ = [turn_off(Name, A, Kind, Info, S0#state.port)
          || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
@@ -746,13 +767,21 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
 %% whose tracer is kprof's (the sink's port, the port watched until now,
 %% the tracer NIF).
 turn_off(Name, A, Kind, Info, Seen) ->
-    case catch (A#armed.abort)(Kind, Info) of
-        {'EXIT', Why} -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]);
-        _ -> ok
-    end,
-    _ = [catch erlang:trace_pattern(MFA, false, Flags) || {MFA, _, Flags} <- A#armed.patterns],
+    %% Logged as a `catch' of the abort told: an exception, or an {'EXIT', _}.
+    Failed = fun(Why) -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]) end,
+    _ = try (A#armed.abort)(Kind, Info) of
+            {'EXIT', Why} -> Failed(Why);
+            _ -> ok
+        catch
+            throw:{'EXIT', Why} -> Failed(Why);
+            throw:_ -> ok;
+            error:Reason:Stack -> Failed({Reason, Stack});
+            exit:Reason -> Failed(Reason)
+        end,
+    _ = [try erlang:trace_pattern(MFA, false, Flags) catch _:_ -> 0 end
+         || {MFA, _, Flags} <- A#armed.patterns],
     All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
-    _ = [catch erlang:trace_pattern({M, '_', '_'}, false, Flags)
+    _ = [try erlang:trace_pattern({M, '_', '_'}, false, Flags) catch _:_ -> 0 end
          || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
     untrace_kprof(Seen),
     ok.
@@ -769,8 +798,8 @@ turn_off(Name, A, Kind, Info, Seen) ->
 %% (`erlang:trace(all, false, [all, {tracer, Port}])', checked on OTP 25).
 untrace_kprof(Seen) ->
     Tracers = lists:usort(kprof_tracers() ++ [{tracer, Seen} || is_port(Seen)]),
-    _ = [catch erlang:trace(all, false, [all, T]) || T <- Tracers],
-    _ = (catch kprof_tracer:detach()),
+    _ = [try erlang:trace(all, false, [all, T]) catch _:_ -> 0 end || T <- Tracers],
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     ok.
 
 %% The sink's port as the guard last saw it (kept when the sink is gone).
@@ -785,9 +814,11 @@ kprof_tracers() ->
                undefined -> [];
                P -> [{tracer, P}]
            end,
-    Nif = case catch kprof_tracer:live() of
+    Nif = try kprof_tracer:live() of
               Gen when is_integer(Gen), Gen > 0 -> [{tracer, kprof_tracer, Gen}];
               _ -> []
+          catch
+              _:_ -> []
           end,
     Port ++ Nif.
 
@@ -811,9 +842,17 @@ owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
 %% answer a ping within ?WATCHDOG_MS, it is killed; kprof_sink starts a new one.
 watchdog(Info) ->
     _ = spawn(fun() ->
-                      case catch kprof_sink:command(ping, ?WATCHDOG_MS) of
-                          pong -> ok;
-                          Other -> kprof_sink:restart({unresponsive, Info, Other})
+                      %% What the ping raised is the restart's reason, as a
+                      %% `catch' gives it.
+                      Answered = fun(pong) -> ok;
+                                    (Other) -> kprof_sink:restart({unresponsive, Info, Other})
+                                 end,
+                      try kprof_sink:command(ping, ?WATCHDOG_MS) of
+                          Answer -> Answered(Answer)
+                      catch
+                          throw:Thrown -> Answered(Thrown);
+                          error:Reason:Stack -> Answered({'EXIT', {Reason, Stack}});
+                          exit:Reason -> Answered({'EXIT', Reason})
                       end
               end),
     ok.
@@ -861,11 +900,20 @@ mode_name(Name) -> Name.
 warn_other_tracers([]) ->
     ok;
 warn_other_tracers(Others = [{P, T} | _]) ->
-    logger:warning("kprof: ~b process(es) already have another tracer (dbg, recon_trace, ...),"
-                   " so kprof cannot trace them and their calls will be missing;"
-                   " e.g. ~p is traced by ~p. Stop that tracer (dbg:stop/0,"
-                   " recon_trace:clear/0) and start kprof's tracing again.",
+    logger:warning("kprof: ~b process(es) already have another tracer (recon_trace, dbg before"
+                   " OTP 27, ...), so kprof cannot trace them and their calls will be missing;"
+                   " e.g. ~p is traced by ~p. Stop that tracer (recon_trace:clear/0,"
+                   " dbg:stop/0) and start kprof's tracing again.",
                    [length(Others), P, T]).
+
+%% OTP 27 and later: other sessions do not keep kprof out, but their events
+%% cost the same processes, and kprof refuses gc => true beside theirs.
+warn_other_sessions([]) ->
+    ok;
+warn_other_sessions(Others = [{P, T} | _]) ->
+    logger:notice("kprof: ~b process(es) are also traced by another trace session (dbg's, ...):"
+                  " kprof traces them too, and both tracers' costs add up; e.g. ~p is traced"
+                  " by ~p.", [length(Others), P, T]).
 
 ours({kprof_tracer, _Gen}, _Port) -> true;
 ours(Port, Port) when is_port(Port) -> true;
@@ -875,7 +923,12 @@ ours(_Tracer, _Port) -> false.
 %% itself never waits behind a port queue.
 async(Cmd) ->
     Guard = self(),
-    _ = spawn(fun() -> Guard ! {sink_reply, Cmd, catch kprof_sink:command(Cmd, 1000, [nosuspend])} end),
+    _ = spawn(fun() ->
+                      Reply = try kprof_sink:command(Cmd, 1000, [nosuspend])
+                              catch Class:Reason -> {Class, Reason}
+                              end,
+                      Guard ! {sink_reply, Cmd, Reply}
+              end),
     ok.
 
 sync_clock() ->
@@ -891,9 +944,11 @@ send_overload_bound(_) ->
 sink_port() ->
     case whereis(kprof_sink) of
         undefined -> undefined;
-        _ -> case catch kprof_sink:port() of
+        _ -> try kprof_sink:port() of
                  P when is_port(P) -> P;
                  _ -> undefined
+             catch
+                 _:_ -> undefined
              end
     end.
 %% (kprof_sink:port/0 reads a persistent_term: it answers even while the

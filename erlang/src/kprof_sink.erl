@@ -71,6 +71,10 @@
 %% How long a restart waits for `kill -KILL' to exit.
 -define(KILL_WAIT, 5000).
 -define(RESTART_PERIOD_MS, 10000).
+%% A sink that exited before it answered is run once more for its words:
+%% for at most this long, and this much of what it printed is kept.
+-define(PROBE_MS, 2000).
+-define(PROBE_BYTES, 2048).
 
 -type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
                   args => [string()]}.                   % default: []
@@ -113,7 +117,10 @@ start_link() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing, and
 %% `{error, {sink_not_answering, Path, Why}}' when the program does not
 %% answer a `version' command as kprof_sink does within the `call_timeout'
-%% (it exited, or it is some other program).
+%% (it exited, or it is some other program), and `{error, {sink_cannot_run,
+%% Path, #{exit_status => Status, output => Output}}}' when it exited with a
+%% failure before it answered: `Output' is what it printed when run once
+%% more (a missing shared library: the loader's own words).
 -spec start_link(opts()) -> {ok, pid()} | {error, term()}.
 start_link(Opts) when is_map(Opts) ->
     Path = resolve_path(maps:get(path, Opts, default)),
@@ -306,7 +313,7 @@ terminate(_Reason, #state{port = Port}) ->
     %% The sink exits by itself when its stdin closes.
     _ = release_ring(),
     _ = persistent_term:erase({?MODULE, port}),
-    catch port_close(Port),
+    _ = try port_close(Port) catch _:_ -> ok end,
     ok.
 
 %% @private
@@ -387,15 +394,22 @@ ensure_writer(S = #state{port = Port}) ->
 %% before it saw the request still comes first.
 writer(Owner, Port) ->
     receive
-        {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+        {send, Bin} -> send_now(Port, Bin), writer(Owner, Port);
         stop -> ok
     after 100 ->
         Owner ! {writer_idle, self()},
         receive
-            {send, Bin} -> catch erlang:port_command(Port, Bin), writer(Owner, Port);
+            {send, Bin} -> send_now(Port, Bin), writer(Owner, Port);
             stop -> ok
         end
     end.
+
+%% A port gone (closed, or the sink dead) drops the command: whatever
+%% port_command/2 raises.
+-spec send_now(port(), binary()) -> ok.
+send_now(Port, Bin) ->
+    _ = try erlang:port_command(Port, Bin) catch _:_ -> false end,
+    ok.
 
 -spec expire(reference(), #state{}) -> #state{}.
 expire(Ref, S = #state{pending = Pending}) ->
@@ -515,7 +529,7 @@ fallback(Why, #state{port = Port}) ->
 %% Whatever ring the NIF has mapped is let go (the sink that made it is gone).
 -spec release_ring() -> ok.
 release_ring() ->
-    _ = (catch kprof_tracer:release()),
+    _ = try kprof_tracer:release() catch _:_ -> ok end,
     ok.
 
 %%% Frames from the sink
@@ -648,14 +662,77 @@ open_checked(Path, Args) ->
         {ok, Port} ->
             Ref = make_ref(),
             Timeout = default_timeout(),
-            try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
-                true -> handshake(Port, Ref, Path, Timeout)
-            catch
-                error:badarg -> not_answering(Port, Path, closed)
-            end;
+            Answer = try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
+                         true -> handshake(Port, Ref, Path, Timeout)
+                     catch
+                         error:badarg -> not_answering(Port, Path, exited(Port))
+                     end,
+            why_not_running(Answer, Path, Args);
         Error ->
             Error
     end.
+
+%% A program that exited with a failure before it answered: run it once
+%% more, its stdin at end of file and its stderr read, for its own words
+%% (the loader's "error while loading shared libraries: libuv.so.1: cannot
+%% open shared object file", a usage line for bad sink_args). A sink that
+%% can run exits 0 at once on an empty stdin, saying nothing.
+-spec why_not_running({ok, port()} | {error, term()}, file:filename_all(), [string()]) ->
+          {ok, port()} | {error, term()}.
+why_not_running({error, {sink_not_answering, Path, Why}} = Error, Path, Args)
+  when Why =:= closed; element(1, Why) =:= exit_status, element(2, Why) =/= 0 ->
+    case run_once(Path, Args) of
+        {Probe, Output} when is_integer(Probe), Probe =/= 0, Output =/= <<>> ->
+            Status = case Why of
+                         {exit_status, S} -> S;
+                         closed -> Probe
+                     end,
+            {error, {sink_cannot_run, Path, #{exit_status => Status, output => Output}}};
+        _ ->
+            Error
+    end;
+why_not_running(Result, _Path, _Args) ->
+    Result.
+
+%% A port that was gone before the version command could be sent (the
+%% program exited at once): its exit status, which the port sent before it
+%% closed, or `closed'.
+-spec exited(port()) -> {exit_status, integer()} | closed.
+exited(Port) ->
+    receive
+        {Port, {exit_status, Status}} -> {exit_status, Status}
+    after 0 ->
+        closed
+    end.
+
+%% Path run with Args through /bin/sh, stdin from /dev/null, stderr into its
+%% output: {ExitStatus, the first ?PROBE_BYTES bytes of what it printed,
+%% trimmed}, or {timeout, Bytes} after ?PROBE_MS.
+-spec run_once(file:filename_all(), [string()]) -> {integer() | timeout, binary()}.
+run_once(Path, Args) ->
+    try open_port({spawn_executable, "/bin/sh"},
+                  [{args, ["-c", "exec \"$0\" \"$@\" </dev/null 2>&1", Path | Args]},
+                   binary, stream, exit_status, use_stdio, stderr_to_stdout]) of
+        Port -> probe_output(Port, <<>>, erlang:monotonic_time(millisecond) + ?PROBE_MS)
+    catch
+        error:Reason -> {error, iolist_to_binary(io_lib:format("~p", [Reason]))}
+    end.
+
+probe_output(Port, Acc, Deadline) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Port, {data, Bytes}} ->
+            probe_output(Port, <<Acc/binary, Bytes/binary>>, Deadline);
+        {Port, {exit_status, Status}} ->
+            {Status, trim_output(Acc)}
+    after Left ->
+        try port_close(Port) catch error:badarg -> ok end,
+        {timeout, trim_output(Acc)}
+    end.
+
+trim_output(Bytes) ->
+    Head = binary:part(Bytes, 0, min(byte_size(Bytes), ?PROBE_BYTES)),
+    string:trim(Head).
 
 handshake(Port, Ref, Path, Timeout) ->
     receive
@@ -677,7 +754,7 @@ handshake(Port, Ref, Path, Timeout) ->
     end.
 
 not_answering(Port, Path, Why) ->
-    catch port_close(Port),
+    _ = try port_close(Port) catch _:_ -> ok end,
     receive {'EXIT', Port, _} -> ok after 0 -> ok end,
     _ = persistent_term:erase({?MODULE, port}),
     {error, {sink_not_answering, Path, Why}}.
@@ -695,7 +772,7 @@ os_pid(Port) ->
 -spec abandon(port()) -> ok.
 abandon(Port) ->
     true = unlink(Port),
-    _ = (catch exit(Port, kill)),
+    _ = try exit(Port, kill) catch _:_ -> true end,
     ok.
 
 -spec kill_os_pid(integer() | undefined) -> ok | {error, term()}.
@@ -724,6 +801,8 @@ log_open_error({sink_not_built, Path}) ->
 log_open_error({sink_not_answering, Path, Why}) ->
     logger:error("kprof_sink: ~ts does not answer as kprof_sink does (~p): check the "
                  "sink_path option", [Path, Why]);
+log_open_error({sink_cannot_run, Path, #{exit_status := Status, output := Output}}) ->
+    logger:error("kprof_sink: ~ts cannot run (exit status ~b): ~ts", [Path, Status, Output]);
 log_open_error(Reason) ->
     logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
 

@@ -171,12 +171,21 @@ publish_step() ->
 set_patterns([], _Done) ->
     ok;
 set_patterns([{Spec, MS} | Rest], Done) ->
-    case catch erlang:trace_pattern(Spec, MS, [local]) of
+    %% What trace_pattern/3 raises is the error's reason, as a `catch' gives it.
+    Failed = fun(Why) ->
+                     remove_patterns(Done),
+                     {error, {trace_pattern_failed, Spec, Why}}
+             end,
+    try erlang:trace_pattern(Spec, MS, [local]) of
         N when is_integer(N), N > 0 ->
             set_patterns(Rest, [Spec | Done]);
         Other ->
-            remove_patterns(Done),
-            {error, {trace_pattern_failed, Spec, Other}}
+            Failed(Other)
+    catch
+        throw:Thrown when is_integer(Thrown), Thrown > 0 -> set_patterns(Rest, [Spec | Done]);
+        throw:Thrown -> Failed(Thrown);
+        error:Reason:Stack -> Failed({'EXIT', {Reason, Stack}});
+        exit:Reason -> Failed({'EXIT', Reason})
     end.
 
 %% Full trace: the tier match spec on every function of every loaded
@@ -247,15 +256,22 @@ tracer(Port) ->
 %% its next event. The ring stays the sink's, for the next mode.
 -spec release_ring() -> ok.
 release_ring() ->
-    _ = (catch kprof_tracer:detach()),
+    _ = try kprof_tracer:detach() catch _:_ -> ok end,
     ok.
 
 %% Patterns (or bare specs) off, whatever of them is set.
 -spec remove_patterns([mfa_spec() | pattern()]) -> ok.
 remove_patterns(Patterns) ->
-    lists:foreach(fun({Spec, MS}) when is_list(MS) -> catch erlang:trace_pattern(Spec, false, [local]);
-                     (Spec) -> catch erlang:trace_pattern(Spec, false, [local])
+    lists:foreach(fun({Spec, MS}) when is_list(MS) -> pattern_off(Spec);
+                     (Spec) -> pattern_off(Spec)
                   end, Patterns).
+
+%% A spec's local pattern off, whether it was set or not (a module gone, a
+%% spec the VM refuses: nothing to take off).
+-spec pattern_off(mfa_spec()) -> ok.
+pattern_off(Spec) ->
+    _ = try erlang:trace_pattern(Spec, false, [local]) catch _:_ -> 0 end,
+    ok.
 
 %% @doc What {@link kprof_tiers:abort/2} does at once: nothing that waits for the sink, which may be
 %% seconds behind (waiting for it there kept the patterns on for the whole
@@ -263,8 +279,8 @@ remove_patterns(Patterns) ->
 %% patterns come off.
 -spec untrace_now([pattern()]) -> ok.
 untrace_now(Patterns) ->
-    _ = (catch kprof_tracer:detach()),
-    _ = (catch erlang:trace(all, false, ?FLAGS)),
+    release_ring(),
+    _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
     remove_patterns(Patterns).
 
 
@@ -298,7 +314,7 @@ untrace_vm(Plan = #plan{patterns = Patterns, full_patterns = Full}, C) ->
 untrace(Plan, C, false) ->
     untrace_vm(Plan, C),
     release_ring(),
-    _ = (catch kprof_sink:command(tiers_stop, ?STOP_TIMEOUT)),
+    _ = try kprof_sink:command(tiers_stop, ?STOP_TIMEOUT) catch _:_ -> ok end,
     kprof_records:delete(?RECORD);
 untrace(Plan, C, _SinkLost) ->
     untrace_vm(Plan, C),
@@ -317,7 +333,8 @@ clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
     untrace_now(Patterns ++ Full),
     _ = case kprof_sink:port() of
             Port when not Lost ->
-                release_ring(), catch kprof_sink:send(tiers_stop);
+                release_ring(),
+                try kprof_sink:send(tiers_stop) catch _:_ -> ok end;
             _ ->
                 ok    % gone, or a new sink: nothing of ours in it
         end,
@@ -378,16 +395,24 @@ arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = 
                           0 -> #{};
                           _ -> #{limits => element(2, kprof_guard:validate_limits(Limits))}
                       end,
-            case catch kprof_guard:arm(tiers, maps:merge(Arm, Limits1)) of
-                ok -> ok;
-                Other -> logger:warning("kprof_tiers: the guard refused to arm: ~p", [Other])
+            %% What the call raises is a refusal too, as a `catch' gives it.
+            Armed = fun(ok) -> ok;
+                       (Other) -> logger:warning("kprof_tiers: the guard refused to arm: ~p",
+                                                 [Other])
+                    end,
+            try kprof_guard:arm(tiers, maps:merge(Arm, Limits1)) of
+                Answer -> Armed(Answer)
+            catch
+                throw:Thrown -> Armed(Thrown);
+                error:Reason:Stack -> Armed({'EXIT', {Reason, Stack}});
+                exit:Reason -> Armed({'EXIT', Reason})
             end
     end.
 
 %% @doc The guard no longer watches the tiers.
 -spec disarm_guard() -> ok.
 disarm_guard() ->
-    _ = (catch kprof_guard:disarm(tiers)),
+    _ = try kprof_guard:disarm(tiers) catch _:_ -> ok end,
     ok.
 
 %%% A restart: what the killed server left
@@ -410,7 +435,7 @@ undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
     %% Counted before the NIF's session goes: a stale NIF tracer is gone at
     %% the process's next event (or trace_info/2).
     Procs = untrace_ours(Port),
-    _ = (catch kprof_tracer:detach()),
+    release_ring(),
     Specs = [Spec || {Spec, _} <- Patterns]
         ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
     Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
@@ -419,16 +444,22 @@ undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
 
 -spec untrace_ours(port() | undefined) -> non_neg_integer().
 untrace_ours(Port) ->
-    Ours = fun(P) ->
-                   case catch erlang:trace_info(P, tracer) of
-                       {tracer, {kprof_tracer, _}} -> true;
-                       {tracer, Port} -> is_port(Port);
-                       _ -> false
-                   end
-           end,
-    _ = Ours(new) andalso (catch erlang:trace(new, false, ?FLAGS)),
-    length([P || P <- erlang:processes(), Ours(P),
-                 (catch erlang:trace(P, false, ?FLAGS)) =:= 1]).
+    Off = fun(Who) -> try erlang:trace(Who, false, ?FLAGS) catch _:_ -> 0 end end,
+    _ = traced_by_ours(new, Port) andalso Off(new),
+    length([P || P <- erlang:processes(), traced_by_ours(P, Port), Off(P) =:= 1]).
+
+%% Whether Who's tracer is the tracer NIF or this sink's port. OTP 25's spec
+%% of erlang:trace_info/2 gives a tracer module as {tracer, Module, State};
+%% the VM answers {tracer, {Module, State}}, which dialyzer would call a
+%% pattern that can never match.
+-dialyzer({no_match, traced_by_ours/2}).
+-spec traced_by_ours(pid() | new, port() | undefined) -> boolean().
+traced_by_ours(Who, Port) ->
+    case try erlang:trace_info(Who, tracer) catch _:_ -> undefined end of
+        {tracer, {kprof_tracer, _}} -> true;
+        {tracer, Port} -> is_port(Port);
+        _ -> false
+    end.
 
 %% A local pattern on at least one function the spec names.
 -spec has_local_pattern(mfa_spec()) -> boolean().

@@ -10,6 +10,7 @@
 -module(kprof_flame_tests).
 
 -include_lib("eunit/include/eunit.hrl").
+-include_lib("xmerl/include/xmerl.hrl").
 
 %% Traced by the tests.
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
@@ -251,7 +252,9 @@ tests(Tracer) ->
               {"kprof:cancel() of a flame_capture still waiting for its calls",
                fun cancel_capture/1},
               {"open => browser runs $BROWSER on the SVG", fun open_browser/1},
-              {"names => elixir in the files and the top table", fun elixir_names/1}]]}.
+              {"names => elixir in the files and the top table", fun elixir_names/1},
+              {"function names outside Latin-1, names each format escapes: all formats, the top",
+               fun unicode_names/1}]]}.
 
 %% top => 100 on the known call tree: the calls counted in the sink are the
 %% calls the code makes; self and inclusive time per function are what the
@@ -432,6 +435,59 @@ elixir_names(Dir) ->
     ?assertNotEqual(nomatch, binary:match(Json, <<"\":lists.seq/2\"">>)),
     ?assertMatch({match, _}, re:run(Printed, "  :lists\\.[a-z_]+/[0-9]\\n")).
 
+%% kprof_unicode_work's 'λ'/1, 'é'/1 and 'a<b&"c;d e'/1, 50 calls each of
+%% the last two: in the folded stacks and perf script (';' and ' ' as %3B
+%% and %20, UTF-8 as it is), speedscope (JSON strings), the SVG (XML
+%% entities; a document xmerl reads), the top table (terms and text). Through
+%% the ring, not one event is left out as unsupported (an atom outside
+%% Latin-1 was, before: 'λ' and its calls were missing from every file).
+unicode_names(Dir) ->
+    Unsupported = fun() ->
+                          case kprof_tracer:ring_info() of
+                              #{unsupported := U} -> U;
+                              undefined -> 0
+                          end
+                  end,
+    U0 = Unsupported(),
+    Printed = kprof_test_util:capture_io(
+                fun() ->
+                        put(result, kprof:flame_apply(fun() -> kprof_unicode_work:'λ'(50) end,
+                                                      #{output_directory => Dir, top => 10}))
+                end),
+    {ok, 2600, Files, Top} = erase(result),
+    ?assertEqual(U0, Unsupported()),
+    Lambda = "kprof_unicode_work:λ/1",
+    E = "kprof_unicode_work:é/1",
+    Odd = "kprof_unicode_work:a<b&\"c;d e/1",
+    OddFolded = "kprof_unicode_work:a<b&\"c%3Bd%20e/1",
+    Bytes = fun(S) -> binary_to_list(unicode:characters_to_binary(S)) end,
+    Below = fun(Paths, Frame) -> lists:any(fun(P) -> lists:member(Frame, P) end, Paths) end,
+    Calls = fun(Paths, A, B) -> lists:any(fun(P) -> lists:suffix([A, B], P) end, Paths) end,
+    %% Folded stacks (read back as characters) and perf script (bytes).
+    FoldedPaths = maps:keys(folded(file_of(".folded", Files))),
+    ?assert(Below(FoldedPaths, Lambda)),
+    ?assert(Calls(FoldedPaths, E, OddFolded)),
+    {_, PerfStacks} = perf(file_of(".perf", Files)),
+    ?assert(Calls(maps:keys(PerfStacks), Bytes(E), Bytes(OddFolded))),
+    ?assert(Below(maps:keys(PerfStacks), Bytes(Lambda))),
+    %% speedscope: the names as they are, the JSON escaping undone.
+    Frames = speedscope_frames(file_of(".speedscope.json", Files)),
+    ?assertEqual([], [Bytes(F) || F <- [Lambda, E, Odd]] -- Frames),
+    %% The SVG: entities in its text, a well-formed document.
+    Svg = file_of(".svg", Files),
+    ?assert(Calls(maps:keys(svg(Svg)), E, Odd)),
+    ?assert(Below(maps:keys(svg(Svg)), Lambda)),
+    {ok, SvgBin} = file:read_file(Svg),
+    ?assertNotEqual(nomatch, binary:match(SvgBin, <<"a&lt;b&amp;&quot;c;d e/1">>)),
+    {#xmlElement{name = svg}, _} = xmerl_scan:file(Svg, [{quiet, true}]),
+    %% The top table: 50 calls of each, named in its text.
+    CallsOf = maps:from_list([{MFA, C} || #{mfa := MFA, calls := C} <- Top]),
+    ?assertEqual(1, maps:get({kprof_unicode_work, 'λ', 1}, CallsOf)),
+    ?assertEqual(50, maps:get({kprof_unicode_work, 'é', 1}, CallsOf)),
+    ?assertEqual(50, maps:get({kprof_unicode_work, 'a<b&"c;d e', 1}, CallsOf)),
+    [?assertNotEqual(nomatch, string:find(Printed, unicode:characters_to_binary(F)))
+     || F <- [Lambda, E, Odd]].
+
 %% $BROWSER names a script that writes down what it was given.
 open_browser(Dir) ->
     Script = filename:join(Dir, "browser.sh"),
@@ -593,7 +649,9 @@ labels(Dir) ->
     ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Fun)),
     ?assertEqual(undefined, kprof_flame_srv:call_of(Dead)),
     %% In a graph: the gen_server is its callback's init/1.
-    Caller = spawn_link(fun() -> [gen_server:call(Gs, {busy, 5}) || _ <- lists:seq(1, 20)] end),
+    %% Busy until killed: the 60 ms traced must find it at work, however
+    %% late the capture starts on a loaded machine.
+    Caller = spawn_link(fun Call() -> _ = gen_server:call(Gs, {busy, 5}), Call() end),
     {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded}),
     unlink(Caller),
     exit(Caller, kill),
@@ -1198,9 +1256,6 @@ volume(Dir, Want0, Tracer) ->
                         ring -> {Want0, 0}
                     end,
     N = Want div 3 + 1000,  % 3 events an iteration, and a few more
-    #{level := Primary} = logger:get_primary_config(),
-    ok = logger:set_primary_config(level, debug),
-    ok = logger:add_handler(kprof_flame_tests, ?MODULE, #{config => #{pid => self()}, level => debug}),
     #{os_pid := OsPid} = kprof_sink:info(),
     T0 = erlang:monotonic_time(microsecond),
     {ok, ok, Files} = kprof:flame_apply(fun() ->
@@ -1216,9 +1271,7 @@ volume(Dir, Want0, Tracer) ->
                                           max_queue_bytes => 64 bsl 20}),
     T2 = erlang:monotonic_time(microsecond),
     T1 = receive {work_done, T} -> T end,
-    Info = receive {log, #{what := kprof_flame_written, info := I}} -> I after 5000 -> #{} end,
-    ok = logger:remove_handler(kprof_flame_tests),
-    ok = logger:set_primary_config(level, Primary),
+    #{files := Files, info := Info} = kprof_flame:last_written(),
     Events = maps:get(events, Info),
     HWM = vm_hwm_kb(OsPid),
     Folded = folded(file_of(".folded", Files)),

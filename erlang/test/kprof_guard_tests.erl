@@ -4,7 +4,6 @@
 -module(kprof_guard_tests).
 -include_lib("eunit/include/eunit.hrl").
 -import(kprof_test_util, [wait_until/2, reload/1]).
--export([log/2]).   % a logger handler (flame_max_events_exact/0)
 
 -define(MFA, {kprof_guard_work, f, 0}).
 
@@ -399,22 +398,11 @@ tiers_max_events_exact() ->
               [Ms, Took, Requests, Delivered, Aggregated, Events, maps:get(requests, Report),
                maps:get(orphan_events, Report, 0)]).
 
-%% Every logger event of kprof_flame_written goes to the test process.
-log(#{msg := {report, R = #{what := kprof_flame_written}}}, #{config := #{pid := Pid}}) ->
-    Pid ! {flame_written, R};
-log(_Event, _Config) ->
-    ok.
-
 flame_max_events_exact() ->
     Dir = filename:join("/tmp", "kprof-guard-eunit-max-" ++ os:getpid()),
-    #{level := Primary} = logger:get_primary_config(),
-    ok = logger:set_primary_config(level, debug),
-    ok = logger:add_handler(?MODULE, ?MODULE, #{config => #{pid => self()}, level => debug}),
     try
         flame_max_events_exact(Dir)
     after
-        _ = logger:remove_handler(?MODULE),
-        ok = logger:set_primary_config(level, Primary),
         _ = file:del_dir_r(Dir)
     end.
 
@@ -439,7 +427,7 @@ flame_max_events_exact(Dir) ->
     Delivered = N1 - N0,
     Aggregated = Delivered - (L1 - L0),
     ?assertEqual(100, Aggregated),
-    Info = receive {flame_written, #{info := I}} -> I after 5000 -> error(not_written) end,
+    #{info := Info} = kprof_flame:last_written(),
     Captured = maps:get(events, Info),
     ?assert(Captured =< 100),
     ?debugFmt("flame_pid busy, max_events 100: tripped ~b ms after the start, tracing off in "

@@ -84,6 +84,9 @@ start_test_() ->
      [{"a missing binary: {sink_not_built, Path}", fun missing_binary/0},
       {"a sink_path that is not kprof_sink: said by start/1, nothing left running",
        fun not_a_sink/0},
+      %% Two C compiles and three starts: more than eunit's 5 s on a loaded machine.
+      {"a sink that cannot run: the loader's words (a missing shared library), a usage line",
+       {timeout, 60, fun cannot_run/0}},
       {"bad options change nothing", fun bad_options/0},
       {"sink_args reach the sink: --max-frame, oversized frames", fun sink_args/0}]}.
 
@@ -564,6 +567,35 @@ bad_options() ->
     ?assertEqual({error, already_started}, kprof:start(#{call_timeout => 3000})),
     ?assertEqual(ok, kprof:start()),
     ?assertEqual(pong, kprof:sink_ping()).
+
+%% A program linked against a shared library that is gone: the loader stops
+%% it (exit 127) before it answers, and start/1 gives the loader's words,
+%% which name the library, not a wrong sink_path. Bad sink_args: the sink's
+%% own usage line.
+-spec cannot_run() -> term().
+cannot_run() ->
+    logger:set_handler_config(default, level, none),
+    Dir = kprof_test_util:tmp_dir("kprof-cannot-run"),
+    ok = file:write_file(filename:join(Dir, "gone.c"), "int kprof_gone(void) { return 0; }\n"),
+    ok = file:write_file(filename:join(Dir, "stub.c"),
+                         "int kprof_gone(void);\nint main(void) { return kprof_gone(); }\n"),
+    Cc = os:find_executable("cc"),
+    ?assertNotEqual(false, Cc),
+    Build = "cd '" ++ Dir ++ "' && cc -shared -fPIC -o libkprof_gone.so gone.c && "
+        "cc -o stub stub.c -L. -lkprof_gone && rm libkprof_gone.so && echo built",
+    ?assertEqual("built\n", os:cmd(Build)),
+    Stub = filename:join(Dir, "stub"),
+    {error, {sink_cannot_run, Stub, #{exit_status := 127, output := Output}}} =
+        kprof:start(#{sink_path => Stub}),
+    ?assertMatch({_, _}, binary:match(Output, <<"libkprof_gone.so">>), Output),
+    ?assertNot(lists:keymember(kprof, 1, application:which_applications())),
+    {error, {sink_cannot_run, _, #{exit_status := 2, output := Usage}}} =
+        kprof:start(#{sink_args => ["--max-frame", "lots"]}),
+    ?assertMatch({0, _}, binary:match(Usage, <<"usage: kprof_sink">>), Usage),
+    ?assertEqual(ok, kprof:start(#{})),
+    ?assertEqual(pong, kprof:sink_ping()),
+    ok = kprof:stop(),
+    ok = file:del_dir_r(Dir).
 
 -spec sink_args() -> term().
 sink_args() ->

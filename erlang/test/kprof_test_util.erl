@@ -4,7 +4,7 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1]).
+         distributed/1, peer_args/1, tmp_dir/1]).
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -99,3 +99,12 @@ distributed(Name) ->
 peer_args(Mod) ->
     ["-pa", filename:dirname(code:which(kprof)),
      "-pa", filename:dirname(code:which(Mod))].
+
+%% @doc A new directory under /tmp whose name starts with `Prefix' and is
+%% this VM's alone (its OS pid and a unique integer).
+-spec tmp_dir(string()) -> file:filename().
+tmp_dir(Prefix) ->
+    Dir = filename:join("/tmp", Prefix ++ "-" ++ os:getpid() ++ "-" ++
+                            integer_to_list(erlang:unique_integer([positive]))),
+    ok = filelib:ensure_path(Dir),
+    Dir.

@@ -1,6 +1,6 @@
 # A mix project that uses kprof from this checkout (README, "In your project").
-# `make check-mix` builds and runs it; Debian's elixir has no rebar3 of its own:
-# MIX_REBAR3=/usr/bin/rebar3 points mix at Debian's.
+# `make check-mix` builds and runs it: kprof's mix.exs builds it with mix
+# alone (no rebar3).
 defmodule MixDemo.MixProject do
   use Mix.Project
 
@@ -19,6 +19,6 @@ defmodule MixDemo.MixProject do
   end
 
   defp deps do
-    [{:kprof, path: "../..", manager: :rebar3}]
+    [{:kprof, path: "../.."}]
   end
 end

@@ -33,6 +33,7 @@
 #include <ei.h>
 
 #include "ks_out_dir.h"
+#include "ks_platform.h"
 #include "ks_proto.h"
 
 #define PATH_MAX_LEN 4096
@@ -368,34 +369,12 @@ static int open_files(const char *dir, const char *base, int fmts, fileset *fs, 
   return -EEXIST;
 }
 
-/* The errnos making or writing a file can give, named as Erlang's file module names
- * them. Written out (not strerrorname_np) so that every atom the sink sends is a
- * literal of its sources: kprof_sink decodes with binary_to_term(_, [safe]), which
- * reads only atoms that exist (scripts/gen_sink_atoms.escript). */
-static const struct {
-  int err;
-  const char *name;
-} errnos[] = {
-  {EPERM, "eperm"}, {ENOENT, "enoent"}, {EINTR, "eintr"}, {EIO, "eio"}, {ENXIO, "enxio"},
-  {EBADF, "ebadf"}, {EAGAIN, "eagain"}, {ENOMEM, "enomem"}, {EACCES, "eacces"},
-  {EFAULT, "efault"}, {EBUSY, "ebusy"}, {EEXIST, "eexist"}, {EXDEV, "exdev"},
-  {ENODEV, "enodev"}, {ENOTDIR, "enotdir"}, {EISDIR, "eisdir"}, {EINVAL, "einval"},
-  {ENFILE, "enfile"}, {EMFILE, "emfile"}, {ETXTBSY, "etxtbsy"}, {EFBIG, "efbig"},
-  {ENOSPC, "enospc"}, {ESPIPE, "espipe"}, {EROFS, "erofs"}, {EMLINK, "emlink"},
-  {EPIPE, "epipe"}, {ENAMETOOLONG, "enametoolong"}, {ENOLCK, "enolck"}, {ENOSYS, "enosys"},
-  {ENOTEMPTY, "enotempty"}, {ELOOP, "eloop"}, {EOVERFLOW, "eoverflow"},
-  {EOPNOTSUPP, "eopnotsupp"}, {EDQUOT, "edquot"}, {ESTALE, "estale"},
-};
-
 /* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ...;
  * `unknown' for one the table does not hold. */
 static int encode_errno(ei_x_buff *x, int err) {
-  size_t k;
+  const char *name = ks_errno_name(err);
 
-  for (k = 0; k < sizeof(errnos) / sizeof(errnos[0]); k++)
-    if (errnos[k].err == err)
-      return ei_x_encode_atom(x, errnos[k].name);
-  return ei_x_encode_atom(x, "unknown");
+  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
 }
 
 static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {

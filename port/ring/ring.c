@@ -12,11 +12,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ks_platform.h"
 #include "ks_ring_reader.h"
 
 void ks_ring_reader_init(ks_ring_reader *r) {
@@ -48,7 +48,7 @@ static uint64_t name_bits(void) {
   uint64_t v;
   struct timespec ts;
 
-  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+  if (ks_random64(&v))
     return v;
   clock_gettime(CLOCK_MONOTONIC, &ts);   /* no entropy yet at boot: unlikely, still unique */
   return ks_hash(&ts, sizeof(ts)) ^ (uint64_t)getpid();

@@ -30,6 +30,23 @@ defmodule MixDemoTest do
     File.rm_rf!(dir)
   end
 
+  test "a routine capture logs nothing, at any level (IEx shows debug by default)" do
+    dir = Path.join(System.tmp_dir!(), "kprof-mix-demo-#{System.unique_integer([:positive])}")
+    Logger.configure(level: :debug)
+
+    log =
+      ExUnit.CaptureLog.capture_log([level: :debug], fn ->
+        ExUnit.CaptureIO.capture_io(fn -> send(self(), {:ran, MixDemo.run(dir)}) end)
+      end)
+
+    assert_received {:ran, {_, [_folded, _svg], _top}}
+    assert log == ""
+    # The counts a log line used to carry are there to read.
+    assert %{files: [_, _], info: %{events: events}} = :kprof_flame.last_written()
+    assert events > 0
+    File.rm_rf!(dir)
+  end
+
   test "keyword options: a bad one is refused, naming it" do
     assert {:error, {:bad_option, :sleep, :yes}} = :kprof.flame_apply(fn -> :ok end, sleep: :yes)
   end
