@@ -5,6 +5,9 @@
  * it had before the later one. Stacks are not stored: each stack is a node
  * of a call-path tree (node = parent node + frame, interned in a hash table)
  * and only the node's self time grows. The writers (write_*.c) walk the tree.
+ * The tree has a budget in bytes: paths that do not fit go to an OVER_BUDGET
+ * node under their deepest kept frame. The top table comes from per-function
+ * counters (flame_count.c) that no budget touches.
  */
 #ifndef KS_FLAME_H
 #define KS_FLAME_H
@@ -21,7 +24,16 @@
 enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2, KS_FR_GROUP = 3 };
 /* How processes are grouped at the root of the written graph (option group). */
 enum { KS_GROUP_PID = 0, KS_GROUP_NAME = 1, KS_GROUP_CALL = 2, KS_GROUP_ALL = 3 };
-enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2, KS_PSEUDO_WAIT = 3 };
+/* TRUNCATED: past a depth cap (full trace's aggregates); OVER_BUDGET: paths past
+ * the tree's byte budget; TOO_DEEP: frames past a process's stack cap. */
+enum {
+  KS_PSEUDO_SLEEP = 0,
+  KS_PSEUDO_GC = 1,
+  KS_PSEUDO_TRUNCATED = 2,
+  KS_PSEUDO_WAIT = 3,
+  KS_PSEUDO_OVER = 4,
+  KS_PSEUDO_DEEP = 5
+};
 #define KS_FR(kind, v) ((uint32_t)(kind) << 30 | (uint32_t)(v))
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
@@ -41,6 +53,17 @@ typedef struct ks_fnode {
   uint64_t self;               /* ns credited while this was the stack */
 } ks_fnode;
 
+/*
+ * Two limits, one per user:
+ *   - max nodes (full trace's aggregates): at the cap a would-be child is
+ *     counted in `dropped` and its time goes to its parent;
+ *   - budget, bytes of the node array and the hash slots (flame captures):
+ *     a path that does not fit in budget less a reserve (1/16) goes to the
+ *     OVER_BUDGET child of its parent (counted in over_paths), made from the
+ *     reserve; frames past an OVER_BUDGET node stay in it (SLEEP and GC
+ *     still go above it); when even the reserve is spent, to
+ *     `spill', a root-level OVER_BUDGET node made at init. Nothing is freed.
+ */
 typedef struct ks_ftree {
   ks_fnode *v;
   uint32_t n, cap, max;
@@ -48,22 +71,56 @@ typedef struct ks_ftree {
   uint32_t mask;
   int ordered;                 /* child lists put in first-seen order */
   uint64_t dropped;            /* nodes not created at the cap (time went to the parent) */
+  uint64_t budget;             /* bytes of v and slots at most (UINT64_MAX: none) */
+  uint64_t bytes, peak;        /* bytes of v and slots now, and their most */
+  uint64_t over_paths;         /* paths past the budget, sent to OVER_BUDGET */
+  int full;                    /* a path did not fit: no more are made but OVER_BUDGET */
+  uint32_t spill;              /* root-level OVER_BUDGET (KS_NONE without a budget) */
 } ks_ftree;
 
-int ks_ftree_init(ks_ftree *t, uint32_t max_nodes);
+#define KS_FTREE_NO_BUDGET UINT64_MAX
+int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget);
 void ks_ftree_free(ks_ftree *t);
-/* The child of `parent` for `frame`, created when new; `parent` itself at the cap. */
+/* The child of `parent` for `frame`, created when new; `parent` itself at the
+ * node cap; an OVER_BUDGET node past the budget (above). */
 uint32_t ks_ftree_child(ks_ftree *t, uint32_t parent, uint32_t frame);
+/* Whether node k is an OVER_BUDGET node. */
+static inline int ks_ftree_is_over(const ks_ftree *t, uint32_t k) {
+  return t->v[k].frame == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER);
+}
 /* Child lists were built by prepending: reverses them once, for first-seen order. */
 void ks_ftree_order(ks_ftree *t);
 /* Inclusive ns of every node into total[t->n] (children come after parents). */
 void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
+
+/* Exact per-function counters (flame_count.c), indexed by MFA id: calls,
+ * self ns (the function ran: not scheduled out, not in a GC frame) and
+ * inclusive ns (from the outermost frame's start to its end, on the
+ * process's clock: a recursive function's inner frames are not counted
+ * again). No tree budget touches them. */
+typedef struct ks_ffun {
+  uint64_t calls, self, incl;
+} ks_ffun;
+
+typedef struct ks_fcount {
+  ks_ffun *v;
+  uint32_t cap;
+  uint64_t uncounted;          /* calls or times that found no memory */
+} ks_fcount;
 
 /* One frame of a process's stack (ks_stack.h, search rules) and its tree node. */
 typedef struct ks_fentry {
   ks_sframe f;
   uint32_t node;
 } ks_fentry;
+
+/* A function open on a process's stack, for its exact inclusive time
+ * (flame_count.c): how many frames run it, and the process's clock when the
+ * outermost one opened. */
+typedef struct ks_fopen {
+  uint32_t mfa, count;         /* mfa KS_NONE: an empty slot */
+  uint64_t since;
+} ks_fopen;
 
 typedef struct ks_fproc {
   uint32_t pid;                /* pid id */
@@ -73,10 +130,17 @@ typedef struct ks_fproc {
   uint32_t cur;                /* the node time goes to now, KS_NONE for none */
   uint32_t out_mfa;            /* where it was scheduled out */
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
+  uint32_t run_mfa;            /* the function it runs (last call or return_to), KS_NONE */
   int64_t last_ts;
+  uint64_t clock;              /* ns credited to it so far (its inclusive times' clock) */
+  ks_fcount *fc;               /* its capture's per-function counters, NULL: none */
+  ks_fopen *open;              /* functions open on its stack (top table only), hashed */
+  uint32_t open_mask, open_n;
   uint8_t armed, out, gc, dead, has_ts, named;
   uint8_t ran;                 /* has been scheduled in (or made a call) since it joined */
   uint8_t child;               /* joined as a spawned child (children => true) */
+  uint8_t bottom;              /* its bottom frame is its first (seen from its start or
+                                * its trigger call): no return_to goes below it */
   char *name;                  /* registered name, UTF-8, or NULL */
   char *call;                  /* initial call "M:F/A" as kprof_flame_srv found it, or NULL */
   uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
@@ -92,8 +156,11 @@ typedef struct ks_fgroup {
 
 typedef struct ks_fopts {
   int sleep, gc, children;
-  uint32_t max_depth;          /* deeper frames go to one TRUNCATED frame */
-  uint32_t max_nodes, max_stack, max_procs;
+  uint32_t max_depth;          /* deeper frames go to one TRUNCATED frame; 0: none (full
+                                * trace's aggregates have one, flame captures none) */
+  uint32_t max_nodes;          /* nodes of the tree (full trace's aggregates) */
+  uint64_t max_bytes;          /* the tree's budget in bytes (flame captures) */
+  uint32_t max_stack, max_procs;
   uint32_t trigger;            /* flame_capture's MFA id; KS_NONE otherwise */
   uint32_t ncalls;             /* trigger calls to capture */
   int hold;                    /* trigger calls are not taken until flame_arm */
@@ -106,6 +173,9 @@ typedef struct ks_fopts {
   int fold_recursion;          /* f;f;f written as one f (direct recursion) */
 } ks_fopts;
 
+/* The default budget of a flame capture's tree (doc/flame.md says why this much). */
+#define KS_FLAME_MAX_BYTES ((uint64_t)1 << 30)
+
 typedef struct ks_fcounters {
   uint64_t events;             /* events that changed a stack or its time */
   uint64_t calls_started, calls_done, calls_refused;
@@ -113,9 +183,9 @@ typedef struct ks_fcounters {
   uint64_t lost_frames;        /* frames popped without their return_to (tail calls, exceptions) */
   uint64_t unknown_callers;    /* callers not on the stack: inferred */
   uint64_t depth_capped;       /* pushes beyond max_depth */
-  uint64_t stack_overflow;     /* pushes beyond max_stack */
+  uint64_t stack_overflow;     /* pushes beyond max_stack: their time is in TOO_DEEP */
+  uint64_t over_budget_calls;  /* calls whose frame went to OVER_BUDGET */
   uint64_t dropped_procs;      /* processes beyond max_procs */
-  uint64_t calls_uncounted;    /* calls the top table could not count (out of memory) */
 } ks_fcounters;
 
 typedef struct ks_fcap {
@@ -130,8 +200,7 @@ typedef struct ks_fcap {
   uint32_t pmask;
   uint32_t last_pid, last_proc;
   ks_fcounters k;
-  uint64_t *calls;             /* per MFA id, counted only when o.top > 0 */
-  uint32_t calls_cap;
+  ks_fcount fc;                /* per function, counted only when o.top > 0 */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_fcap;
@@ -143,10 +212,11 @@ typedef struct ks_fgraph {
   ks_ftree *tree;
   ks_fcounters *k;
   const ks_fopts *o;
+  ks_fcount *fc;               /* per-function counters, NULL: not counted */
 } ks_fgraph;
 
 static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
-  ks_fgraph g = {&c->tree, &c->k, &c->o};
+  ks_fgraph g = {&c->tree, &c->k, &c->o, c->o.top > 0 ? &c->fc : NULL};
   return g;
 }
 
@@ -207,6 +277,23 @@ ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t
 /* One call of mfa into a per-MFA counter vector (grown as needed; KS_NONE is
  * not counted): KS_OK or KS_ENOMEM (the call is not counted). */
 int ks_fcount_call(uint64_t **calls, uint32_t *cap, uint32_t mfa);
+/* qsort's order of rows by self time, largest first (then inclusive, then id). */
+int ks_fmfa_by_self(const void *a, const void *b);
+
+/* flame_count.c: exact per-function counters (ks_fcount). Memory that runs
+ * out is counted in fc->uncounted, never fatal. */
+void ks_ffun_call(ks_fcount *fc, uint32_t mfa);
+void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns);
+/* A frame of p starts running mfa / stops running it (inclusive time). */
+void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
+void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
+/* Every frame of p stops: their open functions' inclusive times end now. */
+void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p);
+void ks_ffun_free_proc(ks_fproc *p);
+void ks_ffun_free(ks_fcount *fc);
+/* The rows of every function counted but `hide', most self time first; *n of
+ * them (the caller frees), NULL with *n = 0 when none or out of memory. */
+ks_fmfa *ks_ffun_rows(const ks_fcount *fc, uint32_t hide, uint32_t *n);
 
 /* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,

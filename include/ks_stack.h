@@ -19,7 +19,11 @@
  *   - frames just popped stay readable above n until the next push (a user
  *     reads what a return_to ended there);
  *   - pinned: frame 0 is never replaced by a tail call nor popped by a call
- *     (a flame trigger's frame, kept on the BEAM stack by its return_trace).
+ *     (a flame trigger's frame, kept on the BEAM stack by its return_trace);
+ *   - leave (when set) is called for each kept frame that stops running its
+ *     function under the search rules: popped (top first), replaced by a
+ *     tail call (with the function it ran), or unwound; ks_stack_clear is
+ *     silent.
  *
  * Two rule sets, as the tracing that feeds them allows:
  *   - top rules (ks_stack_call_top, ks_stack_return_base): the tiers trace
@@ -53,6 +57,8 @@ typedef struct ks_stack {
   uint32_t over;                /* frames past max or not allocated: only counted */
   uint32_t elem;                /* bytes per frame: a ks_sframe and the user's fields */
   uint32_t pinned;              /* frame 0 is never replaced nor popped by a call */
+  void (*leave)(void *ctx, uint32_t mfa);   /* a frame stops running mfa, or NULL */
+  void *leave_ctx;
 } ks_stack;
 
 /* What a call did to the stack. */
@@ -83,6 +89,9 @@ static inline void ks_stack_clear(ks_stack *s) {
   s->over = 0;
   s->pinned = 0;
 }
+
+/* Every kept frame ends (leave, top first), then ks_stack_clear. */
+void ks_stack_unwind(ks_stack *s);
 
 /* Pushes a frame: the new top, or NULL when it is only counted (over). */
 ks_sframe *ks_stack_push(ks_stack *s, uint32_t mfa, uint32_t base);

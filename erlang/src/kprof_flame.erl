@@ -30,8 +30,10 @@
 -export_type([opts/0, format/0, written/0]).
 
 -type format() :: folded | perf | speedscope | svg.
-%% The files written, and with `top => N' the table of kprof_top.
--type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
+%% The files written, and with `top => N' the table of kprof_top, or with
+%% `info => true' the capture's summary (kprof_flame_summary, the table in it).
+-type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}
+                 | {ok, [file:filename_all()], kprof_flame_summary:summary()}.
 -type opts() ::
         #{output_format => format() | [format()] | all,  % default: all four
           output_directory => file:filename(),          % default: the cwd
@@ -39,8 +41,8 @@
           sleep => boolean(),              % SLEEP frames (default true)
           gc => boolean(),                 % GC frames (default true)
           children => boolean(),           % follow spawned processes (default false)
-          max_depth => pos_integer(),      % deeper frames: TRUNCATED (default 256)
-          max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
+          max_bytes => pos_integer(),      % the call-path tree's memory (default 1 GiB):
+                                           % paths past it go to OVER_BUDGET frames
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
           %% processes merged at the root, Key(N_processes): by registered name,
@@ -55,6 +57,7 @@
           names => erlang | elixir,        % how functions are named in the text
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
+          info => boolean(),               % return the capture's summary (default false)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
@@ -79,7 +82,8 @@
 
 %% @doc Run `Fun()' or `apply(M, F, Args)' traced in the calling process.
 -spec apply(fun(() -> term()) | {module(), atom(), [term()]}, opts()) ->
-          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]}
+          | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
@@ -203,7 +207,8 @@ runs(Fun) ->
     {M, F, A}.
 
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
-          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]}
+          | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
 run_apply(What, Cfg) ->
     Id = erlang:unique_integer([positive]),
@@ -220,7 +225,7 @@ run_apply(What, Cfg) ->
                 {{ok, Result}, false} ->
                     case Written of
                         {ok, Files} -> {ok, Result, Files};
-                        {ok, Files, Top} -> {ok, Result, Files, Top};
+                        {ok, Files, More} -> {ok, Result, Files, More};
                         Error -> Error
                     end;
                 {{raise, Class, Reason, Stack}, _} ->
@@ -444,7 +449,7 @@ end_with(_, Written) -> Written.
 
 -spec files(written() | {error, term()}) -> [file:filename_all()].
 files({ok, Files}) -> Files;
-files({ok, Files, _Top}) -> Files;
+files({ok, Files, _More}) -> Files;
 files({error, Reason}) ->
     %% Aborted and then not written either: the list is empty, the reason said.
     logger:warning(#{what => kprof_flame_not_written, reason => Reason},
@@ -489,7 +494,7 @@ write(Id, End, Cfg, Mode, Flags) ->
                                   info => Info}),
                     warn_limits(Info),
                     maybe_open(maps:get(open, Cfg), Files),
-                    with_top(Files, Info, Cfg);
+                    result(Files, Info, Cfg);
                 {error, no_events, _Info} ->
                     logger:warning("kprof flame: no events, no files written. ~ts",
                                    [hint(Mode)]),
@@ -517,21 +522,32 @@ paths(Paths, Cfg) ->
         false -> [unicode:characters_to_list(P) || P <- Paths]
     end.
 
-%% `top => N': the sink's table of the functions with the most self time,
-%% printed to the caller's group leader and returned after the files.
--spec with_top([file:filename_all()], map(), map()) ->
-          {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
-with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}, Cfg) ->
-    Rows = kprof_top:rows(Raw, Total),
-    kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
+%% What limits cut from the graph is printed when anything was (the
+%% summary); `top => N': the sink's table of the functions with the most
+%% self time, printed to the caller's group leader and returned after the
+%% files; `info => true': the summary (the table in it) returned instead.
+-spec result([file:filename_all()], map(), map()) -> written().
+result(Files, Info, Cfg) ->
+    Rows = case Info of
+               #{top := Raw, total_us := Total, functions := _} ->
+                   R = kprof_top:rows(Raw, Total),
+                   kprof_top:print(R, Info#{names => maps:get(names, Cfg, erlang)}),
+                   R;
+               _ ->
+                   []
+           end,
+    Summary = kprof_flame_summary:from_info(Info, Rows),
+    kprof_flame_summary:print(Summary),
     case maps:get(calls_uncounted, Info, 0) of
         0 -> ok;
         N -> logger:warning("kprof flame: ~b calls could not be counted in the top table "
                             "(the sink was out of memory)", [N])
     end,
-    {ok, Files, Rows};
-with_top(Files, _Info, _Cfg) ->
-    {ok, Files}.
+    case Cfg of
+        #{info := true} -> {ok, Files, Summary};
+        #{top := Top} when Top > 0 -> {ok, Files, Rows};
+        _ -> {ok, Files}
+    end.
 
 %% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.
 -spec delivered() -> ok.
@@ -552,10 +568,7 @@ hint(capture) ->
 %% Limits that changed the picture are said, not hidden.
 -spec warn_limits(map()) -> ok.
 warn_limits(Info) ->
-    Said = [{depth_capped, "frames deeper than max_depth were merged into TRUNCATED"},
-            {dropped_nodes, "call paths beyond max_nodes were credited to their parents"},
-            {stack_overflow, "frames beyond the per-process stack limit were only counted"},
-            {dropped_procs, "processes beyond the capture's limit were left out"}],
+    Said = [{dropped_procs, "processes beyond the capture's limit were left out"}],
     _ = [logger:notice("kprof flame: ~s (~b times)", [Text, N])
          || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
     ok.

@@ -445,7 +445,7 @@ warn_traced([{Pid, Tracer} | More]) ->
 sink_start(Id, Mode, Cfg) ->
     Opts = [{sleep, maps:get(sleep, Cfg)}, {gc, maps:get(gc, Cfg)},
             {children, maps:get(children, Cfg)},
-            {max_depth, maps:get(max_depth, Cfg)}, {max_nodes, maps:get(max_nodes, Cfg)},
+            {max_bytes, maps:get(max_bytes, Cfg)},
             {perf_period_us, maps:get(perf_period_us, Cfg)},
             {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
             {names, maps:get(names, Cfg)},

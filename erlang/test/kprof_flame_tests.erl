@@ -230,7 +230,8 @@ tests(Tracer) ->
               {"bad options change nothing", fun bad_options/1},
               {"a keyword list is taken for the options map (Elixir's [key: value])",
                fun keyword_options/1},
-              {"one output format, max_depth cap said in the files", fun one_format/1},
+              {"one output format; past max_bytes: OVER_BUDGET in the files, the share said, "
+               "the top table exact", fun one_format/1},
               {"a guard limit ends the capture with the files so far", fun guard_limit/1},
               {"a process another tracer has: {error, {traced_by_other, Pid, Tracer}}",
                fun traced_by_other/1},
@@ -956,17 +957,54 @@ keyword_options(Dir) ->
     ?assert(io_lib:printable_unicode_list(StrFile)),
     ?assertEqual([], traced_processes()).
 
+%% 3000 distinct functions (a module made for the test), each called once
+%% by lists:foreach/2: with max_bytes => 65536 the tree keeps some 1500 paths
+%% and the rest go to OVER_BUDGET under their parent's frame, with their time; the
+%% summary (printed, and returned with info => true) gives its share; the
+%% top table, from counters no budget touches, still has each function once.
 one_format(Dir) ->
-    {ok, done, [File]} = kprof:flame_apply(fun ?MODULE:shape_top/0,
-                                           #{output_directory => Dir, output_format => svg,
-                                             max_depth => 3}),
-    ?assertEqual(".svg", ext(File)),
-    Svg = svg(File),
-    Root = label(self(), mfa(shape_top)),
-    %% Three frames deep at most, then TRUNCATED (and SLEEP or GC above it).
-    ?assert(maps:get(["all", Root, mfa(shape_top), mfa(shape_thrower), mfa(shape_deep),
-                      "TRUNCATED"], Svg) >= 5 * ?MS),
-    ?assertEqual([], [K || K <- maps:keys(Svg), length(K) > 7]).
+    N = 3000,
+    Mod = kprof_flame_many,
+    Forms = [{attribute, 1, module, Mod}, {attribute, 1, export, [{f(K), 0} || K <- lists:seq(1, N)]}
+             | [{function, 1, f(K), 0, [{clause, 1, [], [], [{integer, 1, K}]}]}
+                || K <- lists:seq(1, N)]],
+    {ok, Mod, Bin} = compile:forms(Forms),
+    {module, Mod} = code:load_binary(Mod, "kprof_flame_many.erl", Bin),
+    Fs = [f(K) || K <- lists:seq(1, N)],
+    Fun = fun() -> lists:foreach(fun(F) -> Mod:F() end, Fs), N end,
+    Printed = kprof_test_util:capture_io(
+                fun() ->
+                        put(budget_result,
+                            kprof:flame_apply(Fun, #{output_directory => Dir,
+                                                     output_format => folded, max_bytes => 65536,
+                                                     top => N + 100, info => true}))
+                end),
+    {ok, N, [File], Summary} = erase(budget_result),
+    ?assertEqual(".folded", ext(File)),
+    Folded = folded(File),
+    #{over_budget := #{time_us := OverUs, share_pct := Share, paths := Paths, calls := Calls},
+      total_us := Total, top := Rows} = Summary,
+    %% Some functions got their own paths, the others are in OVER_BUDGET.
+    Kept = [S || S <- maps:keys(Folded), lists:prefix("kprof_flame_many:", lists:last(S))],
+    ?assert(length(Kept) > 500),
+    ?assert(Paths > 0 andalso Calls >= N div 4 andalso Calls + length(Kept) =< N),
+    %% Under the deepest kept frame: one the graph has a path to.
+    [Over] = [S || S <- maps:keys(Folded), lists:last(S) =:= "OVER_BUDGET"],
+    Parent = lists:droplast(Over),
+    ?assert(length(Parent) >= 2),
+    ?assert(lists:any(fun(S) -> lists:prefix(Parent, S) andalso S =/= Over end,
+                      maps:keys(Folded))),
+    ?assert(abs(maps:get(Over, Folded) - OverUs) =< 1),
+    ?assert(abs(Share - OverUs * 100 / Total) < 0.01),
+    ?assertMatch({match, _}, re:run(Printed, "% of the time \\([0-9.]+ ms\\) is in OVER_BUDGET "
+                                             "frames: [0-9]+ call paths \\([0-9]+ calls\\) did "
+                                             "not fit in max_bytes \\(65536 bytes\\)")),
+    %% The table: every one of the N functions, called once.
+    Ones = [C || #{mfa := {M, _, 0}, calls := C} <- Rows, M =:= Mod],
+    ?assertEqual(lists:duplicate(N, 1), Ones),
+    code:purge(Mod), code:delete(Mod), code:purge(Mod).
+
+f(K) -> list_to_atom("f" ++ integer_to_list(K)).
 
 guard_limit(Dir) ->
     Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),

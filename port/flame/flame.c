@@ -26,8 +26,9 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->sleep = 1;
   o->gc = 1;
   o->children = 0;
-  o->max_depth = 256;
-  o->max_nodes = 1000000;
+  o->max_depth = 0;
+  o->max_nodes = UINT32_MAX - 1;
+  o->max_bytes = KS_FLAME_MAX_BYTES;
   o->max_stack = 65536;
   o->max_procs = 100000;
   o->trigger = KS_NONE;
@@ -40,11 +41,10 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->fold_recursion = 0;
 }
 
-/* Calls per function, for the table flame_write's Info carries (top > 0):
- * one that cannot be counted (out of memory) is counted as calls_uncounted. */
+/* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
-  if (c->o.top > 0 && mfa != c->o.hide && ks_fcount_call(&c->calls, &c->calls_cap, mfa) != KS_OK)
-    c->k.calls_uncounted++;
+  if (c->o.top > 0 && mfa != c->o.hide)
+    ks_ffun_call(&c->fc, mfa);
 }
 
 void ks_flame_init(ks_flame *fl) {
@@ -56,12 +56,13 @@ static void free_cap(ks_fcap *c) {
 
   for (k = 0; k < c->nprocs; k++) {
     ks_stack_free(&c->procs[k].st);
+    ks_ffun_free_proc(&c->procs[k]);
     free(c->procs[k].name);
     free(c->procs[k].call);
   }
   free(c->procs);
   free(c->pslots);
-  free(c->calls);
+  ks_ffun_free(&c->fc);
   ks_ftree_free(&c->tree);
   memset(c, 0, sizeof(*c));
 }
@@ -98,11 +99,9 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
     return KS_EFULL;
   memset(c, 0, sizeof(*c));
   c->o = *o;
-  if (c->o.max_depth < 1)
-    c->o.max_depth = 1;
-  if (c->o.max_stack < c->o.max_depth + 1)
+  if (c->o.max_depth > 0 && c->o.max_stack < c->o.max_depth + 1)
     c->o.max_stack = c->o.max_depth + 1;
-  if (ks_ftree_init(&c->tree, c->o.max_nodes) != KS_OK)
+  if (ks_ftree_init(&c->tree, c->o.max_nodes, c->o.max_bytes) != KS_OK)
     return KS_ENOMEM;
   c->pmask = 63;
   c->pslots = calloc(c->pmask + 1, sizeof(*c->pslots));
@@ -192,8 +191,10 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
   p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
   p->cur = KS_NONE;
   p->out_mfa = KS_NONE;
+  p->run_mfa = KS_NONE;
   p->first_mfa = KS_NONE;
   p->spawn_mfa = KS_NONE;
+  p->fc = c->o.top > 0 ? &c->fc : NULL;
   c->pslots[slot] = ++c->nprocs;
   if ((uint64_t)c->nprocs * 2 > (uint64_t)c->pmask + 1 && grow_pslots(c) != KS_OK &&
       c->nprocs + 1 >= c->pmask) {
@@ -299,6 +300,8 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
     ks_fproc *p = &c->procs[k];
     if (p->armed && !p->dead && has_end)
       ks_fstack_credit(&g, p, end_ts);
+    if (p->fc != NULL)
+      ks_ffun_leave_all(p->fc, p);   /* inclusive times of what is still open end here */
     p->armed = 0;
     p->cur = KS_NONE;
     if (p->pid < fl->mask_cap)

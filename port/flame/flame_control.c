@@ -137,10 +137,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   }
   if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
     return KS_EINVAL;
-  if (strcmp(key, "max_depth") == 0)
-    o->max_depth = (uint32_t)v;
-  else if (strcmp(key, "max_nodes") == 0)
-    o->max_nodes = (uint32_t)v;
+  if (strcmp(key, "max_bytes") == 0)
+    o->max_bytes = (uint64_t)v;
   else if (strcmp(key, "max_stack") == 0)
     o->max_stack = (uint32_t)v;
   else if (strcmp(key, "max_procs") == 0)
@@ -260,15 +258,36 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "calls_early", c->k.calls_early);
   ks_map_u64(m, "lost_frames", c->k.lost_frames);
   ks_map_u64(m, "unknown_callers", c->k.unknown_callers);
-  ks_map_u64(m, "depth_capped", c->k.depth_capped);
   ks_map_u64(m, "stack_overflow", c->k.stack_overflow);
   ks_map_u64(m, "dropped_procs", c->k.dropped_procs);
-  ks_map_u64(m, "dropped_nodes", c->tree.dropped);
+  ks_map_u64(m, "over_budget_paths", c->tree.over_paths);
+  ks_map_u64(m, "over_budget_calls", c->k.over_budget_calls);
   ks_map_u64(m, "nodes", c->tree.n);
+  ks_map_u64(m, "tree_bytes", c->tree.peak);
   ks_map_u64(m, "procs", c->nprocs);
   ks_map_u64(m, "armed", armed);
-  ks_map_u64(m, "max_depth", c->o.max_depth);
-  ks_map_u64(m, "max_nodes", c->o.max_nodes);
+  ks_map_u64(m, "max_bytes", c->o.max_bytes);
+  ks_map_u64(m, "max_stack", c->o.max_stack);
+}
+
+/* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
+ * them): the share of the graph a limit cut. Neither nests in the other. */
+static void cut_time(const ks_ftree *t, uint64_t *over, uint64_t *deep) {
+  uint32_t k, f, parent;
+
+  *over = *deep = 0;
+  for (k = 1; k < t->n; k++) {
+    f = t->v[k].frame;
+    parent = t->v[k].parent;
+    if (KS_FR_KIND(f) != KS_FR_PSEUDO)
+      continue;
+    if (KS_FR_VAL(f) == KS_PSEUDO_SLEEP || KS_FR_VAL(f) == KS_PSEUDO_GC)
+      f = parent != 0 && parent != KS_NONE ? t->v[parent].frame : KS_NONE;
+    if (f == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER))
+      *over += t->v[k].self;
+    else if (f == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_DEEP))
+      *deep += t->v[k].self;
+  }
 }
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
@@ -457,13 +476,17 @@ typedef struct write_info {
 
 static void put_info(ks_map *m, const void *ctx) {
   const write_info *w = ctx;
+  uint64_t over, deep;
   uint32_t k;
   int e = 0;
 
   put_counters(m, w->c);
+  cut_time(&w->c->tree, &over, &deep);
+  ks_map_u64(m, "over_budget_ns", over);
+  ks_map_u64(m, "too_deep_ns", deep);
   if (w->c->o.top == 0)
     return;
-  ks_map_u64(m, "calls_uncounted", w->c->k.calls_uncounted);
+  ks_map_u64(m, "calls_uncounted", w->c->fc.uncounted);
   ks_map_u64(m, "functions", w->functions);
   ks_map_key(m, "top");
   if (w->n > 0)
@@ -535,11 +558,8 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
   }
   w.c = cap;
   w.in = &s->in;
-  /* The table from the tree written (a view keeps every function's self
-   * time and its outermost frames), calls from the capture's counts. */
-  w.rows = rows = cap->o.top > 0 ? ks_ftree_mfas(&c->tree, total, cap->calls, cap->calls_cap,
-                                                  KS_FMFA_BY_SELF, &w.functions)
-                                 : NULL;
+  /* The table from the capture's exact per-function counters (flame_count.c). */
+  w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
   w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
   e = ks_flame_write_reply(&o, &d, x, put_info, &w);
   free(rows);

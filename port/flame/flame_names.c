@@ -6,8 +6,10 @@
  *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
  *                   what it runs (ks_flame_proc_call: M:F/A), else <0.N.S>
  *   a group         key(N_processes): processes merged by the option group
- *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
- *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
+ *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past full
+ *                   trace's depth cap), WAITING_TO_RUN (a process's time before it
+ *                   was first scheduled in), OVER_BUDGET (call paths past max_bytes),
+ *                   TOO_DEEP (frames past a process's stack cap)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
  */
 #include <stdio.h>
@@ -16,7 +18,8 @@
 
 #include "ks_flame.h"
 
-static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED", "WAITING_TO_RUN"};
+static const char *const pseudo_names[] = {"SLEEP",          "GC",          "TRUNCATED",
+                                           "WAITING_TO_RUN", "OVER_BUDGET", "TOO_DEEP"};
 
 static size_t put(char *buf, size_t cap, int n) {
   if (n < 0)

@@ -11,11 +11,19 @@
  * node in the call-path tree (ks_fgraph: a capture's or a full-trace
  * aggregate's).
  *
- * Frames deeper than max_depth share one TRUNCATED node; more than max_stack
- * frames are only counted. Time between two events goes to the stack as it
- * was before the later event (p->cur): the top frame's node, or a SLEEP node
- * above it while scheduled out, and a GC node while collecting; with no frame,
- * a WAITING_TO_RUN node under the process before it first ran, else nothing.
+ * With max_depth (full trace's aggregates), deeper frames share one
+ * TRUNCATED node; more than max_stack frames are only counted, and their
+ * time goes to a TOO_DEEP node above the deepest kept frame. Time between
+ * two events goes to the stack as it was before the later event (p->cur):
+ * the top frame's node, or a SLEEP node above it while scheduled out, and a
+ * GC node while collecting; with no frame, a WAITING_TO_RUN node under the
+ * process before it first ran, else nothing.
+ *
+ * With per-function counters (p->fc, the top table), each frame that starts
+ * running a function opens it (ks_ffun_enter) and each that stops closes it
+ * (the stack's leave hook, ks_stack.h), and time the process ran goes to the
+ * function it runs (p->run_mfa: the last call or return_to, exact even past
+ * the stack cap).
  */
 #include <stdlib.h>
 
@@ -32,9 +40,22 @@ static uint32_t parent_node(const ks_fproc *p, uint32_t i) {
   return i == 0 ? p->root : entry_at(p, i - 1)->node;
 }
 
+static void leave_hook(void *ctx, uint32_t mfa) {
+  ks_fproc *p = ctx;
+
+  ks_ffun_leave(p->fc, p, mfa);
+}
+
+/* The stack's leave hook for p (p moves when its capture's process array grows). */
+static ks_stack *stack_of(ks_fproc *p) {
+  p->st.leave = p->fc != NULL ? leave_hook : NULL;
+  p->st.leave_ctx = p;
+  return &p->st;
+}
+
 /* The node of a frame at index i (depth i + 1) whose parent node is `parent`. */
 static uint32_t node_at(const ks_fgraph *g, uint32_t parent, uint32_t i, uint32_t mfa) {
-  if (i >= g->o->max_depth) {
+  if (g->o->max_depth > 0 && i >= g->o->max_depth) {
     g->k->depth_capped++;
     if (i > g->o->max_depth)
       return parent;   /* already the TRUNCATED node */
@@ -46,11 +67,16 @@ static uint32_t node_at(const ks_fgraph *g, uint32_t parent, uint32_t i, uint32_
 /* The top frame is new (pushed) or runs another function (a tail call): its node. */
 static void top_changed(const ks_fgraph *g, ks_fproc *p, int how) {
   uint32_t i = p->st.n - 1;
+  ks_fentry *e;
 
-  if (how == KS_SC_PUSH || how == KS_SC_TAIL)
-    entry_at(p, i)->node = node_at(g, parent_node(p, i), i, entry_at(p, i)->f.mfa);
-  else if (how == KS_SC_OVER)
+  if (how == KS_SC_PUSH || how == KS_SC_TAIL) {
+    e = entry_at(p, i);
+    e->node = node_at(g, parent_node(p, i), i, e->f.mfa);
+    if (p->fc != NULL)
+      ks_ffun_enter(p->fc, p, e->f.mfa);
+  } else if (how == KS_SC_OVER) {
     g->k->stack_overflow++;
+  }
 }
 
 static void push(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base) {
@@ -62,12 +88,17 @@ void ks_fstack_init(ks_fproc *p, uint32_t max_stack) {
 }
 
 void ks_fstack_clear(ks_fproc *p) {
+  if (p->fc != NULL)
+    ks_ffun_leave_all(p->fc, p);
   ks_stack_clear(&p->st);
+  p->run_mfa = KS_NONE;
 }
 
 void ks_fstack_infer(const ks_fgraph *g, ks_fproc *p, uint32_t mfa) {
-  if (mfa != KS_NONE && mfa != g->o->hide)
+  if (mfa != KS_NONE && mfa != g->o->hide) {
     push(g, p, mfa, KS_NONE);
+    p->run_mfa = mfa;
+  }
 }
 
 /* A trigger call's frame stays at the bottom until its meta return_from:
@@ -76,26 +107,38 @@ void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base
   ks_fstack_clear(p);
   push(g, p, mfa, base);
   p->st.pinned = p->st.n == 1;
+  p->run_mfa = mfa;
+}
+
+/* A call's frame went past the budget: counted. */
+static void count_over(const ks_fgraph *g, const ks_fproc *p) {
+  if (p->st.over == 0 && p->st.n > 0 && ks_ftree_is_over(g->tree, entry_at(p, p->st.n - 1)->node))
+    g->k->over_budget_calls++;
 }
 
 void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller) {
-  int how = ks_stack_call_search(&p->st, mfa, caller, CALLER_SEARCH, &g->k->lost_frames);
+  int how = ks_stack_call_search(stack_of(p), mfa, caller, CALLER_SEARCH, &g->k->lost_frames);
 
+  p->run_mfa = mfa;
   if (how == KS_SC_UNKNOWN) {
     g->k->unknown_callers++;
     ks_fstack_infer(g, p, caller);
     push(g, p, mfa, caller);
-    return;
+  } else {
+    top_changed(g, p, how);
   }
-  top_changed(g, p, how);
+  count_over(g, p);
 }
 
 void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
-  if (ks_stack_return_mfa(&p->st, to, &g->k->lost_frames) == KS_SR_GONE)
+  if (ks_stack_return_mfa(stack_of(p), to, &g->k->lost_frames) == KS_SR_GONE)
     ks_fstack_infer(g, p, to);
+  p->run_mfa = to;
 }
 
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
+  uint64_t dt;
+
   if (!p->has_ts) {
     p->has_ts = 1;
     p->last_ts = ts;
@@ -103,9 +146,14 @@ void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
   }
   if (ts <= p->last_ts)
     return;
-  if (p->cur != KS_NONE)
-    g->tree->v[p->cur].self += (uint64_t)(ts - p->last_ts);
+  dt = (uint64_t)(ts - p->last_ts);
   p->last_ts = ts;
+  if (p->cur == KS_NONE)
+    return;
+  g->tree->v[p->cur].self += dt;
+  p->clock += dt;
+  if (p->fc != NULL && !p->out && !(p->gc && g->o->gc) && p->run_mfa != KS_NONE)
+    ks_ffun_self(p->fc, p->run_mfa, dt);
 }
 
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {
@@ -131,6 +179,8 @@ void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {
     return;
   }
   node = p->st.n > 0 ? entry_at(p, p->st.n - 1)->node : p->root;
+  if (p->st.over > 0)   /* frames past the stack cap: counted, their time here */
+    node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_DEEP));
   if (p->out) {
     if (!g->o->sleep) {
       p->cur = KS_NONE;
@@ -138,8 +188,8 @@ void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {
     }
     /* Scheduled out in a function the stack does not show (an untraced one). */
     if (p->out_mfa != KS_NONE && p->out_mfa != g->o->hide &&
-        (p->st.n == 0 || entry_at(p, p->st.n - 1)->f.mfa != p->out_mfa) &&
-        p->st.n < g->o->max_depth)
+        (p->st.n == 0 || entry_at(p, p->st.n - 1)->f.mfa != p->out_mfa) && p->st.over == 0 &&
+        (g->o->max_depth == 0 || p->st.n < g->o->max_depth))
       node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_MFA, p->out_mfa));
     node = ks_ftree_child(g->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
   }

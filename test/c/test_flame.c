@@ -507,27 +507,179 @@ START_TEST(too_many_captures) {
 }
 END_TEST
 
-/* At max nodes a new path's time goes to its parent, counted. */
+/* Full trace's node cap: a new path's time goes to its parent, counted. */
 START_TEST(node_cap) {
+  ks_ftree t;
+  uint32_t proc, a, b;
+
+  ck_assert_int_eq(ks_ftree_init(&t, 4, KS_FTREE_NO_BUDGET), KS_OK);   /* root, proc, a, b */
+  proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 1));
+  a = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, 1));
+  b = ks_ftree_child(&t, a, KS_FR(KS_FR_MFA, 2));
+  ck_assert_uint_eq(t.n, 4);
+  ck_assert_uint_eq(ks_ftree_child(&t, a, KS_FR(KS_FR_MFA, 3)), a);
+  ck_assert_uint_eq(ks_ftree_child(&t, b, KS_FR(KS_FR_MFA, 3)), b);
+  ck_assert_uint_eq(t.dropped, 2);
+  ck_assert_uint_eq(t.spill, KS_NONE);
+  ks_ftree_free(&t);
+}
+END_TEST
+
+/* The byte budget: the tree's bytes never pass it; a path that does not fit
+ * goes to the OVER_BUDGET child of its parent, frames past that stay in it
+ * (SLEEP and GC go above), and once the reserve is spent, to the root-level
+ * spill node. */
+START_TEST(budget_tree) {
+  const uint64_t budget = 40000;
+  uint32_t proc, k, made = 0, over = 0, x, deep, sleep, last = 0;
+  ks_ftree t;
+
+  ck_assert_int_eq(ks_ftree_init(&t, UINT32_MAX - 1, budget), KS_OK);
+  ck_assert_uint_ne(t.spill, KS_NONE);
+  ck_assert(ks_ftree_is_over(&t, t.spill));
+  ck_assert_uint_eq(t.v[t.spill].parent, 0);
+  proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 1));
+  for (k = 0; k < 5000; k++) {
+    x = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, k));
+    ck_assert_uint_le(t.bytes, budget);
+    if (ks_ftree_is_over(&t, x)) {
+      ck_assert_uint_eq(t.v[x].parent, proc);   /* under the deepest kept frame */
+      over++;
+    } else {
+      ck_assert_uint_eq(t.v[x].frame, KS_FR(KS_FR_MFA, k));
+      ck_assert_uint_eq(over, 0);   /* once over, every new path is */
+      made++;
+      last = x;
+    }
+  }
+  ck_assert_uint_gt(made, 1000);
+  ck_assert_uint_eq(over, 5000 - made);
+  ck_assert_uint_eq(t.over_paths, over);
+  /* Kept paths are found again, not sent over. */
+  ck_assert_uint_eq(ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, made - 1)), last);
+  /* Past OVER_BUDGET: a frame stays in it, SLEEP goes above it. */
+  x = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, 9999));
+  ck_assert(ks_ftree_is_over(&t, x));
+  ck_assert_uint_eq(ks_ftree_child(&t, x, KS_FR(KS_FR_MFA, 1)), x);
+  ck_assert_uint_eq(ks_ftree_child(&t, x, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_DEEP)), x);
+  sleep = ks_ftree_child(&t, x, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
+  ck_assert_uint_ne(sleep, x);
+  ck_assert_uint_eq(t.v[sleep].parent, x);
+  /* Every kept node wants an OVER_BUDGET child of its own: the reserve runs
+   * out, and what is left goes to the spill node. */
+  for (k = 0; k < made; k++) {
+    deep = ks_ftree_child(&t, ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, k)),
+                          KS_FR(KS_FR_MFA, 100000 + k));
+    ck_assert(ks_ftree_is_over(&t, deep));
+    ck_assert_uint_le(t.bytes, budget);
+  }
+  ck_assert_uint_eq(deep, t.spill);
+  ck_assert_uint_le(t.peak, budget);
+  ks_ftree_free(&t);
+}
+END_TEST
+
+/* A process calls 3000 distinct functions from m:a/0, each running 10 us:
+ * past the budget their time and calls go to OVER_BUDGET under m:a/0,
+ * counted, and the top table (exact counters) is the same as with no budget
+ * to speak of. */
+static void many_paths(ks_fcap *c, uint32_t p, uint32_t n) {
+  uint32_t k;
+
+  ks_flame_add_pid(&fl, c, p, NULL, 0);
+  CALL(p, 0, M("a"), KS_NONE);
+  for (k = 0; k < n; k++) {
+    CALL(p, 10 + 20 * k, mfa("m", "n", k), M("a"));
+    RET(p, 20 + 20 * k, M("a"));
+  }
+}
+
+START_TEST(over_budget_capture) {
+  ks_fopts o;
+  ks_fcap *c, *whole;
+  ks_fmfa *rows, *rows_whole;
+  uint32_t n, n_whole, k, over_calls;
+  char *got, *line;
+
+  ks_flame_default_opts(&o);
+  o.top = 10;
+  whole = start_with(&o, 1);
+  many_paths(whole, pid_b, 3000);
+  o.max_bytes = 40000;
+  c = start_with(&o, 2);
+  many_paths(c, pid_a, 3000);
+  over_calls = (uint32_t)c->k.over_budget_calls;
+  ck_assert_uint_gt(over_calls, 1000);
+  ck_assert_uint_lt(over_calls, 3000);
+  ck_assert_uint_eq(c->tree.over_paths, over_calls);
+  ck_assert_uint_eq(whole->k.over_budget_calls, 0);
+  ck_assert_uint_le(c->tree.peak, 40000);
+  got = folded(c, 60000);
+  /* Their 10 us each under m:a/0, as one visible frame. */
+  line = strstr(got, "<0.1.0>;m:a/0;OVER_BUDGET ");
+  ck_assert_ptr_nonnull(line);
+  ck_assert_uint_eq(strtoul(line + strlen("<0.1.0>;m:a/0;OVER_BUDGET "), NULL, 10),
+                    10 * over_calls);
+  ck_assert_ptr_nonnull(strstr(got, "<0.1.0>;m:a/0;m:n/0 10\n"));   /* the first paths kept */
+  free(got);
+  ks_flame_finish(&fl, whole, 1, 60000 * US);
+  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
+  rows_whole = ks_ffun_rows(&whole->fc, KS_NONE, &n_whole);
+  ck_assert_uint_eq(n, 3001);
+  ck_assert_uint_eq(n, n_whole);
+  for (k = 0; k < n; k++) {
+    ck_assert_uint_eq(rows[k].mfa, rows_whole[k].mfa);
+    ck_assert_uint_eq(rows[k].calls, rows_whole[k].calls);
+    ck_assert_uint_eq(rows[k].self, rows_whole[k].self);
+    ck_assert_uint_eq(rows[k].incl, rows_whole[k].incl);
+  }
+  ck_assert_uint_eq(rows[0].mfa, M("a"));
+  ck_assert_uint_eq(rows[0].self, (60000 - 10 * 3000) * (uint64_t)US);
+  ck_assert_uint_eq(rows[0].incl, 60000 * (uint64_t)US);
+  ck_assert_uint_eq(rows[1].calls, 1);
+  ck_assert_uint_eq(rows[1].self, 10 * (uint64_t)US);
+  free(rows);
+  free(rows_whole);
+}
+END_TEST
+
+/* Past the stack cap, frames are counted and their time is in TOO_DEEP above
+ * the deepest kept frame; the top table still has every call and self time. */
+START_TEST(too_deep) {
   ks_fopts o;
   ks_fcap *c;
-  char *got;
+  ks_fmfa *rows;
+  uint32_t n;
   int k;
 
   ks_flame_default_opts(&o);
-  o.max_nodes = 4;   /* root, process, a, b */
+  o.max_stack = 3;
+  o.top = 10;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), M("a"));
+  CALL(pid_a, 20, M("c"), M("b"));
+  CALL(pid_a, 30, M("d"), M("c"));   /* the 4th frame: only counted */
+  CALL(pid_a, 40, M("e"), M("d"));
+  RET(pid_a, 50, M("d"));
+  RET(pid_a, 60, M("c"));
+  RET(pid_a, 70, M("b"));
+  ck_assert_uint_eq(c->k.stack_overflow, 2);
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:a/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0 40\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0 20\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0;TOO_DEEP 30\n");
+  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
+  ck_assert_uint_eq(n, 5);
   for (k = 0; k < 5; k++) {
-    CALL(pid_a, 10 + 20 * k, k == 0 ? M("b") : mfa("m", "n", (uint32_t)k), M("a"));
-    RET(pid_a, 20 + 20 * k, M("a"));
+    ck_assert_uint_eq(rows[k].calls, 1);
+    ck_assert_uint_ge(rows[k].self, 10 * US);
   }
-  ck_assert_uint_eq(c->tree.n, 4);
-  ck_assert_uint_eq(c->tree.dropped, 4);
-  got = folded(c, 110);
-  ck_assert_str_eq(got, "<0.1.0>;m:a/0 100\n<0.1.0>;m:a/0;m:b/0 10\n");
-  free(got);
+  ck_assert_uint_eq(rows[0].mfa, M("b"));   /* 10 us + 30 us after its callee returned */
+  ck_assert_uint_eq(rows[0].self, 40 * US);
+  free(rows);
 }
 END_TEST
 
@@ -536,7 +688,7 @@ START_TEST(tree_grows) {
   ks_ftree t;
   uint32_t k, a[5000];
 
-  ck_assert_int_eq(ks_ftree_init(&t, 100000), KS_OK);
+  ck_assert_int_eq(ks_ftree_init(&t, 100000, KS_FTREE_NO_BUDGET), KS_OK);
   for (k = 0; k < 5000; k++)
     a[k] = ks_ftree_child(&t, k % 7 == 0 ? 0 : a[k - 1], k % 13);
   for (k = 0; k < 5000; k++)
@@ -555,7 +707,7 @@ START_TEST(top_by_function) {
   ks_fmfa *rows;
   ks_ftree t;
 
-  ck_assert_int_eq(ks_ftree_init(&t, 100), KS_OK);
+  ck_assert_int_eq(ks_ftree_init(&t, 100, KS_FTREE_NO_BUDGET), KS_OK);
   proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 7));
   a1 = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, A));
   b = ks_ftree_child(&t, a1, KS_FR(KS_FR_MFA, B));
@@ -826,18 +978,19 @@ START_TEST(perf_samples) {
   ck_assert_int_eq(count(got, "cpu-clock:\n"), 80);
   ck_assert_int_eq(count(got, "<0.1.0> 1/1 [000] "), 40);
   ck_assert_int_eq(count(got, "worker(<0.2.0>) 2/2 [000] "), 40);
-  /* Addresses are node numbers: root 0, processes 1 and 2, then a, b, SLEEP. */
+  /* Addresses are node numbers: root 0, the budget's spill node 1, processes 2
+   * and 3, then a, b, SLEEP. */
   /* The process is the comm only, never a frame (stackcollapse-perf.pl would
    * put it at the root twice). */
-  ck_assert_int_eq(count(got, "\t5 SLEEP (erlang)\n\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"),
+  ck_assert_int_eq(count(got, "\t6 SLEEP (erlang)\n\t5 m:b/0 (erlang)\n\t4 m:a/0 (erlang)\n\n"),
                    10);
-  ck_assert_ptr_null(strstr(got, "\t1 <0.1.0> (erlang)"));
+  ck_assert_ptr_null(strstr(got, "\t2 <0.1.0> (erlang)"));
   ck_assert_ptr_null(strstr(got, "worker(<0.2.0>) (erlang)"));
   /* The merged timeline: b's SLEEP [0, 100), b [100, 200), a's own time [200, 400). */
   ck_assert_ptr_nonnull(strstr(got, "<0.1.0> 1/1 [000] 1.000195: 10000 cpu-clock:\n"
-                                    "\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"
+                                    "\t5 m:b/0 (erlang)\n\t4 m:a/0 (erlang)\n\n"
                                     "<0.1.0> 1/1 [000] 1.000205: 10000 cpu-clock:\n"
-                                    "\t3 m:a/0 (erlang)\n\n"));
+                                    "\t4 m:a/0 (erlang)\n\n"));
   free(got);
 }
 END_TEST
@@ -1316,8 +1469,8 @@ static void start_cmd(long ref, long id) {
   tb_atom(&x, "sleep");
   tb_atom(&x, "false");
   ei_x_encode_tuple_header(&x, 2);
-  tb_atom(&x, "max_depth");
-  ei_x_encode_long(&x, 64);
+  tb_atom(&x, "max_bytes");
+  ei_x_encode_long(&x, 1 << 20);
   ei_x_encode_empty_list(&x);
   feed(&x);
 }
@@ -1485,6 +1638,9 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, shared_process);
   tcase_add_test(tc, too_many_captures);
   tcase_add_test(tc, node_cap);
+  tcase_add_test(tc, budget_tree);
+  tcase_add_test(tc, over_budget_capture);
+  tcase_add_test(tc, too_deep);
   tcase_add_test(tc, tree_grows);
   tcase_add_test(tc, folded_rounding);
   tcase_add_test(tc, speedscope_events);
