@@ -171,7 +171,15 @@ typedef struct ks_fopts {
   int elixir_names;            /* frames named as Elixir does (names => elixir) */
   int group;                   /* KS_GROUP_*: processes merged at the root when written */
   int fold_recursion;          /* f;f;f written as one f (direct recursion) */
+  int callers;                 /* calls carry {caller}: the search rules (BEAM stacks);
+                                * else the flow rules (ks_stack.h) */
+  uint32_t fold_depth;         /* flow rules: loops past this depth fold (KS_FLAME_FOLD_DEPTH) */
+  int learn;                   /* flow rules: learn tail calls from return_tos (flame_tails.c) */
 } ks_fopts;
+
+/* The depth past which the flow rules fold loops and recursion (doc/flame.md
+ * says why this one). */
+#define KS_FLAME_FOLD_DEPTH 128
 
 /* The default budget of a flame capture's tree (doc/flame.md says why this much). */
 #define KS_FLAME_MAX_BYTES ((uint64_t)1 << 30)
@@ -188,6 +196,19 @@ typedef struct ks_fcounters {
   uint64_t dropped_procs;      /* processes beyond max_procs */
 } ks_fcounters;
 
+/* flame_tails.c: what the flow rules learnt of calls, per (caller, callee) function. */
+enum { KS_FTAIL_UNKNOWN = 0, KS_FTAIL_TAIL = 1, KS_FTAIL_BODY = 2 };
+#define KS_FTAILS_MAX (1u << 22)
+typedef struct ks_ftails {
+  uint64_t *keys;              /* caller << 32 | callee; UINT64_MAX is empty */
+  uint8_t *kind;
+  uint32_t mask, n;
+} ks_ftails;
+
+int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee);
+void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind);
+void ks_ftails_free(ks_ftails *t);
+
 typedef struct ks_fcap {
   int used;
   int stopped;                 /* finished: takes no more events */
@@ -201,6 +222,7 @@ typedef struct ks_fcap {
   uint32_t last_pid, last_proc;
   ks_fcounters k;
   ks_fcount fc;                /* per function, counted only when o.top > 0 */
+  ks_ftails tails;             /* the flow rules' tail calls (o.learn) */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_fcap;
@@ -213,10 +235,12 @@ typedef struct ks_fgraph {
   ks_fcounters *k;
   const ks_fopts *o;
   ks_fcount *fc;               /* per-function counters, NULL: not counted */
+  ks_ftails *tails;            /* the flow rules' tail calls, NULL: none learnt */
 } ks_fgraph;
 
 static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
-  ks_fgraph g = {&c->tree, &c->k, &c->o, c->o.top > 0 ? &c->fc : NULL};
+  ks_fgraph g = {&c->tree, &c->k, &c->o, c->o.top > 0 ? &c->fc : NULL,
+                 c->o.learn ? &c->tails : NULL};
   return g;
 }
 
@@ -251,6 +275,9 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
 /* flame_stack.c: the stack rules, for one process of a capture or aggregate. */
 void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller);
 void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to);
+/* The flow rules (no {caller}): a call, a return_to. */
+void ks_fstack_call_flow(const ks_fgraph *g, ks_fproc *p, uint32_t mfa);
+void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to);
 void ks_fstack_infer(const ks_fgraph *g, ks_fproc *p, uint32_t mfa);
 /* The stack becomes the one frame mfa, returning to base (a trigger call). */
 void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base);

@@ -71,6 +71,7 @@ KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, "print the N fu
 KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
 KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
 KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
+KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")

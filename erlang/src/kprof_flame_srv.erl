@@ -2,9 +2,13 @@
 %%% flame captures (see {@link kprof_flame} and doc/flame.md).
 %%%
 %%% Several captures may run at once; they share the call pattern on every
-%%% function (`{'_','_','_'}' and `on_load', local, match spec
-%%% `[{'_', [], [{message, {caller}}]}]'), set when the first capture opens
-%%% and cleared when the last one closes. Processes traced by two captures
+%%% function (`{'_','_','_'}' and `on_load', local), set when the first
+%%% capture opens and cleared when the last one closes. Its match spec is
+%%% `true' (no match spec: the VM's cheapest call event; the sink builds
+%%% stacks from calls and return_tos, port/flame/flame_stack.c), or
+%%% `[{'_', [], [{message, {caller}}]}]' while a capture with `callers =>
+%%% true' is open (every call's caller: the BEAM's own stacks, at a higher
+%%% cost per call). Processes traced by two captures
 %%% keep their flags until both are done. A flame_capture trigger has a
 %%% meta pattern of its own; one capture per trigger function at a time.
 %%%
@@ -60,6 +64,8 @@
 -define(ALL_FLAGS, [call, arity, return_to, running, procs, garbage_collection,
                     set_on_spawn, monotonic_timestamp]).
 -define(CALLER_MS, [{'_', [], [{message, {caller}}]}]).
+%% The call patterns' match spec: none, or {caller} for a capture with callers => true.
+-type spec() :: true | callers.
 
 -record(cap, {owner :: pid(),
               mref :: reference(),
@@ -67,6 +73,7 @@
               pids = [] :: [pid()],              % traced by this server (pid mode)
               trigger :: mfa() | undefined,
               children = false :: boolean(),
+              callers = false :: boolean(),
               tracer :: tuple()}).
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
@@ -77,7 +84,7 @@
                 %% children) was open since the last full close: sweep then.
                 dynamic = false :: boolean(),
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
-                patterns = false :: boolean()}).             % the call patterns are set
+                patterns = none :: none | spec()}).          % the call patterns set
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -300,7 +307,7 @@ call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
             _ = (catch kprof_guard:watch_patterns({kprof_flame, Id},
-                                                  [callers_pattern(), on_load_pattern()])),
+                                                  call_patterns(S#state.patterns))),
             _ = erlang:trace_pattern(MFA, false, [meta]),
             {reply, ok, S};
         _ ->
@@ -341,7 +348,7 @@ info_({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
             ok
     end,
     _ = erlang:trace_pattern(on_load, false, [local]),
-    {noreply, S#state{patterns = false}};
+    {noreply, S#state{patterns = none}};
 info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
     case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] ++
          [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
@@ -398,16 +405,21 @@ call(Request) ->
 do_open(Id, Mode, Cfg, Owner, S = #state{caps = Caps}) ->
     Tracer = maps:get(tracer, Cfg),
     Trigger = maps:get(trigger, Cfg, undefined),
-    First = not S#state.patterns,
+    Callers = maps:get(callers, Cfg, false),
+    %% {caller} while any open capture wants it; never taken away from one.
+    Spec = case Callers orelse S#state.patterns =:= callers of
+               true -> callers;
+               false -> true
+           end,
     %% The trigger before the call patterns (see set_trigger/3).
     case set_trigger(Trigger, Id, Cfg) of
         ok ->
-            First andalso set_patterns(),
+            Spec =/= S#state.patterns andalso set_patterns(Spec),
             Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
-                       mode = Mode, trigger = Trigger,
+                       mode = Mode, trigger = Trigger, callers = Callers,
                        children = maps:get(children, Cfg), tracer = Tracer},
-            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined)),
-            S1 = S#state{caps = Caps#{Id => Cap}, patterns = true,
+            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined), Spec),
+            S1 = S#state{caps = Caps#{Id => Cap}, patterns = Spec,
                          dynamic = S#state.dynamic orelse Mode =:= capture
                              orelse maps:get(children, Cfg)},
             {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
@@ -447,6 +459,7 @@ sink_start(Id, Mode, Cfg) ->
             {children, maps:get(children, Cfg)},
             {max_bytes, maps:get(max_bytes, Cfg)},
             {perf_period_us, maps:get(perf_period_us, Cfg)},
+            {callers, maps:get(callers, Cfg, false)},
             {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
             {names, maps:get(names, Cfg)},
             {group, group(Cfg)}, {fold_recursion, maps:get(fold_recursion, Cfg)}]
@@ -562,10 +575,9 @@ name_of(Pid) ->
         _ -> undefined
     end.
 
--spec set_patterns() -> ok.
-set_patterns() ->
-    _ = erlang:trace_pattern({'_', '_', '_'}, ?CALLER_MS, [local]),
-    _ = erlang:trace_pattern(on_load, ?CALLER_MS, [local]),
+-spec set_patterns(spec()) -> ok.
+set_patterns(Spec) ->
+    _ = [erlang:trace_pattern(What, MS, Flags) || {What, MS, Flags} <- call_patterns(Spec)],
     ok.
 
 -spec clear_patterns() -> ok.
@@ -615,22 +627,24 @@ trigger_ms(Id, Cfg, Tracer) ->
                 {message, {{[], {caller}, {{kprof_flame, Id}}}}},
                 {return_trace}, {exception_trace}]}].
 
-%% The call pattern every capture shares, as the guard holds it.
--spec callers_pattern() -> {{'_', '_', '_'}, list(), [local]}.
-callers_pattern() ->
-    {{'_', '_', '_'}, ?CALLER_MS, [local]}.
-
-%% The same for modules loaded later; the guard clears it on an abort.
--spec on_load_pattern() -> {on_load, list(), [local]}.
-on_load_pattern() ->
-    {on_load, ?CALLER_MS, [local]}.
+%% The call patterns every capture shares, as the guard holds them: every
+%% function, and modules loaded later (the guard clears both on an abort).
+-spec call_patterns(none | spec()) -> [{{'_', '_', '_'} | on_load, true | list(), [local]}].
+call_patterns(none) ->
+    [];
+call_patterns(Spec) ->
+    MS = case Spec of
+             callers -> ?CALLER_MS;
+             true -> true
+         end,
+    [{{'_', '_', '_'}, MS, [local]}, {on_load, MS, [local]}].
 
 %% The guard's abort runs in the guard: it only sends messages. The trigger's
 %% meta pattern is the guard's to watch too: a code reload of its module
 %% drops it (the shared `'_'' pattern stands for every module, which the
 %% guard does not check one by one; `on_load' covers reloaded modules).
--spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined) -> ok.
-arm_guard(Id, Owner, Cfg, E0) ->
+-spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined, spec()) -> ok.
+arm_guard(Id, Owner, Cfg, E0, Spec) ->
     Srv = self(),
     Abort = fun(Kind, _Info) ->
                     Srv ! {guard_abort, Id, Kind},
@@ -642,7 +656,7 @@ arm_guard(Id, Owner, Cfg, E0) ->
                          [{MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]}]
               end,
     Arm0 = #{abort => Abort, owner => Srv,
-             patterns => [callers_pattern(), on_load_pattern() | Trigger]},
+             patterns => call_patterns(Spec) ++ Trigger},
     Arm = case E0 of
               undefined -> Arm0;
               _ -> Arm0#{events0 => E0}
@@ -707,7 +721,7 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
                     clear_patterns(),
                     _ = S1#state.dynamic andalso sweep(),
                     detach(Cap#cap.tracer),
-                    S1#state{patterns = false, refs = #{}, dynamic = false};
+                    S1#state{patterns = none, refs = #{}, dynamic = false};
                 _ ->
                     S1
             end

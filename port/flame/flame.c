@@ -39,6 +39,9 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->top = 0;
   o->group = KS_GROUP_PID;
   o->fold_recursion = 0;
+  o->callers = 0;
+  o->fold_depth = KS_FLAME_FOLD_DEPTH;
+  o->learn = 1;
 }
 
 /* Calls per function, for the table flame_write's Info carries (top > 0). */
@@ -63,6 +66,7 @@ static void free_cap(ks_fcap *c) {
   free(c->procs);
   free(c->pslots);
   ks_ffun_free(&c->fc);
+  ks_ftails_free(&c->tails);
   ks_ftree_free(&c->tree);
   memset(c, 0, sizeof(*c));
 }
@@ -252,6 +256,9 @@ int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, s
     return KS_OK;   /* names only: it is armed, done or dead as its events said */
   if (c->o.trigger == KS_NONE && !c->stopped) {
     p->armed = 1;
+    /* flame_apply's caller starts its stack at the function applied; a
+     * flame_pid process may be anywhere in its stack. */
+    p->bottom = c->o.hide != KS_NONE;
     ks_fstack_update(&g, p);
   }
   return KS_OK;
@@ -347,6 +354,7 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
     c->k.calls_started++;
     c->k.events++;
     p->armed = 1;
+    p->bottom = 1;
     p->out = p->gc = 0;
     p->trig_depth = 1;
     p->has_ts = 1;
@@ -425,7 +433,10 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     if (p->child && p->first_mfa == KS_NONE && ev->mfa != c->o.hide &&
         !spawn_wrapper(in, ev->mfa))
       p->first_mfa = ev->mfa;
-    ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    if (c->o.callers)
+      ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    else
+      ks_fstack_call_flow(&g, p, ev->mfa);
     count_call(c, ev->mfa);
     break;
   case KS_EV_RETURN_TO:
@@ -434,7 +445,10 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
       ks_fstack_clear(p);
       break;
     }
-    ks_fstack_return_to(&g, p, ev->mfa);
+    if (c->o.callers)
+      ks_fstack_return_to(&g, p, ev->mfa);
+    else
+      ks_fstack_return_flow(&g, p, ev->mfa);
     break;
   case KS_EV_IN:
   case KS_EV_IN_EXITING:
@@ -514,6 +528,7 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
       ks_fgraph g = ks_fcap_graph(c);
       p->armed = 1;
       p->child = 1;   /* seen from its start: its first call is its initial call */
+      p->bottom = 1;
       ks_fstack_update(&g, p);
     }
   }

@@ -103,10 +103,11 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
       (opt = ks_option_find(KS_M_FLAME, key)) == NULL)
     return KS_EINVAL;
-  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, hold, fold_recursion */
+  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, callers, hold, fold_recursion */
     if (ei_decode_boolean(b, idx, &flag) != 0)
       return KS_EINVAL;
-    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : key[0] == 'c' ? &o->children
+    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc
+      : strcmp(key, "children") == 0 ? &o->children : strcmp(key, "callers") == 0 ? &o->callers
       : key[0] == 'f' ? &o->fold_recursion : &o->hold) = flag;
     return KS_OK;
   }

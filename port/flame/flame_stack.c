@@ -1,7 +1,10 @@
 /* flame_stack.c: one process's call stack from call, return_to and scheduling events.
  *
- * The stack is the BEAM's own, by the search rules of the stack model
- * (ks_stack.h): a frame per body call, a tail call takes the place of the
+ * Two rule sets (ks_stack.h). Without {caller} (the default), the flow
+ * rules: every call a frame but direct recursion and short loops, and the
+ * top always the function that runs. With {caller} (option callers, and
+ * full trace), the stack is the BEAM's own, by the search rules of the stack
+ * model: a frame per body call, a tail call takes the place of the
  * frame that made it, a caller found deeper pops the frames above it (left
  * without a return_to we could see), `return_to F` pops to the topmost frame
  * of F below the top. What is left to this file: a caller on no frame
@@ -133,6 +136,59 @@ void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t call
 void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
   if (ks_stack_return_mfa(stack_of(p), to, &g->k->lost_frames) == KS_SR_GONE)
     ks_fstack_infer(g, p, to);
+  p->run_mfa = to;
+}
+
+void ks_fstack_call_flow(const ks_fgraph *g, ks_fproc *p, uint32_t mfa) {
+  const ks_sframe *top = ks_stack_top(&p->st);
+  int how;
+
+  /* A call the last chain of this pair showed to be a tail call (not out of
+   * a pinned trigger frame, which stays). */
+  uint32_t was = p->st.n, from, k;
+
+  if (g->tails != NULL && top != NULL && p->st.over == 0 && top->mfa != mfa &&
+      !(p->st.pinned && p->st.n == 1) &&
+      ks_ftails_get(g->tails, top->mfa, mfa) == KS_FTAIL_TAIL) {
+    how = ks_stack_tail_flow(stack_of(p), mfa);
+  } else {
+    how = ks_stack_call_flow(stack_of(p), mfa, g->o->fold_depth, &from);
+    /* A loop came round: its calls are taken for tail calls from now on (a
+     * pair seen as a body call stays one). */
+    if (how == KS_SC_LOOP && from != KS_NONE && g->tails != NULL) {
+      for (k = from + 1; k < was; k++)
+        ks_ftails_set(g->tails, entry_at(p, k - 1)->f.mfa, entry_at(p, k)->f.mfa, KS_FTAIL_TAIL);
+      ks_ftails_set(g->tails, entry_at(p, was - 1)->f.mfa, mfa, KS_FTAIL_TAIL);
+    }
+  }
+  p->run_mfa = mfa;
+  if (how == KS_SC_PUSH || how == KS_SC_TAIL || how == KS_SC_OVER)
+    top_changed(g, p, how);
+  count_over(g, p);
+}
+
+/* The chain a return_to popped, frames [n, was) (still readable above the
+ * stack): the first a body call out of frame n - 1, the others tail calls. */
+static void learn(const ks_fgraph *g, const ks_fproc *p, uint32_t was) {
+  uint32_t n = p->st.n, k;
+
+  if (n == 0 || was <= n || was > p->st.cap)
+    return;
+  ks_ftails_set(g->tails, entry_at(p, n - 1)->f.mfa, entry_at(p, n)->f.mfa, KS_FTAIL_BODY);
+  for (k = n + 1; k < was; k++)
+    ks_ftails_set(g->tails, entry_at(p, k - 1)->f.mfa, entry_at(p, k)->f.mfa, KS_FTAIL_TAIL);
+}
+
+void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
+  uint32_t was = p->st.n;
+  int how = ks_stack_return_flow(stack_of(p), to, p->bottom);
+
+  if (how == KS_SR_GONE)
+    ks_fstack_infer(g, p, to);
+  else if (how == KS_SR_REPLACED)
+    top_changed(g, p, KS_SC_TAIL);
+  else if (how == KS_SR_TOP && g->tails != NULL)
+    learn(g, p, was);
   p->run_mfa = to;
 }
 

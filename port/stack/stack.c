@@ -186,3 +186,84 @@ int ks_stack_return_mfa(ks_stack *s, uint32_t to, uint64_t *lost) {
   ks_stack_unwind(s);
   return KS_SR_GONE;
 }
+
+/* ---- flow rules: flame stacks without {caller} ---- */
+
+int ks_stack_call_flow(ks_stack *s, uint32_t mfa, uint32_t fold_depth, uint32_t *from) {
+  uint32_t j;
+
+  *from = KS_NONE;
+  if (s->over > 0) {
+    s->over++;
+    return KS_SC_OVER;
+  }
+  if (s->n == 0)
+    return push_call(s, mfa, KS_NONE);
+  if (ks_stack_at(s, s->n - 1)->mfa == mfa)
+    return KS_SC_SAME;
+  /* Deep: a function already on the stack has come round again (a loop of
+   * tail calls, or a deep recursion): back to its first frame, every round
+   * folded into the first. */
+  if (s->n >= fold_depth)
+    for (j = 0; j + 1 < s->n; j++)
+      if (ks_stack_at(s, j)->mfa == mfa) {
+        *from = j;
+        end_above(s, j + 1);
+        return KS_SC_LOOP;
+      }
+  return push_call(s, mfa, KS_NONE);
+}
+
+int ks_stack_tail_flow(ks_stack *s, uint32_t mfa) {
+  ks_sframe *top;
+
+  if (s->over > 0)
+    return KS_SC_OVER;   /* the frame past the cap runs mfa now: still one */
+  if (s->n == 0)
+    return push_call(s, mfa, KS_NONE);
+  top = ks_stack_at(s, s->n - 1);
+  if (top->mfa == mfa)
+    return KS_SC_SAME;
+  if (s->leave != NULL)
+    s->leave(s->leave_ctx, top->mfa);
+  top->mfa = mfa;
+  return KS_SC_TAIL;
+}
+
+int ks_stack_return_flow(ks_stack *s, uint32_t to, int bottom) {
+  ks_sframe *top;
+  uint32_t j;
+
+  if (s->over > 0) {
+    s->over--;
+    return KS_SR_OVER;
+  }
+  if (to == KS_NONE || s->n == 0) {
+    ks_stack_unwind(s);
+    return KS_SR_GONE;
+  }
+  top = ks_stack_at(s, s->n - 1);
+  if (top->mfa == to)
+    return KS_SR_TOP;
+  for (j = s->n - 1; j-- > 0;)
+    if (ks_stack_at(s, j)->mfa == to) {
+      end_above(s, j + 1);
+      return KS_SR_TOP;
+    }
+  if (s->pinned && ks_stack_at(s, 0)->base == to) {
+    end_above(s, 1);
+    return KS_SR_PINNED;
+  }
+  if (!bottom) {
+    ks_stack_unwind(s);
+    return KS_SR_GONE;
+  }
+  if (s->n == 1 && s->pinned) {
+    /* The trigger's own frame stays: `to', above it, is a frame of its own. */
+    return push_call(s, to, KS_NONE) == KS_SC_PUSH ? KS_SR_REPLACED : KS_SR_OVER;
+  }
+  if (s->leave != NULL)
+    s->leave(s->leave_ctx, top->mfa);
+  top->mfa = to;
+  return KS_SR_REPLACED;
+}

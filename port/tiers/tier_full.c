@@ -192,7 +192,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   int64_t end = r->ended ? r->end_ts : r->start_ts;
   ks_fproc *entry;
   ks_fopts o;
-  ks_fgraph g = {NULL, NULL, &o, NULL};
+  ks_fgraph g = {NULL, NULL, &o, NULL, NULL};
   uint32_t k;
 
   if (a == NULL) {

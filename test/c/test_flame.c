@@ -55,17 +55,24 @@ static ks_fcap *start_with(const ks_fopts *o, int64_t id) {
   return &fl.cap[slot];
 }
 
-/* A pid-mode capture of pid_a (and pid_b when both). */
+/* A pid-mode capture of pid_a (and pid_b when both), its calls with their
+ * {caller} (the search rules: BEAM stacks). */
 static ks_fcap *start(int both) {
   ks_fopts o;
   ks_fcap *c;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   c = start_with(&o, 1);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
   if (both)
     ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_b, "worker", 6), KS_OK);
   return c;
+}
+
+/* The function of process k's frame i in capture c. */
+static uint32_t entry_at_test(const ks_fcap *c, uint32_t k, uint32_t i) {
+  return ks_stack_at(&c->procs[k].st, i)->mfa;
 }
 
 static void ev_full(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller, uint32_t other,
@@ -148,6 +155,115 @@ START_TEST(body_and_tail_calls) {
                 "<0.1.0>;m:a/0;m:d/0 5\n"
                 "<0.1.0>;m:a/0;m:e/0 10\n");
   ck_assert_uint_eq(c->k.lost_frames, 0);
+}
+END_TEST
+
+/* The flow rules (no {caller}, the default): a call is a frame under the
+ * function that made it, a tail call too until a return_to has shown it to
+ * be one: the chain c -> d -> e returned at once into a, so the next c -> d
+ * and d -> e replace their caller's frame as on the BEAM. Self times exact;
+ * inclusive times per function too. */
+START_TEST(flow_learns_tail_calls) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n, k;
+  uint64_t want[][3] = {{0, 30, 100}, {0, 20, 20}, {0, 20, 35}, {0, 10, 20}, {0, 20, 20}};
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");   /* flame_apply's: the stack starts at the function applied */
+  o.top = 10;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), KS_NONE);
+  RET(pid_a, 30, M("a"));
+  CALL(pid_a, 35, M("c"), KS_NONE);
+  CALL(pid_a, 45, M("d"), KS_NONE);     /* a tail call: not known yet */
+  CALL(pid_a, 50, M("e"), KS_NONE);
+  RET(pid_a, 60, M("a"));               /* c, d, e: one chain, c a body call */
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  CALL(pid_a, 70, M("c"), KS_NONE);
+  CALL(pid_a, 80, M("d"), KS_NONE);     /* known: d replaces c */
+  ck_assert_uint_eq(c->procs[0].st.n, 2);
+  CALL(pid_a, 85, M("e"), KS_NONE);
+  RET(pid_a, 95, M("a"));
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:a/0 30\n"
+                "<0.1.0>;m:a/0;m:b/0 20\n"
+                "<0.1.0>;m:a/0;m:c/0 20\n"
+                "<0.1.0>;m:a/0;m:c/0;m:d/0 5\n"
+                "<0.1.0>;m:a/0;m:c/0;m:d/0;m:e/0 10\n"
+                "<0.1.0>;m:a/0;m:d/0 5\n"
+                "<0.1.0>;m:a/0;m:e/0 10\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 5);
+  for (k = 0; k < n; k++) {
+    uint32_t f = rows[k].mfa == M("a") ? 0 : rows[k].mfa == M("b") ? 1 : rows[k].mfa == M("c") ? 2
+                 : rows[k].mfa == M("d") ? 3 : 4;
+    ck_assert_uint_eq(rows[k].self, want[f][1] * US);
+    ck_assert_uint_eq(rows[k].incl, want[f][2] * US);
+    ck_assert_uint_eq(rows[k].calls, f == 0 || f == 1 ? 1 : 2);
+  }
+  free(rows);
+}
+END_TEST
+
+/* Flow rules: a server's loop of tail calls (loop -> decode -> handle ->
+ * loop, the callback returning into handle) never returns; once the stack
+ * is fold_depth deep it folds back to the first round, takes the loop's
+ * calls for tail calls from then on, and stays flat. Direct recursion is one
+ * frame. */
+START_TEST(flow_server_loop) {
+  ks_fopts o;
+  ks_fcap *c;
+  uint32_t flat = 0;
+  int k;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.fold_depth = 8;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("init"), KS_NONE);
+  for (k = 0; k < 20; k++) {
+    CALL(pid_a, 10 * k + 1, M("loop"), KS_NONE);
+    CALL(pid_a, 10 * k + 2, M("decode"), KS_NONE);
+    CALL(pid_a, 10 * k + 3, M("handle"), KS_NONE);
+    CALL(pid_a, 10 * k + 4, M("cb"), KS_NONE);
+    CALL(pid_a, 10 * k + 5, M("cb"), KS_NONE);   /* recursion: the same frame */
+    RET(pid_a, 10 * k + 6, M("handle"));
+    ck_assert_uint_le(c->procs[0].st.n, 8);
+    if (k == 10)
+      flat = c->procs[0].st.n;
+  }
+  /* After the fold: init, the first round's loop, and one frame running the
+   * loop's functions in turn: flat. */
+  ck_assert_uint_eq(c->procs[0].st.n, 3);
+  ck_assert_uint_eq(flat, 3);
+  ck_assert_uint_eq(entry_at_test(c, 0, 2), M("handle"));
+}
+END_TEST
+
+/* Flow rules in a flame_pid capture: tracing started somewhere in the
+ * stack, so a return_to a function on no frame starts it again there. */
+START_TEST(flow_mid_stack) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  IN(pid_a, 0, M("b"));
+  CALL(pid_a, 10, M("c"), KS_NONE);
+  RET(pid_a, 20, M("b"));
+  RET(pid_a, 30, M("z"));   /* b returned into z, never seen: z is the bottom */
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  EXPECT_FOLDED(c, 40,
+                "<0.1.0>;m:b/0 20\n"
+                "<0.1.0>;m:b/0;m:c/0 10\n"
+                "<0.1.0>;m:z/0 10\n");
 }
 END_TEST
 
@@ -294,6 +410,7 @@ START_TEST(depth_cap) {
   int k;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.max_depth = 3;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
@@ -344,6 +461,7 @@ START_TEST(trigger_calls) {
   uint32_t trig = M("trig"), loop = M("loop");
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.trigger = trig;
   o.ncalls = 2;
   o.time_offset = off;
@@ -942,6 +1060,7 @@ START_TEST(fold_recursion) {
   char *got;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.fold_recursion = 1;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
@@ -1620,6 +1739,9 @@ Suite *flame_suite(void) {
   TCase *tc = tcase_create("flame");
 
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, flow_learns_tail_calls);
+  tcase_add_test(tc, flow_server_loop);
+  tcase_add_test(tc, flow_mid_stack);
   tcase_add_test(tc, body_and_tail_calls);
   tcase_add_test(tc, recursion);
   tcase_add_test(tc, exception_unwinds_several);
