@@ -94,3 +94,24 @@ $(BENCH_DIR)/flame_bench.beam: bench/flame_bench.erl $(ERL_BEAM) | $(BENCH_DIR)
 
 $(BENCH_DIR)/flame_work.beam $(BENCH_DIR)/flame_baseline.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
 	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<
+
+# Issue 22, flame on real code (bench/flame_real.erl's workloads). Separate targets, in
+# `make bench' through bench-flame-real:
+#   make bench-flame-vm      what the tracing costs the traced process beside the null NIF
+#                            tracer's floor, pattern true and {caller} (bench/flame_vm_bench.erl)
+#   make bench-stacks        flame stacks without {caller} against the BEAM's own, on
+#                            recorded traces of the workloads (bench/stack_quality.c)
+FLAME_REAL      ?= compile xmerl digraph
+FLAME_VM_ROUNDS ?= 5
+FLAME_REAL_BEAMS := $(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam \
+                    $(BENCH_DIR)/overhead_bench.beam
+.PHONY: bench-flame-real bench-flame-vm bench-stacks
+bench-flame-real: bench-flame-vm bench-stacks
+
+bench-flame-vm: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/null_tracer.beam \
+                $(BENCH_DIR)/null_tracer.so
+	erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_vm_bench:main(["$(FLAME_VM_ROUNDS)", "bench/RESULTS.md" | string:lexemes("$(FLAME_REAL)", " ")])'
+
+$(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
+	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<

@@ -322,16 +322,17 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
       d.payload.p = rec + sizeof(c) + c.label_len;
       d.payload.n = c.payload_len;
     }
-  } else if (type == KS_REC_RETURN_TO) {
-    ks_rec_return_to t;
-    if (len < sizeof(t))
+  } else if (type == KS_REC_RETURN_TO || type == KS_REC_CALL_MFA) {
+    ks_rec_mfa t;
+    if (len < sizeof(t) || (type == KS_REC_CALL_MFA && (flags & ~KS_RECF_META) != 0))
       return KS_EBADTERM;
     memcpy(&t, rec, sizeof(t));
-    d.ev.kind = KS_EV_RETURN_TO;
+    d.ev.kind = type == KS_REC_CALL_MFA ? KS_EV_CALL : KS_EV_RETURN_TO;
     d.ev.ts = t.ts;
     if ((rc = pid_id(r, t.pid, &d.ev.pid)) != KS_OK)
       return rc;
-    if ((flags & KS_RECF_MFA) && (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
+    if ((type == KS_REC_CALL_MFA || (flags & KS_RECF_MFA)) &&
+        (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
       return rc;
   } else if (type == KS_REC_EVENT) {
     if ((rc = read_event(r, in, rec, len, flags, &d)) != KS_OK)
