@@ -64,10 +64,15 @@ typedef struct ks_fnode {
  *     still go above it); when even the reserve is spent, to
  *     `spill', a root-level OVER_BUDGET node made at init. Nothing is freed.
  */
+/* A slot of the tree's table: the key beside its node (node KS_NONE: empty). */
+typedef struct ks_fslot {
+  uint32_t parent, frame, node;
+} ks_fslot;
+
 typedef struct ks_ftree {
   ks_fnode *v;
   uint32_t n, cap, max;
-  uint32_t *slots;             /* (parent, frame) -> node; KS_NONE is empty */
+  ks_fslot *slots;             /* (parent, frame) -> node */
   uint32_t mask;
   int ordered;                 /* child lists put in first-seen order */
   uint64_t dropped;            /* nodes not created at the cap (time went to the parent) */
@@ -108,10 +113,13 @@ typedef struct ks_fcount {
   uint64_t uncounted;          /* calls or times that found no memory */
 } ks_fcount;
 
-/* One frame of a process's stack (ks_stack.h, search rules) and its tree node. */
+/* One frame of a process's stack (ks_stack.h) and its tree node; the child
+ * it last looked up (the next call from it is most often the same callee:
+ * no probe of the tree's table, which is a cache miss on a big tree). */
 typedef struct ks_fentry {
   ks_sframe f;
   uint32_t node;
+  uint32_t hint_frame, hint_node;   /* hint_node KS_NONE: none */
 } ks_fentry;
 
 /* A function open on a process's stack, for its exact inclusive time

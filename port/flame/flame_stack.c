@@ -43,6 +43,20 @@ static uint32_t parent_node(const ks_fproc *p, uint32_t i) {
   return i == 0 ? p->root : entry_at(p, i - 1)->node;
 }
 
+/* The child of the frame below index i (or of the process's root) for
+ * `frame': that frame's hint, else the tree's table (and the hint is set). */
+static uint32_t child_below(const ks_fgraph *g, ks_fproc *p, uint32_t i, uint32_t frame) {
+  ks_fentry *below;
+
+  if (i == 0)
+    return ks_ftree_child(g->tree, p->root, frame);
+  below = entry_at(p, i - 1);
+  if (below->hint_node != KS_NONE && below->hint_frame == frame)
+    return below->hint_node;
+  below->hint_frame = frame;
+  return below->hint_node = ks_ftree_child(g->tree, below->node, frame);
+}
+
 static void leave_hook(void *ctx, uint32_t mfa) {
   ks_fproc *p = ctx;
 
@@ -56,15 +70,15 @@ static ks_stack *stack_of(ks_fproc *p) {
   return &p->st;
 }
 
-/* The node of a frame at index i (depth i + 1) whose parent node is `parent`. */
-static uint32_t node_at(const ks_fgraph *g, uint32_t parent, uint32_t i, uint32_t mfa) {
+/* The node of a frame at index i (depth i + 1). */
+static uint32_t node_at(const ks_fgraph *g, ks_fproc *p, uint32_t i, uint32_t mfa) {
   if (g->o->max_depth > 0 && i >= g->o->max_depth) {
     g->k->depth_capped++;
     if (i > g->o->max_depth)
-      return parent;   /* already the TRUNCATED node */
-    return ks_ftree_child(g->tree, parent, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
+      return parent_node(p, i);   /* already the TRUNCATED node */
+    return child_below(g, p, i, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
   }
-  return ks_ftree_child(g->tree, parent, KS_FR(KS_FR_MFA, mfa));
+  return child_below(g, p, i, KS_FR(KS_FR_MFA, mfa));
 }
 
 /* The top frame is new (pushed) or runs another function (a tail call): its node. */
@@ -74,7 +88,8 @@ static void top_changed(const ks_fgraph *g, ks_fproc *p, int how) {
 
   if (how == KS_SC_PUSH || how == KS_SC_TAIL) {
     e = entry_at(p, i);
-    e->node = node_at(g, parent_node(p, i), i, e->f.mfa);
+    e->node = node_at(g, p, i, e->f.mfa);
+    e->hint_node = KS_NONE;
     if (p->fc != NULL)
       ks_ffun_enter(p->fc, p, e->f.mfa);
   } else if (how == KS_SC_OVER) {

@@ -1,7 +1,8 @@
 /* flame_tree.c: the call-path tree of a flame capture.
  *
  * A node is (parent node, frame); the pair is interned in an open-addressing
- * table of node indices, so finding the stack one frame deeper is one probe.
+ * table whose slots hold the pair and the node, so finding the stack one
+ * frame deeper is one probe, one cache line (a big tree's are all misses).
  * Nodes are never removed: the tree grows with the number of distinct call
  * paths, not with the number of events. Its limits (include/ks_flame.h): a
  * node count, where a would-be child's time goes to its parent (full trace's
@@ -38,7 +39,7 @@ static int fits(const ks_ftree *t, uint64_t more, uint64_t limit) {
 
 static int grow_slots(ks_ftree *t, uint64_t limit) {
   uint32_t n = (t->mask + 1) * 2, mask = n - 1, i, k;
-  uint32_t *slots;
+  ks_fslot *slots;
 
   if (n == 0 || !fits(t, (uint64_t)n * sizeof(*slots), limit) ||
       (slots = malloc((size_t)n * sizeof(*slots))) == NULL)
@@ -46,9 +47,11 @@ static int grow_slots(ks_ftree *t, uint64_t limit) {
   memset(slots, 0xff, (size_t)n * sizeof(*slots));
   for (k = 0; k < t->n; k++) {
     i = slot_of(t->v[k].parent, t->v[k].frame, mask);
-    while (slots[i] != KS_NONE)
+    while (slots[i].node != KS_NONE)
       i = (i + 1) & mask;
-    slots[i] = k;
+    slots[i].parent = t->v[k].parent;
+    slots[i].frame = t->v[k].frame;
+    slots[i].node = k;
   }
   add_bytes(t, (uint64_t)n * sizeof(*slots), (uint64_t)(t->mask + 1) * sizeof(*slots));
   free(t->slots);
@@ -82,20 +85,24 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
   if (t->n >= t->max)
     return KS_NONE;
   /* Load at most 1/2 keeps probes short; a table that cannot grow takes
-   * nodes up to 7/8 full. */
+   * nodes up to 7/8 full, and the budget's reserve (OVER_BUDGET nodes, at
+   * the full budget) up to 15/16. */
   if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
+    uint64_t room = limit == t->budget ? 15 : 14;
     if (grow_slots(t, limit) == KS_OK) {
       i = slot_of(parent, frame, t->mask);
-      while (t->slots[i] != KS_NONE)
+      while (t->slots[i].node != KS_NONE)
         i = (i + 1) & t->mask;
-    } else if ((uint64_t)(t->n + 1) * 8 > (uint64_t)(t->mask + 1) * 7) {
+    } else if ((uint64_t)(t->n + 1) * 16 > (uint64_t)(t->mask + 1) * room) {
       return KS_NONE;
     }
   }
   if (t->n == t->cap && grow_nodes(t, limit) != KS_OK)
     return KS_NONE;
   k = t->n++;
-  t->slots[i] = k;
+  t->slots[i].parent = parent;
+  t->slots[i].frame = frame;
+  t->slots[i].node = k;
   nd = &t->v[k];
   nd->parent = parent;
   nd->frame = frame;
@@ -113,14 +120,14 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
  * KS_NONE when it is neither. */
 static uint32_t child_within(ks_ftree *t, uint32_t parent, uint32_t frame, uint64_t limit,
                              int full) {
-  uint32_t i = slot_of(parent, frame, t->mask), k;
+  uint32_t i = slot_of(parent, frame, t->mask);
 
   for (;;) {
-    k = t->slots[i];
-    if (k == KS_NONE)
+    const ks_fslot *sl = &t->slots[i];
+    if (sl->node == KS_NONE)
       return full ? KS_NONE : make(t, parent, frame, i, limit);
-    if (t->v[k].parent == parent && t->v[k].frame == frame)
-      return k;
+    if (sl->parent == parent && sl->frame == frame)
+      return sl->node;
     i = (i + 1) & t->mask;
   }
 }

@@ -648,7 +648,7 @@ END_TEST
  * (SLEEP and GC go above), and once the reserve is spent, to the root-level
  * spill node. */
 START_TEST(budget_tree) {
-  const uint64_t budget = 40000;
+  const uint64_t budget = 80000;
   uint32_t proc, k, made = 0, over = 0, x, deep, sleep, last = 0;
   ks_ftree t;
 
@@ -723,7 +723,7 @@ START_TEST(over_budget_capture) {
   o.top = 10;
   whole = start_with(&o, 1);
   many_paths(whole, pid_b, 3000);
-  o.max_bytes = 40000;
+  o.max_bytes = 80000;
   c = start_with(&o, 2);
   many_paths(c, pid_a, 3000);
   over_calls = (uint32_t)c->k.over_budget_calls;
@@ -731,7 +731,7 @@ START_TEST(over_budget_capture) {
   ck_assert_uint_lt(over_calls, 3000);
   ck_assert_uint_eq(c->tree.over_paths, over_calls);
   ck_assert_uint_eq(whole->k.over_budget_calls, 0);
-  ck_assert_uint_le(c->tree.peak, 40000);
+  ck_assert_uint_le(c->tree.peak, 80000);
   got = folded(c, 60000);
   /* Their 10 us each under m:a/0, as one visible frame. */
   line = strstr(got, "<0.1.0>;m:a/0;OVER_BUDGET ");
