@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "ks_decode.h"
+#include "ks_hist.h"
 #include "ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
@@ -51,6 +52,8 @@ typedef struct ks_fnode {
   uint32_t parent, frame;
   uint32_t child, sibling;     /* first child, next sibling (KS_NONE ends) */
   uint64_t self;               /* ns credited while this was the stack */
+  uint32_t n;                  /* of them, intervals an event ended (saturates): the
+                                * correction for tracing's cost takes n of its cost off */
 } ks_fnode;
 
 /*
@@ -105,6 +108,7 @@ void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
  * again). No tree budget touches them. */
 typedef struct ks_ffun {
   uint64_t calls, self, incl;
+  uint64_t self_n, incl_n;     /* events that ended their intervals (the correction's) */
 } ks_ffun;
 
 typedef struct ks_fcount {
@@ -127,7 +131,7 @@ typedef struct ks_fentry {
  * outermost one opened. */
 typedef struct ks_fopen {
   uint32_t mfa, count;         /* mfa KS_NONE: an empty slot */
-  uint64_t since;
+  uint64_t since, since_events;   /* the process's clock and events then */
 } ks_fopen;
 
 typedef struct ks_fproc {
@@ -141,6 +145,7 @@ typedef struct ks_fproc {
   uint32_t run_mfa;            /* the function it runs (last call or return_to), KS_NONE */
   int64_t last_ts;
   uint64_t clock;              /* ns credited to it so far (its inclusive times' clock) */
+  uint64_t events;             /* events that ended those intervals */
   ks_fcount *fc;               /* its capture's per-function counters, NULL: none */
   ks_fopen *open;              /* functions open on its stack (top table only), hashed */
   uint32_t open_mask, open_n;
@@ -149,6 +154,7 @@ typedef struct ks_fproc {
   uint8_t child;               /* joined as a spawned child (children => true) */
   uint8_t bottom;              /* its bottom frame is its first (seen from its start or
                                 * its trigger call): no return_to goes below it */
+  uint8_t after_call;          /* its last event was a call */
   char *name;                  /* registered name, UTF-8, or NULL */
   char *call;                  /* initial call "M:F/A" as kprof_flame_srv found it, or NULL */
   uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
@@ -183,6 +189,7 @@ typedef struct ks_fopts {
                                 * else the flow rules (ks_stack.h) */
   uint32_t fold_depth;         /* flow rules: loops past this depth fold (KS_FLAME_FOLD_DEPTH) */
   int learn;                   /* flow rules: learn tail calls from return_tos (flame_tails.c) */
+  uint32_t correct_ns;         /* tracing's cost per event, taken off at the write (0: none) */
 } ks_fopts;
 
 /* The depth past which the flow rules fold loops and recursion (doc/flame.md
@@ -201,6 +208,10 @@ typedef struct ks_fcounters {
   uint64_t depth_capped;       /* pushes beyond max_depth */
   uint64_t stack_overflow;     /* pushes beyond max_stack: their time is in TOO_DEEP */
   uint64_t over_budget_calls;  /* calls whose frame went to OVER_BUDGET */
+  uint64_t corrected;          /* events whose cost the correction took off (flame_correct.c) */
+  uint64_t subtracted_ns;      /* what it took off the graph in all */
+  uint64_t clamped;            /* call paths shorter than their events' cost: counted as 0 */
+  uint64_t clamped_ns;         /* the cost they could not give (never a negative time) */
   uint64_t dropped_procs;      /* processes beyond max_procs */
 } ks_fcounters;
 
@@ -231,6 +242,7 @@ typedef struct ks_fcap {
   ks_fcounters k;
   ks_fcount fc;                /* per function, counted only when o.top > 0 */
   ks_ftails tails;             /* the flow rules' tail calls (o.learn) */
+  ks_hist leaf;                /* intervals from a call to the return_to right after it */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_fcap;
@@ -292,8 +304,15 @@ void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base
 void ks_fstack_clear(ks_fproc *p);
 /* A process's stack before its first frame (max_stack frames kept). */
 void ks_fstack_init(ks_fproc *p, uint32_t max_stack);
-/* Credits [last_ts, ts) to the current node; ts never goes back. */
+/* An event at ts: credits [last_ts, ts) to the current node, counted as an
+ * interval an event ended; ts never goes back. */
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts);
+/* The capture's end at ts (no event: nothing to take off). */
+void ks_fstack_credit_end(const ks_fgraph *g, ks_fproc *p, int64_t ts);
+
+/* flame_correct.c: takes o.correct_ns per event off a finished capture's
+ * tree and per-function counters (once; the counters say what it did). */
+void ks_flame_correct(ks_fcap *c);
 /* Recomputes p->cur after a change of stack or state. */
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
 
@@ -318,7 +337,7 @@ int ks_fmfa_by_self(const void *a, const void *b);
 /* flame_count.c: exact per-function counters (ks_fcount). Memory that runs
  * out is counted in fc->uncounted, never fatal. */
 void ks_ffun_call(ks_fcount *fc, uint32_t mfa);
-void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns);
+void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event);
 /* A frame of p starts running mfa / stops running it (inclusive time). */
 void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
 void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
@@ -333,6 +352,11 @@ ks_fmfa *ks_ffun_rows(const ks_fcount *fc, uint32_t hide, uint32_t *n);
 /* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
                            size_t cap);
+/* What the capture's times are, as each writer states it in its header: the
+ * correction for tracing's cost and its counters, or none. Words and
+ * `key=value' only (no `space digits' a folded or perf reader could take for
+ * a count or a thread id). Returns the length. */
+size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap);
 /* The process of a root node's frame, or NULL. */
 const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid);
 /* What a process runs, for its label and group: the initial call kprof_flame_srv

@@ -72,6 +72,7 @@ KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "return the 
 KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
 KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
 KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
+KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")
@@ -79,6 +80,7 @@ KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, "trigger 
 KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose calls are captured")
 KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")
 KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, "erlang:time_offset(nanosecond)")
+KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, "tracing's cost per event, taken off the time before each event (0: none)")
 
 /* calls: kprof_calls:run/2's options (Erlang); ms and max not both infinity */
 KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, "stop counting after this many ms (or at max calls)")

@@ -175,7 +175,7 @@
 %% FLAME
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
-         flame_pid/1, flame_pid/2, flame_pid/3, cancel/0]).
+         flame_pid/1, flame_pid/2, flame_pid/3, cancel/0, flame_calibrate/0, flame_calibrate/1]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -732,6 +732,22 @@ flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     end;
 flame_pid(Pids, Millis, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end).
+
+%% @equiv flame_calibrate(#{})
+-spec flame_calibrate() -> {ok, map()} | {error, term()}.
+flame_calibrate() ->
+    flame_calibrate(#{}).
+
+%% @doc Measure again what one trace event costs a traced process here, for
+%% captures with options `Opts' (`callers' is the one that matters), and keep
+%% it for the next captures: `{ok, #{per_event_ns := Ns, rounds := [...],
+%% tracer := ring | port, pattern := true | callers}}'. Captures measure it
+%% themselves the first time (`correct => true', the default) and take it off
+%% every time they report ({@link kprof_flame_calib}); run this when the
+%% machine's load has changed much.
+-spec flame_calibrate(kprof_flame:opts()) -> {ok, map()} | {error, term()}.
+flame_calibrate(Opts) ->
+    with_opts(Opts, fun(O) -> kprof_flame_calib:calibrate(O) end).
 
 %% @doc End every running flame capture now, with its files: tracing
 %% comes off at once, and each capture's caller gets

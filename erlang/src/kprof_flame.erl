@@ -21,9 +21,10 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides (traced/2); open => speedscope and
-%% the list of formats (kprof_tiers_full too).
--export([traced/2, maybe_open/2, formats/1, paths/2]).
+%% Internal: the frame flame_apply hides (traced/2, hidden_frame/0: the
+%% calibration runs captures of its own); open => speedscope and the list of
+%% formats (kprof_tiers_full too).
+-export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 
@@ -55,6 +56,10 @@
           progress => boolean() | pos_integer(), % a line every 5000 ms (or Ms) while
                                            % the capture runs (default true)
           names => erlang | elixir,        % how functions are named in the text
+          callers => boolean(),            % {caller} on every call: the BEAM's own
+                                           % stacks, at a higher cost (default false)
+          correct => boolean(),            % take tracing's cost per event off the
+                                           % times (default true; kprof_flame_calib)
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
           info => boolean(),               % return the capture's summary (default false)
@@ -183,8 +188,8 @@ planned_files(Cfg = #{name := Name}) ->
     [filename:join(Dir, Name ++ kprof_opts:extension(F))
      || F <- formats(maps:get(output_format, Cfg))].
 
-%% The frame flame_apply hides: kprof_flame_srv is told it when the capture
-%% opens (it does not call back here).
+%% @private The frame flame_apply hides: kprof_flame_srv is told it when the
+%% capture opens (it does not call back here).
 -spec hidden_frame() -> mfa().
 hidden_frame() ->
     {?MODULE, traced, 2}.
@@ -210,7 +215,8 @@ runs(Fun) ->
           {ok, term(), [file:filename_all()]}
           | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
-run_apply(What, Cfg) ->
+run_apply(What, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame(),
                                               runs => runs(What)}) of
@@ -239,7 +245,8 @@ run_apply(What, Cfg) ->
 
 -spec run_pid([pid()], non_neg_integer(), map()) ->
           written() | {error, term()}.
-run_pid(Pids, Ms, Cfg) ->
+run_pid(Pids, Ms, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
         {ok, Flags} ->
@@ -255,7 +262,8 @@ run_pid(Pids, Ms, Cfg) ->
 
 -spec run_capture(mfa(), pos_integer(), map()) ->
           written() | {error, term()}.
-run_capture(MFA, N, Cfg) ->
+run_capture(MFA, N, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
         {ok, Flags} ->
@@ -278,6 +286,12 @@ run_capture(MFA, N, Cfg) ->
         Error ->
             Error
     end.
+
+%% The cost per event the sink takes off (correct => true, the default):
+%% measured on this machine at the first capture (kprof_flame_calib).
+-spec with_correction(map()) -> map().
+with_correction(Cfg) ->
+    Cfg#{correct_ns => kprof_flame_calib:cost(Cfg)}.
 
 %% Tracing off, the files written, then the guard disarmed: an overload
 %% while the sink still reads the capture's events aborts it too.
@@ -529,14 +543,15 @@ paths(Paths, Cfg) ->
 -spec result([file:filename_all()], map(), map()) -> written().
 result(Files, Info, Cfg) ->
     Rows = case Info of
-               #{top := Raw, total_us := Total, functions := _} ->
-                   R = kprof_top:rows(Raw, Total),
-                   kprof_top:print(R, Info#{names => maps:get(names, Cfg, erlang)}),
-                   R;
-               _ ->
-                   []
+               #{top := Raw, total_us := Total, functions := _} -> kprof_top:rows(Raw, Total);
+               _ -> []
            end,
     Summary = kprof_flame_summary:from_info(Info, Rows),
+    _ = maps:is_key(top, Info) andalso
+        begin
+            kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
+            io:put_chars(kprof_flame_summary:correction_text(Summary))
+        end,
     kprof_flame_summary:print(Summary),
     case maps:get(calls_uncounted, Info, 0) of
         0 -> ok;

@@ -460,6 +460,7 @@ sink_start(Id, Mode, Cfg) ->
             {max_bytes, maps:get(max_bytes, Cfg)},
             {perf_period_us, maps:get(perf_period_us, Cfg)},
             {callers, maps:get(callers, Cfg, false)},
+            {correct_ns, maps:get(correct_ns, Cfg, 0)},
             {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
             {names, maps:get(names, Cfg)},
             {group, group(Cfg)}, {fold_recursion, maps:get(fold_recursion, Cfg)}]

@@ -10,6 +10,12 @@
 %%% whole one. The top table (`top => N') comes from per-function counters
 %%% that no budget touches: it is exact either way.
 %%%
+%%% Times are corrected for tracing's cost (`correct => true', the default:
+%%% kprof_flame_calib measures what an event costs here, the sink takes it
+%%% off the time before each event); `correction' says how much, and how many
+%%% intervals were shorter than the cost and counted as 0 (`clamped'): never
+%%% negative, never hidden. The top table's header line says it too.
+%%%
 %%% With `info => true' a capture returns the summary after its files:
 %%% ```
 %%% #{total_us => 812345,            % the capture's time, every process
@@ -17,21 +23,26 @@
 %%%   max_bytes => 1073741824, tree_bytes => 94371840, nodes => 2359296, max_stack => 65536,
 %%%   over_budget => #{time_us => 0, share_pct => 0.0, paths => 0, calls => 0},
 %%%   too_deep => #{time_us => 0, share_pct => 0.0, calls => 0},
+%%%   correction => #{per_event_ns => 152, events => 10412345, subtracted_us => 1582677,
+%%%                   clamped => 81234, clamped_us => 5123},
 %%%   top => [kprof_top:row()], functions => 4012}   % with top => N
 %%% '''
 -module(kprof_flame_summary).
 
--export([from_info/2, text/1, print/1]).
+-export([from_info/2, text/1, print/1, correction_text/1]).
 
 -export_type([summary/0]).
 
+-type correction() :: #{per_event_ns := non_neg_integer(), events := non_neg_integer(),
+                        subtracted_us := non_neg_integer(), clamped := non_neg_integer(),
+                        clamped_us := non_neg_integer()}.
 -type cut() :: #{time_us := non_neg_integer(), share_pct := float(),
                  calls := non_neg_integer(), paths => non_neg_integer()}.
 -type summary() :: #{total_us := non_neg_integer(), events := non_neg_integer(),
                      procs := non_neg_integer(), dropped_procs := non_neg_integer(),
                      max_bytes := non_neg_integer(), tree_bytes := non_neg_integer(),
                      nodes := non_neg_integer(), max_stack := non_neg_integer(),
-                     over_budget := cut(), too_deep := cut(),
+                     over_budget := cut(), too_deep := cut(), correction := correction(),
                      top => [kprof_top:row()], functions => non_neg_integer()}.
 
 %% @doc The summary of the sink's `Info' (flame_write's reply) and the top
@@ -45,7 +56,12 @@ from_info(Info, Rows) ->
           tree_bytes => Get(tree_bytes), nodes => Get(nodes), max_stack => Get(max_stack),
           over_budget => (cut(Get(over_budget_ns), Total))#{paths => Get(over_budget_paths),
                                                             calls => Get(over_budget_calls)},
-          too_deep => (cut(Get(too_deep_ns), Total))#{calls => Get(stack_overflow)}},
+          too_deep => (cut(Get(too_deep_ns), Total))#{calls => Get(stack_overflow)},
+          correction => #{per_event_ns => Get(correct_ns), events => Get(corrected),
+                          subtracted_us => us(Get(subtracted_ns)), clamped => Get(clamped),
+                          clamped_us => us(Get(clamped_ns)),
+                          leaf_ns => {Get(leaf_p10_ns), Get(leaf_p25_ns), Get(leaf_p50_ns)},
+                          leaves => Get(leaf_count)}},
     case maps:find(functions, Info) of
         {ok, N} -> S#{top => Rows, functions => N};
         error -> S
@@ -71,6 +87,16 @@ text(S = #{over_budget := Over, too_deep := Deep, max_bytes := Max}) ->
                            "is exact~n", [P2, ms(T2), Calls2, maps:get(max_stack, S)])
      end].
 
+%% @doc One line on the correction for tracing's cost (printed with the top table).
+-spec correction_text(summary()) -> iolist().
+correction_text(#{correction := #{per_event_ns := 0}}) ->
+    io_lib:format("kprof flame: times not corrected for tracing's cost (correct => false)~n", []);
+correction_text(#{correction := #{per_event_ns := Ns, events := E, subtracted_us := S,
+                                  clamped := C, clamped_us := CU}}) ->
+    io_lib:format("kprof flame: times corrected for tracing's cost: ~b ns off the time before "
+                  "each of ~b events (~ts ms in all); ~b intervals were shorter and count as 0 "
+                  "(~ts ms not taken off)~n", [Ns, E, ms(S), C, ms(CU)]).
+
 %% @doc {@link text/1} to the calling process's group leader.
 -spec print(summary()) -> ok.
 print(Summary) ->
@@ -85,8 +111,10 @@ print(Summary) ->
 
 -spec cut(non_neg_integer(), non_neg_integer()) -> cut().
 cut(Ns, TotalUs) ->
-    Us = (Ns + 500) div 1000,
-    #{time_us => Us, share_pct => pct(Ns, TotalUs), calls => 0}.
+    #{time_us => us(Ns), share_pct => pct(Ns, TotalUs), calls => 0}.
+
+-spec us(non_neg_integer()) -> non_neg_integer().
+us(Ns) -> (Ns + 500) div 1000.
 
 -spec pct(non_neg_integer(), non_neg_integer()) -> float().
 pct(_Ns, 0) -> 0.0;

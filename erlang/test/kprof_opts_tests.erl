@@ -76,7 +76,7 @@ defaults_test() ->
                    children => false, max_bytes => 1 bsl 30,
                    perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
                    top => 0, info => false, progress => true, names => erlang,
-                   fold_recursion => false},
+                   fold_recursion => false, callers => false, correct => true},
                  kprof_opts:defaults(flame)),
     ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
                    max_memory_bytes => default, max_events => infinity, rate => infinity,

@@ -152,6 +152,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
     o->top = (uint32_t)v;
   else if (strcmp(key, "time_offset") == 0)
     o->time_offset = v;
+  else if (strcmp(key, "correct_ns") == 0)
+    o->correct_ns = (uint32_t)v;
   else
     return KS_EINVAL;
   return KS_OK;
@@ -269,6 +271,15 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "armed", armed);
   ks_map_u64(m, "max_bytes", c->o.max_bytes);
   ks_map_u64(m, "max_stack", c->o.max_stack);
+  ks_map_u64(m, "correct_ns", c->o.correct_ns);
+  ks_map_u64(m, "corrected", c->k.corrected);
+  ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
+  ks_map_u64(m, "clamped", c->k.clamped);
+  ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
+  ks_map_u64(m, "leaf_p10_ns", ks_hist_quantile(&c->leaf, 0.10));
+  ks_map_u64(m, "leaf_p25_ns", ks_hist_quantile(&c->leaf, 0.25));
+  ks_map_u64(m, "leaf_p50_ns", ks_hist_quantile(&c->leaf, 0.50));
+  ks_map_u64(m, "leaf_count", c->leaf.count);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
@@ -517,6 +528,7 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
+  ks_flame_correct(c);
   ks_ftree_order(&c->tree);
   /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
   if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {

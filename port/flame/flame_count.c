@@ -42,11 +42,13 @@ void ks_ffun_call(ks_fcount *fc, uint32_t mfa) {
     f->calls++;
 }
 
-void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns) {
+void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event) {
   ks_ffun *f = fun(fc, mfa);
 
-  if (f != NULL)
+  if (f != NULL) {
     f->self += ns;
+    f->self_n += (uint64_t)event;
+  }
 }
 
 static uint32_t open_slot(const ks_fproc *p, uint32_t mfa) {
@@ -89,8 +91,10 @@ void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
     p->open[i].count = 0;
     p->open_n++;
   }
-  if (p->open[i].count++ == 0)
+  if (p->open[i].count++ == 0) {
     p->open[i].since = p->clock;
+    p->open[i].since_events = p->events;
+  }
 }
 
 /* Removes slot i (linear probing: later entries of its run move back). */
@@ -123,8 +127,10 @@ void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
     return;   /* not counted when it opened (out of memory) */
   if (--p->open[i].count > 0)
     return;
-  if ((f = fun(fc, mfa)) != NULL)
+  if ((f = fun(fc, mfa)) != NULL) {
     f->incl += p->clock - p->open[i].since;
+    f->incl_n += p->events - p->open[i].since_events;
+  }
   remove_slot(p, i);
 }
 
@@ -134,8 +140,10 @@ void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p) {
 
   for (k = 0; p->open != NULL && k <= p->open_mask; k++)
     if (p->open[k].mfa != KS_NONE) {
-      if ((f = fun(fc, p->open[k].mfa)) != NULL)
+      if ((f = fun(fc, p->open[k].mfa)) != NULL) {
         f->incl += p->clock - p->open[k].since;
+        f->incl_n += p->events - p->open[k].since_events;
+      }
       p->open[k].mfa = KS_NONE;
     }
   p->open_n = 0;

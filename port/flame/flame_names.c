@@ -228,3 +228,22 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
     }
   }
 }
+
+size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
+  const ks_fcounters *k = &c->k;
+
+  if (cap == 0)
+    return 0;
+  if (c->o.correct_ns == 0)
+    return put(buf, cap, snprintf(buf, cap, "kprof correction: none (raw times: each event's "
+                                            "tracing cost is in them)"));
+  return put(buf, cap,
+             snprintf(buf, cap,
+                      "kprof correction: per_event_ns=%u events=%llu subtracted_ms=%.3f "
+                      "clamped=%llu clamped_ms=%.3f (tracing's cost per event taken off the "
+                      "time of each call path; clamped: paths shorter than their events' "
+                      "cost, counted as zero)",
+                      c->o.correct_ns, (unsigned long long)k->corrected,
+                      (double)k->subtracted_ns / 1e6, (unsigned long long)k->clamped,
+                      (double)k->clamped_ns / 1e6));
+}

@@ -207,7 +207,12 @@ void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
   p->run_mfa = to;
 }
 
-void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
+/* [last_ts, ts) to the current node, and to the function running's self
+ * time; `event': an event at ts ended the interval (it is counted with the
+ * time: the correction for tracing's cost takes it off at the write,
+ * flame_correct.c). */
+static void credit(const ks_fgraph *g, ks_fproc *p, int64_t ts, int event) {
+  ks_fnode *nd;
   uint64_t dt;
 
   if (!p->has_ts) {
@@ -215,16 +220,27 @@ void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
     p->last_ts = ts;
     return;
   }
-  if (ts <= p->last_ts)
-    return;
+  if (ts < p->last_ts)
+    ts = p->last_ts;   /* never back: an interval of 0 */
   dt = (uint64_t)(ts - p->last_ts);
   p->last_ts = ts;
   if (p->cur == KS_NONE)
     return;
-  g->tree->v[p->cur].self += dt;
+  nd = &g->tree->v[p->cur];
+  nd->self += dt;
+  nd->n += event && nd->n != UINT32_MAX;
   p->clock += dt;
+  p->events += (uint64_t)event;
   if (p->fc != NULL && !p->out && !(p->gc && g->o->gc) && p->run_mfa != KS_NONE)
-    ks_ffun_self(p->fc, p->run_mfa, dt);
+    ks_ffun_self(p->fc, p->run_mfa, dt, event);
+}
+
+void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
+  credit(g, p, ts, 1);
+}
+
+void ks_fstack_credit_end(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
+  credit(g, p, ts, 0);
 }
 
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {

@@ -103,6 +103,10 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   memset(&w, 0, sizeof(w));
   w.o = o;
   w.f = f;
+  /* A comment block of its own (a blank line after it: readers split events
+   * on blank lines), as perf script's own header is. */
+  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  fprintf(f, "# %s\n\n", w.name);
   if (o->c->o.perf_period_us > 0) {
     w.period = (uint64_t)o->c->o.perf_period_us * 1000;
   } else {

@@ -125,9 +125,22 @@ static char *write_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
   return buf;
 }
 
+/* A folded file after its comment line (which says whether times are
+ * corrected for tracing's cost: checked here for every test). */
+static char *no_comment(char *all) {
+  char *nl, *rest;
+
+  ck_assert_msg(strncmp(all, "# kprof correction: ", 20) == 0, "got %.60s", all);
+  nl = strchr(all, '\n');
+  ck_assert_ptr_nonnull(nl);
+  rest = strdup(nl + 1);
+  free(all);
+  return rest;
+}
+
 static char *folded(ks_fcap *c, int64_t end_us) {
   ks_flame_finish(&fl, c, end_us >= 0, end_us * US);
-  return write_with(c, ks_write_folded);
+  return no_comment(write_with(c, ks_write_folded));
 }
 
 #define EXPECT_FOLDED(c, end, want)            \
@@ -264,6 +277,54 @@ START_TEST(flow_mid_stack) {
                 "<0.1.0>;m:b/0 20\n"
                 "<0.1.0>;m:b/0;m:c/0 10\n"
                 "<0.1.0>;m:z/0 10\n");
+}
+END_TEST
+
+/* The correction for tracing's cost: correct_ns per event comes off each call
+ * path (n events ended its intervals), a path shorter than its events' cost
+ * counts as 0 and is counted; per function the same off self and inclusive
+ * times; the capture's end is no event. */
+START_TEST(correction) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n, k;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.top = 10;
+  o.correct_ns = 2 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  for (k = 0; k < 3; k++) {          /* b: 10 us, then 1 us in a, three times */
+    CALL(pid_a, 1 + 11 * k, M("b"), KS_NONE);
+    RET(pid_a, 11 + 11 * k, M("a"));
+  }
+  CALL(pid_a, 34, M("c"), KS_NONE);  /* c: 1 us, shorter than an event's 2 */
+  RET(pid_a, 35, M("a"));
+  ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
+  ks_flame_correct(c);
+  /* a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals an event ended: 6; b: 30 in
+   * 3: 24; c: 1 in 1: 0, 1 us short. (The first event ends no interval.) */
+  ck_assert_uint_eq(c->k.corrected, 8);
+  ck_assert_uint_eq(c->k.clamped, 1);
+  ck_assert_uint_eq(c->k.clamped_ns, 1 * US);
+  ck_assert_uint_eq(c->k.subtracted_ns, (8 + 6 + 1) * US);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 6\n"
+                "<0.1.0>;m:a/0;m:b/0 24\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(rows[0].mfa, M("b"));
+  ck_assert_uint_eq(rows[0].self, 24 * US);
+  ck_assert_uint_eq(rows[0].incl, 24 * US);
+  ck_assert_uint_eq(rows[1].mfa, M("a"));
+  ck_assert_uint_eq(rows[1].self, 6 * US);
+  ck_assert_uint_eq(rows[1].incl, (45 - 8 * 2) * US);   /* every event inside it */
+  ck_assert_uint_eq(rows[2].mfa, M("c"));
+  ck_assert_uint_eq(rows[2].self, 0);
+  free(rows);
 }
 END_TEST
 
@@ -987,7 +1048,7 @@ static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
 
 START_TEST(labels_and_groups) {
   ks_fcap *c = two_workers(KS_GROUP_PID);
-  char *got = write_with(c, ks_write_folded);
+  char *got = no_comment(write_with(c, ks_write_folded));
 
   /* Children are labelled by their first call past the spawn wrapper. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -1001,7 +1062,7 @@ START_TEST(labels_and_groups) {
   ks_flame_set_call(c, pid_c, "x:y/2", 5);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_c, "reg", 3), KS_OK);
   ck_assert_uint_eq(c->nprocs, 3);
-  got = write_with(c, ks_write_folded);
+  got = no_comment(write_with(c, ks_write_folded));
   ck_assert_ptr_nonnull(strstr(got, "my_worker:init/1(<0.1.0>);m:a/0 50\n"));
   ck_assert_ptr_nonnull(strstr(got, "reg(<0.3.0>);m:w/0 10\n"));
   free(got);
@@ -1010,7 +1071,7 @@ END_TEST
 
 START_TEST(group_by_call) {
   ks_fcap *c = two_workers(KS_GROUP_CALL);
-  char *got = view_with(c, ks_write_folded);
+  char *got = no_comment(view_with(c, ks_write_folded));
 
   /* b and c both run m:w/0: one root, their stacks merged, times summed. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -1034,7 +1095,7 @@ END_TEST
 
 START_TEST(group_all_and_name) {
   ks_fcap *c = two_workers(KS_GROUP_ALL);
-  char *got = view_with(c, ks_write_folded);
+  char *got = no_comment(view_with(c, ks_write_folded));
 
   ck_assert_str_eq(got, "all(3_processes);m:a/0 50\n"
                         "all(3_processes);WAITING_TO_RUN 7\n"
@@ -1045,7 +1106,7 @@ START_TEST(group_all_and_name) {
   c->o.group = KS_GROUP_NAME;
   ks_flame_add_pid(&fl, c, pid_b, "w", 1);
   ks_flame_add_pid(&fl, c, pid_c, "w", 1);
-  got = view_with(c, ks_write_folded);
+  got = no_comment(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
                         "w(2_processes);WAITING_TO_RUN 7\n"
                         "w(2_processes);erlang:apply/2;m:w/0 20\n"
@@ -1070,12 +1131,12 @@ START_TEST(fold_recursion) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  got = write_with(c, ks_write_folded);
+  got = no_comment(write_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 10\n<0.1.0>;m:a/0;m:a/0 10\n<0.1.0>;m:a/0;m:a/0;m:a/0 10\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0 5\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
-  got = view_with(c, ks_write_folded);
+  got = no_comment(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 30\n<0.1.0>;m:a/0;m:b/0 5\n<0.1.0>;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
 }
@@ -1452,7 +1513,7 @@ START_TEST(full_disk) {
     return;
   }
   wide_capture(wide, 3000);
-  text = write_with(wide, ks_write_folded);
+  text = no_comment(write_with(wide, ks_write_folded));
   folded_len = strlen(text);
   free(text);
   text = write_with(wide, ks_write_svg);
@@ -1697,7 +1758,9 @@ START_TEST(commands) {
   snprintf(path, sizeof(path), "%s/cap.folded", dir);
   file = read_file(path, &len);
   ck_assert_ptr_nonnull(file);
-  ck_assert_str_eq((char *)file, "srv(<0.9.0>);w:top/0 500\nsrv(<0.9.0>);w:top/0;w:leaf/0 500\n");
+  ck_assert_str_eq((char *)file, "# kprof correction: none (raw times: each event's tracing cost "
+                                 "is in them)\nsrv(<0.9.0>);w:top/0 500\n"
+                                 "srv(<0.9.0>);w:top/0;w:leaf/0 500\n");
   free(file);
   /* Same base again: the files are not overwritten, the name gets -1. */
   start_cmd(9, 43);
@@ -1739,6 +1802,7 @@ Suite *flame_suite(void) {
   TCase *tc = tcase_create("flame");
 
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, correction);
   tcase_add_test(tc, flow_learns_tail_calls);
   tcase_add_test(tc, flow_server_loop);
   tcase_add_test(tc, flow_mid_stack);

@@ -222,6 +222,7 @@ START_TEST(known_tree_per_mfa_and_path) {
 
   text = folded(agg);
   ck_assert_str_eq(text,
+                   "# kprof correction: none (raw times: each event's tracing cost is in them)\n"
                    "app:req/2 100\n"
                    "app:req/2;app:run/0 200\n"
                    "app:req/2;app:run/0;app:a/0 300\n"
