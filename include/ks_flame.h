@@ -15,7 +15,6 @@
 #include <stdio.h>
 
 #include "ks_decode.h"
-#include "ks_hist.h"
 #include "ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
@@ -109,6 +108,7 @@ void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
 typedef struct ks_ffun {
   uint64_t calls, self, incl;
   uint64_t self_n, incl_n;     /* events that ended their intervals (the correction's) */
+  uint64_t moved_in, moved_out;   /* correction moved from callees / to callers (at the write) */
 } ks_ffun;
 
 typedef struct ks_fcount {
@@ -154,7 +154,6 @@ typedef struct ks_fproc {
   uint8_t child;               /* joined as a spawned child (children => true) */
   uint8_t bottom;              /* its bottom frame is its first (seen from its start or
                                 * its trigger call): no return_to goes below it */
-  uint8_t after_call;          /* its last event was a call */
   char *name;                  /* registered name, UTF-8, or NULL */
   char *call;                  /* initial call "M:F/A" as kprof_flame_srv found it, or NULL */
   uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
@@ -197,7 +196,7 @@ typedef struct ks_fopts {
 #define KS_FLAME_FOLD_DEPTH 128
 
 /* The default budget of a flame capture's tree (doc/flame.md says why this much). */
-#define KS_FLAME_MAX_BYTES ((uint64_t)1 << 30)
+#define KS_FLAME_MAX_BYTES ((uint64_t)2 << 30)
 
 typedef struct ks_fcounters {
   uint64_t events;             /* events that changed a stack or its time */
@@ -210,7 +209,8 @@ typedef struct ks_fcounters {
   uint64_t over_budget_calls;  /* calls whose frame went to OVER_BUDGET */
   uint64_t corrected;          /* events whose cost the correction took off (flame_correct.c) */
   uint64_t subtracted_ns;      /* what it took off the graph in all */
-  uint64_t clamped;            /* call paths shorter than their events' cost: counted as 0 */
+  uint64_t clamped;            /* call paths shorter than their events' cost that no caller's
+                                * path could make up for: counted as 0 */
   uint64_t clamped_ns;         /* the cost they could not give (never a negative time) */
   uint64_t dropped_procs;      /* processes beyond max_procs */
 } ks_fcounters;
@@ -242,7 +242,6 @@ typedef struct ks_fcap {
   ks_fcounters k;
   ks_fcount fc;                /* per function, counted only when o.top > 0 */
   ks_ftails tails;             /* the flow rules' tail calls (o.learn) */
-  ks_hist leaf;                /* intervals from a call to the return_to right after it */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_fcap;

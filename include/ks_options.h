@@ -60,7 +60,7 @@ KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the files' base 
 KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "SLEEP frames")
 KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "GC frames")
 KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes")
-KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "1073741824", KS_BY_BOTH, "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
+KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
 KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")
 KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, "processes of one capture; more are left out, counted in dropped_procs")
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")

@@ -42,7 +42,7 @@
           sleep => boolean(),              % SLEEP frames (default true)
           gc => boolean(),                 % GC frames (default true)
           children => boolean(),           % follow spawned processes (default false)
-          max_bytes => pos_integer(),      % the call-path tree's memory (default 1 GiB):
+          max_bytes => pos_integer(),      % the call-path tree's memory (default 2 GiB):
                                            % paths past it go to OVER_BUDGET frames
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)

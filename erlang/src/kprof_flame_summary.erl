@@ -59,9 +59,7 @@ from_info(Info, Rows) ->
           too_deep => (cut(Get(too_deep_ns), Total))#{calls => Get(stack_overflow)},
           correction => #{per_event_ns => Get(correct_ns), events => Get(corrected),
                           subtracted_us => us(Get(subtracted_ns)), clamped => Get(clamped),
-                          clamped_us => us(Get(clamped_ns)),
-                          leaf_ns => {Get(leaf_p10_ns), Get(leaf_p25_ns), Get(leaf_p50_ns)},
-                          leaves => Get(leaf_count)}},
+                          clamped_us => us(Get(clamped_ns))}},
     case maps:find(functions, Info) of
         {ok, N} -> S#{top => Rows, functions => N};
         error -> S
@@ -75,9 +73,10 @@ text(S = #{over_budget := Over, too_deep := Deep, max_bytes := Max}) ->
          #{time_us := 0, calls := 0} -> [];
          #{time_us := T, share_pct := P, paths := Paths, calls := Calls} ->
              io_lib:format("kprof flame: ~.1f % of the time (~ts ms) is in OVER_BUDGET frames: "
-                           "~b call paths (~b calls) did not fit in max_bytes (~ts); the top "
-                           "table is exact, raise max_bytes to see those paths~n",
-                           [P, ms(T), Paths, Calls, bytes(Max)])
+                           "~b call paths were cut where the graph passed max_bytes (~ts), "
+                           "~b calls in or under them; the top table is exact, raise "
+                           "max_bytes to see those paths~n",
+                           [P, ms(T), Paths, bytes(Max), Calls])
      end,
      case Deep of
          #{time_us := 0, calls := 0} -> [];
@@ -93,9 +92,9 @@ correction_text(#{correction := #{per_event_ns := 0}}) ->
     io_lib:format("kprof flame: times not corrected for tracing's cost (correct => false)~n", []);
 correction_text(#{correction := #{per_event_ns := Ns, events := E, subtracted_us := S,
                                   clamped := C, clamped_us := CU}}) ->
-    io_lib:format("kprof flame: times corrected for tracing's cost: ~b ns off the time before "
-                  "each of ~b events (~ts ms in all); ~b intervals were shorter and count as 0 "
-                  "(~ts ms not taken off)~n", [Ns, E, ms(S), C, ms(CU)]).
+    io_lib:format("kprof flame: times corrected for tracing's cost: ~b ns off for each of ~b "
+                  "events (~ts ms in all); ~b call paths had less time than their events' "
+                  "cost and count as 0 (~ts ms not taken off)~n", [Ns, E, ms(S), C, ms(CU)]).
 
 %% @doc {@link text/1} to the calling process's group leader.
 -spec print(summary()) -> ok.

@@ -677,7 +677,10 @@ named_worker(Name) ->
 
 groups(Dir) ->
     Me = label(self(), "kprof_flame_tests:-groups/1-fun-0-/0"),
-    Opts = #{output_directory => Dir, output_format => [folded, speedscope], children => true},
+    %% (Bounds raised as in concurrent/1: seven busy processes through the port
+    %% fall behind the guard's defaults on a loaded machine; this is about groups.)
+    Opts = #{output_directory => Dir, output_format => [folded, speedscope], children => true,
+             max_lag_ms => 30000, max_queue_bytes => 64 bsl 20},
     Work = fun() -> ?MODULE:fifty(6, 2) end,
     Roots = fun(Files) -> lists:usort([R || [R | _] <- maps:keys(folded(file_of(".folded", Files)))]) end,
     %% Default with children: the six workers (one fun) are one root.
@@ -1063,8 +1066,8 @@ one_format(Dir) ->
     ?assert(abs(lists:sum([maps:get(S, Folded) || S <- InOver]) - OverUs) =< length(InOver)),
     ?assert(abs(Share - OverUs * 100 / Total) < 0.01),
     ?assertMatch({match, _}, re:run(Printed, "% of the time \\([0-9.]+ ms\\) is in OVER_BUDGET "
-                                             "frames: [0-9]+ call paths \\([0-9]+ calls\\) did "
-                                             "not fit in max_bytes \\(65536 bytes\\)")),
+                                             "frames: [0-9]+ call paths were cut where the graph "
+                                             "passed max_bytes \\(65536 bytes\\), [0-9]+ calls")),
     %% The table: every one of the N functions, called once.
     Ones = [C || #{mfa := {M, _, 0}, calls := C} <- Rows, M =:= Mod],
     ?assertEqual(lists:duplicate(N, 1), Ones),

@@ -73,7 +73,7 @@ unknown_and_not_a_map_test() ->
 
 defaults_test() ->
     ?assertEqual(#{output_format => all, output_directory => ".", sleep => true, gc => true,
-                   children => false, max_bytes => 1 bsl 30,
+                   children => false, max_bytes => 2 bsl 30,
                    perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
                    top => 0, info => false, progress => true, names => erlang,
                    fold_recursion => false, callers => false, correct => true},
@@ -101,7 +101,7 @@ formats_test() ->
 
 doc_test() ->
     [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
-    ?assert(lists:member("max_bytes (default 1073741824, 65536..1099511627776): memory of the "
+    ?assert(lists:member("max_bytes (default 2147483648, 65536..1099511627776): memory of the "
                          "call-path tree; paths past it go to OVER_BUDGET frames",
                          kprof_opts:doc(flame))).
 

@@ -67,7 +67,6 @@ static void free_cap(ks_fcap *c) {
   free(c->pslots);
   ks_ffun_free(&c->fc);
   ks_ftails_free(&c->tails);
-  ks_hist_free(&c->leaf);
   ks_ftree_free(&c->tree);
   memset(c, 0, sizeof(*c));
 }
@@ -103,7 +102,6 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
   if (c == NULL)
     return KS_EFULL;
   memset(c, 0, sizeof(*c));
-  ks_hist_init(&c->leaf);
   c->o = *o;
   if (c->o.max_depth > 0 && c->o.max_stack < c->o.max_depth + 1)
     c->o.max_stack = c->o.max_depth + 1;
@@ -415,12 +413,6 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     register_name(p, in, ev);
   if (!p->armed || p->dead)
     return;
-  /* A call then its return_to: a leaf's interval, the event's cost and a
-   * little work (the correction's measure of this run, flame_control.c). */
-  if (ev->kind == KS_EV_RETURN_TO && p->after_call && (ev->flags & KS_EVF_TS) && p->has_ts &&
-      ev->ts >= p->last_ts && !p->out)
-    (void)ks_hist_record(&c->leaf, (uint64_t)(ev->ts - p->last_ts));
-  p->after_call = ev->kind == KS_EV_CALL;
   if (ev->flags & KS_EVF_TS)
     ks_fstack_credit(&g, p, ev->ts);
   c->k.events++;

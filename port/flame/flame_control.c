@@ -276,10 +276,6 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
   ks_map_u64(m, "clamped", c->k.clamped);
   ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
-  ks_map_u64(m, "leaf_p10_ns", ks_hist_quantile(&c->leaf, 0.10));
-  ks_map_u64(m, "leaf_p25_ns", ks_hist_quantile(&c->leaf, 0.25));
-  ks_map_u64(m, "leaf_p50_ns", ks_hist_quantile(&c->leaf, 0.50));
-  ks_map_u64(m, "leaf_count", c->leaf.count);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above

@@ -281,9 +281,11 @@ START_TEST(flow_mid_stack) {
 END_TEST
 
 /* The correction for tracing's cost: correct_ns per event comes off each call
- * path (n events ended its intervals), a path shorter than its events' cost
- * counts as 0 and is counted; per function the same off self and inclusive
- * times; the capture's end is no event. */
+ * path (n events ended its intervals); a path shorter than its events' cost
+ * gives all it has and its caller's path the rest (the cost of a call and
+ * its return falls partly in the caller's intervals); per function the same
+ * off self and inclusive times; the capture's end is no event. What no
+ * caller can give is counted: a process's root gives nothing. */
 START_TEST(correction) {
   ks_fopts o;
   ks_fcap *c;
@@ -305,14 +307,15 @@ START_TEST(correction) {
   RET(pid_a, 35, M("a"));
   ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
   ks_flame_correct(c);
-  /* a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals an event ended: 6; b: 30 in
-   * 3: 24; c: 1 in 1: 0, 1 us short. (The first event ends no interval.) */
+  /* b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1 us short,
+   * which a gives; a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals: 14 - 8 - 1 = 5.
+   * (The first event ends no interval.) */
   ck_assert_uint_eq(c->k.corrected, 8);
-  ck_assert_uint_eq(c->k.clamped, 1);
-  ck_assert_uint_eq(c->k.clamped_ns, 1 * US);
-  ck_assert_uint_eq(c->k.subtracted_ns, (8 + 6 + 1) * US);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  ck_assert_uint_eq(c->k.clamped_ns, 0);
+  ck_assert_uint_eq(c->k.subtracted_ns, (9 + 6 + 1) * US);
   EXPECT_FOLDED(c, -1,
-                "<0.1.0>;m:a/0 6\n"
+                "<0.1.0>;m:a/0 5\n"
                 "<0.1.0>;m:a/0;m:b/0 24\n");
   rows = ks_ffun_rows(&c->fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
@@ -320,11 +323,35 @@ START_TEST(correction) {
   ck_assert_uint_eq(rows[0].self, 24 * US);
   ck_assert_uint_eq(rows[0].incl, 24 * US);
   ck_assert_uint_eq(rows[1].mfa, M("a"));
-  ck_assert_uint_eq(rows[1].self, 6 * US);
+  ck_assert_uint_eq(rows[1].self, 5 * US);
   ck_assert_uint_eq(rows[1].incl, (45 - 8 * 2) * US);   /* every event inside it */
   ck_assert_uint_eq(rows[2].mfa, M("c"));
   ck_assert_uint_eq(rows[2].self, 0);
   free(rows);
+}
+END_TEST
+
+/* What a process's own first frame is short of has no caller's path to go
+ * to: counted, not hidden. */
+START_TEST(correction_clamped) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.correct_ns = 5 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 2, M("b"), KS_NONE);   /* a: 2 us for one event's 5 */
+  RET(pid_a, 12, M("a"));            /* b: 10 us, 5 */
+  ks_flame_finish(&fl, c, 1, 12 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.corrected, 2);
+  ck_assert_uint_eq(c->k.clamped, 1);
+  ck_assert_uint_eq(c->k.clamped_ns, 3 * US);
+  ck_assert_uint_eq(c->k.subtracted_ns, 7 * US);
+  EXPECT_FOLDED(c, -1, "<0.1.0>;m:a/0;m:b/0 5\n");
 }
 END_TEST
 
@@ -1803,6 +1830,7 @@ Suite *flame_suite(void) {
 
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, correction);
+  tcase_add_test(tc, correction_clamped);
   tcase_add_test(tc, flow_learns_tail_calls);
   tcase_add_test(tc, flow_server_loop);
   tcase_add_test(tc, flow_mid_stack);
