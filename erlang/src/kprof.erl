@@ -643,8 +643,13 @@ calls(Spec, Opts) ->
 %%% `speedscope', `svg', a list of them, or `all', the default),
 %%% `output_directory' (default "."), `sleep' (SLEEP frames for time
 %%% scheduled out, default true), `gc' (GC frames, default true),
-%%% `children' (follow spawned processes, default false), `max_depth'
-%%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
+%%% `children' (follow spawned processes, default false), `max_bytes'
+%%% (the call-path tree's memory, 2 GiB: paths past it go to an `OVER_BUDGET'
+%%% frame, their share printed), `callers' (every call's caller, for the
+%%% BEAM's own stacks, at a higher cost per call; default false: stacks from
+%%% calls and return_tos), `correct' (take tracing's cost per event, measured
+%%% on this machine, off every time; default true), `info' (return the
+%%% capture's summary after the files, `kprof_flame_summary'), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
 %%% `dropped_procs'), `group' (`pid', `name', `initial_call' or `all':
 %%% processes sharing a registered name, an initial call, or all of them
@@ -660,7 +665,7 @@ calls(Spec, Opts) ->
 %%% `top => N': the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
-%%% (`kprof_top').
+%%% (`kprof_top'); the table is exact whatever limit cut the graph.
 %%% A process's root frame is `name(<0.N.S>)', else `M:F/A(<0.N.S>)' (its
 %%% initial call as proc_lib records it, its spawn MFA, or the fun it runs).
 %%% A spawned process's wait before it first runs is its `WAITING_TO_RUN'

@@ -16,6 +16,15 @@
 %%% (`SLEEP' while scheduled out, `GC' while collecting, `WAITING_TO_RUN'
 %%% for a spawned process before its first run). Option `group' merges
 %%% processes at the root, `fold_recursion' folds direct recursion.
+%%%
+%%% By default the call pattern has no match spec (the VM's cheapest call
+%%% event) and the sink builds stacks from calls and return_tos, learning
+%%% which calls are tail calls; `callers => true' asks every call's caller
+%%% for the BEAM's own stacks, at about twice the VM's cost per call. Times
+%%% are corrected for tracing's cost per event (`correct', measured by
+%%% {@link kprof_flame_calib}); the call-path tree has a budget in bytes
+%%% (`max_bytes'), paths past it in an `OVER_BUDGET' frame whose share is
+%%% printed ({@link kprof_flame_summary}); the top table is exact either way.
 %%% Nothing but commands and the list of files crosses back into Erlang.
 -module(kprof_flame).
 
