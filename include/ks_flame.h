@@ -212,6 +212,8 @@ typedef struct ks_fcounters {
   uint64_t clamped;            /* call paths shorter than their events' cost that no caller's
                                 * path could make up for: counted as 0 */
   uint64_t clamped_ns;         /* the cost they could not give (never a negative time) */
+  uint64_t skipped_ns;         /* the cost per event not taken off: the capture's whole time
+                                * was less than its events' cost (0: none skipped) */
   uint64_t dropped_procs;      /* processes beyond max_procs */
 } ks_fcounters;
 

@@ -125,10 +125,19 @@ measure(Kind, Spec) ->
          end,
     R = #{per_event_ns => Ns, rounds => Rounds, tracer => Kind, pattern => Spec,
           at => erlang:monotonic_time(millisecond)},
-    persistent_term:put(?KEY(Kind, Spec), R),
-    logger:info("kprof flame: tracing costs ~b ns an event here (~p tracer, pattern ~p)",
-                [Ns, Kind, Spec]),
-    R.
+    case [x || #{events := 0} <- Rounds] of
+        [] ->
+            persistent_term:put(?KEY(Kind, Spec), R),
+            logger:info("kprof flame: tracing costs ~b ns an event here (~p tracer, pattern ~p)",
+                        [Ns, Kind, Spec]),
+            R;
+        _ ->
+            %% A round the sink counted nothing of (it was busy or gone):
+            %% nothing kept, this capture's times are not corrected.
+            logger:warning("kprof flame: the cost of tracing could not be measured (the sink "
+                           "counted no event of a round); times are not corrected"),
+            R#{per_event_ns => 0}
+    end.
 
 %% One round: the workload untraced, then traced in a capture of its own.
 -spec round_of(ring | port, true | callers) -> map().

@@ -23,8 +23,8 @@
 %%%   max_bytes => 1073741824, tree_bytes => 94371840, nodes => 2359296, max_stack => 65536,
 %%%   over_budget => #{time_us => 0, share_pct => 0.0, paths => 0, calls => 0},
 %%%   too_deep => #{time_us => 0, share_pct => 0.0, calls => 0},
-%%%   correction => #{per_event_ns => 152, events => 10412345, subtracted_us => 1582677,
-%%%                   clamped => 81234, clamped_us => 5123},
+%%%   correction => #{per_event_ns => 489, events => 10374246, subtracted_us => 5015682,
+%%%                   clamped => 7, clamped_us => 57325, skipped_ns => 0},
 %%%   top => [kprof_top:row()], functions => 4012}   % with top => N
 %%% '''
 -module(kprof_flame_summary).
@@ -35,7 +35,7 @@
 
 -type correction() :: #{per_event_ns := non_neg_integer(), events := non_neg_integer(),
                         subtracted_us := non_neg_integer(), clamped := non_neg_integer(),
-                        clamped_us := non_neg_integer()}.
+                        clamped_us := non_neg_integer(), skipped_ns := non_neg_integer()}.
 -type cut() :: #{time_us := non_neg_integer(), share_pct := float(),
                  calls := non_neg_integer(), paths => non_neg_integer()}.
 -type summary() :: #{total_us := non_neg_integer(), events := non_neg_integer(),
@@ -59,7 +59,7 @@ from_info(Info, Rows) ->
           too_deep => (cut(Get(too_deep_ns), Total))#{calls => Get(stack_overflow)},
           correction => #{per_event_ns => Get(correct_ns), events => Get(corrected),
                           subtracted_us => us(Get(subtracted_ns)), clamped => Get(clamped),
-                          clamped_us => us(Get(clamped_ns))}},
+                          clamped_us => us(Get(clamped_ns)), skipped_ns => Get(skipped_ns)}},
     case maps:find(functions, Info) of
         {ok, N} -> S#{top => Rows, functions => N};
         error -> S
@@ -88,6 +88,9 @@ text(S = #{over_budget := Over, too_deep := Deep, max_bytes := Max}) ->
 
 %% @doc One line on the correction for tracing's cost (printed with the top table).
 -spec correction_text(summary()) -> iolist().
+correction_text(#{correction := #{per_event_ns := 0, skipped_ns := Skipped}}) when Skipped > 0 ->
+    io_lib:format("kprof flame: times not corrected for tracing's cost: the capture's whole "
+                  "time was less than its events' cost at ~b ns an event~n", [Skipped]);
 correction_text(#{correction := #{per_event_ns := 0}}) ->
     io_lib:format("kprof flame: times not corrected for tracing's cost (correct => false)~n", []);
 correction_text(#{correction := #{per_event_ns := Ns, events := E, subtracted_us := S,

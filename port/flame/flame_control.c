@@ -276,6 +276,7 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
   ks_map_u64(m, "clamped", c->k.clamped);
   ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
+  ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above

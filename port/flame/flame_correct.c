@@ -16,7 +16,8 @@
  * parent path; per function, the same amounts move from callee to caller
  * (the top table). What reaches a path that is no function's (a process's
  * root, a pseudo frame) or that no parent can give is counted in `clamped'
- * and `clamped_ns': no time goes negative, none is hidden.
+ * and `clamped_ns': no time goes negative, none is hidden. A capture whose
+ * whole time is less than its events' cost keeps its raw times (skipped_ns).
  */
 #include <stdlib.h>
 
@@ -71,11 +72,25 @@ static void correct_functions(ks_fcount *fc, uint64_t per) {
 
 void ks_flame_correct(ks_fcap *c) {
   ks_ftree *t = &c->tree;
-  uint64_t per = c->o.correct_ns, events = 0, *owed, rest;
+  uint64_t per = c->o.correct_ns, events = 0, *owed, rest, raw = 0, cost = 0;
   uint32_t k, parent;
 
   if (per == 0)
     return;
+  /* A capture whose whole time is less than its events' cost would be all
+   * clamped, nothing left to draw: its raw times are kept, and that is said
+   * (correct_ns 0, skipped_ns the cost not taken). */
+  for (k = 1; k < t->n; k++) {
+    raw += t->v[k].self;
+    cost += t->v[k].n * per;
+  }
+  if (raw <= cost) {
+    c->k.skipped_ns = per;
+    c->o.correct_ns = 0;
+    for (k = 0; k < t->n; k++)
+      t->v[k].n = 0;
+    return;
+  }
   owed = calloc(t->n, sizeof(*owed));
   for (k = t->n; k-- > 1;) {
     ks_fnode *nd = &t->v[k];

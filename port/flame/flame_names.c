@@ -234,6 +234,11 @@ size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
 
   if (cap == 0)
     return 0;
+  if (c->o.correct_ns == 0 && k->skipped_ns > 0)
+    return put(buf, cap, snprintf(buf, cap, "kprof correction: none, skipped_per_event_ns=%llu "
+                                            "(raw times: the capture's whole time was less than "
+                                            "its events' cost)",
+                                  (unsigned long long)k->skipped_ns));
   if (c->o.correct_ns == 0)
     return put(buf, cap, snprintf(buf, cap, "kprof correction: none (raw times: each event's "
                                             "tracing cost is in them)"));

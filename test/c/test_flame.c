@@ -355,6 +355,39 @@ START_TEST(correction_clamped) {
 }
 END_TEST
 
+/* A capture whose whole time is less than its events' cost (a calibration
+ * from a loaded moment, a capture of a few calls) keeps its raw times, and
+ * says so: nothing corrected, the cost not taken in skipped_ns and the
+ * header, the same times as without correction. */
+START_TEST(correction_skipped) {
+  ks_fopts o;
+  ks_fcap *c;
+  char head[256];
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.correct_ns = 50 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 2, M("b"), KS_NONE);
+  RET(pid_a, 12, M("a"));
+  ks_flame_finish(&fl, c, 1, 20 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.corrected, 0);
+  ck_assert_uint_eq(c->k.subtracted_ns, 0);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  ck_assert_uint_eq(c->k.skipped_ns, 50 * US);
+  ck_assert_uint_eq(c->o.correct_ns, 0);
+  ks_flame_correction_text(c, head, sizeof head);
+  ck_assert_msg(strstr(head, "kprof correction: none, skipped_per_event_ns=50000 ") == head,
+                "got %s", head);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0 10\n");
+}
+END_TEST
+
 /* A self tail call keeps one frame; a body recursion grows the stack. */
 START_TEST(recursion) {
   ks_fcap *c = start(0);
@@ -1831,6 +1864,7 @@ Suite *flame_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, correction);
   tcase_add_test(tc, correction_clamped);
+  tcase_add_test(tc, correction_skipped);
   tcase_add_test(tc, flow_learns_tail_calls);
   tcase_add_test(tc, flow_server_loop);
   tcase_add_test(tc, flow_mid_stack);
