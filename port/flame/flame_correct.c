@@ -30,9 +30,10 @@ static uint32_t mfa_of(const ks_ftree *t, uint32_t k) {
   return k != 0 && KS_FR_KIND(f) == KS_FR_MFA ? KS_FR_VAL(f) : KS_NONE;
 }
 
-/* Moves `ns' of cost from function `from' to `to' in the top table's counters. */
+/* Moves `ns' of cost from function `from' to `to' in the top table's counters
+ * (from a function to itself: nothing moves, its self time is the same). */
 static void move(ks_fcount *fc, uint32_t from, uint32_t to, uint64_t ns) {
-  if (fc->v == NULL)
+  if (fc->v == NULL || from == to)
     return;
   if (from < fc->cap)
     fc->v[from].moved_out += ns;
@@ -64,7 +65,15 @@ static void correct_functions(ks_fcount *fc, uint64_t per) {
     f->self += f->moved_out;
     short_by = take(&f->self, f->self_n * per + f->moved_in, &ignored);
     (void)short_by;
+    /* Inclusive: the cost of every event inside it, less what it was short
+     * of and gave its callers (that cost is outside it: its callees' is
+     * inside, in moved_in and in their events). Never below its self time
+     * (recursion through another function moves cost inside it out and in
+     * again: an approximation there). */
+    f->incl += f->moved_out;
     (void)take(&f->incl, f->incl_n * per, &ignored);
+    if (f->incl < f->self)
+      f->incl = f->self;
     f->self_n = f->incl_n = 0;
     f->moved_in = f->moved_out = 0;
   }

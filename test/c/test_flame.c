@@ -355,6 +355,51 @@ START_TEST(correction_clamped) {
 }
 END_TEST
 
+/* A function short of its events' cost on one path (b under c) and not on
+ * another (b under a): what it gives c's path is outside it, so its
+ * inclusive time is its self time plus its callees', never below its self
+ * time; c's inclusive holds what b gave it. */
+START_TEST(correction_inclusive) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.top = 10;
+  o.correct_ns = 2 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 1, M("b"), KS_NONE);
+  RET(pid_a, 11, M("a"));            /* b under a: 10 us, one event */
+  CALL(pid_a, 12, M("c"), KS_NONE);
+  CALL(pid_a, 20, M("b"), KS_NONE);
+  RET(pid_a, 21, M("c"));            /* b under c: 1 us for 2: c gives 1 */
+  RET(pid_a, 22, M("a"));
+  ks_flame_finish(&fl, c, 1, 30 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 6\n"
+                "<0.1.0>;m:a/0;m:b/0 8\n"
+                "<0.1.0>;m:a/0;m:c/0 4\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(rows[0].mfa, M("b"));
+  ck_assert_uint_eq(rows[0].self, 8 * US);
+  ck_assert_uint_eq(rows[0].incl, 8 * US);
+  ck_assert_uint_eq(rows[1].mfa, M("a"));
+  ck_assert_uint_eq(rows[1].self, 6 * US);
+  ck_assert_uint_eq(rows[1].incl, 18 * US);
+  ck_assert_uint_eq(rows[2].mfa, M("c"));
+  ck_assert_uint_eq(rows[2].self, 4 * US);
+  ck_assert_uint_eq(rows[2].incl, 4 * US);
+  free(rows);
+}
+END_TEST
+
 /* A capture whose whole time is less than its events' cost (a calibration
  * from a loaded moment, a capture of a few calls) keeps its raw times, and
  * says so: nothing corrected, the cost not taken in skipped_ns and the
@@ -1865,6 +1910,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, correction);
   tcase_add_test(tc, correction_clamped);
   tcase_add_test(tc, correction_skipped);
+  tcase_add_test(tc, correction_inclusive);
   tcase_add_test(tc, flow_learns_tail_calls);
   tcase_add_test(tc, flow_server_loop);
   tcase_add_test(tc, flow_mid_stack);
