@@ -105,14 +105,17 @@ $(BENCH_DIR)/flame_work.beam $(BENCH_DIR)/flame_baseline.beam: $(BENCH_DIR)/%.be
 #   make bench-stacks        flame stacks without {caller} against the BEAM's own, on
 #                            recorded traces of the workloads (bench/stack_quality.c)
 #   make bench-flame-sink    the sink's flame path on compile:file's events (bench/flame_sink.c)
+#   make bench-flame-perf    kprof's top table, corrected and not, and eprof's against perf's
+#                            samples of the untraced workloads (FLAME_PERF; by hand: needs perf)
 # The recorded traces (dbg file port, about 1.5 GB in all) stay in $(BENCH_DIR)/traces.
 FLAME_REAL      ?= compile xmerl digraph
+FLAME_PERF      ?= compile digraph
 FLAME_VM_ROUNDS ?= 5
 FLAME_E2E_RUNS  ?= 3
 FLAME_TRACES    := $(BENCH_DIR)/traces
 FLAME_REAL_BEAMS := $(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam \
                     $(BENCH_DIR)/overhead_bench.beam
-.PHONY: bench-flame-real bench-flame-e2e bench-flame-vm bench-stacks bench-flame-sink
+.PHONY: bench-flame-real bench-flame-e2e bench-flame-vm bench-stacks bench-flame-sink bench-flame-perf
 bench-flame-real: bench-flame-e2e bench-flame-vm bench-stacks bench-flame-sink
 
 bench-flame-e2e: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS)
@@ -123,6 +126,12 @@ bench-stacks: erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/stack_quality
 	mkdir -p $(FLAME_TRACES)
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
 	  -eval 'flame_real:run_bench(["stacks", "$(BENCH_DIR)/stack_quality", "$(FLAME_TRACES)", "bench/RESULTS.md" | string:lexemes("$(FLAME_REAL) server", " ")]), halt()'
+
+# perf record of the untraced workloads (needs perf, and kernel.perf_event_paranoid <= 2
+# for one's own processes): not in bench-flame-real, run by hand.
+bench-flame-perf: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS)
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_real:run_bench(["perf", "bench/RESULTS.md", "$(abspath $(BENCH_DIR))" | string:lexemes("$(FLAME_PERF)", " ")]), halt()'
 
 bench-flame-sink: erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/flame_sink
 	mkdir -p $(FLAME_TRACES)

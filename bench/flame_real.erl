@@ -91,10 +91,15 @@ record(Workload, File) ->
     Us / 1000.
 
 %% @doc `erl -run flame_real main record Workload File ...': records each
-%% workload into its file and prints the traced time.
+%% workload into its file and prints the traced time. `main loop Workload N':
+%% runs the workload N times, untraced (what bench-flame-perf profiles).
 -spec main([string()]) -> no_return().
 main(["record" | Pairs]) ->
     rec(Pairs),
+    halt(0);
+main(["loop", W, N]) ->
+    F = work(list_to_atom(W)),
+    _ = [F() || _ <- lists:seq(1, list_to_integer(N))],
     halt(0).
 
 rec([W, File | More]) ->
@@ -120,7 +125,9 @@ handle_cast(_, St) -> {noreply, St}.
 %% once recorded), runs bench/stack_quality.c on it, writes the section.
 %% `sink BIN DIR RESULTS': bench/flame_sink.c on the compile recording.
 %% `e2e RESULTS RUNS WORKLOAD...': untraced, eprof and kprof on each workload
-%% in one VM, side by side (below).
+%% in one VM, side by side (below). `perf RESULTS DIR WORKLOAD...': the top
+%% tables of kprof (corrected and not) and eprof against perf's samples of
+%% the untraced workload (below).
 -spec run_bench([string()]) -> ok.
 run_bench(["stacks", Bin, Dir, Results | Ws]) ->
     Out = [{W, os:cmd(Bin ++ " " ++ trace_file(Dir, W) ++ " 128n 128")} || W <- Ws],
@@ -167,6 +174,13 @@ run_bench(["sink", Bin, Dir, Results]) ->
                           [Load0, overhead_bench:load_average()])],
     io:format("~s", [Text]),
     overhead_bench:write_section(Results, "Flame: the sink's flame path", Text);
+run_bench(["perf", Results, Dir | Ws]) ->
+    ok = kprof:start(),
+    Load0 = overhead_bench:load_average(),
+    Rs = [perf_compare(list_to_atom(W), Dir) || W <- Ws],
+    Text = perf_text(Rs, Load0, overhead_bench:load_average()),
+    io:format("~s", [Text]),
+    overhead_bench:write_section(Results, "Flame: the correction against perf", Text);
 run_bench(["e2e", Results, RunsS | Ws]) ->
     Runs = list_to_integer(RunsS),
     ok = kprof:start(),
@@ -340,3 +354,194 @@ rss_mib(Os) ->
     [V] = [V || L <- binary:split(S, <<"\n">>, [global]),
                 [<<"VmHWM:">>, V, _] <- [binary:split(L, [<<" ">>, <<"\t">>], [global, trim_all])]],
     binary_to_integer(V) / 1024.
+
+%%% The correction against perf: which functions the untraced run spends its
+%%% time in, from perf's samples of it (the JIT's perf map, `erl +JPperf
+%%% true'), beside kprof's top table corrected and raw and eprof's.
+
+%% perf record of the untraced workload in a VM of its own, run often enough
+%% for some 5 s of samples; each sample of a normal scheduler thread goes to
+%% the first frame of its call chain (DWARF unwinding of the C frames) that
+%% is an Erlang function (JIT code, `$M:F/A') or a BIF's C function
+%% (`setelement_3', `maps_from_list_1'): the function it ran in. Samples in
+%% the runtime's other C code (garbage collection, map and compare
+%% instructions, reached through the JIT's shared fragments) have no such
+%% frame: counted as unattributed.
+perf_compare(W, Dir) ->
+    F = work(W),
+    F(),
+    Untraced = lists:min([element(1, timer:tc(F)) || _ <- lists:seq(1, 5)]) / 1000,
+    KDir = filename:join(filename:basedir(user_cache, "kprof-bench"), "flame"),
+    ok = filelib:ensure_path(KDir),
+    #{top := Kc0, per_event_ns := Ns} = kprof(F, KDir, #{}),
+    #{top := Kr0} = kprof(F, KDir, #{correct => false}),
+    #{rows := E0} = eprof(F),
+    Name = fun({M, Fn, A}) -> lists:flatten(io_lib:format("~w:~w/~b", [M, Fn, A])) end,
+    Kc = [{Name(M), S} || #{mfa := M, self_us := S} <- Kc0],
+    Kr = [{Name(M), S} || #{mfa := M, self_us := S} <- Kr0],
+    E = [{binary_to_list(Fn), T} || {Fn, _, T} <- E0],
+    Known = lists:usort([Fn || {Fn, _} <- Kc ++ Kr ++ E]),
+    Bifs = maps:from_list(lists:append([[{list_to_binary(C), Fn} || C <- c_names(Fn)]
+                                        || Fn <- lists:reverse(Known)])),
+    N = max(3, round(5000 / max(Untraced, 1.0))),
+    Data = filename:join(Dir, atom_to_list(W) ++ ".perf.data"),
+    Script = filename:join(Dir, atom_to_list(W) ++ ".perf.txt"),
+    Cmd = lists:flatten(io_lib:format(
+            "perf record -q -F 999 --call-graph dwarf,8192 -o ~s -- erl +JPperf true -noshell "
+            "-pa ~s -eval 'flame_real:main([\"loop\", \"~s\", \"~b\"])' >/dev/null 2>&1 && "
+            "perf script -i ~s > ~s 2>/dev/null && echo ok",
+            [Data, Dir, W, N, Data, Script])),
+    Perf = case string:trim(os:cmd(Cmd)) of
+               "ok" -> perf_shares(Script, Bifs);
+               _ -> none
+           end,
+    _ = file:delete(Data),
+    _ = file:delete(Script),
+    #{workload => W, untraced_ms => Untraced, runs => N, perf => Perf, per_event_ns => Ns,
+      corrected => Kc, raw => Kr, eprof => E}.
+
+%% {Shares, Samples, Unattributed}: Shares [{Function, Samples}], most first,
+%% named as kprof and eprof name functions.
+perf_shares(Script, Bifs) ->
+    {ok, Fd} = file:open(Script, [read, raw, binary, read_ahead]),
+    {Counts, Total, Un} = perf_samples(Fd, Bifs, skip, #{}, 0, 0),
+    ok = file:close(Fd),
+    {lists:reverse(lists:keysort(2, maps:to_list(Counts))), Total, Un}.
+
+%% State: skip (not a scheduler's sample, or attributed), seek (a
+%% scheduler's sample not yet attributed).
+perf_samples(Fd, Bifs, State, Counts, Total, Un) ->
+    Left = case State of seek -> 1; skip -> 0 end,
+    case file:read_line(Fd) of
+        eof ->
+            {Counts, Total, Un + Left};
+        {ok, <<"\n">>} ->
+            perf_samples(Fd, Bifs, skip, Counts, Total, Un + Left);
+        {ok, <<"\t", _/binary>> = L} when State =:= seek ->
+            case perf_frame(L, Bifs) of
+                none ->
+                    perf_samples(Fd, Bifs, seek, Counts, Total, Un);
+                Fn ->
+                    perf_samples(Fd, Bifs, skip,
+                                 maps:update_with(Fn, fun(C) -> C + 1 end, 1, Counts), Total, Un)
+            end;
+        {ok, <<"\t", _/binary>>} ->
+            perf_samples(Fd, Bifs, State, Counts, Total, Un);
+        {ok, Head} ->
+            [Thread | _] = binary:split(Head, <<" ">>),
+            case binary:match(Thread, <<"_scheduler">>) =/= nomatch andalso
+                binary:match(Thread, <<"dirty">>) =:= nomatch of
+                true -> perf_samples(Fd, Bifs, seek, Counts, Total + 1, Un + Left);
+                false -> perf_samples(Fd, Bifs, skip, Counts, Total, Un + Left)
+            end
+    end.
+
+%% A frame line's function: "$M:F/A" (JIT code) or a BIF's C function, named
+%% as kprof names it; else none.
+perf_frame(L, Bifs) ->
+    case binary:split(string:trim(L), <<" ">>, [global, trim_all]) of
+        [_Addr, Sym | _] ->
+            [Name | _] = binary:split(Sym, <<"+0x">>),
+            case Name of
+                <<"$global::", _/binary>> -> none;
+                <<"$", Fn/binary>> -> quoted(binary_to_list(Fn));
+                _ -> maps:get(Name, Bifs, none)
+            end;
+        _ ->
+            none
+    end.
+
+%% Per workload: the rank correlation of each table with perf's over perf's
+%% 30 first functions, how many of perf's first 15 each has in its first 15,
+%% and the four first 15s side by side.
+perf_text(Rs, Load0, Load1) ->
+    ["Each workload run untraced under `perf record -F 999 --call-graph dwarf` in a VM "
+     "started with `+JPperf true`; each sample of a normal scheduler thread goes to the "
+     "first frame of its call chain that is an Erlang function (JIT code) or a BIF's C "
+     "function (`setelement_3`: `erlang:setelement/3`), the function it ran in; the rest "
+     "(garbage collection, map and compare instructions reached through the JIT's shared "
+     "code: no Erlang frame to give them to) is unattributed. Beside it, one run each of "
+     "kprof's top table (defaults: times corrected), with `correct => false`, and eprof's. "
+     "`rho`: Spearman's rank correlation with perf over perf's 30 first functions (1: "
+     "the same order); `in top 15`: how many of perf's 15 first are in the table's 15 "
+     "first.\n\n",
+     "| workload | untraced ms | samples | unattributed | per event ns | kprof rho | raw rho "
+     "| eprof rho | kprof in top 15 | raw in top 15 | eprof in top 15 |\n"
+     "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+     [perf_row(R) || R <- Rs],
+     io_lib:format("~nLoad average before / after: ~s / ~s.~n", [Load0, Load1]),
+     [perf_top15(R) || R = #{perf := {_, _, _}} <- Rs]].
+
+perf_row(#{workload := W, perf := none, untraced_ms := U}) ->
+    io_lib:format("| ~s | ~.1f | perf did not run (not installed, or "
+                  "kernel.perf_event_paranoid) | | | | | | | | |\n", [W, U]);
+perf_row(R = #{workload := W, untraced_ms := U, perf := {_, Total, Un}, per_event_ns := Ns}) ->
+    P = perf_named(R),
+    Top30 = [Fn || {Fn, _} <- lists:sublist(P, 30)],
+    Top15 = lists:sublist(Top30, 15),
+    Rho = fun(T) -> spearman(P, T, Top30) end,
+    In = fun(T) -> length([x || {Fn, _} <- lists:sublist(T, 15), lists:member(Fn, Top15)]) end,
+    #{corrected := Kc, raw := Kr, eprof := E} = R,
+    io_lib:format("| ~s | ~.1f | ~b | ~.1f % | ~b | ~.2f | ~.2f | ~.2f | ~b | ~b | ~b |\n",
+                  [W, U, Total, 100 * Un / max(Total, 1), Ns, Rho(Kc), Rho(Kr), Rho(E),
+                   In(Kc), In(Kr), In(E)]).
+
+perf_named(#{perf := {Shares, _, _}}) ->
+    Shares.
+
+%% "m:-f/1-fun-0-/2" (perf's map) as kprof and eprof write it: "m:'-f/1-fun-0-'/2".
+quoted(Fn) ->
+    case string:split(Fn, ":") of
+        [M, FA] ->
+            case string:split(FA, "/", trailing) of
+                [[$' | _], _] -> Fn;   % quoted already
+                [F, A] -> lists:flatten(io_lib:format("~w:~w/~s", [list_to_atom(M),
+                                                                    list_to_atom(F), A]));
+                _ -> Fn
+            end;
+        _ ->
+            Fn
+    end.
+
+c_names(Fn) ->
+    case string:split(Fn, ":") of
+        [M, FA] ->
+            case string:split(FA, "/", trailing) of
+                [F, A] -> [F ++ "_" ++ A, M ++ "_" ++ F ++ "_" ++ A, "ebif_" ++ F ++ "_" ++ A];
+                _ -> []
+            end;
+        _ ->
+            []
+    end.
+
+%% Spearman's rho of two tables' values over Keys (average ranks for ties).
+spearman(A, B, Keys) ->
+    Ra = ranks([{K, proplists:get_value(K, A, 0)} || K <- Keys]),
+    Rb = ranks([{K, proplists:get_value(K, B, 0)} || K <- Keys]),
+    N = length(Keys),
+    D2 = lists:sum([math:pow(maps:get(K, Ra) - maps:get(K, Rb), 2) || K <- Keys]),
+    1 - 6 * D2 / (N * (N * N - 1)).
+
+ranks(KVs) ->
+    Sorted = lists:reverse(lists:keysort(2, KVs)),
+    Indexed = lists:zip(lists:seq(1, length(Sorted)), Sorted),
+    maps:from_list([{K, avg([I || {I, {_, V2}} <- Indexed, V2 =:= V])} || {_, {K, V}} <- Indexed]).
+
+avg(L) -> lists:sum(L) / length(L).
+
+perf_top15(R = #{workload := W, perf := {_, Total, _}, corrected := Kc, raw := Kr, eprof := E}) ->
+    P = perf_named(R),
+    Col = fun(T, Div) -> [{Fn, V / Div} || {Fn, V} <- lists:sublist(T, 15)] end,
+    Pad = fun(L) -> L ++ lists:duplicate(15 - length(L), {"", 0.0}) end,
+    Cols = [Pad(Col(Kc, 1000)), Pad(Col(Kr, 1000)), Pad(Col(E, 1000)),
+            Pad([{Fn, 100 * N / max(Total, 1)} || {Fn, N} <- lists:sublist(P, 15)])],
+    [io_lib:format("~n~s, the 15 first of each:~n~n", [W]),
+     "| # | kprof (corrected) | ms | kprof `correct => false` | ms | eprof | ms | perf, untraced "
+     "| % of samples |\n|--:|---|--:|---|--:|---|--:|---|--:|\n",
+     [io_lib:format("| ~b | `~s` | ~.1f | `~s` | ~.1f | `~s` | ~.1f | `~s` | ~.2f |\n",
+                    [I, A, Av, B, Bv, C, Cv, D, Dv])
+      || {I, [{A, Av}, {B, Bv}, {C, Cv}, {D, Dv}]}
+             <- lists:zip(lists:seq(1, 15), transpose(Cols))]].
+
+transpose([[] | _]) -> [];
+transpose(Ls) -> [[hd(L) || L <- Ls] | transpose([tl(L) || L <- Ls])].
