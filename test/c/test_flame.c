@@ -280,6 +280,14 @@ START_TEST(flow_mid_stack) {
 }
 END_TEST
 
+/* A top-table row: its function, self and inclusive ns. */
+#define EXPECT_ROW(r, f, self_ns, incl_ns)                  \
+  do {                                                      \
+    ck_assert_uint_eq((r)->mfa, M(f));                      \
+    ck_assert_uint_eq((r)->self, (uint64_t)(self_ns));      \
+    ck_assert_uint_eq((r)->incl, (uint64_t)(incl_ns));      \
+  } while (0)
+
 /* The correction for tracing's cost: correct_ns per event comes off each call
  * path (n events ended its intervals); a path shorter than its events' cost
  * gives all it has and its caller's path the rest (the cost of a call and
@@ -319,14 +327,9 @@ START_TEST(correction) {
                 "<0.1.0>;m:a/0;m:b/0 24\n");
   rows = ks_ffun_rows(&c->fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
-  ck_assert_uint_eq(rows[0].mfa, M("b"));
-  ck_assert_uint_eq(rows[0].self, 24 * US);
-  ck_assert_uint_eq(rows[0].incl, 24 * US);
-  ck_assert_uint_eq(rows[1].mfa, M("a"));
-  ck_assert_uint_eq(rows[1].self, 5 * US);
-  ck_assert_uint_eq(rows[1].incl, (45 - 8 * 2) * US);   /* every event inside it */
-  ck_assert_uint_eq(rows[2].mfa, M("c"));
-  ck_assert_uint_eq(rows[2].self, 0);
+  EXPECT_ROW(&rows[0], "b", 24 * US, 24 * US);
+  EXPECT_ROW(&rows[1], "a", 5 * US, (45 - 8 * 2) * US);   /* every event inside it */
+  EXPECT_ROW(&rows[2], "c", 0, 0);
   free(rows);
 }
 END_TEST
@@ -387,15 +390,9 @@ START_TEST(correction_inclusive) {
                 "<0.1.0>;m:a/0;m:c/0 4\n");
   rows = ks_ffun_rows(&c->fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
-  ck_assert_uint_eq(rows[0].mfa, M("b"));
-  ck_assert_uint_eq(rows[0].self, 8 * US);
-  ck_assert_uint_eq(rows[0].incl, 8 * US);
-  ck_assert_uint_eq(rows[1].mfa, M("a"));
-  ck_assert_uint_eq(rows[1].self, 6 * US);
-  ck_assert_uint_eq(rows[1].incl, 18 * US);
-  ck_assert_uint_eq(rows[2].mfa, M("c"));
-  ck_assert_uint_eq(rows[2].self, 4 * US);
-  ck_assert_uint_eq(rows[2].incl, 4 * US);
+  EXPECT_ROW(&rows[0], "b", 8 * US, 8 * US);
+  EXPECT_ROW(&rows[1], "a", 6 * US, 18 * US);
+  EXPECT_ROW(&rows[2], "c", 4 * US, 4 * US);
   free(rows);
 }
 END_TEST
