@@ -188,8 +188,14 @@ timed(F) ->
 %% F in a fresh process (a heap of its own, as the capture's processes have).
 -spec in_process(fun(() -> R)) -> R.
 in_process(F) ->
-    {Pid, Ref} = spawn_monitor(fun() -> exit({done, F()}) end),
-    receive {'DOWN', Ref, process, Pid, {done, R}} -> R end.
+    Self = self(),
+    {Pid, Ref} = spawn_monitor(fun() -> Self ! {self(), done, F()} end),
+    receive
+        {Pid, done, R} ->
+            receive {'DOWN', Ref, process, Pid, _} -> R end;
+        {'DOWN', Ref, process, Pid, Why} ->
+            error({calibration_round, Why})
+    end.
 
 %% A module of N functions of list, map and arithmetic code, as text.
 -spec source(pos_integer()) -> string().
