@@ -1,12 +1,13 @@
 /* ks_options.h: every option of every mode and every output format, ONE table.
  *
- * An X-macro list, no include guard: the includer defines KS_OPTION and
- * KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
- * port/flame_control.c). scripts/gen_options.escript reads the same lines and
- * writes erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it
- * when this file changes. So each line must stay on one line, in this shape:
+ * An X-macro list, no include guard: the includer defines KS_OPTION, KS_FIELD
+ * and KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
+ * port/flame/flame_control.c, port/tiers/tier_control.c).
+ * scripts/gen_options.escript reads the same lines and writes
+ * erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it when
+ * this file changes. So each line must stay on one line, in this shape:
  *
- *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, "doc")
+ *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, FIELD, "doc")
  *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_GUARD, KS_M_CALLS joined with |: the modes
  *                 whose options (Erlang side) or start command (sink side) take it
  *     TYPE        KS_T_INT  integer in [MIN, MAX]
@@ -22,82 +23,89 @@
  *     CHECKED_BY  KS_BY_ERLANG: a user's option, checked by kprof only;
  *                 KS_BY_SINK: what kprof sends the sink, checked there only;
  *                 KS_BY_BOTH: the same key on both sides, same bounds
+ *     FIELD       KS_FIELD(feature, member, scale): where the sink stores an integer
+ *                 or boolean row, member of the feature's options struct (tiers:
+ *                 ks_tier_opts, flame: ks_fopts), value times scale (grace_ms into
+ *                 grace_ns: 1000000); its default is the DEFAULT above
+ *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
+ *                 or a KS_T_TERM row the feature's own decoder takes
  *   KS_FORMAT(name, "ext", writer)   a flame output format, its file
- *                 extension and the port/write_*.c function that writes it;
+ *                 extension and the port/flame/write_*.c function that writes it;
  *                 the order is the order of the format bits (KS_FMT_*).
  *
- * Adding an option: one line here, then its handler (where the value goes):
- * doc/protocol.md, "Options: one table".
+ * Adding an option: one line here, then the code that uses it (the decode,
+ * the default and the key kprof sends come from the line): doc/protocol.md,
+ * "Options: one table".
  */
 
 /* tiers: kprof_tiers:start/2's options (Erlang) */
-KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, "fraction of kprof:request/2 and set_token/1 calls traced")
-KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, "requests at least this slow are reported one by one (off when absent)")
-KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, "how many slow requests are kept")
-KS_OPTION(KS_M_TIERS, window, KS_T_NUM, 0.1, 86400, "", KS_BY_ERLANG, "report only the last window seconds (off when absent)")
-KS_OPTION(KS_M_TIERS, entry, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "an MFA spec or a list of them whose calls open a request")
-KS_OPTION(KS_M_TIERS, identity, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "an entry call's identity: mfa | {arg, N} | fun/1 | {ms, MatchSpec} (needs entry)")
-KS_OPTION(KS_M_TIERS, nodes, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the nodes to start on, all or none (default [node()])")
-KS_OPTION(KS_M_TIERS, max_identities, KS_T_INT, 1, 100000, "200", KS_BY_BOTH, "distinct request identities aggregated")
-KS_OPTION(KS_M_TIERS, max_inflight, KS_T_INT, 1, 10000000, "20000", KS_BY_BOTH, "requests open at once")
-KS_OPTION(KS_M_TIERS, max_request_events, KS_T_INT, 1, 100000000, "20000", KS_BY_BOTH, "events of one request")
-KS_OPTION(KS_M_TIERS, grace_ms, KS_T_INT, 0, 3600000, "100", KS_BY_BOTH, "how long a finished request waits for late events")
-KS_OPTION(KS_M_TIERS, full_trace, KS_T_TERM, 0, 0, "false", KS_BY_BOTH, "Identity | [Identity] | all: trace every function for these requests")
-KS_OPTION(KS_M_TIERS, full_trace_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_ERLANG, "full trace: events per request (sent as full_max_events)")
-KS_OPTION(KS_M_TIERS, full_trace_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_ERLANG, "full trace: call paths per identity (sent as full_max_nodes)")
-KS_OPTION(KS_M_TIERS, full_trace_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_ERLANG, "full trace: identities (sent as full_max_identities)")
+KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
+KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, KS_NO_FIELD, "requests at least this slow are reported one by one (off when absent)")
+KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, KS_FIELD(tiers, slow_max, 1), "how many slow requests are kept")
+KS_OPTION(KS_M_TIERS, window, KS_T_NUM, 0.1, 86400, "", KS_BY_ERLANG, KS_NO_FIELD, "report only the last window seconds (off when absent)")
+KS_OPTION(KS_M_TIERS, entry, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "an MFA spec or a list of them whose calls open a request")
+KS_OPTION(KS_M_TIERS, identity, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "an entry call's identity: mfa | {arg, N} | fun/1 | {ms, MatchSpec} (needs entry)")
+KS_OPTION(KS_M_TIERS, nodes, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the nodes to start on, all or none (default [node()])")
+KS_OPTION(KS_M_TIERS, max_identities, KS_T_INT, 1, 100000, "200", KS_BY_BOTH, KS_FIELD(tiers, max_identities, 1), "distinct request identities aggregated")
+KS_OPTION(KS_M_TIERS, max_inflight, KS_T_INT, 1, 10000000, "20000", KS_BY_BOTH, KS_FIELD(tiers, max_inflight, 1), "requests open at once")
+KS_OPTION(KS_M_TIERS, max_request_events, KS_T_INT, 1, 100000000, "20000", KS_BY_BOTH, KS_FIELD(tiers, max_request_events, 1), "events of one request")
+KS_OPTION(KS_M_TIERS, grace_ms, KS_T_INT, 0, 3600000, "100", KS_BY_BOTH, KS_FIELD(tiers, grace_ns, 1000000), "how long a finished request waits for late events")
+KS_OPTION(KS_M_TIERS, full_trace, KS_T_TERM, 0, 0, "false", KS_BY_BOTH, KS_NO_FIELD, "Identity | [Identity] | all: trace every function for these requests")
+KS_OPTION(KS_M_TIERS, full_trace_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_ERLANG, KS_NO_FIELD, "full trace: events per request (sent as full_max_events)")
+KS_OPTION(KS_M_TIERS, full_trace_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_ERLANG, KS_NO_FIELD, "full trace: call paths per identity (sent as full_max_nodes)")
+KS_OPTION(KS_M_TIERS, full_trace_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_ERLANG, KS_NO_FIELD, "full trace: identities (sent as full_max_identities)")
 /* tiers: what kprof_tiers sends the sink in {tiers_start, Specs, Opts} */
-KS_OPTION(KS_M_TIERS, max_request_ms, KS_T_INT, 1, 86400000, "60000", KS_BY_BOTH, "an open request older than this is abandoned")
-KS_OPTION(KS_M_TIERS, slow_us, KS_T_INT, 0, KS_INF, "", KS_BY_SINK, "slow_ms in microseconds")
-KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_SINK, "full_trace_max_events")
-KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, "full_trace_max_nodes")
-KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, "full_trace_max_identities")
+KS_OPTION(KS_M_TIERS, max_request_ms, KS_T_INT, 1, 86400000, "60000", KS_BY_BOTH, KS_FIELD(tiers, max_age_ns, 1000000), "an open request older than this is abandoned")
+KS_OPTION(KS_M_TIERS, slow_us, KS_T_INT, 0, KS_INF, "", KS_BY_SINK, KS_FIELD(tiers, slow_ns, 1000), "slow_ms in microseconds")
+KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_SINK, KS_FIELD(tiers, full_max_events, 1), "full_trace_max_events")
+KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, KS_FIELD(tiers, full_max_nodes, 1), "full_trace_max_nodes")
+KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, KS_FIELD(tiers, full_max_identities, 1), "full_trace_max_identities")
 
 /* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame:validate/2) */
-KS_OPTION(KS_M_FLAME, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, "a format, a list of them, or all")
-KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, "where the files go")
-KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the files' base name (default kprof-Mode-Time-Id)")
-KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "SLEEP frames")
-KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "GC frames")
-KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes (flame_apply: true unless given false)")
-KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
-KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")
-KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, "processes of one capture; more are left out, counted in dropped_procs")
-KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")
-KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open")
-KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
-KS_OPTION(KS_M_FLAME, names, KS_T_TERM, 0, 0, "erlang", KS_BY_BOTH, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
-KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, "print the N functions with the most self time after the capture, and return them")
-KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
-KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
-KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
-KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
-KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
+KS_OPTION(KS_M_FLAME, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, KS_NO_FIELD, "a format, a list of them, or all")
+KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, KS_NO_FIELD, "where the files go")
+KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the files' base name (default kprof-Mode-Time-Id)")
+KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, KS_FIELD(flame, sleep, 1), "SLEEP frames")
+KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, KS_FIELD(flame, gc, 1), "GC frames")
+KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, children, 1), "follow spawned processes (flame_apply: true unless given false)")
+KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, KS_FIELD(flame, max_bytes, 1), "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
+KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, KS_FIELD(flame, perf_period_us, 1), "perf sample period; 0: automatic")
+KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, KS_FIELD(flame, max_procs, 1), "processes of one capture; more are left out, counted in dropped_procs")
+KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, KS_NO_FIELD, "flame_capture's wait (ms)")
+KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, KS_NO_FIELD, "speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open")
+KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, KS_NO_FIELD, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
+KS_OPTION(KS_M_FLAME, names, KS_T_TERM, 0, 0, "erlang", KS_BY_BOTH, KS_NO_FIELD, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
+KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, KS_FIELD(flame, top, 1), "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
+KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
+KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, fold_recursion, 1), "direct recursion f;f;f written as one f")
+KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, callers, 1), "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
+KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIELD, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
-KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
-KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")
-KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, "trigger calls captured")
-KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose calls are captured")
-KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")
-KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, "erlang:time_offset(nanosecond)")
-KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, "tracing's cost per event, taken off the time before each event (0: none)")
+KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, KS_FIELD(flame, hold, 1), "count trigger calls only after flame_arm")
+KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, KS_FIELD(flame, max_stack, 1), "frames on one process's stack")
+KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, KS_FIELD(flame, ncalls, 1), "trigger calls captured")
+KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{M, F, Arity} whose calls are captured")
+KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{M, F, Arity} whose frame is left out")
+KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, KS_FIELD(flame, time_offset, 1), "erlang:time_offset(nanosecond)")
+KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, KS_FIELD(flame, correct_ns, 1), "tracing's cost per event, taken off the time before each event (0: none)")
 
 /* calls: kprof_calls:run/2's options (Erlang); ms and max not both infinity */
-KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, "stop counting after this many ms (or at max calls)")
-KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, "stop counting after this many calls in all (or at ms)")
-KS_OPTION(KS_M_CALLS, time, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "per function time too (the VM's call_time)")
-KS_OPTION(KS_M_CALLS, print, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "print the table to the caller's group leader")
-KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, "rows printed (all are returned)")
-KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
+KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, KS_NO_FIELD, "stop counting after this many ms (or at max calls)")
+KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, KS_NO_FIELD, "stop counting after this many calls in all (or at ms)")
+KS_OPTION(KS_M_CALLS, time, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "per function time too (the VM's call_time)")
+KS_OPTION(KS_M_CALLS, print, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIELD, "print the table to the caller's group leader")
+KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, KS_NO_FIELD, "rows printed (all are returned)")
+KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIELD, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
 
 /* guard: kprof_guard's limits, taken by the tiers, the flame modes and calls too */
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, "abort when the sink lags this far behind")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, "abort when the sink stops reading this long")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, "abort past this many bytes queued to the sink")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, "abort past this sink memory: bytes | infinity | default")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort past this many events")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, "{Max, PerMs} | infinity: abort past this event rate")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, "abort after this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink stops reading this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many bytes queued to the sink")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this sink memory: bytes | infinity | default")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many events")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")
 
 KS_FORMAT(folded, ".folded", ks_write_folded)
 KS_FORMAT(perf, ".perf", ks_write_perf)

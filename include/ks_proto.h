@@ -91,6 +91,49 @@ const ks_option *ks_option_find(unsigned mode, const char *key);
 /* KS_OK when v is within the row's bounds (KS_T_INT, KS_T_BOOL), else KS_EINVAL. */
 int ks_option_check(const ks_option *o, long long v);
 
+/* The rows of the table, as a constant (a feature's fields array has as many). */
+enum {
+  KS_NOPTIONS = 0
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc) + 1
+#define KS_FORMAT(name, ext, writer)
+#include "ks_options.h"
+#undef KS_OPTION
+#undef KS_FORMAT
+};
+
+/* Where a row's value goes in a feature's options struct: row k of ks_options
+ * is fields[k] of the feature's array, built from the KS_FIELD of the table's
+ * lines (KS_OPTION_FIELDS). size 0: no field (another feature's row, or a
+ * KS_T_TERM row the feature's own decoder takes). */
+typedef struct ks_option_field {
+  uint32_t off, size;   /* size: 4 or 8 bytes (uint32_t, int, uint64_t, int64_t) */
+  uint64_t scale;       /* the field holds the value times scale */
+} ks_option_field;
+
+/* The fields array's initialiser lines for the feature whose struct is `type`:
+ *   #define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
+ *   #define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+ *   static const ks_option_field fields[] = {
+ *   #include "ks_option_fields.h"
+ *   };  */
+#define KS_OPTION_FIELD(type, m, scale) \
+  {(uint32_t)offsetof(type, m), (uint32_t)sizeof(((type *)0)->m), (scale)}
+#define KS_OPTION_NO_FIELD {0, 0, 0}
+
+/* The features' arrays (flame_control.c, tier_control.c). */
+extern const ks_option_field ks_flame_fields[], ks_tier_fields[];
+
+/* One {Key, Value} of a start command of mode at *idx: a row with a field is
+ * checked against the table's bounds and stored into opts (*term NULL); a
+ * KS_T_TERM row is left at its value for the feature's decoder (*term: the
+ * row). KS_EINVAL for an unknown key, a wrong type or a value out of bounds. */
+int ks_option_decode(unsigned mode, const ks_option_field *fields, const char *b, int *idx,
+                     void *opts, const ks_option **term);
+/* Every field of mode set to its row's DEFAULT (rows without one are left). */
+void ks_option_defaults(unsigned mode, const ks_option_field *fields, void *opts);
+/* The row's DEFAULT as an integer (true 1, false 0); KS_EINVAL when it has none. */
+int ks_option_default(const ks_option *o, long long *v);
+
 /* The features' commands (their rows are in control.c's table). */
 /* tiers/tier_control.c */
 int ks_tier_command_start(ks_sink *s, const char *b, int *idx);

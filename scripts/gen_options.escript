@@ -30,10 +30,10 @@ join(Items) -> lists:join(",\n         ", Items).
 
 row("KS_OPTION(" ++ Rest, N) ->
     case args(Rest, N) of
-        [Modes, Key, Type, Min, Max, Def, By, Doc] ->
+        [Modes, Key, Type, Min, Max, Def, By, _Field, Doc] ->
             {option, {modes(Modes, N), list_to_atom(Key), type(Type, N), bound(Min, N),
                       bound(Max, N), default(Def, N), by(By, N), unquote(Doc, N)}};
-        _ -> die(N, "KS_OPTION needs 8 arguments")
+        _ -> die(N, "KS_OPTION needs 9 arguments")
     end;
 row("KS_FORMAT(" ++ Rest, N) ->
     case args(Rest, N) of
@@ -45,15 +45,18 @@ row("KS_" ++ _, N) ->
 row(_, _) ->
     skip.
 
-%% The arguments up to the closing parenthesis, split at commas outside strings.
-args(S, N) -> args(S, N, [], []).
-args([$) | _], _, Cur, Acc) -> lists:reverse([trim(Cur) | Acc]);
-args([$, | T], N, Cur, Acc) -> args(T, N, [], [trim(Cur) | Acc]);
-args([$" | T], N, Cur, Acc) ->
+%% The arguments up to the closing parenthesis, split at commas outside strings
+%% and outside nested parentheses (KS_FIELD(tiers, grace_ns, 1000000) is one).
+args(S, N) -> args(S, N, 0, [], []).
+args([$) | _], _, 0, Cur, Acc) -> lists:reverse([trim(Cur) | Acc]);
+args([$) | T], N, D, Cur, Acc) -> args(T, N, D - 1, [$) | Cur], Acc);
+args([$( | T], N, D, Cur, Acc) -> args(T, N, D + 1, [$( | Cur], Acc);
+args([$, | T], N, 0, Cur, Acc) -> args(T, N, 0, [], [trim(Cur) | Acc]);
+args([$" | T], N, D, Cur, Acc) ->
     {Str, T1} = string_lit(T, N, [$"]),
-    args(T1, N, lists:reverse(Str) ++ Cur, Acc);
-args([C | T], N, Cur, Acc) -> args(T, N, [C | Cur], Acc);
-args([], N, _, _) -> die(N, "no closing parenthesis").
+    args(T1, N, D, lists:reverse(Str) ++ Cur, Acc);
+args([C | T], N, D, Cur, Acc) -> args(T, N, D, [C | Cur], Acc);
+args([], N, _, _, _) -> die(N, "no closing parenthesis").
 
 string_lit([$\\, C | T], N, Acc) -> string_lit(T, N, [C, $\\ | Acc]);
 string_lit([$" | T], _, Acc) -> {lists:reverse([$" | Acc]), T};

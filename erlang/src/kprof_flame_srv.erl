@@ -525,16 +525,13 @@ warn_traced([{Pid, Tracer} | More]) ->
 %% keep it (and refuse the tiers) for ever.
 -spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
 sink_start(Id, Mode, Cfg) ->
-    Opts = [{sleep, maps:get(sleep, Cfg)}, {gc, maps:get(gc, Cfg)},
-            {children, maps:get(children, Cfg)},
-            {max_bytes, maps:get(max_bytes, Cfg)},
-            {perf_period_us, maps:get(perf_period_us, Cfg)},
-            {callers, maps:get(callers, Cfg, false)},
-            {correct_ns, maps:get(correct_ns, Cfg, 0)},
-            {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
-            {names, maps:get(names, Cfg)},
-            {group, group(Cfg)}, {fold_recursion, maps:get(fold_recursion, Cfg)}]
-        ++ mode_opts(Mode, Cfg),
+    %% The user's options the sink takes too: the table's `both' rows.
+    Defaults = kprof_opts:defaults(flame),
+    Opts = [{K, case K of
+                    group -> group(Cfg);
+                    _ -> maps:get(K, Cfg, maps:get(K, Defaults))
+                end} || K <- kprof_opts:forwarded(flame)]
+        ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)],
     case kprof_sink:command({flame_start, Id, Opts}) of
         ok when Mode =:= capture ->
             ok;

@@ -19,7 +19,7 @@
 %%% leave absent limits to kprof_guard, as they do today.
 -module(kprof_opts).
 
--export([check/2, defaults/1, rows/1, formats/0, extension/1, doc/1]).
+-export([check/2, defaults/1, rows/1, forwarded/1, formats/0, extension/1, doc/1]).
 
 -export_type([mode/0, row/0]).
 
@@ -64,6 +64,13 @@ defaults(Mode) ->
 rows(Mode) ->
     [R || {Modes, _, _, _, _, _, By, _} = R <- ?KPROF_OPTIONS, By =/= sink,
           lists:member(Mode, Modes)].
+
+%% @doc The keys of a mode's user options that kprof hands the sink as they
+%% are (`both' rows), in table order: the start command's option list is
+%% built from these, so a new `both' row is sent without another edit.
+-spec forwarded(mode()) -> [atom()].
+forwarded(Mode) ->
+    [K || {_, K, _, _, _, _, both, _} <- rows(Mode)].
 
 %% @doc The flame output formats, in the order of the sink's format bits.
 -spec formats() -> [atom()].

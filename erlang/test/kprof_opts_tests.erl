@@ -99,6 +99,16 @@ formats_test() ->
                                                    #{name => "x", output_directory => "/tmp",
                                                      output_format => all})]).
 
+%% What kprof_flame_srv sends the sink: the `both' rows, in table order; never a
+%% key only kprof knows (output_format) nor one only kprof sets (hold).
+forwarded_test() ->
+    F = kprof_opts:forwarded(flame),
+    ?assertEqual([K || {_, K, _, _, _, _, both, _} <- kprof_opts:rows(flame)], F),
+    [?assert(lists:member(K, F)) || K <- [sleep, gc, children, max_bytes, max_procs, top,
+                                          names, group, fold_recursion, callers]],
+    [?assertNot(lists:member(K, F)) || K <- [output_format, hold, correct, timeout]],
+    ?assert(lists:member(grace_ms, kprof_opts:forwarded(tiers))).
+
 doc_test() ->
     [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
     ?assert(lists:member("max_bytes (default 2147483648, 65536..1099511627776): memory of the "

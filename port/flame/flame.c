@@ -21,29 +21,6 @@
 
 #include "ks_flame.h"
 
-void ks_flame_default_opts(ks_fopts *o) {
-  memset(o, 0, sizeof(*o));
-  o->sleep = 1;
-  o->gc = 1;
-  o->children = 0;
-  o->max_depth = 0;
-  o->max_nodes = UINT32_MAX - 1;
-  o->max_bytes = KS_FLAME_MAX_BYTES;
-  o->max_stack = 65536;
-  o->max_procs = 100000;
-  o->trigger = KS_NONE;
-  o->ncalls = 0;
-  o->hide = KS_NONE;
-  o->time_offset = 0;
-  o->perf_period_us = 0;
-  o->top = 0;
-  o->group = KS_GROUP_PID;
-  o->fold_recursion = 0;
-  o->callers = 0;
-  o->fold_depth = KS_FLAME_FOLD_DEPTH;
-  o->learn = 1;
-}
-
 /* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
   if (c->o.top > 0 && mfa != c->o.hide)

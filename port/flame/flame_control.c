@@ -42,7 +42,7 @@
 /* The formats, their extensions and writers: KS_FORMAT rows of include/ks_options.h,
  * whose order is the order of the KS_FMT_* bits. */
 enum {
-#define KS_OPTION(modes, key, type, min, max, def, by, doc)
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
 #define KS_FORMAT(name, ext, writer) KS_FMT_INDEX_##name,
 #include "ks_options.h"
 #undef KS_FORMAT
@@ -58,7 +58,7 @@ static const struct {
   const char *atom, *ext;
   int (*write)(const ks_fout *, FILE *);
 } formats[] = {
-#define KS_OPTION(modes, key, type, min, max, def, by, doc)
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
 #define KS_FORMAT(name, ext, writer) {1 << KS_FMT_INDEX_##name, #name, ext, writer},
 #include "ks_options.h"
 #undef KS_FORMAT
@@ -99,70 +99,84 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
   return KS_OK;
 }
 
-/* Bounds: the table's (include/ks_options.h); here only where the value goes. */
-static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
-  char key[MAXATOMLEN];
-  const ks_option *opt;
-  int ar, flag;
-  long long v;
+/* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
+#define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
+#define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+const ks_option_field ks_flame_fields[] = {
+#include "ks_option_fields.h"
+};
+#undef KS_FIELD_tiers
+#undef KS_FIELD_flame
+_Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,
+               "one field per row");
 
-  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
-      (opt = ks_option_find(KS_M_FLAME, key)) == NULL)
+void ks_flame_default_opts(ks_fopts *o) {
+  memset(o, 0, sizeof(*o));
+  ks_option_defaults(KS_M_FLAME, ks_flame_fields, o);
+  /* What no option sets. */
+  o->max_depth = 0;
+  o->max_nodes = UINT32_MAX - 1;
+  o->trigger = KS_NONE;
+  o->hide = KS_NONE;
+  o->group = KS_GROUP_PID;
+  o->fold_depth = KS_FLAME_FOLD_DEPTH;
+  o->learn = 1;
+}
+
+/* The KS_T_TERM rows' values: group, trigger, hide, names. */
+static int decode_group(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  static const char *const groups[] = {"pid", "name", "initial_call", "all"};
+  char atom[MAXATOMLEN];
+  int g;
+
+  if (ei_decode_atom(b, idx, atom) != 0)
     return KS_EINVAL;
-  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, callers, hold, fold_recursion */
-    if (ei_decode_boolean(b, idx, &flag) != 0)
-      return KS_EINVAL;
-    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc
-      : strcmp(key, "children") == 0 ? &o->children : strcmp(key, "callers") == 0 ? &o->callers
-      : key[0] == 'f' ? &o->fold_recursion : &o->hold) = flag;
-    return KS_OK;
-  }
-  if (strcmp(key, "group") == 0) {   /* pid | name | initial_call | all */
-    static const char *const groups[] = {"pid", "name", "initial_call", "all"};
-    char atom[MAXATOMLEN];
-    int g;
-    if (ei_decode_atom(b, idx, atom) != 0)
-      return KS_EINVAL;
-    for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
-      ;
-    if (g == 4)
-      return KS_EINVAL;
-    o->group = g;
-    return KS_OK;
-  }
-  if (strcmp(key, "trigger") == 0)
-    return decode_mfa(s, b, len, idx, &o->trigger);
-  if (strcmp(key, "hide") == 0)
-    return decode_mfa(s, b, len, idx, &o->hide);
-  if (strcmp(key, "names") == 0) {
-    char style[MAXATOMLEN];
-    if (ei_decode_atom(b, idx, style) != 0 ||
-        (strcmp(style, "elixir") != 0 && strcmp(style, "erlang") != 0))
-      return KS_EINVAL;
-    o->elixir_names = strcmp(style, "elixir") == 0;
-    return KS_OK;
-  }
-  if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
+  for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
+    ;
+  if (g == 4)
     return KS_EINVAL;
-  if (strcmp(key, "max_bytes") == 0)
-    o->max_bytes = (uint64_t)v;
-  else if (strcmp(key, "max_stack") == 0)
-    o->max_stack = (uint32_t)v;
-  else if (strcmp(key, "max_procs") == 0)
-    o->max_procs = (uint32_t)v;
-  else if (strcmp(key, "ncalls") == 0)
-    o->ncalls = (uint32_t)v;
-  else if (strcmp(key, "perf_period_us") == 0)
-    o->perf_period_us = (uint32_t)v;
-  else if (strcmp(key, "top") == 0)
-    o->top = (uint32_t)v;
-  else if (strcmp(key, "time_offset") == 0)
-    o->time_offset = v;
-  else if (strcmp(key, "correct_ns") == 0)
-    o->correct_ns = (uint32_t)v;
-  else
-    return KS_EINVAL;
+  o->group = g;
   return KS_OK;
+}
+
+static int decode_trigger(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  return decode_mfa(s, b, len, idx, &o->trigger);
+}
+
+static int decode_hide(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  return decode_mfa(s, b, len, idx, &o->hide);
+}
+
+static int decode_names(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  char style[MAXATOMLEN];
+
+  if (ei_decode_atom(b, idx, style) != 0 ||
+      (strcmp(style, "elixir") != 0 && strcmp(style, "erlang") != 0))
+    return KS_EINVAL;
+  o->elixir_names = strcmp(style, "elixir") == 0;
+  return KS_OK;
+}
+
+static const struct {
+  const char *key;
+  int (*decode)(ks_sink *, const char *, size_t, int *, ks_fopts *);
+} term_rows[] = {
+  {"group", decode_group}, {"trigger", decode_trigger}, {"hide", decode_hide},
+  {"names", decode_names}};
+
+/* Bounds and fields: the table's (include/ks_options.h); here only the terms. */
+static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  const ks_option *term;
+  size_t k;
+
+  if (ks_option_decode(KS_M_FLAME, ks_flame_fields, b, idx, o, &term) != KS_OK)
+    return KS_EINVAL;
+  if (term == NULL)
+    return KS_OK;
+  for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
+    if (strcmp(term->key, term_rows[k].key) == 0)
+      return term_rows[k].decode(s, b, len, idx, o);
+  return KS_EINVAL;
 }
 
 static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {

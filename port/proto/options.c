@@ -1,11 +1,13 @@
-/* options.c: the option table (include/ks_options.h) as the sink's rows. */
+/* options.c: the option table (include/ks_options.h) as the sink's rows, and
+ * the one loop that decodes a start command's options and sets their defaults. */
 #include <string.h>
+#include <ei.h>
 
 #include "ks.h"
 #include "ks_proto.h"
 
 const ks_option ks_options[] = {
-#define KS_OPTION(modes, key, type, min, max, def, by, doc) \
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc) \
   {(modes), #key, (type), (double)(min), (double)(max), def, (by), doc},
 #define KS_FORMAT(name, ext, writer)
 #include "ks_options.h"
@@ -13,6 +15,7 @@ const ks_option ks_options[] = {
 #undef KS_FORMAT
 };
 const size_t ks_noptions = sizeof(ks_options) / sizeof(ks_options[0]);
+_Static_assert(sizeof(ks_options) / sizeof(ks_options[0]) == KS_NOPTIONS, "KS_NOPTIONS");
 
 const ks_option *ks_option_find(unsigned mode, const char *key) {
   size_t k;
@@ -30,4 +33,71 @@ int ks_option_check(const ks_option *o, long long v) {
   if (o->type != KS_T_INT && o->type != KS_T_BOOL)
     return KS_EINVAL;
   return d >= o->min && d <= o->max ? KS_OK : KS_EINVAL;
+}
+
+/* v times the row's scale into its field (saturated: slow_us has no bound). */
+static void store(void *opts, const ks_option_field *f, long long v) {
+  char *p = (char *)opts + f->off;
+  uint64_t u = (uint64_t)v * f->scale;
+  uint32_t u32;
+
+  if (v > 0 && f->scale > 1 && u / f->scale != (uint64_t)v)
+    u = UINT64_MAX;
+  if (f->size == sizeof(uint64_t)) {
+    memcpy(p, &u, sizeof(u));
+  } else {
+    u32 = (uint32_t)u;
+    memcpy(p, &u32, sizeof(u32));
+  }
+}
+
+int ks_option_decode(unsigned mode, const ks_option_field *fields, const char *b, int *idx,
+                     void *opts, const ks_option **term) {
+  char key[MAXATOMLEN];
+  const ks_option *o;
+  const ks_option_field *f;
+  int ar, flag;
+  long long v;
+
+  *term = NULL;
+  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
+      (o = ks_option_find(mode, key)) == NULL)
+    return KS_EINVAL;
+  f = &fields[o - ks_options];
+  if (f->size == 0) {
+    if (o->type != KS_T_TERM)
+      return KS_EINVAL;   /* a row of the sink's with no field: the table is wrong */
+    *term = o;
+    return KS_OK;
+  }
+  if (o->type == KS_T_BOOL) {
+    if (ei_decode_boolean(b, idx, &flag) != 0)
+      return KS_EINVAL;
+    v = flag;
+  } else if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(o, v) != KS_OK) {
+    return KS_EINVAL;
+  }
+  store(opts, f, v);
+  return KS_OK;
+}
+
+int ks_option_default(const ks_option *o, long long *v) {
+  char *end;
+
+  if (strcmp(o->def, "true") == 0 || strcmp(o->def, "false") == 0) {
+    *v = o->def[0] == 't';
+    return KS_OK;
+  }
+  *v = strtoll(o->def, &end, 10);
+  return o->def[0] != 0 && *end == 0 ? KS_OK : KS_EINVAL;
+}
+
+void ks_option_defaults(unsigned mode, const ks_option_field *fields, void *opts) {
+  size_t k;
+  long long v;
+
+  for (k = 0; k < ks_noptions; k++)
+    if (fields[k].size != 0 && (ks_options[k].modes & mode) &&
+        ks_option_default(&ks_options[k], &v) == KS_OK)
+      store(opts, &fields[k], v);
 }

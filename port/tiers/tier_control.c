@@ -38,47 +38,38 @@ static int decode_full(const char *b, int *idx, full_sel *fs) {
   return ei_decode_list_header(b, idx, &n) == 0 && n == 0 ? KS_OK : KS_EINVAL;
 }
 
+/* The tiers rows' fields in ks_tier_opts (KS_FIELD(tiers, ...) in include/ks_options.h). */
+#define KS_FIELD_tiers(m, scale) KS_OPTION_FIELD(ks_tier_opts, m, scale)
+#define KS_FIELD_flame(m, scale) KS_OPTION_NO_FIELD
+const ks_option_field ks_tier_fields[] = {
+#include "ks_option_fields.h"
+};
+#undef KS_FIELD_flame
+#undef KS_FIELD_tiers
+_Static_assert(sizeof(ks_tier_fields) / sizeof(ks_tier_fields[0]) == KS_NOPTIONS, "one field per row");
+
+/* Requests in flight by default: the table's max_inflight, but the fuzzer
+ * builds with fewer (every input starts the tiers afresh). */
+void ks_tiers_default_opts(ks_tier_opts *o) {
+  memset(o, 0, sizeof(*o));
+  ks_option_defaults(KS_M_TIERS, ks_tier_fields, o);
+  o->slow_ns = UINT64_MAX;   /* slow_us has no default: no request is slow */
+#ifdef KS_TIERS_INFLIGHT
+  o->max_inflight = KS_TIERS_INFLIGHT;
+#endif
+}
+
+/* Bounds and fields: the table's (include/ks_options.h); here only full_trace. */
 static int decode_opts(const char *b, int *idx, ks_tier_opts *o, full_sel *fs) {
-  int n, k, ar;
-  char key[MAXATOMLEN];
-  const ks_option *opt;
-  long long v;
+  const ks_option *term;
+  int n, k;
 
   if (ei_decode_list_header(b, idx, &n) != 0)
     return KS_EINVAL;
   for (k = 0; k < n; k++) {
-    if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
+    if (ks_option_decode(KS_M_TIERS, ks_tier_fields, b, idx, o, &term) != KS_OK)
       return KS_EINVAL;
-    if (strcmp(key, "full_trace") == 0) {
-      if (decode_full(b, idx, fs) != KS_OK)
-        return KS_EINVAL;
-      continue;
-    }
-    /* Bounds: the table's (include/ks_options.h); here only where the value goes. */
-    if ((opt = ks_option_find(KS_M_TIERS, key)) == NULL || opt->type != KS_T_INT ||
-        ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
-      return KS_EINVAL;
-    if (strcmp(key, "max_identities") == 0)
-      o->max_identities = (uint32_t)v;
-    else if (strcmp(key, "max_inflight") == 0)
-      o->max_inflight = (uint32_t)v;
-    else if (strcmp(key, "max_request_events") == 0)
-      o->max_request_events = (uint32_t)v;
-    else if (strcmp(key, "slow_max") == 0)
-      o->slow_max = (uint32_t)v;
-    else if (strcmp(key, "grace_ms") == 0)
-      o->grace_ns = (uint64_t)v * 1000000;
-    else if (strcmp(key, "max_request_ms") == 0)
-      o->max_age_ns = (uint64_t)v * 1000000;
-    else if (strcmp(key, "slow_us") == 0)
-      o->slow_ns = (uint64_t)v * 1000;
-    else if (strcmp(key, "full_max_events") == 0)
-      o->full_max_events = (uint32_t)v;
-    else if (strcmp(key, "full_max_nodes") == 0)
-      o->full_max_nodes = (uint32_t)v;
-    else if (strcmp(key, "full_max_identities") == 0)
-      o->full_max_identities = (uint32_t)v;
-    else
+    if (term != NULL && (strcmp(term->key, "full_trace") != 0 || decode_full(b, idx, fs) != KS_OK))
       return KS_EINVAL;
   }
   if (n > 0 && ei_decode_list_header(b, idx, &n) != 0)   /* the tail */

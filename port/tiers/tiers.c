@@ -13,25 +13,6 @@
 
 #include "ks_tiers.h"
 
-/* Requests in flight by default (a tiers_start option changes it). The
- * fuzzer builds with fewer: every input starts the tiers afresh. */
-#ifndef KS_TIERS_INFLIGHT
-#define KS_TIERS_INFLIGHT 20000
-#endif
-
-void ks_tiers_default_opts(ks_tier_opts *o) {
-  o->max_identities = 200;
-  o->max_inflight = KS_TIERS_INFLIGHT;
-  o->max_request_events = 20000;
-  o->slow_max = 20;
-  o->grace_ns = 100 * 1000000ull;
-  o->max_age_ns = 60 * 1000000000ull;
-  o->slow_ns = UINT64_MAX;
-  o->full_max_events = 100000;
-  o->full_max_nodes = 100000;
-  o->full_max_identities = 20;
-}
-
 void ks_tiers_init(ks_tiers *t) {
   memset(t, 0, sizeof(*t));
   ks_tiers_default_opts(&t->o);

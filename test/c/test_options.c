@@ -147,6 +147,95 @@ START_TEST(kprof_only_rows_and_unknown_keys_refused) {
 }
 END_TEST
 
+/* A field of a feature's options struct, as the row stores it. */
+static uint64_t field_value(const void *opts, const ks_option_field *f) {
+  uint32_t u32;
+  uint64_t u64;
+
+  if (f->size == sizeof(u64)) {
+    memcpy(&u64, (const char *)opts + f->off, sizeof(u64));
+    return u64;
+  }
+  memcpy(&u32, (const char *)opts + f->off, sizeof(u32));
+  return u32;
+}
+
+/* The C defaults are the table's: every row with a field and a DEFAULT holds
+ * it (times its scale) in ks_flame_default_opts's and ks_tiers_default_opts's
+ * structs, so no default is written twice. */
+START_TEST(c_defaults_are_the_tables) {
+  ks_fopts fo;
+  ks_tier_opts to;
+  size_t k;
+  long long v;
+  int checked = 0;
+
+  ks_flame_default_opts(&fo);
+  ks_tiers_default_opts(&to);
+  for (k = 0; k < ks_noptions; k++) {
+    const ks_option *o = &ks_options[k];
+    if (ks_option_default(o, &v) != KS_OK)
+      continue;
+    if (ks_flame_fields[k].size != 0) {
+      ck_assert_msg(field_value(&fo, &ks_flame_fields[k]) ==
+                    (uint64_t)v * ks_flame_fields[k].scale, "flame %s", o->key);
+      checked++;
+    }
+    if (ks_tier_fields[k].size != 0) {
+      ck_assert_msg(field_value(&to, &ks_tier_fields[k]) ==
+                    (uint64_t)v * ks_tier_fields[k].scale, "tiers %s", o->key);
+      checked++;
+    }
+  }
+  ck_assert_int_ge(checked, 20);
+  /* The spot checks of what the rows say (grace_ms "100" into ns, a boolean). */
+  ck_assert_uint_eq(to.grace_ns, 100 * 1000000ull);
+  ck_assert_int_eq(fo.sleep, 1);
+  ck_assert_uint_eq(fo.max_bytes, KS_FLAME_MAX_BYTES);
+  ck_assert_uint_eq(to.slow_ns, UINT64_MAX);   /* slow_us has none: off */
+}
+END_TEST
+
+/* Every integer or boolean row the sink takes has a field in its feature (so
+ * its decode is the table's loop), and every term row the feature's decoder. */
+START_TEST(every_sink_row_has_a_field) {
+  size_t k;
+
+  for (k = 0; k < ks_noptions; k++) {
+    const ks_option *o = &ks_options[k];
+    int scalar = o->type == KS_T_INT || o->type == KS_T_BOOL;
+    if (!(o->by & KS_BY_SINK))
+      continue;
+    if (o->modes & KS_M_FLAME)
+      ck_assert_msg((ks_flame_fields[k].size != 0) == scalar, "flame %s", o->key);
+    if (o->modes & KS_M_TIERS)
+      ck_assert_msg((ks_tier_fields[k].size != 0) == scalar, "tiers %s", o->key);
+    ck_assert_msg(ks_flame_fields[k].size == 0 || ks_tier_fields[k].size == 0, "%s", o->key);
+  }
+}
+END_TEST
+
+/* A value given lands in its field times the row's scale. */
+START_TEST(decoded_value_lands_scaled) {
+  ei_x_buff x;
+  ks_tier_opts to;
+  const ks_option *term;
+  int idx = 0, ver;
+
+  ks_tiers_default_opts(&to);
+  ei_x_new_with_version(&x);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_atom(&x, "grace_ms");
+  ei_x_encode_longlong(&x, 7);
+  ei_decode_version(x.buff, &idx, &ver);
+  ck_assert_int_eq(ks_option_decode(KS_M_TIERS, ks_tier_fields, x.buff, &idx, &to, &term), KS_OK);
+  ck_assert_ptr_null(term);
+  ck_assert_uint_eq(to.grace_ns, 7 * 1000000ull);
+  ck_assert_int_eq(idx, x.index);
+  ei_x_free(&x);
+}
+END_TEST
+
 Suite *options_suite(void) {
   Suite *s = suite_create("options");
   TCase *tc = tcase_create("table");
@@ -155,6 +244,9 @@ Suite *options_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, sink_rows_enforced_at_their_bounds);
   tcase_add_test(tc, kprof_only_rows_and_unknown_keys_refused);
+  tcase_add_test(tc, c_defaults_are_the_tables);
+  tcase_add_test(tc, every_sink_row_has_a_field);
+  tcase_add_test(tc, decoded_value_lands_scaled);
   suite_add_tcase(s, tc);
   return s;
 }
