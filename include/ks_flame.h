@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 
+#include "ks_consumer.h"
 #include "ks_decode.h"
 #include "ks_stack.h"
 
@@ -290,6 +291,8 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d);
  * written); ks_flame_forget_pids clears released ids' routing (port/core/pid_reclaim.c). */
 void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n);
 void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
+/* The flame captures as a consumer of the sink's events (include/ks_consumer.h). */
+void ks_flame_consumer(ks_flame *fl, ks_consumer *c);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
 

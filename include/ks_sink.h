@@ -30,6 +30,7 @@ typedef struct ks_sink {
   ks_flame flame;        /* flame captures (flame.c) */
   ks_ring_reader ring;   /* events of the kprof_tracer NIF (ring.c) */
   ks_pid_reclaim pids;   /* exited processes whose ids are to be released (pid_reclaim.c) */
+  ks_consumers cons;     /* what takes the events: the tiers and the flame captures */
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what ks_pipe_enlarge gave (0: unknown), for stats */
@@ -50,8 +51,8 @@ void ks_sink_eof(ks_sink *s);
 /* Reads what the ring holds (the event loop calls it every millisecond while
  * a ring is open, and before every command), then sends owed alerts. */
 void ks_sink_poll_ring(ks_sink *s);
-/* One decoded trace event, from a frame or the ring: counted, then routed to
- * the tiers and flame captures unless the limits say it is past a bound. */
+/* One decoded trace event, from a frame or the ring: counted, then handed to
+ * every active consumer unless the limits say it is past a bound. */
 void ks_sink_trace(ks_sink *s, ks_decoded *d);
 
 /* pid_reclaim.c: a process's exit event; a sweep (at_cap: a new pid met

@@ -2,6 +2,7 @@
 #ifndef KS_TIERS_H
 #define KS_TIERS_H
 
+#include "ks_consumer.h"
 #include "ks_decode.h"
 #include "ks_flame.h"
 #include "ks_hist.h"
@@ -205,6 +206,8 @@ void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d);
  * of released ids (dead[id] set): port/core/pid_reclaim.c. */
 void ks_tiers_pin_pids(const ks_tiers *t, uint8_t *pin, uint32_t n);
 void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n);
+/* The tiers as a consumer of the sink's events (include/ks_consumer.h). */
+void ks_tiers_consumer(ks_tiers *t, ks_consumer *c);
 /* Finalises ended requests: all of them if `all`, else those past their grace. */
 void ks_tiers_flush(ks_tiers *t, int all);
 

@@ -6,13 +6,12 @@
  * id of a process that exited (its `exit` trace event: the tiers and flame
  * captures trace `procs`) is released, and reused, once nothing refers to it:
  *   - its last events are read: KS_PID_GRACE_NS of event time after the exit;
- *   - no tiers request in flight, and no slow request kept for the report,
- *     has an event of it (ks_tiers_pin_pids);
- *   - no flame capture, running or waiting for its files, has it
- *     (ks_flame_pin_pids).
+ *   - no consumer of the events pins it (include/ks_consumer.h): no tiers
+ *     request in flight or slow request kept for the report has an event of
+ *     it, no flame capture, running or waiting for its files, has it.
  * A pinned id stays listed and is tried again at the next sweep. Releasing
  * means: the ring reader forgets the pid's word, the intern tables its keys
- * (their arenas shrink), the tiers and flame their per-id state. A sweep costs
+ * (their arenas shrink), every consumer its per-id state. A sweep costs
  * a pass over the ids and the in-flight requests' events, so it runs when the
  * exited pids are a quarter of the live ones (at least 1024), or when a new
  * pid meets the cap (then at most once per new exit or grace period).
@@ -66,8 +65,7 @@ int ks_sink_reclaim_pids(ks_sink *s, int at_cap) {
     return 0;   /* nothing new since a sweep that released nothing */
   if ((mark = calloc(n_ids ? n_ids : 1, 1)) == NULL)
     return 0;
-  ks_tiers_pin_pids(&s->tiers, mark, n_ids);
-  ks_flame_pin_pids(&s->flame, mark, n_ids);
+  ks_consumers_pin_pids(&s->cons, mark, n_ids);
   for (k = 0; k < pr->n; k++) {
     ks_pid_dead d = pr->dead[k];
     if (d.id < n_ids && mark[d.id] == 0 && pr->last_ts - d.ts >= KS_PID_GRACE_NS) {
@@ -95,8 +93,7 @@ int ks_sink_reclaim_pids(ks_sink *s, int at_cap) {
     free(mark);
     return 0;
   }
-  ks_tiers_forget_pids(&s->tiers, mark, n_ids);
-  ks_flame_forget_pids(&s->flame, mark, n_ids);
+  ks_consumers_forget_pids(&s->cons, mark, n_ids);
   for (k = 0; k < n_ids; k++)
     if (mark[k])
       pr->listed[k] = 0;

@@ -15,6 +15,7 @@ static int pids_full(void *ctx) {
 
 int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_ctx) {
   ks_sink_opts d;
+  ks_consumer c;
 
   if (o == NULL) {
     ks_sink_default_opts(&d);
@@ -34,6 +35,11 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_flame_init(&s->flame);
   ks_ring_reader_init(&s->ring);
   ks_pid_reclaim_init(&s->pids);
+  /* The features that take events; the loops below name none of them. */
+  ks_tiers_consumer(&s->tiers, &c);
+  ks_consumers_add(&s->cons, &c);
+  ks_flame_consumer(&s->flame, &c);
+  ks_consumers_add(&s->cons, &c);
   s->in.pids_full = pids_full;
   s->in.pids_full_ctx = s;
   s->emit = emit;
@@ -45,8 +51,7 @@ void ks_sink_free(ks_sink *s) {
   ks_framer_free(&s->fr);
   ks_intern_free(&s->in);
   ks_stats_free(&s->st);
-  ks_tiers_free(&s->tiers);
-  ks_flame_free(&s->flame);
+  ks_consumers_free(&s->cons);
   ks_ring_close(&s->ring);
   ks_pid_reclaim_free(&s->pids);
 }
@@ -61,12 +66,8 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d) {
     s->st.dropped++;
   /* Past max_events or the rate: the report holds exactly the events up to the
    * bound, whatever the VM still sends before tracing is off. */
-  if (!ks_limits_event(&s->lim, &s->ov, &d->ev, s->st.trace_events)) {
-    if (s->tiers.active)
-      ks_tiers_event(&s->tiers, &s->in, d);
-    if (s->flame.active)
-      ks_flame_event(&s->flame, &s->in, d);
-  }
+  if (!ks_limits_event(&s->lim, &s->ov, &d->ev, s->st.trace_events))
+    ks_consumers_event(&s->cons, &s->in, d);
   /* After the routing: the captures saw the exit with the id still the process's. */
   if (d->ev.kind == KS_EV_EXIT && mono)
     ks_sink_pid_exited(s, d->ev.pid, d->ev.ts);

@@ -533,3 +533,26 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
       proc_event(c, p, in, d);
   }
 }
+
+/* The flame captures as one of the sink's consumers (include/ks_consumer.h). */
+static void consumer_event(void *self, const ks_intern *in, const ks_decoded *d) {
+  ks_flame_event(self, in, d);
+}
+
+static void consumer_pin(const void *self, uint8_t *pin, uint32_t n) {
+  ks_flame_pin_pids(self, pin, n);
+}
+
+static void consumer_forget(void *self, const uint8_t *dead, uint32_t n) {
+  ks_flame_forget_pids(self, dead, n);
+}
+
+static void consumer_free(void *self) {
+  ks_flame_free(self);
+}
+
+void ks_flame_consumer(ks_flame *fl, ks_consumer *c) {
+  *c = (ks_consumer){.name = "flame", .self = fl, .active = &fl->active, .event = consumer_event,
+                     .pin_pids = consumer_pin, .forget_pids = consumer_forget,
+                     .reset = NULL, .free = consumer_free};
+}

@@ -131,6 +131,7 @@ static int cmd_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   ks_overload_reset(&s->ov);
   ks_framer_reset_counts(&s->fr);
   ks_limits_rearm(&s->lim);   /* the bounds stay, counted from here */
+  ks_consumers_reset(&s->cons);
   return ei_x_encode_atom(x, "ok");
 }
 

@@ -897,3 +897,26 @@ void ks_tiers_reset(ks_tiers *t) {
   }
   free(specs);
 }
+
+/* The tiers as one of the sink's consumers (include/ks_consumer.h). */
+static void consumer_event(void *self, const ks_intern *in, const ks_decoded *d) {
+  ks_tiers_event(self, in, d);
+}
+
+static void consumer_pin(const void *self, uint8_t *pin, uint32_t n) {
+  ks_tiers_pin_pids(self, pin, n);
+}
+
+static void consumer_forget(void *self, const uint8_t *dead, uint32_t n) {
+  ks_tiers_forget_pids(self, dead, n);
+}
+
+static void consumer_free(void *self) {
+  ks_tiers_free(self);
+}
+
+void ks_tiers_consumer(ks_tiers *t, ks_consumer *c) {
+  *c = (ks_consumer){.name = "tiers", .self = t, .active = &t->active, .event = consumer_event,
+                     .pin_pids = consumer_pin, .forget_pids = consumer_forget,
+                     .reset = NULL, .free = consumer_free};
+}

@@ -20,6 +20,7 @@ int main(void) {
   srunner_add_suite(sr, overload_suite());
   srunner_add_suite(sr, stack_suite());
   srunner_add_suite(sr, options_suite());
+  srunner_add_suite(sr, consumer_suite());
   srunner_add_suite(sr, budget_suite());
   srunner_add_suite(sr, out_dir_suite());
   srunner_add_suite(sr, main_suite());

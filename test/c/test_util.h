@@ -55,6 +55,7 @@ Suite *full_trace_suite(void);
 Suite *overload_suite(void);
 Suite *stack_suite(void);
 Suite *options_suite(void);
+Suite *consumer_suite(void);
 Suite *budget_suite(void);
 Suite *out_dir_suite(void);
 Suite *main_suite(void);

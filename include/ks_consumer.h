@@ -1,0 +1,50 @@
+/* ks_consumer.h: what the sink's core knows of a feature that takes trace
+ * events (the tiers, the flame captures): one interface, registered once; the
+ * core loops over the consumers and names none of them (port/core/consumer.c). */
+#ifndef KS_CONSUMER_H
+#define KS_CONSUMER_H
+
+#include "ks_decode.h"
+
+typedef struct ks_consumer {
+  const char *name;      /* for the reader: "tiers", "flame" */
+  void *self;            /* the feature's state, handed to every function */
+  const int *active;     /* events go to it only while *active is nonzero */
+  /* One decoded event (the core counted it and checked the limits). */
+  void (*event)(void *self, const ks_intern *in, const ks_decoded *d);
+  /* pin[id] = 1 for every pid id it still refers to (of n): such an exited
+   * process keeps its id (port/core/pid_reclaim.c). */
+  void (*pin_pids)(const void *self, uint8_t *pin, uint32_t n);
+  /* dead[id] != 0: that id was released; drop whatever is kept per id. */
+  void (*forget_pids)(void *self, const uint8_t *dead, uint32_t n);
+  /* The sink's `reset': its counters start again (NULL: it has none). */
+  void (*reset)(void *self);
+  /* Everything it holds is freed (the sink's end). */
+  void (*free)(void *self);
+} ks_consumer;
+
+#define KS_CONSUMERS_MAX 4
+
+typedef struct ks_consumers {
+  ks_consumer c[KS_CONSUMERS_MAX];
+  uint32_t n;
+} ks_consumers;
+
+/* KS_EFULL past KS_CONSUMERS_MAX. */
+int ks_consumers_add(ks_consumers *cs, const ks_consumer *c);
+void ks_consumers_pin_pids(const ks_consumers *cs, uint8_t *pin, uint32_t n);
+void ks_consumers_forget_pids(const ks_consumers *cs, const uint8_t *dead, uint32_t n);
+void ks_consumers_reset(const ks_consumers *cs);
+void ks_consumers_free(ks_consumers *cs);
+
+/* Per event: inline, the sink's hottest loop. */
+static inline void ks_consumers_event(const ks_consumers *cs, const ks_intern *in,
+                                      const ks_decoded *d) {
+  uint32_t k;
+
+  for (k = 0; k < cs->n; k++)
+    if (*cs->c[k].active)
+      cs->c[k].event(cs->c[k].self, in, d);
+}
+
+#endif
