@@ -38,7 +38,12 @@ LTO       := -flto=thin
 AR        := llvm-ar
 endif
 CFLAGS    ?= -O2 -g $(LTO)
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iinclude $(EI_CFLAGS) $(UV_CFLAGS)
+# include/ holds only the contracts shared between binaries (the ring, the event
+# kinds, the memory budget, the options table); every other header is beside its
+# folder's sources (port/core/ks_intern.h), named "core/ks_intern.h" from another folder.
+KS_INC    := -Iinclude -Iport
+KS_HDRS   := $(wildcard include/*.h port/*/*.h)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(KS_INC) $(EI_CFLAGS) $(UV_CFLAGS)
 
 B         := _build
 # The sink's library part: everything but main.c, so tests, fuzzers and benches link it.
@@ -73,7 +78,7 @@ nif: $(NIF)
 $(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv preflight
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
-$(B)/obj/%.o: port/%.c $(wildcard include/*.h) | $(B)/obj preflight
+$(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -93,7 +98,7 @@ $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv preflight
 FAULT_SINK := $(B)/fault/kprof_sink
 FAULT_OBJ  := $(CORE_SRC:port/%.c=$(B)/fault/obj/%.o)
 
-$(B)/fault/obj/%.o: port/%.c $(wildcard include/*.h) | preflight
+$(B)/fault/obj/%.o: port/%.c $(KS_HDRS) | preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DKS_FAULT_INJECTION -c -o $@ $<
 

@@ -30,13 +30,13 @@ bench-stream:
 $(BENCH_DIR):
 	mkdir -p $@
 
-$(BENCH_DIR)/replay: bench/replay.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+$(BENCH_DIR)/replay: bench/replay.c $(KS_HDRS) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
 
-$(BENCH_DIR)/sink_modes: bench/sink_modes.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+$(BENCH_DIR)/sink_modes: bench/sink_modes.c $(KS_HDRS) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
 
-$(BENCH_DIR)/frame_only: bench/frame_only.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+$(BENCH_DIR)/frame_only: bench/frame_only.c $(KS_HDRS) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a
 
 # What one trace event costs the traced process, tracer by tracer (bench/overhead_bench.erl),
@@ -138,7 +138,7 @@ bench-flame-sink: erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/flame_sink
 	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
 	  -eval 'flame_real:run_bench(["sink", "$(BENCH_DIR)/flame_sink", "$(FLAME_TRACES)", "bench/RESULTS.md"]), halt()'
 
-$(BENCH_DIR)/stack_quality $(BENCH_DIR)/flame_sink: $(BENCH_DIR)/%: bench/%.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+$(BENCH_DIR)/stack_quality $(BENCH_DIR)/flame_sink: $(BENCH_DIR)/%: bench/%.c $(KS_HDRS) $(B)/libkprof_sink.a | $(BENCH_DIR)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
 
 bench-flame-vm: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/null_tracer.beam \

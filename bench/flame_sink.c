@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ks_flame.h"
-#include "ks_ring_reader.h"
+#include "flame/ks_flame.h"
+#include "ring/ks_ring_reader.h"
 
 typedef struct buf {
   unsigned char *p;

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ks_frame.h"
-#include "ks_platform.h"
+#include "core/ks_frame.h"
+#include "core/ks_platform.h"
 
 static void count(void *ctx, const unsigned char *frame, size_t len) {
   (void)frame;

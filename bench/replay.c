@@ -39,7 +39,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "ks_frame.h"
+#include "core/ks_frame.h"
 #include "ks_event.h"
 
 #define CHUNK (1u << 20)

@@ -28,7 +28,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 static double now_s(void) {
   struct timespec t;

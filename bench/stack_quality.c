@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ks_flame.h"
+#include "flame/ks_flame.h"
 
 #define MAXCAP 16
 

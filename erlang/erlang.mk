@@ -24,8 +24,8 @@ $(ERL_BEAM): $(ERL_OPTS_HRL)
 # Every atom the sink may send (its sources' literals), for kprof_sink's
 # binary_to_term(_, [safe]): generated, ignored by git.
 ERL_ATOMS_HRL := erlang/include/kprof_sink_atoms.hrl
-$(ERL_ATOMS_HRL): $(wildcard port/*.c port/*/*.c include/*.h) scripts/gen_sink_atoms.escript
-	scripts/gen_sink_atoms.escript $@ $(wildcard port/*.c port/*/*.c include/*.h)
+$(ERL_ATOMS_HRL): $(wildcard port/*.c port/*/*.c include/*.h port/*/*.h) scripts/gen_sink_atoms.escript
+	scripts/gen_sink_atoms.escript $@ $(wildcard port/*.c port/*/*.c include/*.h port/*/*.h)
 $(ERL_BEAM): $(ERL_ATOMS_HRL)
 
 # (After the two .hrl variables: a rule's prerequisites are expanded as it is read.)

@@ -17,11 +17,11 @@ FUZZ_SECONDS ?= 30
 # starts the tiers would allocate, clear and free 20000 (fuzz_sink: 128 -> 736 exec/s).
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-                -DKS_TIERS_INFLIGHT=512 -Iinclude $(EI_CFLAGS)
+                -DKS_TIERS_INFLIGHT=512 $(KS_INC) $(EI_CFLAGS)
 FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode $(FUZZ_DIR)/fuzz_ring $(FUZZ_DIR)/fuzz_writers
 
 FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer -DKS_TIERS_INFLIGHT=512 \
-                  -fprofile-instr-generate -fcoverage-mapping -Iinclude $(EI_CFLAGS)
+                  -fprofile-instr-generate -fcoverage-mapping $(KS_INC) $(EI_CFLAGS)
 FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode $(FUZZ_DIR)/cov/fuzz_ring \
                   $(FUZZ_DIR)/cov/fuzz_writers
 
@@ -31,7 +31,7 @@ fuzz-build: $(FUZZ_BINS)
 $(FUZZ_DIR):
 	mkdir -p $@
 
-$(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.c $(CORE_SRC) $(wildcard include/*.h) | $(FUZZ_DIR)
+$(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.c $(CORE_SRC) $(KS_HDRS) | $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(CORE_SRC) $(EI_LIBS)
 
 fuzz-run: $(FUZZ_BINS)
@@ -40,7 +40,7 @@ fuzz-run: $(FUZZ_BINS)
 fuzz-regress: $(FUZZ_BINS)
 	FUZZ_DIR=$(FUZZ_DIR) fuzz/run.sh regress
 
-$(FUZZ_COV_BINS): $(FUZZ_DIR)/cov/%: fuzz/%.c $(CORE_SRC) $(wildcard include/*.h)
+$(FUZZ_COV_BINS): $(FUZZ_DIR)/cov/%: fuzz/%.c $(CORE_SRC) $(KS_HDRS)
 	mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_COV_FLAGS) -o $@ $< $(CORE_SRC) $(EI_LIBS)
 

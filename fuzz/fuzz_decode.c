@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ks_decode.h"
+#include "core/ks_decode.h"
 
 static ks_intern small_in, shared;
 static int small_ok, shared_ok;

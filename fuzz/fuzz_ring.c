@@ -15,7 +15,7 @@
  * record, never a wall-clock time. The ring is created once.
  *
  * An exit event whose time is odd releases its pid's id at once, from
- * inside the drain as the sink's reclaim may (port/core/pid_reclaim.c, without
+ * inside the drain as the sink's reclaim may (port/sink/pid_reclaim.c, without
  * its grace): the reader forgets the word, the tables the keys, and the id
  * is handed out again; the tables must stay consistent (every id live or
  * free, never both) and later records of the word resolve or are counted.
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ks_ring_reader.h"
+#include "ring/ks_ring_reader.h"
 
 static ks_ring_reader ring, replay;
 static uint64_t tail_cache;   /* the writer's, as the NIF keeps one per thread */

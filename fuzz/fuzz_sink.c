@@ -32,7 +32,7 @@
 #include <string.h>
 #include <ei.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 static int lax_echo = -1;
 

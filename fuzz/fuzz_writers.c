@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 static char dir[64];
 static int64_t ts;

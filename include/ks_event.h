@@ -2,7 +2,7 @@
 #ifndef KS_EVENT_H
 #define KS_EVENT_H
 
-#include "ks.h"
+#include <stdint.h>
 
 /* X(ENUM, "atom the VM sends") — the order is the order of the stats map. */
 #define KS_EVENT_KINDS(X)                                       \

@@ -3,9 +3,9 @@
  *   kprof_sink [--max-frame BYTES] [--read-buf BYTES] [--pipe-size BYTES] [--max-pids N]
  *
  * --max-pids caps the processes (and ports) that hold an id at once (2^20 by
- * default); an exited process's id is released (port/pid_reclaim.c).
+ * default); an exited process's id is released (port/sink/pid_reclaim.c).
  *
- * While the kprof_tracer NIF writes to a ring (port/ring.c), a 1 ms timer
+ * While the kprof_tracer NIF writes to a ring (port/ring/ring.c), a 1 ms timer
  * reads it; the timer runs only while a ring is open.
  *
  * The sink lives as long as its stdin: at end of file it stops reading, lets
@@ -18,8 +18,8 @@
 #include <ei.h>
 #include <uv.h>
 
-#include "ks_platform.h"
-#include "ks_sink.h"
+#include "core/ks_platform.h"
+#include "sink/ks_sink.h"
 
 typedef struct out_req {
   uv_write_t req;

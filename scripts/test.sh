@@ -1,7 +1,7 @@
 #!/bin/sh
 # `make test`: every suite, one after the other; a summary at the end; non-zero if any failed.
 #   C unit tests (Check), the same built with clang and with the POSIX fallbacks of
-#   include/ks_platform.h, the sources compiled with musl, under ASan+UBSan, under valgrind, the Erlang
+#   port/core/ks_platform.h, the sources compiled with musl, under ASan+UBSan, under valgrind, the Erlang
 #   end-to-end tests (EUnit), the docs (edoc with no warning and every export
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),

@@ -10,16 +10,16 @@
 COV_DIR   := $(B)/cov
 COV_MIN   ?= 70
 COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fprofile-instr-generate -fcoverage-mapping \
-             -DKS_TIERS_INFLIGHT=512 -Iinclude $(EI_CFLAGS) $(UV_CFLAGS)
+             -DKS_TIERS_INFLIGHT=512 $(KS_INC) $(EI_CFLAGS) $(UV_CFLAGS)
 
 .PHONY: coverage
 coverage: $(COV_DIR)/check_kprof $(COV_DIR)/kprof_sink $(FUZZ_COV_BINS)
 	COV_DIR=$(COV_DIR) FUZZ_DIR=$(FUZZ_DIR) COV_MIN=$(COV_MIN) scripts/coverage.sh
 
-$(COV_DIR)/check_kprof: $(CHECK_SRC) $(wildcard test/c/*.h) $(CORE_SRC) $(wildcard include/*.h)
+$(COV_DIR)/check_kprof: $(CHECK_SRC) $(wildcard test/c/*.h) $(CORE_SRC) $(KS_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(COV_FLAGS) -Itest/c -o $@ $(CHECK_SRC) $(CORE_SRC) $(EI_LIBS) $(CHECK_LIBS)
 
-$(COV_DIR)/kprof_sink: port/main.c $(CORE_SRC) $(wildcard include/*.h)
+$(COV_DIR)/kprof_sink: port/main.c $(CORE_SRC) $(KS_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(COV_FLAGS) -o $@ port/main.c $(CORE_SRC) $(EI_LIBS) $(UV_LIBS)

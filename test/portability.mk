@@ -1,7 +1,7 @@
 # The sink and the NIF built other ways than `make` builds them (included by the
 # top-level Makefile).
 #   make check-portability   with clang: the sink, the NIF, and the Check suites run;
-#                            with KS_PORTABLE (include/ks_platform.h: the POSIX
+#                            with KS_PORTABLE (port/core/ks_platform.h: the POSIX
 #                            fallbacks of fopencookie, getrandom, F_SETPIPE_SZ):
 #                            the sink and the Check suites run; with musl (Debian's
 #                            musl-tools): every source of the sink compiled and the
@@ -34,7 +34,7 @@ check-musl: | preflight
 	if [ -d $(dir $(MUSL_UV_H))uv ]; then ln -s $(dir $(MUSL_UV_H))uv $(MUSL_DIR)/include/uv; fi
 	for f in $(CORE_SRC) port/main.c; do \
 	  o=$(MUSL_DIR)/obj/$$(echo $$f | tr / _).o; \
-	  $(MUSL_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(PORT_CFLAGS) -Iinclude $(EI_CFLAGS) -I$(MUSL_DIR)/include \
+	  $(MUSL_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(PORT_CFLAGS) $(KS_INC) $(EI_CFLAGS) -I$(MUSL_DIR)/include \
 	    -c -o $$o $$f || exit 1; \
 	done
 	$(MUSL_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(PORT_CFLAGS) -fPIC -shared -Iinclude -I$(ERL_ROOT)/usr/include \

@@ -3,7 +3,7 @@
 %%% The sink reports every histogram as
 %%% `{Count, Total, Min, Max, [P50, P90, P99, P999], [{Bucket, N}]}'
 %%% (nanoseconds, buckets sparse and ascending). The bucket layout is fixed
-%%% (`include/ks_hist.h', doc/tiers.md), so histograms of different windows
+%%% (`port/core/ks_hist.h', doc/tiers.md), so histograms of different windows
 %%% and different nodes merge exactly by adding bucket counts; the
 %%% quantiles of a merge are then read from the merged buckets exactly the
 %%% way the sink reads them:

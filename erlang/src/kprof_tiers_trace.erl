@@ -23,7 +23,7 @@
 %% The record in kprof_records is the server's.
 -define(RECORD, kprof_tiers).
 %% procs: a process's `exit' lets the sink give its pid id back
-%% (port/core/pid_reclaim.c), so a server that spawns a process per request keeps
+%% (port/sink/pid_reclaim.c), so a server that spawns a process per request keeps
 %% recording past the sink's cap on pids.
 -define(FLAGS, [call, arity, return_to, procs, monotonic_timestamp]).
 %% tiers_stop at a shutdown (terminate/2): unanswered, it still reaches the

@@ -1,5 +1,5 @@
 /* out_dir.c: the directory a capture's files go into, created private and checked
- * (include/ks_out_dir.h says what is refused and why).
+ * (port/core/ks_out_dir.h says what is refused and why).
  *
  * The path is walked from / with openat(O_NOFOLLOW | O_DIRECTORY), one
  * component at a time, so each check is made on the directory that is then

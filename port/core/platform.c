@@ -1,4 +1,4 @@
-/* platform.c: random bits, errno names and pipe sizes on each system (include/ks_platform.h). */
+/* platform.c: random bits, errno names and pipe sizes on each system (port/core/ks_platform.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

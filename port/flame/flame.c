@@ -534,7 +534,7 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
   }
 }
 
-/* The flame captures as one of the sink's consumers (include/ks_consumer.h). */
+/* The flame captures as one of the sink's consumers (port/core/ks_consumer.h). */
 static void consumer_event(void *self, const ks_intern *in, const ks_decoded *d) {
   ks_flame_event(self, in, d);
 }

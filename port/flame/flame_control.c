@@ -16,7 +16,7 @@
  *                                             | {error, {open_failed, Path, Errno}}
  *
  * flame_write ends the capture whatever happens. Its directory is made (0700)
- * and checked as flame_dir does (include/ks_out_dir.h: ours, not a symlink, nobody
+ * and checked as flame_dir does (port/core/ks_out_dir.h: ours, not a symlink, nobody
  * else can write to it) and the files are created in it with openat(), mode 0600,
  * O_EXCL: when Dir/Base.* exists, Base-1, Base-2, ... are tried, so two
  * captures never write over each other (or over anything else). A file that
@@ -32,9 +32,9 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "ks_out_dir.h"
-#include "ks_platform.h"
-#include "ks_proto.h"
+#include "core/ks_out_dir.h"
+#include "core/ks_platform.h"
+#include "proto/ks_proto.h"
 
 #define PATH_MAX_LEN 4096
 #define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
@@ -103,7 +103,7 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
 #define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
 #define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
 const ks_option_field ks_flame_fields[] = {
-#include "ks_option_fields.h"
+#include "proto/ks_option_fields.h"
 };
 #undef KS_FIELD_tiers
 #undef KS_FIELD_flame

@@ -4,7 +4,7 @@
  * table whose slots hold the pair and the node, so finding the stack one
  * frame deeper is one probe, one cache line (a big tree's are all misses).
  * Nodes are never removed: the tree grows with the number of distinct call
- * paths, not with the number of events. Its limits (include/ks_flame.h): a
+ * paths, not with the number of events. Its limits (port/flame/ks_flame.h): a
  * node count, where a would-be child's time goes to its parent (full trace's
  * aggregates), or a budget in bytes of the node array and the slots, where a
  * path that does not fit goes to an OVER_BUDGET node under its parent

@@ -1,5 +1,5 @@
 /* control.c: the owner's commands ({kprof, Ref, Command}), one table of them, and the
- * replies and alerts sent back (include/ks_proto.h).
+ * replies and alerts sent back (port/proto/ks_proto.h).
  *
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.

@@ -1,4 +1,4 @@
-/* encode.c: the pieces the sink's replies are made of (include/ks_proto.h). */
+/* encode.c: the pieces the sink's replies are made of (port/proto/ks_proto.h). */
 #include <string.h>
 
 #include "ks_proto.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <ei.h>
 
-#include "ks.h"
+#include "core/ks.h"
 #include "ks_proto.h"
 
 const ks_option ks_options[] = {

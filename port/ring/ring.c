@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ks_platform.h"
+#include "core/ks_platform.h"
 #include "ks_ring_reader.h"
 
 void ks_ring_reader_init(ks_ring_reader *r) {

@@ -1,4 +1,4 @@
-/* stack.c: the call-stack model of include/ks_stack.h (its invariants are there). */
+/* stack.c: the call-stack model of port/stack/ks_stack.h (its invariants are there). */
 #include <stdlib.h>
 
 #include "ks_stack.h"

@@ -5,7 +5,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 /* Full trace: {full_trace, all | [Identity]}; the identities' bytes stay in b. */
 typedef struct full_sel {
@@ -42,7 +42,7 @@ static int decode_full(const char *b, int *idx, full_sel *fs) {
 #define KS_FIELD_tiers(m, scale) KS_OPTION_FIELD(ks_tier_opts, m, scale)
 #define KS_FIELD_flame(m, scale) KS_OPTION_NO_FIELD
 const ks_option_field ks_tier_fields[] = {
-#include "ks_option_fields.h"
+#include "proto/ks_option_fields.h"
 };
 #undef KS_FIELD_flame
 #undef KS_FIELD_tiers

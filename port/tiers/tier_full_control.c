@@ -19,7 +19,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 static uint64_t tree_total(const ks_ftree *tr) {
   uint64_t sum = 0;

@@ -898,7 +898,7 @@ void ks_tiers_reset(ks_tiers *t) {
   free(specs);
 }
 
-/* The tiers as one of the sink's consumers (include/ks_consumer.h). */
+/* The tiers as one of the sink's consumers (port/core/ks_consumer.h). */
 static void consumer_event(void *self, const ks_intern *in, const ks_decoded *d) {
   ks_tiers_event(self, in, d);
 }

@@ -12,8 +12,8 @@ TEST_DATA  := test/data
 $(CHECK_BIN): $(CHECK_SRC) $(wildcard test/c/*.h) $(B)/libkprof_sink.a | $(B)/test
 	$(CC) $(ALL_CFLAGS) -Itest/c -o $@ $(CHECK_SRC) $(B)/libkprof_sink.a $(EI_LIBS) $(CHECK_LIBS)
 
-$(ASAN_BIN): $(CHECK_SRC) $(wildcard test/c/*.h) $(CORE_SRC) $(wildcard include/*.h) | $(B)/asan
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(SAN_CFLAGS) -Iinclude -Itest/c $(EI_CFLAGS) -o $@ \
+$(ASAN_BIN): $(CHECK_SRC) $(wildcard test/c/*.h) $(CORE_SRC) $(KS_HDRS) | $(B)/asan
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(SAN_CFLAGS) $(KS_INC) -Itest/c $(EI_CFLAGS) -o $@ \
 	  $(CHECK_SRC) $(CORE_SRC) $(EI_LIBS) $(CHECK_LIBS)
 
 check-c: $(CHECK_BIN) $(SINK)

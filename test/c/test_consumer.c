@@ -1,7 +1,7 @@
-/* test_consumer.c: the core's loop over its consumers (include/ks_consumer.h):
+/* test_consumer.c: the core's loop over its consumers (port/core/ks_consumer.h):
  * events only to the active ones, in order; pins and releases to every one;
  * a sink registers the tiers and the flame captures. */
-#include "ks_sink.h"
+#include "sink/ks_sink.h"
 #include "test_util.h"
 
 typedef struct fake {

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ks_platform.h"
+#include "core/ks_platform.h"
 #include "ks_ring.h"
 #include "test_util.h"
 

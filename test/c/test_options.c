@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 #include "test_util.h"
 
 static ks_sink sink;

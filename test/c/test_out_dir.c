@@ -1,7 +1,7 @@
 /* test_out_dir.c: the directory a capture's files go into (port/core/out_dir.c):
  * missing parts made 0700, a symlink, a file, a directory others can write to
  * (sticky or not), a symlink above it, a relative path, refused or taken as
- * include/ks_out_dir.h says; as root, directories and links of another user
+ * port/core/ks_out_dir.h says; as root, directories and links of another user
  * (uid 65534) and a group that is not ours. Then the files themselves: mode
  * 0600, and flame_dir / flame_write refusing through the sink with the reason.
  * (erlang/test/kprof_security_tests.erl does the same with a real second user.) */
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ks_out_dir.h"
+#include "core/ks_out_dir.h"
 #include "test_util.h"
 
 #define OTHER 65534   /* nobody: a uid that is not ours, as root */

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 
 #include "test_util.h"
-#include "ks_ring_reader.h"
+#include "ring/ks_ring_reader.h"
 
 #define M_WORD 0x1000bULL   /* atom words (any distinct values) */
 #define F_WORD 0x2000bULL

@@ -1,4 +1,4 @@
-/* test_stack.c: the call-stack model (include/ks_stack.h) on its own: the three
+/* test_stack.c: the call-stack model (port/stack/ks_stack.h) on its own: the three
  * rule sets, the counted frames past the cap, growth, what a return_to ends,
  * the leave hook. */
 #include <stdlib.h>

@@ -121,7 +121,7 @@ START_TEST(nested_tiers_and_other) {
 END_TEST
 
 /* The pids a request in flight has events of, and the entry pids of the slow
- * requests kept for the report, keep their ids (port/core/pid_reclaim.c). */
+ * requests kept for the report, keep their ids (port/sink/pid_reclaim.c). */
 START_TEST(requests_pin_their_pids) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
   uint32_t pid_c = pid(3), pid_d = pid(4);

@@ -2,6 +2,7 @@
 #ifndef KS_OVERLOAD_H
 #define KS_OVERLOAD_H
 
+#include "core/ks.h"
 #include "ks_event.h"
 
 /*

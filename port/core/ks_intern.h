@@ -98,7 +98,7 @@ typedef struct ks_intern {
   uint32_t n_pid_free, cap_pid_free;
   uint64_t pids_freed;     /* ids released (ks_intern_pids_release) */
   /* Called when a new pid meets max_pids: returns how many ids it released
-   * (the sink's reclaim, port/core/pid_reclaim.c); NULL: none. */
+   * (the sink's reclaim, port/sink/pid_reclaim.c); NULL: none. */
   int (*pids_full)(void *ctx);
   void *pids_full_ctx;
   ks_itab terms;
@@ -132,7 +132,7 @@ uint32_t ks_intern_pids_live(const ks_intern *in);
  * Releases the pid ids whose dead[id] is set (dead has n entries; ids past it
  * are kept): their raw and canonical keys leave the tables, and the ids are
  * handed out again to the next new pids. The caller makes sure nothing still
- * refers to them (doc: port/core/pid_reclaim.c). KS_OK or KS_ENOMEM (nothing
+ * refers to them (doc: port/sink/pid_reclaim.c). KS_OK or KS_ENOMEM (nothing
  * released).
  */
 int ks_intern_pids_release(ks_intern *in, const uint8_t *dead, uint32_t n);

@@ -14,9 +14,9 @@
 
 #include <stdio.h>
 
-#include "ks_consumer.h"
-#include "ks_decode.h"
-#include "ks_stack.h"
+#include "core/ks_consumer.h"
+#include "core/ks_decode.h"
+#include "stack/ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
 
@@ -288,10 +288,10 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c);
 /* One decoded trace event, for every capture it concerns. */
 void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d);
 /* Sets pin[pid] for every process of a capture in use (its files not yet
- * written); ks_flame_forget_pids clears released ids' routing (port/core/pid_reclaim.c). */
+ * written); ks_flame_forget_pids clears released ids' routing (port/sink/pid_reclaim.c). */
 void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n);
 void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
-/* The flame captures as a consumer of the sink's events (include/ks_consumer.h). */
+/* The flame captures as a consumer of the sink's events (port/core/ks_consumer.h). */
 void ks_flame_consumer(ks_flame *fl, ks_consumer *c);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
@@ -417,7 +417,7 @@ int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name);
 int ks_wfile_close(ks_wfile *w);
 
 /* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken).
- * The flame_* commands and the reply that writes the files: include/ks_proto.h. */
+ * The flame_* commands and the reply that writes the files: port/proto/ks_proto.h. */
 typedef struct ks_fdest {
   char dir[4096], base[1024];
   int fmts;

@@ -3,7 +3,7 @@
  * A file is created with O_EXCL (never over anything, never through a symlink),
  * mode 0600 (only its owner reads a profile), in a directory the caller opened
  * and checked (out_dir.c), and written through a stdio stream of its own
- * (fopencookie on Linux, funopen on macOS and the BSDs: include/ks_platform.h)
+ * (fopencookie on Linux, funopen on macOS and the BSDs: port/core/ks_platform.h)
  * whose writes and close go straight to write(2) and close(2). The first
  * errno either of them gives is kept as it happens: a stdio error may show at
  * any fwrite, at fflush or only at fclose (the bytes still buffered then meet
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ks_flame.h"
-#include "ks_platform.h"
+#include "core/ks_platform.h"
 
 static ssize_t stream_write(void *cookie, const char *buf, size_t n) {
   ks_wfile *w = cookie;

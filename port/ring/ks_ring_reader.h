@@ -2,7 +2,7 @@
 #ifndef KS_RING_READER_H
 #define KS_RING_READER_H
 
-#include "ks_decode.h"
+#include "core/ks_decode.h"
 #include "ks_ring.h"
 
 /* A cache in front of the MFA table: most events name one of a few hundred

@@ -2,14 +2,14 @@
 #ifndef KS_SINK_H
 #define KS_SINK_H
 
-#include "ks_decode.h"
-#include "ks_flame.h"
-#include "ks_frame.h"
-#include "ks_overload.h"
+#include "core/ks_decode.h"
+#include "flame/ks_flame.h"
+#include "core/ks_frame.h"
+#include "guard/ks_overload.h"
 #include "ks_pid_reclaim.h"
-#include "ks_ring_reader.h"
-#include "ks_stats.h"
-#include "ks_tiers.h"
+#include "ring/ks_ring_reader.h"
+#include "core/ks_stats.h"
+#include "tiers/ks_tiers.h"
 
 /* Receives one whole {packet,4} frame (length prefix included) to write to stdout. */
 typedef void (*ks_emit_fn)(void *ctx, const unsigned char *frame, size_t len);
@@ -60,6 +60,6 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d);
 void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts);
 int ks_sink_reclaim_pids(ks_sink *s, int at_cap);
 
-/* The commands, replies and alerts: include/ks_proto.h (port/proto/). */
+/* The commands, replies and alerts: port/proto/ks_proto.h (port/proto/). */
 
 #endif

@@ -2,11 +2,11 @@
 #ifndef KS_TIERS_H
 #define KS_TIERS_H
 
-#include "ks_consumer.h"
-#include "ks_decode.h"
-#include "ks_flame.h"
-#include "ks_hist.h"
-#include "ks_stack.h"
+#include "core/ks_consumer.h"
+#include "core/ks_decode.h"
+#include "flame/ks_flame.h"
+#include "core/ks_hist.h"
+#include "stack/ks_stack.h"
 
 #define KS_TIER_MAX 32
 
@@ -203,10 +203,10 @@ void ks_tiers_reset(ks_tiers *t);
 void ks_tiers_event(ks_tiers *t, const ks_intern *in, const ks_decoded *d);
 /* Sets pin[pid] (pin has n entries) for every pid id an in-flight request or
  * a kept slow request refers to; ks_tiers_forget_pids drops the per-id state
- * of released ids (dead[id] set): port/core/pid_reclaim.c. */
+ * of released ids (dead[id] set): port/sink/pid_reclaim.c. */
 void ks_tiers_pin_pids(const ks_tiers *t, uint8_t *pin, uint32_t n);
 void ks_tiers_forget_pids(ks_tiers *t, const uint8_t *dead, uint32_t n);
-/* The tiers as a consumer of the sink's events (include/ks_consumer.h). */
+/* The tiers as a consumer of the sink's events (port/core/ks_consumer.h). */
 void ks_tiers_consumer(ks_tiers *t, ks_consumer *c);
 /* Finalises ended requests: all of them if `all`, else those past their grace. */
 void ks_tiers_flush(ks_tiers *t, int all);
@@ -232,7 +232,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r);
  * processes, a recursive function's inner frames not counted again. */
 ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
 
-/* The tier_* commands and their replies: include/ks_proto.h. */
+/* The tier_* commands and their replies: port/proto/ks_proto.h. */
 
 /* tier_agg.c */
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res);

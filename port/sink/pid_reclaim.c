@@ -6,7 +6,7 @@
  * id of a process that exited (its `exit` trace event: the tiers and flame
  * captures trace `procs`) is released, and reused, once nothing refers to it:
  *   - its last events are read: KS_PID_GRACE_NS of event time after the exit;
- *   - no consumer of the events pins it (include/ks_consumer.h): no tiers
+ *   - no consumer of the events pins it (port/core/ks_consumer.h): no tiers
  *     request in flight or slow request kept for the report has an event of
  *     it, no flame capture, running or waiting for its files, has it.
  * A pinned id stays listed and is tried again at the next sweep. Releasing

@@ -2,6 +2,7 @@
 #ifndef KS_STATS_H
 #define KS_STATS_H
 
+#include "ks.h"
 #include "ks_event.h"
 
 typedef struct ks_stats {

@@ -59,7 +59,7 @@
 #ifndef KS_STACK_H
 #define KS_STACK_H
 
-#include "ks.h"
+#include "core/ks.h"
 
 typedef struct ks_sframe {
   uint32_t mfa;                 /* the function the frame runs now */

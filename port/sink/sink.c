@@ -1,5 +1,5 @@
 /* sink.c: routes each frame to the decoder, then to the counters or to the control protocol. */
-#include "ks_proto.h"
+#include "proto/ks_proto.h"
 
 void ks_sink_default_opts(ks_sink_opts *o) {
   o->read_buf = 1u << 20;

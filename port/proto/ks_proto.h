@@ -16,7 +16,7 @@
 
 #include <ei.h>
 
-#include "ks_sink.h"
+#include "sink/ks_sink.h"
 
 /* A command's handler: cmd's bytes, idx just past the name, arity the tuple's
  * (0 for a bare atom). Encodes the whole reply into x; nonzero if encoding failed. */

@@ -1,8 +1,8 @@
-/* ks_pid_reclaim.h: pid ids given back once their process has exited (port/core/pid_reclaim.c). */
+/* ks_pid_reclaim.h: pid ids given back once their process has exited (port/sink/pid_reclaim.c). */
 #ifndef KS_PID_RECLAIM_H
 #define KS_PID_RECLAIM_H
 
-#include "ks.h"
+#include "core/ks.h"
 
 /* Event time (ns) an exited process keeps its id: its last events (out_exited
  * after exit) may still be on their way, from another scheduler's part of the ring. */

@@ -13,7 +13,7 @@ typedef struct ks_consumer {
   /* One decoded event (the core counted it and checked the limits). */
   void (*event)(void *self, const ks_intern *in, const ks_decoded *d);
   /* pin[id] = 1 for every pid id it still refers to (of n): such an exited
-   * process keeps its id (port/core/pid_reclaim.c). */
+   * process keeps its id (port/sink/pid_reclaim.c). */
   void (*pin_pids)(const void *self, uint8_t *pin, uint32_t n);
   /* dead[id] != 0: that id was released; drop whatever is kept per id. */
   void (*forget_pids)(void *self, const uint8_t *dead, uint32_t n);
