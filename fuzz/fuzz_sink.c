@@ -11,13 +11,13 @@
  *   h[1], h[2]     parameters of the cut (chunk size, PRNG seed)
  *
  * The stream goes through ks_sink_feed (or ks_framer_space/commit as main.c
- * does), then ks_sink_eof; afterwards `calls`, `stats` and `{tier_report, true}`
+ * does), then ks_sink_eof; afterwards `calls`, `stats` and `{tiers_report, true}`
  * are asked directly so their encoders see whatever state the input left.
  * Every reply frame the sink emits must be a whole {packet,4} frame whose
  * payload ei decodes to exactly its length, shaped {kprof_reply, Ref, Reply}
  * or {kprof_alert, Kind, Info}. The counters must add up.
  *
- * Inputs naming `flame_write`, `tier_full_write` or `flame_dir` (they make
+ * Inputs naming `flame_write`, `tiers_full_write` or `flame_dir` (they make
  * directories and write files wherever the input says) are skipped: fuzz_writers
  * drives the writers into a directory of its own. (The product sink it links has no `test_delay_us`:
  * that hook is only in the fault-injection build, `make` FAULT_SINK.)
@@ -200,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   /* These make directories and write files wherever the input says. */
   if (memmem(data, size, "flame_write", 11) != NULL ||
-      memmem(data, size, "tier_full_write", 15) != NULL ||
+      memmem(data, size, "tiers_full_write", 15) != NULL ||
       memmem(data, size, "flame_dir", 9) != NULL)
     return 0;
   mode = data[0];
@@ -247,7 +247,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   ask(&s, "calls", NULL);
   ask(&s, "stats", NULL);
-  ask(&s, "tier_report", "true");
+  ask(&s, "tiers_report", "true");
   ks_sink_free(&s);
   return 0;
 }

@@ -37,8 +37,8 @@ main([SinkDir, DecodeDir | Streams]) ->
     CmdStream = iolist_to_binary([packet(C) || C <- Cmds]),
     %% The tier profiler: started on the workloads' functions, fed, reported.
     TierStarts = [packet(cmd(T)) || T <- [tiers_start(), tiers_start_rec()]],
-    TierEnd = iolist_to_binary([packet(cmd({tier_report, false})), packet(cmd(sync)),
-                                packet(cmd({tier_report, true})), packet(cmd(tier_reset)),
+    TierEnd = iolist_to_binary([packet(cmd({tiers_report, false})), packet(cmd(sync)),
+                                packet(cmd({tiers_report, true})), packet(cmd(tiers_reset)),
                                 packet(cmd(tiers_stop))]),
     [save(SinkDir, <<H/binary, TierStart/binary, P/binary, TierEnd/binary>>)
      || {P, H} <- Tagged, TierStart <- TierStarts],
@@ -113,8 +113,8 @@ cmd(C) -> term_to_binary({kprof, 1, C}).
 commands() ->
     Refs = [1, make_ref(), self(), {req, 42}, <<"r">>],
     [term_to_binary({kprof, R, C})
-     || R <- Refs, C <- [ping, stats, sync, reset, calls, version, foo, tiers_stop, tier_reset,
-                         {tier_report, true}, {tier_report, false}, {tier_report, true, true},
+     || R <- Refs, C <- [ping, stats, sync, reset, calls, version, foo, tiers_stop, tiers_reset,
+                         {tiers_report, true}, {tiers_report, false}, {tiers_report, true, true},
                          tiers_start(), tiers_start_rec(), {clock, -576460751234567890}, {overload, 1},
                          {overload, 0}, {flame_status, 1}, {flame_members, 1},
                          {flame_drop, 1}] ++ flame_start()] ++
@@ -169,7 +169,7 @@ killed_stream() ->
              {kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop}],
     iolist_to_binary([packet(cmd({tiers_start, Specs, [{max_inflight, 1}, {grace_ms, 0}]}))]
                      ++ [packet(term_to_binary(E)) || E <- Events]
-                     ++ [packet(cmd(C)) || C <- [{tier_report, true}, stats]]).
+                     ++ [packet(cmd(C)) || C <- [{tiers_report, true}, stats]]).
 
 %% A capture of every traced process of the recordings.
 flame_start() ->

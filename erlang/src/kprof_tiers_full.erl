@@ -24,7 +24,7 @@ full_flame(Which, Cfg) ->
     %% Every trace message sent so far is in the port's queue before the command.
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok after ?TIMEOUT -> ok end,
-    case kprof_sink:command({tier_full_report, 0}) of
+    case kprof_sink:command({tiers_full_report, 0}) of
         #{on := true, identities := Aggs} ->
             Ids = [Id || {Id, _} <- Aggs],
             case Which of
@@ -59,7 +59,7 @@ write_full(Ids, Cfg) ->
 write_full([], _Dir, _Formats, _Cfg, Acc) ->
     {ok, lists:reverse(Acc)};
 write_full([Id | Rest], Dir, Formats, Cfg, Acc) ->
-    Cmd = {tier_full_write, Id, unicode:characters_to_binary(Dir),
+    Cmd = {tiers_full_write, Id, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(full_base_name(Id)), Formats},
     case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
         {ok, Paths, _Info} ->

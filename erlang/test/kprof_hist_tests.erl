@@ -102,7 +102,7 @@ sink_agrees() ->
                            end) || I <- lists:seq(1, 600)],
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
-    #{rows := Rows, requests := 600} = kprof_sink:command({tier_report, true}),
+    #{rows := Rows, requests := 600} = kprof_sink:command({tiers_report, true}),
     Hists = [H || {_, _, Cols} <- Rows, {_, Self, Incl} <- Cols, H <- [Self, Incl]],
     ?assertEqual(3 * 4 * 2, length(Hists)),
     [begin

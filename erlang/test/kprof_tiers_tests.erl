@@ -1090,7 +1090,7 @@ killed() ->
     ?W:run_requests(1, later, fun() -> ?W:sleep_b(1) end),
     ok = ?W:settle(),
     #{requests := Requests, dropped_requests := Dropped, killed_requests := Killed,
-      inflight := 0} = kprof_sink:command({tier_report, true}),
+      inflight := 0} = kprof_sink:command({tiers_report, true}),
     ?assertEqual({7, 0}, {Requests, Dropped}),
     ?assertEqual(4, Killed),
     ?assertMatch(#{killed_requests := 4}, kprof_sink:command(stats)),
@@ -1171,7 +1171,7 @@ bad_configs() ->
                                                     shell_fun("fun([A, _]) -> lists:reverse(A) end.")})),
     assert_untraced(),
     %% The sink was never told.
-    ?assertEqual({error, not_started}, kprof_sink:command({tier_report, false})),
+    ?assertEqual({error, not_started}, kprof_sink:command({tiers_report, false})),
     ?assertMatch(#{active := false, tiers := []}, kprof_tiers:info()),
     %% The hint's match spec is taken as it is.
     ok = kprof:start_tiers(Good, Entry#{identity => MS}),

@@ -643,13 +643,13 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
 
 /* The flame_* commands (control.c's table gives their arities). */
 
-int ks_flame_cmd_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   const char *err = start(s, (const char *)cmd.p, cmd.n, &idx);
 
   return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
 }
 
-int ks_flame_cmd_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   const char *err = add_pids(s, (const char *)cmd.p, cmd.n, &idx);
 
   return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
@@ -667,7 +667,7 @@ static ks_fcap *capture(ks_sink *s, ks_slice cmd, int *idx, ei_x_buff *x, int *e
   return c;
 }
 
-int ks_flame_cmd_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);
   ks_map m;
@@ -680,7 +680,7 @@ int ks_flame_cmd_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff 
 }
 
 /* {flame_members, Id}, {flame_members, Id, From} or {flame_members, Id, own}. */
-int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   const char *b = (const char *)cmd.p;
   int e = 0, only_own = 0, at;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);
@@ -697,7 +697,7 @@ int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff
   return encode_members(x, s, c, from, only_own);
 }
 
-int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);
 
@@ -707,7 +707,7 @@ int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return ei_x_encode_atom(x, "ok");
 }
 
-int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);
 
@@ -720,7 +720,7 @@ int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x
 /* Ends the capture whatever happens. */
 /* {flame_dir, Dir}: the directory made and checked as flame_write will (out_dir.c),
  * so that a capture is refused before it starts rather than lost at its end. */
-int ks_flame_cmd_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   char dir[KS_OUT_DIR_MAX];
   ks_out_dir refusal;
   size_t n;
@@ -735,7 +735,7 @@ int ks_flame_cmd_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return ei_x_encode_atom(x, "ok");
 }
 
-int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(s, cmd, &idx, x, &e);
 

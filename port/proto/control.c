@@ -203,13 +203,13 @@ static int cmd_limits(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x
 static int cmd_tiers_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   if (s->flame.active > 0)
     return ks_enc_error2(x, "busy", "flame");
-  return ks_enc_ok_or_error(x, ks_tier_command_start(s, (const char *)cmd.p, &idx));
+  return ks_enc_ok_or_error(x, ks_tiers_decode_start(s, (const char *)cmd.p, &idx));
 }
 
 static int cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   if (s->tiers.active)
     return ks_enc_error2(x, "busy", "tiers");
-  return ks_flame_cmd_start(s, cmd, idx, arity, x);
+  return ks_cmd_flame_start(s, cmd, idx, arity, x);
 }
 
 static int cmd_tiers_stop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
@@ -217,13 +217,13 @@ static int cmd_tiers_stop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buf
   return ei_x_encode_atom(x, "ok");
 }
 
-static int cmd_tier_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_tiers_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   ks_tiers_reset(&s->tiers);
   return ei_x_encode_atom(x, "ok");
 }
 
-/* {tier_report, Flush} or {tier_report, Flush, Clear}. */
-static int cmd_tier_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+/* {tiers_report, Flush} or {tiers_report, Flush, Clear}. */
+static int cmd_tiers_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   const char *b = (const char *)cmd.p;
   int flush = 0, clear = 0, e;
 
@@ -231,7 +231,7 @@ static int cmd_tier_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_bu
       (arity == 3 && ei_decode_boolean(b, &idx, &clear) != 0))
     return ks_enc_error(x, "badarg");
   ks_tiers_flush(&s->tiers, flush);
-  e = ks_tier_encode_report(s, x);
+  e = ks_tiers_encode_report(s, x);
   if (clear)
     ks_tiers_clear_rows(&s->tiers);
   return e;
@@ -282,18 +282,18 @@ static const ks_command commands[] = {
   {"ring_close", 0, 0, cmd_ring_close},
   {"tiers_start", 3, 3, cmd_tiers_start},
   {"tiers_stop", 0, 0, cmd_tiers_stop},
-  {"tier_reset", 0, 0, cmd_tier_reset},
-  {"tier_report", 2, 3, cmd_tier_report},
-  {"tier_full_report", 2, 2, ks_tier_full_cmd_report},
-  {"tier_full_write", 5, 5, ks_tier_full_cmd_write},
+  {"tiers_reset", 0, 0, cmd_tiers_reset},
+  {"tiers_report", 2, 3, cmd_tiers_report},
+  {"tiers_full_report", 2, 2, ks_cmd_tiers_full_report},
+  {"tiers_full_write", 5, 5, ks_cmd_tiers_full_write},
   {"flame_start", 3, 3, cmd_flame_start},
-  {"flame_pids", 3, 3, ks_flame_cmd_pids},
-  {"flame_arm", 2, 2, ks_flame_cmd_arm},
-  {"flame_status", 2, 2, ks_flame_cmd_status},
-  {"flame_members", 2, 3, ks_flame_cmd_members},
-  {"flame_drop", 2, 2, ks_flame_cmd_drop},
-  {"flame_write", 6, 6, ks_flame_cmd_write},
-  {"flame_dir", 2, 2, ks_flame_cmd_dir},
+  {"flame_pids", 3, 3, ks_cmd_flame_pids},
+  {"flame_arm", 2, 2, ks_cmd_flame_arm},
+  {"flame_status", 2, 2, ks_cmd_flame_status},
+  {"flame_members", 2, 3, ks_cmd_flame_members},
+  {"flame_drop", 2, 2, ks_cmd_flame_drop},
+  {"flame_write", 6, 6, ks_cmd_flame_write},
+  {"flame_dir", 2, 2, ks_cmd_flame_dir},
 };
 
 static const ks_command *find_command(const char *name, int arity) {

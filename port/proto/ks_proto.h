@@ -136,22 +136,22 @@ int ks_option_default(const ks_option *o, long long *v);
 
 /* The features' commands (their rows are in control.c's table). */
 /* tiers/tier_control.c */
-int ks_tier_command_start(ks_sink *s, const char *b, int *idx);
-int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x);
+int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx);
+int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x);
 /* A row's identity term (kprof_other_identities: the fold row). */
-int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
+int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
 /* tiers/tier_full_control.c */
-int ks_tier_full_cmd_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_tier_full_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_tiers_full_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_tiers_full_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
 /* flame/flame_control.c */
-int ks_flame_cmd_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_flame_cmd_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+int ks_cmd_flame_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
 /* Dir (binary), Base (binary), [Format] at *idx. */
 int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
 /* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;

@@ -1,5 +1,5 @@
 /* tier_control.c: the tier profiler's part of the control protocol (doc/tiers.md):
- * {tiers_start, Specs, Opts}, tiers_stop, tier_reset, {tier_report, Flush}.
+ * {tiers_start, Specs, Opts}, tiers_stop, tiers_reset, {tiers_report, Flush}.
  * Commands were bounds-checked by the decoder, so ei reads them safely.
  */
 #include <ei.h>
@@ -167,7 +167,7 @@ static void free_specs(ks_tier_spec *v, uint32_t n) {
   free(v);
 }
 
-int ks_tier_command_start(ks_sink *s, const char *b, int *idx) {
+int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx) {
   ks_tier_spec *specs = NULL;
   ks_tier_opts o;
   full_sel fs = {0, 0, NULL, 0};
@@ -219,7 +219,7 @@ static int encode_hist(ei_x_buff *x, const ks_hist *h) {
 }
 
 /* The identity term of a row, or kprof_other_identities for the fold row. */
-int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
+int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   const ks_itab *it = &t->identities;
   size_t i;
 
@@ -232,7 +232,7 @@ int ks_tier_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   return ei_x_encode_atom(x, "kprof_other_identities");
 }
 
-int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
+int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x) {
   const ks_tiers *t = &s->tiers;
   static const ks_hist empty;
   uint32_t r, nrows = 0, k;
@@ -267,7 +267,7 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
     const ks_tier_row *row = &t->rows[r];
     if (row->requests == 0)
       continue;
-    e |= ei_x_encode_tuple_header(x, 3) || ks_tier_encode_identity(x, t, r) ||
+    e |= ei_x_encode_tuple_header(x, 3) || ks_tiers_encode_identity(x, t, r) ||
          ei_x_encode_ulonglong(x, row->requests) ||
          ei_x_encode_list_header(x, t->ntiers + 2);
     for (c = 0; c < t->ntiers + 2; c++) {
@@ -284,7 +284,7 @@ int ks_tier_encode_report(const ks_sink *s, ei_x_buff *x) {
     e |= ei_x_encode_list_header(x, t->n_slow);
   for (k = 0; k < t->n_slow && !e; k++) {
     const ks_req_result *q = &t->slow[k];
-    e |= ei_x_encode_tuple_header(x, 7) || ks_tier_encode_identity(x, t, q->identity) ||
+    e |= ei_x_encode_tuple_header(x, 7) || ks_tiers_encode_identity(x, t, q->identity) ||
          ks_enc_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
          ei_x_encode_ulonglong(x, q->wall) || ks_enc_u64_list(x, q->calls, t->ntiers) ||
          ks_enc_u64_list(x, q->self, t->ntiers + 1) || ks_enc_u64_list(x, q->incl, t->ntiers);

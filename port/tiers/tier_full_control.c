@@ -1,6 +1,6 @@
 /* tier_full_control.c: the full-trace commands (doc/tiers.md, "Full trace").
  *
- *   {tier_full_report, Top}   #{on, requests, dropped_requests, dropped_events,
+ *   {tiers_full_report, Top}   #{on, requests, dropped_requests, dropped_events,
  *                               truncated, filtered_events, chain_overflow,
  *                               identities => [{Identity, IdMap}]}
  *                             | {error, not_started}
@@ -8,7 +8,7 @@
  *                  unknown_callers, depth_capped, total_ns, mfas => [MfaRow]}
  *        MfaRow = {{M, F, Arity}, Calls, InclusiveNs, SelfNs}, largest inclusive
  *                 first, at most Top
- *   {tier_full_write, Identity, Dir, Base, [Format]}
+ *   {tiers_full_write, Identity, Dir, Base, [Format]}
  *                             {ok, [Path], Info} | {error, not_found | no_events | ...}
  *                             | {error, {open_failed | write_failed, Path, Errno}}
  *        the files as flame_write writes them (ks_flame_write_reply): a failed one
@@ -92,7 +92,7 @@ static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
     e = ei_x_encode_list_header(x, n);
   for (r = 0; r < t->o.max_identities && n > 0 && !e; r++)
     if (f->agg[r] != NULL)
-      e = ei_x_encode_tuple_header(x, 2) || ks_tier_encode_identity(x, t, r) ||
+      e = ei_x_encode_tuple_header(x, 2) || ks_tiers_encode_identity(x, t, r) ||
           encode_agg(x, s, f->agg[r], (uint32_t)top);
   e = e || ei_x_encode_empty_list(x);
   return e | ks_map_end(&m);
@@ -123,7 +123,7 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
   /* Never started: no identity table to look in (it was read before this check,
-   * and the sink crashed on a tier_full_write before tiers_start). */
+   * and the sink crashed on a tiers_full_write before tiers_start). */
   if (t->rows == NULL)
     return ks_enc_error(x, "not_started");
   row = ks_itab_get(&t->identities, b + start, (size_t)(end - start),
@@ -158,12 +158,12 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
 
 /* The full trace's commands (control.c's table gives their arities); both
  * first flush the tiers, so that every ended request is in the aggregates. */
-int ks_tier_full_cmd_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_tiers_full_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   ks_tiers_flush(&s->tiers, 1);
   return report(s, (const char *)cmd.p, &idx, x);
 }
 
-int ks_tier_full_cmd_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_tiers_full_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   ks_tiers_flush(&s->tiers, 1);
   return write_files(s, (const char *)cmd.p, &idx, x);
 }

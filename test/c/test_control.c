@@ -91,15 +91,15 @@ static void command_args(long ref, const char *name, int n) {
  * unknown as a name no row has, for every feature's commands alike. */
 START_TEST(known_names_with_other_arities_are_unknown) {
   command_args(1, "ping", 1);
-  command_args(2, "tier_report", 3);   /* {tier_report, 1, 1, 1}: arity 4 */
+  command_args(2, "tiers_report", 3);   /* {tiers_report, 1, 1, 1}: arity 4 */
   command_args(3, "flame_status", 2);  /* {flame_status, 1, 1} */
-  command_args(4, "tier_full_report", 2);
+  command_args(4, "tiers_full_report", 2);
   command_args(5, "flame_status", 1);  /* {flame_status, 1}: a known command */
   command_args(6, "test_delay_us", 1); /* the fault-injection build's only */
   expect_reply(0, "{error, {unknown_command, {ping, 1}}}");
-  expect_reply(1, "{error, {unknown_command, {tier_report, 1, 1, 1}}}");
+  expect_reply(1, "{error, {unknown_command, {tiers_report, 1, 1, 1}}}");
   expect_reply(2, "{error, {unknown_command, {flame_status, 1, 1}}}");
-  expect_reply(3, "{error, {unknown_command, {tier_full_report, 1, 1}}}");
+  expect_reply(3, "{error, {unknown_command, {tiers_full_report, 1, 1}}}");
   expect_reply(4, "{error, not_found}");
   expect_reply(5, "{error, {unknown_command, {test_delay_us, 1}}}");
 }
@@ -633,7 +633,7 @@ START_TEST(tiers_and_flame_refuse_each_other) {
   command_flame(8, "flame_start", 9);
   expect_reply(7, "{error, {busy, tiers}}");
   ck_assert_int_eq(sink.flame.active, 0);
-  command(9, "tier_reset");                      /* still running */
+  command(9, "tiers_reset");                      /* still running */
   command_flame(10, "flame_start", 9);
   expect_reply(9, "{error, {busy, tiers}}");
   command(11, "tiers_stop");

@@ -302,7 +302,7 @@ START_TEST(caps_are_counted) {
 }
 END_TEST
 
-/* tier_reset keeps the selection: the next request of GET is full-traced again. */
+/* tiers_reset keeps the selection: the next request of GET is full-traced again. */
 START_TEST(reset_keeps_selection) {
   ks_tiers_reset(&full);
   ck_assert_int_eq(full.full.on, 1);
@@ -314,7 +314,7 @@ START_TEST(reset_keeps_selection) {
 END_TEST
 
 /* The commands, through a sink: {tiers_start, ..., [{full_trace, all}]} (the sink's own
- * tiers), a known request, then {tier_full_report, Top} and {tier_full_write, ...}: the
+ * tiers), a known request, then {tiers_full_report, Top} and {tiers_full_write, ...}: the
  * report's rows, the folded file, and the errors (not started, bad arguments, an
  * identity with no aggregate, a directory the sink refuses). */
 static ks_sink sink;
@@ -354,7 +354,7 @@ static void tier_spec(ei_x_buff *x, const char *m, const char *f, const char *ro
 static void write_cmd(long ref, const unsigned char *id, size_t idlen, const char *dir) {
   ei_x_buff x;
 
-  cmd(&x, ref, "tier_full_write", 5);
+  cmd(&x, ref, "tiers_full_write", 5);
   ei_x_append_buf(&x, (const char *)id, (int)idlen);
   ei_x_encode_binary(&x, dir, (long)strlen(dir));
   ei_x_encode_binary(&x, "full", 4);
@@ -387,7 +387,7 @@ START_TEST(commands) {
   memset(&outb, 0, sizeof(outb));
   ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
   /* Before the tiers start: not_started. */
-  cmd(&x, 1, "tier_full_report", 2);
+  cmd(&x, 1, "tiers_full_report", 2);
   ei_x_encode_long(&x, 10);
   feed_cmd(&x);
   write_cmd(2, GET_UTF8, sizeof(GET_UTF8), dir);
@@ -423,15 +423,15 @@ START_TEST(commands) {
   sink_ev(KS_EV_RETURN_TO, p, 1300, req, KS_NONE, NULL, NULL, 0);
   sink_ev(KS_EV_CALL, p, 1400, stop, req, label1, NULL, 0);
   sink_ev(KS_EV_RETURN_TO, p, 1400, req, KS_NONE, NULL, NULL, 0);
-  cmd(&x, 4, "tier_full_report", 2);
+  cmd(&x, 4, "tiers_full_report", 2);
   ei_x_encode_long(&x, 2);
   feed_cmd(&x);
-  cmd(&x, 5, "tier_full_report", 2);
+  cmd(&x, 5, "tiers_full_report", 2);
   tb_atom(&x, "many");
   feed_cmd(&x);
   write_cmd(6, GET_UTF8, sizeof(GET_UTF8), dir);
   write_cmd(7, (const unsigned char *)"\x77\x03put", 5, dir);
-  cmd(&x, 8, "tier_full_write", 5);
+  cmd(&x, 8, "tiers_full_write", 5);
   tb_atom(&x, "get");
   ei_x_encode_long(&x, 1);   /* not a directory's binary */
   ei_x_encode_binary(&x, "full", 4);

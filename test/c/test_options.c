@@ -47,7 +47,7 @@ static int tiers_start(const char *key, long long v, int is_bool) {
   ei_x_encode_empty_list(&x);
   encode_opt(&x, key, v, is_bool);
   ei_decode_version(x.buff, &idx, &ver);
-  rc = ks_tier_command_start(&sink, x.buff, &idx);
+  rc = ks_tiers_decode_start(&sink, x.buff, &idx);
   if (rc == KS_OK)
     ks_tiers_free(&sink.tiers);
   ei_x_free(&x);
@@ -69,7 +69,7 @@ static int flame_start(const char *key, long long v, int is_bool) {
   cmd.p = (const unsigned char *)x.buff;
   cmd.n = (size_t)x.index;
   ei_x_new(&reply);
-  ck_assert_int_eq(ks_flame_cmd_start(&sink, cmd, idx, 3, &reply), 0);
+  ck_assert_int_eq(ks_cmd_flame_start(&sink, cmd, idx, 3, &reply), 0);
   idx = 0;
   ok = ei_decode_atom(reply.buff, &idx, atom) == 0 && strcmp(atom, "ok") == 0;
   if ((c = ks_flame_find(&sink.flame, 1)) != NULL)

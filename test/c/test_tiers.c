@@ -571,7 +571,7 @@ START_TEST(killed_in_report_and_stats) {
   tb_atom(&x, "kprof");
   ei_x_encode_long(&x, 1);
   ei_x_encode_tuple_header(&x, 3);
-  tb_atom(&x, "tier_report");
+  tb_atom(&x, "tiers_report");
   ei_x_encode_boolean(&x, 1);
   ei_x_encode_boolean(&x, 1);
   feed_msg(&x);
