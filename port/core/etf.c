@@ -173,11 +173,126 @@ static int strict_ok(const ks_etf *c, int tag) {
   }
 }
 
+/* A term that is a length and that many bytes (strings, binaries, bignums,
+ * new funs): skipped. KS_EUNKNOWN for any other tag. */
+static int skip_sized(ks_etf *c, int tag) {
+  size_t hdr, len;
+
+  switch (tag) {
+  case KS_TAG_STRING:
+    NEED(c, 3);
+    hdr = 3;
+    len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+    break;
+  case KS_TAG_SMALL_BIG:
+    NEED(c, 3);
+    hdr = 3;
+    len = c->p[c->i + 1];
+    break;
+  case KS_TAG_BINARY:
+    NEED(c, 5);
+    hdr = 5;
+    len = ks_be32(c->p + c->i + 1);
+    break;
+  case KS_TAG_BIT_BINARY:
+  case KS_TAG_LARGE_BIG:
+    NEED(c, 6);
+    hdr = 6;
+    len = ks_be32(c->p + c->i + 1);
+    break;
+  case KS_TAG_NEW_FUN:
+    /* Size counts itself and everything after the tag. */
+    NEED(c, 5);
+    hdr = 1;
+    len = ks_be32(c->p + c->i + 1);
+    if (len < 4)
+      return KS_EBADTERM;
+    break;
+  default:
+    return KS_EUNKNOWN;
+  }
+  NEED(c, hdr + len);
+  c->i += hdr + len;
+  return KS_OK;
+}
+
+/* A reference: its node atom and id words. */
+static int skip_reference(ks_etf *c, int tag) {
+  size_t words, cr = tag == KS_TAG_NEWER_REFERENCE ? 4 : 1;
+  ks_atom a;
+
+  if (tag == KS_TAG_REFERENCE) {
+    c->i++;
+    if (ks_etf_atom(c, &a) != KS_OK)
+      return KS_EBADTERM;
+    NEED(c, 5);
+    c->i += 5;
+    return KS_OK;
+  }
+  NEED(c, 3);
+  words = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
+  if (words > 5)
+    return KS_EBADTERM;
+  c->i += 3;
+  if (ks_etf_atom(c, &a) != KS_OK)
+    return KS_EBADTERM;
+  NEED(c, cr + 4 * words);
+  c->i += cr + 4 * words;
+  return KS_OK;
+}
+
+/* One term's own bytes, the terms it contains added to *owed. */
+static int skip_one(ks_etf *c, int tag, uint64_t *owed) {
+  ks_atom a;
+  ks_slice raw;
+  uint32_t ar;
+  int is_port, rc;
+
+  switch (tag) {
+  case KS_TAG_ATOM: case KS_TAG_SMALL_ATOM:
+  case KS_TAG_ATOM_UTF8: case KS_TAG_SMALL_ATOM_UTF8:
+    return ks_etf_atom(c, &a) == KS_OK ? KS_OK : KS_EBADTERM;
+  case KS_TAG_NEW_PID: case KS_TAG_PID: case KS_TAG_NEW_PORT:
+  case KS_TAG_PORT: case KS_TAG_V4_PORT:
+    return ks_etf_pid(c, &raw, &is_port) == KS_OK ? KS_OK : KS_EBADTERM;
+  case KS_TAG_SMALL_TUPLE:
+  case KS_TAG_LARGE_TUPLE:
+    if (ks_etf_tuple(c, &ar) != KS_OK)
+      return KS_EBADTERM;
+    *owed += ar;
+    return KS_OK;
+  case KS_TAG_MAP:
+    NEED(c, 5);
+    *owed += 2 * (uint64_t)ks_be32(c->p + c->i + 1);
+    c->i += 5;
+    return KS_OK;
+  case KS_TAG_LIST:
+    NEED(c, 5);
+    *owed += (uint64_t)ks_be32(c->p + c->i + 1) + 1;   /* elements and the tail */
+    c->i += 5;
+    return KS_OK;
+  case KS_TAG_EXPORT:
+    c->i++;
+    *owed += 3;
+    return KS_OK;
+  case KS_TAG_FUN:
+    /* Old fun: NumFree, then Pid, Module, Index, Uniq and NumFree terms. */
+    NEED(c, 5);
+    *owed += 4 + (uint64_t)ks_be32(c->p + c->i + 1);
+    c->i += 5;
+    return KS_OK;
+  case KS_TAG_NEWER_REFERENCE: case KS_TAG_NEW_REFERENCE: case KS_TAG_REFERENCE:
+    return skip_reference(c, tag);
+  default:
+    rc = skip_sized(c, tag);
+    /* Compressed, atom cache refs, local ext, garbage: refused. */
+    return rc == KS_OK ? KS_OK : KS_EBADTERM;
+  }
+}
+
 /* Skips one term; strict also refuses what binary_to_term would (for echoed terms). */
 static int skip_term(ks_etf *c, int strict) {
   uint64_t owed = 1;
-  size_t len;
-  ks_atom a;
   int tag, fixed;
 
   while (owed > 0) {
@@ -192,111 +307,8 @@ static int skip_term(ks_etf *c, int strict) {
       c->i += 1 + (size_t)fixed;
       continue;
     }
-    switch (tag) {
-    case KS_TAG_ATOM: case KS_TAG_SMALL_ATOM:
-    case KS_TAG_ATOM_UTF8: case KS_TAG_SMALL_ATOM_UTF8:
-      if (ks_etf_atom(c, &a) != KS_OK)
-        return KS_EBADTERM;
-      break;
-    case KS_TAG_NEW_PID: case KS_TAG_PID: case KS_TAG_NEW_PORT:
-    case KS_TAG_PORT: case KS_TAG_V4_PORT: {
-      ks_slice raw;
-      int is_port;
-      if (ks_etf_pid(c, &raw, &is_port) != KS_OK)
-        return KS_EBADTERM;
-      break;
-    }
-    case KS_TAG_SMALL_TUPLE:
-    case KS_TAG_LARGE_TUPLE: {
-      uint32_t ar;
-      if (ks_etf_tuple(c, &ar) != KS_OK)
-        return KS_EBADTERM;
-      owed += ar;
-      break;
-    }
-    case KS_TAG_MAP:
-      NEED(c, 5);
-      owed += 2 * (uint64_t)ks_be32(c->p + c->i + 1);
-      c->i += 5;
-      break;
-    case KS_TAG_LIST:
-      NEED(c, 5);
-      owed += (uint64_t)ks_be32(c->p + c->i + 1) + 1;   /* elements and the tail */
-      c->i += 5;
-      break;
-    case KS_TAG_STRING:
-      NEED(c, 3);
-      len = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
-      NEED(c, 3 + len);
-      c->i += 3 + len;
-      break;
-    case KS_TAG_BINARY:
-      NEED(c, 5);
-      len = ks_be32(c->p + c->i + 1);
-      NEED(c, 5 + len);
-      c->i += 5 + len;
-      break;
-    case KS_TAG_BIT_BINARY:
-      NEED(c, 6);
-      len = ks_be32(c->p + c->i + 1);
-      NEED(c, 6 + len);
-      c->i += 6 + len;
-      break;
-    case KS_TAG_SMALL_BIG:
-      NEED(c, 3);
-      len = c->p[c->i + 1];
-      NEED(c, 3 + len);
-      c->i += 3 + len;
-      break;
-    case KS_TAG_LARGE_BIG:
-      NEED(c, 6);
-      len = ks_be32(c->p + c->i + 1);
-      NEED(c, 6 + len);
-      c->i += 6 + len;
-      break;
-    case KS_TAG_NEW_FUN:
-      /* Size counts itself and everything after the tag. */
-      NEED(c, 5);
-      len = ks_be32(c->p + c->i + 1);
-      if (len < 4)
-        return KS_EBADTERM;
-      NEED(c, 1 + len);
-      c->i += 1 + len;
-      break;
-    case KS_TAG_EXPORT:
-      c->i++;
-      owed += 3;
-      break;
-    case KS_TAG_FUN:
-      /* Old fun: NumFree, then Pid, Module, Index, Uniq and NumFree terms. */
-      NEED(c, 5);
-      owed += 4 + (uint64_t)ks_be32(c->p + c->i + 1);
-      c->i += 5;
-      break;
-    case KS_TAG_NEWER_REFERENCE:
-    case KS_TAG_NEW_REFERENCE: {
-      size_t words, cr = tag == KS_TAG_NEWER_REFERENCE ? 4 : 1;
-      NEED(c, 3);
-      words = (size_t)c->p[c->i + 1] << 8 | c->p[c->i + 2];
-      if (words > 5)
-        return KS_EBADTERM;
-      c->i += 3;
-      if (ks_etf_atom(c, &a) != KS_OK)
-        return KS_EBADTERM;
-      NEED(c, cr + 4 * words);
-      c->i += cr + 4 * words;
-      break;
-    }
-    case KS_TAG_REFERENCE:
-      c->i++;
-      if (ks_etf_atom(c, &a) != KS_OK)
-        return KS_EBADTERM;
-      NEED(c, 5);
-      c->i += 5;
-      break;
-    default:
-      return KS_EBADTERM;   /* compressed, atom cache refs, local ext, garbage */
-    }
+    if (skip_one(c, tag, &owed) != KS_OK)
+      return KS_EBADTERM;
     /* Every owed term takes at least one byte: a claim beyond the frame is a lie. */
     if (owed > c->n - c->i)
       return KS_EBADTERM;
