@@ -249,9 +249,11 @@ fields([{K, V} | Rest], C) ->
 
 -spec field(atom(), term()) -> {ok, map()} | error.
 field(secret, S) when is_binary(S); is_list(S) ->
-    case catch iolist_to_binary(S) of
-        B when is_binary(B), byte_size(B) >= ?MIN_SECRET -> {ok, #{secret => B}};
+    try iolist_to_binary(S) of
+        B when byte_size(B) >= ?MIN_SECRET -> {ok, #{secret => B}};
         _ -> error
+    catch
+        error:badarg -> error
     end;
 field(from, loopback) ->
     {ok, #{from => ?LOOPBACK, loopback_only => true}};
@@ -292,7 +294,7 @@ cidr(B) when is_binary(B) ->
 cidr(S) when is_list(S) ->
     {Addr, Bits} = case string:split(S, "/") of
                        [A] -> {A, default};
-                       [A, Bs] -> {A, catch list_to_integer(Bs)}
+                       [A, Bs] -> {A, try list_to_integer(Bs) catch error:badarg -> error end}
                    end,
     case inet:parse_strict_address(Addr) of
         {ok, IP} when Bits =:= default -> {IP, full_bits(IP)};
