@@ -370,7 +370,8 @@ handle_call({disarm, Name}, _From, S = #state{armed = Armed}) ->
         end,
     {reply, ok, saved(maybe_unwatch(S#state{armed = maps:remove(Name, Armed)}, clear))};
 handle_call({abort, Kind, Info}, _From, S) ->
-    {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
+    T0 = erlang:monotonic_time(microsecond),
+    {reply, ok, do_abort(Kind, kprof_alert:from_map(Kind, Info), T0, S)};
 handle_call(status, _From, S) ->
     {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
               aborted => S#state.aborted, reapplied => S#state.reapplied,
@@ -427,8 +428,9 @@ handle_info({kprof_alert, _Kind, _Info}, S) ->
     {noreply, S};
 handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
     T0 = erlang:monotonic_time(microsecond),
-    S1 = do_abort(sink_down, #{reason => owner_down, detail => Reason}, T0,
-                  S#state{sink_mon = undefined}),
+    Info = kprof_alert:new(sink_down, sink_server, Reason, undefined,
+                           #{reason => owner_down, detail => Reason}),
+    S1 = do_abort(sink_down, Info, T0, S#state{sink_mon = undefined}),
     {noreply, S1};
 handle_info({'DOWN', Ref, process, Pid, Reason}, S = #state{subs = Subs, armed = Armed}) ->
     case maps:get(Pid, Subs, undefined) of
@@ -501,7 +503,9 @@ check(S0) ->
     Queue = S1#state.queue,
     if
         Port =:= undefined ->
-            do_abort(sink_down, #{reason => no_sink}, T0, S1);
+            Info = kprof_alert:new(sink_down, sink_server, noproc, undefined,
+                                   #{reason => no_sink}),
+            do_abort(sink_down, Info, T0, S1);
         Ring =/= ok ->
             {overload, Info} = Ring,
             watchdog(Info),
@@ -509,23 +513,23 @@ check(S0) ->
         %% (No watchdog here: a port that is slow to answer has a backlog
         %% in front of the sink, which is alive and will get through it.)
         is_integer(Stall), S1#state.last_probe_ms >= Stall ->
-            Info = #{what => port_stalled, value => S1#state.last_probe_ms, bound => Stall},
+            Info = kprof_alert:new(overload, port_stalled, S1#state.last_probe_ms, Stall, #{}),
             do_abort(overload, Info, T0, S1);
         is_integer(Stall), element(1, S1#state.probe) =:= probing,
         Now - element(2, S1#state.probe) >= Stall ->
-            Info = #{what => port_stalled, value => Now - element(2, S1#state.probe),
-                     bound => Stall},
+            Info = kprof_alert:new(overload, port_stalled, Now - element(2, S1#state.probe),
+                                   Stall, #{}),
             do_abort(overload, Info, T0, S1);
         is_integer(Queue), Queue > map_get(max_queue_bytes, L) ->
-            do_abort(overload, #{what => queue_bytes, value => Queue,
-                                 bound => map_get(max_queue_bytes, L)}, T0, S1);
+            do_abort(overload, kprof_alert:new(overload, queue_bytes, Queue,
+                                               map_get(max_queue_bytes, L), #{}), T0, S1);
         Mem > MaxMem ->
-            do_abort(overload, #{what => memory_bytes, value => Mem, bound => MaxMem},
+            do_abort(overload, kprof_alert:new(overload, memory_bytes, Mem, MaxMem, #{}),
                      T0, S1);
         is_integer(map_get(max_seconds, L)),
         Now - Since >= map_get(max_seconds, L) * 1000 ->
-            do_abort(limit, #{what => max_seconds, value => (Now - Since) div 1000,
-                              bound => map_get(max_seconds, L)}, T0, S1);
+            do_abort(limit, kprof_alert:new(limit, max_seconds, (Now - Since) div 1000,
+                                            map_get(max_seconds, L), #{}), T0, S1);
         true ->
             maybe_reload(Now, maybe_clock(Now, Queue, probe(Now, Port, S1)))
     end.
@@ -550,11 +554,13 @@ watch_ring(Now, S = #state{ring = W0, limits = L}) ->
             Result =
                 if
                     D > map_get(drops0, W1) ->
-                        {overload, #{what => ring_drops, value => D - map_get(drops0, W1),
-                                     bound => 0, ring_size => Size, stalled_ms => Stalled}};
+                        {overload, kprof_alert:new(overload, ring_drops,
+                                                   D - map_get(drops0, W1), 0,
+                                                   #{ring_size => Size,
+                                                     stalled_ms => Stalled})};
                     is_integer(Bound), Stalled >= Bound ->
-                        {overload, #{what => ring_stalled, value => Stalled, bound => Bound,
-                                     unread_bytes => H - T}};
+                        {overload, kprof_alert:new(overload, ring_stalled, Stalled, Bound,
+                                                   #{unread_bytes => H - T})};
                     true ->
                         ok
                 end,
@@ -752,12 +758,13 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     _ = [turn_off(Name, A, Kind, Info, S0#state.port)
          || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
-    Msg = unicode:characters_to_binary(message(Kind, Info)),
+    %% Every alert is built by kprof_alert (its message among its keys).
+    Msg = maps:get(message, Info),
     logger:warning("kprof: tracing aborted: ~ts (off in ~b us)", [Msg, Took]),
     Abort = #{kind => Kind, info => Info, at => calendar:system_time_to_rfc3339(
                                                    erlang:system_time(second)),
               took_us => Took, message => Msg},
-    _ = [Pid ! {kprof_alert, Kind, Info#{message => Msg}} || Pid <- maps:keys(S0#state.subs)],
+    _ = [Pid ! {kprof_alert, Kind, Info} || Pid <- maps:keys(S0#state.subs)],
     _ = [demonitor(M, [flush]) || #armed{owner_mon = M} <- maps:values(S0#state.armed),
                                   is_reference(M)],
     saved(maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits)).
@@ -827,12 +834,13 @@ kprof_tracers() ->
 %% files so far); the other modes go on.
 owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
     T0 = erlang:monotonic_time(microsecond),
-    Info = #{what => owner_down, owner => Pid, reason => Reason},
+    Info = kprof_alert:new(owner_down, owner, Reason, undefined,
+                           #{owner => Pid, reason => Reason, modes => Names}),
     _ = [turn_off(N, maps:get(N, Armed), owner_down, Info, S0#state.port) || N <- Names],
     Took = erlang:monotonic_time(microsecond) - T0,
-    Msg = unicode:characters_to_binary(message(owner_down, Info#{modes => Names})),
+    Msg = maps:get(message, Info),
     logger:warning("kprof: ~ts (off in ~b us)", [Msg, Took]),
-    _ = [P ! {kprof_alert, owner_down, Info#{message => Msg}} || P <- maps:keys(S0#state.subs)],
+    _ = [P ! {kprof_alert, owner_down, Info} || P <- maps:keys(S0#state.subs)],
     Abort = #{kind => owner_down, info => Info,
               at => calendar:system_time_to_rfc3339(erlang:system_time(second)),
               took_us => Took, message => Msg},
@@ -884,9 +892,6 @@ restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
     S1 = start_watch(S0#state{armed = Armed}),
     logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
     saved(S1#state{mem_base = MemBase}).
-
-message(Kind, Info) ->
-    kprof_alert:message(Kind, Info).
 
 %%====================================================================
 %% PRIVATE: helpers

@@ -557,7 +557,7 @@ handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
 handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
     %% kprof_guard (a subscriber) says what an alert meant, if anything.
     logger:debug("kprof_sink alert ~p: ~p", [Kind, Info]),
-    notify({kprof_alert, Kind, kprof_alert:from_sink(Kind, Info)}, S),
+    notify({kprof_alert, Kind, kprof_alert:from_map(Kind, Info)}, S),
     S;
 handle_frame({ok, Other}, S) ->
     logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
@@ -606,7 +606,8 @@ sink_down(Status, S0) ->
             _ -> ok
         end,
     S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined, ring = none}),
-    notify({kprof_alert, sink_down, kprof_alert:from_sink(sink_down, #{status => Status})}, S1),
+    notify({kprof_alert, sink_down,
+            kprof_alert:new(sink_down, sink_status, Status, undefined, #{status => Status})}, S1),
     reopen(Status, S1).
 
 -spec reopen(down_status(), #state{}) ->

@@ -828,7 +828,9 @@ next_msg() ->
 -spec next_msg(timeout()) -> {kprof_alert, atom(), map()} | timeout.
 next_msg(Timeout) ->
     receive
-        {kprof_alert, _, _} = Alert -> Alert
+        {kprof_alert, Kind, Info} = Alert ->
+            _ = kprof_test_util:alert_conforms(Kind, Info),
+            Alert
     after Timeout -> timeout
     end.
 

@@ -522,7 +522,10 @@ ring_full_counted() ->
         ok = kprof_sink:command({test_delay_us, 2000}),
         ok = kprof:start_tiers(?TIERS1, #{}),
         Flood = spawn_link(fun kprof_tiers_work:flood/0),
-        Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
+        Alert = receive
+                    {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
+                after 60000 -> error(no_alert)
+                end,
         ?assertMatch(#{what := ring_drops}, Alert),
         Flood ! stop,
         ok = kprof_sink:command({test_delay_us, 0}, 60000),
