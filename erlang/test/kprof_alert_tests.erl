@@ -1,7 +1,8 @@
 %%% @doc kprof's one alert shape (kprof_alert): every kind the real sink
 %%% sends, those of the guard that do not come from its ticks, the
-%%% constructor, and the documented list of kinds. kprof_guard_tests checks
-%%% every alert it receives too (kprof_test_util:alert_conforms/2).
+%%% constructor, and the documented list of kinds. The alerts of the
+%%% guard's ticks are checked in kprof_guard_watch_tests; kprof_guard_tests
+%%% checks every alert it receives too (kprof_test_util:alert_conforms/2).
 -module(kprof_alert_tests).
 
 -include_lib("eunit/include/eunit.hrl").
