@@ -27,9 +27,10 @@ alert_test_() ->
        {"the guard: a mode's owner killed: owner_down", fun guard_owner/0},
        {"the guard: kprof_sink killed: sink_down", fun guard_sink_server/0}]}].
 
+%% Started here; each test subscribes itself (eunit runs a foreach's setup
+%% in another process than its test).
 setup() ->
-    ok = kprof:start(#{tracer => port}),
-    ok = kprof_sink:subscribe().
+    ok = kprof:start(#{tracer => port}).
 
 cleanup(_) ->
     _ = erlang:trace(all, false, [all]),
@@ -70,12 +71,14 @@ documented() ->
 
 %% The sink counts the events after {limits, 5, 0, 0}: the sixth trips.
 sink_max_events() ->
+    ok = kprof_sink:subscribe(),
     {ok, _} = kprof_sink:command({limits, 5, 0, 0}),
     trace_calls(10, []),
     Info = next_alert(limit),
     ?assertMatch(#{what := max_events, value := 6, bound := 5, events := _}, Info).
 
 sink_rate() ->
+    ok = kprof_sink:subscribe(),
     {ok, _} = kprof_sink:command({limits, 0, 3, 60000}),
     trace_calls(10, []),
     Info = next_alert(limit),
@@ -84,6 +87,7 @@ sink_rate() ->
 %% The VM's clock said to be 5 s ahead of the events' timestamps: the first
 %% event read is 5 s late.
 sink_lag() ->
+    ok = kprof_sink:subscribe(),
     ok = kprof_sink:command({clock, erlang:monotonic_time(nanosecond) + 5000000000}),
     ok = kprof_sink:command({overload, 100}),
     trace_calls(1, [monotonic_timestamp]),
@@ -94,6 +98,7 @@ sink_lag() ->
     ok = kprof_sink:command({overload, 0}).
 
 sink_killed() ->
+    ok = kprof_sink:subscribe(),
     {os_pid, OsPid} = erlang:port_info(kprof:sink_port(), os_pid),
     _ = os:cmd("kill -9 " ++ integer_to_list(OsPid)),
     Info = next_alert(sink_down),
