@@ -90,8 +90,15 @@
                              self := stats(), inclusive := stats()}],
                  other := stats(), wall := stats()}.
 -type report() :: #{atom() => term()}.
+%% The sink's report (doc/tiers.md, "The report"), times in ns.
 -type raw() :: #{atom() => term()}.
+-type raw_row() :: #{identity := term(), requests := non_neg_integer(),
+                     tiers := [#{calls := non_neg_integer(), atom() => kprof_hist:hist()}],
+                     other := kprof_hist:hist(), wall := kprof_hist:hist()}.
 
+%% The statistics of a tier column the report always has (the text shows
+%% them), whatever the sink's `stats' add.
+-define(TIME_STATS, #{self => ns, inclusive => ns}).
 -define(SUMS, [requests, events, abandoned, killed_requests, truncated, dropped_requests,
                dropped_events, orphan_events, folded_requests]).
 -define(ID_WIDTH, 40).
@@ -115,7 +122,7 @@
 empty_raw(NTiers) ->
     Zeros = maps:from_list([{K, 0} || K <- ?SUMS ++ [inflight, identities]]),
     Zeros#{active => false, ntiers => NTiers, first_ts => undefined,
-           last_ts => undefined, rows => [], slow => []}.
+           last_ts => undefined, stats => [], rows => [], slow => []}.
 
 %% @doc Merge sink reports (times already in system time): `slices' of
 %% one sink, oldest first (gauges such as `inflight' are the newest's),
@@ -138,9 +145,15 @@ merge2(Mode, A, B, SlowMax) ->
                      #{inflight => maps:get(inflight, A, 0) + maps:get(inflight, B, 0),
                        active => maps:get(active, A, false) orelse maps:get(active, B, false)}
              end,
-    Slow = lists:sublist(lists:reverse(lists:keysort(4, maps:get(slow, A) ++ maps:get(slow, B))),
+    Slow = lists:sublist(lists:sort(fun(#{wall := W1}, #{wall := W2}) -> W1 >= W2 end,
+                                    maps:get(slow, A) ++ maps:get(slow, B)),
                          SlowMax),
-    maps:merge(Sums, Gauges#{ntiers => maps:get(ntiers, A),
+    %% The statistics of a tier column, as the sinks name them (one layout).
+    Stats = case maps:get(stats, A, []) of
+                [] -> maps:get(stats, B, []);
+                StatsA -> StatsA
+            end,
+    maps:merge(Sums, Gauges#{ntiers => maps:get(ntiers, A), stats => Stats,
                              first_ts => ts(fun min/2, maps:get(first_ts, A), maps:get(first_ts, B)),
                              last_ts => ts(fun max/2, maps:get(last_ts, A), maps:get(last_ts, B)),
                              rows => merge_rows(maps:get(rows, A), maps:get(rows, B)),
@@ -152,21 +165,27 @@ ts(_, undefined, T) -> T;
 ts(_, T, undefined) -> T;
 ts(F, T1, T2) -> F(T1, T2).
 
--spec merge_rows(list(), list()) -> list().
+%% Rows by identity; a row's columns, `other' and `wall' merged exactly.
+-spec merge_rows([raw_row()], [raw_row()]) -> [raw_row()].
 merge_rows(RowsA, RowsB) ->
-    Map = lists:foldl(fun({Id, N, Cols}, Acc) ->
-                              case Acc of
-                                  #{Id := {M, Cols0}} -> Acc#{Id => {N + M, merge_cols(Cols0, Cols)}};
-                                  _ -> Acc#{Id => {N, Cols}}
-                              end
-                      end, #{}, RowsA ++ RowsB),
-    [{Id, N, Cols} || {Id, {N, Cols}} <- maps:to_list(Map)].
+    ById = lists:foldl(fun(R = #{identity := Id}, Acc) ->
+                               maps:update_with(Id, fun(R0) -> merge_row(R0, R) end, R, Acc)
+                       end, #{}, RowsA ++ RowsB),
+    maps:values(ById).
 
--spec merge_cols(list(), list()) -> list().
-merge_cols(A, B) ->
-    lists:zipwith(fun({C1, S1, I1}, {C2, S2, I2}) ->
-                          {C1 + C2, kprof_hist:merge(S1, S2), kprof_hist:merge(I1, I2)}
-                  end, A, B).
+-spec merge_row(raw_row(), raw_row()) -> raw_row().
+merge_row(A = #{requests := NA, tiers := TA, other := OA, wall := WA},
+          #{requests := NB, tiers := TB, other := OB, wall := WB}) ->
+    A#{requests := NA + NB, tiers := lists:zipwith(fun merge_col/2, TA, TB),
+       other := kprof_hist:merge(OA, OB), wall := kprof_hist:merge(WA, WB)}.
+
+%% A tier's column: its counts added, its histograms merged, whatever
+%% statistics the sink has (include/ks_tiers.h's KS_TIER_STATS).
+-spec merge_col(map(), map()) -> map().
+merge_col(A, B) ->
+    maps:merge_with(fun(_K, X, Y) when is_integer(X) -> X + Y;
+                       (_K, X, Y) -> kprof_hist:merge(X, Y)
+                    end, A, B).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%
 %%% BUILDING A REPORT %%%
@@ -199,10 +218,11 @@ build(Tiers, First, NodeReports, Opts) ->
     NTiers = length(Tiers),
     Raw = merge_raw(nodes, [maps:get(raw, R) || R <- NodeReports], SlowMax, NTiers),
     Sum = fun(K) -> lists:sum([maps:get(K, R) || R <- NodeReports]) end,
+    Units = maps:merge(?TIME_STATS, maps:from_list(maps:get(stats, Raw, []))),
     Rows = lists:sort(fun(#{requests := A, identity := IA}, #{requests := B, identity := IB}) ->
                               {B, IA} =< {A, IB}
-                      end, [row(Tiers, R) || R <- maps:get(rows, Raw)]),
-    All = row(Tiers, all_row(NTiers, maps:get(rows, Raw))),
+                      end, [row(Tiers, Units, R) || R <- maps:get(rows, Raw)]),
+    All = row(Tiers, Units, all_row(NTiers, Units, maps:get(rows, Raw))),
     SinkDropped = Sum(sink_dropped),
     Opt = fun(K) -> lists:sum([maps:get(K, R, 0) || R <- NodeReports]) end,
     RingDropped = lists:sum([Opt(K) || K <- ?RING_DROPS]),
@@ -275,12 +295,12 @@ full_trace([]) ->
 full_trace(Fulls) ->
     Sum = fun(K) -> lists:sum([maps:get(K, F, 0) || F <- Fulls]) end,
     ById = lists:foldl(
-             fun({Id, A}, Acc) ->
+             fun(A = #{identity := Id}, Acc) ->
                      maps:update_with(Id, fun(B) -> merge_full(A, B) end, A, Acc)
              end, #{}, [IA || F <- Fulls, IA <- maps:get(identities, F, [])]),
     Ids = lists:sort(fun(#{requests := A, identity := IA}, #{requests := B, identity := IB}) ->
                              {B, IA} =< {A, IB}
-                     end, [full_identity(Id, A) || {Id, A} <- maps:to_list(ById)]),
+                     end, [full_identity(A) || A <- maps:values(ById)]),
     #{requests => Sum(requests), dropped_requests => Sum(dropped_requests),
       dropped_events => Sum(dropped_events), truncated => Sum(truncated),
       filtered_events => Sum(filtered_events),
@@ -288,57 +308,84 @@ full_trace(Fulls) ->
 
 -spec merge_full(map(), map()) -> map().
 merge_full(A, B) ->
-    Mfas = lists:foldl(fun({MFA, C, I, S}, Acc) ->
-                               maps:update_with(MFA, fun({C0, I0, S0}) -> {C0 + C, I0 + I, S0 + S} end,
-                                                {C, I, S}, Acc)
+    Mfas = lists:foldl(fun(M = #{mfa := MFA}, Acc) ->
+                               maps:update_with(MFA, fun(M0) -> add_counts(M0, M) end, M, Acc)
                        end, #{}, maps:get(mfas, A) ++ maps:get(mfas, B)),
     Sums = maps:from_list([{K, maps:get(K, A, 0) + maps:get(K, B, 0)}
                            || K <- [requests, events, truncated, dropped_nodes, total_ns]]),
-    Sums#{mfas => [{MFA, C, I, S} || {MFA, {C, I, S}} <- maps:to_list(Mfas)]}.
+    Sums#{identity => maps:get(identity, A), mfas => maps:values(Mfas)}.
 
--spec full_identity(term(), map()) -> map().
-full_identity(Id, A) ->
-    Mfas = lists:sort(fun({M1, _, I1, S1}, {M2, _, I2, S2}) -> {I2, S2, M1} =< {I1, S1, M2} end,
-                      maps:get(mfas, A)),
+%% The integers of two maps of the same keys added.
+-spec add_counts(map(), map()) -> map().
+add_counts(A, B) ->
+    maps:merge_with(fun(_K, X, Y) when is_integer(X) -> X + Y; (_K, X, _Y) -> X end, A, B).
+
+-spec full_identity(map()) -> map().
+full_identity(A = #{identity := Id}) ->
+    Mfas = lists:sort(fun(#{mfa := M1, inclusive_ns := I1, self_ns := S1},
+                          #{mfa := M2, inclusive_ns := I2, self_ns := S2}) ->
+                              {I2, S2, M1} =< {I1, S1, M2}
+                      end, maps:get(mfas, A)),
     #{identity => Id, requests => maps:get(requests, A), truncated => maps:get(truncated, A),
       total => ms(maps:get(total_ns, A)), dropped_nodes => maps:get(dropped_nodes, A),
       mfas => [#{mfa => MFA, calls => C, inclusive => ms(I), self => ms(S)}
-               || {MFA, C, I, S} <- Mfas]}.
+               || #{mfa := MFA, calls := C, inclusive_ns := I, self_ns := S} <- Mfas]}.
 
--spec all_row(non_neg_integer(), list()) -> tuple().
-all_row(NTiers, Rows) ->
-    Empty = {0, kprof_hist:empty(), kprof_hist:empty()},
-    Cols0 = lists:duplicate(NTiers + 2, Empty),
-    lists:foldl(fun({_, N, Cols}, {all, M, Acc}) -> {all, N + M, merge_cols(Acc, Cols)} end,
-                {all, 0, Cols0}, Rows).
+%% Every row merged into one, `all' (with every statistic, rows or none).
+-spec all_row(non_neg_integer(), #{atom() => ns | count}, [raw_row()]) -> raw_row().
+all_row(NTiers, Units, Rows) ->
+    Empty = kprof_hist:empty(),
+    Col0 = maps:from_list([{calls, 0} | [{K, Empty} || K <- maps:keys(Units)]]),
+    Row0 = #{identity => all, requests => 0, other => Empty, wall => Empty,
+             tiers => lists:duplicate(NTiers, Col0)},
+    lists:foldl(fun(R, Acc) -> merge_row(Acc, R) end, Row0, Rows).
 
--spec row([atom()], tuple()) -> row().
-row(Tiers, {Identity, Requests, Cols}) ->
-    {TierCols, [{_, Other, _}, {_, Wall, _}]} = lists:split(length(Tiers), Cols),
+%% A sink's row as the report gives it: per tier its counts and the
+%% statistics of its histograms, in their unit (`Units', the sink's
+%% `stats': ns as ms).
+-spec row([atom()], #{atom() => ns | count}, raw_row()) -> row().
+row(Tiers, Units, #{identity := Identity, requests := Requests, tiers := Cols,
+                    other := Other, wall := Wall}) ->
     #{identity => Identity,
       requests => Requests,
-      tiers => [#{tier => Name, calls => Calls, self => stats(Self), inclusive => stats(Incl)}
-                || {Name, {Calls, Self, Incl}} <- lists:zip(Tiers, TierCols)],
-      other => stats(Other),
-      wall => stats(Wall)}.
+      tiers => [column(Name, Units, Col) || {Name, Col} <- lists:zip(Tiers, Cols)],
+      other => stats(ns, Other),
+      wall => stats(ns, Wall)}.
 
--spec stats(kprof_hist:hist()) -> stats().
-stats({Count, _, Min, Max, _, _} = H) ->
+-spec column(atom(), #{atom() => ns | count}, map()) -> map().
+column(Name, Units, Col) ->
+    Stats = maps:map(fun(K, V) ->
+                             case Units of
+                                 #{K := Unit} -> stats(Unit, V);
+                                 _ -> V
+                             end
+                     end, Col),
+    Stats#{tier => Name}.
+
+%% A histogram's statistics: in ms of its ns, or as counted.
+-spec stats(ns | count, kprof_hist:hist()) -> stats().
+stats(Unit, H = #{count := Count, min := Min, max := Max}) ->
+    V = case Unit of
+            ns -> fun ms/1;
+            count -> fun(X) -> X end
+        end,
     [P50, P90, P99, P999] = kprof_hist:quantiles(H),
-    #{count => Count, mean => ms(kprof_hist:mean(H)), min => ms(Min), max => ms(Max),
-      p50 => ms(P50), p90 => ms(P90), p99 => ms(P99), p999 => ms(P999)}.
+    Mean = case Unit of
+               ns -> ms(kprof_hist:mean(H));
+               count -> kprof_hist:mean(H)
+           end,
+    #{count => Count, mean => Mean, min => V(Min), max => V(Max),
+      p50 => V(P50), p90 => V(P90), p99 => V(P99), p999 => V(P999)}.
 
--spec slow([atom()], tuple()) -> map().
-slow(Tiers, {Identity, Pid, Start, Wall, Calls, Self, Incl}) ->
-    {TierSelf, [Other]} = lists:split(length(Tiers), Self),
-    #{identity => Identity,
-      pid => Pid,
-      node => case is_pid(Pid) of true -> node(Pid); false -> undefined end,
-      start => rfc3339(Start div 1000000),
-      wall => ms(Wall),
-      tiers => [#{tier => Name, calls => C, self => ms(S), inclusive => ms(I)}
-                || {Name, {C, S, I}} <- lists:zip(Tiers, lists:zip3(Calls, TierSelf, Incl))],
-      other => ms(Other)}.
+-spec slow([atom()], map()) -> map().
+slow(Tiers, S = #{pid := Pid, start := Start, wall := Wall, tiers := Cols, other := Other}) ->
+    S#{node => case is_pid(Pid) of true -> node(Pid); false -> undefined end,
+       start => rfc3339(Start div 1000000),
+       wall => ms(Wall),
+       tiers => [#{tier => Name, calls => C, self => ms(Self), inclusive => ms(Incl)}
+                 || {Name, #{calls := C, self := Self, inclusive := Incl}}
+                        <- lists:zip(Tiers, Cols)],
+       other => ms(Other)}.
 
 -spec ms(number()) -> float().
 ms(Ns) ->

@@ -49,6 +49,10 @@
 %% ?KPROF_SINK_ATOMS: every atom the sink may send (generated from its sources).
 -include("kprof_sink_atoms.hrl").
 
+%% The protocol this module speaks, include/ks.h's KS_PROTOCOL: a sink that
+%% answers `version' with another is refused at its start (doc/protocol.md).
+-define(PROTOCOL, 2).
+
 %% PUBLIC
 -export([start_link/0, start_link/1,
          port/0, tracer/0, command/1, command/2, command/3, send/1, restart/1,
@@ -117,7 +121,8 @@ start_link() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing, and
 %% `{error, {sink_not_answering, Path, Why}}' when the program does not
 %% answer a `version' command as kprof_sink does within the `call_timeout'
-%% (it exited, or it is some other program), and `{error, {sink_cannot_run,
+%% (it exited, or it is some other program; `Why = {protocol, Sink, Kprof}'
+%% for a sink of another protocol version, doc/protocol.md), and `{error, {sink_cannot_run,
 %% Path, #{exit_status => Status, output => Output}}}' when it exited with a
 %% failure before it answered: `Output' is what it printed when run once
 %% more (a missing shared library: the loader's own words).
@@ -739,7 +744,9 @@ handshake(Port, Ref, Path, Timeout) ->
     receive
         {Port, {data, Bin}} ->
             case decode(Bin) of
-                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, _Proto}}} -> {ok, Port};
+                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, ?PROTOCOL}}} -> {ok, Port};
+                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, Proto}}} ->
+                    not_answering(Port, Path, {protocol, Proto, ?PROTOCOL});
                 {ok, {kprof_reply, Ref, Other}} -> not_answering(Port, Path, {version, Other});
                 _ -> handshake(Port, Ref, Path, Timeout)   % an alert: not the answer yet
             end;

@@ -63,8 +63,7 @@ to_system_time(Raw = #{slow := Slow}) ->
     Sys = fun(undefined) -> undefined; (T) -> T + Offset end,
     Raw#{first_ts => Sys(maps:get(first_ts, Raw)),
          last_ts => Sys(maps:get(last_ts, Raw)),
-         slow => [{Id, Pid, Sys(Start), Wall, Calls, Self, Incl}
-                  || {Id, Pid, Start, Wall, Calls, Self, Incl} <- Slow]}.
+         slow => [S#{start := Sys(Start)} || #{start := Start} = S <- Slow]}.
 
 %% @doc A monotonic time (ns) as system time (ms).
 -spec sys_ms(undefined | integer()) -> undefined | integer().

@@ -66,7 +66,7 @@ START_TEST(ping_version_unknown) {
   command(3, "frobnicate");
   ck_assert_int_eq(out.frames, 3);
   expect_reply(0, "pong");
-  expect_reply(1, "{kprof_sink, \"" KS_VERSION "\", 1}");
+  expect_reply(1, "{kprof_sink, \"" KS_VERSION "\", 2}");
   expect_reply(2, "{error, {unknown_command, frobnicate}}");
 }
 END_TEST
