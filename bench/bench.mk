@@ -1,6 +1,6 @@
 # Sink throughput benchmark (included by the top-level Makefile).
 #   make bench                    all of them: bench-sink, bench-overhead, bench-aggregator,
-#                                 bench-tiers, bench-flame
+#                                 bench-tiers, bench-flame, bench-flame-real (below)
 #   make bench-sink               replays a recorded stream of >= 5 M real trace messages
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
 #   make bench-overhead           cost per event in the traced process, tracer by tracer,
@@ -19,7 +19,7 @@ BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only $(BENCH_DIR)/sink_mo
 
 .PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame
+bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame bench-flame-real
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
@@ -93,4 +93,58 @@ $(BENCH_DIR)/flame_bench.beam: bench/flame_bench.erl $(ERL_BEAM) | $(BENCH_DIR)
 	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(BENCH_DIR) $<
 
 $(BENCH_DIR)/flame_work.beam $(BENCH_DIR)/flame_baseline.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
+	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<
+
+# Issue 22, flame on real code (bench/flame_real.erl's workloads). Separate targets, in
+# `make bench' through bench-flame-real; each rewrites its section of bench/RESULTS.md:
+#   make bench-flame-e2e     call to files, traced time, files latency, sink CPU and memory,
+#                            self-time sums (corrected and not) beside eprof and untraced,
+#                            top 15 of kprof and eprof (FLAME_E2E_RUNS rounds)
+#   make bench-flame-vm      what the tracing costs the traced process beside the null NIF
+#                            tracer's floor, pattern true and {caller} (bench/flame_vm_bench.erl)
+#   make bench-stacks        flame stacks without {caller} against the BEAM's own, on
+#                            recorded traces of the workloads (bench/stack_quality.c)
+#   make bench-flame-sink    the sink's flame path on compile:file's events (bench/flame_sink.c)
+#   make bench-flame-perf    kprof's top table, corrected and not, and eprof's against perf's
+#                            samples of the untraced workloads (FLAME_PERF; by hand: needs perf)
+# The recorded traces (dbg file port, about 1.5 GB in all) stay in $(BENCH_DIR)/traces.
+FLAME_REAL      ?= compile xmerl digraph
+FLAME_PERF      ?= compile digraph
+FLAME_VM_ROUNDS ?= 5
+FLAME_E2E_RUNS  ?= 3
+FLAME_TRACES    := $(BENCH_DIR)/traces
+FLAME_REAL_BEAMS := $(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam \
+                    $(BENCH_DIR)/overhead_bench.beam
+.PHONY: bench-flame-real bench-flame-e2e bench-flame-vm bench-stacks bench-flame-sink bench-flame-perf
+bench-flame-real: bench-flame-e2e bench-flame-vm bench-stacks bench-flame-sink
+
+bench-flame-e2e: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS)
+	erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_real:run_bench(["e2e", "bench/RESULTS.md", "$(FLAME_E2E_RUNS)" | string:lexemes("$(FLAME_REAL)", " ")]), halt()'
+
+bench-stacks: erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/stack_quality
+	mkdir -p $(FLAME_TRACES)
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_real:run_bench(["stacks", "$(BENCH_DIR)/stack_quality", "$(FLAME_TRACES)", "bench/RESULTS.md" | string:lexemes("$(FLAME_REAL) server", " ")]), halt()'
+
+# perf record of the untraced workloads (needs perf, and kernel.perf_event_paranoid <= 2
+# for one's own processes): not in bench-flame-real, run by hand.
+bench-flame-perf: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS)
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_real:run_bench(["perf", "bench/RESULTS.md", "$(abspath $(BENCH_DIR))" | string:lexemes("$(FLAME_PERF)", " ")]), halt()'
+
+bench-flame-sink: erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/flame_sink
+	mkdir -p $(FLAME_TRACES)
+	erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_real:run_bench(["sink", "$(BENCH_DIR)/flame_sink", "$(FLAME_TRACES)", "bench/RESULTS.md"]), halt()'
+
+$(BENCH_DIR)/stack_quality $(BENCH_DIR)/flame_sink: $(BENCH_DIR)/%: bench/%.c $(wildcard include/*.h) $(B)/libkprof_sink.a | $(BENCH_DIR)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)
+
+bench-flame-vm: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/null_tracer.beam \
+                $(BENCH_DIR)/null_tracer.so
+	erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'flame_vm_bench:main(["$(FLAME_VM_ROUNDS)", "bench/RESULTS.md" | string:lexemes("$(FLAME_REAL)", " ")])'
+
+$(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
 	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<

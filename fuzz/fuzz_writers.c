@@ -15,14 +15,17 @@
  *   svg         well-formed XML as far as names can break it (tags balanced,
  *               attributes quoted, every `&` an entity, no control byte) in valid
  *               UTF-8.
- * Any other reply than {ok, Paths, Info} or {error, no_events | enomem, _} aborts.
+ * flame_start must answer ok (an option the sink no longer takes would leave
+ * every input without a capture). Any other reply to flame_write than
+ * {ok, Paths, Info} or {error, no_events | enomem, _} aborts.
  *
  * Script: 4 header bytes, then operations until the input ends.
  *   h[0] bits 0-1 group (pid, name, initial_call, all); bit 2 fold_recursion;
  *        bit 3 names => elixir; bit 4 sleep; bit 5 gc; bit 6 children; bit 7 top => 5
- *   h[1] max_depth (0: the default)
+ *   h[1] max_stack (0: 256): frames past it go to TOO_DEEP
  *   h[2] perf_period_us / 10 (0: automatic)
- *   h[3] unused
+ *   h[3] bits 0-2 max_bytes = 64 KiB << n (OVER_BUDGET past it); bits 3-7
+ *        correct_ns = 100 * n (tracing's cost taken off, clamping)
  *   op % 8: 0 names: pid, text name, text call ({flame_pids, ...});
  *           1 call: pid, mfa, caller mfa or none;  2 return_to: pid, mfa;
  *           3 in: pid, mfa;  4 out: pid, mfa;  5 gc start or end: pid;
@@ -203,13 +206,25 @@ static void opt_long(ei_x_buff *x, const char *key, long v) {
   ei_x_encode_long(x, v);
 }
 
+/* The last reply is {kprof_reply, Ref, ok}. */
+static int reply_is_ok(void) {
+  const char *p = (const char *)reply + 4;
+  char tag[MAXATOMLEN_UTF8];
+  int idx = 0, ver, ar;
+
+  return reply != NULL && reply_len > 4 && ei_decode_version(p, &idx, &ver) == 0 &&
+         ei_decode_tuple_header(p, &idx, &ar) == 0 && ar == 3 &&
+         ei_decode_atom(p, &idx, tag) == 0 && ei_skip_term(p, &idx) == 0 &&
+         ei_decode_atom(p, &idx, tag) == 0 && strcmp(tag, "ok") == 0;
+}
+
 static void start(ks_sink *sink, const uint8_t *h) {
   static const char *groups[] = {"pid", "name", "initial_call", "all"};
   ei_x_buff x;
 
   command_begin(&x, "flame_start", 3);
   ei_x_encode_long(&x, 1);
-  ei_x_encode_list_header(&x, 10);
+  ei_x_encode_list_header(&x, 12);
   opt_atom(&x, "group", groups[h[0] & 3]);
   opt_atom(&x, "fold_recursion", (h[0] & 4) ? "true" : "false");
   opt_atom(&x, "names", (h[0] & 8) ? "elixir" : "erlang");
@@ -217,11 +232,17 @@ static void start(ks_sink *sink, const uint8_t *h) {
   opt_atom(&x, "gc", (h[0] & 32) ? "true" : "false");
   opt_atom(&x, "children", (h[0] & 64) ? "true" : "false");
   opt_long(&x, "top", (h[0] & 128) ? 5 : 0);
-  opt_long(&x, "max_depth", h[1] ? h[1] : 256);
+  opt_long(&x, "max_stack", h[1] ? h[1] : 256);
+  opt_long(&x, "max_bytes", 65536L << (h[3] & 7));
+  opt_long(&x, "correct_ns", 100L * (h[3] >> 3));
   opt_long(&x, "perf_period_us", (long)h[2] * 10);
   opt_long(&x, "max_procs", 64);
   ei_x_encode_empty_list(&x);
   feed(sink, &x);
+  if (!reply_is_ok()) {
+    fprintf(stderr, "fuzz_writers: flame_start was refused\n");
+    abort();
+  }
 }
 
 static void op(ks_sink *sink, script *s, int code) {
@@ -333,6 +354,18 @@ static void check_folded(const unsigned char *b, size_t n) {
   size_t i = 0, start, space;
 
   check_utf8("folded", b, n);
+  /* The header's comment lines ("# kprof correction: ..."), first: lines
+   * flamegraph.pl and speedscope skip (they end in no count). */
+  while (i + 1 < n && b[i] == '#' && b[i + 1] == ' ') {
+    while (i < n && b[i] != '\n') {
+      if (b[i] < 0x20 || b[i] == 0x7f)
+        bad("folded", "a control byte in a comment", b, n, i);
+      i++;
+    }
+    if (i == n || (i > 0 && b[i - 1] >= '0' && b[i - 1] <= '9'))
+      bad("folded", "a comment without its newline, or ending in a count", b, n, i);
+    i++;
+  }
   while (i < n) {
     start = i;
     space = SIZE_MAX;

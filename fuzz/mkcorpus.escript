@@ -174,8 +174,10 @@ killed_stream() ->
 %% A capture of every traced process of the recordings.
 flame_start() ->
     Pids = case get(pids) of undefined -> [self()]; P -> P end,
-    [{flame_start, 1, [{sleep, true}, {gc, true}, {children, true}, {max_depth, 64},
-                       {max_nodes, 1000}, {max_stack, 100}, {max_procs, 100},
+    %% Capture 1: the flow rules (no caller read), a small budget and stack;
+    %% capture 2: the search rules ({caller}).
+    [{flame_start, 1, [{sleep, true}, {gc, true}, {children, true}, {max_bytes, 65536},
+                       {max_stack, 100}, {max_procs, 100},
                        {perf_period_us, 1000}, {top, 10}, {names, elixir},
                        {group, initial_call}, {fold_recursion, true}]},
      {flame_pids, 1, [{Pid, case N rem 2 of 0 -> undefined; 1 -> worker end}
@@ -183,7 +185,7 @@ flame_start() ->
      %% The labels kprof_flame_srv sends: {Pid, Name, InitialCall}, for known pids too.
      {flame_pids, 1, [{Pid, undefined, case N rem 2 of 0 -> undefined; 1 -> <<"m:init/1">> end}
                       || {N, Pid} <- lists:zip(lists:seq(1, length(Pids)), Pids)]},
-     {flame_start, 2, [{group, all}]}].
+     {flame_start, 2, [{group, all}, {callers, true}]}].
 
 save(Dir, Bin) ->
     Name = binary:encode_hex(crypto:hash(sha, Bin)),

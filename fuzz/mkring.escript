@@ -26,7 +26,11 @@ main([Dir]) ->
              event(-300, P, return_from, 16#80 bor 16#10, {M, F, 2}, 0),
              event(-200, P, exception_from, 16#80 bor 16#10, {M, F, 2}, 0),
              event(-100, P, out, 0, none, 0),
-             event(-50, Q, exit, 0, none, 0)],
+             event(-50, Q, exit, 0, none, 0),
+             %% The flame captures' pattern `true': calls with their function only.
+             call_mfa(-40, P, {M, F, 2}, 0),
+             call_mfa(-30, Q, {M, G, 0}, 16#80),
+             return_to(-20, P, {M, F, 2})],
     %% Processes that come and go (odd exit times: fuzz_ring releases their
     %% ids), more of them than the tables hold, a word used again after its
     %% release (defined anew, and once not).
@@ -91,6 +95,10 @@ kind(K) ->
              register, unregister, send, send_to_non_existing_process, 'receive',
              gc_minor_start, gc_minor_end, gc_major_start, gc_major_end],
     length(lists:takewhile(fun(X) -> X =/= K end, Kinds)).
+
+%% A call of the pattern `true' (KS_REC_CALL_MFA): the return_to's shape.
+call_mfa(Ts, P, {M, F, A}, Flags) ->
+    rec(6, Flags, <<Ts:64/little-signed, P:64/little, M:64/little, F:64/little, A, 0:56>>).
 
 return_to(Ts, P, MFA) ->
     {M, F, A, Fl} = case MFA of

@@ -5,6 +5,9 @@
  * it had before the later one. Stacks are not stored: each stack is a node
  * of a call-path tree (node = parent node + frame, interned in a hash table)
  * and only the node's self time grows. The writers (write_*.c) walk the tree.
+ * The tree has a budget in bytes: paths that do not fit go to an OVER_BUDGET
+ * node under their deepest kept frame. The top table comes from per-function
+ * counters (flame_count.c) that no budget touches.
  */
 #ifndef KS_FLAME_H
 #define KS_FLAME_H
@@ -21,7 +24,16 @@
 enum { KS_FR_MFA = 0, KS_FR_PROC = 1, KS_FR_PSEUDO = 2, KS_FR_GROUP = 3 };
 /* How processes are grouped at the root of the written graph (option group). */
 enum { KS_GROUP_PID = 0, KS_GROUP_NAME = 1, KS_GROUP_CALL = 2, KS_GROUP_ALL = 3 };
-enum { KS_PSEUDO_SLEEP = 0, KS_PSEUDO_GC = 1, KS_PSEUDO_TRUNCATED = 2, KS_PSEUDO_WAIT = 3 };
+/* TRUNCATED: past a depth cap (full trace's aggregates); OVER_BUDGET: paths past
+ * the tree's byte budget; TOO_DEEP: frames past a process's stack cap. */
+enum {
+  KS_PSEUDO_SLEEP = 0,
+  KS_PSEUDO_GC = 1,
+  KS_PSEUDO_TRUNCATED = 2,
+  KS_PSEUDO_WAIT = 3,
+  KS_PSEUDO_OVER = 4,
+  KS_PSEUDO_DEEP = 5
+};
 #define KS_FR(kind, v) ((uint32_t)(kind) << 30 | (uint32_t)(v))
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
@@ -39,31 +51,88 @@ typedef struct ks_fnode {
   uint32_t parent, frame;
   uint32_t child, sibling;     /* first child, next sibling (KS_NONE ends) */
   uint64_t self;               /* ns credited while this was the stack */
+  uint32_t n;                  /* of them, intervals an event ended (saturates): the
+                                * correction for tracing's cost takes n of its cost off */
 } ks_fnode;
+
+/*
+ * Two limits, one per user:
+ *   - max nodes (full trace's aggregates): at the cap a would-be child is
+ *     counted in `dropped` and its time goes to its parent;
+ *   - budget, bytes of the node array and the hash slots (flame captures):
+ *     a path that does not fit in budget less a reserve (1/16) goes to the
+ *     OVER_BUDGET child of its parent (counted in over_paths), made from the
+ *     reserve; frames past an OVER_BUDGET node stay in it (SLEEP and GC
+ *     still go above it); when even the reserve is spent, to
+ *     `spill', a root-level OVER_BUDGET node made at init. Nothing is freed.
+ */
+/* A slot of the tree's table: the key beside its node (node KS_NONE: empty). */
+typedef struct ks_fslot {
+  uint32_t parent, frame, node;
+} ks_fslot;
 
 typedef struct ks_ftree {
   ks_fnode *v;
   uint32_t n, cap, max;
-  uint32_t *slots;             /* (parent, frame) -> node; KS_NONE is empty */
+  ks_fslot *slots;             /* (parent, frame) -> node */
   uint32_t mask;
   int ordered;                 /* child lists put in first-seen order */
   uint64_t dropped;            /* nodes not created at the cap (time went to the parent) */
+  uint64_t budget;             /* bytes of v and slots at most (UINT64_MAX: none) */
+  uint64_t bytes, peak;        /* bytes of v and slots now, and their most */
+  uint64_t over_paths;         /* paths past the budget, sent to OVER_BUDGET */
+  int full;                    /* a path did not fit: no more are made but OVER_BUDGET */
+  uint32_t spill;              /* root-level OVER_BUDGET (KS_NONE without a budget) */
 } ks_ftree;
 
-int ks_ftree_init(ks_ftree *t, uint32_t max_nodes);
+#define KS_FTREE_NO_BUDGET UINT64_MAX
+int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget);
 void ks_ftree_free(ks_ftree *t);
-/* The child of `parent` for `frame`, created when new; `parent` itself at the cap. */
+/* The child of `parent` for `frame`, created when new; `parent` itself at the
+ * node cap; an OVER_BUDGET node past the budget (above). */
 uint32_t ks_ftree_child(ks_ftree *t, uint32_t parent, uint32_t frame);
+/* Whether node k is an OVER_BUDGET node. */
+static inline int ks_ftree_is_over(const ks_ftree *t, uint32_t k) {
+  return t->v[k].frame == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER);
+}
 /* Child lists were built by prepending: reverses them once, for first-seen order. */
 void ks_ftree_order(ks_ftree *t);
 /* Inclusive ns of every node into total[t->n] (children come after parents). */
 void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
 
-/* One frame of a process's stack (ks_stack.h, search rules) and its tree node. */
+/* Exact per-function counters (flame_count.c), indexed by MFA id: calls,
+ * self ns (the function ran: not scheduled out, not in a GC frame) and
+ * inclusive ns (from the outermost frame's start to its end, on the
+ * process's clock: a recursive function's inner frames are not counted
+ * again). No tree budget touches them. */
+typedef struct ks_ffun {
+  uint64_t calls, self, incl;
+  uint64_t self_n, incl_n;     /* events that ended their intervals (the correction's) */
+  uint64_t moved_in, moved_out;   /* correction moved from callees / to callers (at the write) */
+} ks_ffun;
+
+typedef struct ks_fcount {
+  ks_ffun *v;
+  uint32_t cap;
+  uint64_t uncounted;          /* calls or times that found no memory */
+} ks_fcount;
+
+/* One frame of a process's stack (ks_stack.h) and its tree node; the child
+ * it last looked up (the next call from it is most often the same callee:
+ * no probe of the tree's table, which is a cache miss on a big tree). */
 typedef struct ks_fentry {
   ks_sframe f;
   uint32_t node;
+  uint32_t hint_frame, hint_node;   /* hint_node KS_NONE: none */
 } ks_fentry;
+
+/* A function open on a process's stack, for its exact inclusive time
+ * (flame_count.c): how many frames run it, and the process's clock when the
+ * outermost one opened. */
+typedef struct ks_fopen {
+  uint32_t mfa, count;         /* mfa KS_NONE: an empty slot */
+  uint64_t since, since_events;   /* the process's clock and events then */
+} ks_fopen;
 
 typedef struct ks_fproc {
   uint32_t pid;                /* pid id */
@@ -73,10 +142,18 @@ typedef struct ks_fproc {
   uint32_t cur;                /* the node time goes to now, KS_NONE for none */
   uint32_t out_mfa;            /* where it was scheduled out */
   uint32_t trig_depth;         /* flame_capture: trigger calls open in this process */
+  uint32_t run_mfa;            /* the function it runs (last call or return_to), KS_NONE */
   int64_t last_ts;
+  uint64_t clock;              /* ns credited to it so far (its inclusive times' clock) */
+  uint64_t events;             /* events that ended those intervals */
+  ks_fcount *fc;               /* its capture's per-function counters, NULL: none */
+  ks_fopen *open;              /* functions open on its stack (top table only), hashed */
+  uint32_t open_mask, open_n;
   uint8_t armed, out, gc, dead, has_ts, named;
   uint8_t ran;                 /* has been scheduled in (or made a call) since it joined */
   uint8_t child;               /* joined as a spawned child (children => true) */
+  uint8_t bottom;              /* its bottom frame is its first (seen from its start or
+                                * its trigger call): no return_to goes below it */
   char *name;                  /* registered name, UTF-8, or NULL */
   char *call;                  /* initial call "M:F/A" as kprof_flame_srv found it, or NULL */
   uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
@@ -92,8 +169,11 @@ typedef struct ks_fgroup {
 
 typedef struct ks_fopts {
   int sleep, gc, children;
-  uint32_t max_depth;          /* deeper frames go to one TRUNCATED frame */
-  uint32_t max_nodes, max_stack, max_procs;
+  uint32_t max_depth;          /* deeper frames go to one TRUNCATED frame; 0: none (full
+                                * trace's aggregates have one, flame captures none) */
+  uint32_t max_nodes;          /* nodes of the tree (full trace's aggregates) */
+  uint64_t max_bytes;          /* the tree's budget in bytes (flame captures) */
+  uint32_t max_stack, max_procs;
   uint32_t trigger;            /* flame_capture's MFA id; KS_NONE otherwise */
   uint32_t ncalls;             /* trigger calls to capture */
   int hold;                    /* trigger calls are not taken until flame_arm */
@@ -104,7 +184,19 @@ typedef struct ks_fopts {
   int elixir_names;            /* frames named as Elixir does (names => elixir) */
   int group;                   /* KS_GROUP_*: processes merged at the root when written */
   int fold_recursion;          /* f;f;f written as one f (direct recursion) */
+  int callers;                 /* calls carry {caller}: the search rules (BEAM stacks);
+                                * else the flow rules (ks_stack.h) */
+  uint32_t fold_depth;         /* flow rules: loops past this depth fold (KS_FLAME_FOLD_DEPTH) */
+  int learn;                   /* flow rules: learn tail calls from return_tos (flame_tails.c) */
+  uint32_t correct_ns;         /* tracing's cost per event, taken off at the write (0: none) */
 } ks_fopts;
+
+/* The depth past which the flow rules fold loops and recursion (doc/flame.md
+ * says why this one). */
+#define KS_FLAME_FOLD_DEPTH 128
+
+/* The default budget of a flame capture's tree (doc/flame.md says why this much). */
+#define KS_FLAME_MAX_BYTES ((uint64_t)2 << 30)
 
 typedef struct ks_fcounters {
   uint64_t events;             /* events that changed a stack or its time */
@@ -113,10 +205,30 @@ typedef struct ks_fcounters {
   uint64_t lost_frames;        /* frames popped without their return_to (tail calls, exceptions) */
   uint64_t unknown_callers;    /* callers not on the stack: inferred */
   uint64_t depth_capped;       /* pushes beyond max_depth */
-  uint64_t stack_overflow;     /* pushes beyond max_stack */
+  uint64_t stack_overflow;     /* pushes beyond max_stack: their time is in TOO_DEEP */
+  uint64_t over_budget_calls;  /* calls whose frame went to OVER_BUDGET */
+  uint64_t corrected;          /* events whose cost the correction took off (flame_correct.c) */
+  uint64_t subtracted_ns;      /* what it took off the graph in all */
+  uint64_t clamped;            /* call paths shorter than their events' cost that no caller's
+                                * path could make up for: counted as 0 */
+  uint64_t clamped_ns;         /* the cost they could not give (never a negative time) */
+  uint64_t skipped_ns;         /* the cost per event not taken off: the capture's whole time
+                                * was less than its events' cost (0: none skipped) */
   uint64_t dropped_procs;      /* processes beyond max_procs */
-  uint64_t calls_uncounted;    /* calls the top table could not count (out of memory) */
 } ks_fcounters;
+
+/* flame_tails.c: what the flow rules learnt of calls, per (caller, callee) function. */
+enum { KS_FTAIL_UNKNOWN = 0, KS_FTAIL_TAIL = 1, KS_FTAIL_BODY = 2 };
+#define KS_FTAILS_MAX (1u << 22)
+typedef struct ks_ftails {
+  uint64_t *keys;              /* caller << 32 | callee; UINT64_MAX is empty */
+  uint8_t *kind;
+  uint32_t mask, n;
+} ks_ftails;
+
+int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee);
+void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind);
+void ks_ftails_free(ks_ftails *t);
 
 typedef struct ks_fcap {
   int used;
@@ -130,8 +242,8 @@ typedef struct ks_fcap {
   uint32_t pmask;
   uint32_t last_pid, last_proc;
   ks_fcounters k;
-  uint64_t *calls;             /* per MFA id, counted only when o.top > 0 */
-  uint32_t calls_cap;
+  ks_fcount fc;                /* per function, counted only when o.top > 0 */
+  ks_ftails tails;             /* the flow rules' tail calls (o.learn) */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_fcap;
@@ -143,10 +255,13 @@ typedef struct ks_fgraph {
   ks_ftree *tree;
   ks_fcounters *k;
   const ks_fopts *o;
+  ks_fcount *fc;               /* per-function counters, NULL: not counted */
+  ks_ftails *tails;            /* the flow rules' tail calls, NULL: none learnt */
 } ks_fgraph;
 
 static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
-  ks_fgraph g = {&c->tree, &c->k, &c->o};
+  ks_fgraph g = {&c->tree, &c->k, &c->o, c->o.top > 0 ? &c->fc : NULL,
+                 c->o.learn ? &c->tails : NULL};
   return g;
 }
 
@@ -181,14 +296,24 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
 /* flame_stack.c: the stack rules, for one process of a capture or aggregate. */
 void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller);
 void ks_fstack_return_to(const ks_fgraph *g, ks_fproc *p, uint32_t to);
+/* The flow rules (no {caller}): a call, a return_to. */
+void ks_fstack_call_flow(const ks_fgraph *g, ks_fproc *p, uint32_t mfa);
+void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to);
 void ks_fstack_infer(const ks_fgraph *g, ks_fproc *p, uint32_t mfa);
 /* The stack becomes the one frame mfa, returning to base (a trigger call). */
 void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base);
 void ks_fstack_clear(ks_fproc *p);
 /* A process's stack before its first frame (max_stack frames kept). */
 void ks_fstack_init(ks_fproc *p, uint32_t max_stack);
-/* Credits [last_ts, ts) to the current node; ts never goes back. */
+/* An event at ts: credits [last_ts, ts) to the current node, counted as an
+ * interval an event ended; ts never goes back. */
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts);
+/* The capture's end at ts (no event: nothing to take off). */
+void ks_fstack_credit_end(const ks_fgraph *g, ks_fproc *p, int64_t ts);
+
+/* flame_correct.c: takes o.correct_ns per event off a finished capture's
+ * tree and per-function counters (once; the counters say what it did). */
+void ks_flame_correct(ks_fcap *c);
 /* Recomputes p->cur after a change of stack or state. */
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
 
@@ -207,10 +332,32 @@ ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t
 /* One call of mfa into a per-MFA counter vector (grown as needed; KS_NONE is
  * not counted): KS_OK or KS_ENOMEM (the call is not counted). */
 int ks_fcount_call(uint64_t **calls, uint32_t *cap, uint32_t mfa);
+/* qsort's order of rows by self time, largest first (then inclusive, then id). */
+int ks_fmfa_by_self(const void *a, const void *b);
+
+/* flame_count.c: exact per-function counters (ks_fcount). Memory that runs
+ * out is counted in fc->uncounted, never fatal. */
+void ks_ffun_call(ks_fcount *fc, uint32_t mfa);
+void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event);
+/* A frame of p starts running mfa / stops running it (inclusive time). */
+void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
+void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
+/* Every frame of p stops: their open functions' inclusive times end now. */
+void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p);
+void ks_ffun_free_proc(ks_fproc *p);
+void ks_ffun_free(ks_fcount *fc);
+/* The rows of every function counted but `hide', most self time first; *n of
+ * them (the caller frees), NULL with *n = 0 when none or out of memory. */
+ks_fmfa *ks_ffun_rows(const ks_fcount *fc, uint32_t hide, uint32_t *n);
 
 /* flame_names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
 size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
                            size_t cap);
+/* What the capture's times are, as each writer states it in its header: the
+ * correction for tracing's cost and its counters, or none. Words and
+ * `key=value' only (no `space digits' a folded or perf reader could take for
+ * a count or a thread id). Returns the length. */
+size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap);
 /* The process of a root node's frame, or NULL. */
 const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid);
 /* What a process runs, for its label and group: the initial call kprof_flame_srv

@@ -60,8 +60,7 @@ KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, "the files' base 
 KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "SLEEP frames")
 KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, "GC frames")
 KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "follow spawned processes (flame_apply: true unless given false)")
-KS_OPTION(KS_M_FLAME, max_depth, KS_T_INT, 1, 100000, "256", KS_BY_BOTH, "deeper frames are merged into TRUNCATED")
-KS_OPTION(KS_M_FLAME, max_nodes, KS_T_INT, 16, 1 << 26, "1000000", KS_BY_BOTH, "distinct call paths")
+KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
 KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, "perf sample period; 0: automatic")
 KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, "processes of one capture; more are left out, counted in dropped_procs")
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, "flame_capture's wait (ms)")
@@ -69,8 +68,11 @@ KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, "speedscope 
 KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
 KS_OPTION(KS_M_FLAME, names, KS_T_TERM, 0, 0, "erlang", KS_BY_BOTH, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
 KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
 KS_OPTION(KS_M_FLAME, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
 KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "direct recursion f;f;f written as one f")
+KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
+KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, "frames on one process's stack")
@@ -78,6 +80,7 @@ KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, "trigger 
 KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose calls are captured")
 KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, "{M, F, Arity} whose frame is left out")
 KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, "erlang:time_offset(nanosecond)")
+KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, "tracing's cost per event, taken off the time before each event (0: none)")
 
 /* calls: kprof_calls:run/2's options (Erlang); ms and max not both infinity */
 KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, "stop counting after this many ms (or at max calls)")

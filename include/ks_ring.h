@@ -42,7 +42,7 @@
 #include <sys/mman.h>
 
 #define KS_RING_MAGIC 0x31676e69726b706bULL   /* "kpkring1", little-endian */
-#define KS_RING_VERSION 2u
+#define KS_RING_VERSION 3u
 #define KS_RING_HDR 4096u
 #define KS_RING_MAX_REC 65528u                  /* len is 16 bits, 8-aligned */
 
@@ -61,10 +61,11 @@ typedef struct ks_ring_hdr {
 
 enum ks_rec_type {
   KS_REC_CALL = 1,       /* ks_rec_call + label + payload */
-  KS_REC_RETURN_TO = 2,  /* ks_rec_return_to */
+  KS_REC_RETURN_TO = 2,  /* ks_rec_mfa */
   KS_REC_ATOM = 3,       /* ks_rec_atom + name (Latin-1 or UTF-8 bytes) */
   KS_REC_PID = 4,        /* ks_rec_pid + the pid's ETF bytes (no version byte) */
-  KS_REC_EVENT = 5       /* ks_rec_event: every other trace tag (in, out, spawn, gc_*, ...) */
+  KS_REC_EVENT = 5,      /* ks_rec_event: every other trace tag (in, out, spawn, gc_*, ...) */
+  KS_REC_CALL_MFA = 6    /* ks_rec_mfa: a call with no match-spec extra (the pattern `true') */
 };
 
 /* flags of a call / return_to */
@@ -91,12 +92,13 @@ typedef struct ks_rec_call {
   uint32_t payload_len;
 } ks_rec_call;                     /* 64 bytes */
 
-typedef struct ks_rec_return_to {
+/* A return_to, or a call that has nothing but its function (KS_REC_CALL_MFA). */
+typedef struct ks_rec_mfa {
   uint64_t word0;
   int64_t ts;
   uint64_t pid, m, f;
   uint8_t arity, reserved[7];
-} ks_rec_return_to;                /* 48 bytes */
+} ks_rec_mfa;                      /* 48 bytes */
 
 /* Any other trace tag: `kind` is its ks_event_kind (include/ks_event.h). */
 typedef struct ks_rec_event {

@@ -5,6 +5,15 @@
 #include "ks_decode.h"
 #include "ks_ring.h"
 
+/* A cache in front of the MFA table: most events name one of a few hundred
+ * functions (KS_NONE: an empty slot). */
+#define KS_RING_MFA_CACHE_BITS 12
+#define KS_RING_MFA_CACHE (1u << KS_RING_MFA_CACHE_BITS)
+typedef struct ks_ring_mfa_slot {
+  uint64_t m, f;
+  uint32_t arity, id;
+} ks_ring_mfa_slot;
+
 typedef struct ks_ring_reader {
   ks_ring_hdr *h;          /* NULL: no ring */
   uint64_t size;
@@ -14,6 +23,7 @@ typedef struct ks_ring_reader {
   unsigned char *names;    /* [len:2][utf8:1][bytes] per atom */
   size_t names_len, names_cap;
   ks_itab mfas;            /* M word, F word, arity -> MFA id */
+  ks_ring_mfa_slot mfa_cache[KS_RING_MFA_CACHE];
   ks_itab pids;            /* pid word -> pid id */
   uint64_t records, bytes, unresolved, bad, drops_seen, unsupported_seen;
   uint64_t full;           /* events lost to a full intern table (pids, MFAs, names) */

@@ -71,6 +71,7 @@ static struct {
 
 static _Atomic(ks_ring_hdr *) live_ring;
 static _Atomic uint64_t live_gen;     /* 0: none */
+static _Atomic uint64_t live_term;    /* the live Gen as a term (0: none) */
 /* The call budget of kprof:calls's max (include/ks_budget.h). */
 static ks_budget budget;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,6 +84,11 @@ static struct {
 } retired[RETIRED], current;
 
 /*
+ * Per scheduler thread (one struct behind one TLS pointer: in a shared
+ * object each __thread access is a call to __tls_get_addr, several per event
+ * before; the pointer is initial-exec, a register read). Allocated at the
+ * thread's first event, never freed: the VM's threads live as long as it.
+ *
  * The VM's monotonic time, cheaply: enif_monotonic_time costs ~100 ns here
  * (the VM's time correction), more than the rest of a record. The OS
  * monotonic clock (vDSO, ~20 ns) plus an offset to the VM's clock, which each
@@ -90,33 +96,109 @@ static struct {
  * drift by at most about 1 % (erts' time correction), so the error stays
  * under 0.1 ms, and a process's events (one thread at a time) stay in order
  * to within that.
+ *
+ * Words already defined in the ring of generation gen: pids in a small
+ * direct-mapped cache per thread; atoms (thousands in a compile) in the
+ * process-wide stamp table below, else (an atom word of another shape) in a
+ * per-thread cache.
  */
 #define OFFSET_NS 10000000
-static __thread int64_t tls_offset, tls_offset_at;
-static __thread int tls_offset_set;
+#define CACHE 1024
+typedef struct thread_state {
+  uint64_t gen;                 /* the generation the caches are of */
+  uint64_t tail_cache;          /* this thread's last look at the ring's tail */
+  int64_t offset, offset_at;    /* VM time - OS time, and the OS time it was taken at */
+  int offset_set;
+  uint64_t tsc_at, tsc_mult, tsc_span;   /* use_tsc: the counter at offset_at, ns per tick
+                                          * (32.32), ticks in OFFSET_NS; tsc_mult 0: none */
+  uint64_t atom_cache[CACHE], pid_cache[CACHE];
+} thread_state;
 
-static inline int64_t vm_now(void) {
+static __thread thread_state *tls __attribute__((tls_model("initial-exec")));
+
+/*
+ * With the kernel's clocksource `tsc' (invariant and synchronised, or the
+ * kernel would not use it), the time stamp counter itself (~10 ns) stands in
+ * for clock_gettime (~20 ns, a third of the NIF's own cost per event): each
+ * thread scales it by the rate it measured against the OS clock over the
+ * last OFFSET_NS, from the VM time it took at the start of that span.
+ */
+static int use_tsc;
+
+#if defined(__x86_64__)
+static inline uint64_t tsc_now(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+}
+#else
+static inline uint64_t tsc_now(void) {
+  return 0;
+}
+#endif
+
+static int64_t vm_now_slow(thread_state *t) {
   struct timespec ts;
+  uint64_t tsc = use_tsc ? tsc_now() : 0;
   int64_t os;
 
   clock_gettime(CLOCK_MONOTONIC, &ts);
   os = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  if (!tls_offset_set || os - tls_offset_at >= OFFSET_NS) {
-    tls_offset = enif_monotonic_time(ERL_NIF_NSEC) - os;
-    tls_offset_at = os;
-    tls_offset_set = 1;
+  if (t->offset_set && os - t->offset_at < OFFSET_NS)
+    return os + t->offset;
+  if (use_tsc && t->offset_set && tsc > t->tsc_at && os > t->offset_at) {
+    /* ns per tick as 32.32 fixed point, from the span just ended */
+    t->tsc_mult = (uint64_t)(((unsigned __int128)(uint64_t)(os - t->offset_at) << 32) /
+                             (tsc - t->tsc_at));
+    t->tsc_span = (tsc - t->tsc_at) * OFFSET_NS / (uint64_t)(os - t->offset_at);
   }
-  return os + tls_offset;
+  t->offset = enif_monotonic_time(ERL_NIF_NSEC) - os;
+  t->offset_at = os;
+  t->tsc_at = tsc;
+  t->offset_set = 1;
+  return os + t->offset;
 }
 
-/* Per scheduler thread: words already defined in the ring of generation gen. */
-#define CACHE 1024
-static __thread uint64_t cache_gen;
-static __thread uint64_t tail_cache;   /* this thread's last look at the ring's tail */
-static __thread uint64_t atom_cache[CACHE], pid_cache[CACHE];
+static inline int64_t vm_now(thread_state *t) {
+  if (t->tsc_mult != 0) {
+    uint64_t d = tsc_now() - t->tsc_at;
+    if (d < t->tsc_span)
+      return t->offset_at + t->offset + (int64_t)((d * t->tsc_mult) >> 32);
+  }
+  return vm_now_slow(t);
+}
 
 static inline size_t slot_of(uint64_t word) {
   return (size_t)((word >> 4) * 0x9E3779B97F4A7C15ULL >> 54) & (CACHE - 1);
+}
+
+/*
+ * Atoms defined in the ring, process-wide: stamps[index] is the low 32 bits
+ * of the generation that defined it. A local atom's term word is its index
+ * shifted left by 6 over the tag 0x0B (erts' immediate atom, unchanged since
+ * R7); the shape is checked, and any other word goes to the thread's cache.
+ * Two threads may both define an atom before either stamps it: the reader
+ * takes the second definition as it took the first.
+ */
+#define ATOM_TAG_MASK 0x3Fu
+#define ATOM_TAG 0x0Bu
+#define ATOM_STAMPS (1u << 20)
+static _Atomic uint32_t *atom_stamps;
+
+static inline _Atomic uint32_t *atom_stamp(uint64_t w) {
+  uint64_t index = w >> 6;
+
+  if ((w & ATOM_TAG_MASK) != ATOM_TAG || index >= ATOM_STAMPS || atom_stamps == NULL)
+    return NULL;
+  return &atom_stamps[index];
+}
+
+/* Whether an atom was defined in the ring (the stamp, or this thread's cache). */
+static inline int atom_defined(const thread_state *t, uint64_t w) {
+  _Atomic uint32_t *stamp = atom_stamp(w);
+
+  return stamp != NULL ? atomic_load_explicit(stamp, memory_order_relaxed) == (uint32_t)t->gen
+                       : t->atom_cache[slot_of(w)] == w;
 }
 
 /* The most bytes an atom's name takes in UTF-8 (255 characters), and its NUL. */
@@ -129,7 +211,7 @@ static inline size_t slot_of(uint64_t word) {
  * its ErlNifCharEncoding enum and enif_get_atom takes it; before, the name is
  * read from the atom's external format, which for such an atom is
  * ATOM_UTF8_EXT (118, 2-byte length) or SMALL_ATOM_UTF8_EXT (119, 1 byte).
- * Only an atom defined for the first time in this thread's cache gets here.
+ * Only an atom not yet defined in the ring gets here.
  */
 static int atom_utf8(ErlNifEnv *env, ERL_NIF_TERM atom, char *buf, size_t cap) {
 #if ERL_NIF_MAJOR_VERSION > 2 || (ERL_NIF_MAJOR_VERSION == 2 && ERL_NIF_MINOR_VERSION >= 17)
@@ -158,13 +240,14 @@ static int atom_utf8(ErlNifEnv *env, ERL_NIF_TERM atom, char *buf, size_t cap) {
 #endif
 }
 
+/* An atom's definition record: its name's n bytes, Latin-1 or UTF-8. */
 static int write_atom(ks_ring_hdr *h, uint64_t w, const char *name, size_t n, int utf8) {
   size_t len = ks_ring_align(sizeof(ks_rec_atom) + n);
   uint64_t pos;
   unsigned char *rec;
   ks_rec_atom *a;
 
-  if ((rec = ks_ring_reserve(h, len, &pos, &tail_cache)) == NULL)
+  if ((rec = ks_ring_reserve(h, len, &pos, &tls->tail_cache)) == NULL)
     return 0;
   a = (ks_rec_atom *)(void *)rec;
   a->atom = w;
@@ -184,32 +267,39 @@ static __attribute__((noinline)) int define_atom_utf8(ErlNifEnv *env, ks_ring_hd
   return n > 1 && write_atom(h, (uint64_t)atom, name, (size_t)(n - 1), 1);
 }
 
-/* Defines an atom in the ring unless this thread already did: its Latin-1
+/* Defines an atom in the ring (it was not, atom_defined says): its Latin-1
  * bytes, or its UTF-8 bytes when it has a character past U+00FF. */
-static int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+static int define_atom_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+  thread_state *t = tls;
   uint64_t w = (uint64_t)atom;
-  size_t k = slot_of(w);
+  _Atomic uint32_t *stamp = atom_stamp(w);
   char name[256];
   int n, ok;
 
-  if (atom_cache[k] == w)
-    return 1;
   n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_LATIN1);
   ok = n > 1 ? write_atom(h, w, name, (size_t)(n - 1), 0) : define_atom_utf8(env, h, atom);
-  if (ok)
-    atom_cache[k] = w;
-  return ok;
+  if (!ok)
+    return 0;
+  if (stamp != NULL)
+    atomic_store_explicit(stamp, (uint32_t)t->gen, memory_order_relaxed);
+  else
+    t->atom_cache[slot_of(w)] = w;
+  return 1;
 }
 
-static int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
+/* Defines an atom in the ring unless it was already. */
+static inline int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+  return atom_defined(tls, (uint64_t)atom) || define_atom_slow(env, h, atom);
+}
+
+static int define_pid_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
+  thread_state *t = tls;
   uint64_t w = (uint64_t)pid, pos;
   size_t k = slot_of(w), len;
   ErlNifBinary bin;
   unsigned char *rec;
   ks_rec_pid *p;
 
-  if (pid_cache[k] == w)
-    return 1;
   if (!enif_term_to_binary(env, pid, &bin))
     return 0;
   if (bin.size < 2 || bin.size > 256) {
@@ -217,7 +307,7 @@ static int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
     return 0;
   }
   len = ks_ring_align(sizeof(ks_rec_pid) + bin.size - 1);
-  if ((rec = ks_ring_reserve(h, len, &pos, &tail_cache)) == NULL) {
+  if ((rec = ks_ring_reserve(h, len, &pos, &t->tail_cache)) == NULL) {
     enif_release_binary(&bin);
     return 0;
   }
@@ -227,8 +317,13 @@ static int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
   memcpy(rec + sizeof(*p), bin.data + 1, bin.size - 1);   /* without the version byte */
   enif_release_binary(&bin);
   ks_ring_commit(h, rec, pos, len, KS_REC_PID, 0);
-  pid_cache[k] = w;
+  t->pid_cache[k] = w;
   return 1;
+}
+
+/* Defines a pid in the ring unless this thread already did. */
+static inline int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
+  return tls->pid_cache[slot_of((uint64_t)pid)] == (uint64_t)pid || define_pid_slow(env, h, pid);
 }
 
 /* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. */
@@ -241,7 +336,11 @@ static int get_mfa(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t, uint64_t *m, 
   if (!enif_get_tuple(env, t, &n, &e) || n != 3 || !enif_is_atom(env, e[0]) ||
       !enif_is_atom(env, e[1]))
     return 0;
-  if (!enif_get_uint(env, e[2], &a) && !enif_get_list_length(env, e[2], &a))
+  /* A small integer's word is its value over the tag 0xF (erts' immediate;
+   * anything else goes through the API). */
+  if ((e[2] & 0xF) == 0xF && (e[2] >> 4) <= 255)
+    a = (unsigned)(e[2] >> 4);
+  else if (!enif_get_uint(env, e[2], &a) && !enif_get_list_length(env, e[2], &a))
     return 0;
   if (a > 255 || !define_atom(env, h, e[0]) || !define_atom(env, h, e[1]))
     return 0;
@@ -418,31 +517,18 @@ static void count_unsupported(ks_ring_hdr *h) {
 }
 
 
-static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
-                       ERL_NIF_TERM opts, unsigned flags) {
+/* A call with a match-spec extra ({caller}, a token, a payload): the full record. */
+static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM extra,
+                             unsigned flags, ks_rec_call c) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
   unsigned char label[UINT8_MAX], payload_buf[4096], *payload = payload_buf, *rec;
   size_t label_len = 0, payload_len = 0, len;
-  ERL_NIF_TERM extra;
   const ERL_NIF_TERM *x = NULL, *tok = NULL;
   ErlNifBinary big = {0};
   int nx = 0, have_big = 0;
-  ks_rec_call c;
   uint64_t pos;
 
-  /* ring_of made cache_gen this event's (live) generation. */
-  if (!ks_budget_take(&budget, cache_gen))
-    return;
-  memset(&c, 0, sizeof(c));
-  c.ts = vm_now();
-  if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
-    count_unsupported(h);
-    return;
-  }
-  c.pid = (uint64_t)pid;
-  /* {message, Extra} of the match spec; `true` when there was none. */
-  if (enif_get_map_value(env, opts, am_match_spec_result, &extra) &&
-      !enif_is_identical(extra, am_true)) {
+  {
     ERL_NIF_TERM token = 0, caller = 0, pay = 0;
     if (is_token(env, extra, &tok)) {
       token = extra;
@@ -486,7 +572,7 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   c.label_len = (uint8_t)label_len;
   c.payload_len = (uint32_t)payload_len;
   len = ks_ring_align(sizeof(c) + label_len + payload_len);
-  if ((rec = ks_ring_reserve(h, len, &pos, &tail_cache)) != NULL) {
+  if ((rec = ks_ring_reserve(h, len, &pos, &tls->tail_cache)) != NULL) {
     memcpy(rec + 8, (unsigned char *)&c + 8, sizeof(c) - 8);
     memcpy(rec + sizeof(c), label, label_len);
     memcpy(rec + sizeof(c) + label_len, payload, payload_len);
@@ -496,14 +582,51 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
     enif_release_binary(&big);
 }
 
+static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
+                       ERL_NIF_TERM opts, unsigned flags) {
+  thread_state *t = tls;
+  ERL_NIF_TERM extra;
+  ks_rec_call c;
+  ks_rec_mfa *r;
+  uint64_t pos;
+  int64_t ts;
+
+  /* ring_of made t->gen this event's (live) generation. */
+  if (!ks_budget_take(&budget, t->gen))
+    return;
+  ts = vm_now(t);
+  memset(&c, 0, sizeof(c));
+  if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
+    count_unsupported(h);
+    return;
+  }
+  /* {message, Extra} of the match spec; `true` when there was none (the
+   * flame captures' pattern): then the short record, filled in place. */
+  if (enif_get_map_value(env, opts, am_match_spec_result, &extra) && extra != am_true) {
+    c.ts = ts;
+    c.pid = (uint64_t)pid;
+    trace_call_extra(env, h, pid, extra, flags, c);
+    return;
+  }
+  if ((r = (ks_rec_mfa *)(void *)ks_ring_reserve(h, sizeof(*r), &pos, &t->tail_cache)) == NULL)
+    return;
+  r->ts = ts;
+  r->pid = (uint64_t)pid;
+  r->m = c.m;
+  r->f = c.f;
+  memset(r->reserved, 0, sizeof(r->reserved));
+  r->arity = c.arity;
+  ks_ring_commit(h, (unsigned char *)r, pos, sizeof(*r), KS_REC_CALL_MFA, flags);
+}
+
 static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa) {
-  ks_rec_return_to r;
+  ks_rec_mfa r;
   unsigned flags = 0;
   unsigned char *rec;
   uint64_t pos;
 
   memset(&r, 0, sizeof(r));
-  r.ts = vm_now();
+  r.ts = vm_now(tls);
   if (!define_pid(env, h, pid)) {
     count_unsupported(h);
     return;
@@ -511,7 +634,7 @@ static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ER
   r.pid = (uint64_t)pid;
   if (get_mfa(env, h, mfa, &r.m, &r.f, &r.arity))
     flags |= KS_RECF_MFA;
-  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tail_cache)) != NULL) {
+  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tls->tail_cache)) != NULL) {
     memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
     ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_RETURN_TO, flags);
   }
@@ -531,7 +654,7 @@ static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned f
   uint64_t pos;
 
   memset(&r, 0, sizeof(r));
-  r.ts = vm_now();
+  r.ts = vm_now(tls);
   r.kind = kind;
   if (!define_pid(env, h, pid)) {
     count_unsupported(h);
@@ -567,14 +690,16 @@ static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned f
       flags |= KS_RECF_MFA;
     break;
   }
-  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tail_cache)) != NULL) {
+  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tls->tail_cache)) != NULL) {
     memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
     ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_EVENT, flags);
   }
 }
 
-/* The live generation if `state` is it (Gen, or {meta, Gen} for *meta), else 0. */
-static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
+/* The live generation if `state` is it (Gen, or {meta, Gen} for *meta), else 0.
+ * The live Gen's term (a small integer: an immediate, the same word in every
+ * env) is kept beside it: the common case is one compare. */
+static inline uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
   ErlNifUInt64 gen;
   const ERL_NIF_TERM *e;
   int n;
@@ -583,6 +708,8 @@ static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
   *meta = 0;
   if (live == 0)
     return 0;
+  if (state == (ERL_NIF_TERM)atomic_load_explicit(&live_term, memory_order_relaxed))
+    return live;
   if (enif_get_uint64(env, state, &gen))
     return gen == live ? live : 0;
   if (enif_get_tuple(env, state, &n, &e) && n == 2 && enif_is_identical(e[0], am_meta) &&
@@ -593,17 +720,24 @@ static uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
   return 0;
 }
 
-/* The ring of this tracer state, with this thread's caches made current. */
+/* The ring of this tracer state, with this thread's state made current
+ * (NULL: not live, or no memory for the thread's state). */
 static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
   uint64_t live = live_state(env, state, meta);
+  thread_state *t = tls;
 
   if (live == 0)
     return NULL;
-  if (cache_gen != live) {
-    memset(atom_cache, 0, sizeof(atom_cache));
-    memset(pid_cache, 0, sizeof(pid_cache));
-    tail_cache = 0;
-    cache_gen = live;
+  if (t == NULL) {
+    if ((t = calloc(1, sizeof(*t))) == NULL)
+      return NULL;
+    tls = t;
+  }
+  if (t->gen != live) {
+    memset(t->atom_cache, 0, sizeof(t->atom_cache));
+    memset(t->pid_cache, 0, sizeof(t->pid_cache));
+    t->tail_cache = 0;
+    t->gen = live;
   }
   return atomic_load_explicit(&live_ring, memory_order_acquire);
 }
@@ -613,7 +747,7 @@ static int event_kind(ERL_NIF_TERM tag) {
   int k;
 
   for (k = 0; k < NTAGS; k++)
-    if (enif_is_identical(tag, event_tags[k].atom))
+    if (tag == event_tags[k].atom)
       return event_tags[k].kind;
   return -1;
 }
@@ -625,8 +759,9 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 
   if (live_state(env, argv[1], &meta) == 0)
     return am_remove;
-  if (enif_is_identical(argv[0], am_call) || enif_is_identical(argv[0], am_return_to) ||
-      enif_is_identical(argv[0], am_trace_status) || event_kind(argv[0]) >= 0)
+  /* Atoms are immediates: the same word in every env. */
+  if (argv[0] == am_call || argv[0] == am_return_to || argv[0] == am_trace_status ||
+      event_kind(argv[0]) >= 0)
     return am_trace;
   return am_discard;
 }
@@ -638,9 +773,9 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
   if (h == NULL)
     return am_ok;
-  if (enif_is_identical(argv[0], am_call))
+  if (argv[0] == am_call)
     trace_call(env, h, argv[2], argv[3], argv[4], meta ? KS_RECF_META : 0);
-  else if (enif_is_identical(argv[0], am_return_to))
+  else if (argv[0] == am_return_to)
     trace_return_to(env, h, argv[2], argv[3]);
   else if ((kind = event_kind(argv[0])) >= 0)
     trace_event(env, h, (uint8_t)kind, meta ? KS_RECF_META : 0, argv[2], argv[3], argv[4]);
@@ -670,8 +805,18 @@ static void retire_current(void) {
 
 /* No state is live; the current ring stays mapped (attach_lock held). */
 static void stop_live(void) {
+  atomic_store_explicit(&live_term, 0, memory_order_relaxed);
   atomic_store_explicit(&live_gen, 0, memory_order_release);
   atomic_store_explicit(&live_ring, NULL, memory_order_release);
+}
+
+/* Gen is live: its term after it (stop_live zeroed both, term first), so a
+ * reader that sees the new Gen sees no older term. A Gen past the small
+ * integers would be a boxed term, not the same word twice: not kept. */
+static void go_live(ErlNifEnv *env, uint64_t gen) {
+  atomic_store_explicit(&live_gen, gen, memory_order_release);
+  if (gen < ((uint64_t)1 << 59))
+    atomic_store_explicit(&live_term, (uint64_t)enif_make_uint64(env, gen), memory_order_release);
 }
 
 /* Checks the shared object on fd is a ring of this version: its data size, or 0. */
@@ -723,7 +868,7 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   current.h = h;
   current.size = size;
   atomic_store_explicit(&live_ring, h, memory_order_release);
-  atomic_store_explicit(&live_gen, gen, memory_order_release);
+  go_live(env, gen);
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
 }
@@ -741,7 +886,7 @@ static ERL_NIF_TERM nif_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     r = error_tuple(env, "no_ring");
   } else {
     atomic_store_explicit(&live_ring, current.h, memory_order_release);
-    atomic_store_explicit(&live_gen, gen, memory_order_release);
+    go_live(env, gen);
   }
   pthread_mutex_unlock(&attach_lock);
   return r;
@@ -823,9 +968,31 @@ static ERL_NIF_TERM nif_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   return map;
 }
 
+/* Whether the kernel's clocksource is the TSC (x86-64 only). */
+static int tsc_is_clocksource(void) {
+#if defined(__x86_64__)
+  char buf[32] = {0};
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY);
+  ssize_t n;
+
+  if (fd < 0)
+    return 0;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+#else
+  return 0;
+#endif
+}
+
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   int k = 0;
 
+  use_tsc = tsc_is_clocksource();
+  /* 4 MiB, touched only where atoms are used; kept for the VM's life (an
+   * upgrade keeps the first one: a scheduler may be reading it). */
+  if (atom_stamps == NULL && (atom_stamps = calloc(ATOM_STAMPS, sizeof(*atom_stamps))) == NULL)
+    return 1;
   am_trace = enif_make_atom(env, "trace");
   am_remove = enif_make_atom(env, "remove");
   am_discard = enif_make_atom(env, "discard");

@@ -175,7 +175,7 @@
 %% FLAME
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
-         flame_pid/1, flame_pid/2, flame_pid/3, cancel/0]).
+         flame_pid/1, flame_pid/2, flame_pid/3, cancel/0, flame_calibrate/0, flame_calibrate/1]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -664,8 +664,13 @@ calls(Spec, Opts) ->
 %%% `output_directory' (default "."), `sleep' (SLEEP frames for time
 %%% scheduled out, default true), `gc' (GC frames, default true),
 %%% `children' (follow spawned processes; default true for flame_apply,
-%%% false for flame_capture and flame_pid), `max_depth'
-%%% (256), `max_nodes' (1,000,000), `perf_period_us' (0: automatic),
+%%% false for flame_capture and flame_pid), `max_bytes'
+%%% (the call-path tree's memory, 2 GiB: paths past it go to an `OVER_BUDGET'
+%%% frame, their share printed), `callers' (every call's caller, for the
+%%% BEAM's own stacks, at a higher cost per call; default false: stacks from
+%%% calls and return_tos), `correct' (take tracing's cost per event, measured
+%%% on this machine, off every time; default true), `info' (return the
+%%% capture's summary after the files, `kprof_flame_summary'), `perf_period_us' (0: automatic),
 %%% `max_procs' (processes in the capture, 100,000; more are counted in
 %%% `dropped_procs'), `group' (`pid', `name', `initial_call' or `all':
 %%% processes sharing a registered name, an initial call, or all of them
@@ -681,7 +686,7 @@ calls(Spec, Opts) ->
 %%% `top => N': the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
-%%% (`kprof_top').
+%%% (`kprof_top'); the table is exact whatever limit cut the graph.
 %%% A process's root frame is `name(<0.N.S>)', else `M:F/A(<0.N.S>)' (its
 %%% initial call as proc_lib records it, its spawn MFA, or the fun it runs).
 %%% A spawned process's wait before it first runs is its `WAITING_TO_RUN'
@@ -754,6 +759,22 @@ flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     end;
 flame_pid(Pids, Millis, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end).
+
+%% @equiv flame_calibrate(#{})
+-spec flame_calibrate() -> {ok, map()} | {error, term()}.
+flame_calibrate() ->
+    flame_calibrate(#{}).
+
+%% @doc Measure again what one trace event costs a traced process here, for
+%% captures with options `Opts' (`callers' is the one that matters), and keep
+%% it for the next captures: `{ok, #{per_event_ns := Ns, rounds := [...],
+%% tracer := ring | port, pattern := true | callers}}'. Captures measure it
+%% themselves the first time (`correct => true', the default) and take it off
+%% every time they report ({@link kprof_flame_calib}); run this when the
+%% machine's load has changed much.
+-spec flame_calibrate(kprof_flame:opts()) -> {ok, map()} | {error, term()}.
+flame_calibrate(Opts) ->
+    with_opts(Opts, fun(O) -> kprof_flame_calib:calibrate(O) end).
 
 %% @doc End every running flame capture now, with its files: tracing
 %% comes off at once, and each capture's caller gets

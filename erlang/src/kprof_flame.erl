@@ -17,14 +17,24 @@
 %%% (`SLEEP' while scheduled out, `GC' while collecting, `WAITING_TO_RUN'
 %%% for a spawned process before its first run). Option `group' merges
 %%% processes at the root, `fold_recursion' folds direct recursion.
+%%%
+%%% By default the call pattern has no match spec (the VM's cheapest call
+%%% event) and the sink builds stacks from calls and return_tos, learning
+%%% which calls are tail calls; `callers => true' asks every call's caller
+%%% for the BEAM's own stacks, at about twice the VM's cost per call. Times
+%%% are corrected for tracing's cost per event (`correct', measured by
+%%% {@link kprof_flame_calib}); the call-path tree has a budget in bytes
+%%% (`max_bytes'), paths past it in an `OVER_BUDGET' frame whose share is
+%%% printed ({@link kprof_flame_summary}); the top table is exact either way.
 %%% Nothing but commands and the list of files crosses back into Erlang.
 -module(kprof_flame).
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides (traced/2); open => speedscope and
-%% the list of formats (kprof_tiers_full too).
--export([traced/2, maybe_open/2, formats/1, paths/2, out_dir/1]).
+%% Internal: the frame flame_apply hides (traced/2, hidden_frame/0: the
+%% calibration runs captures of its own); open => speedscope and the list of
+%% formats (kprof_tiers_full too).
+-export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2, out_dir/1]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 -export([last_written/0]).
@@ -32,8 +42,10 @@
 -export_type([opts/0, format/0, written/0]).
 
 -type format() :: folded | perf | speedscope | svg.
-%% The files written, and with `top => N' the table of kprof_top.
--type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
+%% The files written, and with `top => N' the table of kprof_top, or with
+%% `info => true' the capture's summary (kprof_flame_summary, the table in it).
+-type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}
+                 | {ok, [file:filename_all()], kprof_flame_summary:summary()}.
 -type opts() ::
         #{output_format => format() | [format()] | all,  % default: all four
           output_directory => file:filename(),          % default: the cwd
@@ -42,8 +54,8 @@
           gc => boolean(),                 % GC frames (default true)
           children => boolean(),           % follow spawned processes (default: true for
                                            % flame_apply, false for flame_pid and flame_capture)
-          max_depth => pos_integer(),      % deeper frames: TRUNCATED (default 256)
-          max_nodes => pos_integer(),      % distinct call paths (default 1,000,000)
+          max_bytes => pos_integer(),      % the call-path tree's memory (default 2 GiB):
+                                           % paths past it go to OVER_BUDGET frames
           perf_period_us => non_neg_integer(), % perf sample period; 0: automatic
           max_procs => pos_integer(),      % processes in the capture (default 100,000)
           %% processes merged at the root, Key(N_processes): by registered name,
@@ -56,8 +68,13 @@
           progress => boolean() | pos_integer(), % a line every 5000 ms (or Ms) while
                                            % the capture runs (default true)
           names => erlang | elixir,        % how functions are named in the text
+          callers => boolean(),            % {caller} on every call: the BEAM's own
+                                           % stacks, at a higher cost (default false)
+          correct => boolean(),            % take tracing's cost per event off the
+                                           % times (default true; kprof_flame_calib)
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
+          info => boolean(),               % return the capture's summary (default false)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
@@ -84,7 +101,8 @@
 
 %% @doc Run `Fun()' or `apply(M, F, Args)' traced in the calling process.
 -spec apply(fun(() -> term()) | {module(), atom(), [term()]}, opts()) ->
-          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]}
+          | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
 apply(What, Opts) ->
     case {is_runnable(What), validate(Opts, apply)} of
@@ -204,8 +222,8 @@ planned_files(Cfg = #{name := Name}) ->
     [filename:join(Dir, Name ++ kprof_opts:extension(F))
      || F <- formats(maps:get(output_format, Cfg))].
 
-%% The frame flame_apply hides: kprof_flame_srv is told it when the capture
-%% opens (it does not call back here).
+%% @private The frame flame_apply hides: kprof_flame_srv is told it when the
+%% capture opens (it does not call back here).
 -spec hidden_frame() -> mfa().
 hidden_frame() ->
     {?MODULE, traced, 2}.
@@ -228,9 +246,11 @@ runs(Fun) ->
     {M, F, A}.
 
 -spec run_apply(fun(() -> term()) | mfa_args(), map()) ->
-          {ok, term(), [file:filename_all()]} | {ok, term(), [file:filename_all()], [kprof_top:row()]}
+          {ok, term(), [file:filename_all()]}
+          | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
-run_apply(What, Cfg) ->
+run_apply(What, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame(),
                                               runs => runs(What)}) of
@@ -245,7 +265,7 @@ run_apply(What, Cfg) ->
                 {{ok, Result}, false} ->
                     case Written of
                         {ok, Files} -> {ok, Result, Files};
-                        {ok, Files, Top} -> {ok, Result, Files, Top};
+                        {ok, Files, More} -> {ok, Result, Files, More};
                         Error -> Error
                     end;
                 {{raise, Class, Reason, Stack}, _} ->
@@ -259,7 +279,8 @@ run_apply(What, Cfg) ->
 
 -spec run_pid([pid()], non_neg_integer(), map()) ->
           written() | {error, term()}.
-run_pid(Pids, Ms, Cfg) ->
+run_pid(Pids, Ms, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, pid, Cfg#{pids => Pids}) of
         {ok, Flags} ->
@@ -275,7 +296,8 @@ run_pid(Pids, Ms, Cfg) ->
 
 -spec run_capture(mfa(), pos_integer(), map()) ->
           written() | {error, term()}.
-run_capture(MFA, N, Cfg) ->
+run_capture(MFA, N, Cfg0) ->
+    Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
     case kprof_flame_srv:open(Id, capture, Cfg#{trigger => MFA, ncalls => N}) of
         {ok, Flags} ->
@@ -298,6 +320,12 @@ run_capture(MFA, N, Cfg) ->
         Error ->
             Error
     end.
+
+%% The cost per event the sink takes off (correct => true, the default):
+%% measured on this machine at the first capture (kprof_flame_calib).
+-spec with_correction(map()) -> map().
+with_correction(Cfg) ->
+    Cfg#{correct_ns => kprof_flame_calib:cost(Cfg)}.
 
 %% Tracing off, the files written, then the guard disarmed: an overload
 %% while the sink still reads the capture's events aborts it too.
@@ -470,7 +498,7 @@ end_with(_, Written) -> Written.
 
 -spec files(written() | {error, term()}) -> [file:filename_all()].
 files({ok, Files}) -> Files;
-files({ok, Files, _Top}) -> Files;
+files({ok, Files, _More}) -> Files;
 files({error, Reason}) ->
     %% Aborted and then not written either: the list is empty, the reason said.
     logger:warning(#{what => kprof_flame_not_written, reason => Reason},
@@ -513,7 +541,7 @@ write(Id, End, Cfg, Mode, Flags) ->
             _ = put(?LAST_WRITTEN, #{id => Id, files => Files, info => Info}),
             warn_limits(Info),
             maybe_open(maps:get(open, Cfg), Files),
-            with_top(Files, Info, Cfg);
+            result(Files, Info, Cfg);
         {error, no_events, _Info} ->
             logger:warning("kprof flame: no events, no files written. ~ts",
                            [hint(Mode)]),
@@ -539,21 +567,33 @@ paths(Paths, Cfg) ->
         false -> [unicode:characters_to_list(P) || P <- Paths]
     end.
 
-%% `top => N': the sink's table of the functions with the most self time,
-%% printed to the caller's group leader and returned after the files.
--spec with_top([file:filename_all()], map(), map()) ->
-          {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}.
-with_top(Files, Info = #{top := Raw, total_us := Total, functions := _}, Cfg) ->
-    Rows = kprof_top:rows(Raw, Total),
-    kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
+%% What limits cut from the graph is printed when anything was (the
+%% summary); `top => N': the sink's table of the functions with the most
+%% self time, printed to the caller's group leader and returned after the
+%% files; `info => true': the summary (the table in it) returned instead.
+-spec result([file:filename_all()], map(), map()) -> written().
+result(Files, Info, Cfg) ->
+    Rows = case Info of
+               #{top := Raw, total_us := Total, functions := _} -> kprof_top:rows(Raw, Total);
+               _ -> []
+           end,
+    Summary = kprof_flame_summary:from_info(Info, Rows),
+    _ = maps:is_key(top, Info) andalso
+        begin
+            kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
+            io:put_chars(kprof_flame_summary:correction_text(Summary))
+        end,
+    kprof_flame_summary:print(Summary),
     case maps:get(calls_uncounted, Info, 0) of
         0 -> ok;
         N -> logger:warning("kprof flame: ~b calls could not be counted in the top table "
                             "(the sink was out of memory)", [N])
     end,
-    {ok, Files, Rows};
-with_top(Files, _Info, _Cfg) ->
-    {ok, Files}.
+    case Cfg of
+        #{info := true} -> {ok, Files, Summary};
+        #{top := Top} when Top > 0 -> {ok, Files, Rows};
+        _ -> {ok, Files}
+    end.
 
 %% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.
 -spec delivered() -> ok.
@@ -574,10 +614,7 @@ hint(capture) ->
 %% Limits that changed the picture are said, not hidden.
 -spec warn_limits(map()) -> ok.
 warn_limits(Info) ->
-    Said = [{depth_capped, "frames deeper than max_depth were merged into TRUNCATED"},
-            {dropped_nodes, "call paths beyond max_nodes were credited to their parents"},
-            {stack_overflow, "frames beyond the per-process stack limit were only counted"},
-            {dropped_procs, "processes beyond the capture's limit were left out"}],
+    Said = [{dropped_procs, "processes beyond the capture's limit were left out"}],
     _ = [logger:notice("kprof flame: ~s (~b times)", [Text, N])
          || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
     ok.

@@ -2,15 +2,19 @@
 %%% flame captures (see {@link kprof_flame} and doc/flame.md).
 %%%
 %%% Several captures may run at once; they share the call pattern on every
-%%% function (`{'_','_','_'}' and `on_load', local, match spec
-%%% `[{'_', [], [{message, {caller}}]}]'), set when the first capture opens
-%%% and cleared when the last one closes, or, while web captures are allowed,
-%%% `keep_patterns_ms' later ({@link kprof_web_gate}; 1 s by default): a
-%%% capture opening meanwhile finds them set. Setting and clearing them stops
-%%% the node for tens of milliseconds with 100,000 functions loaded, while
-%%% set they make every call of every process slower, traced or not
-%%% (bench/RESULTS.md, "Web capture cost"). The tiers and calls sessions ask
-%%% for them to go at once ({@link release_patterns/0}). Processes traced by two captures
+%%% function (`{'_','_','_'}' and `on_load', local), set when the first
+%%% capture opens and cleared when the last one closes, or, while web
+%%% captures are allowed, `keep_patterns_ms' later ({@link kprof_web_gate};
+%%% 1 s by default): a capture opening meanwhile finds them set. Setting and
+%%% clearing them stops the node for tens of milliseconds with 100,000
+%%% functions loaded, while set they make every call of every process slower,
+%%% traced or not (bench/RESULTS.md, "Web capture cost"). The tiers and calls
+%%% sessions ask for them to go at once ({@link release_patterns/0}). Their
+%%% match spec is `true' (no match spec: the VM's cheapest call event; the
+%%% sink builds stacks from calls and return_tos, port/flame/flame_stack.c), or
+%%% `[{'_', [], [{message, {caller}}]}]' while a capture with `callers =>
+%%% true' is open (every call's caller: the BEAM's own stacks, at a higher
+%%% cost per call). Processes traced by two captures
 %%% keep their flags until both are done. A flame_capture trigger has a
 %%% meta pattern of its own; one capture per trigger function at a time.
 %%%
@@ -67,6 +71,8 @@
 -define(ALL_FLAGS, [call, arity, return_to, running, procs, garbage_collection,
                     set_on_spawn, monotonic_timestamp]).
 -define(CALLER_MS, [{'_', [], [{message, {caller}}]}]).
+%% The call patterns' match spec: none, or {caller} for a capture with callers => true.
+-type spec() :: true | callers.
 
 -record(cap, {owner :: pid(),
               mref :: reference(),
@@ -74,6 +80,7 @@
               pids = [] :: [pid()],              % traced by this server (pid mode)
               trigger :: mfa() | undefined,
               children = false :: boolean(),
+              callers = false :: boolean(),
               tracer :: tuple()}).
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
@@ -84,7 +91,7 @@
                 %% children) was open since the last full close: sweep then.
                 dynamic = false :: boolean(),
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
-                patterns = false :: boolean(),               % the call patterns are set
+                patterns = none :: none | spec(),            % the call patterns set
                 %% No capture open, the patterns kept until this timer fires.
                 keep :: reference() | undefined}).
 
@@ -333,7 +340,7 @@ call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
             _ = try kprof_guard:watch_patterns({kprof_flame, Id},
-                                               [callers_pattern(), on_load_pattern()])
+                                               call_patterns(S#state.patterns))
                 catch _:_ -> ok
                 end,
             _ = erlang:trace_pattern(MFA, false, [meta]),
@@ -378,7 +385,7 @@ info_({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
             ok
     end,
     _ = erlang:trace_pattern(on_load, false, [local]),
-    {noreply, S#state{patterns = false}};
+    {noreply, S#state{patterns = none}};
 info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
     case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] ++
          [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
@@ -439,16 +446,22 @@ do_open(Id, Mode, Cfg, Owner, S0) ->
     S = #state{caps = Caps} = cancel_keep(S0),
     Tracer = maps:get(tracer, Cfg),
     Trigger = maps:get(trigger, Cfg, undefined),
-    First = not S#state.patterns,
+    Callers = maps:get(callers, Cfg, false),
+    %% {caller} while any open capture wants it; never taken away from one
+    %% (patterns kept with no capture open are nobody's).
+    Spec = case Callers orelse (S#state.patterns =:= callers andalso map_size(Caps) > 0) of
+               true -> callers;
+               false -> true
+           end,
     %% The trigger before the call patterns (see set_trigger/3).
     case set_trigger(Trigger, Id, Cfg) of
         ok ->
-            First andalso set_patterns(),
+            Spec =/= S#state.patterns andalso set_patterns(Spec),
             Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
-                       mode = Mode, trigger = Trigger,
+                       mode = Mode, trigger = Trigger, callers = Callers,
                        children = maps:get(children, Cfg), tracer = Tracer},
-            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined)),
-            S1 = S#state{caps = Caps#{Id => Cap}, patterns = true,
+            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined), Spec),
+            S1 = S#state{caps = Caps#{Id => Cap}, patterns = Spec,
                          dynamic = S#state.dynamic orelse Mode =:= capture
                              orelse maps:get(children, Cfg)},
             {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
@@ -514,8 +527,10 @@ warn_traced([{Pid, Tracer} | More]) ->
 sink_start(Id, Mode, Cfg) ->
     Opts = [{sleep, maps:get(sleep, Cfg)}, {gc, maps:get(gc, Cfg)},
             {children, maps:get(children, Cfg)},
-            {max_depth, maps:get(max_depth, Cfg)}, {max_nodes, maps:get(max_nodes, Cfg)},
+            {max_bytes, maps:get(max_bytes, Cfg)},
             {perf_period_us, maps:get(perf_period_us, Cfg)},
+            {callers, maps:get(callers, Cfg, false)},
+            {correct_ns, maps:get(correct_ns, Cfg, 0)},
             {max_procs, maps:get(max_procs, Cfg)}, {top, maps:get(top, Cfg)},
             {names, maps:get(names, Cfg)},
             {group, group(Cfg)}, {fold_recursion, maps:get(fold_recursion, Cfg)}]
@@ -631,10 +646,9 @@ name_of(Pid) ->
         _ -> undefined
     end.
 
--spec set_patterns() -> ok.
-set_patterns() ->
-    _ = erlang:trace_pattern({'_', '_', '_'}, ?CALLER_MS, [local]),
-    _ = erlang:trace_pattern(on_load, ?CALLER_MS, [local]),
+-spec set_patterns(spec()) -> ok.
+set_patterns(Spec) ->
+    _ = [erlang:trace_pattern(What, MS, Flags) || {What, MS, Flags} <- call_patterns(Spec)],
     ok.
 
 -spec clear_patterns() -> ok.
@@ -684,22 +698,24 @@ trigger_ms(Id, Cfg, Tracer) ->
                 {message, {{[], {caller}, {{kprof_flame, Id}}}}},
                 {return_trace}, {exception_trace}]}].
 
-%% The call pattern every capture shares, as the guard holds it.
--spec callers_pattern() -> {{'_', '_', '_'}, list(), [local]}.
-callers_pattern() ->
-    {{'_', '_', '_'}, ?CALLER_MS, [local]}.
-
-%% The same for modules loaded later; the guard clears it on an abort.
--spec on_load_pattern() -> {on_load, list(), [local]}.
-on_load_pattern() ->
-    {on_load, ?CALLER_MS, [local]}.
+%% The call patterns every capture shares, as the guard holds them: every
+%% function, and modules loaded later (the guard clears both on an abort).
+-spec call_patterns(none | spec()) -> [{{'_', '_', '_'} | on_load, true | list(), [local]}].
+call_patterns(none) ->
+    [];
+call_patterns(Spec) ->
+    MS = case Spec of
+             callers -> ?CALLER_MS;
+             true -> true
+         end,
+    [{{'_', '_', '_'}, MS, [local]}, {on_load, MS, [local]}].
 
 %% The guard's abort runs in the guard: it only sends messages. The trigger's
 %% meta pattern is the guard's to watch too: a code reload of its module
 %% drops it (the shared `'_'' pattern stands for every module, which the
 %% guard does not check one by one; `on_load' covers reloaded modules).
--spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined) -> ok.
-arm_guard(Id, Owner, Cfg, E0) ->
+-spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined, spec()) -> ok.
+arm_guard(Id, Owner, Cfg, E0, Spec) ->
     Srv = self(),
     Abort = fun(Kind, _Info) ->
                     Srv ! {guard_abort, Id, Kind},
@@ -711,7 +727,7 @@ arm_guard(Id, Owner, Cfg, E0) ->
                          [{MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]}]
               end,
     Arm0 = #{abort => Abort, owner => Srv,
-             patterns => [callers_pattern(), on_load_pattern() | Trigger]},
+             patterns => call_patterns(Spec) ++ Trigger},
     Arm = case E0 of
               undefined -> Arm0;
               _ -> Arm0#{events0 => E0}
@@ -794,11 +810,11 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
 %% The last capture closed: the call patterns stay for keep_patterns_ms when
 %% web captures are allowed (a timer then clears them), else go now.
 -spec keep_or_clear(#state{}) -> #state{}.
-keep_or_clear(S = #state{patterns = true}) ->
+keep_or_clear(S = #state{patterns = Spec}) when Spec =/= none ->
     case kprof_web_gate:keep_patterns_ms() of
         0 ->
             clear_patterns(),
-            S#state{patterns = false};
+            S#state{patterns = none};
         Ms ->
             S#state{keep = erlang:start_timer(Ms, self(), keep_patterns)}
     end;
@@ -823,7 +839,7 @@ unkeep(S = #state{caps = Caps}) when map_size(Caps) > 0 ->
     cancel_keep(S);
 unkeep(S) ->
     clear_patterns(),
-    (cancel_keep(S))#state{patterns = false}.
+    (cancel_keep(S))#state{patterns = none}.
 
 %% Flags come off a process when no other open capture wants it, as far as
 %% this server knows without asking the sink: pid mode counts its

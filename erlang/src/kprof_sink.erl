@@ -491,7 +491,9 @@ live_gen(Gen) ->
 
 -spec open_ring(gen_server:from(), #state{}) -> {noreply, #state{}} | {reply, term(), #state{}}.
 open_ring(From, S = #state{pending = Pending}) ->
-    Bytes = application:get_env(kprof, ring_bytes, 16 bsl 20),
+    %% 64 MiB: about a second of a busy traced process's events (48 to 64 bytes
+    %% each), so a sink the OS leaves off its core for a while loses none.
+    Bytes = application:get_env(kprof, ring_bytes, 64 bsl 20),
     Ref = make_ref(),
     case try_send(term_to_binary({kprof, Ref, {ring_open, Bytes}}), S) of
         true ->

@@ -10,17 +10,22 @@
 %%% and prints it to the caller's group leader:
 %%% ```
 %%% 1> kprof:flame_apply(fun() -> lists:sum([X * X || X <- lists:seq(1, 100000)]) end,
-%%%                      #{top => 3, output_format => folded}).
-%%% kprof flame: 3 of 4 functions, most self time first (12.804 ms in all)
-%%%      calls    self ms  self %    incl ms  function
-%%%          1      6.210    48.5      6.210  erl_eval:do_apply/7
-%%%     100001      3.981    31.1      3.981  lists:seq_loop/3
-%%%          1      2.114    16.5      2.114  lists:sum/2
-%%% {ok,333338333350000,["/home/me/kprof-apply-....folded"],
-%%%     [#{calls => 1,inclusive_us => 6210,mfa => {erl_eval,do_apply,7},
-%%%        self_pct => 48.5,self_us => 6210}, ...]}
+%%%                      #{top => 3, output_format => folded, output_directory => "/tmp/fl"}).
+%%% kprof flame: 3 of 40 functions, most self time first (1642.278 ms in all)
+%%%       calls    self ms  self %    incl ms  function
+%%%      300009    242.329    14.8   1591.133  erl_eval:expr/6
+%%%      100001    146.524     8.9   1574.835  erl_eval:eval_generate/8
+%%%      200006    116.799     7.1    255.186  lists:foldl/3
+%%% kprof flame: times corrected for tracing's cost: 363 ns off for each of 5930113 events (2152.631 ms in all); 0 call paths had less time than their events' cost and count as 0 (0.000 ms not taken off)
+%%% {ok,333338333350000,
+%%%     ["/tmp/fl/kprof-apply-20261126-204038-146.folded"],
+%%%     [#{calls => 300009,inclusive_us => 1591133,mfa => {erl_eval,expr,...},...},
+%%%      #{calls => 100001,inclusive_us => 1574835,...},
+%%%      #{calls => 200006,...}]}
 %%% '''
-%%% (the figures of a run; `self %' is of the capture's whole time).
+%%% (the figures of a run; `self %' is of the capture's whole time; a fun
+%%% typed in the shell runs in erl_eval; the last line: the correction for
+%%% tracing's cost, kprof_flame_summary).
 -module(kprof_top).
 
 -export([rows/2, text/2, print/2]).

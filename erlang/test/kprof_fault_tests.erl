@@ -502,7 +502,7 @@ alert(Ms) ->
     end.
 
 %% The sink stopped reading the ring: seen as the tail standing still, or as
-%% the ring filling up first (busy writers fill 16 MiB in a fraction of a
+%% the ring filling up first (busy writers fill 64 MiB in about a
 %% second), the message saying for how long the sink had not read it.
 stalled({overload, #{what := ring_stalled}}) ->
     ok;

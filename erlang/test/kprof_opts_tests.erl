@@ -63,16 +63,20 @@ unknown_and_not_a_map_test() ->
     ?assertEqual({error, {unknown_options, [max_depth]}}, kprof_opts:check(tiers, #{max_depth => 9})),
     %% Every unknown key, sorted, before any value is looked at.
     ?assertEqual({error, {unknown_options, [a, b]}},
-                 kprof_opts:check(flame, #{b => 2, a => 1, max_depth => 0})),
+                 kprof_opts:check(flame, #{b => 2, a => 1, max_bytes => 0})),
     %% The first bad value in key order.
-    ?assertEqual({error, {bad_option, gc, x}}, kprof_opts:check(flame, #{max_depth => 0, gc => x})),
+    ?assertEqual({error, {bad_option, gc, x}}, kprof_opts:check(flame, #{max_bytes => 0, gc => x})),
+    %% The node and depth counts of before max_bytes are gone, said as unknown.
+    ?assertEqual({error, {unknown_options, [max_depth, max_nodes]}},
+                 kprof_opts:check(flame, #{max_nodes => 1000000, max_depth => 256})),
     ?assertEqual({error, {bad_options, [x]}}, kprof_opts:check(flame, [x])).
 
 defaults_test() ->
     ?assertEqual(#{output_format => all, output_directory => ".", sleep => true, gc => true,
-                   children => false, max_depth => 256, max_nodes => 1000000,
+                   children => false, max_bytes => 2 bsl 30,
                    perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
-                   top => 0, progress => true, names => erlang, fold_recursion => false},
+                   top => 0, info => false, progress => true, names => erlang,
+                   fold_recursion => false, callers => false, correct => true},
                  kprof_opts:defaults(flame)),
     ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
                    max_memory_bytes => default, max_events => infinity, rate => infinity,
@@ -84,8 +88,8 @@ defaults_test() ->
                    full_trace_max_events => 100000, full_trace_max_nodes => 100000,
                    full_trace_max_identities => 20},
                  kprof_opts:defaults(tiers)),
-    {ok, Filled} = kprof_opts:check(flame, #{max_depth => 7}),
-    ?assertEqual((kprof_opts:defaults(flame))#{max_depth => 7}, Filled).
+    {ok, Filled} = kprof_opts:check(flame, #{max_bytes => 1 bsl 20}),
+    ?assertEqual((kprof_opts:defaults(flame))#{max_bytes => 1 bsl 20}, Filled).
 
 formats_test() ->
     ?assertEqual([folded, perf, speedscope, svg], kprof_opts:formats()),
@@ -97,7 +101,8 @@ formats_test() ->
 
 doc_test() ->
     [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
-    ?assert(lists:member("max_depth (default 256, 1..100000): deeper frames are merged into TRUNCATED",
+    ?assert(lists:member("max_bytes (default 2147483648, 65536..1099511627776): memory of the "
+                         "call-path tree; paths past it go to OVER_BUDGET frames",
                          kprof_opts:doc(flame))).
 
 %% The table against today's checks, on every edge value of every row.

@@ -641,13 +641,19 @@ bad_arguments() ->
     ?assertEqual(ok, kprof:set_token([a | b])),
     ?assertEqual(ok, kprof:clear_token()),
     %% Without kprof, the functions of no argument answer `{error, _}' or
-    %% `ok' (stop/0, clear_token/0); start/0 is what starts it.
+    %% `ok' (stop/0, clear_token/0); start/0 is what starts it, and
+    %% flame_calibrate/0, which starts it as the captures do, measures and
+    %% leaves no tracing behind.
     ok = kprof:stop(),
     [begin
          Result = try kprof:F() catch C:E -> {raised, C, E} end,
          ?assert(Result =:= ok orelse element(1, Result) =:= error),
          ?assertEqual({flags, []}, erlang:trace_info(new, flags))
-     end || {F, 0} <- no_argument_exports(), F =/= start],
+     end || {F, 0} <- no_argument_exports(), F =/= start, F =/= flame_calibrate],
+    ?assertMatch({ok, #{per_event_ns := _}}, kprof:flame_calibrate()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    ok = kprof:stop(),
     ?assertEqual(ok, kprof:start()).
 
 -spec bad_argument_table() -> [{atom(), [list()]}].
@@ -670,6 +676,7 @@ bad_argument_table() ->
      {flame_pid, [[x], [[self() | x]], [[]]]},
      {flame_pid, [[self(), x], [self(), -1]]},
      {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]},
+     {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => maybe}]]},
      {calls, [[x], [{'_', f, 1}], [[W | x]], [{no_such_module_here, f, 1}]]},
      {calls, [[W, x], [W, #{ms => 0}], [W, #{ms => infinity, max => infinity}],
               [W, [{ms, 1} | x]], [W, #{nope => 1}], [[W, 3], #{}]]}].

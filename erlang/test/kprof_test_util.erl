@@ -107,14 +107,16 @@ collect_io(Acc) ->
             Pid ! {text, self(), iolist_to_binary(Acc)}
     end.
 
-%% @doc Makes this node distributed as `Name' (short names, epmd started if
-%% needed) unless it already is; `true' if it did, so the caller stops it.
+%% @doc Makes this node distributed under a random name made from `Name'
+%% (peer:random_name/1: other worktrees run the same suites on the machine at
+%% once; short names, epmd started if needed) unless it already is; `true'
+%% if it did, so the caller stops it.
 -spec distributed(atom()) -> boolean().
 distributed(Name) ->
     case node() of
         nonode@nohost ->
             _ = os:cmd("epmd -daemon"),
-            {ok, _} = net_kernel:start([Name, shortnames]),
+            {ok, _} = net_kernel:start([list_to_atom(peer:random_name(Name)), shortnames]),
             true;
         _ ->
             false

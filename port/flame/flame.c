@@ -26,8 +26,9 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->sleep = 1;
   o->gc = 1;
   o->children = 0;
-  o->max_depth = 256;
-  o->max_nodes = 1000000;
+  o->max_depth = 0;
+  o->max_nodes = UINT32_MAX - 1;
+  o->max_bytes = KS_FLAME_MAX_BYTES;
   o->max_stack = 65536;
   o->max_procs = 100000;
   o->trigger = KS_NONE;
@@ -38,13 +39,15 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->top = 0;
   o->group = KS_GROUP_PID;
   o->fold_recursion = 0;
+  o->callers = 0;
+  o->fold_depth = KS_FLAME_FOLD_DEPTH;
+  o->learn = 1;
 }
 
-/* Calls per function, for the table flame_write's Info carries (top > 0):
- * one that cannot be counted (out of memory) is counted as calls_uncounted. */
+/* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
-  if (c->o.top > 0 && mfa != c->o.hide && ks_fcount_call(&c->calls, &c->calls_cap, mfa) != KS_OK)
-    c->k.calls_uncounted++;
+  if (c->o.top > 0 && mfa != c->o.hide)
+    ks_ffun_call(&c->fc, mfa);
 }
 
 void ks_flame_init(ks_flame *fl) {
@@ -56,12 +59,14 @@ static void free_cap(ks_fcap *c) {
 
   for (k = 0; k < c->nprocs; k++) {
     ks_stack_free(&c->procs[k].st);
+    ks_ffun_free_proc(&c->procs[k]);
     free(c->procs[k].name);
     free(c->procs[k].call);
   }
   free(c->procs);
   free(c->pslots);
-  free(c->calls);
+  ks_ffun_free(&c->fc);
+  ks_ftails_free(&c->tails);
   ks_ftree_free(&c->tree);
   memset(c, 0, sizeof(*c));
 }
@@ -98,11 +103,9 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
     return KS_EFULL;
   memset(c, 0, sizeof(*c));
   c->o = *o;
-  if (c->o.max_depth < 1)
-    c->o.max_depth = 1;
-  if (c->o.max_stack < c->o.max_depth + 1)
+  if (c->o.max_depth > 0 && c->o.max_stack < c->o.max_depth + 1)
     c->o.max_stack = c->o.max_depth + 1;
-  if (ks_ftree_init(&c->tree, c->o.max_nodes) != KS_OK)
+  if (ks_ftree_init(&c->tree, c->o.max_nodes, c->o.max_bytes) != KS_OK)
     return KS_ENOMEM;
   c->pmask = 63;
   c->pslots = calloc(c->pmask + 1, sizeof(*c->pslots));
@@ -192,8 +195,10 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
   p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
   p->cur = KS_NONE;
   p->out_mfa = KS_NONE;
+  p->run_mfa = KS_NONE;
   p->first_mfa = KS_NONE;
   p->spawn_mfa = KS_NONE;
+  p->fc = c->o.top > 0 ? &c->fc : NULL;
   c->pslots[slot] = ++c->nprocs;
   if ((uint64_t)c->nprocs * 2 > (uint64_t)c->pmask + 1 && grow_pslots(c) != KS_OK &&
       c->nprocs + 1 >= c->pmask) {
@@ -251,6 +256,9 @@ int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, s
     return KS_OK;   /* names only: it is armed, done or dead as its events said */
   if (c->o.trigger == KS_NONE && !c->stopped) {
     p->armed = 1;
+    /* flame_apply's caller starts its stack at the function applied; a
+     * flame_pid process may be anywhere in its stack. */
+    p->bottom = c->o.hide != KS_NONE;
     ks_fstack_update(&g, p);
   }
   return KS_OK;
@@ -298,7 +306,9 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
   for (k = 0; k < c->nprocs; k++) {
     ks_fproc *p = &c->procs[k];
     if (p->armed && !p->dead && has_end)
-      ks_fstack_credit(&g, p, end_ts);
+      ks_fstack_credit_end(&g, p, end_ts);
+    if (p->fc != NULL)
+      ks_ffun_leave_all(p->fc, p);   /* inclusive times of what is still open end here */
     p->armed = 0;
     p->cur = KS_NONE;
     if (p->pid < fl->mask_cap)
@@ -344,6 +354,7 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
     c->k.calls_started++;
     c->k.events++;
     p->armed = 1;
+    p->bottom = 1;
     p->out = p->gc = 0;
     p->trig_depth = 1;
     p->has_ts = 1;
@@ -422,7 +433,10 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     if (p->child && p->first_mfa == KS_NONE && ev->mfa != c->o.hide &&
         !spawn_wrapper(in, ev->mfa))
       p->first_mfa = ev->mfa;
-    ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    if (c->o.callers)
+      ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
+    else
+      ks_fstack_call_flow(&g, p, ev->mfa);
     count_call(c, ev->mfa);
     break;
   case KS_EV_RETURN_TO:
@@ -431,7 +445,10 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
       ks_fstack_clear(p);
       break;
     }
-    ks_fstack_return_to(&g, p, ev->mfa);
+    if (c->o.callers)
+      ks_fstack_return_to(&g, p, ev->mfa);
+    else
+      ks_fstack_return_flow(&g, p, ev->mfa);
     break;
   case KS_EV_IN:
   case KS_EV_IN_EXITING:
@@ -511,6 +528,7 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
       ks_fgraph g = ks_fcap_graph(c);
       p->armed = 1;
       p->child = 1;   /* seen from its start: its first call is its initial call */
+      p->bottom = 1;
       ks_fstack_update(&g, p);
     }
   }

@@ -109,10 +109,11 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0 ||
       (opt = ks_option_find(KS_M_FLAME, key)) == NULL)
     return KS_EINVAL;
-  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, hold, fold_recursion */
+  if (opt->type == KS_T_BOOL) {   /* sleep, gc, children, callers, hold, fold_recursion */
     if (ei_decode_boolean(b, idx, &flag) != 0)
       return KS_EINVAL;
-    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc : key[0] == 'c' ? &o->children
+    *(key[0] == 's' ? &o->sleep : key[0] == 'g' ? &o->gc
+      : strcmp(key, "children") == 0 ? &o->children : strcmp(key, "callers") == 0 ? &o->callers
       : key[0] == 'f' ? &o->fold_recursion : &o->hold) = flag;
     return KS_OK;
   }
@@ -143,10 +144,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   }
   if (ei_decode_longlong(b, idx, &v) != 0 || ks_option_check(opt, v) != KS_OK)
     return KS_EINVAL;
-  if (strcmp(key, "max_depth") == 0)
-    o->max_depth = (uint32_t)v;
-  else if (strcmp(key, "max_nodes") == 0)
-    o->max_nodes = (uint32_t)v;
+  if (strcmp(key, "max_bytes") == 0)
+    o->max_bytes = (uint64_t)v;
   else if (strcmp(key, "max_stack") == 0)
     o->max_stack = (uint32_t)v;
   else if (strcmp(key, "max_procs") == 0)
@@ -159,6 +158,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
     o->top = (uint32_t)v;
   else if (strcmp(key, "time_offset") == 0)
     o->time_offset = v;
+  else if (strcmp(key, "correct_ns") == 0)
+    o->correct_ns = (uint32_t)v;
   else
     return KS_EINVAL;
   return KS_OK;
@@ -266,15 +267,42 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "calls_early", c->k.calls_early);
   ks_map_u64(m, "lost_frames", c->k.lost_frames);
   ks_map_u64(m, "unknown_callers", c->k.unknown_callers);
-  ks_map_u64(m, "depth_capped", c->k.depth_capped);
   ks_map_u64(m, "stack_overflow", c->k.stack_overflow);
   ks_map_u64(m, "dropped_procs", c->k.dropped_procs);
-  ks_map_u64(m, "dropped_nodes", c->tree.dropped);
+  ks_map_u64(m, "over_budget_paths", c->tree.over_paths);
+  ks_map_u64(m, "over_budget_calls", c->k.over_budget_calls);
   ks_map_u64(m, "nodes", c->tree.n);
+  ks_map_u64(m, "tree_bytes", c->tree.peak);
   ks_map_u64(m, "procs", c->nprocs);
   ks_map_u64(m, "armed", armed);
-  ks_map_u64(m, "max_depth", c->o.max_depth);
-  ks_map_u64(m, "max_nodes", c->o.max_nodes);
+  ks_map_u64(m, "max_bytes", c->o.max_bytes);
+  ks_map_u64(m, "max_stack", c->o.max_stack);
+  ks_map_u64(m, "correct_ns", c->o.correct_ns);
+  ks_map_u64(m, "corrected", c->k.corrected);
+  ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
+  ks_map_u64(m, "clamped", c->k.clamped);
+  ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
+  ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
+}
+
+/* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
+ * them): the share of the graph a limit cut. Neither nests in the other. */
+static void cut_time(const ks_ftree *t, uint64_t *over, uint64_t *deep) {
+  uint32_t k, f, parent;
+
+  *over = *deep = 0;
+  for (k = 1; k < t->n; k++) {
+    f = t->v[k].frame;
+    parent = t->v[k].parent;
+    if (KS_FR_KIND(f) != KS_FR_PSEUDO)
+      continue;
+    if (KS_FR_VAL(f) == KS_PSEUDO_SLEEP || KS_FR_VAL(f) == KS_PSEUDO_GC)
+      f = parent != 0 && parent != KS_NONE ? t->v[parent].frame : KS_NONE;
+    if (f == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER))
+      *over += t->v[k].self;
+    else if (f == KS_FR(KS_FR_PSEUDO, KS_PSEUDO_DEEP))
+      *deep += t->v[k].self;
+  }
 }
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
@@ -507,13 +535,17 @@ typedef struct write_info {
 
 static void put_info(ks_map *m, const void *ctx) {
   const write_info *w = ctx;
+  uint64_t over, deep;
   uint32_t k;
   int e = 0;
 
   put_counters(m, w->c);
+  cut_time(&w->c->tree, &over, &deep);
+  ks_map_u64(m, "over_budget_ns", over);
+  ks_map_u64(m, "too_deep_ns", deep);
   if (w->c->o.top == 0)
     return;
-  ks_map_u64(m, "calls_uncounted", w->c->k.calls_uncounted);
+  ks_map_u64(m, "calls_uncounted", w->c->fc.uncounted);
   ks_map_u64(m, "functions", w->functions);
   ks_map_key(m, "top");
   if (w->n > 0)
@@ -543,6 +575,7 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
+  ks_flame_correct(c);
   ks_ftree_order(&c->tree);
   /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
   if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
@@ -585,11 +618,8 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
   }
   w.c = cap;
   w.in = &s->in;
-  /* The table from the tree written (a view keeps every function's self
-   * time and its outermost frames), calls from the capture's counts. */
-  w.rows = rows = cap->o.top > 0 ? ks_ftree_mfas(&c->tree, total, cap->calls, cap->calls_cap,
-                                                  KS_FMFA_BY_SELF, &w.functions)
-                                 : NULL;
+  /* The table from the capture's exact per-function counters (flame_count.c). */
+  w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
   w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
   e = ks_flame_write_reply(&o, &d, x, put_info, &w);
   free(rows);

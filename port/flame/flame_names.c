@@ -6,8 +6,10 @@
  *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
  *                   what it runs (ks_flame_proc_call: M:F/A), else <0.N.S>
  *   a group         key(N_processes): processes merged by the option group
- *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past max_depth),
- *                   WAITING_TO_RUN (a process's time before it was first scheduled in)
+ *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past full
+ *                   trace's depth cap), WAITING_TO_RUN (a process's time before it
+ *                   was first scheduled in), OVER_BUDGET (call paths past max_bytes),
+ *                   TOO_DEEP (frames past a process's stack cap)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
  * A name may still hold bytes that are not UTF-8 (a process name or initial call
  * the sink was sent, a name cut at a buffer's end): the JSON and the SVG write
@@ -19,7 +21,8 @@
 
 #include "ks_flame.h"
 
-static const char *const pseudo_names[] = {"SLEEP", "GC", "TRUNCATED", "WAITING_TO_RUN"};
+static const char *const pseudo_names[] = {"SLEEP",          "GC",          "TRUNCATED",
+                                           "WAITING_TO_RUN", "OVER_BUDGET", "TOO_DEEP"};
 
 static size_t put(char *buf, size_t cap, int n) {
   if (n < 0)
@@ -282,4 +285,28 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
       }
     }
   }
+}
+
+size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
+  const ks_fcounters *k = &c->k;
+
+  if (cap == 0)
+    return 0;
+  if (c->o.correct_ns == 0 && k->skipped_ns > 0)
+    return put(buf, cap, snprintf(buf, cap, "kprof correction: none, skipped_per_event_ns=%llu "
+                                            "(raw times: the capture's whole time was less than "
+                                            "its events' cost)",
+                                  (unsigned long long)k->skipped_ns));
+  if (c->o.correct_ns == 0)
+    return put(buf, cap, snprintf(buf, cap, "kprof correction: none (raw times: each event's "
+                                            "tracing cost is in them)"));
+  return put(buf, cap,
+             snprintf(buf, cap,
+                      "kprof correction: per_event_ns=%u events=%llu subtracted_ms=%.3f "
+                      "clamped=%llu clamped_ms=%.3f (tracing's cost per event taken off the "
+                      "time of each call path; clamped: paths shorter than their events' "
+                      "cost, counted as zero)",
+                      c->o.correct_ns, (unsigned long long)k->corrected,
+                      (double)k->subtracted_ns / 1e6, (unsigned long long)k->clamped,
+                      (double)k->clamped_ns / 1e6));
 }

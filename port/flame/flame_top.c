@@ -21,7 +21,7 @@ static int by_incl(const void *a, const void *b) {
   return x->mfa < y->mfa ? -1 : x->mfa > y->mfa;
 }
 
-static int by_self(const void *a, const void *b) {
+int ks_fmfa_by_self(const void *a, const void *b) {
   const ks_fmfa *x = a, *y = b;
 
   if (x->self != y->self)
@@ -98,7 +98,7 @@ ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t
     out[n].self = self[k];
     n++;
   }
-  qsort(out, n, sizeof(*out), order == KS_FMFA_BY_SELF ? by_self : by_incl);
+  qsort(out, n, sizeof(*out), order == KS_FMFA_BY_SELF ? ks_fmfa_by_self : by_incl);
   *nout = n;
 done:
   free(self);

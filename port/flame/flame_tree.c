@@ -1,14 +1,24 @@
 /* flame_tree.c: the call-path tree of a flame capture.
  *
  * A node is (parent node, frame); the pair is interned in an open-addressing
- * table of node indices, so finding the stack one frame deeper is one probe.
+ * table whose slots hold the pair and the node, so finding the stack one
+ * frame deeper is one probe, one cache line (a big tree's are all misses).
  * Nodes are never removed: the tree grows with the number of distinct call
- * paths, not with the number of events. At max nodes, a would-be child is
- * counted and its time goes to the parent.
+ * paths, not with the number of events. Its limits (include/ks_flame.h): a
+ * node count, where a would-be child's time goes to its parent (full trace's
+ * aggregates), or a budget in bytes of the node array and the slots, where a
+ * path that does not fit goes to an OVER_BUDGET node under its parent
+ * (flame captures). The budget keeps 1/16 in reserve for those nodes; the
+ * slot table's growth counts the old table and the new one, both alive
+ * while it is rehashed.
  */
 #include <stdlib.h>
 
 #include "ks_flame.h"
+
+#define FIRST_NODES 1024u
+#define FIRST_SLOTS 2048u
+#define OVER_FRAME KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER)
 
 static uint32_t slot_of(uint32_t parent, uint32_t frame, uint32_t mask) {
   uint64_t h = ((uint64_t)parent << 32 | frame) * 0x9e3779b97f4a7c15ull;
@@ -16,43 +26,138 @@ static uint32_t slot_of(uint32_t parent, uint32_t frame, uint32_t mask) {
   return (uint32_t)(h >> 32) & mask;
 }
 
-static int grow_slots(ks_ftree *t) {
-  uint32_t n = (t->mask + 1) * 2, mask = n - 1, i, k;
-  uint32_t *slots = malloc((size_t)n * sizeof(*slots));
+static void add_bytes(ks_ftree *t, uint64_t plus, uint64_t minus) {
+  t->bytes = t->bytes + plus - minus;
+  if (t->bytes > t->peak)
+    t->peak = t->bytes;
+}
 
-  if (slots == NULL)
+/* Whether `more` bytes fit under limit. */
+static int fits(const ks_ftree *t, uint64_t more, uint64_t limit) {
+  return limit == KS_FTREE_NO_BUDGET || (t->bytes <= limit && more <= limit - t->bytes);
+}
+
+static int grow_slots(ks_ftree *t, uint64_t limit) {
+  uint32_t n = (t->mask + 1) * 2, mask = n - 1, i, k;
+  ks_fslot *slots;
+
+  if (n == 0 || !fits(t, (uint64_t)n * sizeof(*slots), limit) ||
+      (slots = malloc((size_t)n * sizeof(*slots))) == NULL)
     return KS_ENOMEM;
   memset(slots, 0xff, (size_t)n * sizeof(*slots));
   for (k = 0; k < t->n; k++) {
     i = slot_of(t->v[k].parent, t->v[k].frame, mask);
-    while (slots[i] != KS_NONE)
+    while (slots[i].node != KS_NONE)
       i = (i + 1) & mask;
-    slots[i] = k;
+    slots[i].parent = t->v[k].parent;
+    slots[i].frame = t->v[k].frame;
+    slots[i].node = k;
   }
+  add_bytes(t, (uint64_t)n * sizeof(*slots), (uint64_t)(t->mask + 1) * sizeof(*slots));
   free(t->slots);
   t->slots = slots;
   t->mask = mask;
   return KS_OK;
 }
 
-int ks_ftree_init(ks_ftree *t, uint32_t max_nodes) {
+/* Room for one more node: doubling, or what the limit leaves. */
+static int grow_nodes(ks_ftree *t, uint64_t limit) {
+  uint32_t cap = t->cap * 2 > t->max ? t->max : t->cap * 2;
+  ks_fnode *v;
+
+  if (limit != KS_FTREE_NO_BUDGET && !fits(t, (uint64_t)(cap - t->cap) * sizeof(*v), limit)) {
+    uint64_t room = t->bytes < limit ? (limit - t->bytes) / sizeof(*v) : 0;
+    cap = room > cap - t->cap ? cap : t->cap + (uint32_t)room;
+  }
+  if (cap <= t->cap || (v = realloc(t->v, (size_t)cap * sizeof(*v))) == NULL)
+    return KS_ENOMEM;
+  add_bytes(t, (uint64_t)(cap - t->cap) * sizeof(*v), 0);
+  t->v = v;
+  t->cap = cap;
+  return KS_OK;
+}
+
+/* A new node (parent, frame) at slot i, within limit: its index, or KS_NONE. */
+static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, uint64_t limit) {
+  ks_fnode *nd;
+  uint32_t k;
+
+  if (t->n >= t->max)
+    return KS_NONE;
+  /* Load at most 1/2 keeps probes short; a table that cannot grow takes
+   * nodes up to 7/8 full, and the budget's reserve (OVER_BUDGET nodes, at
+   * the full budget) up to 15/16. */
+  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
+    uint64_t room = limit == t->budget ? 15 : 14;
+    if (grow_slots(t, limit) == KS_OK) {
+      i = slot_of(parent, frame, t->mask);
+      while (t->slots[i].node != KS_NONE)
+        i = (i + 1) & t->mask;
+    } else if ((uint64_t)(t->n + 1) * 16 > (uint64_t)(t->mask + 1) * room) {
+      return KS_NONE;
+    }
+  }
+  if (t->n == t->cap && grow_nodes(t, limit) != KS_OK)
+    return KS_NONE;
+  k = t->n++;
+  t->slots[i].parent = parent;
+  t->slots[i].frame = frame;
+  t->slots[i].node = k;
+  nd = &t->v[k];
+  nd->parent = parent;
+  nd->frame = frame;
+  nd->child = KS_NONE;
+  nd->self = 0;
+  nd->n = 0;
+  /* Prepended: ks_ftree_order puts the lists in first-seen order. */
+  nd->sibling = parent == KS_NONE ? KS_NONE : t->v[parent].child;
+  if (parent != KS_NONE)
+    t->v[parent].child = k;
+  t->ordered = 0;
+  return k;
+}
+
+/* The child (parent, frame): found, or made within limit (unless `full');
+ * KS_NONE when it is neither. */
+static uint32_t child_within(ks_ftree *t, uint32_t parent, uint32_t frame, uint64_t limit,
+                             int full) {
+  uint32_t i = slot_of(parent, frame, t->mask);
+
+  for (;;) {
+    const ks_fslot *sl = &t->slots[i];
+    if (sl->node == KS_NONE)
+      return full ? KS_NONE : make(t, parent, frame, i, limit);
+    if (sl->parent == parent && sl->frame == frame)
+      return sl->node;
+    i = (i + 1) & t->mask;
+  }
+}
+
+int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
   memset(t, 0, sizeof(*t));
-  t->max = max_nodes < 2 ? 2 : max_nodes;
-  t->cap = 1024;
+  t->max = max_nodes < 3 ? 3 : max_nodes;
+  t->budget = budget;
+  t->spill = KS_NONE;
+  t->cap = FIRST_NODES;
   t->v = malloc(t->cap * sizeof(*t->v));
-  t->slots = malloc(2048 * sizeof(*t->slots));
+  t->slots = malloc(FIRST_SLOTS * sizeof(*t->slots));
   if (t->v == NULL || t->slots == NULL) {
     ks_ftree_free(t);
     return KS_ENOMEM;
   }
-  memset(t->slots, 0xff, 2048 * sizeof(*t->slots));
-  t->mask = 2047;
+  memset(t->slots, 0xff, FIRST_SLOTS * sizeof(*t->slots));
+  t->mask = FIRST_SLOTS - 1;
+  add_bytes(t, (uint64_t)t->cap * sizeof(*t->v) + FIRST_SLOTS * sizeof(*t->slots), 0);
   /* The root: no parent, no frame; it is never looked up. */
   t->v[0].parent = KS_NONE;
   t->v[0].frame = KS_NONE;
   t->v[0].child = t->v[0].sibling = KS_NONE;
   t->v[0].self = 0;
+  t->v[0].n = 0;
   t->n = 1;
+  /* With a budget, the last resort for paths past it: made now, so it is there. */
+  if (budget != KS_FTREE_NO_BUDGET)
+    t->spill = child_within(t, 0, OVER_FRAME, KS_FTREE_NO_BUDGET, 0);
   return KS_OK;
 }
 
@@ -63,55 +168,29 @@ void ks_ftree_free(ks_ftree *t) {
 }
 
 uint32_t ks_ftree_child(ks_ftree *t, uint32_t parent, uint32_t frame) {
-  uint32_t i = slot_of(parent, frame, t->mask), k;
-  ks_fnode *nd;
+  uint32_t k;
 
-  for (;;) {
-    k = t->slots[i];
-    if (k == KS_NONE)
-      break;
-    if (t->v[k].parent == parent && t->v[k].frame == frame)
+  if (t->budget == KS_FTREE_NO_BUDGET) {
+    if ((k = child_within(t, parent, frame, KS_FTREE_NO_BUDGET, 0)) != KS_NONE)
       return k;
-    i = (i + 1) & t->mask;
-  }
-  if (t->n >= t->max) {
     t->dropped++;
     return parent;
   }
-  /* Load at most 1/2 keeps probes short; a table that cannot grow still takes
-   * nodes until it is nearly full. */
-  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
-    if (grow_slots(t) == KS_OK) {
-      i = slot_of(parent, frame, t->mask);
-      while (t->slots[i] != KS_NONE)
-        i = (i + 1) & t->mask;
-    } else if (t->n + 2 > t->mask) {
-      t->dropped++;
-      return parent;
-    }
+  /* Past OVER_BUDGET, frames stay in it; SLEEP and GC go above. */
+  if (ks_ftree_is_over(t, parent) && frame != KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP) &&
+      frame != KS_FR(KS_FR_PSEUDO, KS_PSEUDO_GC))
+    return parent;
+  if (ks_ftree_is_over(t, parent) || frame == OVER_FRAME) {
+    k = child_within(t, parent, frame, t->budget, 0);
+    return k != KS_NONE ? k : t->spill;
   }
-  if (t->n == t->cap) {
-    uint32_t cap = t->cap * 2 > t->max ? t->max : t->cap * 2;
-    ks_fnode *v = realloc(t->v, (size_t)cap * sizeof(*v));
-    if (v == NULL) {
-      t->dropped++;
-      return parent;
-    }
-    t->v = v;
-    t->cap = cap;
-  }
-  k = t->n++;
-  t->slots[i] = k;
-  nd = &t->v[k];
-  nd->parent = parent;
-  nd->frame = frame;
-  nd->child = KS_NONE;
-  nd->self = 0;
-  /* Prepended: ks_ftree_order puts the lists in first-seen order. */
-  nd->sibling = t->v[parent].child;
-  t->v[parent].child = k;
-  t->ordered = 0;
-  return k;
+  /* Once a path did not fit, none is made from the reserve's room. */
+  if ((k = child_within(t, parent, frame, t->budget - t->budget / 16, t->full)) != KS_NONE)
+    return k;
+  t->full = 1;
+  t->over_paths++;
+  k = child_within(t, parent, OVER_FRAME, t->budget, 0);
+  return k != KS_NONE ? k : t->spill;
 }
 
 void ks_ftree_order(ks_ftree *t) {

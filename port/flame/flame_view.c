@@ -92,7 +92,7 @@ int ks_flame_view(const ks_fcap *c, const ks_intern *in, ks_fcap *view) {
     groups[g].n++;
     gid[k] = g;
   }
-  if (ks_ftree_init(&view->tree, src->n + ng + 16) != KS_OK)
+  if (ks_ftree_init(&view->tree, src->n + ng + 16, KS_FTREE_NO_BUDGET) != KS_OK)
     goto out;
   map[0] = 0;
   for (k = 1; k < src->n; k++) {

@@ -76,6 +76,10 @@ int ks_write_folded(const ks_fout *o, FILE *f) {
   folded w;
   int rc;
 
+  /* A comment first: flamegraph.pl, inferno and speedscope skip a line that
+   * does not end in a space and a count. */
+  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  fprintf(f, "# %s\n", w.name);
   memset(&w, 0, sizeof(w));
   w.o = o;
   w.f = f;

@@ -103,6 +103,10 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   memset(&w, 0, sizeof(w));
   w.o = o;
   w.f = f;
+  /* A comment block of its own (a blank line after it: readers split events
+   * on blank lines), as perf script's own header is. */
+  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  fprintf(f, "# %s\n\n", w.name);
   if (o->c->o.perf_period_us > 0) {
     w.period = (uint64_t)o->c->o.perf_period_us * 1000;
   } else {
@@ -113,11 +117,15 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
     n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, w.name, sizeof(w.name));
     ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
-    /* A group of processes (option group) is a thread of its own, numbered past any pid. */
+    /* A group of processes (option group) is a thread of its own, numbered past any
+     * pid; the budget's root-level OVER_BUDGET node is thread 0. */
     if (KS_FR_KIND(tr->v[k].frame) == KS_FR_GROUP)
       w.tid = 0x40000000u + KS_FR_VAL(tr->v[k].frame);
+    else if (KS_FR_KIND(tr->v[k].frame) == KS_FR_PROC &&
+             ks_intern_pid_get(o->in, KS_FR_VAL(tr->v[k].frame), &pv) == KS_OK)
+      w.tid = pv.num;
     else
-      w.tid = ks_intern_pid_get(o->in, KS_FR_VAL(tr->v[k].frame), &pv) == KS_OK ? pv.num : 0;
+      w.tid = 0;
     /* Each process is its own timeline from 0. */
     rc = ks_fwalk(o, k, NULL, close_node, &w);
   }

@@ -7,7 +7,8 @@
  * Events are balanced and `at` never decreases. Time order is therefore not
  * the order things happened in (nothing is stored per event to know it):
  * the "Left Heavy" and "Sandwich" views are exact, "Time Order" shows the
- * merged timeline. The process is the profile's name, not a frame.
+ * merged timeline. The process is the profile's name, not a frame. The
+ * file's name says whether the times are corrected for tracing's cost.
  */
 #include <stdlib.h>
 
@@ -97,8 +98,14 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
   w.o = o;
   w.f = f;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",", f);
-  fprintf(f, "\"name\":\"kprof flame %lld\",\"exporter\":\"kprof " KS_VERSION "\","
-             "\"activeProfileIndex\":0,", (long long)o->c->id);
+  /* The file's name (speedscope's title) says whether times are corrected. */
+  n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->c->id);
+  n += ks_flame_correction_text(o->c, name + n, sizeof(name) - n);
+  fputs("\"name\":", f);
+  if (ferror(f))
+    return KS_EINVAL;
+  ks_flame_put_json(f, name, n);
+  fputs(",\"exporter\":\"kprof " KS_VERSION "\",\"activeProfileIndex\":0,", f);
   rc = write_frames(&w);
   if (rc == KS_OK) {
     fputs("\"profiles\":[", f);

@@ -8,8 +8,9 @@
  * Escape to go back, "Search" (or Ctrl-F) asks for a regular expression,
  * colours the frames whose names match and says which share of the total
  * time they cover; hovering shows the name, time and percentage below the
- * graph, and every frame has a <title> tooltip. Nothing is loaded from
- * outside the file.
+ * graph, and every frame has a <title> tooltip. Under the title, a line
+ * says whether the times are corrected for tracing's cost. Nothing is
+ * loaded from outside the file.
  */
 #include <stdlib.h>
 
@@ -18,7 +19,7 @@
 #define WIDTH 1200.0
 #define PAD 10.0
 #define FRAME_H 16
-#define TOP 36
+#define TOP 52
 #define BOTTOM 34
 #define MIN_W 0.1
 #define CHAR_W 7.0   /* monospace 12px */
@@ -205,6 +206,13 @@ int ks_write_svg(const ks_fout *o, FILE *f) {
   fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
              "style=\"font-size:17px\">kprof flame graph: capture %lld, %llu us</text>\n",
           WIDTH / 2, (long long)o->c->id, (unsigned long long)((o->grand + 500) / 1000));
+  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  fprintf(f, "<text id=\"correction\" x=\"%.1f\" y=\"42\" text-anchor=\"middle\" "
+             "style=\"font-size:10px\">", WIDTH / 2);
+  if (ferror(f))
+    return KS_EINVAL;
+  ks_flame_put_xml(f, w.name, strlen(w.name));
+  fputs("</text>\n", f);
   fprintf(f, "<text id=\"unzoom\" class=\"hide\" x=\"%.1f\" y=\"24\">Reset Zoom</text>\n", PAD);
   fprintf(f, "<text id=\"search\" x=\"%.1f\" y=\"24\" text-anchor=\"end\">Search</text>\n",
           WIDTH - PAD);

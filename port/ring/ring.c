@@ -33,7 +33,11 @@ static void free_maps(ks_ring_reader *r) {
 }
 
 static int init_maps(ks_ring_reader *r) {
+  uint32_t k;
+
   free_maps(r);
+  for (k = 0; k < KS_RING_MFA_CACHE; k++)
+    r->mfa_cache[k].id = KS_NONE;
   if (ks_itab_init(&r->atoms, 1024) != KS_OK || ks_itab_init(&r->mfas, 1024) != KS_OK ||
       ks_itab_init(&r->pids, 1024) != KS_OK) {
     free_maps(r);
@@ -149,25 +153,38 @@ static int atom_of(const ks_ring_reader *r, uint64_t word, ks_atom *a) {
   return KS_OK;
 }
 
-/* The sink's MFA id of (M, F, Arity) words. */
+/* The sink's MFA id of (M, F, Arity) words: the cache's slot, else the table
+ * (and the slot is set). */
 static int mfa_id(ks_ring_reader *r, ks_intern *in, uint64_t m, uint64_t f, uint8_t arity,
                   uint32_t *id) {
+  uint32_t k = (uint32_t)(((m * 0x9e3779b97f4a7c15ull) ^ (f * 0xc2b2ae3d27d4eb4full) ^ arity) >>
+                          (64 - KS_RING_MFA_CACHE_BITS));
+  ks_ring_mfa_slot *c = &r->mfa_cache[k];
   unsigned char key[17];
   uint64_t h;
   ks_atom am, af;
   int rc;
 
+  if (c->id != KS_NONE && c->m == m && c->f == f && c->arity == arity) {
+    *id = c->id;
+    return KS_OK;
+  }
   memcpy(key, &m, 8);
   memcpy(key + 8, &f, 8);
   key[16] = arity;
   h = ks_hash(key, sizeof(key));
-  if ((*id = ks_itab_get(&r->mfas, key, sizeof(key), h)) != KS_NONE)
-    return KS_OK;
-  if (atom_of(r, m, &am) != KS_OK || atom_of(r, f, &af) != KS_OK)
-    return KS_EUNKNOWN;
-  if ((rc = ks_intern_mfa(in, &am, &af, arity, id)) != KS_OK)
-    return rc;
-  return ks_itab_put(&r->mfas, key, sizeof(key), h, *id, NULL);
+  if ((*id = ks_itab_get(&r->mfas, key, sizeof(key), h)) == KS_NONE) {
+    if (atom_of(r, m, &am) != KS_OK || atom_of(r, f, &af) != KS_OK)
+      return KS_EUNKNOWN;
+    if ((rc = ks_intern_mfa(in, &am, &af, arity, id)) != KS_OK ||
+        (rc = ks_itab_put(&r->mfas, key, sizeof(key), h, *id, NULL)) != KS_OK)
+      return rc;
+  }
+  c->m = m;
+  c->f = f;
+  c->arity = arity;
+  c->id = *id;
+  return KS_OK;
 }
 
 static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
@@ -322,16 +339,17 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
       d.payload.p = rec + sizeof(c) + c.label_len;
       d.payload.n = c.payload_len;
     }
-  } else if (type == KS_REC_RETURN_TO) {
-    ks_rec_return_to t;
-    if (len < sizeof(t))
+  } else if (type == KS_REC_RETURN_TO || type == KS_REC_CALL_MFA) {
+    ks_rec_mfa t;
+    if (len < sizeof(t) || (type == KS_REC_CALL_MFA && (flags & ~KS_RECF_META) != 0))
       return KS_EBADTERM;
     memcpy(&t, rec, sizeof(t));
-    d.ev.kind = KS_EV_RETURN_TO;
+    d.ev.kind = type == KS_REC_CALL_MFA ? KS_EV_CALL : KS_EV_RETURN_TO;
     d.ev.ts = t.ts;
     if ((rc = pid_id(r, t.pid, &d.ev.pid)) != KS_OK)
       return rc;
-    if ((flags & KS_RECF_MFA) && (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
+    if ((type == KS_REC_CALL_MFA || (flags & KS_RECF_MFA)) &&
+        (rc = mfa_id(r, in, t.m, t.f, t.arity, &d.ev.mfa)) != KS_OK)
       return rc;
   } else if (type == KS_REC_EVENT) {
     if ((rc = read_event(r, in, rec, len, flags, &d)) != KS_OK)

@@ -91,11 +91,27 @@ uint32_t ks_stack_return_base(ks_stack *s, uint32_t to) {
 
 /* ---- search rules: the flame stacks ---- */
 
+/* Frames above n end (leave, top first). */
+static void end_above(ks_stack *s, uint32_t n) {
+  uint32_t k;
+
+  if (s->leave != NULL)
+    for (k = s->n; k-- > n;)
+      s->leave(s->leave_ctx, ks_stack_at(s, k)->mfa);
+  if (n < s->n)
+    s->n = n;
+}
+
+void ks_stack_unwind(ks_stack *s) {
+  end_above(s, 0);
+  ks_stack_clear(s);
+}
+
 /* Frames above n are gone without a return_to we saw. */
 static void pop_to(ks_stack *s, uint32_t n, uint64_t *lost) {
   if (n < s->n) {
     *lost += s->n - n;
-    s->n = n;
+    end_above(s, n);
   }
 }
 
@@ -115,7 +131,7 @@ int ks_stack_call_search(ks_stack *s, uint32_t mfa, uint32_t caller, uint32_t de
     if (s->pinned)
       pop_to(s, 1, lost);
     else
-      ks_stack_clear(s);
+      ks_stack_unwind(s);
     return push_call(s, mfa, KS_NONE);
   }
   stop = s->n > depth ? s->n - depth : 0;
@@ -131,6 +147,8 @@ int ks_stack_call_search(ks_stack *s, uint32_t mfa, uint32_t caller, uint32_t de
         return push_call(s, mfa, caller);
       if (f->mfa == mfa)
         return KS_SC_SAME;
+      if (s->leave != NULL)
+        s->leave(s->leave_ctx, f->mfa);
       f->mfa = mfa;
       return KS_SC_TAIL;
     }
@@ -146,13 +164,13 @@ int ks_stack_return_mfa(ks_stack *s, uint32_t to, uint64_t *lost) {
     return KS_SR_OVER;
   }
   if (to == KS_NONE) {
-    ks_stack_clear(s);
+    ks_stack_unwind(s);
     return KS_SR_GONE;
   }
   for (j = s->n - (s->n > 0); j-- > 0;)
     if (ks_stack_at(s, j)->mfa == to) {
       *lost += s->n - j - 2;
-      s->n = j + 1;
+      end_above(s, j + 1);
       return KS_SR_TOP;
     }
   if (s->n > 0 && ks_stack_at(s, s->n - 1)->mfa == to)
@@ -160,11 +178,92 @@ int ks_stack_return_mfa(ks_stack *s, uint32_t to, uint64_t *lost) {
   if (s->pinned && ks_stack_at(s, 0)->base == to) {
     if (s->n > 1)
       *lost += s->n - 2;
-    s->n = 1;   /* out of what the pinned frame tail-called, into it */
+    end_above(s, 1);   /* out of what the pinned frame tail-called, into it */
     return KS_SR_PINNED;
   }
   if (s->n > 1)
     *lost += s->n - 1;
-  ks_stack_clear(s);
+  ks_stack_unwind(s);
   return KS_SR_GONE;
+}
+
+/* ---- flow rules: flame stacks without {caller} ---- */
+
+int ks_stack_call_flow(ks_stack *s, uint32_t mfa, uint32_t fold_depth, uint32_t *from) {
+  uint32_t j;
+
+  *from = KS_NONE;
+  if (s->over > 0) {
+    s->over++;
+    return KS_SC_OVER;
+  }
+  if (s->n == 0)
+    return push_call(s, mfa, KS_NONE);
+  if (ks_stack_at(s, s->n - 1)->mfa == mfa)
+    return KS_SC_SAME;
+  /* Deep: a function already on the stack has come round again (a loop of
+   * tail calls, or a deep recursion): back to its first frame, every round
+   * folded into the first. */
+  if (s->n >= fold_depth)
+    for (j = 0; j + 1 < s->n; j++)
+      if (ks_stack_at(s, j)->mfa == mfa) {
+        *from = j;
+        end_above(s, j + 1);
+        return KS_SC_LOOP;
+      }
+  return push_call(s, mfa, KS_NONE);
+}
+
+int ks_stack_tail_flow(ks_stack *s, uint32_t mfa) {
+  ks_sframe *top;
+
+  if (s->over > 0)
+    return KS_SC_OVER;   /* the frame past the cap runs mfa now: still one */
+  if (s->n == 0)
+    return push_call(s, mfa, KS_NONE);
+  top = ks_stack_at(s, s->n - 1);
+  if (top->mfa == mfa)
+    return KS_SC_SAME;
+  if (s->leave != NULL)
+    s->leave(s->leave_ctx, top->mfa);
+  top->mfa = mfa;
+  return KS_SC_TAIL;
+}
+
+int ks_stack_return_flow(ks_stack *s, uint32_t to, int bottom) {
+  ks_sframe *top;
+  uint32_t j;
+
+  if (s->over > 0) {
+    s->over--;
+    return KS_SR_OVER;
+  }
+  if (to == KS_NONE || s->n == 0) {
+    ks_stack_unwind(s);
+    return KS_SR_GONE;
+  }
+  top = ks_stack_at(s, s->n - 1);
+  if (top->mfa == to)
+    return KS_SR_TOP;
+  for (j = s->n - 1; j-- > 0;)
+    if (ks_stack_at(s, j)->mfa == to) {
+      end_above(s, j + 1);
+      return KS_SR_TOP;
+    }
+  if (s->pinned && ks_stack_at(s, 0)->base == to) {
+    end_above(s, 1);
+    return KS_SR_PINNED;
+  }
+  if (!bottom) {
+    ks_stack_unwind(s);
+    return KS_SR_GONE;
+  }
+  if (s->n == 1 && s->pinned) {
+    /* The trigger's own frame stays: `to', above it, is a frame of its own. */
+    return push_call(s, to, KS_NONE) == KS_SC_PUSH ? KS_SR_REPLACED : KS_SR_OVER;
+  }
+  if (s->leave != NULL)
+    s->leave(s->leave_ctx, top->mfa);
+  top->mfa = to;
+  return KS_SR_REPLACED;
 }

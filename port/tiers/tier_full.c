@@ -116,12 +116,15 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
 /* ---- a finalised request into its identity's aggregate ---- */
 
 /* The stack rules' options for an aggregate: no sleep or GC frames (the
- * full stream has no scheduling events), the default depth and stack caps. */
+ * full stream has no scheduling events), a depth cap of 256 (TRUNCATED), a node
+ * cap and no byte budget. */
 static void agg_opts(const ks_tiers *t, ks_fopts *o) {
   ks_flame_default_opts(o);
   o->sleep = 0;
   o->gc = 0;
+  o->max_depth = 256;
   o->max_nodes = t->o.full_max_nodes;
+  o->max_bytes = KS_FTREE_NO_BUDGET;
 }
 
 static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
@@ -132,7 +135,7 @@ static ks_full_agg *agg_of(ks_tiers *t, uint32_t row) {
     return f->agg[row];
   if (f->n_agg >= t->o.full_max_identities || (a = calloc(1, sizeof(*a))) == NULL)
     return NULL;
-  if (ks_ftree_init(&a->tree, t->o.full_max_nodes) != KS_OK) {
+  if (ks_ftree_init(&a->tree, t->o.full_max_nodes, KS_FTREE_NO_BUDGET) != KS_OK) {
     free(a);
     return NULL;
   }
@@ -189,7 +192,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   int64_t end = r->ended ? r->end_ts : r->start_ts;
   ks_fproc *entry;
   ks_fopts o;
-  ks_fgraph g = {NULL, NULL, &o};
+  ks_fgraph g = {NULL, NULL, &o, NULL, NULL};
   uint32_t k;
 
   if (a == NULL) {

@@ -36,7 +36,8 @@ main(_) ->
     halt(2).
 
 %% D/expect.json: {"roots": {Root: microseconds}}, each root's total from the
-%% folded file (%XX escapes undone), for check.js to find in the viewers.
+%% folded file (%XX escapes undone; its `# kprof correction' line skipped),
+%% for check.js to find in the viewers.
 totals(D, Files) ->
     [Folded] = [F || F <- Files, filename:extension(F) =:= ".folded"],
     {ok, Bin} = file:read_file(Folded),
@@ -45,7 +46,8 @@ totals(D, Files) ->
                                [Root | _] = binary:split(Stack, <<";">>),
                                maps:update_with(unpct(Root), fun(V) -> V + binary_to_integer(N) end,
                                                 binary_to_integer(N), M)
-                       end, #{}, binary:split(Bin, <<"\n">>, [global, trim_all])),
+                       end, #{}, [L || L <- binary:split(Bin, <<"\n">>, [global, trim_all]),
+                                       binary:first(L) =/= $#]),
     Json = ["{\"roots\": {",
             lists:join(", ", [io_lib:format("\"~ts\": ~b", [R, N]) || {R, N} <- maps:to_list(Sums)]),
             "}}\n"],

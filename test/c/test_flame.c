@@ -55,17 +55,24 @@ static ks_fcap *start_with(const ks_fopts *o, int64_t id) {
   return &fl.cap[slot];
 }
 
-/* A pid-mode capture of pid_a (and pid_b when both). */
+/* A pid-mode capture of pid_a (and pid_b when both), its calls with their
+ * {caller} (the search rules: BEAM stacks). */
 static ks_fcap *start(int both) {
   ks_fopts o;
   ks_fcap *c;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   c = start_with(&o, 1);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
   if (both)
     ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_b, "worker", 6), KS_OK);
   return c;
+}
+
+/* The function of process k's frame i in capture c. */
+static uint32_t entry_at_test(const ks_fcap *c, uint32_t k, uint32_t i) {
+  return ks_stack_at(&c->procs[k].st, i)->mfa;
 }
 
 static void ev_full(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller, uint32_t other,
@@ -118,9 +125,22 @@ static char *write_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
   return buf;
 }
 
+/* A folded file after its comment line (which says whether times are
+ * corrected for tracing's cost: checked here for every test). */
+static char *no_comment(char *all) {
+  char *nl, *rest;
+
+  ck_assert_msg(strncmp(all, "# kprof correction: ", 20) == 0, "got %.60s", all);
+  nl = strchr(all, '\n');
+  ck_assert_ptr_nonnull(nl);
+  rest = strdup(nl + 1);
+  free(all);
+  return rest;
+}
+
 static char *folded(ks_fcap *c, int64_t end_us) {
   ks_flame_finish(&fl, c, end_us >= 0, end_us * US);
-  return write_with(c, ks_write_folded);
+  return no_comment(write_with(c, ks_write_folded));
 }
 
 #define EXPECT_FOLDED(c, end, want)            \
@@ -148,6 +168,265 @@ START_TEST(body_and_tail_calls) {
                 "<0.1.0>;m:a/0;m:d/0 5\n"
                 "<0.1.0>;m:a/0;m:e/0 10\n");
   ck_assert_uint_eq(c->k.lost_frames, 0);
+}
+END_TEST
+
+/* The flow rules (no {caller}, the default): a call is a frame under the
+ * function that made it, a tail call too until a return_to has shown it to
+ * be one: the chain c -> d -> e returned at once into a, so the next c -> d
+ * and d -> e replace their caller's frame as on the BEAM. Self times exact;
+ * inclusive times per function too. */
+START_TEST(flow_learns_tail_calls) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n, k;
+  uint64_t want[][3] = {{0, 30, 100}, {0, 20, 20}, {0, 20, 35}, {0, 10, 20}, {0, 20, 20}};
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");   /* flame_apply's: the stack starts at the function applied */
+  o.top = 10;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), KS_NONE);
+  RET(pid_a, 30, M("a"));
+  CALL(pid_a, 35, M("c"), KS_NONE);
+  CALL(pid_a, 45, M("d"), KS_NONE);     /* a tail call: not known yet */
+  CALL(pid_a, 50, M("e"), KS_NONE);
+  RET(pid_a, 60, M("a"));               /* c, d, e: one chain, c a body call */
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  CALL(pid_a, 70, M("c"), KS_NONE);
+  CALL(pid_a, 80, M("d"), KS_NONE);     /* known: d replaces c */
+  ck_assert_uint_eq(c->procs[0].st.n, 2);
+  CALL(pid_a, 85, M("e"), KS_NONE);
+  RET(pid_a, 95, M("a"));
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:a/0 30\n"
+                "<0.1.0>;m:a/0;m:b/0 20\n"
+                "<0.1.0>;m:a/0;m:c/0 20\n"
+                "<0.1.0>;m:a/0;m:c/0;m:d/0 5\n"
+                "<0.1.0>;m:a/0;m:c/0;m:d/0;m:e/0 10\n"
+                "<0.1.0>;m:a/0;m:d/0 5\n"
+                "<0.1.0>;m:a/0;m:e/0 10\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 5);
+  for (k = 0; k < n; k++) {
+    uint32_t f = rows[k].mfa == M("a") ? 0 : rows[k].mfa == M("b") ? 1 : rows[k].mfa == M("c") ? 2
+                 : rows[k].mfa == M("d") ? 3 : 4;
+    ck_assert_uint_eq(rows[k].self, want[f][1] * US);
+    ck_assert_uint_eq(rows[k].incl, want[f][2] * US);
+    ck_assert_uint_eq(rows[k].calls, f == 0 || f == 1 ? 1 : 2);
+  }
+  free(rows);
+}
+END_TEST
+
+/* Flow rules: a server's loop of tail calls (loop -> decode -> handle ->
+ * loop, the callback returning into handle) never returns; once the stack
+ * is fold_depth deep it folds back to the first round, takes the loop's
+ * calls for tail calls from then on, and stays flat. Direct recursion is one
+ * frame. */
+START_TEST(flow_server_loop) {
+  ks_fopts o;
+  ks_fcap *c;
+  uint32_t flat = 0;
+  int k;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.fold_depth = 8;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("init"), KS_NONE);
+  for (k = 0; k < 20; k++) {
+    CALL(pid_a, 10 * k + 1, M("loop"), KS_NONE);
+    CALL(pid_a, 10 * k + 2, M("decode"), KS_NONE);
+    CALL(pid_a, 10 * k + 3, M("handle"), KS_NONE);
+    CALL(pid_a, 10 * k + 4, M("cb"), KS_NONE);
+    CALL(pid_a, 10 * k + 5, M("cb"), KS_NONE);   /* recursion: the same frame */
+    RET(pid_a, 10 * k + 6, M("handle"));
+    ck_assert_uint_le(c->procs[0].st.n, 8);
+    if (k == 10)
+      flat = c->procs[0].st.n;
+  }
+  /* After the fold: init, the first round's loop, and one frame running the
+   * loop's functions in turn: flat. */
+  ck_assert_uint_eq(c->procs[0].st.n, 3);
+  ck_assert_uint_eq(flat, 3);
+  ck_assert_uint_eq(entry_at_test(c, 0, 2), M("handle"));
+}
+END_TEST
+
+/* Flow rules in a flame_pid capture: tracing started somewhere in the
+ * stack, so a return_to a function on no frame starts it again there. */
+START_TEST(flow_mid_stack) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  IN(pid_a, 0, M("b"));
+  CALL(pid_a, 10, M("c"), KS_NONE);
+  RET(pid_a, 20, M("b"));
+  RET(pid_a, 30, M("z"));   /* b returned into z, never seen: z is the bottom */
+  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  EXPECT_FOLDED(c, 40,
+                "<0.1.0>;m:b/0 20\n"
+                "<0.1.0>;m:b/0;m:c/0 10\n"
+                "<0.1.0>;m:z/0 10\n");
+}
+END_TEST
+
+/* A top-table row: its function, self and inclusive ns. */
+#define EXPECT_ROW(r, f, self_ns, incl_ns)                  \
+  do {                                                      \
+    ck_assert_uint_eq((r)->mfa, M(f));                      \
+    ck_assert_uint_eq((r)->self, (uint64_t)(self_ns));      \
+    ck_assert_uint_eq((r)->incl, (uint64_t)(incl_ns));      \
+  } while (0)
+
+/* The correction for tracing's cost: correct_ns per event comes off each call
+ * path (n events ended its intervals); a path shorter than its events' cost
+ * gives all it has and its caller's path the rest (the cost of a call and
+ * its return falls partly in the caller's intervals); per function the same
+ * off self and inclusive times; the capture's end is no event. What no
+ * caller can give is counted: a process's root gives nothing. */
+START_TEST(correction) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n, k;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.top = 10;
+  o.correct_ns = 2 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  for (k = 0; k < 3; k++) {          /* b: 10 us, then 1 us in a, three times */
+    CALL(pid_a, 1 + 11 * k, M("b"), KS_NONE);
+    RET(pid_a, 11 + 11 * k, M("a"));
+  }
+  CALL(pid_a, 34, M("c"), KS_NONE);  /* c: 1 us, shorter than an event's 2 */
+  RET(pid_a, 35, M("a"));
+  ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
+  ks_flame_correct(c);
+  /* b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1 us short,
+   * which a gives; a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals: 14 - 8 - 1 = 5.
+   * (The first event ends no interval.) */
+  ck_assert_uint_eq(c->k.corrected, 8);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  ck_assert_uint_eq(c->k.clamped_ns, 0);
+  ck_assert_uint_eq(c->k.subtracted_ns, (9 + 6 + 1) * US);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 5\n"
+                "<0.1.0>;m:a/0;m:b/0 24\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 3);
+  EXPECT_ROW(&rows[0], "b", 24 * US, 24 * US);
+  EXPECT_ROW(&rows[1], "a", 5 * US, (45 - 8 * 2) * US);   /* every event inside it */
+  EXPECT_ROW(&rows[2], "c", 0, 0);
+  free(rows);
+}
+END_TEST
+
+/* What a process's own first frame is short of has no caller's path to go
+ * to: counted, not hidden. */
+START_TEST(correction_clamped) {
+  ks_fopts o;
+  ks_fcap *c;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.correct_ns = 5 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 2, M("b"), KS_NONE);   /* a: 2 us for one event's 5 */
+  RET(pid_a, 12, M("a"));            /* b: 10 us, 5 */
+  ks_flame_finish(&fl, c, 1, 12 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.corrected, 2);
+  ck_assert_uint_eq(c->k.clamped, 1);
+  ck_assert_uint_eq(c->k.clamped_ns, 3 * US);
+  ck_assert_uint_eq(c->k.subtracted_ns, 7 * US);
+  EXPECT_FOLDED(c, -1, "<0.1.0>;m:a/0;m:b/0 5\n");
+}
+END_TEST
+
+/* A function short of its events' cost on one path (b under c) and not on
+ * another (b under a): what it gives c's path is outside it, so its
+ * inclusive time is its self time plus its callees', never below its self
+ * time; c's inclusive holds what b gave it. */
+START_TEST(correction_inclusive) {
+  ks_fopts o;
+  ks_fcap *c;
+  ks_fmfa *rows;
+  uint32_t n;
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.top = 10;
+  o.correct_ns = 2 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 1, M("b"), KS_NONE);
+  RET(pid_a, 11, M("a"));            /* b under a: 10 us, one event */
+  CALL(pid_a, 12, M("c"), KS_NONE);
+  CALL(pid_a, 20, M("b"), KS_NONE);
+  RET(pid_a, 21, M("c"));            /* b under c: 1 us for 2: c gives 1 */
+  RET(pid_a, 22, M("a"));
+  ks_flame_finish(&fl, c, 1, 30 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 6\n"
+                "<0.1.0>;m:a/0;m:b/0 8\n"
+                "<0.1.0>;m:a/0;m:c/0 4\n");
+  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  ck_assert_uint_eq(n, 3);
+  EXPECT_ROW(&rows[0], "b", 8 * US, 8 * US);
+  EXPECT_ROW(&rows[1], "a", 6 * US, 18 * US);
+  EXPECT_ROW(&rows[2], "c", 4 * US, 4 * US);
+  free(rows);
+}
+END_TEST
+
+/* A capture whose whole time is less than its events' cost (a calibration
+ * from a loaded moment, a capture of a few calls) keeps its raw times, and
+ * says so: nothing corrected, the cost not taken in skipped_ns and the
+ * header, the same times as without correction. */
+START_TEST(correction_skipped) {
+  ks_fopts o;
+  ks_fcap *c;
+  char head[256];
+
+  ks_flame_default_opts(&o);
+  o.hide = M("wrap");
+  o.correct_ns = 50 * US;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 2, M("b"), KS_NONE);
+  RET(pid_a, 12, M("a"));
+  ks_flame_finish(&fl, c, 1, 20 * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.corrected, 0);
+  ck_assert_uint_eq(c->k.subtracted_ns, 0);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  ck_assert_uint_eq(c->k.skipped_ns, 50 * US);
+  ck_assert_uint_eq(c->o.correct_ns, 0);
+  ks_flame_correction_text(c, head, sizeof head);
+  ck_assert_msg(strstr(head, "kprof correction: none, skipped_per_event_ns=50000 ") == head,
+                "got %s", head);
+  EXPECT_FOLDED(c, -1,
+                "<0.1.0>;m:a/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0 10\n");
 }
 END_TEST
 
@@ -294,6 +573,7 @@ START_TEST(depth_cap) {
   int k;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.max_depth = 3;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
@@ -344,6 +624,7 @@ START_TEST(trigger_calls) {
   uint32_t trig = M("trig"), loop = M("loop");
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.trigger = trig;
   o.ncalls = 2;
   o.time_offset = off;
@@ -507,27 +788,179 @@ START_TEST(too_many_captures) {
 }
 END_TEST
 
-/* At max nodes a new path's time goes to its parent, counted. */
+/* Full trace's node cap: a new path's time goes to its parent, counted. */
 START_TEST(node_cap) {
+  ks_ftree t;
+  uint32_t proc, a, b;
+
+  ck_assert_int_eq(ks_ftree_init(&t, 4, KS_FTREE_NO_BUDGET), KS_OK);   /* root, proc, a, b */
+  proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 1));
+  a = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, 1));
+  b = ks_ftree_child(&t, a, KS_FR(KS_FR_MFA, 2));
+  ck_assert_uint_eq(t.n, 4);
+  ck_assert_uint_eq(ks_ftree_child(&t, a, KS_FR(KS_FR_MFA, 3)), a);
+  ck_assert_uint_eq(ks_ftree_child(&t, b, KS_FR(KS_FR_MFA, 3)), b);
+  ck_assert_uint_eq(t.dropped, 2);
+  ck_assert_uint_eq(t.spill, KS_NONE);
+  ks_ftree_free(&t);
+}
+END_TEST
+
+/* The byte budget: the tree's bytes never pass it; a path that does not fit
+ * goes to the OVER_BUDGET child of its parent, frames past that stay in it
+ * (SLEEP and GC go above), and once the reserve is spent, to the root-level
+ * spill node. */
+START_TEST(budget_tree) {
+  const uint64_t budget = 80000;
+  uint32_t proc, k, made = 0, over = 0, x, deep, sleep, last = 0;
+  ks_ftree t;
+
+  ck_assert_int_eq(ks_ftree_init(&t, UINT32_MAX - 1, budget), KS_OK);
+  ck_assert_uint_ne(t.spill, KS_NONE);
+  ck_assert(ks_ftree_is_over(&t, t.spill));
+  ck_assert_uint_eq(t.v[t.spill].parent, 0);
+  proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 1));
+  for (k = 0; k < 5000; k++) {
+    x = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, k));
+    ck_assert_uint_le(t.bytes, budget);
+    if (ks_ftree_is_over(&t, x)) {
+      ck_assert_uint_eq(t.v[x].parent, proc);   /* under the deepest kept frame */
+      over++;
+    } else {
+      ck_assert_uint_eq(t.v[x].frame, KS_FR(KS_FR_MFA, k));
+      ck_assert_uint_eq(over, 0);   /* once over, every new path is */
+      made++;
+      last = x;
+    }
+  }
+  ck_assert_uint_gt(made, 1000);
+  ck_assert_uint_eq(over, 5000 - made);
+  ck_assert_uint_eq(t.over_paths, over);
+  /* Kept paths are found again, not sent over. */
+  ck_assert_uint_eq(ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, made - 1)), last);
+  /* Past OVER_BUDGET: a frame stays in it, SLEEP goes above it. */
+  x = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, 9999));
+  ck_assert(ks_ftree_is_over(&t, x));
+  ck_assert_uint_eq(ks_ftree_child(&t, x, KS_FR(KS_FR_MFA, 1)), x);
+  ck_assert_uint_eq(ks_ftree_child(&t, x, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_DEEP)), x);
+  sleep = ks_ftree_child(&t, x, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_SLEEP));
+  ck_assert_uint_ne(sleep, x);
+  ck_assert_uint_eq(t.v[sleep].parent, x);
+  /* Every kept node wants an OVER_BUDGET child of its own: the reserve runs
+   * out, and what is left goes to the spill node. */
+  for (k = 0; k < made; k++) {
+    deep = ks_ftree_child(&t, ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, k)),
+                          KS_FR(KS_FR_MFA, 100000 + k));
+    ck_assert(ks_ftree_is_over(&t, deep));
+    ck_assert_uint_le(t.bytes, budget);
+  }
+  ck_assert_uint_eq(deep, t.spill);
+  ck_assert_uint_le(t.peak, budget);
+  ks_ftree_free(&t);
+}
+END_TEST
+
+/* A process calls 3000 distinct functions from m:a/0, each running 10 us:
+ * past the budget their time and calls go to OVER_BUDGET under m:a/0,
+ * counted, and the top table (exact counters) is the same as with no budget
+ * to speak of. */
+static void many_paths(ks_fcap *c, uint32_t p, uint32_t n) {
+  uint32_t k;
+
+  ks_flame_add_pid(&fl, c, p, NULL, 0);
+  CALL(p, 0, M("a"), KS_NONE);
+  for (k = 0; k < n; k++) {
+    CALL(p, 10 + 20 * k, mfa("m", "n", k), M("a"));
+    RET(p, 20 + 20 * k, M("a"));
+  }
+}
+
+START_TEST(over_budget_capture) {
+  ks_fopts o;
+  ks_fcap *c, *whole;
+  ks_fmfa *rows, *rows_whole;
+  uint32_t n, n_whole, k, over_calls;
+  char *got, *line;
+
+  ks_flame_default_opts(&o);
+  o.top = 10;
+  whole = start_with(&o, 1);
+  many_paths(whole, pid_b, 3000);
+  o.max_bytes = 80000;
+  c = start_with(&o, 2);
+  many_paths(c, pid_a, 3000);
+  over_calls = (uint32_t)c->k.over_budget_calls;
+  ck_assert_uint_gt(over_calls, 1000);
+  ck_assert_uint_lt(over_calls, 3000);
+  ck_assert_uint_eq(c->tree.over_paths, over_calls);
+  ck_assert_uint_eq(whole->k.over_budget_calls, 0);
+  ck_assert_uint_le(c->tree.peak, 80000);
+  got = folded(c, 60000);
+  /* Their 10 us each under m:a/0, as one visible frame. */
+  line = strstr(got, "<0.1.0>;m:a/0;OVER_BUDGET ");
+  ck_assert_ptr_nonnull(line);
+  ck_assert_uint_eq(strtoul(line + strlen("<0.1.0>;m:a/0;OVER_BUDGET "), NULL, 10),
+                    10 * over_calls);
+  ck_assert_ptr_nonnull(strstr(got, "<0.1.0>;m:a/0;m:n/0 10\n"));   /* the first paths kept */
+  free(got);
+  ks_flame_finish(&fl, whole, 1, 60000 * US);
+  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
+  rows_whole = ks_ffun_rows(&whole->fc, KS_NONE, &n_whole);
+  ck_assert_uint_eq(n, 3001);
+  ck_assert_uint_eq(n, n_whole);
+  for (k = 0; k < n; k++) {
+    ck_assert_uint_eq(rows[k].mfa, rows_whole[k].mfa);
+    ck_assert_uint_eq(rows[k].calls, rows_whole[k].calls);
+    ck_assert_uint_eq(rows[k].self, rows_whole[k].self);
+    ck_assert_uint_eq(rows[k].incl, rows_whole[k].incl);
+  }
+  ck_assert_uint_eq(rows[0].mfa, M("a"));
+  ck_assert_uint_eq(rows[0].self, (60000 - 10 * 3000) * (uint64_t)US);
+  ck_assert_uint_eq(rows[0].incl, 60000 * (uint64_t)US);
+  ck_assert_uint_eq(rows[1].calls, 1);
+  ck_assert_uint_eq(rows[1].self, 10 * (uint64_t)US);
+  free(rows);
+  free(rows_whole);
+}
+END_TEST
+
+/* Past the stack cap, frames are counted and their time is in TOO_DEEP above
+ * the deepest kept frame; the top table still has every call and self time. */
+START_TEST(too_deep) {
   ks_fopts o;
   ks_fcap *c;
-  char *got;
+  ks_fmfa *rows;
+  uint32_t n;
   int k;
 
   ks_flame_default_opts(&o);
-  o.max_nodes = 4;   /* root, process, a, b */
+  o.max_stack = 3;
+  o.top = 10;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("b"), M("a"));
+  CALL(pid_a, 20, M("c"), M("b"));
+  CALL(pid_a, 30, M("d"), M("c"));   /* the 4th frame: only counted */
+  CALL(pid_a, 40, M("e"), M("d"));
+  RET(pid_a, 50, M("d"));
+  RET(pid_a, 60, M("c"));
+  RET(pid_a, 70, M("b"));
+  ck_assert_uint_eq(c->k.stack_overflow, 2);
+  EXPECT_FOLDED(c, 100,
+                "<0.1.0>;m:a/0 10\n"
+                "<0.1.0>;m:a/0;m:b/0 40\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0 20\n"
+                "<0.1.0>;m:a/0;m:b/0;m:c/0;TOO_DEEP 30\n");
+  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
+  ck_assert_uint_eq(n, 5);
   for (k = 0; k < 5; k++) {
-    CALL(pid_a, 10 + 20 * k, k == 0 ? M("b") : mfa("m", "n", (uint32_t)k), M("a"));
-    RET(pid_a, 20 + 20 * k, M("a"));
+    ck_assert_uint_eq(rows[k].calls, 1);
+    ck_assert_uint_ge(rows[k].self, 10 * US);
   }
-  ck_assert_uint_eq(c->tree.n, 4);
-  ck_assert_uint_eq(c->tree.dropped, 4);
-  got = folded(c, 110);
-  ck_assert_str_eq(got, "<0.1.0>;m:a/0 100\n<0.1.0>;m:a/0;m:b/0 10\n");
-  free(got);
+  ck_assert_uint_eq(rows[0].mfa, M("b"));   /* 10 us + 30 us after its callee returned */
+  ck_assert_uint_eq(rows[0].self, 40 * US);
+  free(rows);
 }
 END_TEST
 
@@ -536,7 +969,7 @@ START_TEST(tree_grows) {
   ks_ftree t;
   uint32_t k, a[5000];
 
-  ck_assert_int_eq(ks_ftree_init(&t, 100000), KS_OK);
+  ck_assert_int_eq(ks_ftree_init(&t, 100000, KS_FTREE_NO_BUDGET), KS_OK);
   for (k = 0; k < 5000; k++)
     a[k] = ks_ftree_child(&t, k % 7 == 0 ? 0 : a[k - 1], k % 13);
   for (k = 0; k < 5000; k++)
@@ -555,7 +988,7 @@ START_TEST(top_by_function) {
   ks_fmfa *rows;
   ks_ftree t;
 
-  ck_assert_int_eq(ks_ftree_init(&t, 100), KS_OK);
+  ck_assert_int_eq(ks_ftree_init(&t, 100, KS_FTREE_NO_BUDGET), KS_OK);
   proc = ks_ftree_child(&t, 0, KS_FR(KS_FR_PROC, 7));
   a1 = ks_ftree_child(&t, proc, KS_FR(KS_FR_MFA, A));
   b = ks_ftree_child(&t, a1, KS_FR(KS_FR_MFA, B));
@@ -717,7 +1150,7 @@ static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
 
 START_TEST(labels_and_groups) {
   ks_fcap *c = two_workers(KS_GROUP_PID);
-  char *got = write_with(c, ks_write_folded);
+  char *got = no_comment(write_with(c, ks_write_folded));
 
   /* Children are labelled by their first call past the spawn wrapper. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -731,7 +1164,7 @@ START_TEST(labels_and_groups) {
   ks_flame_set_call(c, pid_c, "x:y/2", 5);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_c, "reg", 3), KS_OK);
   ck_assert_uint_eq(c->nprocs, 3);
-  got = write_with(c, ks_write_folded);
+  got = no_comment(write_with(c, ks_write_folded));
   ck_assert_ptr_nonnull(strstr(got, "my_worker:init/1(<0.1.0>);m:a/0 50\n"));
   ck_assert_ptr_nonnull(strstr(got, "reg(<0.3.0>);m:w/0 10\n"));
   free(got);
@@ -740,7 +1173,7 @@ END_TEST
 
 START_TEST(group_by_call) {
   ks_fcap *c = two_workers(KS_GROUP_CALL);
-  char *got = view_with(c, ks_write_folded);
+  char *got = no_comment(view_with(c, ks_write_folded));
 
   /* b and c both run m:w/0: one root, their stacks merged, times summed. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -764,7 +1197,7 @@ END_TEST
 
 START_TEST(group_all_and_name) {
   ks_fcap *c = two_workers(KS_GROUP_ALL);
-  char *got = view_with(c, ks_write_folded);
+  char *got = no_comment(view_with(c, ks_write_folded));
 
   ck_assert_str_eq(got, "all(3_processes);m:a/0 50\n"
                         "all(3_processes);WAITING_TO_RUN 7\n"
@@ -775,7 +1208,7 @@ START_TEST(group_all_and_name) {
   c->o.group = KS_GROUP_NAME;
   ks_flame_add_pid(&fl, c, pid_b, "w", 1);
   ks_flame_add_pid(&fl, c, pid_c, "w", 1);
-  got = view_with(c, ks_write_folded);
+  got = no_comment(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
                         "w(2_processes);WAITING_TO_RUN 7\n"
                         "w(2_processes);erlang:apply/2;m:w/0 20\n"
@@ -790,6 +1223,7 @@ START_TEST(fold_recursion) {
   char *got;
 
   ks_flame_default_opts(&o);
+  o.callers = 1;
   o.fold_recursion = 1;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
@@ -799,12 +1233,12 @@ START_TEST(fold_recursion) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  got = write_with(c, ks_write_folded);
+  got = no_comment(write_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 10\n<0.1.0>;m:a/0;m:a/0 10\n<0.1.0>;m:a/0;m:a/0;m:a/0 10\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0 5\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
-  got = view_with(c, ks_write_folded);
+  got = no_comment(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 30\n<0.1.0>;m:a/0;m:b/0 5\n<0.1.0>;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
 }
@@ -826,18 +1260,19 @@ START_TEST(perf_samples) {
   ck_assert_int_eq(count(got, "cpu-clock:\n"), 80);
   ck_assert_int_eq(count(got, "<0.1.0> 1/1 [000] "), 40);
   ck_assert_int_eq(count(got, "worker(<0.2.0>) 2/2 [000] "), 40);
-  /* Addresses are node numbers: root 0, processes 1 and 2, then a, b, SLEEP. */
+  /* Addresses are node numbers: root 0, the budget's spill node 1, processes 2
+   * and 3, then a, b, SLEEP. */
   /* The process is the comm only, never a frame (stackcollapse-perf.pl would
    * put it at the root twice). */
-  ck_assert_int_eq(count(got, "\t5 SLEEP (erlang)\n\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"),
+  ck_assert_int_eq(count(got, "\t6 SLEEP (erlang)\n\t5 m:b/0 (erlang)\n\t4 m:a/0 (erlang)\n\n"),
                    10);
-  ck_assert_ptr_null(strstr(got, "\t1 <0.1.0> (erlang)"));
+  ck_assert_ptr_null(strstr(got, "\t2 <0.1.0> (erlang)"));
   ck_assert_ptr_null(strstr(got, "worker(<0.2.0>) (erlang)"));
   /* The merged timeline: b's SLEEP [0, 100), b [100, 200), a's own time [200, 400). */
   ck_assert_ptr_nonnull(strstr(got, "<0.1.0> 1/1 [000] 1.000195: 10000 cpu-clock:\n"
-                                    "\t4 m:b/0 (erlang)\n\t3 m:a/0 (erlang)\n\n"
+                                    "\t5 m:b/0 (erlang)\n\t4 m:a/0 (erlang)\n\n"
                                     "<0.1.0> 1/1 [000] 1.000205: 10000 cpu-clock:\n"
-                                    "\t3 m:a/0 (erlang)\n\n"));
+                                    "\t4 m:a/0 (erlang)\n\n"));
   free(got);
 }
 END_TEST
@@ -1196,7 +1631,7 @@ START_TEST(full_disk) {
     return;
   }
   wide_capture(wide, 3000);
-  text = write_with(wide, ks_write_folded);
+  text = no_comment(write_with(wide, ks_write_folded));
   folded_len = strlen(text);
   free(text);
   text = write_with(wide, ks_write_svg);
@@ -1332,8 +1767,8 @@ static void start_cmd(long ref, long id) {
   tb_atom(&x, "sleep");
   tb_atom(&x, "false");
   ei_x_encode_tuple_header(&x, 2);
-  tb_atom(&x, "max_depth");
-  ei_x_encode_long(&x, 64);
+  tb_atom(&x, "max_bytes");
+  ei_x_encode_long(&x, 1 << 20);
   ei_x_encode_empty_list(&x);
   feed(&x);
 }
@@ -1441,7 +1876,9 @@ START_TEST(commands) {
   snprintf(path, sizeof(path), "%s/cap.folded", dir);
   file = read_file(path, &len);
   ck_assert_ptr_nonnull(file);
-  ck_assert_str_eq((char *)file, "srv(<0.9.0>);w:top/0 500\nsrv(<0.9.0>);w:top/0;w:leaf/0 500\n");
+  ck_assert_str_eq((char *)file, "# kprof correction: none (raw times: each event's tracing cost "
+                                 "is in them)\nsrv(<0.9.0>);w:top/0 500\n"
+                                 "srv(<0.9.0>);w:top/0;w:leaf/0 500\n");
   free(file);
   /* Same base again: the files are not overwritten, the name gets -1. */
   start_cmd(9, 43);
@@ -1483,6 +1920,13 @@ Suite *flame_suite(void) {
   TCase *tc = tcase_create("flame");
 
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, correction);
+  tcase_add_test(tc, correction_clamped);
+  tcase_add_test(tc, correction_skipped);
+  tcase_add_test(tc, correction_inclusive);
+  tcase_add_test(tc, flow_learns_tail_calls);
+  tcase_add_test(tc, flow_server_loop);
+  tcase_add_test(tc, flow_mid_stack);
   tcase_add_test(tc, body_and_tail_calls);
   tcase_add_test(tc, recursion);
   tcase_add_test(tc, exception_unwinds_several);
@@ -1501,6 +1945,9 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, shared_process);
   tcase_add_test(tc, too_many_captures);
   tcase_add_test(tc, node_cap);
+  tcase_add_test(tc, budget_tree);
+  tcase_add_test(tc, over_budget_capture);
+  tcase_add_test(tc, too_deep);
   tcase_add_test(tc, tree_grows);
   tcase_add_test(tc, folded_rounding);
   tcase_add_test(tc, speedscope_events);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ks_platform.h"
 #include "ks_ring.h"
 #include "test_util.h"
 
@@ -212,7 +213,12 @@ START_TEST(through_pipes) {
   r = read_reply(c.out);
   records = stat_of(r, "ring_records");
   ck_assert_int_eq(records, 2);
+  /* --pipe-size where the platform can set it; 0 ("unknown") where it cannot. */
+#if KS_PIPE_SETSIZE
   ck_assert_int_eq(stat_of(r, "pipe_size"), 65536);
+#else
+  ck_assert_int_eq(stat_of(r, "pipe_size"), 0);
+#endif
   free(r);
   command(c.in, 4, "ring_close", -1);
   r = read_reply(c.out);

@@ -113,10 +113,11 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
   return rec;
 }
 
-static void put_return_to(ks_ring_hdr *h, int64_t ts) {
+/* A return_to, or (type KS_REC_CALL_MFA) a call with nothing but its function. */
+static void put_mfa_record(ks_ring_hdr *h, int64_t ts, unsigned type, unsigned flags) {
   uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_return_to), &pos, &tail_cache);
-  ks_rec_return_to r;
+  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_mfa), &pos, &tail_cache);
+  ks_rec_mfa r;
 
   ck_assert_ptr_nonnull(rec);
   memset(&r, 0, sizeof(r));
@@ -126,7 +127,11 @@ static void put_return_to(ks_ring_hdr *h, int64_t ts) {
   r.f = G_WORD;
   r.arity = 0;
   memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
-  ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_RETURN_TO, KS_RECF_MFA);
+  ks_ring_commit(h, rec, pos, sizeof(r), type, flags);
+}
+
+static void put_return_to(ks_ring_hdr *h, int64_t ts) {
+  put_mfa_record(h, ts, KS_REC_RETURN_TO, KS_RECF_MFA);
 }
 
 static void define_all(ks_ring_hdr *h) {
@@ -188,6 +193,31 @@ START_TEST(test_events) {
   ck_assert_uint_eq(f.g.d[1].ev.pid, pid);
   ck_assert_uint_eq(f.r.unresolved + f.r.bad, 0);
   ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
+  teardown(&f);
+}
+END_TEST
+
+/* A call of the pattern `true' (no match-spec extra): the short record, a
+ * call event with its function and nothing else; meta allowed, any other
+ * flag is a bad record. */
+START_TEST(test_call_mfa) {
+  fixture f;
+
+  setup(&f, 64u << 10);
+  define_all(f.r.h);
+  put_mfa_record(f.r.h, 7000, KS_REC_CALL_MFA, 0);
+  put_mfa_record(f.r.h, 7100, KS_REC_CALL_MFA, KS_RECF_META);
+  put_mfa_record(f.r.h, 7200, KS_REC_CALL_MFA, KS_RECF_CALLER);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 7);
+  ck_assert_int_eq(f.g.n, 2);
+  ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);
+  ck_assert_int_eq(f.g.d[0].ev.ts, 7000);
+  ck_assert_int_eq(f.g.d[0].ev.flags, KS_EVF_TS);
+  ck_assert_uint_eq(f.g.d[0].ev.mfa, tb_intern_mfa(&f.in, "shop_db", "run", 0));
+  ck_assert_uint_eq(f.g.d[0].ev.caller, KS_NONE);
+  ck_assert_uint_eq(f.g.d[0].ev.pid, tb_intern_pid(&f.in, 42));
+  ck_assert_int_eq(f.g.d[1].ev.flags, KS_EVF_TS | KS_EVF_META);
+  ck_assert_uint_eq(f.r.bad, 1);
   teardown(&f);
 }
 END_TEST
@@ -390,7 +420,7 @@ START_TEST(test_full_ring_counts_drops) {
     /* commit a return_to in place */
     {
       unsigned char *rec = ks_ring_data(f.r.h) + (pos & (f.r.size - 1));
-      ks_rec_return_to r;
+      ks_rec_mfa r;
       memset(&r, 0, sizeof(r));
       r.pid = PID_WORD;
       memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
@@ -712,6 +742,7 @@ Suite *ring_suite(void) {
   TCase *tc = tcase_create("ring");
 
   tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_call_mfa);
   tcase_add_test(tc, test_event_records_match_the_decoder);
   tcase_add_test(tc, test_bad_event_records);
   tcase_add_test(tc, test_reads_and_names);

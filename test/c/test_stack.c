@@ -1,5 +1,6 @@
-/* test_stack.c: the call-stack model (include/ks_stack.h) on its own: both rule
- * sets, the counted frames past the cap, growth, what a return_to ends. */
+/* test_stack.c: the call-stack model (include/ks_stack.h) on its own: the three
+ * rule sets, the counted frames past the cap, growth, what a return_to ends,
+ * the leave hook. */
 #include <stdlib.h>
 
 #include "test_util.h"
@@ -199,6 +200,99 @@ START_TEST(search_pinned_bottom) {
 }
 END_TEST
 
+/* The leave hook's calls, in order. */
+static uint32_t left[64];
+static int nleft;
+
+static void leave(void *ctx, uint32_t mfa) {
+  (void)ctx;
+  left[nleft++] = mfa;
+}
+
+/* Flow rules: every call a frame but direct recursion; a return_to pops to
+ * the topmost frame of its function; each frame that ends is left. */
+START_TEST(flow_calls_and_returns) {
+  uint32_t from;
+
+  s.leave = leave;
+  nleft = 0;
+  ck_assert_int_eq(ks_stack_call_flow(&s, A, 128, &from), KS_SC_PUSH);
+  ck_assert_int_eq(ks_stack_call_flow(&s, B, 128, &from), KS_SC_PUSH);
+  ck_assert_int_eq(ks_stack_call_flow(&s, B, 128, &from), KS_SC_SAME);   /* recursion */
+  ck_assert_int_eq(ks_stack_call_flow(&s, C, 128, &from), KS_SC_PUSH);   /* maybe a tail call */
+  ck_assert_int_eq(ks_stack_call_flow(&s, A, 128, &from), KS_SC_PUSH);   /* not deep: a frame */
+  ck_assert_uint_eq(from, KS_NONE);
+  ck_assert_uint_eq(s.n, 4);
+  ck_assert_int_eq(ks_stack_return_flow(&s, C, 1), KS_SR_TOP);
+  ck_assert_uint_eq(s.n, 3);
+  ck_assert_int_eq(nleft, 1);
+  ck_assert_uint_eq(left[0], A);
+  ck_assert_uint_eq(mfa_at(3), A);   /* what ended is still readable above the stack */
+  ck_assert_int_eq(ks_stack_return_flow(&s, A, 1), KS_SR_TOP);   /* C and B: one chain */
+  ck_assert_uint_eq(s.n, 1);
+  ck_assert_int_eq(nleft, 3);
+  ck_assert_uint_eq(left[1], C);
+  ck_assert_uint_eq(left[2], B);
+  ck_assert_int_eq(ks_stack_return_flow(&s, A, 1), KS_SR_TOP);   /* a callee not seen */
+  ck_assert_uint_eq(s.n, 1);
+  /* A known tail call: the top frame runs it now. */
+  ck_assert_int_eq(ks_stack_tail_flow(&s, D), KS_SC_TAIL);
+  ck_assert_uint_eq(s.n, 1);
+  ck_assert_uint_eq(mfa_at(0), D);
+  ck_assert_uint_eq(left[3], A);
+  ck_assert_int_eq(ks_stack_tail_flow(&s, D), KS_SC_SAME);
+  ck_assert_int_eq(ks_stack_return_flow(&s, KS_NONE, 1), KS_SR_GONE);
+  ck_assert_uint_eq(s.n, 0);
+  ck_assert_int_eq(nleft, 5);
+}
+END_TEST
+
+/* Flow rules, once the stack is fold_depth deep: a function already on it
+ * goes back to its first frame (a loop's rounds folded into the first). */
+START_TEST(flow_deep_loops_fold) {
+  uint32_t from;
+  int k;
+
+  ck_assert_int_eq(ks_stack_call_flow(&s, A, 4, &from), KS_SC_PUSH);
+  for (k = 0; k < 3; k++) {   /* B, C, D, B, C, D, ...: a loop of tail calls */
+    ks_stack_call_flow(&s, B, 4, &from);
+    ks_stack_call_flow(&s, C, 4, &from);
+    ks_stack_call_flow(&s, D, 4, &from);
+  }
+  ck_assert_uint_le(s.n, 5);
+  ck_assert_int_eq(ks_stack_call_flow(&s, B, 4, &from), KS_SC_LOOP);
+  ck_assert_uint_eq(from, 1);
+  ck_assert_uint_eq(s.n, 2);
+  ck_assert_uint_eq(mfa_at(1), B);
+  ck_assert_int_eq(ks_stack_call_flow(&s, E, 4, &from), KS_SC_PUSH);   /* new: a frame */
+}
+END_TEST
+
+/* Flow rules: a return_to a function on no frame: the top frame takes it when
+ * the bottom is the process's first; else the stack starts again (the user
+ * infers `to'); out of a pinned frame's callee, back to it. */
+START_TEST(flow_return_not_on_stack) {
+  uint32_t from;
+
+  ks_stack_call_flow(&s, A, 128, &from);
+  ks_stack_call_flow(&s, B, 128, &from);
+  ck_assert_int_eq(ks_stack_return_flow(&s, C, 1), KS_SR_REPLACED);
+  ck_assert_uint_eq(s.n, 2);
+  ck_assert_uint_eq(mfa_at(1), C);
+  ck_assert_int_eq(ks_stack_return_flow(&s, E, 0), KS_SR_GONE);
+  ck_assert_uint_eq(s.n, 0);
+  ks_stack_push(&s, A, F);
+  s.pinned = 1;
+  ks_stack_call_flow(&s, B, 128, &from);
+  ck_assert_int_eq(ks_stack_return_flow(&s, F, 1), KS_SR_PINNED);
+  ck_assert_uint_eq(s.n, 1);
+  ck_assert_int_eq(ks_stack_return_flow(&s, D, 1), KS_SR_REPLACED);   /* above the pin */
+  ck_assert_uint_eq(s.n, 2);
+  ck_assert_uint_eq(mfa_at(0), A);
+  ck_assert_uint_eq(mfa_at(1), D);
+}
+END_TEST
+
 Suite *stack_suite(void) {
   Suite *su = suite_create("stack");
   TCase *tc = tcase_create("stack");
@@ -213,6 +307,9 @@ Suite *stack_suite(void) {
   tcase_add_test(tc, search_calls);
   tcase_add_test(tc, search_returns);
   tcase_add_test(tc, search_pinned_bottom);
+  tcase_add_test(tc, flow_calls_and_returns);
+  tcase_add_test(tc, flow_deep_loops_fold);
+  tcase_add_test(tc, flow_return_not_on_stack);
   suite_add_tcase(su, tc);
   return su;
 }
