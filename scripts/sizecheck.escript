@@ -200,7 +200,7 @@ line([]) -> [].
 
 literal(Q, [$\\, C | R]) -> [$\\, C | literal(Q, R)];
 literal(Q, [Q | R]) -> [Q | strip_comments(R)];
-literal(Q, [$\n | R]) -> [$\n | strip_comments(R)];
+literal(_Q, [$\n | R]) -> [$\n | strip_comments(R)];
 literal(Q, [C | R]) -> [C | literal(Q, R)];
 literal(_, []) -> [].
 
