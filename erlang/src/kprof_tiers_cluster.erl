@@ -189,12 +189,12 @@ format({ok, Built}, Opts) ->
     case kprof_report:sort(Built, maps:get(sort, Opts, requests)) of
         {ok, Report} ->
             case maps:get(format, Opts, text) of
-                text -> io:put_chars(kprof_report:text(Report, Opts));
+                text -> io:put_chars(kprof_report_render:text(Report, Opts));
                 %% A charlist: what erl_call (bin/x eval of a rebar3 release)
                 %% prints of it is the text, line by line (of a binary, #Bin<...>).
-                string -> {ok, unicode:characters_to_list(kprof_report:text(Report, Opts))};
+                string -> {ok, unicode:characters_to_list(kprof_report_render:text(Report, Opts))};
                 term -> {ok, Report};
-                json -> {ok, kprof_report:json(Report)}
+                json -> {ok, kprof_report_render:json(Report)}
             end;
         {error, _} = Error ->
             Error

@@ -51,7 +51,7 @@ merge(Peer) ->
     %% Each node alone.
     {ok, RPeer} = kprof:report(#{format => term, nodes => [Peer]}),
     ?assertEqual(7, maps:get(requests, row(RPeer, shared))),
-    Text = unicode:characters_to_list(kprof_report:text(R, #{})),
+    Text = unicode:characters_to_list(kprof_report_render:text(R, #{})),
     ?assertMatch({match, _}, re:run(Text, atom_to_list(Peer))),
     %% Reset and stop reach every node.
     ok = kprof:reset(),
