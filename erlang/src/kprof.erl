@@ -69,7 +69,7 @@
 %%% == Tiers: where each kind of request spends its time ==
 %%%
 %%% Name the tiers of a service by their functions, wrap requests (or let
-%%% `entry' functions, `kprof_httpd' or `kprof_mochiweb' do it), and ask
+%%% `entry' functions, `kprof_tiers_httpd' or `kprof_tiers_mochiweb' do it), and ask
 %%% for the table; work done for a request in other processes (a
 %%% gen_server it calls) counts for it. From examples/tiers_shop.erl (its
 %%% `run/0' starts the shop's two servers, then does this for 200 requests):
