@@ -139,7 +139,7 @@ first_error([_ | Rest]) -> first_error(Rest).
 
 %%% The nodes the tiers were started on
 
-%% kprof_tiers:F(Args...) on every node the tiers were started on.
+%% @private kprof_tiers:F(Args...) on every node the tiers were started on.
 -spec each_node(atom(), list()) -> ok | {error, term()}.
 each_node(F, Args) ->
     case started_nodes() of
@@ -159,7 +159,7 @@ started_nodes(Timeout) ->
         {error, _} = Error -> Error
     end.
 
-%% Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
+%% @private Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
 %% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
 %% with the nodes asked of this server first (?REPORT_MARGIN), report/1
 %% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time

@@ -164,10 +164,12 @@ delta(Key, Stats, Base) ->
 
 %%% The server's polls: the sink's rows, at least once a second while tracing is on
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec poll_timer(#plan{}) -> reference().
 poll_timer(#plan{window = W}) ->
     erlang:start_timer(poll_interval(W), self(), poll).
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec cancel_timer(#state{}) -> #state{}.
 cancel_timer(S = #state{timer = undefined}) ->
     S;
@@ -175,7 +177,7 @@ cancel_timer(S = #state{timer = TRef}) ->
     _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
     S#state{timer = undefined}.
 
-%% One poll at a time, in a process of its own: the server never waits for
+%% @private One poll at a time, in a process of its own: the server never waits for
 %% the sink, whose reply may take long (a late one is still taken: a window's
 %% slice is cleared in the sink when it answers). Without a window the sink's
 %% report since start is kept whole; with one it is cleared into slices. A
@@ -202,11 +204,12 @@ start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
     Pid = spawn_link(fun() -> Self ! {poll_done, Ref, poll_sink(Port, Steps)} end),
     S#state{poll = #poll{ref = Ref, pid = Pid, started = now_ns(), final = not Active}}.
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec start_poll_if_waiting(#state{}) -> #state{}.
 start_poll_if_waiting(S = #state{waiting = []}) -> S;
 start_poll_if_waiting(S) -> start_poll(S).
 
-%% Stopped and the last poll not taken yet: take it; else for reports.
+%% @private Stopped and the last poll not taken yet: take it; else for reports.
 -spec next_poll(#state{}) -> #state{}.
 next_poll(S = #state{active = false, final = false}) -> start_poll(S);
 next_poll(S) -> start_poll_if_waiting(S).
@@ -233,7 +236,7 @@ poll_steps([{Key, Cmd} | Rest], Acc) ->
         Reply -> poll_steps(Rest, Acc#{Key => Reply})
     end.
 
-%% A poll that may still be writing to the sink is stopped (what it wrote
+%% @private A poll that may still be writing to the sink is stopped (what it wrote
 %% comes before whatever the server writes next); its answer is not taken.
 -spec drop_poll(#state{}) -> #state{}.
 drop_poll(S = #state{poll = undefined}) ->
@@ -244,6 +247,7 @@ drop_poll(S = #state{poll = #poll{pid = Pid, ref = Ref}}) ->
     receive {poll_done, Ref, _} -> ok after 0 -> ok end,
     S#state{poll = undefined}.
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec took(#poll{}, map(), #state{}) -> #state{}.
 took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
     S1 = case Acc of
@@ -274,7 +278,7 @@ took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
         _ -> S2
     end.
 
-%% Reports asked before this poll was sent have their answer; later ones
+%% @private Reports asked before this poll was sent have their answer; later ones
 %% wait for the next poll (sent at once).
 -spec answer_waiting(#poll{}, #state{}) -> #state{}.
 answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting}) ->
@@ -282,6 +286,7 @@ answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting})
     _ = [answer(W, false, S) || W <- Done],
     next_poll(S#state{waiting = Later}).
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec reply_waiting(#state{}) -> #state{}.
 reply_waiting(S = #state{waiting = Waiting}) ->
     _ = [answer(W, incomplete(S), S) || W <- Waiting],
@@ -292,7 +297,7 @@ answer({From, _At, TRef}, Incomplete, S) ->
     _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
     gen_server:reply(From, {ok, state_report(Incomplete, S)}).
 
-%% A report: at once when nothing more can come from the sink (it died, or
+%% @private A report: at once when nothing more can come from the sink (it died, or
 %% its last poll after the tiers stopped was taken); otherwise once a poll
 %% sent after this call is answered, or after ?REPORT_WAIT with the last
 %% poll's rows, said to be incomplete.
@@ -306,16 +311,18 @@ report_when_polled(From, S = #state{waiting = Waiting}) ->
     TRef = erlang:start_timer(?REPORT_WAIT, self(), {report_wait, From}),
     {noreply, start_poll(S#state{waiting = [{From, now_ns(), TRef} | Waiting]})}.
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec incomplete(#state{}) -> false | map().
 incomplete(#state{sink_lost = false}) -> false;
 incomplete(#state{sink_lost = Lost}) -> Lost.
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec no_answer(#state{}) -> map().
 no_answer(S) ->
     #{reason => no_answer, waited_ms => ?REPORT_WAIT, at => erlang:system_time(millisecond),
       polled_at => sys_ms(S#state.polled_at)}.
 
-%% The report's data as of the last poll.
+%% @private The report's data as of the last poll.
 -spec state_report(false | map(), #state{}) -> kprof_tiers:node_report().
 state_report(Incomplete, S = #state{plan = Plan}) ->
     node_report(
@@ -325,6 +332,7 @@ state_report(Incomplete, S = #state{plan = Plan}) ->
               aborted => S#state.aborted, full => S#state.full,
               polled_at => S#state.polled_at, incomplete => Incomplete}).
 
+%% @private A step of kprof_tiers' polls, on its state.
 -spec state_info(#state{}) -> map().
 state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
                       counters = C}) ->
