@@ -235,7 +235,7 @@ hidden_frame() ->
 -type mfa_args() :: {module(), atom(), [term()]}.
 
 %% What flame_apply runs, the caller's label when it has no initial call of
-%% its own to show (kprof_flame_srv:call_of/1).
+%% its own to show (kprof_flame_labels:call_of/1).
 -spec runs(fun() | {module(), atom(), [term()]}) -> mfa().
 runs({M, F, Args}) ->
     {M, F, length(Args)};
@@ -529,7 +529,7 @@ write(Id, End, Cfg, Mode, Flags) ->
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
     _ = (Mode =:= capture orelse maps:get(children, Cfg)) andalso
-        kprof_flame_srv:label_members(Id),
+        kprof_flame_labels:label_members(Id),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     %% The sink makes the directory and checks it again (flame_dir at the start).

@@ -1,6 +1,6 @@
 %%% @doc Who may ask for a flame graph of an HTTP request, how often, and
 %%% what is left on disk: the gate of {@link kprof_flame_web},
-%%% {@link kprof_httpd_flame} and `kprof_flame_web:mochiweb/2'.
+%%% {@link kprof_flame_httpd} and `kprof_flame_mochiweb:loop/2'.
 %%%
 %%% The application environment `allow_tracing' says:
 %%% <ul>

@@ -496,7 +496,7 @@ signal(Sig, OsPid) ->
 
 alert(Ms) ->
     receive
-        {kprof_alert, Kind, Info} -> {Kind, Info}
+        {kprof_alert, Kind, Info} -> {Kind, kprof_test_util:alert_conforms(Kind, Info)}
     after Ms ->
         error(no_alert)
     end.

@@ -697,7 +697,7 @@ formats_agree_no_sleep(Dir) ->
     [?assertEqual(nomatch, binary:match(Bin, W)) || W <- [<<"WAITING_TO_RUN">>, <<"SLEEP">>]],
     ?assert(map_size(Totals) >= 5).
 
-%% Labels: kprof_flame_srv:call_of/1 on processes of each kind, and in a graph.
+%% Labels: kprof_flame_labels:call_of/1 on processes of each kind, and in a graph.
 labels(Dir) ->
     {ok, Gs} = gen_server:start(?MODULE, [], []),
     Pl = proc_lib:spawn(?MODULE, lonely, [self()]),
@@ -705,13 +705,13 @@ labels(Dir) ->
     Fun = spawn(fun() -> ?MODULE:lonely(none) end),
     Dead = spawn(fun() -> ok end),
     timer:sleep(20),
-    ?assertEqual(<<"kprof_flame_tests:init/1">>, kprof_flame_srv:call_of(Gs)),
-    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Pl)),
-    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Sp)),
+    ?assertEqual(<<"kprof_flame_tests:init/1">>, kprof_flame_labels:call_of(Gs)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_labels:call_of(Pl)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_labels:call_of(Sp)),
     %% spawn of a fun: its initial call is erlang:apply/2; the stack's bottom
     %% is what it runs (the fun tail-called lonely/1).
-    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_srv:call_of(Fun)),
-    ?assertEqual(undefined, kprof_flame_srv:call_of(Dead)),
+    ?assertEqual(<<"kprof_flame_tests:lonely/1">>, kprof_flame_labels:call_of(Fun)),
+    ?assertEqual(undefined, kprof_flame_labels:call_of(Dead)),
     %% In a graph: the gen_server is its callback's init/1.
     %% Busy until killed: the 60 ms traced must find it at work, however
     %% late the capture starts on a loaded machine.
@@ -1430,11 +1430,11 @@ log(_, _) ->
     ok.
 
 %% A process's root frame: Name(<pid>) with a registered name, else
-%% Call(<pid>), Call its initial call as kprof_flame_srv:call_of/1 finds it
+%% Call(<pid>), Call its initial call as kprof_flame_labels:call_of/1 finds it
 %% (its own tests: labels/1), else Else(<pid>): the first function the sink
 %% saw it call.
 label(Pid, Else) ->
-    Call = case kprof_flame_srv:call_of(Pid) of
+    Call = case kprof_flame_labels:call_of(Pid) of
                undefined -> Else;
                C -> binary_to_list(C)
            end,

@@ -212,7 +212,7 @@ reload_reapplied() ->
     {ok, #{reapplied := N}} = kprof_tiers:node_report(),
     ?assert(N >= 1),
     ?assertEqual(N, maps:get(reapplied, R)),
-    Text = lists:flatten(io_lib:format("~ts", [kprof_report:text(R, #{})])),
+    Text = lists:flatten(io_lib:format("~ts", [kprof_report_render:text(R, #{})])),
     ?assertNotEqual(nomatch, string:find(Text, "trace patterns put back after code reload")),
     ok = kprof:stop_tiers(),
     %% Stopped: nothing left on the module, and the guard puts nothing back.
@@ -362,7 +362,7 @@ measure(Fun) ->
 -spec capture_text() -> iolist().
 capture_text() ->
     {ok, R} = kprof:report(#{format => term}),
-    kprof_report:text(R, #{}).
+    kprof_report_render:text(R, #{}).
 
 -spec with_path(string(), fun(() -> T)) -> T.
 with_path(Path, Fun) ->

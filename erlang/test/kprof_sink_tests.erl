@@ -101,7 +101,13 @@ version() ->
     {kprof_sink, Vsn, Proto} = kprof:sink_version(),
     ?assert(io_lib:printable_list(Vsn)),
     ?assert(Vsn =/= ""),
-    ?assertEqual(1, Proto).
+    %% The sink's KS_PROTOCOL, which kprof_sink accepted at the start.
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(Source))),
+    {ok, KsH} = file:read_file(filename:join([Root, "include", "ks.h"])),
+    {match, [Defined]} = re:run(KsH, "#define KS_PROTOCOL ([0-9]+)",
+                                [{capture, all_but_first, list}]),
+    ?assertEqual(list_to_integer(Defined), Proto).
 
 -spec stats_keys() -> term().
 stats_keys() ->
@@ -835,7 +841,9 @@ next_msg() ->
 -spec next_msg(timeout()) -> {kprof_alert, atom(), map()} | timeout.
 next_msg(Timeout) ->
     receive
-        {kprof_alert, _, _} = Alert -> Alert
+        {kprof_alert, Kind, Info} = Alert ->
+            _ = kprof_test_util:alert_conforms(Kind, Info),
+            Alert
     after Timeout -> timeout
     end.
 
