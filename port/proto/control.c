@@ -4,6 +4,8 @@
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.
  */
+#include <stdlib.h>
+
 #include <ei.h>
 
 #include "ks_proto.h"
@@ -138,9 +140,22 @@ static int cmd_calls(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return encode_calls(s, x);
 }
 
+/* The protocol `version' answers: KS_PROTOCOL. The fault-injection build
+ * answers $KPROF_FAULT_PROTOCOL when it is set, so that kprof_sink's refusal
+ * of a sink of another protocol is tested (kprof_fault_tests). */
+static long protocol(void) {
+#ifdef KS_FAULT_INJECTION
+  const char *p = getenv("KPROF_FAULT_PROTOCOL");
+
+  if (p != NULL && *p != 0)
+    return atol(p);
+#endif
+  return KS_PROTOCOL;
+}
+
 static int cmd_version(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "kprof_sink") ||
-         ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, KS_PROTOCOL);
+         ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, protocol());
 }
 
 /* {Name, Integer} with Integer in [lo, hi]. */
