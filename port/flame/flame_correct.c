@@ -99,22 +99,22 @@ static void correct_functions(ks_fcount *fc, const uint64_t cost[2]) {
   }
 }
 
-/* The cost per event of each kind (above). */
 static uint64_t quantile(const ks_fivl *h, double q);
 
+/* The cost per event of each kind (above). */
 static void event_costs(ks_fcap *c) {
-  uint64_t mean;
+  uint64_t body, all;
   int kind;
 
   for (kind = 0; kind < KS_FIVL_KINDS; kind++) {
-    mean = ks_fivl_body_mean(&c->ivl[kind], 4);
-    c->k.cost_measured[kind] = c->ivl[kind].n >= KS_FCORR_MIN_INTERVALS && mean > 0;
+    const ks_fivl *h = &c->ivl[kind];
+    body = ks_fivl_body_mean(h, 4);
+    all = h->n > 0 ? h->total / h->n : 0;
+    c->k.cost_measured[kind] = h->n >= KS_FCORR_MIN_INTERVALS && body > 0;
     if (c->k.cost_measured[kind])
-      c->k.cost_ns[kind] = mean;
+      c->k.cost_ns[kind] = body;
     else
-      c->k.cost_ns[kind] = c->ivl[kind].n > 0 && c->ivl[kind].total / c->ivl[kind].n < c->o.correct_ns
-                               ? c->ivl[kind].total / c->ivl[kind].n
-                               : c->o.correct_ns;
+      c->k.cost_ns[kind] = h->n > 0 && all < c->o.correct_ns ? all : c->o.correct_ns;
   }
 }
 
