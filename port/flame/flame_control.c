@@ -283,6 +283,13 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "clamped", c->k.clamped);
   ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
   ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
+  ks_map_u64(m, "correct_per_event_ns", ks_flame_per_event_ns(c));
+  ks_map_u64(m, "correct_call_ns", c->k.cost_ns[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_ns", c->k.cost_ns[KS_FIVL_RETURN]);
+  ks_map_u64(m, "correct_call_measured", (uint64_t)c->k.cost_measured[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_measured", (uint64_t)c->k.cost_measured[KS_FIVL_RETURN]);
+  ks_map_u64(m, "intervals_call", c->ivl[KS_FIVL_CALL].n);
+  ks_map_u64(m, "intervals_return", c->ivl[KS_FIVL_RETURN].n);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above

@@ -287,7 +287,12 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
   }
 }
 
+uint64_t ks_flame_per_event_ns(const ks_fcap *c) {
+  return c->k.corrected > 0 ? (c->k.cost_total_ns + c->k.corrected / 2) / c->k.corrected : 0;
+}
+
 size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
+  static const char *const from[] = {"calibration", "capture"};
   const ks_fcounters *k = &c->k;
 
   if (cap == 0)
@@ -302,11 +307,16 @@ size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
                                             "tracing cost is in them)"));
   return put(buf, cap,
              snprintf(buf, cap,
-                      "kprof correction: per_event_ns=%u events=%llu subtracted_ms=%.3f "
-                      "clamped=%llu clamped_ms=%.3f (tracing's cost per event taken off the "
-                      "time of each call path; clamped: paths shorter than their events' "
-                      "cost, counted as zero)",
-                      c->o.correct_ns, (unsigned long long)k->corrected,
+                      "kprof correction: per_event_ns=%llu events=%llu call_ns=%llu "
+                      "call_from=%s return_ns=%llu return_from=%s calibration_ns=%u "
+                      "subtracted_ms=%.3f clamped=%llu clamped_ms=%.3f (tracing's cost per "
+                      "event taken off the time of each call path, by the kind of event, "
+                      "measured in the capture's own intervals or by the calibration; "
+                      "clamped: paths shorter than their events' cost, counted as zero)",
+                      (unsigned long long)ks_flame_per_event_ns(c),
+                      (unsigned long long)k->corrected, (unsigned long long)k->cost_ns[0],
+                      from[k->cost_measured[0] != 0], (unsigned long long)k->cost_ns[1],
+                      from[k->cost_measured[1] != 0], c->o.correct_ns,
                       (double)k->subtracted_ns / 1e6, (unsigned long long)k->clamped,
                       (double)k->clamped_ns / 1e6));
 }
