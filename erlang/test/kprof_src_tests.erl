@@ -5,7 +5,11 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
-no_catch_expression_test() ->
+%% Parsing every module takes a few seconds on a loaded machine.
+no_catch_expression_test_() ->
+    {timeout, 300, fun no_catch_expression/0}.
+
+no_catch_expression() ->
     Src = filename:join(filename:dirname(filename:dirname(code:which(kprof))), "src"),
     Inc = filename:join(filename:dirname(Src), "include"),
     Files = filelib:wildcard(filename:join(Src, "*.erl")),
