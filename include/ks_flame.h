@@ -43,7 +43,8 @@ enum {
   KS_FMT_FOLDED = 1,
   KS_FMT_PERF = 2,
   KS_FMT_SPEEDSCOPE = 4,
-  KS_FMT_SVG = 8
+  KS_FMT_SVG = 8,
+  KS_FMT_CALLGRIND = 16
 };
 
 /* A call path. Node 0 is the root of every process; children are in a list. */
@@ -53,6 +54,8 @@ typedef struct ks_fnode {
   uint64_t self;               /* ns credited while this was the stack */
   uint32_t n;                  /* of them, intervals an event ended (saturates): the
                                 * correction for tracing's cost takes n of its cost off */
+  uint32_t calls;              /* frames the stack rules entered on this path (saturates;
+                                * callgrind's calls=): in the padding, no bigger node */
 } ks_fnode;
 
 /*
@@ -397,6 +400,7 @@ int ks_write_folded(const ks_fout *o, FILE *f);
 int ks_write_perf(const ks_fout *o, FILE *f);
 int ks_write_speedscope(const ks_fout *o, FILE *f);
 int ks_write_svg(const ks_fout *o, FILE *f);
+int ks_write_callgrind(const ks_fout *o, FILE *f);
 
 /* write_file.c: a file the writers write to. Its stream keeps the first errno of
  * write(2) or close(2), where it happened (stdio may report it only at fclose). */
