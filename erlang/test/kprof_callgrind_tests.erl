@@ -13,7 +13,7 @@
 -include_lib("eunit/include/eunit.hrl").
 -include_lib("kernel/include/file.hrl").
 
--export([work/0]).
+-export([work/0, web_loop/1]).
 
 callgrind_test_() ->
     {timeout, 300,
@@ -23,15 +23,18 @@ callgrind_test_() ->
                 "file's inclusive costs", {timeout, 120, fun() -> same_costs(Dir, pid) end}},
                {"group => all: one root function for the processes, the same costs",
                 {timeout, 120, fun() -> same_costs(Dir, all) end}},
-               {"the file is named callgrind.out.Name", fun() -> name(Dir) end}]
+               {"the file is named callgrind.out.Name", fun() -> name(Dir) end},
+               {"one HTTP request (mochiweb): its callgrind file, named in x-kprof-files",
+                {timeout, 120, fun() -> web(Dir) end}}]
       end}}.
 
 setup() ->
-    {ok, _} = application:ensure_all_started(kprof),
+    ok = kprof:start(#{}),
     work(),   % the code loaded: no error_handler frames
     kprof_test_util:tmp_dir("kprof-callgrind").
 
 cleanup(Dir) ->
+    ok = kprof:stop(),
     file:del_dir_r(Dir).
 
 %% Two processes scanning and parsing source text.
@@ -92,6 +95,63 @@ name(Dir) ->
     ?assertEqual(filename:join(Dir, "callgrind.out.named"), Callgrind),
     {ok, #file_info{mode = Mode}} = file:read_file_info(Callgrind),
     ?assertEqual(8#600, Mode band 8#777).
+
+web_loop(Req) ->
+    _ = work(),
+    mochiweb_request:respond({200, kprof_flame_web:headers() ++
+                                  [{"Content-Type", "text/plain"}], "hi"}, Req).
+
+web(Dir0) ->
+    Dir = filename:join(Dir0, "web"),
+    Self = self(),
+    Name = list_to_atom("kprof_callgrind_tests_" ++
+                            integer_to_list(erlang:unique_integer([positive]))),
+    Flame = kprof_flame_web:mochiweb(fun ?MODULE:web_loop/1,
+                                     #{output_directory => Dir,
+                                       output_format => [folded, callgrind]}),
+    Loop = fun(Req) -> try Flame(Req) after Self ! {loop_done, self()} end end,
+    Old = application:get_env(kprof, allow_tracing),
+    ok = application:set_env(kprof, allow_tracing, true),
+    {ok, Server} = mochiweb_http:start([{name, Name}, {port, 0}, {ip, {127, 0, 0, 1}},
+                                        {loop, Loop}]),
+    try
+        Port = mochiweb_socket_server:get(Server, port),
+        {ok, S} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+        ok = gen_tcp:send(S, "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\nx-trace-request: true\r\n\r\n"),
+        Reply = recv_all(S, []),
+        receive {loop_done, _} -> ok after 60000 -> error(no_loop_done) end,
+        {match, [Named]} = re:run(Reply, "x-kprof-files: ([^\r]*)\r",
+                                  [{capture, all_but_first, list}, caseless]),
+        Names = string:lexemes(Named, ", "),
+        [Cg] = [N || N <- Names, lists:prefix("callgrind.out.kprof-http-", N)],
+        [Fo] = [N || N <- Names, lists:suffix(".folded", N)],
+        ok = wait_file(filename:join(Dir, Cg), 200),
+        ok = wait_file(filename:join(Dir, Fo), 200),
+        Total = lists:sum([C || {_, C} <- folded_lines(filename:join(Dir, Fo))]),
+        ?assertEqual({Total, Total}, callgrind_totals(filename:join(Dir, Cg)))
+    after
+        mochiweb_http:stop(Name),
+        case Old of
+            {ok, V} -> application:set_env(kprof, allow_tracing, V);
+            undefined -> application:unset_env(kprof, allow_tracing)
+        end
+    end.
+
+recv_all(S, Acc) ->
+    case gen_tcp:recv(S, 0, 30000) of
+        {ok, B} -> recv_all(S, [Acc | B]);
+        {error, closed} -> gen_tcp:close(S), iolist_to_binary(Acc)
+    end.
+
+%% The capture's files come after the response: a file is there once it has
+%% content (they are written whole, then closed).
+wait_file(File, 0) ->
+    error({not_written, File});
+wait_file(File, N) ->
+    case filelib:file_size(File) of
+        0 -> timer:sleep(100), wait_file(File, N - 1);
+        _ -> timer:sleep(100), ok
+    end.
 
 %% [{Frames, Count}] of a folded file, its comment line left out.
 folded_lines(File) ->
