@@ -214,3 +214,26 @@ collect(Port, Acc) ->
         {Port, {exit_status, S}} -> {lists:reverse(Acc), S}
     after 60000 -> error(callgrind_annotate_timeout)
     end.
+
+%% The web captures' quota (kprof_web_gate:prune/3) counts and removes kprof's
+%% callgrind files, by their prefix, and leaves other callgrind files alone:
+%% over 150 bytes, the two older of the three kprof files go.
+prune_test() ->
+    Dir = kprof_test_util:tmp_dir("kprof-callgrind-prune"),
+    try
+        Write = fun(Name, Age) ->
+                        P = filename:join(Dir, Name),
+                        ok = file:write_file(P, binary:copy(<<"x">>, 100)),
+                        Then = calendar:datetime_to_gregorian_seconds(calendar:universal_time()) - Age,
+                        ok = file:change_time(P, calendar:gregorian_seconds_to_datetime(Then))
+                end,
+        Write("callgrind.out.kprof-http-1", 300),
+        Write("callgrind.out.valgrind-run", 400),
+        Write("kprof-http-2.folded", 200),
+        Write("callgrind.out.kprof-http-3", 0),
+        ?assertEqual(2, kprof_web_gate:prune(Dir, 150, ["callgrind.out.kprof-http-3"])),
+        {ok, Left} = file:list_dir(Dir),
+        ?assertEqual(["callgrind.out.kprof-http-3", "callgrind.out.valgrind-run"], lists:sort(Left))
+    after
+        file:del_dir_r(Dir)
+    end.
