@@ -428,5 +428,6 @@ typedef struct ks_fdest {
 size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
 void ks_flame_put_json(FILE *f, const char *s, size_t n);
 void ks_flame_put_xml(FILE *f, const char *s, size_t n);
+void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
 
 #endif

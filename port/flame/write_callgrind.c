@@ -18,7 +18,8 @@
  * Positions: the sink has no source lines, so every cost is at line 0 and a
  * function's file (fl=) is its module's name; processes and pseudo frames are
  * in file `???', as valgrind writes for code without debug information. Names
- * are compressed (fn=(N) Name the first time, then fn=(N)).
+ * are compressed (fn=(N) Name the first time, then fn=(N)), on one line of
+ * UTF-8 (ks_flame_put_line).
  */
 #include <stdlib.h>
 
@@ -153,21 +154,6 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   return 1;
 }
 
-/* A name on one line: no line breaks, and no `(' first (it would read as a
- * compressed name's id). */
-static void put_name(FILE *f, const char *s, size_t n) {
-  size_t k;
-
-  for (k = 0; k < n; k++) {
-    char ch = s[k];
-    if (ch == '\n' || ch == '\r')
-      ch = ' ';
-    else if (k == 0 && ch == '(')
-      ch = '[';
-    putc(ch, f);
-  }
-}
-
 /* The file of an MFA function: its module's name, one index per module. */
 static uint32_t file_of(cg *w, uint32_t frame) {
   ks_mfa_view m, other;
@@ -196,7 +182,7 @@ static void put_file(cg *w, const char *key, uint32_t file, uint8_t *named) {
   fprintf(w->f, "%s=(%u)", key, file + 1);
   if (!named[file + 1] && ks_intern_mfa_get(w->o->in, w->files[file], &m) == KS_OK) {
     putc(' ', w->f);
-    put_name(w->f, m.m, strlen(m.m));
+    ks_flame_put_line(w->f, m.m, strlen(m.m));
   }
   named[file + 1] = 1;
   putc('\n', w->f);
@@ -209,7 +195,7 @@ static void put_fn(cg *w, const char *key, uint32_t fi) {
   if (!w->fn[fi].named) {
     n = ks_flame_frame_name(w->o->c, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
     putc(' ', w->f);
-    put_name(w->f, w->name, n);
+    ks_flame_put_line(w->f, w->name, n);
     w->fn[fi].named = 1;
   }
   putc('\n', w->f);

@@ -1399,6 +1399,15 @@ START_TEST(escapes) {
   /* Cut at out's end: a character whole or not at all. */
   ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
   ck_assert_str_eq(out, "ab");
+  /* A callgrind name: one line of UTF-8, no `(' first, never empty; spaces and `;' stay. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  ks_flame_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
+  putc('|', f);
+  ks_flame_put_line(f, "", 0);
+  fclose(f);
+  ck_assert_str_eq(buf, "[a b;c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9|''");
+  free(buf);
 }
 END_TEST
 
