@@ -82,12 +82,10 @@ extension(Format) ->
 %% KCachegrind looks for).
 -spec file_name(atom(), string()) -> string().
 file_name(Format, Base) ->
-    case extension(Format) of
-        Ext = [_ | _] -> case lists:last(Ext) of
-                             $. -> Ext ++ Base;
-                             _ -> Base ++ Ext
-                         end;
-        [] -> Base
+    Ext = extension(Format),
+    case lists:last(Ext) of
+        $. -> Ext ++ Base;
+        _ -> Base ++ Ext
     end.
 
 %% @doc One line of text per user option of a mode: key, default, bounds
