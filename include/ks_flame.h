@@ -43,7 +43,8 @@ enum {
   KS_FMT_FOLDED = 1,
   KS_FMT_PERF = 2,
   KS_FMT_SPEEDSCOPE = 4,
-  KS_FMT_SVG = 8
+  KS_FMT_SVG = 8,
+  KS_FMT_CALLGRIND = 16
 };
 
 /* A call path. Node 0 is the root of every process; children are in a list. */
@@ -54,6 +55,8 @@ typedef struct ks_fnode {
   uint32_t n;                  /* of them, intervals an event ended (saturates): the
                                 * correction for tracing's cost takes n of its cost off */
   uint32_t nr;                 /* of n, those a return_to ended (flame_correct.c) */
+  uint32_t calls;              /* frames the stack rules entered on this path (saturates;
+                                * callgrind's calls=); with nr, the node is 40 bytes */
 } ks_fnode;
 
 /*
@@ -429,6 +432,7 @@ int ks_write_folded(const ks_fout *o, FILE *f);
 int ks_write_perf(const ks_fout *o, FILE *f);
 int ks_write_speedscope(const ks_fout *o, FILE *f);
 int ks_write_svg(const ks_fout *o, FILE *f);
+int ks_write_callgrind(const ks_fout *o, FILE *f);
 
 /* write_file.c: a file the writers write to. Its stream keeps the first errno of
  * write(2) or close(2), where it happened (stdio may report it only at fclose). */
@@ -456,5 +460,6 @@ typedef struct ks_fdest {
 size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
 void ks_flame_put_json(FILE *f, const char *s, size_t n);
 void ks_flame_put_xml(FILE *f, const char *s, size_t n);
+void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
 
 #endif

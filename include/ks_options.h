@@ -23,7 +23,9 @@
  *                 KS_BY_SINK: what kprof sends the sink, checked there only;
  *                 KS_BY_BOTH: the same key on both sides, same bounds
  *   KS_FORMAT(name, "ext", writer)   a flame output format, its file
- *                 extension and the port/write_*.c function that writes it;
+ *                 extension (a prefix when it ends in `.': callgrind.out.Base,
+ *                 the name KCachegrind looks for) and the port/write_*.c
+ *                 function that writes it;
  *                 the order is the order of the format bits (KS_FMT_*).
  *
  * Adding an option: one line here, then its handler (where the value goes):
@@ -103,3 +105,4 @@ KS_FORMAT(folded, ".folded", ks_write_folded)
 KS_FORMAT(perf, ".perf", ks_write_perf)
 KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope)
 KS_FORMAT(svg, ".svg", ks_write_svg)
+KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind)

@@ -260,7 +260,7 @@ start(Opts) ->
 help() ->
     io:put_chars(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
-      "Flame graphs (files: .folded .perf .speedscope.json .svg):\n"
+      "Flame graphs (files: .folded .perf .speedscope.json .svg callgrind.out.*):\n"
       "  kprof:flame_apply(fun() -> ... end, #{})        one call, and what it spawns\n"
       "  kprof:flame_apply(Fun, #{children => false})    this process alone\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"

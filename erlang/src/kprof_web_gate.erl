@@ -85,6 +85,7 @@
 -define(MAX_KEEP_MS, 60000).
 %% The files prune/3 may remove: kprof's own names and formats.
 -define(EXTS, [".folded", ".perf", ".speedscope.json", ".svg"]).
+-define(PREFIXES, ["callgrind.out."]).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -447,13 +448,16 @@ kprof_files(Dir0) ->
     case file:list_dir(Dir) of
         {ok, Names} ->
             [{N, Size, MTime}
-             || N <- Names, is_list(N), lists:prefix("kprof-", N),
-                lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS),
+             || N <- Names, is_list(N), is_kprof_file(N),
                 {ok, #file_info{type = regular, size = Size, mtime = MTime}}
                     <- [file:read_link_info(filename:join(Dir, N), [{time, posix}])]];
         {error, _} ->
             []
     end.
+
+is_kprof_file(N) ->
+    (lists:prefix("kprof-", N) andalso lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS))
+        orelse lists:any(fun(P) -> lists:prefix(P ++ "kprof-", N) end, ?PREFIXES).
 
 remove(_Dir, _Files, Total, Max, N) when Total =< Max ->
     N;

@@ -566,7 +566,7 @@ known_tree(Dir) ->
                                           #{output_directory => Dir, callers => true,
                                             correct => false}),
     Steps = steps(),
-    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"],
+    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg", "callgrind.out."],
                  [ext(F) || F <- Files]),
     [?assert(filelib:is_regular(F)) || F <- Files],
     Folded = folded(file_of(".folded", Files)),
@@ -814,7 +814,8 @@ agree_capture(Dir, Opts) ->
                                                        group => pid,
                                                        max_lag_ms => 30000,
                                                        max_queue_bytes => 64 bsl 20}, Opts)),
-    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg"], [ext(F) || F <- Files]),
+    ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg", "callgrind.out."],
+                 [ext(F) || F <- Files]),
     Files.
 
 %% Each process's total (us) from each format, checked to agree; returns
@@ -1082,7 +1083,7 @@ keyword_options(Dir) ->
     BinDir = unicode:characters_to_binary(Dir),
     {ok, 6, BinFiles} = kprof:flame_apply(fun() -> lists:sum([1, 2, 3]) end,
                                           [{output_directory, BinDir}]),
-    ?assertEqual(4, length(BinFiles)),
+    ?assertEqual(length(kprof_opts:formats()), length(BinFiles)),
     [?assertMatch(<<_/binary>>, F) || F <- BinFiles],
     [?assert(lists:prefix(Dir, binary_to_list(F))) || F <- BinFiles],
     [?assert(filelib:is_regular(F)) || F <- BinFiles],
@@ -1474,9 +1475,11 @@ within(What, Got, Lo, Hi) ->
     end.
 
 ext(File) ->
-    case lists:suffix(".speedscope.json", File) of
-        true -> ".speedscope.json";
-        false -> filename:extension(File)
+    case {lists:prefix("callgrind.out.", filename:basename(File)),
+          lists:suffix(".speedscope.json", File)} of
+        {true, _} -> "callgrind.out.";
+        {_, true} -> ".speedscope.json";
+        _ -> filename:extension(File)
     end.
 
 file_of(Ext, Files) ->

@@ -90,6 +90,8 @@ static void top_changed(const ks_fgraph *g, ks_fproc *p, int how) {
     e = entry_at(p, i);
     e->node = node_at(g, p, i, e->f.mfa);
     e->hint_node = KS_NONE;
+    /* The node's cache line is the next credit's anyway (p->cur). */
+    g->tree->v[e->node].calls += g->tree->v[e->node].calls != UINT32_MAX;
     if (p->fc != NULL)
       ks_ffun_enter(p->fc, p, e->f.mfa);
   } else if (how == KS_SC_OVER) {

@@ -1303,6 +1303,75 @@ START_TEST(fold_recursion) {
 }
 END_TEST
 
+/* The body of a callgrind file (after its header's blank line). */
+static char *callgrind_body(char *all) {
+  char *at = strstr(all, "\nevents: us\n\n"), *body;
+
+  ck_assert_msg(strncmp(all, "# callgrind format\n# kprof correction: ", 39) == 0, "got %.60s",
+                all);
+  ck_assert_ptr_nonnull(at);
+  body = strdup(at + 13);
+  free(all);
+  return body;
+}
+
+START_TEST(callgrind_graph) {
+  ks_fcap *c = start(0);
+  char *got;
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 100, M("b"), M("a"));
+  RET(pid_a, 300, M("a"));
+  CALL(pid_a, 400, M("b"), M("a"));
+  CALL(pid_a, 450, M("c"), M("b"));
+  RET(pid_a, 550, M("b"));
+  RET(pid_a, 600, M("a"));
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  got = callgrind_body(write_with(c, ks_write_callgrind));
+  /* Self cost per function, calls and inclusive cost per callee; names compressed. */
+  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 700\n\n"
+                        "fl=(1)\nfn=(2)\n0 300\ncfi=(1)\ncfn=(3) m:b/0\ncalls=2 0\n0 400\n\n"
+                        "fl=(1)\nfn=(3)\n0 300\ncfi=(1)\ncfn=(4) m:c/0\ncalls=1 0\n0 100\n\n"
+                        "fl=(1)\nfn=(4)\n0 100\n\ntotals: 700\n");
+  free(got);
+}
+END_TEST
+
+/* A function on several paths: one entry, its costs summed; folded recursion's
+ * calls are not calls from its caller; totals are the folded file's. */
+START_TEST(callgrind_sums_paths) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got, *fold, *p;
+  unsigned long sum = 0;
+  ks_fcap view;
+
+  ks_flame_default_opts(&o);
+  o.callers = 1;
+  o.fold_recursion = 1;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("a"), M("a"));
+  CALL(pid_a, 20, M("a"), M("a"));
+  CALL(pid_a, 30, M("b"), M("a"));
+  CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
+  ks_flame_finish(&fl, c, 1, 40 * US);
+  ck_assert_int_eq(ks_flame_view(c, &in, &view), KS_OK);
+  got = callgrind_body(write_with(&view, ks_write_callgrind));
+  fold = no_comment(write_with(&view, ks_write_folded));
+  ks_flame_view_free(&view);
+  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
+                        "fl=(1)\nfn=(2)\n0 35\ncfi=(1)\ncfn=(3) m:b/0\ncalls=1 0\n0 10\n\n"
+                        "fl=(1)\nfn=(3)\n0 5\ncfi=(1)\ncfn=(2)\ncalls=1 0\n0 5\n\ntotals: 40\n");
+  for (p = fold; (p = strchr(p, ' ')) != NULL; p++)
+    sum += strtoul(p + 1, NULL, 10);
+  ck_assert_uint_eq(sum, 40);
+  free(got);
+  free(fold);
+}
+END_TEST
+
 START_TEST(perf_samples) {
   ks_fopts o;
   ks_fcap *c;
@@ -1389,6 +1458,15 @@ START_TEST(escapes) {
   /* Cut at out's end: a character whole or not at all. */
   ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
   ck_assert_str_eq(out, "ab");
+  /* A callgrind name: one line of UTF-8, no `(' first, never empty; spaces and `;' stay. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  ks_flame_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
+  putc('|', f);
+  ks_flame_put_line(f, "", 0);
+  fclose(f);
+  ck_assert_str_eq(buf, "[a b;c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9|''");
+  free(buf);
 }
 END_TEST
 
@@ -1452,7 +1530,8 @@ START_TEST(writers_stop_at_a_failed_write) {
     const char *name;
     int (*write)(const ks_fout *, FILE *);
   } w[] = {{"folded", ks_write_folded}, {"perf", ks_write_perf},
-           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg}};
+           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg},
+           {"callgrind", ks_write_callgrind}};
   cookie_io_functions_t io = {NULL, failing_write, NULL, failing_close};
   ks_fcap *c = start(0);
   ks_fout o;
@@ -2018,6 +2097,8 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, group_by_call);
   tcase_add_test(tc, group_all_and_name);
   tcase_add_test(tc, fold_recursion);
+  tcase_add_test(tc, callgrind_graph);
+  tcase_add_test(tc, callgrind_sums_paths);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);
