@@ -109,7 +109,7 @@ $(BENCH_DIR)/flame_work.beam $(BENCH_DIR)/flame_baseline.beam: $(BENCH_DIR)/%.be
 #                            samples of the untraced workloads (FLAME_PERF; by hand: needs perf)
 # The recorded traces (dbg file port, about 1.5 GB in all) stay in $(BENCH_DIR)/traces.
 FLAME_REAL      ?= compile xmerl digraph
-FLAME_PERF      ?= compile digraph
+FLAME_PERF      ?= compile digraph xmerl
 FLAME_VM_ROUNDS ?= 5
 FLAME_E2E_RUNS  ?= 3
 FLAME_TRACES    := $(BENCH_DIR)/traces

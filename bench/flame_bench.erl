@@ -196,9 +196,10 @@ delta(K, S0, S1) when is_map(S0), is_map(S1) -> maps:get(K, S1, 0) - maps:get(K,
 delta(_, _, _) -> 0.
 
 format_of(F) ->
-    case lists:suffix(".speedscope.json", F) of
-        true -> speedscope;
-        false -> list_to_atom(tl(filename:extension(F)))
+    case {lists:prefix("callgrind.out.", filename:basename(F)), lists:suffix(".speedscope.json", F)} of
+        {true, _} -> callgrind;
+        {_, true} -> speedscope;
+        _ -> list_to_atom(tl(filename:extension(F)))
     end.
 
 vm_hwm_kb(OsPid) ->
@@ -227,9 +228,9 @@ table([S, B]) ->
      Row("sink peak RSS (MiB)", fun(R) -> maps:get(hwm_kb, R) / 1024 end, "~.1f"),
      Row("end of work to files on disk (s)", fun(R) -> maps:get(files_s, R) end, "~.3f"),
      [Row(io_lib:format("write ~s (ms)", [K]), Write(K), "~.1f")
-      || K <- [folded, perf, speedscope, svg]],
+      || K <- kprof_opts:formats()],
      [Row(io_lib:format("~s size (KiB)", [K]), Size(K), "~.1f")
-      || K <- [folded, perf, speedscope, svg]],
+      || K <- kprof_opts:formats()],
      Row("ring drops", fun(R) -> maps:get(ring_drops, R) end, "~b"),
      Text("outcome", fun(R) -> io_lib:format("~0p", [maps:get(outcome, R)]) end),
      Text("alerts and warnings", fun(R) -> alerts_text(maps:get(alerts, R)) end)].

@@ -6,23 +6,31 @@
  * (fuzz_decode's). Hostile text goes where the sink takes text from outside:
  * process names and initial calls (binaries of any bytes, up to 64 KiB: quotes,
  * `;`, newlines, `<`, `&`, invalid UTF-8) and the atoms of module and function
- * names (any bytes, up to 255 * 4). Every capture is written in all four formats
+ * names (any bytes, up to 255 * 4). Every capture is written in all five formats
  * into a directory of the harness's own (mkdtemp), through flame_write as
  * kprof_flame asks for it, then each file is checked:
- *   folded      lines "frames count": no space or control byte in the frames, UTF-8;
+ *   folded      the correction's comment line, then lines "frames count": no space or
+ *               control byte in the frames, UTF-8;
  *   perf        no control byte but tab and newline, UTF-8;
  *   speedscope  JSON (a full parse) in valid UTF-8;
  *   svg         well-formed XML as far as names can break it (tags balanced,
  *               attributes quoted, every `&` an entity, no control byte) in valid
- *               UTF-8.
- * Any other reply than {ok, Paths, Info} or {error, no_events | enomem, _} aborts.
+ *               UTF-8;
+ *   callgrind   (callgrind.out.cap) UTF-8 lines a callgrind reader takes: header
+ *               lines, then fl=/fn=/cfi=/cfn= with an id named at its first use and
+ *               only then, calls=N 0, cost lines `0 N', totals: the sum of the self
+ *               cost lines; no control byte.
+ * flame_start must answer ok (an option the sink no longer takes would leave
+ * every input without a capture). Any other reply to flame_write than
+ * {ok, Paths, Info} or {error, no_events | enomem, _} aborts.
  *
  * Script: 4 header bytes, then operations until the input ends.
  *   h[0] bits 0-1 group (pid, name, initial_call, all); bit 2 fold_recursion;
  *        bit 3 names => elixir; bit 4 sleep; bit 5 gc; bit 6 children; bit 7 top => 5
- *   h[1] max_depth (0: the default)
+ *   h[1] max_stack (0: 256): frames past it go to TOO_DEEP
  *   h[2] perf_period_us / 10 (0: automatic)
- *   h[3] unused
+ *   h[3] bits 0-2 max_bytes = 64 KiB << n (OVER_BUDGET past it); bits 3-7
+ *        correct_ns = 100 * n (tracing's cost taken off, clamping)
  *   op % 8: 0 names: pid, text name, text call ({flame_pids, ...});
  *           1 call: pid, mfa, caller mfa or none;  2 return_to: pid, mfa;
  *           3 in: pid, mfa;  4 out: pid, mfa;  5 gc start or end: pid;
@@ -203,13 +211,25 @@ static void opt_long(ei_x_buff *x, const char *key, long v) {
   ei_x_encode_long(x, v);
 }
 
+/* The last reply is {kprof_reply, Ref, ok}. */
+static int reply_is_ok(void) {
+  const char *p = (const char *)reply + 4;
+  char tag[MAXATOMLEN_UTF8];
+  int idx = 0, ver, ar;
+
+  return reply != NULL && reply_len > 4 && ei_decode_version(p, &idx, &ver) == 0 &&
+         ei_decode_tuple_header(p, &idx, &ar) == 0 && ar == 3 &&
+         ei_decode_atom(p, &idx, tag) == 0 && ei_skip_term(p, &idx) == 0 &&
+         ei_decode_atom(p, &idx, tag) == 0 && strcmp(tag, "ok") == 0;
+}
+
 static void start(ks_sink *sink, const uint8_t *h) {
   static const char *groups[] = {"pid", "name", "initial_call", "all"};
   ei_x_buff x;
 
   command_begin(&x, "flame_start", 3);
   ei_x_encode_long(&x, 1);
-  ei_x_encode_list_header(&x, 10);
+  ei_x_encode_list_header(&x, 12);
   opt_atom(&x, "group", groups[h[0] & 3]);
   opt_atom(&x, "fold_recursion", (h[0] & 4) ? "true" : "false");
   opt_atom(&x, "names", (h[0] & 8) ? "elixir" : "erlang");
@@ -217,11 +237,17 @@ static void start(ks_sink *sink, const uint8_t *h) {
   opt_atom(&x, "gc", (h[0] & 32) ? "true" : "false");
   opt_atom(&x, "children", (h[0] & 64) ? "true" : "false");
   opt_long(&x, "top", (h[0] & 128) ? 5 : 0);
-  opt_long(&x, "max_depth", h[1] ? h[1] : 256);
+  opt_long(&x, "max_stack", h[1] ? h[1] : 256);
+  opt_long(&x, "max_bytes", 65536L << (h[3] & 7));
+  opt_long(&x, "correct_ns", 100L * (h[3] >> 3));
   opt_long(&x, "perf_period_us", (long)h[2] * 10);
   opt_long(&x, "max_procs", 64);
   ei_x_encode_empty_list(&x);
   feed(sink, &x);
+  if (!reply_is_ok()) {
+    fprintf(stderr, "fuzz_writers: flame_start was refused\n");
+    abort();
+  }
 }
 
 static void op(ks_sink *sink, script *s, int code) {
@@ -333,6 +359,18 @@ static void check_folded(const unsigned char *b, size_t n) {
   size_t i = 0, start, space;
 
   check_utf8("folded", b, n);
+  /* The header's comment lines ("# kprof correction: ..."), first: lines
+   * flamegraph.pl and speedscope skip (they end in no count). */
+  while (i + 1 < n && b[i] == '#' && b[i + 1] == ' ') {
+    while (i < n && b[i] != '\n') {
+      if (b[i] < 0x20 || b[i] == 0x7f)
+        bad("folded", "a control byte in a comment", b, n, i);
+      i++;
+    }
+    if (i == n || (i > 0 && b[i - 1] >= '0' && b[i - 1] <= '9'))
+      bad("folded", "a comment without its newline, or ending in a count", b, n, i);
+    i++;
+  }
   while (i < n) {
     start = i;
     space = SIZE_MAX;
@@ -633,18 +671,94 @@ static unsigned char *slurp(const char *path, size_t *n) {
   return b;
 }
 
+/* callgrind: the lines a reader parses, names compressed consistently, totals right. */
+static void check_callgrind(const unsigned char *b, size_t n) {
+  static uint8_t named[4][4096];   /* fl, fn (cfi, cfn share them): id seen with a name */
+  size_t i = 0, start, k;
+  unsigned long long self = 0, totals = 0, v;
+  int body = 0, after_calls = 0, have_totals = 0;
+  char line[64];
+
+  memset(named, 0, sizeof(named));
+  check_utf8("callgrind", b, n);
+  if (n < 19 || memcmp(b, "# callgrind format\n", 19) != 0)
+    bad("callgrind", "no `# callgrind format' first", b, n, 0);
+  while (i < n) {
+    start = i;
+    while (i < n && b[i] != '\n') {
+      if (b[i] < 0x20 || b[i] == 0x7f)
+        bad("callgrind", "a control byte", b, n, i);
+      i++;
+    }
+    if (i == n)
+      bad("callgrind", "a last line without its newline", b, n, start);
+    k = i - start;
+    i++;
+    snprintf(line, sizeof(line), "%.*s", (int)(k < 63 ? k : 63), (const char *)b + start);
+    if (k == 0 || b[start] == '#')
+      continue;
+    if (!body) {
+      if (strcmp(line, "events: us") == 0)
+        body = 1;
+      else if (strchr(line, ':') == NULL)
+        bad("callgrind", "a header line that is no `key: value'", b, n, start);
+      continue;
+    }
+    if (have_totals)
+      bad("callgrind", "a line after totals:", b, n, start);
+    if (strncmp(line, "fl=(", 4) == 0 || strncmp(line, "fn=(", 4) == 0 ||
+        strncmp(line, "cfi=(", 5) == 0 || strncmp(line, "cfn=(", 5) == 0) {
+      const unsigned char *p = memchr(b + start, '(', k), *end = b + start + k;
+      unsigned long id = 0;
+      int file = line[0] == 'f' ? line[1] == 'l' : line[2] == 'i';
+      for (p++; p < end && *p >= '0' && *p <= '9'; p++)
+        id = id * 10 + (unsigned long)(*p - '0');
+      if (p == end || *p != ')')
+        bad("callgrind", "a bad compressed id", b, n, start);
+      p++;
+      if (id >= 4096)   /* past the table: not followed */
+        continue;
+      if (p == end) {
+        if (!named[file][id])
+          bad("callgrind", "an id used before it is named", b, n, start);
+      } else {
+        if (*p != ' ' || p + 1 == end || p[1] == '(')
+          bad("callgrind", "a bad name after an id", b, n, start);
+        if (named[file][id])
+          bad("callgrind", "an id named twice", b, n, start);
+        named[file][id] = 1;
+      }
+      if (after_calls)
+        bad("callgrind", "no cost line after calls=", b, n, start);
+    } else if (sscanf(line, "calls=%llu 0", &v) == 1) {
+      after_calls = 1;
+    } else if (sscanf(line, "totals: %llu", &totals) == 1) {
+      have_totals = 1;
+    } else if (line[0] == '0' && line[1] == ' ' && sscanf(line + 2, "%llu", &v) == 1) {
+      if (!after_calls)
+        self += v;
+      after_calls = 0;
+    } else {
+      bad("callgrind", "a line no reader takes", b, n, start);
+    }
+  }
+  if (!have_totals || totals != self)
+    bad("callgrind", "totals: is not the sum of the self costs", b, n, n);
+}
+
 static void check_files(void) {
   static const struct {
     const char *ext;
     void (*check)(const unsigned char *, size_t);
-  } files[] = {{"folded", check_folded}, {"perf", check_perf},
-               {"speedscope.json", check_json}, {"svg", check_svg}};
+  } files[] = {{"cap.folded", check_folded}, {"cap.perf", check_perf},
+               {"cap.speedscope.json", check_json}, {"cap.svg", check_svg},
+               {"callgrind.out.cap", check_callgrind}};
   char path[128];
   unsigned char *b;
   size_t k, n;
 
-  for (k = 0; k < 4; k++) {
-    snprintf(path, sizeof(path), "%s/cap.%s", dir, files[k].ext);
+  for (k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, files[k].ext);
     if ((b = slurp(path, &n)) == NULL) {
       fprintf(stderr, "fuzz_writers: %s was not written\n", path);
       abort();
@@ -675,7 +789,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const char *formats[] = {"folded", "perf", "speedscope", "svg"};
+  static const char *formats[] = {"folded", "perf", "speedscope", "svg", "callgrind"};
   script s = {data + 4, size >= 4 ? size - 4 : 0};
   ks_sink sink;
   ei_x_buff x;
@@ -693,8 +807,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ei_x_encode_longlong(&x, ts + 1000);
   ei_x_encode_binary(&x, dir, (long)strlen(dir));
   ei_x_encode_binary(&x, "cap", 3);
-  ei_x_encode_list_header(&x, 4);
-  for (k = 0; k < 4; k++)
+  ei_x_encode_list_header(&x, 5);
+  for (k = 0; k < 5; k++)
     ei_x_encode_atom(&x, formats[k]);
   ei_x_encode_empty_list(&x);
   feed(&sink, &x);
@@ -719,7 +833,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                (strcmp(what, "no_events") != 0 && strcmp(what, "enomem") != 0)) {
       idx = 0;
       ei_s_print_term(&txt, p, &idx);
-      fprintf(stderr, "fuzz_writers: flame_write answered %s\n", txt ? txt : "?");
+      fprintf(stderr, "fuzz_writers: flame_write answered %s (%s, %s)\n", txt ? txt : "?", tag, what);
       abort();
     }
   }

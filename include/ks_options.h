@@ -30,7 +30,9 @@
  *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
  *                 or a KS_T_TERM row the feature's own decoder takes
  *   KS_FORMAT(name, "ext", writer)   a flame output format, its file
- *                 extension and the port/flame/write_*.c function that writes it;
+ *                 extension (a prefix when it ends in `.': callgrind.out.Base,
+ *                 the name KCachegrind looks for) and the port/flame/write_*.c
+ *                 function that writes it;
  *                 the order is the order of the format bits (KS_FMT_*).
  *
  * Adding an option: one line here, then the code that uses it (the decode,
@@ -111,3 +113,4 @@ KS_FORMAT(folded, ".folded", ks_write_folded)
 KS_FORMAT(perf, ".perf", ks_write_perf)
 KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope)
 KS_FORMAT(svg, ".svg", ks_write_svg)
+KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind)

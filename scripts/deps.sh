@@ -15,6 +15,11 @@ fi
 if [ "${1:-}" = rebar3 ]; then
   PKGS="$PKGS rebar3 erlang-dialyzer"
 fi
+# `scripts/deps.sh kcachegrind` (make check-kcachegrind): the viewer, graphviz for its
+# call graph, and what runs it without a screen and takes its picture.
+if [ "${1:-}" = kcachegrind ]; then
+  PKGS="$PKGS kcachegrind graphviz xvfb xauth dbus xdotool imagemagick"
+fi
 # `scripts/deps.sh mix` (make check-mix): Elixir and the rebar3 mix builds kprof with.
 if [ "${1:-}" = mix ]; then
   PKGS="$PKGS elixir rebar3"

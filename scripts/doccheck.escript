@@ -19,8 +19,9 @@
 %%   - `make Target...': each Target must be a rule of the Makefiles.
 %% Prints each dead name with its file and line, then a count; exits 1 if any.
 %% Run from the top of the tree after `make' (it reads the built beams).
-%% What counts as a name follows /work/shared/tools/docrot.py (the paths'
-%% pattern and exclusions); functions of any module are checked, not only kprof's.
+%% A path is a word that starts with one of ?TOPS and a slash (not preceded by
+%% a word character, `/' or `.'); functions of any module are checked, not
+%% only kprof's.
 -mode(compile).
 
 %% Optional dependencies (README), absent from a CI machine: {Module, why}.

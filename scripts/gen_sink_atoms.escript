@@ -5,8 +5,9 @@
 %% decodes the sink's frames with binary_to_term(Bin, [safe]) (which refuses to
 %% make an atom) and still reads them: the atoms exist once kprof_sink is
 %% loaded. The sink's atoms are its C string literals that read as atoms
-%% ("ok", "unsafe_directory", "frames", ...) and the option keys and format
-%% names of include/ks_options.h (stringified there). A superset is harmless;
+%% ("ok", "unsafe_directory", "frames", ...), the option keys and format
+%% names of include/ks_options.h and the tier statistics' keys and units of
+%% port/tiers/ks_tiers.h's KS_TIER_STATS (stringified there). A superset is harmless;
 %% an atom missing here would make a reply unreadable, which every test of
 %% the sink would see. The other atoms of a reply (modules, functions,
 %% registered names, identities) came from the VM and exist already.
@@ -33,7 +34,10 @@ atoms(File) ->
                 || [L] <- match(Bin, "\"([a-z][a-z0-9_]{0,62})\"")],
     Stringified = [binary_to_list(N)
                    || [N] <- match(Bin, "KS_FORMAT\\(\\s*([a-z][a-z0-9_]*)\\s*,")
-                          ++ match(Bin, "KS_OPTION\\([^,]*,\\s*([a-z][a-z0-9_]*)\\s*,")],
+                          ++ match(Bin, "KS_OPTION\\([^,]*,\\s*([a-z][a-z0-9_]*)\\s*,")]
+        ++ [binary_to_list(N)
+            || [K, U] <- match(Bin, "\\bX\\(\\s*([a-z][a-z0-9_]*)\\s*,\\s*([a-z][a-z0-9_]*)\\s*,"),
+               N <- [K, U]],
     [list_to_atom(A) || A <- Literals ++ Stringified].
 
 match(Bin, Re) ->

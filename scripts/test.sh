@@ -6,7 +6,7 @@
 #   documented; every name the docs give exists, and the checker's own test; the README's
 #   shell session run, the shapes it prints compared with the README's),
 #   the flame capture at 10 M events, the flame outputs in real viewers
-#   (chromium), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
+#   (chromium; the callgrind file in KCachegrind under Xvfb), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
 #   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a
 #   file:// clone of HEAD, offline), then the fuzzers for FUZZ_SECONDS (default 30),
 #   then the line coverage of port/ by Check and the fuzzers' corpora (each file at least 70 %).
@@ -58,6 +58,13 @@ if command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   run browser   $MAKE --no-print-directory check-browser
 else
   skip check-browser "chromium or npm not installed and scripts/deps.sh browser could not install them (see above)"
+fi
+# KCachegrind, Xvfb and the tools that drive it, installed the same way.
+command -v kcachegrind >/dev/null 2>&1 || scripts/deps.sh kcachegrind || true
+if command -v kcachegrind >/dev/null 2>&1 && command -v xvfb-run >/dev/null 2>&1; then
+  run kcachegrind $MAKE --no-print-directory check-kcachegrind
+else
+  skip check-kcachegrind "kcachegrind or xvfb not installed and scripts/deps.sh kcachegrind could not install them (see above)"
 fi
 # rebar3 (Debian's package) is installed here like chromium above; skipped,
 # loudly, only when that cannot be done.

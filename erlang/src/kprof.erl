@@ -1,23 +1,28 @@
 %%% @doc kprof: an off-node profiler for the Erlang VM.
 %%%
-%%% kprof sends the VM's trace messages straight to a C program,
-%%% `kprof_sink', through a port: the VM encodes every event with
-%%% `term_to_binary' and the port writes it to the sink's stdin. No Erlang
-%%% process receives, stores or counts trace messages, so tracing does not
-%%% grow any process's mailbox; the sink does the counting and answers
-%%% questions about it.
+%%% kprof hands the VM's trace events to a C program, `kprof_sink'. By
+%%% default (`tracer => ring', {@link start/1}) the `kprof_tracer' erl_tracer
+%%% NIF writes each event as a record into a shared-memory ring that the sink
+%%% reads every millisecond; a full ring drops and counts, it never blocks the
+%%% traced process. With `tracer => port' the sink's port is the tracer: the
+%%% VM encodes every event with `term_to_binary' and the port writes it to
+%%% the sink's stdin. Either way no Erlang process receives, stores or counts
+%%% trace messages, so tracing does not grow any process's mailbox; the sink
+%%% does the counting and answers questions about it.
 %%%
 %%% ```
-%%%  traced processes --(erl_tracer, one frame per event)--+
-%%%                                                        +--> port --> kprof_sink (C)
-%%%  kprof:sink_*() --> kprof_sink server --{kprof,Ref,Cmd}-+              |
+%%%  traced processes --(kprof_tracer NIF, a record per event)--> ring --+
+%%%                   --(or {tracer, Port}: one frame per event)--+      |
+%%%                                                               v      v
+%%%  kprof:sink_*() --> kprof_sink server --{kprof,Ref,Cmd}--> port --> kprof_sink (C)
 %%%        ^                                                               |
 %%%        +---------------- {kprof_reply, Ref, Reply} <-------------------+
 %%% '''
 %%%
-%%% A command is written in the same stream as the trace messages, so its
-%%% reply comes after every event the port received before it:
-%%% `sink_sync()' is a barrier.
+%%% A command is written in the same stream as the port's trace messages, so
+%%% its reply comes after every event the port received before it, and the
+%%% sink reads the ring up to the records written before the command:
+%%% `sink_sync()' is a barrier for both.
 %%%
 %%% == A session ==
 %%%
@@ -64,7 +69,7 @@
 %%% == Tiers: where each kind of request spends its time ==
 %%%
 %%% Name the tiers of a service by their functions, wrap requests (or let
-%%% `entry' functions, `kprof_httpd' or `kprof_mochiweb' do it), and ask
+%%% `entry' functions, `kprof_tiers_httpd' or `kprof_tiers_mochiweb' do it), and ask
 %%% for the table; work done for a request in other processes (a
 %%% gen_server it calls) counts for it. From examples/tiers_shop.erl (its
 %%% `run/0' starts the shop's two servers, then does this for 200 requests):
@@ -255,7 +260,7 @@ start(Opts) ->
 help() ->
     io:put_chars(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
-      "Flame graphs (files: .folded .perf .speedscope.json .svg):\n"
+      "Flame graphs (files: .folded .perf .speedscope.json .svg callgrind.out.*):\n"
       "  kprof:flame_apply(fun() -> ... end, #{})        one call, and what it spawns\n"
       "  kprof:flame_apply(Fun, #{children => false})    this process alone\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"

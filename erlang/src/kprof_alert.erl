@@ -1,23 +1,38 @@
 %%% @doc The one shape of kprof's alerts: `{kprof_alert, Kind, Info}', sent
 %%% to the subscribers of {@link kprof:subscribe/0} (by kprof_guard) and of
-%%% {@link kprof_sink:subscribe/0} alike, where `Info' always has
+%%% {@link kprof_sink:subscribe/0} alike. Every alert is built by {@link
+%%% new/5} (kprof_guard, kprof_sink) or, for the sink's frames, which carry
+%%% the same keys (doc/protocol.md), by {@link from_map/2}; `Info' always has
 %%% <ul>
-%%% <li>`what': what was measured (`lag_ms', `ring_drops', `max_events',
-%%%     `rate', ...; `sink_status' when the sink died, the alert's kind
-%%%     when the sink gave nothing better);</li>
-%%% <li>`value': the measured figure (the sink's exit status for
-%%%     `sink_status'; `undefined' when there is none);</li>
+%%% <li>`what': what was measured (below);</li>
+%%% <li>`value': the measured figure (`undefined' when there is none);</li>
 %%% <li>`bound': the limit it passed (`undefined' when there is none);</li>
 %%% <li>`message': a readable binary, e.g.
 %%%     `<<"overload (lag 1.8 s > 1.0 s)">>',</li>
 %%% </ul>
-%%% and keeps any other detail the sink gave as extra keys (`lag_us',
-%%% `max_lag_us', `events', `ring_size', `per_ms', `status', ...).
-%%% The sink's own frames (doc/protocol.md) are turned into this shape by
-%%% {@link from_sink/2}.
+%%% and any other detail as extra keys. The kinds and what each measures
+%%% ({@link kinds/0}):
+%%% <ul>
+%%% <li>`overload': `lag_ms' (the sink read a trace message this late;
+%%%     `lag_us', `max_lag_us', `events'), `ring_drops' (the tracer's ring
+%%%     was full: the events lost; `ring_size', `events' from the sink,
+%%%     `ring_size', `stalled_ms' from the guard), `ring_stalled' (the sink
+%%%     stopped reading the ring: ms; `unread_bytes'), `port_stalled' (the
+%%%     port did not answer: ms), `queue_bytes' (the port's queue),
+%%%     `memory_bytes' (the node's memory);</li>
+%%% <li>`limit': `max_events', `rate' (the sink's count; `events', and
+%%%     `per_ms' for `rate'), `max_seconds' (the guard's);</li>
+%%% <li>`sink_down': `sink_status' (the sink program exited: its exit
+%%%     status; `status'), `sink_server' (the `kprof_sink' server is gone:
+%%%     its exit reason; `reason', `detail');</li>
+%%% <li>`owner_down': `owner' (the server that set a mode's tracing up
+%%%     exited: its reason; `owner', `reason', `modes').</li>
+%%% </ul>
+%%% {@link kprof_guard:abort/2} takes any kind and info: its alert is
+%%% {@link from_map/2}'s of them.
 -module(kprof_alert).
 
--export([from_sink/2, message/2]).
+-export([new/5, from_map/2, kinds/0, message/2]).
 
 -export_type([info/0]).
 
@@ -28,27 +43,37 @@
 %% ring that stalled for less is not said to have stalled.
 -define(TICK, 50).
 
-%% @doc An alert of the sink (`overload' with `lag_us' or `ring_drops',
-%% `limit', the `sink_down' of kprof_sink with `status', or any other) in
-%% the one shape, its `message' included.
--spec from_sink(atom(), map()) -> info().
-from_sink(Kind, Raw) when is_map(Raw) ->
-    Info = maps:merge(Raw, measured(Raw, Kind)),
-    Info#{message => unicode:characters_to_binary(message(Kind, Info))};
-from_sink(Kind, Raw) ->
-    from_sink(Kind, #{value => Raw}).
+%% @doc The alert of kind `Kind': `What' measured `Value' against `Bound';
+%% `Extra' the other keys (its `what', `value', `bound' and `message', if
+%% any, are replaced). The message is {@link message/2}'s.
+-spec new(atom(), atom(), term(), term(), map()) -> info().
+new(Kind, What, Value, Bound, Extra) when is_atom(Kind), is_atom(What), is_map(Extra) ->
+    Info = Extra#{what => What, value => Value, bound => Bound},
+    Info#{message => unicode:characters_to_binary(message(Kind, Info))}.
 
--spec measured(map(), atom()) -> map().
-measured(#{what := _, value := _, bound := _}, _Kind) ->
-    #{};
-measured(#{lag_us := Lag, max_lag_us := Max}, _Kind) ->
-    #{what => lag_ms, value => Lag div 1000, bound => Max div 1000};
-measured(#{ring_drops := N, ring_size := _}, _Kind) ->
-    #{what => ring_drops, value => N, bound => 0};
-measured(#{status := Status}, _Kind) ->
-    #{what => sink_status, value => Status, bound => undefined};
-measured(Raw, Kind) ->
-    maps:merge(#{what => Kind, value => undefined, bound => undefined}, Raw).
+%% @doc The alert of a map that carries `what', `value' and `bound' (the
+%% sink's frames, doc/protocol.md; {@link kprof_guard:abort/2}'s info): a
+%% key the map lacks (a sink of another version, a hand-made abort) is
+%% `what => Kind', `value' and `bound' `undefined'; every other key is
+%% kept. What is not a map is kept under `detail'.
+-spec from_map(atom(), term()) -> info().
+from_map(Kind, Raw) when is_map(Raw) ->
+    What = case maps:get(what, Raw, Kind) of
+               W when is_atom(W) -> W;
+               _ -> Kind
+           end,
+    new(Kind, What, maps:get(value, Raw, undefined), maps:get(bound, Raw, undefined), Raw);
+from_map(Kind, Raw) ->
+    new(Kind, Kind, undefined, undefined, #{detail => Raw}).
+
+%% @doc The kinds of alert kprof sends and, for each, what it may measure
+%% (the `what' of its info).
+-spec kinds() -> #{atom() => [atom()]}.
+kinds() ->
+    #{overload => [lag_ms, ring_drops, ring_stalled, port_stalled, queue_bytes, memory_bytes],
+      limit => [max_events, rate, max_seconds],
+      sink_down => [sink_status, sink_server],
+      owner_down => [owner]}.
 
 %% @doc The readable text of an alert or an abort of kind `Kind'.
 -spec message(atom(), map()) -> iolist().
@@ -65,7 +90,7 @@ message(Kind, #{what := ring_stalled, value := Ms, bound := B, unread_bytes := U
 message(Kind, #{what := port_stalled, value := Ms, bound := B}) ->
     io_lib:format("~p (the sink's port did not answer for ~ts, bound ~ts: its queue is "
                   "backed up, or the sink stopped reading)", [Kind, secs(Ms), secs(B)]);
-message(owner_down, #{owner := Pid, reason := Reason, modes := Names}) ->
+message(owner_down, #{what := owner, owner := Pid, reason := Reason, modes := Names}) ->
     io_lib:format("owner_down (~p, which had set up ~p, exited: ~0p); its tracing is off",
                   [Pid, Names, Reason]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
@@ -74,6 +99,8 @@ message(Kind, #{what := rate, value := V, bound := B, per_ms := PerMs}) ->
     io_lib:format("~p (rate ~b > ~b in ~b ms)", [Kind, V, B, PerMs]);
 message(Kind, #{what := sink_status, value := Status}) ->
     io_lib:format("~p (the sink exited: ~0p)", [Kind, Status]);
+message(Kind, #{what := sink_server, value := Why}) ->
+    io_lib:format("~p (kprof_sink, the sink's server, is gone: ~0p)", [Kind, Why]);
 message(Kind, #{what := What, value := V, bound := B}) when B =/= undefined ->
     io_lib:format("~p (~p ~p > ~p)", [Kind, What, V, B]);
 message(Kind, Info) ->

@@ -41,13 +41,13 @@
 
 -export_type([opts/0, format/0, written/0]).
 
--type format() :: folded | perf | speedscope | svg.
+-type format() :: folded | perf | speedscope | svg | callgrind.
 %% The files written, and with `top => N' the table of kprof_top, or with
 %% `info => true' the capture's summary (kprof_flame_summary, the table in it).
 -type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}
                  | {ok, [file:filename_all()], kprof_flame_summary:summary()}.
 -type opts() ::
-        #{output_format => format() | [format()] | all,  % default: all four
+        #{output_format => format() | [format()] | all,  % default: all five
           output_directory => file:filename(),          % default: the cwd
           name => string(),                % files' base name (default kprof-Mode-Time-Id)
           sleep => boolean(),              % SLEEP frames (default true)
@@ -219,7 +219,7 @@ last_written() ->
 -spec planned_files(map()) -> [file:filename_all()].
 planned_files(Cfg = #{name := Name}) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
-    [filename:join(Dir, Name ++ kprof_opts:extension(F))
+    [filename:join(Dir, kprof_opts:file_name(F, Name))
      || F <- formats(maps:get(output_format, Cfg))].
 
 %% @private The frame flame_apply hides: kprof_flame_srv is told it when the
@@ -235,7 +235,7 @@ hidden_frame() ->
 -type mfa_args() :: {module(), atom(), [term()]}.
 
 %% What flame_apply runs, the caller's label when it has no initial call of
-%% its own to show (kprof_flame_srv:call_of/1).
+%% its own to show (kprof_flame_labels:call_of/1).
 -spec runs(fun() | {module(), atom(), [term()]}) -> mfa().
 runs({M, F, Args}) ->
     {M, F, length(Args)};
@@ -529,7 +529,7 @@ write(Id, End, Cfg, Mode, Flags) ->
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
     _ = (Mode =:= capture orelse maps:get(children, Cfg)) andalso
-        kprof_flame_srv:label_members(Id),
+        kprof_flame_labels:label_members(Id),
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     %% The sink makes the directory and checks it again (flame_dir at the start).

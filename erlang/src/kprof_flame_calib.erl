@@ -18,10 +18,16 @@
 %%% per tracer (ring or port) and pattern (`true' or
 %%% `callers') at the start of a capture when the last measure is more than
 %%% a minute old (about 0.3 s: the cost moves with the machine's load), or
-%%% with {@link kprof:flame_calibrate/0}, and kept (persistent_term). The
-%%% sink takes it off each call path's time, once per event that path's
-%%% intervals ended (port/flame/flame_correct.c). What a capture took off is
-%%% in its summary (`correction') and said in each file's header.
+%%% with {@link kprof:flame_calibrate/0}, and kept (persistent_term).
+%%%
+%%% The sink measures the cost again in each capture, from the capture's own
+%%% intervals (per kind of event: calls and other events, return_tos), which
+%%% holds the cache misses and load of the real code traced: that measure is
+%%% the one taken off whenever the capture has enough intervals of a kind
+%%% (port/flame/flame_correct.c, doc/flame.md); this one is for the kinds of
+%%% small captures, at most the mean of their intervals. What a capture took
+%%% off, and from where, is in its summary (`correction') and said in each
+%%% file's header.
 -module(kprof_flame_calib).
 
 -export([cost/1, calibrate/0, calibrate/1, work/1]).
@@ -127,9 +133,10 @@ measure(Kind, Spec) ->
           at => erlang:monotonic_time(millisecond)},
     case [x || #{events := 0} <- Rounds] of
         [] ->
+            %% Kept, not logged: a routine capture logs nothing (IEx shows
+            %% every level); the figure is in each capture's summary
+            %% (`correction') and files, and calibrate/0 returns it.
             persistent_term:put(?KEY(Kind, Spec), R),
-            logger:info("kprof flame: tracing costs ~b ns an event here (~p tracer, pattern ~p)",
-                        [Ns, Kind, Spec]),
             R;
         _ ->
             %% A round the sink counted nothing of (it was busy or gone):

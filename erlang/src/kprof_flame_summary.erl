@@ -11,10 +11,14 @@
 %%% that no budget touches: it is exact either way.
 %%%
 %%% Times are corrected for tracing's cost (`correct => true', the default:
-%%% kprof_flame_calib measures what an event costs here, the sink takes it
-%%% off the time before each event); `correction' says how much, and how many
-%%% intervals were shorter than the cost and counted as 0 (`clamped'): never
-%%% negative, never hidden. The top table's header line says it too.
+%%% the sink takes each event's cost off the time before it, the cost per
+%%% kind of event measured in the capture's own intervals, or by
+%%% kprof_flame_calib for a kind with too few of them: doc/flame.md);
+%%% `correction' says the costs used (`call_ns' for calls and other events,
+%%% `return_ns' for return_tos, each `from' the capture or the calibration),
+%%% how much came off, and how many call paths were shorter than their
+%%% events' cost and counted as 0 (`clamped'): never negative, never hidden.
+%%% The top table's header line says it too.
 %%%
 %%% With `info => true' a capture returns the summary after its files:
 %%% ```
@@ -24,7 +28,9 @@
 %%%   over_budget => #{time_us => 0, share_pct => 0.0, paths => 0, calls => 0},
 %%%   too_deep => #{time_us => 0, share_pct => 0.0, calls => 0},
 %%%   correction => #{per_event_ns => 489, events => 10374246, subtracted_us => 5015682,
-%%%                   clamped => 7, clamped_us => 57325, skipped_ns => 0},
+%%%                   clamped => 7, clamped_us => 57325, skipped_ns => 0,
+%%%                   call_ns => 571, return_ns => 365,
+%%%                   from => #{call => capture, return => capture}, calibration_ns => 420},
 %%%   top => [kprof_top:row()], functions => 4012}   % with top => N
 %%% '''
 -module(kprof_flame_summary).
@@ -35,7 +41,11 @@
 
 -type correction() :: #{per_event_ns := non_neg_integer(), events := non_neg_integer(),
                         subtracted_us := non_neg_integer(), clamped := non_neg_integer(),
-                        clamped_us := non_neg_integer(), skipped_ns := non_neg_integer()}.
+                        clamped_us := non_neg_integer(), skipped_ns := non_neg_integer(),
+                        call_ns := non_neg_integer(), return_ns := non_neg_integer(),
+                        from := #{call := from(), return := from()},
+                        calibration_ns := non_neg_integer()}.
+-type from() :: capture | calibration.
 -type cut() :: #{time_us := non_neg_integer(), share_pct := float(),
                  calls := non_neg_integer(), paths => non_neg_integer()}.
 -type summary() :: #{total_us := non_neg_integer(), events := non_neg_integer(),
@@ -57,9 +67,13 @@ from_info(Info, Rows) ->
           over_budget => (cut(Get(over_budget_ns), Total))#{paths => Get(over_budget_paths),
                                                             calls => Get(over_budget_calls)},
           too_deep => (cut(Get(too_deep_ns), Total))#{calls => Get(stack_overflow)},
-          correction => #{per_event_ns => Get(correct_ns), events => Get(corrected),
+          correction => #{per_event_ns => Get(correct_per_event_ns), events => Get(corrected),
                           subtracted_us => us(Get(subtracted_ns)), clamped => Get(clamped),
-                          clamped_us => us(Get(clamped_ns)), skipped_ns => Get(skipped_ns)}},
+                          clamped_us => us(Get(clamped_ns)), skipped_ns => Get(skipped_ns),
+                          call_ns => Get(correct_call_ns), return_ns => Get(correct_return_ns),
+                          from => #{call => from(Get(correct_call_measured)),
+                                    return => from(Get(correct_return_measured))},
+                          calibration_ns => Get(correct_ns)}},
     case maps:find(functions, Info) of
         {ok, N} -> S#{top => Rows, functions => N};
         error -> S
@@ -94,10 +108,14 @@ correction_text(#{correction := #{per_event_ns := 0, skipped_ns := Skipped}}) wh
 correction_text(#{correction := #{per_event_ns := 0}}) ->
     io_lib:format("kprof flame: times not corrected for tracing's cost (correct => false)~n", []);
 correction_text(#{correction := #{per_event_ns := Ns, events := E, subtracted_us := S,
-                                  clamped := C, clamped_us := CU}}) ->
+                                  clamped := C, clamped_us := CU, call_ns := CallNs,
+                                  return_ns := RetNs, from := #{call := CallFrom,
+                                                                return := RetFrom}}}) ->
     io_lib:format("kprof flame: times corrected for tracing's cost: ~b ns off for each of ~b "
-                  "events (~ts ms in all); ~b call paths had less time than their events' "
-                  "cost and count as 0 (~ts ms not taken off)~n", [Ns, E, ms(S), C, ms(CU)]).
+                  "events on average (a call or other event ~b ns, a return_to ~b ns, from "
+                  "the ~ts; ~ts ms in all); ~b call paths had less time than their events' "
+                  "cost and count as 0 (~ts ms not taken off)~n",
+                  [Ns, E, CallNs, RetNs, from_text(CallFrom, RetFrom), ms(S), C, ms(CU)]).
 
 %% @doc {@link text/1} to the calling process's group leader.
 -spec print(summary()) -> ok.
@@ -110,6 +128,16 @@ print(Summary) ->
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
+
+-spec from(non_neg_integer()) -> from().
+from(0) -> calibration;
+from(_) -> capture.
+
+-spec from_text(from(), from()) -> string().
+from_text(capture, capture) -> "capture's own intervals";
+from_text(calibration, calibration) -> "calibration";
+from_text(capture, calibration) -> "capture's intervals, return_tos' from the calibration";
+from_text(calibration, capture) -> "capture's intervals, calls' from the calibration".
 
 -spec cut(non_neg_integer(), non_neg_integer()) -> cut().
 cut(Ns, TotalUs) ->

@@ -19,14 +19,14 @@
 %%% header (comma separated): the client learns no server path.
 %%%
 %%% <ul>
-%%% <li>inets httpd: put {@link kprof_httpd_flame} first in `modules'. The
+%%% <li>inets httpd: put {@link kprof_flame_httpd} first in `modules'. The
 %%%     header is added after the capture has ended and names exactly the
 %%%     files it wrote, to a response httpd sends after the chain (`{response,
 %%%     {response, Head, Body}}'); a module that sends its response itself
 %%%     (mod_get, mod_esi's `deliver') gets no header: its files are only
 %%%     logged. No header when nothing was written (refused, no events, a
 %%%     failed write).</li>
-%%% <li>mochiweb: `Loop = kprof_flame_web:mochiweb(fun my_app:loop/1, Opts)',
+%%% <li>mochiweb: `Loop = kprof_flame_mochiweb:loop(fun my_app:loop/1, Opts)',
 %%%     `mochiweb_http:start([{loop, Loop}, ...])'. mochiweb writes the
 %%%     response from inside the loop, before the capture ends, so the loop
 %%%     adds the header itself:
@@ -43,31 +43,12 @@
 %%% application would; kprof's own modules never do.
 -module(kprof_flame_web).
 
--export([mochiweb/2, decide/2, run/2, headers/0, refusal/0, refused/0]).
+-export([decide/2, run/2, with_refusal/2, headers/0, refusal/0, refused/0]).
 
 -define(HEADER, "x-trace-request").
 -define(REPLY_HEADER, "x-kprof-files").
 -define(REFUSED_HEADER, "x-kprof-refused").
--define(FORWARD_HEADERS, ["x-forwarded-for", "x-real-ip", "forwarded"]).
 -define(FILES_KEY, '$kprof_flame_files').
-
-%% @doc A mochiweb loop fun that runs `Loop(Req)' traced when the request
-%% asks for it and the gate lets it. Bad options raise
-%% `error({bad_options, Reason})' here, not at each request.
--spec mochiweb(fun((term()) -> term()), kprof_flame:opts()) -> fun((term()) -> term()).
-mochiweb(Loop, Opts) when is_function(Loop, 1), is_map(Opts) ->
-    case kprof_flame:validate(Opts, apply) of
-        {ok, _} -> ok;
-        {error, Bad} -> error({bad_options, Bad})
-    end,
-    fun(Req) ->
-            Asked = mochiweb_request:get_header_value(?HEADER, Req),
-            case Asked =/= undefined andalso decide(Asked, mochiweb_peer(Req)) of
-                trace -> element(1, run(fun() -> Loop(Req) end, Opts));
-                {refused, Reason, true} -> with_refusal(Reason, fun() -> Loop(Req) end);
-                _ -> Loop(Req)
-            end
-    end.
 
 %% @doc What to do with a request whose `x-trace-request' header has this
 %% value (`undefined' when absent), from this client (`{Address, Forwarded}':
@@ -113,7 +94,7 @@ headers() ->
 %% @doc Inside a request that asked and was refused after the gate let it
 %% through (flame_apply refused to start, no output directory), or that the
 %% gate refused and may be told: why. `undefined' otherwise. For a server
-%% that adds its headers after the request (kprof_httpd_flame).
+%% that adds its headers after the request (kprof_flame_httpd).
 -spec refusal() -> kprof_web_gate:reason() | undefined.
 refusal() ->
     case get(?FILES_KEY) of
@@ -174,7 +155,7 @@ run(Fun, Opts, MaxBytes) ->
                 _ = erase({Ran, said})
             end;
         {error, _} ->
-            %% mochiweb/2 and kprof_httpd_flame check their options when the
+            %% mochiweb/2 and kprof_flame_httpd check their options when the
             %% server starts; only a direct caller of run/2 gets here.
             {refused_run(bad_config, Fun), []}
     end.
@@ -226,26 +207,14 @@ refused_run(Why, Fun) ->
     _ = kprof_web_gate:refused(Why, true),
     with_refusal(Why, Fun).
 
-%% Fun run untraced, headers() saying why when the client may know.
+%% @doc Runs `Fun' untraced, headers() saying why (`Reason') when the
+%% client may know (kprof_flame_mochiweb, kprof_flame_httpd).
 -spec with_refusal(kprof_web_gate:reason(), fun(() -> Result)) -> Result.
 with_refusal(Reason, Fun) ->
     Old = put(?FILES_KEY, {refused, Reason}),
     try Fun()
     after restore(Old)
     end.
-
--spec mochiweb_peer(term()) -> kprof_web_gate:peer().
-mochiweb_peer(Req) ->
-    %% The socket's peer, not mochiweb_request:get(peer): that one believes a
-    %% loopback client's x-forwarded-for.
-    IP = try mochiweb_socket:peername(mochiweb_request:get(socket, Req)) of
-             {ok, {Addr, _Port}} -> Addr;
-             _ -> undefined
-         catch
-             _:_ -> undefined
-         end,
-    {IP, lists:any(fun(H) -> mochiweb_request:get_header_value(H, Req) =/= undefined end,
-                   ?FORWARD_HEADERS)}.
 
 -spec names([file:filename_all()]) -> string().
 names(Files) ->

@@ -52,6 +52,11 @@
 %%% The guard writes what it watches to {@link kprof_records}: killed, it is
 %%% restarted by kprof's supervisor and goes on guarding the same modes with
 %%% the same limits, subscribers and start times.
+%%%
+%%% This server reads the figures and acts; what a tick decides from them
+%%% (which bound was crossed, with the alert that says so, and what is due
+%%% next), and the arithmetic of the limits, are {@link kprof_guard_watch}'s,
+%%% functions of their arguments.
 -module(kprof_guard).
 -behaviour(gen_server).
 
@@ -69,9 +74,6 @@
 %% After an abort because the sink stopped reading: how long it has to answer
 %% a ping before it is killed and restarted.
 -define(WATCHDOG_MS, 5000).
--define(CLOCK_EVERY, 1000).
--define(RELOAD_EVERY, 1000).
--define(QUIET_QUEUE, 65536).
 %% The sink's limits off: {limits, 0, 0, 0}.
 -define(NO_SINK_LIMITS, {0, 0, 0}).
 
@@ -98,7 +100,7 @@
                       events0 => non_neg_integer(),
                       owner => pid()}.
 
--type sink_limits() :: {non_neg_integer(), non_neg_integer(), non_neg_integer()}.
+-type sink_limits() :: kprof_guard_watch:sink_limits().
 -record(armed, {abort, patterns = [], reapplied, since,
                 owner :: pid() | undefined,
                 owner_mon :: reference() | undefined}).
@@ -111,21 +113,12 @@
                 %% (0: no bound); after a trip the sink keeps it until
                 %% the next mode's start sets it again.
                 sink_limits = ?NO_SINK_LIMITS :: sink_limits(),
-                last_clock = 0 :: integer(),
-                last_reload = 0 :: integer(),
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
                 other_sessions = [] :: [{pid(), term()}],
                 reapplied = 0 :: non_neg_integer(),
-                %% The ring's reader as last seen: its tail, when it last
-                %% moved (or had nothing to read), the drops when the watch began.
-                ring :: undefined | #{tail := non_neg_integer(), moved := integer(),
-                                      drops0 := non_neg_integer()},
-                %% port_info(Port, queue_size) asked by a helper: its ref and
-                %% when it was asked (ms); the last answer.
-                probe :: undefined | {probing, integer(), reference()},
-                queue :: undefined | non_neg_integer(),
-                last_probe_ms = 0 :: integer(),
+                %% What the ticks keep between them (kprof_guard_watch).
+                watch = kprof_guard_watch:new(0) :: kprof_guard_watch:watch(),
                 %% The sink's port as last seen while watching: a sink
                 %% killed is gone from kprof_sink before the abort runs,
                 %% and its port is still the tracer of what it traced.
@@ -311,7 +304,116 @@ init([]) ->
     end.
 
 %% @private
-handle_call({arm, Name, Spec}, _From, S0) ->
+handle_call({arm, Name, Spec}, _From, S) ->
+    {reply, ok, saved(arm_mode(Name, Spec, S))};
+handle_call({arm_alone, Name, Spec}, From, S) ->
+    case lists:sort(maps:keys(S#state.armed)) of
+        [] -> handle_call({arm, Name, Spec}, From, S);
+        [Other | _] -> {reply, {error, {busy, mode_name(Other)}}, S}
+    end;
+handle_call({sink_limits, Limits}, _From, S) ->
+    Fresh = map_size(S#state.armed) =:= 0,
+    Want = kprof_guard_watch:sink_bounds(kprof_guard_watch:strictest(S#state.limits, Limits,
+                                                                     Fresh)),
+    case kprof_guard_watch:sink_limits_due(Fresh, Want, S#state.sink_limits) of
+        true -> {reply, {send, Want}, S#state{sink_limits = Want}};
+        false -> {reply, keep, S}
+    end;
+handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
+    case Armed of
+        #{Name := A} ->
+            {reply, ok, saved(S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}})};
+        _ ->
+            {reply, ok, S}
+    end;
+handle_call({disarm, Name}, _From, S = #state{armed = Armed}) ->
+    _ = case Armed of
+            #{Name := #armed{owner_mon = Mon}} when is_reference(Mon) -> demonitor(Mon, [flush]);
+            _ -> ok
+        end,
+    {reply, ok, saved(maybe_unwatch(S#state{armed = maps:remove(Name, Armed)}, clear))};
+handle_call({abort, Kind, Info}, _From, S) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {reply, ok, do_abort(Kind, kprof_alert:from_map(Kind, Info), T0, S)};
+handle_call(status, _From, S) ->
+    {reply, status_map(S), S};
+handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
+    case maps:is_key(Pid, Subs) of
+        true -> {reply, ok, S};
+        false -> {reply, ok, saved(S#state{subs = Subs#{Pid => monitor(process, Pid)}})}
+    end;
+handle_call({unsubscribe, Pid}, _From, S = #state{subs = Subs}) ->
+    case maps:take(Pid, Subs) of
+        {Ref, Rest} -> demonitor(Ref, [flush]), {reply, ok, saved(S#state{subs = Rest})};
+        error -> {reply, ok, S}
+    end;
+handle_call(_Other, _From, S) ->
+    {reply, {error, unknown_call}, S}.
+
+%% @private
+handle_cast(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
+    {noreply, S};
+handle_info(tick, S0) ->
+    erlang:send_after(?TICK, self(), tick),
+    {noreply, check(S0)};
+handle_info({sink_reply, _Cmd, _Reply}, S) ->
+    {noreply, S};
+handle_info({port_queue, Ref, Answered, Queue}, S = #state{watch = W}) ->
+    %% The next tick judges the figures.
+    {noreply, S#state{watch = kprof_guard_watch:probed(Ref, Answered, Queue, W)}};
+handle_info({kprof_alert, overload, Info}, S) ->
+    T0 = erlang:monotonic_time(microsecond),
+    %% The sink's alert is in kprof's shape already (kprof_alert).
+    {noreply, do_abort(overload, Info, T0, S)};
+handle_info({kprof_alert, sink_down, Info}, S) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {noreply, do_abort(sink_down, Info, T0, S)};
+%% The sink's max_events or rate tripped (only limits the guard set do).
+%% The sink keeps limiting what the VM still sends until the next start.
+handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK_LIMITS ->
+    T0 = erlang:monotonic_time(microsecond),
+    {noreply, do_abort(limit, Info, T0, S, keep)};
+handle_info({kprof_alert, _Kind, _Info}, S) ->
+    {noreply, S};
+handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Info = kprof_alert:new(sink_down, sink_server, Reason, undefined,
+                           #{reason => owner_down, detail => Reason}),
+    S1 = do_abort(sink_down, Info, T0, S#state{sink_mon = undefined}),
+    {noreply, S1};
+handle_info({'DOWN', Ref, process, Pid, Reason}, S = #state{subs = Subs, armed = Armed}) ->
+    case maps:get(Pid, Subs, undefined) of
+        Ref ->
+            {noreply, saved(S#state{subs = maps:remove(Pid, Subs)})};
+        _ ->
+            case [N || {N, #armed{owner_mon = M}} <- maps:to_list(Armed), M =:= Ref] of
+                [] -> {noreply, S};
+                Names -> {noreply, owner_down(Names, Pid, Reason, S)}
+            end
+    end;
+handle_info(_Msg, S) ->
+    {noreply, S}.
+
+%% @private
+%% The application is stopping: nothing of kprof's stays on the node.
+terminate(_Reason, S) ->
+    _ = [turn_off(Name, A, stopped, #{}, S#state.port)
+         || {Name, A} <- maps:to_list(S#state.armed)],
+    kprof_records:delete(?MODULE),
+    ok.
+
+%%====================================================================
+%% PRIVATE: arming
+%%====================================================================
+
+%% A mode armed (again: its old owner forgotten): the first one starts the
+%% watch; the limits in force become the strictest of every mode's, and the
+%% sink is sent its share when no baseline was taken (events_baseline/1).
+arm_mode(Name, Spec, S0) ->
     Limits = maps:get(limits, Spec, default_limits()),
     Owner = maps:get(owner, Spec, undefined),
     _ = case S0#state.armed of
@@ -338,118 +440,18 @@ handle_call({arm, Name, Spec}, _From, S0) ->
     Sessions = kprof_sessions:others(),
     warn_other_sessions(Sessions),
     S2 = S1#state{armed = maps:put(Name, A, S1#state.armed),
-                  limits = strictest(S1#state.limits, Limits, First),
+                  limits = kprof_guard_watch:strictest(S1#state.limits, Limits, First),
                   other_tracers = Others, other_sessions = Sessions},
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
-    {reply, ok, saved(S3)};
-handle_call({arm_alone, Name, Spec}, From, S) ->
-    case lists:sort(maps:keys(S#state.armed)) of
-        [] -> handle_call({arm, Name, Spec}, From, S);
-        [Other | _] -> {reply, {error, {busy, mode_name(Other)}}, S}
-    end;
-handle_call({sink_limits, Limits}, _From, S) ->
-    Fresh = map_size(S#state.armed) =:= 0,
-    Want = sink_bounds(strictest(S#state.limits, Limits, Fresh)),
-    case sink_limits_due(Fresh, Want, S) of
-        true -> {reply, {send, Want}, S#state{sink_limits = Want}};
-        false -> {reply, keep, S}
-    end;
-handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
-    case Armed of
-        #{Name := A} ->
-            {reply, ok, saved(S#state{armed = Armed#{Name := A#armed{patterns = Patterns}}})};
-        _ ->
-            {reply, ok, S}
-    end;
-handle_call({disarm, Name}, _From, S = #state{armed = Armed}) ->
-    _ = case Armed of
-            #{Name := #armed{owner_mon = Mon}} when is_reference(Mon) -> demonitor(Mon, [flush]);
-            _ -> ok
-        end,
-    {reply, ok, saved(maybe_unwatch(S#state{armed = maps:remove(Name, Armed)}, clear))};
-handle_call({abort, Kind, Info}, _From, S) ->
-    {reply, ok, do_abort(Kind, Info, erlang:monotonic_time(microsecond), S)};
-handle_call(status, _From, S) ->
-    {reply, #{armed => maps:keys(S#state.armed), limits => S#state.limits,
-              aborted => S#state.aborted, reapplied => S#state.reapplied,
-              other_tracers => length(S#state.other_tracers),
-              other_sessions => length(S#state.other_sessions)}, S};
-handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) ->
-    case maps:is_key(Pid, Subs) of
-        true -> {reply, ok, S};
-        false -> {reply, ok, saved(S#state{subs = Subs#{Pid => monitor(process, Pid)}})}
-    end;
-handle_call({unsubscribe, Pid}, _From, S = #state{subs = Subs}) ->
-    case maps:take(Pid, Subs) of
-        {Ref, Rest} -> demonitor(Ref, [flush]), {reply, ok, saved(S#state{subs = Rest})};
-        error -> {reply, ok, S}
-    end;
-handle_call(_Other, _From, S) ->
-    {reply, {error, unknown_call}, S}.
+    S3.
 
-%% @private
-handle_cast(_Msg, S) ->
-    {noreply, S}.
-
-%% @private
-handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
-    {noreply, S};
-handle_info(tick, S0) ->
-    erlang:send_after(?TICK, self(), tick),
-    {noreply, check(S0)};
-handle_info({sink_reply, _Cmd, _Reply}, S) ->
-    {noreply, S};
-handle_info({port_queue, Ref, Answered, Queue}, S = #state{probe = {probing, Asked, Ref}}) ->
-    %% The helper's own clock says how long the port took (the guard may
-    %% have been busy since); the next tick judges the figures.
-    Q = case Queue of
-            {queue_size, N} when is_integer(N) -> N;
-            _ -> undefined
-        end,
-    {noreply, S#state{probe = undefined, queue = Q, last_probe_ms = Answered - Asked}};
-handle_info({port_queue, _Ref, _Answered, _Queue}, S) ->
-    {noreply, S};
-handle_info({kprof_alert, overload, Info}, S) ->
-    T0 = erlang:monotonic_time(microsecond),
-    %% The sink's alert is in kprof's shape already (kprof_alert).
-    {noreply, do_abort(overload, Info, T0, S)};
-handle_info({kprof_alert, sink_down, Info}, S) ->
-    T0 = erlang:monotonic_time(microsecond),
-    {noreply, do_abort(sink_down, Info, T0, S)};
-%% The sink's max_events or rate tripped (only limits the guard set do).
-%% The sink keeps limiting what the VM still sends until the next start.
-handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK_LIMITS ->
-    T0 = erlang:monotonic_time(microsecond),
-    {noreply, do_abort(limit, Info, T0, S, keep)};
-handle_info({kprof_alert, _Kind, _Info}, S) ->
-    {noreply, S};
-handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
-    T0 = erlang:monotonic_time(microsecond),
-    S1 = do_abort(sink_down, #{reason => owner_down, detail => Reason}, T0,
-                  S#state{sink_mon = undefined}),
-    {noreply, S1};
-handle_info({'DOWN', Ref, process, Pid, Reason}, S = #state{subs = Subs, armed = Armed}) ->
-    case maps:get(Pid, Subs, undefined) of
-        Ref ->
-            {noreply, saved(S#state{subs = maps:remove(Pid, Subs)})};
-        _ ->
-            case [N || {N, #armed{owner_mon = M}} <- maps:to_list(Armed), M =:= Ref] of
-                [] -> {noreply, S};
-                Names -> {noreply, owner_down(Names, Pid, Reason, S)}
-            end
-    end;
-handle_info(_Msg, S) ->
-    {noreply, S}.
-
-%% @private
-%% The application is stopping: nothing of kprof's stays on the node.
-terminate(_Reason, S) ->
-    _ = [turn_off(Name, A, stopped, #{}, S#state.port)
-         || {Name, A} <- maps:to_list(S#state.armed)],
-    kprof_records:delete(?MODULE),
-    ok.
+status_map(S) ->
+    #{armed => maps:keys(S#state.armed), limits => S#state.limits,
+      aborted => S#state.aborted, reapplied => S#state.reapplied,
+      other_tracers => length(S#state.other_tracers),
+      other_sessions => length(S#state.other_sessions)}.
 
 %%====================================================================
 %% PRIVATE: watching
@@ -464,8 +466,7 @@ start_watch(S) ->
     erlang:send_after(?TICK, self(), tick),
     sync_clock(),
     S#state{sink_mon = Mon, mem_base = erlang:memory(total),
-            last_clock = now_ms(), last_reload = now_ms(), ring = undefined,
-            probe = undefined, queue = undefined, last_probe_ms = 0, port = sink_port()}.
+            watch = kprof_guard_watch:new(now_ms()), port = sink_port()}.
 
 %% Nothing armed any more: the sink's limits are cleared, except after their
 %% own trip (`keep'): then the sink goes on limiting the events still on
@@ -481,109 +482,48 @@ maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
     async({overload, 0}),
     _ = try kprof_sink:unsubscribe() catch _:_ -> ok end,
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
-    S#state{sink_mon = undefined, limits = #{}, ring = undefined, probe = undefined}.
+    S#state{sink_mon = undefined, limits = #{},
+            watch = kprof_guard_watch:unwatched(S#state.watch)}.
 
-%% One tick: the VM-side bounds, max_seconds, then the clock and reloads
-%% less often. (max_events and rate are the sink's: see arm_sink_limits/3.)
-%% Nothing here waits for the sink, its port or another server.
+%% One tick: the figures read here, judged by kprof_guard_watch:tick/3 (the
+%% VM-side bounds, max_seconds; max_events and rate are the sink's: see
+%% arm_sink_limits/3), then what is due: the port's queue asked, the clock,
+%% reloads. Nothing here waits for the sink, its port or another server.
 check(S0) ->
     T0 = erlang:monotonic_time(microsecond),
     Now = now_ms(),
-    L = S0#state.limits,
     Port = sink_port(),
-    Mem = erlang:memory(total),
-    MaxMem = max_memory(L, S0),
-    Since = lists:min([A#armed.since || A <- maps:values(S0#state.armed)]),
-    {Ring, S1} = watch_ring(Now, seen_port(Port, S0)),
-    %% A port answers port_info once the trace messages before it went
-    %% through: its delay is their lag.
-    Stall = map_get(max_lag_ms, L),
-    Queue = S1#state.queue,
-    if
-        Port =:= undefined ->
-            do_abort(sink_down, #{reason => no_sink}, T0, S1);
-        Ring =/= ok ->
-            {overload, Info} = Ring,
-            watchdog(Info),
-            do_abort(overload, Info, T0, S1);
-        %% (No watchdog here: a port that is slow to answer has a backlog
-        %% in front of the sink, which is alive and will get through it.)
-        is_integer(Stall), S1#state.last_probe_ms >= Stall ->
-            Info = #{what => port_stalled, value => S1#state.last_probe_ms, bound => Stall},
-            do_abort(overload, Info, T0, S1);
-        is_integer(Stall), element(1, S1#state.probe) =:= probing,
-        Now - element(2, S1#state.probe) >= Stall ->
-            Info = #{what => port_stalled, value => Now - element(2, S1#state.probe),
-                     bound => Stall},
-            do_abort(overload, Info, T0, S1);
-        is_integer(Queue), Queue > map_get(max_queue_bytes, L) ->
-            do_abort(overload, #{what => queue_bytes, value => Queue,
-                                 bound => map_get(max_queue_bytes, L)}, T0, S1);
-        Mem > MaxMem ->
-            do_abort(overload, #{what => memory_bytes, value => Mem, bound => MaxMem},
-                     T0, S1);
-        is_integer(map_get(max_seconds, L)),
-        Now - Since >= map_get(max_seconds, L) * 1000 ->
-            do_abort(limit, #{what => max_seconds, value => (Now - Since) div 1000,
-                              bound => map_get(max_seconds, L)}, T0, S1);
-        true ->
-            maybe_reload(Now, maybe_clock(Now, Queue, probe(Now, Port, S1)))
+    S1 = seen_port(Port, S0),
+    Since = lists:min([A#armed.since || A <- maps:values(S1#state.armed)]),
+    Readings = #{now => Now, port => Port, memory => erlang:memory(total),
+                 ring => try kprof_tracer:ring_info() catch _:_ -> undefined end},
+    Bounds = kprof_guard_watch:bounds(S1#state.limits, S1#state.mem_base, Since),
+    case kprof_guard_watch:tick(Readings, Bounds, S1#state.watch) of
+        {abort, Kind, Info, Watchdog, W} ->
+            _ = Watchdog andalso watchdog(Info),
+            do_abort(Kind, Info, T0, S1#state{watch = W});
+        {ok, Actions, W} ->
+            lists:foldl(fun(Action, S) -> act(Action, Now, Port, S) end,
+                        S1#state{watch = W}, Actions)
     end.
 
-%% The ring's reader, seen from the VM side through the shared counters
-%% (never by asking the sink): `ok', or `{overload, Info}' when the ring
-%% dropped events since the watch began, or held unread events while its
-%% tail stood still for max_stall_ms.
-watch_ring(Now, S = #state{ring = W0, limits = L}) ->
-    case try kprof_tracer:ring_info() catch _:_ -> undefined end of
-        #{head := H, tail := T, drops := D, size := Size} ->
-            W = case W0 of
-                    undefined -> #{tail => T, moved => Now, drops0 => D};
-                    _ -> W0
-                end,
-            W1 = case H =:= T orelse T =/= map_get(tail, W) of
-                     true -> W#{tail := T, moved := Now};
-                     false -> W
-                 end,
-            Stalled = Now - map_get(moved, W1),
-            Bound = map_get(max_stall_ms, L),
-            Result =
-                if
-                    D > map_get(drops0, W1) ->
-                        {overload, #{what => ring_drops, value => D - map_get(drops0, W1),
-                                     bound => 0, ring_size => Size, stalled_ms => Stalled}};
-                    is_integer(Bound), Stalled >= Bound ->
-                        {overload, #{what => ring_stalled, value => Stalled, bound => Bound,
-                                     unread_bytes => H - T}};
-                    true ->
-                        ok
-                end,
-            {Result, S#state{ring = W1}};
-        _ ->
-            {ok, S}
-    end.
-
-%% port_info(Port, queue_size) waits behind the port's backlog: a helper asks,
-%% the guard reads its answer at a later tick (and how long it took).
-probe(_Now, undefined, S) ->
-    S;
-probe(Now, Port, S = #state{probe = undefined}) ->
+act(probe, Now, Port, S) ->
+    %% port_info(Port, queue_size) waits behind the port's backlog: a
+    %% helper asks, the guard reads its answer at a later tick (and how
+    %% long it took, by the helper's clock).
     Guard = self(),
     Ref = make_ref(),
     _ = spawn(fun() ->
                       Q = try erlang:port_info(Port, queue_size) catch _:_ -> undefined end,
                       Guard ! {port_queue, Ref, now_ms(), Q}
               end),
-    S#state{probe = {probing, Now, Ref}};
-probe(_Now, _Port, S) ->
-    S.
-
-maybe_clock(Now, Queue, S) when Now - S#state.last_clock >= ?CLOCK_EVERY,
-                                 is_integer(Queue), Queue < ?QUIET_QUEUE ->
+    S#state{watch = kprof_guard_watch:probing(Now, Ref, S#state.watch)};
+act(clock, _Now, _Port, S) ->
     sync_clock(),
-    S#state{last_clock = Now};
-maybe_clock(_Now, _Queue, S) ->
-    S.
+    S;
+act(reload, _Now, _Port, S) ->
+    %% A code reload drops the patterns of the module: put them back.
+    maps:fold(fun reload_mode/3, S, S#state.armed).
 
 %% The sink's max_events and rate, {MaxEvents, RateMax, RatePerMs} with 0
 %% for no bound. The sink counts from its reading of the command: a mode
@@ -591,18 +531,11 @@ maybe_clock(_Now, _Queue, S) ->
 %% one gets it here (Fresh: the first mode, whose count starts now; else
 %% sent only when the strictest limits changed).
 arm_sink_limits(Fresh, Limits, S) ->
-    Want = sink_bounds(Limits),
-    case sink_limits_due(Fresh, Want, S) of
+    Want = kprof_guard_watch:sink_bounds(Limits),
+    case kprof_guard_watch:sink_limits_due(Fresh, Want, S#state.sink_limits) of
         true -> set_sink_limits(Want, S);
         false -> S
     end.
-
-%% A fresh start sends whatever is set, zeros too (limits left tripped or
-%% set by a start that failed are replaced); later, only a change.
-sink_limits_due(true, Want, #state{sink_limits = Have}) ->
-    Want =/= ?NO_SINK_LIMITS orelse Have =/= ?NO_SINK_LIMITS;
-sink_limits_due(false, Want, #state{sink_limits = Have}) ->
-    Want =/= Have.
 
 %% Written in order with every other command, the answer not waited for.
 set_sink_limits(Want, S = #state{sink_limits = Want}) when Want =:= ?NO_SINK_LIMITS ->
@@ -610,23 +543,6 @@ set_sink_limits(Want, S = #state{sink_limits = Want}) when Want =:= ?NO_SINK_LIM
 set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
     _ = try kprof_sink:send({limits, Max, RateMax, PerMs}) catch _:_ -> ok end,
     S#state{sink_limits = Want}.
-
-sink_bounds(L) ->
-    Max = case maps:get(max_events, L, infinity) of
-              M when is_integer(M), M > 0 -> M;
-              _ -> 0
-          end,
-    case maps:get(rate, L, infinity) of
-        {RateMax, PerMs} when is_integer(RateMax), RateMax > 0,
-                              is_integer(PerMs), PerMs > 0 -> {Max, RateMax, PerMs};
-        _ -> {Max, 0, 0}
-    end.
-
-%% A code reload drops the patterns of the module: put them back.
-maybe_reload(Now, S) when Now - S#state.last_reload >= ?RELOAD_EVERY ->
-    maps:fold(fun reload_mode/3, S#state{last_reload = Now}, S#state.armed);
-maybe_reload(_Now, S) ->
-    S.
 
 %% A mode's patterns on one function first, then its module-wide ones: a
 %% module put back gets the mode's own patterns on its functions again
@@ -752,12 +668,13 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     _ = [turn_off(Name, A, Kind, Info, S0#state.port)
          || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
-    Msg = unicode:characters_to_binary(message(Kind, Info)),
+    %% Every alert is built by kprof_alert (its message among its keys).
+    Msg = maps:get(message, Info),
     logger:warning("kprof: tracing aborted: ~ts (off in ~b us)", [Msg, Took]),
     Abort = #{kind => Kind, info => Info, at => calendar:system_time_to_rfc3339(
                                                    erlang:system_time(second)),
               took_us => Took, message => Msg},
-    _ = [Pid ! {kprof_alert, Kind, Info#{message => Msg}} || Pid <- maps:keys(S0#state.subs)],
+    _ = [Pid ! {kprof_alert, Kind, Info} || Pid <- maps:keys(S0#state.subs)],
     _ = [demonitor(M, [flush]) || #armed{owner_mon = M} <- maps:values(S0#state.armed),
                                   is_reference(M)],
     saved(maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits)).
@@ -827,12 +744,13 @@ kprof_tracers() ->
 %% files so far); the other modes go on.
 owner_down(Names, Pid, Reason, S0 = #state{armed = Armed}) ->
     T0 = erlang:monotonic_time(microsecond),
-    Info = #{what => owner_down, owner => Pid, reason => Reason},
+    Info = kprof_alert:new(owner_down, owner, Reason, undefined,
+                           #{owner => Pid, reason => Reason, modes => Names}),
     _ = [turn_off(N, maps:get(N, Armed), owner_down, Info, S0#state.port) || N <- Names],
     Took = erlang:monotonic_time(microsecond) - T0,
-    Msg = unicode:characters_to_binary(message(owner_down, Info#{modes => Names})),
+    Msg = maps:get(message, Info),
     logger:warning("kprof: ~ts (off in ~b us)", [Msg, Took]),
-    _ = [P ! {kprof_alert, owner_down, Info#{message => Msg}} || P <- maps:keys(S0#state.subs)],
+    _ = [P ! {kprof_alert, owner_down, Info} || P <- maps:keys(S0#state.subs)],
     Abort = #{kind => owner_down, info => Info,
               at => calendar:system_time_to_rfc3339(erlang:system_time(second)),
               took_us => Took, message => Msg},
@@ -884,9 +802,6 @@ restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
     S1 = start_watch(S0#state{armed = Armed}),
     logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
     saved(S1#state{mem_base = MemBase}).
-
-message(Kind, Info) ->
-    kprof_alert:message(Kind, Info).
 
 %%====================================================================
 %% PRIVATE: helpers
@@ -953,22 +868,6 @@ sink_port() ->
     end.
 %% (kprof_sink:port/0 reads a persistent_term: it answers even while the
 %% server is suspended on a busy port.)
-
-max_memory(#{max_memory_bytes := default}, S) -> S#state.mem_base + (1 bsl 30);
-max_memory(#{max_memory_bytes := infinity}, _S) -> infinity;
-max_memory(#{max_memory_bytes := B}, _S) -> B.
-
-%% Several modes armed: each bound is the strictest of theirs.
-strictest(_Old, New, true) -> New;
-strictest(Old, New, false) ->
-    maps:merge_with(fun(_K, A, B) -> min_limit(A, B) end, Old, New).
-
-min_limit(infinity, B) -> B;
-min_limit(A, infinity) -> A;
-min_limit(default, B) -> B;
-min_limit(A, default) -> A;
-min_limit({M1, P1}, {M2, P2}) -> case M1 / P1 =< M2 / P2 of true -> {M1, P1}; false -> {M2, P2} end;
-min_limit(A, B) -> min(A, B).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

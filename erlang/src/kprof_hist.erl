@@ -1,12 +1,13 @@
 %%% @doc The sink's latency histograms, read and merged in Erlang.
 %%%
 %%% The sink reports every histogram as
-%%% `{Count, Total, Min, Max, [P50, P90, P99, P999], [{Bucket, N}]}'
-%%% (nanoseconds, buckets sparse and ascending). The bucket layout is fixed
+%%% `#{count, total, min, max, buckets => [{Bucket, N}]}' (nanoseconds, or a
+%%% count; buckets sparse and ascending). The bucket layout is fixed
 %%% (`port/core/ks_hist.h', doc/tiers.md), so histograms of different windows
-%%% and different nodes merge exactly by adding bucket counts; the
-%%% quantiles of a merge are then read from the merged buckets exactly the
-%%% way the sink reads them:
+%%% and different nodes merge exactly by adding bucket counts; quantiles are
+%%% read here, from the merged buckets, exactly the way the sink's
+%%% `ks_hist_quantile' reads them (test/data/hist_vectors.txt holds cases
+%%% both suites check):
 %%%
 %%% <ul>
 %%% <li>values below 64 ns have a bucket each;</li>
@@ -19,7 +20,8 @@
 %%%
 %%% ```
 %%% 1> H = kprof_hist:from_values([100, 200, 300, 5000]).
-%%% {4,5600,100,5000,[201,5000,5000,5000],[{82,1},{114,1},{133,1},{263,1}]}
+%%% #{buckets => [{82,1},{114,1},{133,1},{263,1}],count => 4,max => 5000,
+%%%   min => 100,total => 5600}
 %%% 2> kprof_hist:quantile(kprof_hist:merge(H, H), 0.5).
 %%% 201
 %%% '''
@@ -34,13 +36,12 @@
 -define(LINEAR, 64).
 -define(SUB, 32).
 -define(BUCKETS, (?LINEAR + (63 - 6 + 1) * ?SUB)).
-%% The quantiles the sink reports, in its order.
+%% The quantiles of quantiles/1, the report's p50, p90, p99 and p999.
 -define(QS, [0.5, 0.9, 0.99, 0.999]).
 
--type hist() :: {Count :: non_neg_integer(), Total :: non_neg_integer(),
-                 Min :: non_neg_integer(), Max :: non_neg_integer(),
-                 Quantiles :: [non_neg_integer()],
-                 Buckets :: [{non_neg_integer(), pos_integer()}]}.
+-type hist() :: #{count := non_neg_integer(), total := non_neg_integer(),
+                  min := non_neg_integer(), max := non_neg_integer(),
+                  buckets := [{non_neg_integer(), pos_integer()}]}.
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -49,7 +50,7 @@
 %% @doc The histogram of nothing, as the sink writes it.
 -spec empty() -> hist().
 empty() ->
-    {0, 0, 0, 0, [0, 0, 0, 0], []}.
+    #{count => 0, total => 0, min => 0, max => 0, buckets => []}.
 
 %% @doc The histogram of these values (nanoseconds), as the sink would
 %% record them.
@@ -60,18 +61,19 @@ from_values(Values) ->
 %% @doc Adds one value.
 -spec record(hist(), non_neg_integer()) -> hist().
 record(H, V) when is_integer(V), V >= 0 ->
-    merge(H, {1, V, V, V, [V, V, V, V], [{bucket(V), 1}]}).
+    merge(H, #{count => 1, total => V, min => V, max => V, buckets => [{bucket(V), 1}]}).
 
 %% @doc The exact merge of two histograms: counts, totals and buckets
-%% added, quantiles read again from the merged buckets.
+%% added.
 -spec merge(hist(), hist()) -> hist().
-merge({0, _, _, _, _, _}, H) ->
+merge(#{count := 0}, H) ->
     H;
-merge(H, {0, _, _, _, _, _}) ->
+merge(H, #{count := 0}) ->
     H;
-merge({C1, T1, Min1, Max1, _, B1}, {C2, T2, Min2, Max2, _, B2}) ->
-    with_quantiles({C1 + C2, T1 + T2, min(Min1, Min2), max(Max1, Max2), [],
-                    merge_buckets(B1, B2)}).
+merge(#{count := C1, total := T1, min := Min1, max := Max1, buckets := B1},
+      #{count := C2, total := T2, min := Min2, max := Max2, buckets := B2}) ->
+    #{count => C1 + C2, total => T1 + T2, min => min(Min1, Min2), max => max(Max1, Max2),
+      buckets => merge_buckets(B1, B2)}.
 
 %% @doc The merge of a list of histograms (empty: {@link empty/0}).
 -spec merge_all([hist()]) -> hist().
@@ -81,13 +83,13 @@ merge_all(Hists) ->
 %% @doc The value at quantile `Q' (0..1), in nanoseconds, read as the sink
 %% reads it (within 1/64 of the true value above 64 ns).
 -spec quantile(hist(), number()) -> non_neg_integer().
-quantile({0, _, _, _, _, _}, _Q) ->
+quantile(#{count := 0}, _Q) ->
     0;
-quantile({_, _, Min, _, _, _}, Q) when Q =< 0 ->
+quantile(#{min := Min}, Q) when Q =< 0 ->
     Min;
-quantile({_, _, _, Max, _, _}, Q) when Q >= 1 ->
+quantile(#{max := Max}, Q) when Q >= 1 ->
     Max;
-quantile({Count, _, Min, Max, _, Buckets}, Q) ->
+quantile(#{count := Count, min := Min, max := Max, buckets := Buckets}, Q) ->
     Rank = max(1, trunc(Q * Count + 0.5)),
     case find_rank(Buckets, Rank, 0) of
         {ok, B} ->
@@ -98,20 +100,19 @@ quantile({Count, _, Min, Max, _, Buckets}, Q) ->
             Max
     end.
 
-%% @doc `[P50, P90, P99, P999]' from the buckets: what the sink reports
-%% for the same histogram.
+%% @doc `[P50, P90, P99, P999]' from the buckets.
 -spec quantiles(hist()) -> [non_neg_integer()].
 quantiles(H) ->
     [quantile(H, Q) || Q <- ?QS].
 
 %% @doc The mean in nanoseconds (0.0 when empty).
 -spec mean(hist()) -> float().
-mean({0, _, _, _, _, _}) -> 0.0;
-mean({Count, Total, _, _, _, _}) -> Total / Count.
+mean(#{count := 0}) -> 0.0;
+mean(#{count := Count, total := Total}) -> Total / Count.
 
 %% @doc The number of values recorded.
 -spec count(hist()) -> non_neg_integer().
-count({Count, _, _, _, _, _}) -> Count.
+count(#{count := Count}) -> Count.
 
 %%% The layout
 
@@ -147,11 +148,6 @@ buckets() ->
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
-
--spec with_quantiles(hist()) -> hist().
-with_quantiles({C, T, Min, Max, _, B}) ->
-    H = {C, T, Min, Max, [], B},
-    {C, T, Min, Max, quantiles(H), B}.
 
 -spec merge_buckets([{non_neg_integer(), pos_integer()}],
                     [{non_neg_integer(), pos_integer()}]) ->

@@ -19,7 +19,7 @@
 %%% leave absent limits to kprof_guard, as they do today.
 -module(kprof_opts).
 
--export([check/2, defaults/1, rows/1, forwarded/1, formats/0, extension/1, doc/1]).
+-export([check/2, defaults/1, rows/1, forwarded/1, formats/0, extension/1, file_name/2, doc/1]).
 
 -export_type([mode/0, row/0]).
 
@@ -77,11 +77,23 @@ forwarded(Mode) ->
 formats() ->
     [F || {F, _, _} <- ?KPROF_FORMATS].
 
-%% @doc A format's file extension (`".speedscope.json"', ...).
+%% @doc A format's file extension (`".speedscope.json"', ...), or its
+%% prefix when it ends in `.' (`"callgrind.out."').
 -spec extension(atom()) -> string().
 extension(Format) ->
     {Format, Ext, _} = lists:keyfind(Format, 1, ?KPROF_FORMATS),
     Ext.
+
+%% @doc The name of a format's file for a base name, as the sink makes it:
+%% `Base ++ Extension', or `Prefix ++ Base' (`callgrind.out.Base', the name
+%% KCachegrind looks for).
+-spec file_name(atom(), string()) -> string().
+file_name(Format, Base) ->
+    Ext = extension(Format),
+    case lists:last(Ext) of
+        $. -> Ext ++ Base;
+        _ -> Base ++ Ext
+    end.
 
 %% @doc One line of text per user option of a mode: key, default, bounds
 %% and what it does, for docs and help texts.

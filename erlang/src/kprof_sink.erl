@@ -49,6 +49,10 @@
 %% ?KPROF_SINK_ATOMS: every atom the sink may send (generated from its sources).
 -include("kprof_sink_atoms.hrl").
 
+%% The protocol this module speaks, include/ks.h's KS_PROTOCOL: a sink that
+%% answers `version' with another is refused at its start (doc/protocol.md).
+-define(PROTOCOL, 2).
+
 %% PUBLIC
 -export([start_link/0, start_link/1,
          port/0, tracer/0, command/1, command/2, command/3, send/1, restart/1,
@@ -117,7 +121,8 @@ start_link() ->
 %% Returns `{error, {sink_not_built, Path}}' when the binary is missing, and
 %% `{error, {sink_not_answering, Path, Why}}' when the program does not
 %% answer a `version' command as kprof_sink does within the `call_timeout'
-%% (it exited, or it is some other program), and `{error, {sink_cannot_run,
+%% (it exited, or it is some other program; `Why = {protocol, Sink, Kprof}'
+%% for a sink of another protocol version, doc/protocol.md), and `{error, {sink_cannot_run,
 %% Path, #{exit_status => Status, output => Output}}}' when it exited with a
 %% failure before it answered: `Output' is what it printed when run once
 %% more (a missing shared library: the loader's own words).
@@ -559,7 +564,7 @@ handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
 handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
     %% kprof_guard (a subscriber) says what an alert meant, if anything.
     logger:debug("kprof_sink alert ~p: ~p", [Kind, Info]),
-    notify({kprof_alert, Kind, kprof_alert:from_sink(Kind, Info)}, S),
+    notify({kprof_alert, Kind, kprof_alert:from_map(Kind, Info)}, S),
     S;
 handle_frame({ok, Other}, S) ->
     logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
@@ -608,7 +613,8 @@ sink_down(Status, S0) ->
             _ -> ok
         end,
     S1 = fail_pending({error, {sink_down, Status}}, S0#state{writer = undefined, ring = none}),
-    notify({kprof_alert, sink_down, kprof_alert:from_sink(sink_down, #{status => Status})}, S1),
+    notify({kprof_alert, sink_down,
+            kprof_alert:new(sink_down, sink_status, Status, undefined, #{status => Status})}, S1),
     reopen(Status, S1).
 
 -spec reopen(down_status(), #state{}) ->
@@ -740,7 +746,9 @@ handshake(Port, Ref, Path, Timeout) ->
     receive
         {Port, {data, Bin}} ->
             case decode(Bin) of
-                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, _Proto}}} -> {ok, Port};
+                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, ?PROTOCOL}}} -> {ok, Port};
+                {ok, {kprof_reply, Ref, {kprof_sink, _Vsn, Proto}}} ->
+                    not_answering(Port, Path, {protocol, Proto, ?PROTOCOL});
                 {ok, {kprof_reply, Ref, Other}} -> not_answering(Port, Path, {version, Other});
                 _ -> handshake(Port, Ref, Path, Timeout)   % an alert: not the answer yet
             end;

@@ -7,8 +7,9 @@
 %%% request path ({@link enter/1}, {@link leave/1}). Its helpers, one job
 %%% each: {@link kprof_tiers_plan} validates and compiles the tiers and
 %%% options, {@link kprof_tiers_trace} sets the tracing up and takes it off,
-%%% {@link kprof_tiers_cluster} makes the calls to other nodes, {@link
-%%% kprof_tiers_window} makes the report's data from the polls, {@link
+%%% {@link kprof_tiers_cluster} makes the calls to every node the tiers
+%%% run on, {@link kprof_tiers_window} polls the sink (the server's state
+%%% in kprof_tiers_state.hrl) and makes the report's data of it, {@link
 %%% kprof_tiers_full} writes full trace's flame graphs. doc/tiers.md is the
 %%% contract with the sink.
 %%%
@@ -166,6 +167,7 @@
 -behaviour(gen_server).
 
 -include("kprof_tiers.hrl").
+-include("kprof_tiers_state.hrl").
 
 %% PUBLIC (behind kprof:start_tiers/2, stop_tiers/0, reset/0, report/1)
 -export([start_link/0, start/2, stop/0, reset/0, report/1,
@@ -175,6 +177,8 @@
 %% PER NODE: called through erpc (kprof_tiers_cluster) by the node the tiers
 %% were started from
 -export([node_check/2, node_start/2, node_stop/1, node_reset/0, node_report/0]).
+%% The server's calls (kprof_tiers_cluster asks it its nodes)
+-export([call/2]).
 %% gen_server callbacks
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -185,11 +189,6 @@
 %% How long a report waits for the sink (ms), and more for the server.
 -define(REPORT_WAIT, 2000).
 -define(REPORT_MARGIN, 1000).
-%% A poll's commands: a late answer is still taken (a window's slice is
-%% cleared in the sink when it answers).
--define(POLL_TIMEOUT, 30000).
-%% MFAs per identity in the report's full_trace.
--define(FULL_TOP, 100).
 -define(TIMEOUT, 30000).
 
 -type tier_name() :: atom().
@@ -222,44 +221,6 @@
                          names => kprof_names:style()}.   % erlang
 %% What one node reports; kprof_report:build/2 merges the nodes' into one.
 -type node_report() :: #{atom() => term()}.
-
-%% A poll of the sink in flight (start_poll/1); `final': sent after the
-%% tiers stopped, its answer is the last.
--record(poll, {ref :: reference(), pid :: pid(), started :: integer(), final :: boolean()}).
-
--record(state, {plan :: undefined | #plan{},
-                active = false :: boolean(),
-                nodes = [] :: [node()],          % started from this node
-                since = 0 :: integer(),          % monotonic ns of start/reset
-                until :: undefined | integer(),  % monotonic ns of stop/abort
-                counters :: undefined | counters:counters_ref(),
-                base = #{} :: #{atom() => non_neg_integer()},  % sink stats at start/reset
-                port :: undefined | port(),      % the sink the tiers started on
-                %% What the last answered poll gave: without a window the
-                %% sink's report since start/reset, with one its slices.
-                snap :: undefined | map(),
-                slices = [] :: [{integer(), integer(), map()}], % newest first
-                slice_from = 0 :: integer(),
-                stats = #{} :: map(),            % the sink's stats
-                full :: undefined | map(),       % full trace's aggregates
-                polled_at :: undefined | integer(), % monotonic ns that poll was sent
-                polls = 0 :: non_neg_integer(),
-                last_ts :: term(),               % the sink's last event, last poll
-                quiet = false :: boolean(),      % no event between the last two polls
-                timer :: undefined | reference(),
-                poll :: undefined | #poll{},
-                %% Report callers waiting for a poll sent after they asked.
-                waiting = [] :: [{gen_server:from(), integer(), reference()}],
-                final = false :: boolean(),      % stopped and the last poll taken
-                aborted = false :: false | {term(), term(), integer()},
-                %% The sink died: rows after polled_at are lost.
-                sink_lost = false :: false | map(),
-                %% This server's killed predecessor left tracing on; this is
-                %% what init/1 turned off.
-                restarted = false :: false | map(),
-                %% The sink's part of a stop or abort, under way (clean_sink/2).
-                cleaning :: undefined | {reference(), pid(), undefined | gen_server:from()},
-                sink_mon :: undefined | reference()}).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -320,12 +281,12 @@ start_nodes(Nodes, Tiers, Opts) ->
 %% `{error, {unreachable, [{Node, Reason}]}}'.
 -spec stop() -> ok | {error, term()}.
 stop() ->
-    each_node(node_stop, [stop]).
+    kprof_tiers_cluster:each_node(node_stop, [stop]).
 
 %% @doc Forget what was recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
 reset() ->
-    each_node(node_reset, []).
+    kprof_tiers_cluster:each_node(node_reset, []).
 
 %% @doc The report of every node (option `nodes', default those of
 %% {@link start/2}), merged: `format => text' prints the table and
@@ -340,7 +301,7 @@ reset() ->
 -spec report(report_opts()) -> ok | {ok, kprof_report:report() | binary()} | {error, term()}.
 report(Opts) ->
     case kprof_tiers_plan:check_report_opts(Opts) of
-        ok -> report_nodes(Opts);
+        ok -> kprof_tiers_cluster:report_nodes(Opts);
         {error, _} = Error -> Error
     end.
 
@@ -553,7 +514,7 @@ handle_call({start, Plan}, _From, S) ->
             %% A poll of the run before must not reach the sink after
             %% tiers_start (its Clear would empty the new rows), nor the
             %% run's tiers_stop.
-            S1 = drop_poll(await_cleaning(S)),
+            S1 = kprof_tiers_window:drop_poll(await_cleaning(S)),
             case kprof_tiers_trace:start(Plan) of
                 {ok, Plan1, Counters, Port} ->
                     {reply, ok, started(Plan1, Counters, Port, S1)};
@@ -584,14 +545,14 @@ handle_call(reset, _From, S) ->
 handle_call(report, From, S) ->
     case S#state.plan of
         undefined -> {reply, {error, not_started}, S};
-        _ -> report_when_polled(From, S)
+        _ -> kprof_tiers_window:report_when_polled(From, S)
     end;
 handle_call({set_nodes, Nodes}, _From, S) ->
     {reply, ok, S#state{nodes = Nodes}};
 handle_call(nodes, _From, S) ->
     {reply, S#state.nodes, S};
 handle_call(info, _From, S) ->
-    {reply, state_info(S), S};
+    {reply, kprof_tiers_window:state_info(S), S};
 handle_call(Other, _From, S) ->
     {reply, {error, {bad_call, Other}}, S}.
 
@@ -605,8 +566,8 @@ handle_cast(_Msg, S) ->
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}}.
 handle_info({timeout, TRef, poll}, S = #state{timer = TRef, active = true}) ->
-    S1 = start_poll(S#state{timer = undefined}),
-    {noreply, S1#state{timer = poll_timer(S1#state.plan)}};
+    S1 = kprof_tiers_window:start_poll(S#state{timer = undefined}),
+    {noreply, S1#state{timer = kprof_tiers_window:poll_timer(S1#state.plan)}};
 handle_info({poll_done, Ref, Result}, S = #state{poll = #poll{ref = Ref} = P}) ->
     {noreply, polled(P, Result, S#state{poll = undefined})};
 handle_info({'EXIT', Pid, Reason}, S = #state{poll = #poll{pid = Pid} = P})
@@ -621,7 +582,8 @@ handle_info({'EXIT', Pid, Reason}, S = #state{cleaning = {_, Pid, From}})
 handle_info({timeout, TRef, {report_wait, From}}, S = #state{waiting = Waiting}) ->
     case lists:keytake(From, 1, Waiting) of
         {value, {From, _At, TRef}, Rest} ->
-            gen_server:reply(From, {ok, node_report(no_answer(S), S)}),
+            NoAnswer = kprof_tiers_window:no_answer(S),
+            gen_server:reply(From, {ok, kprof_tiers_window:state_report(NoAnswer, S)}),
             {noreply, S#state{waiting = Rest}};
         _ ->
             {noreply, S}
@@ -673,12 +635,13 @@ started(Plan, Counters, Port, S) ->
     kprof_tiers_trace:arm_guard(Plan, Counters),
     Now = now_ns(),
     Base = kprof_tiers_window:sink_base(),
-    S1 = cancel_timer(S),
+    S1 = kprof_tiers_window:cancel_timer(S),
     write_record(S1#state{plan = Plan, active = true, since = Now, until = undefined,
                           counters = Counters, base = Base, stats = Base, port = Port,
                           snap = undefined, slices = [], slice_from = Now, full = undefined,
                           polled_at = undefined, polls = 0, last_ts = undefined,
-                          quiet = false, timer = poll_timer(Plan), aborted = false,
+                          quiet = false, timer = kprof_tiers_window:poll_timer(Plan),
+                          aborted = false,
                           sink_lost = false, final = false, restarted = false,
                           sink_mon = MRef}).
 
@@ -687,7 +650,7 @@ started(Plan, Counters, Port, S) ->
 stopped(S = #state{active = true, plan = Plan, counters = C}) ->
     kprof_tiers_trace:untrace_at_once(Plan, C),
     kprof_tiers_trace:unpublish(),
-    cancel_timer(S#state{active = false, until = now_ns(), final = false});
+    kprof_tiers_window:cancel_timer(S#state{active = false, until = now_ns(), final = false});
 stopped(S) ->
     %% Aborted: the flags and patterns are off already.
     kprof_tiers_trace:unpublish(),
@@ -698,8 +661,8 @@ aborted(Reason, Info, Time, S = #state{active = true, plan = Plan, counters = C}
     %% Again, after the guard is disarmed: abort/2 untraced from its
     %% caller, and the guard may have put patterns back since.
     kprof_tiers_trace:untrace_at_once(Plan, C),
-    clean_sink(cancel_timer(S#state{active = false, until = now_ns(), final = false,
-                                    aborted = {Reason, Info, Time}}), undefined);
+    S1 = S#state{active = false, until = now_ns(), final = false, aborted = {Reason, Info, Time}},
+    clean_sink(kprof_tiers_window:cancel_timer(S1), undefined);
 aborted(_Reason, _Info, _Time, S) ->
     S.
 
@@ -713,24 +676,25 @@ abort_here(Reason, Info, S = #state{counters = C}) ->
               #{reason := R} -> R;
               _ -> Reason
           end,
-    reply_waiting(aborted(Reason, Info, erlang:system_time(millisecond), mark_lost(Why, S))).
+    S1 = aborted(Reason, Info, erlang:system_time(millisecond), mark_lost(Why, S)),
+    kprof_tiers_window:reply_waiting(S1).
 
 -spec sink_lost(term(), #state{}) -> #state{}.
 sink_lost(Why, S) ->
-    reply_waiting(mark_lost(Why, S)).
+    kprof_tiers_window:reply_waiting(mark_lost(Why, S)).
 
 %% Rows since the last poll are lost; reports wait for nothing more.
 -spec mark_lost(term(), #state{}) -> #state{}.
 mark_lost(Why, S = #state{sink_lost = false}) ->
     Lost = #{reason => sink_died, detail => Why, at => erlang:system_time(millisecond),
              polled_at => kprof_tiers_window:sys_ms(S#state.polled_at)},
-    drop_poll(S#state{sink_lost = Lost, final = true});
+    kprof_tiers_window:drop_poll(S#state{sink_lost = Lost, final = true});
 mark_lost(_Why, S) ->
     S.
 
 -spec reset_state(#state{}) -> #state{}.
 reset_state(S0 = #state{counters = C}) ->
-    S = drop_poll(S0),
+    S = kprof_tiers_window:drop_poll(S0),
     _ = S#state.sink_lost =:= false andalso kprof_sink:command(tiers_reset),
     _ = [counters:put(C, I, 0) || C =/= undefined, I <- [?SEEN, ?SAMPLED]],
     Now = now_ns(),
@@ -745,7 +709,7 @@ reset_state(S0 = #state{counters = C}) ->
     S1 = S#state{since = Now, until = Until, base = Base, stats = Base, snap = undefined,
                  slices = [], slice_from = Now, full = undefined, polled_at = undefined,
                  final = not S#state.active},
-    write_record(start_poll_if_waiting(S1)).
+    write_record(kprof_tiers_window:start_poll_if_waiting(S1)).
 demonitor_sink(#state{sink_mon = undefined}) -> ok;
 demonitor_sink(#state{sink_mon = MRef}) -> erlang:demonitor(MRef, [flush]), ok.
 
@@ -818,54 +782,7 @@ write_record(S = #state{active = Active, cleaning = Cleaning, plan = Plan = #pla
 write_record(S) ->
     S.
 
-%%% Polls: the sink's rows, at least once a second while tracing is on
-
--spec poll_timer(#plan{}) -> reference().
-poll_timer(#plan{window = W}) ->
-    erlang:start_timer(kprof_tiers_window:poll_interval(W), self(), poll).
-
--spec cancel_timer(#state{}) -> #state{}.
-cancel_timer(S = #state{timer = undefined}) ->
-    S;
-cancel_timer(S = #state{timer = TRef}) ->
-    _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
-    S#state{timer = undefined}.
-
-%% One poll at a time, in a process of its own: the server never waits for
-%% the sink, whose reply may take long (a late one is still taken: a window's
-%% slice is cleared in the sink when it answers). Without a window the sink's
-%% report since start is kept whole; with one it is cleared into slices. A
-%% poll flushes (the sink finalises every ended request without waiting for
-%% its grace window) for a report, after tracing stopped, or when no event
-%% came between the last two polls (no straggler is coming either: requests
-%% ended before a quiet spell would otherwise wait for the next event).
--spec start_poll(#state{}) -> #state{}.
-start_poll(S = #state{poll = #poll{}}) -> S;
-start_poll(S = #state{plan = undefined}) -> S;
-start_poll(S = #state{cleaning = {_, _, _}}) -> S;
-start_poll(S = #state{sink_lost = #{}}) -> S;
-start_poll(S = #state{active = false, final = true}) -> S;
-start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
-    Flush = not Active orelse S#state.quiet orelse S#state.waiting =/= [],
-    Raw = case Plan#plan.window of
-              undefined -> {tiers_report, Flush};
-              _ -> {tiers_report, Flush, true}
-          end,
-    Steps = [{raw, Raw}, {stats, stats}]
-        ++ [{full, {tiers_full_report, ?FULL_TOP}} || Plan#plan.full =/= false],
-    Ref = make_ref(),
-    Self = self(),
-    Pid = spawn_link(fun() -> Self ! {poll_done, Ref, poll_sink(Port, Steps)} end),
-    S#state{poll = #poll{ref = Ref, pid = Pid, started = now_ns(), final = not Active}}.
-
--spec start_poll_if_waiting(#state{}) -> #state{}.
-start_poll_if_waiting(S = #state{waiting = []}) -> S;
-start_poll_if_waiting(S) -> start_poll(S).
-
-%% Stopped and the last poll not taken yet: take it; else for reports.
--spec next_poll(#state{}) -> #state{}.
-next_poll(S = #state{active = false, final = false}) -> start_poll(S);
-next_poll(S) -> start_poll_if_waiting(S).
+%%% Stopping: the sink's part
 
 %% The rest of a stop, an abort or a restart, in a process of its own
 %% (reports are answered meanwhile, from the last poll): the guard disarmed
@@ -893,7 +810,7 @@ clean_sink(S = #state{port = Port, plan = Plan = #plan{}},
 -spec cleaned(#state{}) -> #state{}.
 cleaned(S) ->
     kprof_records:delete(?SERVER),
-    next_poll(S#state{cleaning = undefined}).
+    kprof_tiers_window:next_poll(S#state{cleaning = undefined}).
 
 %% A start or reset waits for the sink's part of the stop before it.
 -spec await_cleaning(#state{}) -> #state{}.
@@ -914,240 +831,36 @@ await_cleaning(S = #state{cleaning = {Ref, Pid, _}}) ->
 forget(stop, S) ->
     S;
 forget(undo, S) ->
-    S1 = reply_waiting(drop_poll(S)),
+    S1 = kprof_tiers_window:reply_waiting(kprof_tiers_window:drop_poll(S)),
     S1#state{plan = undefined, slices = [], snap = undefined}.
-
-%% The poll's commands, in order, to the sink the tiers started on; a new
-%% sink knows nothing of them.
--spec poll_sink(port(), [{atom(), term()}]) ->
-          {ok | timeout, map()} | {lost, term(), map()}.
-poll_sink(Port, Steps) ->
-    case kprof_sink:port() of
-        Port -> poll_steps(Steps, #{});
-        _ -> {lost, sink_restarted, #{}}
-    end.
-
--spec poll_steps([{atom(), term()}], map()) -> {ok | timeout, map()} | {lost, term(), map()}.
-poll_steps([], Acc) ->
-    {ok, Acc};
-poll_steps([{Key, Cmd} | Rest], Acc) ->
-    case kprof_sink:command(Cmd, ?POLL_TIMEOUT) of
-        {error, timeout} -> {timeout, Acc};
-        {error, {sink_down, _} = Why} -> {lost, Why, Acc};
-        {error, not_running} -> {lost, not_running, Acc};
-        {error, not_started} when Key =:= raw -> {lost, sink_restarted, Acc};
-        Reply -> poll_steps(Rest, Acc#{Key => Reply})
-    end.
-
-%% A poll that may still be writing to the sink is stopped (what it wrote
-%% comes before whatever the server writes next); its answer is not taken.
--spec drop_poll(#state{}) -> #state{}.
-drop_poll(S = #state{poll = undefined}) ->
-    S;
-drop_poll(S = #state{poll = #poll{pid = Pid, ref = Ref}}) ->
-    unlink(Pid),
-    exit(Pid, kill),
-    receive {poll_done, Ref, _} -> ok after 0 -> ok end,
-    S#state{poll = undefined}.
 
 -spec polled(#poll{}, term(), #state{}) -> #state{}.
 polled(P, {ok, Acc}, S) ->
-    S1 = took(P, Acc, S),
+    S1 = kprof_tiers_window:took(P, Acc, S),
     S2 = case P#poll.final of
              true -> S1#state{final = true};
              false -> S1
          end,
-    answer_waiting(P, write_record(S2));
+    kprof_tiers_window:answer_waiting(P, write_record(S2));
 polled(P, {timeout, Acc}, S) ->
     %% The reports waiting get their answer at their deadline.
-    write_record(took(P, Acc, S));
+    write_record(kprof_tiers_window:took(P, Acc, S));
 polled(P, {lost, Why, Acc}, S = #state{active = Active}) ->
-    S1 = took(P, Acc, S),
+    S1 = kprof_tiers_window:took(P, Acc, S),
     case Active of
         true -> abort_here(sink_down, #{reason => Why}, S1);
         false -> sink_lost(Why, S1)
     end.
 
--spec took(#poll{}, map(), #state{}) -> #state{}.
-took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
-    S1 = case Acc of
-             #{raw := #{rows := Rows, slow := Slow, first_ts := _, last_ts := LastTs} = Raw}
-               when is_list(Rows), is_list(Slow) ->
-                 Sys = kprof_tiers_window:to_system_time(Raw),
-                 Polled = S#state{polled_at = T, polls = S#state.polls + 1, last_ts = LastTs,
-                                  quiet = LastTs =:= S#state.last_ts},
-                 case Plan#plan.window of
-                     undefined ->
-                         Polled#state{snap = Sys};
-                     W ->
-                         Slices = kprof_tiers_window:add_slice(S#state.slices,
-                                                               S#state.slice_from, T, Sys, W),
-                         Polled#state{slices = Slices, slice_from = T}
-                 end;
-             _ ->
-                 S
-         end,
-    %% Anything else the sink says (an error) is not taken: the last
-    %% answer stands.
-    S2 = case Acc of
-             #{stats := #{} = Stats} -> S1#state{stats = Stats};
-             _ -> S1
-         end,
-    case Acc of
-        #{full := #{identities := _} = Full} -> S2#state{full = Full};
-        _ -> S2
-    end.
-
-%% Reports asked before this poll was sent have their answer; later ones
-%% wait for the next poll (sent at once).
--spec answer_waiting(#poll{}, #state{}) -> #state{}.
-answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting}) ->
-    {Done, Later} = lists:partition(fun({_, At, _}) -> Final orelse At =< T end, Waiting),
-    _ = [answer(W, false, S) || W <- Done],
-    next_poll(S#state{waiting = Later}).
-
--spec reply_waiting(#state{}) -> #state{}.
-reply_waiting(S = #state{waiting = Waiting}) ->
-    _ = [answer(W, incomplete(S), S) || W <- Waiting],
-    S#state{waiting = []}.
-
--spec answer({gen_server:from(), integer(), reference()}, false | map(), #state{}) -> ok.
-answer({From, _At, TRef}, Incomplete, S) ->
-    _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
-    gen_server:reply(From, {ok, node_report(Incomplete, S)}).
-
-%% A report: at once when nothing more can come from the sink (it died, or
-%% its last poll after the tiers stopped was taken); otherwise once a poll
-%% sent after this call is answered, or after ?REPORT_WAIT with the last
-%% poll's rows, said to be incomplete.
--spec report_when_polled(gen_server:from(), #state{}) ->
-          {reply, term(), #state{}} | {noreply, #state{}}.
-report_when_polled(_From, S = #state{sink_lost = #{}}) ->
-    {reply, {ok, node_report(incomplete(S), S)}, S};
-report_when_polled(_From, S = #state{active = false, final = true}) ->
-    {reply, {ok, node_report(false, S)}, S};
-report_when_polled(From, S = #state{waiting = Waiting}) ->
-    TRef = erlang:start_timer(?REPORT_WAIT, self(), {report_wait, From}),
-    {noreply, start_poll(S#state{waiting = [{From, now_ns(), TRef} | Waiting]})}.
-
--spec incomplete(#state{}) -> false | map().
-incomplete(#state{sink_lost = false}) -> false;
-incomplete(#state{sink_lost = Lost}) -> Lost.
-
--spec no_answer(#state{}) -> map().
-no_answer(S) ->
-    #{reason => no_answer, waited_ms => ?REPORT_WAIT, at => erlang:system_time(millisecond),
-      polled_at => kprof_tiers_window:sys_ms(S#state.polled_at)}.
-
-%% The report's data as of the last poll (kprof_tiers_window).
--spec node_report(false | map(), #state{}) -> node_report().
-node_report(Incomplete, S = #state{plan = Plan}) ->
-    kprof_tiers_window:node_report(
-      Plan, #{counters => S#state.counters, stats => S#state.stats, base => S#state.base,
-              since => S#state.since, until => S#state.until, snap => S#state.snap,
-              slices => S#state.slices, active => S#state.active,
-              aborted => S#state.aborted, full => S#state.full,
-              polled_at => S#state.polled_at, incomplete => Incomplete}).
-
--spec state_info(#state{}) -> map().
-state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
-                      counters = C}) ->
-    Counts = case C of
-                 undefined -> #{seen => 0, sampled => 0, reapplied => 0};
-                 _ -> #{seen => counters:get(C, ?SEEN), sampled => counters:get(C, ?SAMPLED),
-                        reapplied => counters:get(C, ?REAPPLIED)}
-             end,
-    Tiers = case Plan of
-                undefined -> [];
-                #plan{tiers = T} -> T
-            end,
-    Polled = case {Plan, S#state.polled_at} of
-                 {#plan{}, T0} when is_integer(T0) ->
-                     #{requests => maps:get(requests,
-                                         kprof_tiers_window:current_raw(
-                                           Plan, S#state.snap, S#state.slices))};
-                 _ ->
-                     #{requests => 0}
-             end,
-    Counts#{active => Active, tiers => Tiers, nodes => Nodes, aborted => Aborted,
-            sample => case Plan of undefined -> undefined; _ -> Plan#plan.sample end,
-            window => case Plan of undefined -> undefined; _ -> Plan#plan.window end,
-            polls => S#state.polls, polled_at => kprof_tiers_window:sys_ms(S#state.polled_at),
-            polled => Polled, sink_lost => S#state.sink_lost}.
-
 -spec now_ns() -> integer().
 now_ns() ->
     erlang:monotonic_time(nanosecond).
-
-%%% Several nodes (the calls themselves: kprof_tiers_cluster)
-
-%% kprof_tiers:F(Args...) on every node the tiers were started on.
--spec each_node(atom(), list()) -> ok | {error, term()}.
-each_node(F, Args) ->
-    case started_nodes() of
-        {ok, Nodes} -> kprof_tiers_cluster:each(Nodes, F, Args);
-        {error, _} = Error -> Error
-    end.
-
--spec started_nodes() -> {ok, [node()]} | {error, term()}.
-started_nodes() ->
-    started_nodes(?TIMEOUT).
-
--spec started_nodes(timeout()) -> {ok, [node()]} | {error, term()}.
-started_nodes(Timeout) ->
-    case call(nodes, Timeout) of
-        [] -> {ok, [node()]};
-        Nodes when is_list(Nodes) -> {ok, Nodes};
-        {error, _} = Error -> Error
-    end.
-
-%% Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
-%% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
-%% with the nodes asked of this server first (?REPORT_MARGIN), report/1
-%% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time
-%% to build the report, whatever the sinks do. A node that does not answer
-%% by then is an error; a sink that does not is a report flagged
-%% `incomplete'.
--spec report_nodes(report_opts()) -> ok | {ok, term()} | {error, term()}.
-report_nodes(Opts) ->
-    Nodes = case maps:find(nodes, Opts) of
-                {ok, Ns} -> {ok, Ns};
-                error -> started_nodes(?REPORT_MARGIN)
-            end,
-    case Nodes of
-        {ok, Ns1} ->
-            case kprof_tiers_cluster:reports(Ns1) of
-                {ok, Reports, Missing} ->
-                    format(kprof_report:build(Reports, Missing, Opts), Opts);
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
--spec format({ok, kprof_report:report()} | {error, term()}, report_opts()) ->
-          ok | {ok, term()} | {error, term()}.
-format({ok, Built}, Opts) ->
-    case kprof_report:sort(Built, maps:get(sort, Opts, requests)) of
-        {ok, Report} ->
-            case maps:get(format, Opts, text) of
-                text -> io:put_chars(kprof_report:text(Report, Opts));
-                %% A charlist: what erl_call (bin/x eval of a rebar3 release)
-                %% prints of it is the text, line by line (of a binary, #Bin<...>).
-                string -> {ok, unicode:characters_to_list(kprof_report:text(Report, Opts))};
-                term -> {ok, Report};
-                json -> {ok, kprof_report:json(Report)}
-            end;
-        {error, _} = Error ->
-            Error
-    end;
-format({error, _} = Error, _Opts) ->
-    Error.
 
 -spec call(term()) -> term().
 call(Request) ->
     call(Request, ?TIMEOUT).
 
+%% @private A call to this node's server: `{error, not_running}' when there is none.
 -spec call(term(), timeout()) -> term().
 call(Request, Timeout) ->
     try

@@ -19,6 +19,8 @@
 -module(kprof_tiers_cluster).
 
 -export([start/3, each/3, reports/1]).
+%% The server's calls to every node it started the tiers on
+-export([each_node/2, report_nodes/1]).
 
 -define(TIMEOUT, 30000).
 %% How long a node's report may take: its server waits ?REPORT_WAIT for
@@ -134,3 +136,68 @@ why(Class, Reason) -> {Class, Reason}.
 first_error([]) -> ok;
 first_error([{error, _} = Error | _]) -> Error;
 first_error([_ | Rest]) -> first_error(Rest).
+
+%%% The nodes the tiers were started on
+
+%% @private kprof_tiers:F(Args...) on every node the tiers were started on.
+-spec each_node(atom(), list()) -> ok | {error, term()}.
+each_node(F, Args) ->
+    case started_nodes() of
+        {ok, Nodes} -> each(Nodes, F, Args);
+        {error, _} = Error -> Error
+    end.
+
+-spec started_nodes() -> {ok, [node()]} | {error, term()}.
+started_nodes() ->
+    started_nodes(?TIMEOUT).
+
+-spec started_nodes(timeout()) -> {ok, [node()]} | {error, term()}.
+started_nodes(Timeout) ->
+    case kprof_tiers:call(nodes, Timeout) of
+        [] -> {ok, [node()]};
+        Nodes when is_list(Nodes) -> {ok, Nodes};
+        {error, _} = Error -> Error
+    end.
+
+%% @private Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
+%% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
+%% with the nodes asked of this server first (?REPORT_MARGIN), report/1
+%% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time
+%% to build the report, whatever the sinks do. A node that does not answer
+%% by then is an error; a sink that does not is a report flagged
+%% `incomplete'.
+-spec report_nodes(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
+report_nodes(Opts) ->
+    Nodes = case maps:find(nodes, Opts) of
+                {ok, Ns} -> {ok, Ns};
+                error -> started_nodes(?REPORT_MARGIN)
+            end,
+    case Nodes of
+        {ok, Ns1} ->
+            case reports(Ns1) of
+                {ok, Reports, Missing} ->
+                    format(kprof_report:build(Reports, Missing, Opts), Opts);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+-spec format({ok, kprof_report:report()} | {error, term()}, kprof_tiers:report_opts()) ->
+          ok | {ok, term()} | {error, term()}.
+format({ok, Built}, Opts) ->
+    case kprof_report:sort(Built, maps:get(sort, Opts, requests)) of
+        {ok, Report} ->
+            case maps:get(format, Opts, text) of
+                text -> io:put_chars(kprof_report_render:text(Report, Opts));
+                %% A charlist: what erl_call (bin/x eval of a rebar3 release)
+                %% prints of it is the text, line by line (of a binary, #Bin<...>).
+                string -> {ok, unicode:characters_to_list(kprof_report_render:text(Report, Opts))};
+                term -> {ok, Report};
+                json -> {ok, kprof_report_render:json(Report)}
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+format({error, _} = Error, _Opts) ->
+    Error.

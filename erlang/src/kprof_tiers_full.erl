@@ -26,7 +26,7 @@ full_flame(Which, Cfg) ->
     receive {trace_delivered, all, Ref} -> ok after ?TIMEOUT -> ok end,
     case kprof_sink:command({tiers_full_report, 0}) of
         #{on := true, identities := Aggs} ->
-            Ids = [Id || {Id, _} <- Aggs],
+            Ids = [Id || #{identity := Id} <- Aggs],
             case Which of
                 all -> write_full(Ids, Cfg);
                 _ ->

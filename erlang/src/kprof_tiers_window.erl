@@ -2,17 +2,31 @@
 %%% of the sink gave: the window's slices (a poll every tenth of the window,
 %%% the last ten merged), the rows in system time, the sink's counts since
 %%% start or reset, and the map {@link kprof_tiers:node_report/0} returns.
-%%% Functions of their arguments: the server keeps the state.
+%%% The polls themselves are here too: one at a time, in a process of its
+%%% own, so the server never waits for its sink; kprof_tiers calls them
+%%% with its state (kprof_tiers_state.hrl) and keeps what they return.
 -module(kprof_tiers_window).
 
 -include("kprof_tiers.hrl").
+-include("kprof_tiers_state.hrl").
 
 -export([poll_interval/1, add_slice/5, current_raw/3, to_system_time/1, sys_ms/1,
          sink_base/0, node_report/2]).
+%% The server's polls (kprof_tiers calls them with its state)
+-export([poll_timer/1, cancel_timer/1, start_poll/1, start_poll_if_waiting/1, next_poll/1,
+         drop_poll/1, took/3, answer_waiting/2, reply_waiting/1, report_when_polled/2,
+         no_answer/1, incomplete/1, state_report/2, state_info/1]).
 
 -export_type([slice/0, view/0]).
 
 -define(SLICES, 10).
+%% How long a report waits for the sink (ms): kprof_tiers' ?REPORT_WAIT.
+-define(REPORT_WAIT, 2000).
+%% A poll's commands: a late answer is still taken (a window's slice is
+%% cleared in the sink when it answers).
+-define(POLL_TIMEOUT, 30000).
+%% MFAs per identity in the report's full_trace.
+-define(FULL_TOP, 100).
 %% The sink is polled at least this often (ms) while tracing is on: what it
 %% held at the last poll survives its death.
 -define(POLL_MS, 1000).
@@ -63,8 +77,7 @@ to_system_time(Raw = #{slow := Slow}) ->
     Sys = fun(undefined) -> undefined; (T) -> T + Offset end,
     Raw#{first_ts => Sys(maps:get(first_ts, Raw)),
          last_ts => Sys(maps:get(last_ts, Raw)),
-         slow => [{Id, Pid, Sys(Start), Wall, Calls, Self, Incl}
-                  || {Id, Pid, Start, Wall, Calls, Self, Incl} <- Slow]}.
+         slow => [S#{start := Sys(Start)} || #{start := Start} = S <- Slow]}.
 
 %% @doc A monotonic time (ns) as system time (ms).
 -spec sys_ms(undefined | integer()) -> undefined | integer().
@@ -148,3 +161,204 @@ delta(Key, Stats, Base) ->
         true -> Now - Then;
         false -> Now
     end.
+
+%%% The server's polls: the sink's rows, at least once a second while tracing is on
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec poll_timer(#plan{}) -> reference().
+poll_timer(#plan{window = W}) ->
+    erlang:start_timer(poll_interval(W), self(), poll).
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec cancel_timer(#state{}) -> #state{}.
+cancel_timer(S = #state{timer = undefined}) ->
+    S;
+cancel_timer(S = #state{timer = TRef}) ->
+    _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+    S#state{timer = undefined}.
+
+%% @private One poll at a time, in a process of its own: the server never waits for
+%% the sink, whose reply may take long (a late one is still taken: a window's
+%% slice is cleared in the sink when it answers). Without a window the sink's
+%% report since start is kept whole; with one it is cleared into slices. A
+%% poll flushes (the sink finalises every ended request without waiting for
+%% its grace window) for a report, after tracing stopped, or when no event
+%% came between the last two polls (no straggler is coming either: requests
+%% ended before a quiet spell would otherwise wait for the next event).
+-spec start_poll(#state{}) -> #state{}.
+start_poll(S = #state{poll = #poll{}}) -> S;
+start_poll(S = #state{plan = undefined}) -> S;
+start_poll(S = #state{cleaning = {_, _, _}}) -> S;
+start_poll(S = #state{sink_lost = #{}}) -> S;
+start_poll(S = #state{active = false, final = true}) -> S;
+start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
+    Flush = not Active orelse S#state.quiet orelse S#state.waiting =/= [],
+    Raw = case Plan#plan.window of
+              undefined -> {tier_report, Flush};
+              _ -> {tier_report, Flush, true}
+          end,
+    Steps = [{raw, Raw}, {stats, stats}]
+        ++ [{full, {tier_full_report, ?FULL_TOP}} || Plan#plan.full =/= false],
+    Ref = make_ref(),
+    Self = self(),
+    Pid = spawn_link(fun() -> Self ! {poll_done, Ref, poll_sink(Port, Steps)} end),
+    S#state{poll = #poll{ref = Ref, pid = Pid, started = now_ns(), final = not Active}}.
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec start_poll_if_waiting(#state{}) -> #state{}.
+start_poll_if_waiting(S = #state{waiting = []}) -> S;
+start_poll_if_waiting(S) -> start_poll(S).
+
+%% @private Stopped and the last poll not taken yet: take it; else for reports.
+-spec next_poll(#state{}) -> #state{}.
+next_poll(S = #state{active = false, final = false}) -> start_poll(S);
+next_poll(S) -> start_poll_if_waiting(S).
+
+%% The poll's commands, in order, to the sink the tiers started on; a new
+%% sink knows nothing of them.
+-spec poll_sink(port(), [{atom(), term()}]) ->
+          {ok | timeout, map()} | {lost, term(), map()}.
+poll_sink(Port, Steps) ->
+    case kprof_sink:port() of
+        Port -> poll_steps(Steps, #{});
+        _ -> {lost, sink_restarted, #{}}
+    end.
+
+-spec poll_steps([{atom(), term()}], map()) -> {ok | timeout, map()} | {lost, term(), map()}.
+poll_steps([], Acc) ->
+    {ok, Acc};
+poll_steps([{Key, Cmd} | Rest], Acc) ->
+    case kprof_sink:command(Cmd, ?POLL_TIMEOUT) of
+        {error, timeout} -> {timeout, Acc};
+        {error, {sink_down, _} = Why} -> {lost, Why, Acc};
+        {error, not_running} -> {lost, not_running, Acc};
+        {error, not_started} when Key =:= raw -> {lost, sink_restarted, Acc};
+        Reply -> poll_steps(Rest, Acc#{Key => Reply})
+    end.
+
+%% @private A poll that may still be writing to the sink is stopped (what it wrote
+%% comes before whatever the server writes next); its answer is not taken.
+-spec drop_poll(#state{}) -> #state{}.
+drop_poll(S = #state{poll = undefined}) ->
+    S;
+drop_poll(S = #state{poll = #poll{pid = Pid, ref = Ref}}) ->
+    unlink(Pid),
+    exit(Pid, kill),
+    receive {poll_done, Ref, _} -> ok after 0 -> ok end,
+    S#state{poll = undefined}.
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec took(#poll{}, map(), #state{}) -> #state{}.
+took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
+    S1 = case Acc of
+             #{raw := #{rows := Rows, slow := Slow, first_ts := _, last_ts := LastTs} = Raw}
+               when is_list(Rows), is_list(Slow) ->
+                 Sys = to_system_time(Raw),
+                 Polled = S#state{polled_at = T, polls = S#state.polls + 1, last_ts = LastTs,
+                                  quiet = LastTs =:= S#state.last_ts},
+                 case Plan#plan.window of
+                     undefined ->
+                         Polled#state{snap = Sys};
+                     W ->
+                         Slices = add_slice(S#state.slices,
+                                                               S#state.slice_from, T, Sys, W),
+                         Polled#state{slices = Slices, slice_from = T}
+                 end;
+             _ ->
+                 S
+         end,
+    %% Anything else the sink says (an error) is not taken: the last
+    %% answer stands.
+    S2 = case Acc of
+             #{stats := #{} = Stats} -> S1#state{stats = Stats};
+             _ -> S1
+         end,
+    case Acc of
+        #{full := #{identities := _} = Full} -> S2#state{full = Full};
+        _ -> S2
+    end.
+
+%% @private Reports asked before this poll was sent have their answer; later ones
+%% wait for the next poll (sent at once).
+-spec answer_waiting(#poll{}, #state{}) -> #state{}.
+answer_waiting(#poll{started = T, final = Final}, S = #state{waiting = Waiting}) ->
+    {Done, Later} = lists:partition(fun({_, At, _}) -> Final orelse At =< T end, Waiting),
+    _ = [answer(W, false, S) || W <- Done],
+    next_poll(S#state{waiting = Later}).
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec reply_waiting(#state{}) -> #state{}.
+reply_waiting(S = #state{waiting = Waiting}) ->
+    _ = [answer(W, incomplete(S), S) || W <- Waiting],
+    S#state{waiting = []}.
+
+-spec answer({gen_server:from(), integer(), reference()}, false | map(), #state{}) -> ok.
+answer({From, _At, TRef}, Incomplete, S) ->
+    _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+    gen_server:reply(From, {ok, state_report(Incomplete, S)}).
+
+%% @private A report: at once when nothing more can come from the sink (it died, or
+%% its last poll after the tiers stopped was taken); otherwise once a poll
+%% sent after this call is answered, or after ?REPORT_WAIT with the last
+%% poll's rows, said to be incomplete.
+-spec report_when_polled(gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {noreply, #state{}}.
+report_when_polled(_From, S = #state{sink_lost = #{}}) ->
+    {reply, {ok, state_report(incomplete(S), S)}, S};
+report_when_polled(_From, S = #state{active = false, final = true}) ->
+    {reply, {ok, state_report(false, S)}, S};
+report_when_polled(From, S = #state{waiting = Waiting}) ->
+    TRef = erlang:start_timer(?REPORT_WAIT, self(), {report_wait, From}),
+    {noreply, start_poll(S#state{waiting = [{From, now_ns(), TRef} | Waiting]})}.
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec incomplete(#state{}) -> false | map().
+incomplete(#state{sink_lost = false}) -> false;
+incomplete(#state{sink_lost = Lost}) -> Lost.
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec no_answer(#state{}) -> map().
+no_answer(S) ->
+    #{reason => no_answer, waited_ms => ?REPORT_WAIT, at => erlang:system_time(millisecond),
+      polled_at => sys_ms(S#state.polled_at)}.
+
+%% @private The report's data as of the last poll.
+-spec state_report(false | map(), #state{}) -> kprof_tiers:node_report().
+state_report(Incomplete, S = #state{plan = Plan}) ->
+    node_report(
+      Plan, #{counters => S#state.counters, stats => S#state.stats, base => S#state.base,
+              since => S#state.since, until => S#state.until, snap => S#state.snap,
+              slices => S#state.slices, active => S#state.active,
+              aborted => S#state.aborted, full => S#state.full,
+              polled_at => S#state.polled_at, incomplete => Incomplete}).
+
+%% @private A step of kprof_tiers' polls, on its state.
+-spec state_info(#state{}) -> map().
+state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Aborted,
+                      counters = C}) ->
+    Counts = case C of
+                 undefined -> #{seen => 0, sampled => 0, reapplied => 0};
+                 _ -> #{seen => counters:get(C, ?SEEN), sampled => counters:get(C, ?SAMPLED),
+                        reapplied => counters:get(C, ?REAPPLIED)}
+             end,
+    Tiers = case Plan of
+                undefined -> [];
+                #plan{tiers = T} -> T
+            end,
+    Polled = case {Plan, S#state.polled_at} of
+                 {#plan{}, T0} when is_integer(T0) ->
+                     #{requests => maps:get(requests,
+                                         current_raw(
+                                           Plan, S#state.snap, S#state.slices))};
+                 _ ->
+                     #{requests => 0}
+             end,
+    Counts#{active => Active, tiers => Tiers, nodes => Nodes, aborted => Aborted,
+            sample => case Plan of undefined -> undefined; _ -> Plan#plan.sample end,
+            window => case Plan of undefined -> undefined; _ -> Plan#plan.window end,
+            polls => S#state.polls, polled_at => sys_ms(S#state.polled_at),
+            polled => Polled, sink_lost => S#state.sink_lost}.
+
+-spec now_ns() -> integer().
+now_ns() ->
+    erlang:monotonic_time(nanosecond).

@@ -11,17 +11,18 @@
 %%% ```
 %%% 1> kprof:flame_apply(fun() -> lists:sum([X * X || X <- lists:seq(1, 100000)]) end,
 %%%                      #{top => 3, output_format => folded, output_directory => "/tmp/fl"}).
-%%% kprof flame: 3 of 40 functions, most self time first (1642.278 ms in all)
+%%% kprof flame: 3 of 40 functions, most self time first (18875.713 ms in all)
 %%%       calls    self ms  self %    incl ms  function
-%%%      300009    242.329    14.8   1591.133  erl_eval:expr/6
-%%%      100001    146.524     8.9   1574.835  erl_eval:eval_generate/8
-%%%      200006    116.799     7.1    255.186  lists:foldl/3
-%%% kprof flame: times corrected for tracing's cost: 363 ns off for each of 5930113 events (2152.631 ms in all); 0 call paths had less time than their events' cost and count as 0 (0.000 ms not taken off)
+%%%      300009   2537.327    13.4  18409.595  erl_eval:expr/6
+%%%      200006   1574.951     8.3   3680.228  lists:foldl/3
+%%%      100001   1277.701     6.8  18292.142  erl_eval:eval_generate/8
+%%% kprof flame: times corrected for tracing's cost: 442 ns off for each of 5929889 events on average (a call or other event 504 ns, a return_to 338 ns, from the capture's own intervals; 2623.458 ms in all); 0 call paths had less time than their events' cost and count as 0 (0.000 ms not taken off)
 %%% {ok,333338333350000,
-%%%     ["/tmp/fl/kprof-apply-20261126-204038-146.folded"],
-%%%     [#{calls => 300009,inclusive_us => 1591133,mfa => {erl_eval,expr,...},...},
-%%%      #{calls => 100001,inclusive_us => 1574835,...},
-%%%      #{calls => 200006,...}]}
+%%%     ["/tmp/fl/kprof-apply-20261126-222758-66.folded"],
+%%%     [#{calls => 300009,inclusive_us => 18409595,mfa => {erl_eval,expr,...},...},
+%%%      #{calls => 200006,inclusive_us => 3680228,...},
+%%%      #{calls => 100001,...}]}
+%%% (A run on a machine at load 20: its times are other jobs' as much as its own.)
 %%% '''
 %%% (the figures of a run; `self %' is of the capture's whole time; a fun
 %%% typed in the shell runs in erl_eval; the last line: the correction for

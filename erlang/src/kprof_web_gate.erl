@@ -1,6 +1,6 @@
 %%% @doc Who may ask for a flame graph of an HTTP request, how often, and
 %%% what is left on disk: the gate of {@link kprof_flame_web},
-%%% {@link kprof_httpd_flame} and `kprof_flame_web:mochiweb/2'.
+%%% {@link kprof_flame_httpd} and `kprof_flame_mochiweb:loop/2'.
 %%%
 %%% The application environment `allow_tracing' says:
 %%% <ul>
@@ -85,6 +85,7 @@
 -define(MAX_KEEP_MS, 60000).
 %% The files prune/3 may remove: kprof's own names and formats.
 -define(EXTS, [".folded", ".perf", ".speedscope.json", ".svg"]).
+-define(PREFIXES, ["callgrind.out."]).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -249,9 +250,11 @@ fields([{K, V} | Rest], C) ->
 
 -spec field(atom(), term()) -> {ok, map()} | error.
 field(secret, S) when is_binary(S); is_list(S) ->
-    case catch iolist_to_binary(S) of
-        B when is_binary(B), byte_size(B) >= ?MIN_SECRET -> {ok, #{secret => B}};
+    try iolist_to_binary(S) of
+        B when byte_size(B) >= ?MIN_SECRET -> {ok, #{secret => B}};
         _ -> error
+    catch
+        error:badarg -> error
     end;
 field(from, loopback) ->
     {ok, #{from => ?LOOPBACK, loopback_only => true}};
@@ -292,7 +295,7 @@ cidr(B) when is_binary(B) ->
 cidr(S) when is_list(S) ->
     {Addr, Bits} = case string:split(S, "/") of
                        [A] -> {A, default};
-                       [A, Bs] -> {A, catch list_to_integer(Bs)}
+                       [A, Bs] -> {A, try list_to_integer(Bs) catch error:badarg -> error end}
                    end,
     case inet:parse_strict_address(Addr) of
         {ok, IP} when Bits =:= default -> {IP, full_bits(IP)};
@@ -445,13 +448,16 @@ kprof_files(Dir0) ->
     case file:list_dir(Dir) of
         {ok, Names} ->
             [{N, Size, MTime}
-             || N <- Names, is_list(N), lists:prefix("kprof-", N),
-                lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS),
+             || N <- Names, is_list(N), is_kprof_file(N),
                 {ok, #file_info{type = regular, size = Size, mtime = MTime}}
                     <- [file:read_link_info(filename:join(Dir, N), [{time, posix}])]];
         {error, _} ->
             []
     end.
+
+is_kprof_file(N) ->
+    (lists:prefix("kprof-", N) andalso lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS))
+        orelse lists:any(fun(P) -> lists:prefix(P ++ "kprof-", N) end, ?PREFIXES).
 
 remove(_Dir, _Files, Total, Max, N) when Total =< Max ->
     N;

@@ -9,7 +9,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 %% The integration modules: a user's code, calling the facade.
--define(FACADE_USERS, [kprof_flame_web, kprof_httpd, kprof_mochiweb]).
+-define(FACADE_USERS, [kprof_flame_web, kprof_tiers_httpd, kprof_tiers_mochiweb]).
 
 -spec registered_test() -> term().
 registered_test() ->
@@ -40,6 +40,18 @@ one_way_test() ->
     ?assert(lists:member(kprof_flame_srv, callees(kprof_flame))),
     ?assertNot(lists:member(kprof_flame, callees(kprof_flame_srv))),
     ?assertEqual([], [M || M <- callees(kprof_report), lists:member(M, [erpc, rpc])]).
+
+%% doc/protocol.md, "Naming: Erlang modules": a web adapter is
+%% kprof_<job>_<server>, and the old names (kprof_httpd, kprof_mochiweb,
+%% kprof_httpd_flame) are gone.
+-spec web_adapter_names_test() -> term().
+web_adapter_names_test() ->
+    Adapters = [atom_to_list(M) || M <- beams(),
+                                   re:run(atom_to_list(M), "httpd|mochiweb") =/= nomatch],
+    ?assertEqual(["kprof_flame_httpd", "kprof_flame_mochiweb", "kprof_tiers_httpd",
+                  "kprof_tiers_mochiweb"], lists:sort(Adapters)),
+    ?assertEqual([], [M || M <- Adapters,
+                           re:run(M, "^kprof_(tiers|flame)_(httpd|mochiweb)$") =:= nomatch]).
 
 %% The modules of kprof's ebin directory.
 -spec beams() -> [module()].

@@ -54,6 +54,27 @@ trig_loop() ->
 %%% TESTS %%%
 %%%%%%%%%%%%%
 
+%% A sink of another protocol (the fault build answers `version' with
+%% $KPROF_FAULT_PROTOCOL): kprof:start/1 refuses it, naming both protocols,
+%% leaves no sink running, and starts with the right sink afterwards.
+other_protocol_test() ->
+    _ = kprof:stop(),
+    Sink = kprof_test_util:fault_sink(),
+    true = os:putenv("KPROF_FAULT_PROTOCOL", "1"),
+    try
+        ?assertMatch({error, {sink_not_answering, _, {protocol, 1, P}}} when P =/= 1,
+                     kprof:start(#{sink_path => Sink})),
+        ?assertEqual(undefined, whereis(kprof_sink))
+    after
+        true = os:unsetenv("KPROF_FAULT_PROTOCOL")
+    end,
+    try
+        ?assertEqual(ok, kprof:start(#{sink_path => Sink})),
+        ?assertMatch(#{}, kprof:status())
+    after
+        kprof:stop()
+    end.
+
 fault_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
      [fun(D) -> {Title, {timeout, 90, fun() -> F(D) end}} end
@@ -496,7 +517,7 @@ signal(Sig, OsPid) ->
 
 alert(Ms) ->
     receive
-        {kprof_alert, Kind, Info} -> {Kind, Info}
+        {kprof_alert, Kind, Info} -> {Kind, kprof_test_util:alert_conforms(Kind, Info)}
     after Ms ->
         error(no_alert)
     end.

@@ -1,5 +1,5 @@
 %%% @doc A flame graph of one HTTP request that asks for it: inets httpd
-%%% (kprof_httpd_flame) and mochiweb (kprof_flame_web:mochiweb/2), with
+%%% (kprof_flame_httpd) and mochiweb (kprof_flame_mochiweb:loop/2), with
 %%% `allow_tracing' off (refused, counted, said in x-kprof-refused to this
 %%% loopback client) and on (files, named by their base names in the
 %%% response's x-kprof-files header). A header names only files that exist
@@ -231,7 +231,7 @@ start_httpd(Root, OutDir) ->
     {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_flame_web_tests"},
                                       {server_root, Root}, {document_root, Root},
                                       {bind_address, {127, 0, 0, 1}},
-                                      {modules, [kprof_httpd_flame, ?MODULE]},
+                                      {modules, [kprof_flame_httpd, ?MODULE]},
                                       {kprof_flame_opts, #{output_directory => OutDir}}]),
     {Httpd, proplists:get_value(port, httpd:info(Httpd))}.
 
@@ -239,7 +239,7 @@ start_httpd(Root, OutDir) ->
 %% ({loop_done, Pid}): the files of a traced request exist from then on.
 start_mochiweb(Dir) ->
     Self = self(),
-    Flame = kprof_flame_web:mochiweb(fun ?MODULE:mochi_loop/1, #{output_directory => Dir}),
+    Flame = kprof_flame_mochiweb:loop(fun ?MODULE:mochi_loop/1, #{output_directory => Dir}),
     Loop = fun(Req) -> try Flame(Req) after Self ! {loop_done, self()} end end,
     {ok, Server} = mochiweb_http:start([{name, kprof_flame_web_tests}, {port, 0},
                                         {ip, {127, 0, 0, 1}}, {loop, Loop}]),

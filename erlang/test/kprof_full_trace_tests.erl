@@ -101,7 +101,7 @@ known_tree() ->
     %% A flame graph per identity: the folded file's paths.
     Dir = tmp_dir(),
     {ok, [{selected, Files}]} = kprof:full_trace_flame(all, #{output_directory => Dir}),
-    ?assertEqual(4, length(Files)),
+    ?assertEqual(length(kprof_opts:formats()), length(Files)),
     [Folded] = [F || F <- Files, lists:suffix(".folded", F)],
     {ok, Bin} = file:read_file(Folded),
     Lines = string:split(Bin, "\n", all),
@@ -122,6 +122,12 @@ known_tree() ->
     %% first call's, a new time stamp otherwise.)
     ?assertNot(lists:member(Svg, Files)),
     ?assert(filelib:is_regular(Svg)),
+    %% And callgrind, as every flame mode writes it.
+    {ok, [{selected, [Cg]}]} = kprof:full_trace_flame(selected, #{output_directory => Dir,
+                                                                  output_format => callgrind}),
+    ?assertMatch("callgrind.out." ++ _, filename:basename(Cg)),
+    {ok, CgText} = file:read_file(Cg),
+    ?assertNotEqual(nomatch, binary:match(CgText, <<"cfn=">>)),
     [?assert(filelib:is_regular(F)) || F <- Files],
     %% The unselected identity has none.
     ?assertEqual({error, {no_full_trace, other}},
@@ -212,7 +218,7 @@ reload_reapplied() ->
     {ok, #{reapplied := N}} = kprof_tiers:node_report(),
     ?assert(N >= 1),
     ?assertEqual(N, maps:get(reapplied, R)),
-    Text = lists:flatten(io_lib:format("~ts", [kprof_report:text(R, #{})])),
+    Text = lists:flatten(io_lib:format("~ts", [kprof_report_render:text(R, #{})])),
     ?assertNotEqual(nomatch, string:find(Text, "trace patterns put back after code reload")),
     ok = kprof:stop_tiers(),
     %% Stopped: nothing left on the module, and the guard puts nothing back.
@@ -314,7 +320,7 @@ touch ", Log, "
                           {ok, ok, Files} = kprof:flame_apply(fun() -> lists:seq(1, 10), ok end,
                                                               #{output_directory => Dir,
                                                                 open => speedscope}),
-                          ?assertEqual(4, length(Files)),
+                          ?assertEqual(length(kprof_opts:formats()), length(Files)),
                           Msg = receive {logged, warning, Text} -> Text after 5000 -> none end,
                           ?assertNotEqual(nomatch, string:find(Msg, "npm install -g speedscope")),
                           ?assertNot(filelib:is_regular(Log))
@@ -362,7 +368,7 @@ measure(Fun) ->
 -spec capture_text() -> iolist().
 capture_text() ->
     {ok, R} = kprof:report(#{format => term}),
-    kprof_report:text(R, #{}).
+    kprof_report_render:text(R, #{}).
 
 -spec with_path(string(), fun(() -> T)) -> T.
 with_path(Path, Fun) ->

@@ -1,6 +1,6 @@
-%%% @doc kprof_hist against the layout of doc/tiers.md, and against the
-%%% sink itself: quantiles read in Erlang from a sink histogram's buckets
-%%% are the ones the sink reported.
+%%% @doc kprof_hist against the layout of doc/tiers.md, against the test
+%%% vectors the sink's C suite reads too (test/data/hist_vectors.txt), and
+%%% against the sink itself: its histograms read and merged in Erlang.
 -module(kprof_hist_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -50,7 +50,7 @@ merge_exact_test() ->
     ?assertEqual(HA, kprof_hist:merge(HA, kprof_hist:empty())),
     ?assertEqual(kprof_hist:from_values(A ++ B ++ A),
                  kprof_hist:merge_all([HA, HB, HA])),
-    {800, Total, Min, Max, _, _} = kprof_hist:merge(HA, HB),
+    #{count := 800, total := Total, min := Min, max := Max} = kprof_hist:merge(HA, HB),
     ?assertEqual({lists:sum(A ++ B), lists:min(A ++ B), lists:max(A ++ B)}, {Total, Min, Max}).
 
 %% Within 1/64 of the true quantile (doc/tiers.md), exact at 0 and 1.
@@ -70,11 +70,39 @@ quantile_error_test() ->
     ?assertEqual(0, kprof_hist:quantile(kprof_hist:empty(), 0.5)),
     ?assertEqual(0.0, kprof_hist:mean(kprof_hist:empty())).
 
+%%% The vectors test/c/test_tiers.c checks the sink's ks_hist.c against
+
+-spec shared_vectors_test() -> term().
+shared_vectors_test() ->
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(Source))),
+    {ok, Bin} = file:read_file(filename:join([Root, "test", "data", "hist_vectors.txt"])),
+    Lines = [string:lexemes(L, " ") || L <- string:lexemes(binary_to_list(Bin), "\n")],
+    Buckets = [[list_to_integer(W) || W <- Ws] || ["bucket" | Ws] <- Lines],
+    [?assertEqual({V, B, Lo, Hi}, {V, kprof_hist:bucket(V), kprof_hist:bucket_low(B),
+                                   kprof_hist:bucket_high(B)})
+     || [V, B, Lo, Hi] <- Buckets],
+    Hists = [hist_vector(Ws) || ["hist" | Ws] <- Lines],
+    ?assert(length(Buckets) >= 10 andalso length(Hists) >= 5).
+
+%% `V... [| V...] : Q=X...': the two parts merged, each quantile checked.
+hist_vector(Words) ->
+    {Values, [":" | Expected]} = lists:splitwith(fun(W) -> W =/= ":" end, Words),
+    {A, B} = lists:splitwith(fun(W) -> W =/= "|" end, Values),
+    Ints = fun(Ws) -> [list_to_integer(W) || W <- Ws, W =/= "|"] end,
+    H = kprof_hist:merge(kprof_hist:from_values(Ints(A)), kprof_hist:from_values(Ints(B))),
+    [begin
+         [Q, X] = string:split(E, "="),
+         Qn = case string:to_float(Q) of {F, []} -> F; _ -> list_to_integer(Q) end,
+         ?assertEqual({Values, Q, list_to_integer(X)}, {Values, Q, kprof_hist:quantile(H, Qn)})
+     end || E <- Expected],
+    H.
+
 %%% Against the sink
 
 %% Requests of varied length on one node: every histogram of the sink's
-%% report, read again by kprof_hist, gives the sink's own quantiles, and
-%% its buckets add up to its count.
+%% report is one kprof_hist reads (its buckets add up to its count, its
+%% quantiles lie between its min and max), and merges exactly.
 -spec sink_agrees_test_() -> term().
 sink_agrees_test_() ->
     {setup,
@@ -103,19 +131,19 @@ sink_agrees() ->
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
     #{rows := Rows, requests := 600} = kprof_sink:command({tiers_report, true}),
-    Hists = [H || {_, _, Cols} <- Rows, {_, Self, Incl} <- Cols, H <- [Self, Incl]],
-    ?assertEqual(3 * 4 * 2, length(Hists)),
+    Hists = [H || #{tiers := Cols, other := O, wall := W} <- Rows,
+                  H <- [O, W | [H1 || #{self := S, inclusive := I} <- Cols, H1 <- [S, I]]]],
+    ?assertEqual(3 * (2 * 2 + 2), length(Hists)),
     [begin
-         {Count, _, _, _, Qs, Buckets} = H,
+         #{count := Count, min := Min, max := Max, buckets := Buckets} = H,
          ?assertEqual(Count, lists:sum([N || {_, N} <- Buckets])),
-         ?assertEqual(Qs, kprof_hist:quantiles(H))
+         [?assert(Min =< Q andalso Q =< Max) || Q <- kprof_hist:quantiles(H)]
      end || H <- Hists],
     %% And a merge of two of them reads like a histogram of both.
-    [{_, _, [{_, S0, _} | _]}, {_, _, [{_, S1, _} | _]} | _] = Rows,
-    {C01, _, _, _, Q01, B01} = kprof_hist:merge(S0, S1),
+    [#{tiers := [#{self := S0} | _]}, #{tiers := [#{self := S1} | _]} | _] = Rows,
+    #{count := C01, buckets := B01} = kprof_hist:merge(S0, S1),
     ?assertEqual(C01, lists:sum([N || {_, N} <- B01])),
-    ?assertEqual(C01, element(1, S0) + element(1, S1)),
-    ?assertEqual(4, length(Q01)),
+    ?assertEqual(C01, kprof_hist:count(S0) + kprof_hist:count(S1)),
     %% Non-trivial: the burn column saw many distinct buckets.
-    [{_, _, [{_, BurnSelf, _} | _]} | _] = Rows,
-    ?assert(length(element(6, BurnSelf)) > 20).
+    [#{tiers := [#{self := #{buckets := BurnBuckets}} | _]} | _] = Rows,
+    ?assert(length(BurnBuckets) > 20).

@@ -92,9 +92,10 @@ defaults_test() ->
     ?assertEqual((kprof_opts:defaults(flame))#{max_bytes => 1 bsl 20}, Filled).
 
 formats_test() ->
-    ?assertEqual([folded, perf, speedscope, svg], kprof_opts:formats()),
+    ?assertEqual([folded, perf, speedscope, svg, callgrind], kprof_opts:formats()),
     ?assertEqual(".speedscope.json", kprof_opts:extension(speedscope)),
-    ?assertEqual(["x" ++ kprof_opts:extension(F) || F <- kprof_opts:formats()],
+    ?assertEqual("callgrind.out.x", kprof_opts:file_name(callgrind, "x")),
+    ?assertEqual([kprof_opts:file_name(F, "x") || F <- kprof_opts:formats()],
                  [filename:basename(P) || P <- kprof_flame:planned_files(
                                                    #{name => "x", output_directory => "/tmp",
                                                      output_format => all})]).

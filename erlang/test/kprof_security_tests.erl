@@ -16,7 +16,7 @@
 
 -export([do/1]).
 
-%% The handler after kprof_httpd_flame.
+%% The handler after kprof_flame_httpd.
 do(_ModData) ->
     _ = lists:sort([rand:uniform(100) || _ <- lists:seq(1, 100)]),
     timer:sleep(2),
@@ -104,7 +104,7 @@ web(Base, As) ->
     {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_security_tests"},
                                       {server_root, Root}, {document_root, Root},
                                       {bind_address, {127, 0, 0, 1}},
-                                      {modules, [kprof_httpd_flame, ?MODULE]}]),
+                                      {modules, [kprof_flame_httpd, ?MODULE]}]),
     Port = proplists:get_value(port, httpd:info(Httpd)),
     Get = fun() ->
                   {ok, {{_, 200, _}, Hs, "ok"}} =

@@ -27,7 +27,7 @@ shop_test_() ->
     {setup, fun setup/0, fun cleanup/1,
      [{timeout, 60, {"200 requests per route: three tiers, database time owns /report",
                      fun sqlite/0}},
-      {timeout, 30, {"the kprof_mochiweb loop instead of an entry function",
+      {timeout, 30, {"the kprof_tiers_mochiweb loop instead of an entry function",
                      fun mochiweb_helper/0}}]
      ++ [{timeout, 60, {"the same on PostgreSQL", ?_test(tiers({postgres, #{port => P}}))}}
          || P <- pg_port()]}.
@@ -91,7 +91,7 @@ pg_port() ->
 
 -spec mochiweb_helper() -> term().
 mochiweb_helper() ->
-    {ok, #{port := Port}} = shop:start(#{orders => 1000, loop => kprof_mochiweb}),
+    {ok, #{port := Port}} = shop:start(#{orders => 1000, loop => kprof_tiers_mochiweb}),
     try
         ok = kprof:start_tiers([{http, [{shop_web, '_', '_'}, {shop_http, '_', '_'}]},
                                 {database, [{shop_db, '_', '_'}]},

@@ -4,7 +4,7 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1, tmp_dir/1]).
+         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -19,6 +19,32 @@ wait_until(F, Ms) ->
         true -> ok;
         false -> timer:sleep(20), wait_until(F, Ms - 20)
     end.
+
+%% @doc `Info' of an alert of kind `Kind' has kprof's one shape (the
+%% documented `kprof_alert:info()'): `what' among those {@link
+%% kprof_alert:kinds/0} gives for `Kind' (any kind of
+%% `kprof_guard:abort/2''s callers: `what' is then the kind itself, unless
+%% they gave one), `value' and `bound' (a number or `undefined' for the
+%% kinds kprof sends), and a readable `message' that starts with the kind.
+%% Returns `Info'.
+-spec alert_conforms(atom(), map()) -> map().
+alert_conforms(Kind, Info) ->
+    #{what := What, value := Value, bound := Bound, message := Msg} = Info,
+    true = is_atom(What),
+    case kprof_alert:kinds() of
+        #{Kind := Whats} ->
+            true = lists:member(What, Whats) orelse {not_documented, Kind, What, Whats},
+            %% An exit status or reason is any term; figures are numbers.
+            Figures = [Bound | [Value || not lists:member(What, [sink_status, sink_server,
+                                                                  owner])]],
+            [] = [V || V <- Figures, not is_number(V), V =/= undefined];
+        #{} ->
+            ok
+    end,
+    true = is_binary(Msg),
+    KindText = atom_to_binary(Kind),
+    <<KindText:(byte_size(KindText))/binary, _/binary>> = Msg,
+    Info.
 
 %% @doc A new version of `Mod', its own object code loaded again, as a code
 %% upgrade does: its trace patterns are gone.

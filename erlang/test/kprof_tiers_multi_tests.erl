@@ -41,7 +41,8 @@ merge(Peer) ->
     {ok, Here} = kprof_tiers:node_report(),
     {ok, There} = erpc:call(Peer, kprof_tiers, node_report, []),
     H = kprof_hist:merge(sink_hist(Here, shared, 0), sink_hist(There, shared, 0)),
-    {Count, Total, Min, Max, [P50, P90, P99, P999], _} = H,
+    #{count := Count, total := Total, min := Min, max := Max} = H,
+    [P50, P90, P99, P999] = kprof_hist:quantiles(H),
     Stats = a_self(R, shared),
     ?assertEqual(17, Count),
     ?assertEqual(#{count => Count, mean => Total / Count / 1.0e6, min => Min / 1.0e6,
@@ -50,7 +51,7 @@ merge(Peer) ->
     %% Each node alone.
     {ok, RPeer} = kprof:report(#{format => term, nodes => [Peer]}),
     ?assertEqual(7, maps:get(requests, row(RPeer, shared))),
-    Text = unicode:characters_to_list(kprof_report:text(R, #{})),
+    Text = unicode:characters_to_list(kprof_report_render:text(R, #{})),
     ?assertMatch({match, _}, re:run(Text, atom_to_list(Peer))),
     %% Reset and stop reach every node.
     ok = kprof:reset(),
@@ -117,8 +118,8 @@ cleanup(#{pids := Pids, started := Started}) ->
 %% The self histogram of tier `Col' of an identity in a node report.
 -spec sink_hist(map(), term(), non_neg_integer()) -> kprof_hist:hist().
 sink_hist(#{raw := #{rows := Rows}}, Id, Col) ->
-    [Cols] = [Cols || {I, _, Cols} <- Rows, I =:= Id],
-    {_, Self, _} = lists:nth(Col + 1, Cols),
+    [Cols] = [Cols || #{identity := I, tiers := Cols} <- Rows, I =:= Id],
+    #{self := Self} = lists:nth(Col + 1, Cols),
     Self.
 
 -spec row(map(), term()) -> map().

@@ -149,9 +149,10 @@ report_drops_text_test() ->
                                        abandoned => 2, killed_requests => 5},
     Full = #{requests => 2, dropped_requests => 1, dropped_events => 6, truncated => 1,
              filtered_events => 0,
-             identities => [{x, #{requests => 2, events => 10, truncated => 1,
-                                  dropped_nodes => 5, total_ns => 2000000,
-                                  mfas => [{{m, f, 1}, 3, 1000000, 500000}]}}]},
+             identities => [#{identity => x, requests => 2, events => 10, truncated => 1,
+                              dropped_nodes => 5, total_ns => 2000000,
+                              mfas => [#{mfa => {m, f, 1}, calls => 3,
+                                         inclusive_ns => 1000000, self_ns => 500000}]}]},
     Local = node_report(node(), #{raw => Raw, sink_dropped => 4, sink_dropped_pids => 2,
                                   sink_dropped_mfas => 1, sink_dropped_names => 0,
                                   reapplied => 2, full_trace => Full,
@@ -189,7 +190,7 @@ report_drops_text_test() ->
     ?assertMatch({match, _}, re:run(FullHead, "dropped requests 1, events 6, call paths 5; truncated 1")),
     ?assertMatch([_], [L || L <- Lines, string:find(L, "  x: 2 requests, 2.00 ms in all, "
                                                      "5 call paths dropped") =/= nomatch]),
-    Json = kprof_report:json(R),
+    Json = kprof_report_render:json(R),
     ?assertNotEqual(nomatch, binary:match(Json, <<"\"message\":\"overload (lag 1.8 s > 1.0 s)\"">>)),
     ?assertNotEqual(nomatch, binary:match(Json, <<"\"sink_dropped_pids\":3">>)),
     %% Nothing lost, nothing put back: no such lines.
@@ -239,7 +240,7 @@ report_ring_and_incomplete_text_test() ->
                  "pids the sink's table refused; 3 ring records the sink could not take (a "
                  "table full, or malformed); sink tables full, new keys refused: 1 pids, "
                  "1 MFAs, 0 names", Drops),
-    Json = json_decode(kprof_report:json(R)),
+    Json = json_decode(kprof_report_render:json(R)),
     ?assertMatch(#{<<"dropped">> := 54, <<"ring_drops">> := 42,
                    <<"incomplete">> := [#{<<"reason">> := <<"no_answer">>}, _]}, Json).
 
@@ -522,7 +523,10 @@ ring_full_counted() ->
         ok = kprof_sink:command({test_delay_us, 2000}),
         ok = kprof:start_tiers(?TIERS1, #{}),
         Flood = spawn_link(fun kprof_tiers_work:flood/0),
-        Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
+        Alert = receive
+                    {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
+                after 60000 -> error(no_alert)
+                end,
         ?assertMatch(#{what := ring_drops}, Alert),
         Flood ! stop,
         ok = kprof_sink:command({test_delay_us, 0}, 60000),
@@ -1295,12 +1299,12 @@ text_report() ->
     ?assertMatch({match, _}, re:run(text(R, #{time => inclusive}), "inclusive time")),
     ?assertEqual(ok, kprof:report()),
     ?assertEqual(ok, kprof:report(#{time => inclusive})),
-    ?assertEqual("0.412", lists:flatten(kprof_report:format_ms(0.41234))),
-    ?assertEqual("1.90", lists:flatten(kprof_report:format_ms(1.9))),
-    ?assertEqual("12.3", lists:flatten(kprof_report:format_ms(12.34))),
-    ?assertEqual("1234", lists:flatten(kprof_report:format_ms(1234.4))),
-    ?assertEqual("100", lists:flatten(kprof_report:format_ms(99.96))),
-    ?assertEqual("0", lists:flatten(kprof_report:format_ms(0.0))).
+    ?assertEqual("0.412", lists:flatten(kprof_report_render:format_ms(0.41234))),
+    ?assertEqual("1.90", lists:flatten(kprof_report_render:format_ms(1.9))),
+    ?assertEqual("12.3", lists:flatten(kprof_report_render:format_ms(12.34))),
+    ?assertEqual("1234", lists:flatten(kprof_report_render:format_ms(1234.4))),
+    ?assertEqual("100", lists:flatten(kprof_report_render:format_ms(99.96))),
+    ?assertEqual("0", lists:flatten(kprof_report_render:format_ms(0.0))).
 
 %%%%%%%%%%%%%%%
 %%% HELPERS %%%
@@ -1346,7 +1350,7 @@ text(R) ->
 
 -spec text(map(), map()) -> string().
 text(R, Opts) ->
-    unicode:characters_to_list(kprof_report:text(R, Opts)).
+    unicode:characters_to_list(kprof_report_render:text(R, Opts)).
 
 -spec row(map(), term()) -> map().
 row(#{rows := Rows}, Id) ->

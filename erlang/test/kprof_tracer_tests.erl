@@ -97,7 +97,10 @@ ring_full() ->
     ok = kprof_sink:command({test_delay_us, 2000}),
     ok = kprof:start_tiers(?TIERS, #{}),
     P = spawn_link(fun kprof_tiers_work:flood/0),
-    Alert = receive {kprof_alert, overload, Info} -> Info after 60000 -> error(no_alert) end,
+    Alert = receive
+                {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
+            after 60000 -> error(no_alert)
+            end,
     ?assertMatch(#{what := ring_drops, ring_size := 65536}, Alert),
     ?assert(maps:get(value, Alert) > 0),
     #{aborted := #{kind := overload, message := Msg}} = kprof:status(),
@@ -180,7 +183,7 @@ ring_max_events() ->
                    end),
     receive {done, P} -> ok end,
     {Kind, Info} = receive
-                       {kprof_alert, K, I} -> {K, I}
+                       {kprof_alert, K, I} -> {K, kprof_test_util:alert_conforms(K, I)}
                    after 10000 -> error(no_alert)
                    end,
     Ms = erlang:monotonic_time(millisecond) - T0,

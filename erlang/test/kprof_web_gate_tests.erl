@@ -18,7 +18,7 @@
 
 -define(SECRET, <<"s3cret-token-of-32-bytes-0123456">>).
 
-%% The httpd module after kprof_httpd_flame: some work, a response left to httpd.
+%% The httpd module after kprof_flame_httpd: some work, a response left to httpd.
 do(_ModData) ->
     case persistent_term:get({?MODULE, slow}, false) of
         false -> work();
@@ -285,7 +285,7 @@ max_seconds(#{dir := Dir}) ->
 
 mochiweb(#{dir := Dir}) ->
     ok = application:set_env(kprof, allow_tracing, #{secret => ?SECRET, rate => infinity}),
-    Loop = kprof_flame_web:mochiweb(fun ?MODULE:mochi_loop/1, #{output_directory => Dir}),
+    Loop = kprof_flame_mochiweb:loop(fun ?MODULE:mochi_loop/1, #{output_directory => Dir}),
     {ok, Server} = mochiweb_http:start([{name, ?MODULE}, {port, 0}, {ip, {127, 0, 0, 1}},
                                         {loop, Loop}]),
     Port = mochiweb_socket_server:get(Server, port),
@@ -299,7 +299,7 @@ mochiweb(#{dir := Dir}) ->
         ?assert(lists:all(fun(F) -> F =:= filename:basename(F) end, string:split(V, ",", all))),
         %% Bad options: said when the loop is made, not at each request.
         ?assertError({bad_options, {unknown_options, [nope]}},
-                     kprof_flame_web:mochiweb(fun ?MODULE:mochi_loop/1, #{nope => 1}))
+                     kprof_flame_mochiweb:loop(fun ?MODULE:mochi_loop/1, #{nope => 1}))
     after
         mochiweb_http:stop(?MODULE)
     end.
@@ -313,7 +313,7 @@ mod_get(#{dir := Dir}) ->
     {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_web_gate_tests"},
                                       {server_root, Root}, {document_root, Root},
                                       {bind_address, {127, 0, 0, 1}},
-                                      {modules, [kprof_httpd_flame, mod_alias, mod_get]},
+                                      {modules, [kprof_flame_httpd, mod_alias, mod_get]},
                                       {kprof_flame_opts, #{output_directory => Dir}}]),
     Port = proplists:get_value(port, httpd:info(Httpd)),
     try
@@ -325,7 +325,7 @@ mod_get(#{dir := Dir}) ->
         ?assertMatch({error, _},
                      inets:start(httpd, [{port, 0}, {server_name, "bad"}, {server_root, Root},
                                          {document_root, Root}, {bind_address, {127, 0, 0, 1}},
-                                         {modules, [kprof_httpd_flame, mod_get]},
+                                         {modules, [kprof_flame_httpd, mod_get]},
                                          {kprof_flame_opts, #{output_format => gif}}]))
     after
         inets:stop(httpd, Httpd),
@@ -403,7 +403,7 @@ start_httpd(Extra) ->
     {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_web_gate_tests"},
                                       {server_root, Root}, {document_root, Root},
                                       {bind_address, {127, 0, 0, 1}},
-                                      {modules, [kprof_httpd_flame, ?MODULE]} | Extra]),
+                                      {modules, [kprof_flame_httpd, ?MODULE]} | Extra]),
     {Httpd, proplists:get_value(port, httpd:info(Httpd))}.
 
 get(Port, Headers) ->

@@ -1,4 +1,4 @@
-%%% @doc An httpd module for the web tests: after kprof_httpd in the
+%%% @doc An httpd module for the web tests: after kprof_tiers_httpd in the
 %%% chain, it does some tier work and answers.
 -module(kprof_web_handler).
 

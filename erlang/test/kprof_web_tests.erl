@@ -1,6 +1,6 @@
 %%% @doc The web entry helpers with real HTTP over loopback: an inets
-%%% httpd server with kprof_httpd first in its chain, and a mochiweb
-%%% server whose loop is kprof_mochiweb:loop/2; httpc makes the requests.
+%%% httpd server with kprof_tiers_httpd first in its chain, and a mochiweb
+%%% server whose loop is kprof_tiers_mochiweb:loop/2; httpc makes the requests.
 -module(kprof_web_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -17,11 +17,11 @@
 web_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
      [{Title, {timeout, 120, Test}}
-      || {Title, Test} <- [{"kprof_httpd: one request per HTTP request, {Method, Route}", fun httpd/0},
-                           {"kprof_httpd: a route function from the httpd configuration",
+      || {Title, Test} <- [{"kprof_tiers_httpd: one request per HTTP request, {Method, Route}", fun httpd/0},
+                           {"kprof_tiers_httpd: a route function from the httpd configuration",
                             fun httpd_route/0},
-                           {"kprof_httpd: without tiers the chain just runs", fun httpd_untraced/0},
-                           {"kprof_mochiweb: the loop fun", fun mochiweb/0},
+                           {"kprof_tiers_httpd: without tiers the chain just runs", fun httpd_untraced/0},
+                           {"kprof_tiers_mochiweb: the loop fun", fun mochiweb/0},
                            {"the default route", fun route/0}]]}.
 
 -spec httpd() -> term().
@@ -76,7 +76,7 @@ httpd_untraced() ->
 -spec mochiweb() -> term().
 mochiweb() ->
     ok = kprof:start_tiers([{app, [{kprof_web_tests, app, 1}]}, {work, [{?W, sleep_a, 1}]}], #{}),
-    Loop = kprof_mochiweb:loop(fun ?MODULE:app/1, #{}),
+    Loop = kprof_tiers_mochiweb:loop(fun ?MODULE:app/1, #{}),
     {ok, _} = mochiweb_http:start([{name, kprof_mochi_test}, {ip, {127, 0, 0, 1}}, {port, 0},
                                     {loop, Loop}]),
     try
@@ -94,7 +94,7 @@ mochiweb() ->
         %% A custom route.
         ok = kprof:reset(),
         mochiweb_http:stop(kprof_mochi_test),
-        Loop2 = kprof_mochiweb:loop(fun ?MODULE:app/1, #{route => fun(P) -> {path, P} end}),
+        Loop2 = kprof_tiers_mochiweb:loop(fun ?MODULE:app/1, #{route => fun(P) -> {path, P} end}),
         {ok, _} = mochiweb_http:start([{name, kprof_mochi_test}, {ip, {127, 0, 0, 1}},
                                         {port, 0}, {loop, Loop2}]),
         Port2 = mochiweb_socket_server:get(kprof_mochi_test, port),
@@ -107,26 +107,26 @@ mochiweb() ->
 -spec route() -> term().
 route() ->
     T = ["/users/:id/orders", "/users/:id", "/static/*", "/"],
-    ?assertEqual("/", kprof_httpd:route("/", T)),
-    ?assertEqual("/users/:id", kprof_httpd:route("/users/42", T)),
-    ?assertEqual("/users/:id", kprof_httpd:route("/users/bob", T)),
-    ?assertEqual("/users/:id/orders", kprof_httpd:route("/users/42/orders?since=3", T)),
-    ?assertEqual("/static/*", kprof_httpd:route("/static/css/site.css", T)),
+    ?assertEqual("/", kprof_tiers_httpd:route("/", T)),
+    ?assertEqual("/users/:id", kprof_tiers_httpd:route("/users/42", T)),
+    ?assertEqual("/users/:id", kprof_tiers_httpd:route("/users/bob", T)),
+    ?assertEqual("/users/:id/orders", kprof_tiers_httpd:route("/users/42/orders?since=3", T)),
+    ?assertEqual("/static/*", kprof_tiers_httpd:route("/static/css/site.css", T)),
     %% No template: the shape, at most three segments.
-    ?assertEqual("/*", kprof_httpd:route("/static", T)),
-    ?assertEqual("/*/:id/*", kprof_httpd:route("/users/42/secret-token", T)),
-    ?assertEqual("/*/*/:id", kprof_httpd:route("/v2/x1/007/")),
-    ?assertEqual("/*/*/*/**", kprof_httpd:route("/a/b/c/d/e/f")),
-    ?assertEqual("/", kprof_httpd:route("/")),
+    ?assertEqual("/*", kprof_tiers_httpd:route("/static", T)),
+    ?assertEqual("/*/:id/*", kprof_tiers_httpd:route("/users/42/secret-token", T)),
+    ?assertEqual("/*/*/:id", kprof_tiers_httpd:route("/v2/x1/007/")),
+    ?assertEqual("/*/*/*/**", kprof_tiers_httpd:route("/a/b/c/d/e/f")),
+    ?assertEqual("/", kprof_tiers_httpd:route("/")),
     %% Whatever clients send, few rows: 1 + 2 + 4 + 8 + 8 shapes.
     Junk = [lists:flatten(["/" ++ S || S <- P])
             || N <- lists:seq(0, 5),
                P <- [[case rand:uniform(3) of 1 -> "x"; 2 -> "12"; 3 -> "y" ++ integer_to_list(I) end
                       || _ <- lists:seq(1, N)] || I <- lists:seq(1, 200)]],
-    ?assert(length(lists:usort([kprof_httpd:route(P) || P <- Junk])) =< 23),
-    ?assertEqual({"GET", "/*/:id"}, kprof_httpd:identity("GET", "/a/1?q", undefined)),
-    ?assertEqual({"GET", "/a/:n"}, kprof_httpd:identity("GET", "/a/1?q", undefined, ["/a/:n"])),
-    ?assertEqual({"PUT", 4}, kprof_httpd:identity("PUT", "/a/1?q", fun(P) -> length(P) end)).
+    ?assert(length(lists:usort([kprof_tiers_httpd:route(P) || P <- Junk])) =< 23),
+    ?assertEqual({"GET", "/*/:id"}, kprof_tiers_httpd:identity("GET", "/a/1?q", undefined)),
+    ?assertEqual({"GET", "/a/:n"}, kprof_tiers_httpd:identity("GET", "/a/1?q", undefined, ["/a/:n"])),
+    ?assertEqual({"PUT", 4}, kprof_tiers_httpd:identity("PUT", "/a/1?q", fun(P) -> length(P) end)).
 
 %%% The mochiweb application
 
@@ -161,7 +161,7 @@ start_httpd(Extra) ->
     {ok, Pid} = inets:start(httpd, [{port, 0}, {server_name, "kprof_test"},
                                     {server_root, Dir}, {document_root, Dir},
                                     {bind_address, {127, 0, 0, 1}},
-                                    {modules, [kprof_httpd, kprof_web_handler]} | Extra]),
+                                    {modules, [kprof_tiers_httpd, kprof_web_handler]} | Extra]),
     [{port, Port}] = httpd:info(Pid, [port]),
     {Pid, "http://127.0.0.1:" ++ integer_to_list(Port)}.
 

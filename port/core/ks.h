@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define KS_VERSION "0.1.0"
-#define KS_PROTOCOL 1
+#define KS_PROTOCOL 2
 
 /* Error codes: negative, returned, never fatal. */
 enum {

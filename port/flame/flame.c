@@ -377,6 +377,21 @@ static int spawn_wrapper(const ks_intern *in, uint32_t mfa) {
           (strcmp(m.f, "init_p") == 0 || strcmp(m.f, "init_p_do_apply") == 0));
 }
 
+/* A run interval's length, by the kind of event that ends it (ks_fivl). */
+static void count_interval(ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
+  uint64_t dt, b;
+  int kind;
+
+  if (!p->has_ts || p->cur == KS_NONE || p->out || (p->gc && c->o.gc) || ev->ts < p->last_ts)
+    return;
+  kind = ev->kind == KS_EV_RETURN_TO ? KS_FIVL_RETURN : KS_FIVL_CALL;
+  dt = (uint64_t)(ev->ts - p->last_ts);
+  b = dt / KS_FIVL_BIN_NS;
+  c->ivl[kind].bin[b < KS_FIVL_BINS ? b : KS_FIVL_BINS - 1]++;
+  c->ivl[kind].n++;
+  c->ivl[kind].total += dt;
+}
+
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
   ks_fgraph g = ks_fcap_graph(c);
   const ks_event *ev = &d->ev;
@@ -390,8 +405,13 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     register_name(p, in, ev);
   if (!p->armed || p->dead)
     return;
-  if (ev->flags & KS_EVF_TS)
-    ks_fstack_credit(&g, p, ev->ts);
+  if (ev->flags & KS_EVF_TS) {
+    count_interval(c, p, ev);
+    if (ev->kind == KS_EV_RETURN_TO)
+      ks_fstack_credit_return(&g, p, ev->ts);
+    else
+      ks_fstack_credit(&g, p, ev->ts);
+  }
   c->k.events++;
   switch (ev->kind) {
   case KS_EV_CALL:

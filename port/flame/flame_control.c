@@ -52,6 +52,7 @@ _Static_assert(1 << KS_FMT_INDEX_folded == KS_FMT_FOLDED, "KS_FORMAT order: fold
 _Static_assert(1 << KS_FMT_INDEX_perf == KS_FMT_PERF, "KS_FORMAT order: perf");
 _Static_assert(1 << KS_FMT_INDEX_speedscope == KS_FMT_SPEEDSCOPE, "KS_FORMAT order: speedscope");
 _Static_assert(1 << KS_FMT_INDEX_svg == KS_FMT_SVG, "KS_FORMAT order: svg");
+_Static_assert(1 << KS_FMT_INDEX_callgrind == KS_FMT_CALLGRIND, "KS_FORMAT order: callgrind");
 
 static const struct {
   int bit;
@@ -297,6 +298,13 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "clamped", c->k.clamped);
   ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
   ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
+  ks_map_u64(m, "correct_per_event_ns", ks_flame_per_event_ns(c));
+  ks_map_u64(m, "correct_call_ns", c->k.cost_ns[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_ns", c->k.cost_ns[KS_FIVL_RETURN]);
+  ks_map_u64(m, "correct_call_measured", (uint64_t)c->k.cost_measured[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_measured", (uint64_t)c->k.cost_measured[KS_FIVL_RETURN]);
+  ks_map_u64(m, "intervals_call", c->ivl[KS_FIVL_CALL].n);
+  ks_map_u64(m, "intervals_return", c->ivl[KS_FIVL_RETURN].n);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
@@ -343,16 +351,23 @@ static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint
   return e || ei_x_encode_empty_list(x);
 }
 
-/* Base.ext, or Base-Try.ext after a clash, into name; Dir/name into path:
+/* Base.ext, or Base-Try.ext after a clash (Prefix.Base, Prefix.Base-Try for an
+ * extension that is a prefix), into name; Dir/name into path:
  * KS_OK or -ENAMETOOLONG. */
 static int file_path(char *path, char *name, const char *dir, const char *base, int try,
                      size_t f) {
+  const char *ext = formats[f].ext;
+  size_t n = strlen(ext);
   int k;
 
-  if (try == 0)
-    k = snprintf(name, NAME_MAX_LEN, "%s%s", base, formats[f].ext);
+  /* An extension that ends in `.' is a prefix (callgrind.out.Base). */
+  if (n > 0 && ext[n - 1] == '.')
+    k = try == 0 ? snprintf(name, NAME_MAX_LEN, "%s%s", ext, base)
+                 : snprintf(name, NAME_MAX_LEN, "%s%s-%d", ext, base, try);
+  else if (try == 0)
+    k = snprintf(name, NAME_MAX_LEN, "%s%s", base, ext);
   else
-    k = snprintf(name, NAME_MAX_LEN, "%s-%d%s", base, try, formats[f].ext);
+    k = snprintf(name, NAME_MAX_LEN, "%s-%d%s", base, try, ext);
   if (k < 0 || k >= NAME_MAX_LEN)
     return -ENAMETOOLONG;
   k = snprintf(path, PATH_MAX_LEN, "%s/%s", dir, name);

@@ -47,7 +47,8 @@ void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event) {
 
   if (f != NULL) {
     f->self += ns;
-    f->self_n += (uint64_t)event;
+    f->self_n += event != KS_FEV_NONE;
+    f->self_nr += event == KS_FEV_RETURN;
   }
 }
 
@@ -94,6 +95,7 @@ void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
   if (p->open[i].count++ == 0) {
     p->open[i].since = p->clock;
     p->open[i].since_events = p->events;
+    p->open[i].since_returns = p->returns;
   }
 }
 
@@ -130,6 +132,7 @@ void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
   if ((f = fun(fc, mfa)) != NULL) {
     f->incl += p->clock - p->open[i].since;
     f->incl_n += p->events - p->open[i].since_events;
+    f->incl_nr += p->returns - p->open[i].since_returns;
   }
   remove_slot(p, i);
 }
@@ -143,6 +146,7 @@ void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p) {
       if ((f = fun(fc, p->open[k].mfa)) != NULL) {
         f->incl += p->clock - p->open[k].since;
         f->incl_n += p->events - p->open[k].since_events;
+        f->incl_nr += p->returns - p->open[k].since_returns;
       }
       p->open[k].mfa = KS_NONE;
     }

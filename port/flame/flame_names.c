@@ -287,7 +287,40 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
   }
 }
 
+uint64_t ks_flame_per_event_ns(const ks_fcap *c) {
+  return c->k.corrected > 0 ? (c->k.cost_total_ns + c->k.corrected / 2) / c->k.corrected : 0;
+}
+
+/* A callgrind name, to the end of its line: control characters (line breaks
+ * among them) and bytes that are not UTF-8 become U+FFFD, a leading `(' (it
+ * would read as a compressed name's id) `[', and the empty name (the empty
+ * atom, a module's) is written '' as Erlang writes it. */
+void ks_flame_put_line(FILE *f, const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i, len;
+
+  if (n == 0)
+    fputs("''", f);
+  for (i = 0; i < n; i += len) {
+    unsigned char ch = u[i];
+    len = 1;
+    if (ch < 0x20 || ch == 0x7f)
+      fputs(REPLACEMENT, f);
+    else if (i == 0 && ch == '(')
+      putc('[', f);
+    else if (ch < 0x80)
+      putc(ch, f);
+    else if ((len = utf8_len(u + i, n - i)) > 0)
+      fwrite(u + i, 1, len, f);
+    else {
+      fputs(REPLACEMENT, f);
+      len = 1;
+    }
+  }
+}
+
 size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
+  static const char *const from[] = {"calibration", "capture"};
   const ks_fcounters *k = &c->k;
 
   if (cap == 0)
@@ -302,11 +335,16 @@ size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
                                             "tracing cost is in them)"));
   return put(buf, cap,
              snprintf(buf, cap,
-                      "kprof correction: per_event_ns=%u events=%llu subtracted_ms=%.3f "
-                      "clamped=%llu clamped_ms=%.3f (tracing's cost per event taken off the "
-                      "time of each call path; clamped: paths shorter than their events' "
-                      "cost, counted as zero)",
-                      c->o.correct_ns, (unsigned long long)k->corrected,
+                      "kprof correction: per_event_ns=%llu events=%llu call_ns=%llu "
+                      "call_from=%s return_ns=%llu return_from=%s calibration_ns=%u "
+                      "subtracted_ms=%.3f clamped=%llu clamped_ms=%.3f (tracing's cost per "
+                      "event taken off the time of each call path, by the kind of event, "
+                      "measured in the capture's own intervals or by the calibration; "
+                      "clamped: paths shorter than their events' cost, counted as zero)",
+                      (unsigned long long)ks_flame_per_event_ns(c),
+                      (unsigned long long)k->corrected, (unsigned long long)k->cost_ns[0],
+                      from[k->cost_measured[0] != 0], (unsigned long long)k->cost_ns[1],
+                      from[k->cost_measured[1] != 0], c->o.correct_ns,
                       (double)k->subtracted_ns / 1e6, (unsigned long long)k->clamped,
                       (double)k->clamped_ns / 1e6));
 }

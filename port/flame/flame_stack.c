@@ -90,6 +90,8 @@ static void top_changed(const ks_fgraph *g, ks_fproc *p, int how) {
     e = entry_at(p, i);
     e->node = node_at(g, p, i, e->f.mfa);
     e->hint_node = KS_NONE;
+    /* The node's cache line is the next credit's anyway (p->cur). */
+    g->tree->v[e->node].calls += g->tree->v[e->node].calls != UINT32_MAX;
     if (p->fc != NULL)
       ks_ffun_enter(p->fc, p, e->f.mfa);
   } else if (how == KS_SC_OVER) {
@@ -208,8 +210,8 @@ void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
 }
 
 /* [last_ts, ts) to the current node, and to the function running's self
- * time; `event': an event at ts ended the interval (it is counted with the
- * time: the correction for tracing's cost takes it off at the write,
+ * time; `event' (KS_FEV_*): what ended the interval (it is counted with the
+ * time: the correction for tracing's cost takes its cost off at the write,
  * flame_correct.c). */
 static void credit(const ks_fgraph *g, ks_fproc *p, int64_t ts, int event) {
   ks_fnode *nd;
@@ -228,19 +230,27 @@ static void credit(const ks_fgraph *g, ks_fproc *p, int64_t ts, int event) {
     return;
   nd = &g->tree->v[p->cur];
   nd->self += dt;
-  nd->n += event && nd->n != UINT32_MAX;
+  if (event != KS_FEV_NONE && nd->n != UINT32_MAX) {
+    nd->n++;
+    nd->nr += event == KS_FEV_RETURN;
+  }
   p->clock += dt;
-  p->events += (uint64_t)event;
+  p->events += event != KS_FEV_NONE;
+  p->returns += event == KS_FEV_RETURN;
   if (p->fc != NULL && !p->out && !(p->gc && g->o->gc) && p->run_mfa != KS_NONE)
     ks_ffun_self(p->fc, p->run_mfa, dt, event);
 }
 
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
-  credit(g, p, ts, 1);
+  credit(g, p, ts, KS_FEV_OTHER);
+}
+
+void ks_fstack_credit_return(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
+  credit(g, p, ts, KS_FEV_RETURN);
 }
 
 void ks_fstack_credit_end(const ks_fgraph *g, ks_fproc *p, int64_t ts) {
-  credit(g, p, ts, 0);
+  credit(g, p, ts, KS_FEV_NONE);
 }
 
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p) {

@@ -108,7 +108,8 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
   nd->frame = frame;
   nd->child = KS_NONE;
   nd->self = 0;
-  nd->n = 0;
+  nd->n = nd->nr = 0;
+  nd->calls = 0;
   /* Prepended: ks_ftree_order puts the lists in first-seen order. */
   nd->sibling = parent == KS_NONE ? KS_NONE : t->v[parent].child;
   if (parent != KS_NONE)
@@ -153,7 +154,8 @@ int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
   t->v[0].frame = KS_NONE;
   t->v[0].child = t->v[0].sibling = KS_NONE;
   t->v[0].self = 0;
-  t->v[0].n = 0;
+  t->v[0].n = t->v[0].nr = 0;
+  t->v[0].calls = 0;
   t->n = 1;
   /* With a budget, the last resort for paths past it: made now, so it is there. */
   if (budget != KS_FTREE_NO_BUDGET)

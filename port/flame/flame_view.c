@@ -11,7 +11,7 @@
  *     with none, keeps its own root;
  *   - fold_recursion: an MFA frame right above the same MFA is merged into
  *     it (f;f;f is f), its time and children going to the outer one, as
- *     eflame does.
+ *     eflame does (its calls are not added: they are the recursion's).
  * The view shares nothing the writers change; ks_flame_view_free frees it.
  */
 #include <stdlib.h>
@@ -105,6 +105,12 @@ int ks_flame_view(const ks_fcap *c, const ks_intern *in, ks_fcap *view) {
     else
       map[k] = ks_ftree_child(&view->tree, parent, frame);
     view->tree.v[map[k]].self += src->v[k].self;
+    /* Calls of a folded recursion are hidden with its frames (else its
+     * caller would seem to call it that often). */
+    if (map[k] != parent) {
+      uint64_t calls = (uint64_t)view->tree.v[map[k]].calls + src->v[k].calls;
+      view->tree.v[map[k]].calls = calls > UINT32_MAX ? UINT32_MAX : (uint32_t)calls;
+    }
   }
   view->tree.v[0].self += src->v[0].self;
   ks_ftree_order(&view->tree);

@@ -44,7 +44,8 @@ enum {
   KS_FMT_FOLDED = 1,
   KS_FMT_PERF = 2,
   KS_FMT_SPEEDSCOPE = 4,
-  KS_FMT_SVG = 8
+  KS_FMT_SVG = 8,
+  KS_FMT_CALLGRIND = 16
 };
 
 /* A call path. Node 0 is the root of every process; children are in a list. */
@@ -54,6 +55,9 @@ typedef struct ks_fnode {
   uint64_t self;               /* ns credited while this was the stack */
   uint32_t n;                  /* of them, intervals an event ended (saturates): the
                                 * correction for tracing's cost takes n of its cost off */
+  uint32_t nr;                 /* of n, those a return_to ended (flame_correct.c) */
+  uint32_t calls;              /* frames the stack rules entered on this path (saturates;
+                                * callgrind's calls=); with nr, the node is 40 bytes */
 } ks_fnode;
 
 /*
@@ -109,6 +113,7 @@ void ks_ftree_totals(const ks_ftree *t, uint64_t *total);
 typedef struct ks_ffun {
   uint64_t calls, self, incl;
   uint64_t self_n, incl_n;     /* events that ended their intervals (the correction's) */
+  uint64_t self_nr, incl_nr;   /* of them, return_tos */
   uint64_t moved_in, moved_out;   /* correction moved from callees / to callers (at the write) */
 } ks_ffun;
 
@@ -133,6 +138,7 @@ typedef struct ks_fentry {
 typedef struct ks_fopen {
   uint32_t mfa, count;         /* mfa KS_NONE: an empty slot */
   uint64_t since, since_events;   /* the process's clock and events then */
+  uint64_t since_returns;         /* and return_to events */
 } ks_fopen;
 
 typedef struct ks_fproc {
@@ -147,6 +153,7 @@ typedef struct ks_fproc {
   int64_t last_ts;
   uint64_t clock;              /* ns credited to it so far (its inclusive times' clock) */
   uint64_t events;             /* events that ended those intervals */
+  uint64_t returns;            /* of them, return_tos */
   ks_fcount *fc;               /* its capture's per-function counters, NULL: none */
   ks_fopen *open;              /* functions open on its stack (top table only), hashed */
   uint32_t open_mask, open_n;
@@ -215,6 +222,10 @@ typedef struct ks_fcounters {
   uint64_t clamped_ns;         /* the cost they could not give (never a negative time) */
   uint64_t skipped_ns;         /* the cost per event not taken off: the capture's whole time
                                 * was less than its events' cost (0: none skipped) */
+  uint64_t cost_ns[2];         /* the cost taken off per event, by KS_FIVL_* kind */
+  int cost_measured[2];        /* 1: measured in the capture's own intervals; 0: the
+                                * calibration's (o.correct_ns): too few intervals */
+  uint64_t cost_total_ns;      /* the corrected events' cost in all (subtracted + clamped) */
   uint64_t dropped_procs;      /* processes beyond max_procs */
 } ks_fcounters;
 
@@ -230,6 +241,18 @@ typedef struct ks_ftails {
 int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee);
 void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind);
 void ks_ftails_free(ks_ftails *t);
+
+/* The intervals of a capture's processes while they ran (not scheduled out,
+ * not in a GC frame), by the kind of event that ended them (a return_to, or
+ * a call or any other event), in 16 ns bins up to 8 us: what an event costs
+ * in this capture (flame_correct.c). One increment an event. */
+enum { KS_FIVL_CALL = 0, KS_FIVL_RETURN = 1, KS_FIVL_KINDS = 2 };
+#define KS_FIVL_BIN_NS 16
+#define KS_FIVL_BINS 512
+typedef struct ks_fivl {
+  uint64_t bin[KS_FIVL_BINS];   /* the last bin: 8176 ns and more */
+  uint64_t n, total;             /* intervals, and their ns added up */
+} ks_fivl;
 
 typedef struct ks_fcap {
   int used;
@@ -247,6 +270,7 @@ typedef struct ks_fcap {
   ks_ftails tails;             /* the flow rules' tail calls (o.learn) */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
+  ks_fivl ivl[KS_FIVL_KINDS];  /* run intervals by the event that ended them */
 } ks_fcap;
 
 /* What the stack rules (flame_stack.c) build into: a call-path tree and its
@@ -308,15 +332,23 @@ void ks_fstack_root(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t base
 void ks_fstack_clear(ks_fproc *p);
 /* A process's stack before its first frame (max_stack frames kept). */
 void ks_fstack_init(ks_fproc *p, uint32_t max_stack);
+/* What ended an interval, for the correction's costs (flame_correct.c). */
+enum { KS_FEV_NONE = 0, KS_FEV_OTHER = 1, KS_FEV_RETURN = 2 };
 /* An event at ts: credits [last_ts, ts) to the current node, counted as an
- * interval an event ended; ts never goes back. */
+ * interval an event ended; ts never goes back. _return: the event was a
+ * return_to. */
 void ks_fstack_credit(const ks_fgraph *g, ks_fproc *p, int64_t ts);
+void ks_fstack_credit_return(const ks_fgraph *g, ks_fproc *p, int64_t ts);
 /* The capture's end at ts (no event: nothing to take off). */
 void ks_fstack_credit_end(const ks_fgraph *g, ks_fproc *p, int64_t ts);
 
 /* flame_correct.c: takes o.correct_ns per event off a finished capture's
  * tree and per-function counters (once; the counters say what it did). */
 void ks_flame_correct(ks_fcap *c);
+/* The mean of h's intervals up to `times' their median (bins' middles); 0: none. */
+uint64_t ks_fivl_body_mean(const ks_fivl *h, uint64_t times);
+/* Below this many intervals of a kind, its cost is the calibration's. */
+#define KS_FCORR_MIN_INTERVALS 1000
 /* Recomputes p->cur after a change of stack or state. */
 void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
 
@@ -341,6 +373,7 @@ int ks_fmfa_by_self(const void *a, const void *b);
 /* flame_count.c: exact per-function counters (ks_fcount). Memory that runs
  * out is counted in fc->uncounted, never fatal. */
 void ks_ffun_call(ks_fcount *fc, uint32_t mfa);
+/* event: KS_FEV_NONE (no event ended it), KS_FEV_OTHER or KS_FEV_RETURN. */
 void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event);
 /* A frame of p starts running mfa / stops running it (inclusive time). */
 void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa);
@@ -361,6 +394,8 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
  * `key=value' only (no `space digits' a folded or perf reader could take for
  * a count or a thread id). Returns the length. */
 size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap);
+/* The mean cost taken off per corrected event (0: none corrected). */
+uint64_t ks_flame_per_event_ns(const ks_fcap *c);
 /* The process of a root node's frame, or NULL. */
 const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid);
 /* What a process runs, for its label and group: the initial call kprof_flame_srv
@@ -400,6 +435,7 @@ int ks_write_folded(const ks_fout *o, FILE *f);
 int ks_write_perf(const ks_fout *o, FILE *f);
 int ks_write_speedscope(const ks_fout *o, FILE *f);
 int ks_write_svg(const ks_fout *o, FILE *f);
+int ks_write_callgrind(const ks_fout *o, FILE *f);
 
 /* write_file.c: a file the writers write to. Its stream keeps the first errno of
  * write(2) or close(2), where it happened (stdio may report it only at fclose). */
@@ -427,5 +463,6 @@ typedef struct ks_fdest {
 size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
 void ks_flame_put_json(FILE *f, const char *s, size_t n);
 void ks_flame_put_xml(FILE *f, const char *s, size_t n);
+void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
 
 #endif

@@ -4,6 +4,8 @@
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.
  */
+#include <stdlib.h>
+
 #include <ei.h>
 
 #include "ks_proto.h"
@@ -139,9 +141,22 @@ static int cmd_calls(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return encode_calls(s, x);
 }
 
+/* The protocol `version' answers: KS_PROTOCOL. The fault-injection build
+ * answers $KPROF_FAULT_PROTOCOL when it is set, so that kprof_sink's refusal
+ * of a sink of another protocol is tested (kprof_fault_tests). */
+static long protocol(void) {
+#ifdef KS_FAULT_INJECTION
+  const char *p = getenv("KPROF_FAULT_PROTOCOL");
+
+  if (p != NULL && *p != 0)
+    return atol(p);
+#endif
+  return KS_PROTOCOL;
+}
+
 static int cmd_version(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
   return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "kprof_sink") ||
-         ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, KS_PROTOCOL);
+         ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, protocol());
 }
 
 /* {Name, Integer} with Integer in [lo, hi]. */
@@ -326,26 +341,41 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   finish(s, &x, e);
 }
 
+/* Every alert: {kprof_alert, Kind, #{what, value, bound, ...}} with what was
+ * measured, the figure and the bound it passed first (kprof_alert.erl's one
+ * shape; doc/protocol.md); the caller adds its own keys to m, then finish()es
+ * with ks_map_end(m). */
+static int begin_alert(ks_sink *s, ei_x_buff *x, ks_map *m, const char *kind, const char *what,
+                       uint64_t value, uint64_t bound) {
+  int e;
+
+  s->ov.alerts++;
+  if (begin(x, "kprof_alert") != KS_OK)
+    return KS_ENOMEM;
+  e = ei_x_encode_atom(x, kind);
+  ks_map_begin(m, x);
+  m->e |= e;
+  ks_map_atom(m, "what", what);
+  ks_map_u64(m, "value", value);
+  ks_map_u64(m, "bound", bound);
+  return KS_OK;
+}
+
 /* The ring was full: events were lost. One alert per second at most. */
 static void ring_alert(ks_sink *s) {
   ks_overload *o = &s->ov;
   ei_x_buff x;
   ks_map m;
-  int e;
 
   if (!s->ring.drops_pending || o->now_ns - o->last_alert_ns < o->alert_gap_ns)
     return;
   s->ring.drops_pending = 0;
   o->last_alert_ns = o->now_ns;
-  o->alerts++;
-  if (begin(&x, "kprof_alert") != KS_OK)
+  if (begin_alert(s, &x, &m, "overload", "ring_drops", s->ring.drops_seen, 0) != KS_OK)
     return;
-  e = ei_x_encode_atom(&x, "overload");
-  ks_map_begin(&m, &x);
-  ks_map_u64(&m, "ring_drops", s->ring.drops_seen);
   ks_map_u64(&m, "ring_size", s->ring.size);
   ks_map_u64(&m, "events", s->st.trace_events);
-  finish(s, &x, e | ks_map_end(&m));
+  finish(s, &x, ks_map_end(&m));
 }
 
 /* A limit tripped: one alert per trip (the trip stays until the limits are set again). */
@@ -353,45 +383,42 @@ static void limit_alert(ks_sink *s) {
   ks_limits *l = &s->lim;
   ei_x_buff x;
   ks_map m;
-  int e, rate = l->tripped == KS_LIMIT_RATE;
+  int rate = l->tripped == KS_LIMIT_RATE;
 
   if (!l->pending)
     return;
   l->pending = 0;
-  s->ov.alerts++;
-  if (begin(&x, "kprof_alert") != KS_OK)
+  if (begin_alert(s, &x, &m, "limit", rate ? "rate" : "max_events", l->value,
+                  rate ? l->rate_max : l->max_events) != KS_OK)
     return;
-  e = ei_x_encode_atom(&x, "limit");
-  ks_map_begin(&m, &x);
-  ks_map_atom(&m, "what", rate ? "rate" : "max_events");
-  ks_map_u64(&m, "value", l->value);
-  ks_map_u64(&m, "bound", rate ? l->rate_max : l->max_events);
   ks_map_u64(&m, "events", l->trip_events);
   if (rate)
     ks_map_u64(&m, "per_ms", (uint64_t)(l->rate_per_ns / 1000000));
-  finish(s, &x, e | ks_map_end(&m));
+  finish(s, &x, ks_map_end(&m));
 }
 
-void ks_control_alerts(ks_sink *s) {
+/* A trace message older than the bound: the lag in ms, and exactly in us. */
+static void lag_alert(ks_sink *s) {
   ks_overload *o = &s->ov;
+  uint64_t lag_us = (uint64_t)o->pending_lag_ns / 1000, max_us = (uint64_t)o->max_lag_ns / 1000;
   ei_x_buff x;
   ks_map m;
-  int e;
 
-  limit_alert(s);
-  ring_alert(s);
   if (!o->pending)
     return;
   o->pending = 0;
   o->last_alert_ns = o->now_ns;
-  o->alerts++;
-  if (begin(&x, "kprof_alert") != KS_OK)
-    return;
-  e = ei_x_encode_atom(&x, "overload");
-  ks_map_begin(&m, &x);
-  ks_map_u64(&m, "lag_us", (uint64_t)o->pending_lag_ns / 1000);
-  ks_map_u64(&m, "max_lag_us", (uint64_t)o->max_lag_ns / 1000);
-  ks_map_u64(&m, "events", s->st.trace_events);
   o->pending_lag_ns = 0;
-  finish(s, &x, e | ks_map_end(&m));
+  if (begin_alert(s, &x, &m, "overload", "lag_ms", lag_us / 1000, max_us / 1000) != KS_OK)
+    return;
+  ks_map_u64(&m, "lag_us", lag_us);
+  ks_map_u64(&m, "max_lag_us", max_us);
+  ks_map_u64(&m, "events", s->st.trace_events);
+  finish(s, &x, ks_map_end(&m));
+}
+
+void ks_control_alerts(ks_sink *s) {
+  limit_alert(s);
+  ring_alert(s);
+  lag_alert(s);
 }

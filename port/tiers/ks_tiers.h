@@ -94,14 +94,32 @@ typedef struct ks_req_result {
   uint64_t incl[KS_TIER_MAX];
 } ks_req_result;
 
+/* The statistics of a tier column of the report, one row each: its key in
+ * the report, its unit (ns or count: the Erlang side gives ns in ms), and
+ * the ks_req_result array a finalised request records into its histogram
+ * (tier_agg.c records, tier_control.c encodes; doc/tiers.md, "The report").
+ * A new statistic of a tier is one row here. */
+#define KS_TIER_STATS(X) \
+  X(self, ns, self)      /* time in the tier's own code */ \
+  X(inclusive, ns, incl) /* time with a frame of the tier open */
+
+enum {
+#define KS_X(key, unit, field) KS_TSTAT_##key,
+  KS_TIER_STATS(KS_X)
+#undef KS_X
+  KS_TSTAT__COUNT
+};
+
+/* A column's histograms: a tier's KS_TIER_STATS; `other` and `wall` only
+ * their first (the time in no tier, the request's wall time). */
 typedef struct ks_tier_col {
   uint64_t calls;
-  ks_hist self, incl;
+  ks_hist h[KS_TSTAT__COUNT];
 } ks_tier_col;
 
 typedef struct ks_tier_row {
   uint64_t requests;
-  ks_tier_col *cols;            /* ntiers + 2: tiers, other, wall (self only) */
+  ks_tier_col *cols;            /* ntiers + 2: tiers, other, wall */
 } ks_tier_row;
 
 /* A frame of a process's stack as the requests see it (ks_stack.h, top

@@ -9,16 +9,15 @@ static int ncols(const ks_tiers *t) {
 
 void ks_tiers_free_rows(ks_tiers *t) {
   uint32_t r;
-  int c;
+  int c, k;
 
   if (t->rows != NULL)
     for (r = 0; r <= t->o.max_identities; r++) {
       if (t->rows[r].cols == NULL)
         continue;
-      for (c = 0; c < ncols(t); c++) {
-        ks_hist_free(&t->rows[r].cols[c].self);
-        ks_hist_free(&t->rows[r].cols[c].incl);
-      }
+      for (c = 0; c < ncols(t); c++)
+        for (k = 0; k < KS_TSTAT__COUNT; k++)
+          ks_hist_free(&t->rows[r].cols[c].h[k]);
       free(t->rows[r].cols);
     }
   free(t->rows);
@@ -44,9 +43,21 @@ static void keep_if_slow(ks_tiers *t, const ks_req_result *res) {
   t->slow[k] = *res;
 }
 
+/* What a request adds to statistic k of tier c (KS_TIER_STATS' field). */
+static uint64_t stat_value(const ks_req_result *res, int k, int c) {
+  switch (k) {
+#define KS_X(key, unit, field) \
+  case KS_TSTAT_##key:         \
+    return res->field[c];
+    KS_TIER_STATS(KS_X)
+#undef KS_X
+  }
+  return 0;
+}
+
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res) {
   ks_tier_row *row = &t->rows[res->identity];
-  int c, rc = KS_OK;
+  int c, k, rc = KS_OK;
 
   if (row->cols == NULL) {
     row->cols = calloc((size_t)ncols(t), sizeof(*row->cols));
@@ -57,11 +68,11 @@ int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res) {
   /* Every request is recorded in every column, zeros too: column means add up. */
   for (c = 0; c < t->ntiers; c++) {
     row->cols[c].calls += res->calls[c];
-    rc |= ks_hist_record(&row->cols[c].self, res->self[c]);
-    rc |= ks_hist_record(&row->cols[c].incl, res->incl[c]);
+    for (k = 0; k < KS_TSTAT__COUNT; k++)
+      rc |= ks_hist_record(&row->cols[c].h[k], stat_value(res, k, c));
   }
-  rc |= ks_hist_record(&row->cols[t->ntiers].self, res->self[t->ntiers]);
-  rc |= ks_hist_record(&row->cols[t->ntiers + 1].self, res->wall);
+  rc |= ks_hist_record(&row->cols[t->ntiers].h[0], res->self[t->ntiers]);
+  rc |= ks_hist_record(&row->cols[t->ntiers + 1].h[0], res->wall);
   keep_if_slow(t, res);
   return rc == KS_OK ? KS_OK : KS_ENOMEM;
 }
@@ -69,7 +80,7 @@ int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res) {
 /* Empties the rows, the slow list and the counters; requests in flight stay. */
 void ks_tiers_clear_rows(ks_tiers *t) {
   uint32_t r;
-  int c;
+  int c, k;
 
   if (t->rows != NULL)
     for (r = 0; r <= t->o.max_identities; r++) {
@@ -78,8 +89,8 @@ void ks_tiers_clear_rows(ks_tiers *t) {
         continue;
       for (c = 0; c < ncols(t); c++) {
         t->rows[r].cols[c].calls = 0;
-        ks_hist_reset(&t->rows[r].cols[c].self);
-        ks_hist_reset(&t->rows[r].cols[c].incl);
+        for (k = 0; k < KS_TSTAT__COUNT; k++)
+          ks_hist_reset(&t->rows[r].cols[c].h[k]);
       }
     }
   t->n_slow = 0;

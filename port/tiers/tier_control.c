@@ -190,32 +190,30 @@ int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx) {
   return rc;
 }
 
+/* #{count, total, min, max, buckets => [{Bucket, N}]}: the buckets sparse and
+ * ascending; quantiles are read from them in Erlang (kprof_hist), after merges. */
 static int encode_hist(ei_x_buff *x, const ks_hist *h) {
-  static const double qs[] = {0.5, 0.9, 0.99, 0.999};
   uint32_t b, nz = 0;
-  int e = 0;
-  size_t k;
+  ks_map m;
 
-  e |= ei_x_encode_tuple_header(x, 6);
-  e |= ei_x_encode_ulonglong(x, h->count);
-  e |= ei_x_encode_ulonglong(x, h->total);
-  e |= ei_x_encode_ulonglong(x, h->min);
-  e |= ei_x_encode_ulonglong(x, h->max);
-  e |= ei_x_encode_list_header(x, 4);
-  for (k = 0; k < 4; k++)
-    e |= ei_x_encode_ulonglong(x, ks_hist_quantile(h, qs[k]));
-  e |= ei_x_encode_empty_list(x);
+  ks_map_begin(&m, x);
+  ks_map_u64(&m, "count", h->count);
+  ks_map_u64(&m, "total", h->total);
+  ks_map_u64(&m, "min", h->min);
+  ks_map_u64(&m, "max", h->max);
+  ks_map_key(&m, "buckets");
   if (h->buckets != NULL)
     for (b = 0; b < KS_HIST_BUCKETS; b++)
       nz += h->buckets[b] != 0;
   if (nz > 0) {
-    e |= ei_x_encode_list_header(x, nz);
+    m.e |= ei_x_encode_list_header(x, nz);
     for (b = 0; b < KS_HIST_BUCKETS; b++)
       if (h->buckets[b] != 0)
-        e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_ulong(x, b) ||
-             ei_x_encode_ulong(x, h->buckets[b]);
+        m.e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_ulong(x, b) ||
+               ei_x_encode_ulong(x, h->buckets[b]);
   }
-  return e | ei_x_encode_empty_list(x);
+  m.e |= ei_x_encode_empty_list(x);
+  return ks_map_end(&m);
 }
 
 /* The identity term of a row, or kprof_other_identities for the fold row. */
@@ -232,11 +230,95 @@ int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   return ei_x_encode_atom(x, "kprof_other_identities");
 }
 
+/* The statistics of a tier column, in KS_TIER_STATS' order: [{Key, Unit}]. */
+static int encode_stats(ei_x_buff *x) {
+  static const char *const stats[][2] = {
+#define KS_X(key, unit, field) {#key, #unit},
+    KS_TIER_STATS(KS_X)
+#undef KS_X
+  };
+  int k, e = ei_x_encode_list_header(x, KS_TSTAT__COUNT);
+
+  for (k = 0; k < KS_TSTAT__COUNT; k++)
+    e |= ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, stats[k][0]) ||
+         ei_x_encode_atom(x, stats[k][1]);
+  return e | ei_x_encode_empty_list(x);
+}
+
+/* A tier's column: #{calls, Stat => Hist...} (KS_TIER_STATS). */
+static int encode_col(ei_x_buff *x, const ks_tier_col *col) {
+  static const char *const keys[] = {
+#define KS_X(key, unit, field) #key,
+    KS_TIER_STATS(KS_X)
+#undef KS_X
+  };
+  ks_map m;
+  int k;
+
+  ks_map_begin(&m, x);
+  ks_map_u64(&m, "calls", col->calls);
+  for (k = 0; k < KS_TSTAT__COUNT; k++) {
+    ks_map_key(&m, keys[k]);
+    m.e |= encode_hist(x, &col->h[k]);
+  }
+  return ks_map_end(&m);
+}
+
+/* #{identity, requests, tiers => [Col], other => Hist, wall => Hist}. */
+static int encode_row(ei_x_buff *x, const ks_tiers *t, uint32_t r) {
+  const ks_tier_row *row = &t->rows[r];
+  ks_map m;
+  int c;
+
+  ks_map_begin(&m, x);
+  ks_map_key(&m, "identity");
+  m.e |= ks_tiers_encode_identity(x, t, r);
+  ks_map_u64(&m, "requests", row->requests);
+  ks_map_key(&m, "tiers");
+  m.e |= ei_x_encode_list_header(x, t->ntiers);
+  for (c = 0; c < t->ntiers; c++)
+    m.e |= encode_col(x, &row->cols[c]);
+  m.e |= ei_x_encode_empty_list(x);
+  ks_map_key(&m, "other");
+  m.e |= encode_hist(x, &row->cols[t->ntiers].h[0]);
+  ks_map_key(&m, "wall");
+  m.e |= encode_hist(x, &row->cols[t->ntiers + 1].h[0]);
+  return ks_map_end(&m);
+}
+
+/* #{identity, pid, start, wall, tiers => [#{calls, self, inclusive}], other}:
+ * one slow request, times in ns, start in VM monotonic ns. */
+static int encode_slow(ei_x_buff *x, const ks_sink *s, const ks_req_result *q) {
+  const ks_tiers *t = &s->tiers;
+  ks_map m, tm;
+  int c;
+
+  ks_map_begin(&m, x);
+  ks_map_key(&m, "identity");
+  m.e |= ks_tiers_encode_identity(x, t, q->identity);
+  ks_map_key(&m, "pid");
+  m.e |= ks_enc_pid(x, &s->in, q->entry_pid);
+  ks_map_key(&m, "start");
+  m.e |= ei_x_encode_longlong(x, q->start_ts);
+  ks_map_u64(&m, "wall", q->wall);
+  ks_map_key(&m, "tiers");
+  m.e |= ei_x_encode_list_header(x, t->ntiers);
+  for (c = 0; c < t->ntiers; c++) {
+    ks_map_begin(&tm, x);
+    ks_map_u64(&tm, "calls", q->calls[c]);
+    ks_map_u64(&tm, "self", q->self[c]);
+    ks_map_u64(&tm, "inclusive", q->incl[c]);
+    m.e |= ks_map_end(&tm);
+  }
+  m.e |= ei_x_encode_empty_list(x);
+  ks_map_u64(&m, "other", q->self[t->ntiers]);
+  return ks_map_end(&m);
+}
+
 int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x) {
   const ks_tiers *t = &s->tiers;
-  static const ks_hist empty;
   uint32_t r, nrows = 0, k;
-  int c, e = 0;
+  int e = 0;
   ks_map m;
 
   if (t->rows == NULL)
@@ -260,35 +342,20 @@ int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x) {
   ks_map_u64(&m, "identities", t->n_identities);
   ks_map_i64_or_undefined(&m, "first_ts", t->first_ts, INT64_MIN);
   ks_map_i64_or_undefined(&m, "last_ts", t->last_ts, INT64_MIN);
+  ks_map_key(&m, "stats");
+  e |= encode_stats(x);
   ks_map_key(&m, "rows");
   if (nrows > 0)
     e |= ei_x_encode_list_header(x, nrows);
-  for (r = 0; r <= t->o.max_identities && !e; r++) {
-    const ks_tier_row *row = &t->rows[r];
-    if (row->requests == 0)
-      continue;
-    e |= ei_x_encode_tuple_header(x, 3) || ks_tiers_encode_identity(x, t, r) ||
-         ei_x_encode_ulonglong(x, row->requests) ||
-         ei_x_encode_list_header(x, t->ntiers + 2);
-    for (c = 0; c < t->ntiers + 2; c++) {
-      const ks_tier_col *col = &row->cols[c];
-      e |= ei_x_encode_tuple_header(x, 3) || ei_x_encode_ulonglong(x, col->calls) ||
-           encode_hist(x, &col->self) ||
-           encode_hist(x, c < t->ntiers ? &col->incl : &empty);
-    }
-    e |= ei_x_encode_empty_list(x);
-  }
+  for (r = 0; r <= t->o.max_identities && !e; r++)
+    if (t->rows[r].requests > 0)
+      e |= encode_row(x, t, r);
   e |= ei_x_encode_empty_list(x);
   ks_map_key(&m, "slow");
   if (t->n_slow > 0)
     e |= ei_x_encode_list_header(x, t->n_slow);
-  for (k = 0; k < t->n_slow && !e; k++) {
-    const ks_req_result *q = &t->slow[k];
-    e |= ei_x_encode_tuple_header(x, 7) || ks_tiers_encode_identity(x, t, q->identity) ||
-         ks_enc_pid(x, &s->in, q->entry_pid) || ei_x_encode_longlong(x, q->start_ts) ||
-         ei_x_encode_ulonglong(x, q->wall) || ks_enc_u64_list(x, q->calls, t->ntiers) ||
-         ks_enc_u64_list(x, q->self, t->ntiers + 1) || ks_enc_u64_list(x, q->incl, t->ntiers);
-  }
+  for (k = 0; k < t->n_slow && !e; k++)
+    e |= encode_slow(x, s, &t->slow[k]);
   e |= ei_x_encode_empty_list(x);
   return e | ks_map_end(&m);
 }

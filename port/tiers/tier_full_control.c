@@ -2,12 +2,12 @@
  *
  *   {tiers_full_report, Top}   #{on, requests, dropped_requests, dropped_events,
  *                               truncated, filtered_events, chain_overflow,
- *                               identities => [{Identity, IdMap}]}
+ *                               identities => [IdMap]}
  *                             | {error, not_started}
- *        IdMap = #{requests, events, truncated, nodes, dropped_nodes, lost_frames,
- *                  unknown_callers, depth_capped, total_ns, mfas => [MfaRow]}
- *        MfaRow = {{M, F, Arity}, Calls, InclusiveNs, SelfNs}, largest inclusive
- *                 first, at most Top
+ *        IdMap = #{identity, requests, events, truncated, nodes, dropped_nodes,
+ *                  lost_frames, unknown_callers, depth_capped, total_ns,
+ *                  mfas => [#{mfa => {M, F, Arity}, calls, inclusive_ns, self_ns}]},
+ *                  mfas largest inclusive first, at most Top
  *   {tiers_full_write, Identity, Dir, Base, [Format]}
  *                             {ok, [Path], Info} | {error, not_found | no_events | ...}
  *                             | {error, {open_failed | write_failed, Path, Errno}}
@@ -30,7 +30,20 @@ static uint64_t tree_total(const ks_ftree *tr) {
   return sum;
 }
 
-static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint32_t top) {
+static int encode_mfa(ei_x_buff *x, const ks_sink *s, const ks_fmfa *f) {
+  ks_map m;
+
+  ks_map_begin(&m, x);
+  ks_map_key(&m, "mfa");
+  m.e |= ks_enc_mfa(x, &s->in, f->mfa);
+  ks_map_u64(&m, "calls", f->calls);
+  ks_map_u64(&m, "inclusive_ns", f->incl);
+  ks_map_u64(&m, "self_ns", f->self);
+  return ks_map_end(&m);
+}
+
+static int encode_agg(ei_x_buff *x, const ks_sink *s, uint32_t row, uint32_t top) {
+  const ks_full_agg *a = s->tiers.full.agg[row];
   uint32_t n = 0, k;
   ks_fmfa *m = ks_full_mfas(a, &n);
   ks_map map;
@@ -39,6 +52,8 @@ static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint
   if (n > top)
     n = top;
   ks_map_begin(&map, x);
+  ks_map_key(&map, "identity");
+  map.e |= ks_tiers_encode_identity(x, &s->tiers, row);
   ks_map_u64(&map, "requests", a->requests);
   ks_map_u64(&map, "events", a->events);
   ks_map_u64(&map, "truncated", a->truncated);
@@ -52,9 +67,7 @@ static int encode_agg(ei_x_buff *x, const ks_sink *s, const ks_full_agg *a, uint
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
   for (k = 0; k < n && !e; k++)
-    e = ei_x_encode_tuple_header(x, 4) || ks_enc_mfa(x, &s->in, m[k].mfa) ||
-        ei_x_encode_ulonglong(x, m[k].calls) || ei_x_encode_ulonglong(x, m[k].incl) ||
-        ei_x_encode_ulonglong(x, m[k].self);
+    e = encode_mfa(x, s, &m[k]);
   free(m);
   e = e || ei_x_encode_empty_list(x);
   return e | ks_map_end(&map);
@@ -92,8 +105,7 @@ static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
     e = ei_x_encode_list_header(x, n);
   for (r = 0; r < t->o.max_identities && n > 0 && !e; r++)
     if (f->agg[r] != NULL)
-      e = ei_x_encode_tuple_header(x, 2) || ks_tiers_encode_identity(x, t, r) ||
-          encode_agg(x, s, f->agg[r], (uint32_t)top);
+      e = encode_agg(x, s, r, (uint32_t)top);
   e = e || ei_x_encode_empty_list(x);
   return e | ks_map_end(&m);
 }

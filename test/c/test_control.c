@@ -66,7 +66,7 @@ START_TEST(ping_version_unknown) {
   command(3, "frobnicate");
   ck_assert_int_eq(out.frames, 3);
   expect_reply(0, "pong");
-  expect_reply(1, "{kprof_sink, \"" KS_VERSION "\", 1}");
+  expect_reply(1, "{kprof_sink, \"" KS_VERSION "\", 2}");
   expect_reply(2, "{error, {unknown_command, frobnicate}}");
 }
 END_TEST
@@ -322,6 +322,10 @@ START_TEST(overload_alert_on_lag) {
   txt = tb_out_reply(&out, 2);
   ck_assert_ptr_nonnull(strstr(txt, "max_lag_us => 100000"));
   ck_assert_ptr_nonnull(strstr(txt, "lag_us => 2"));
+  /* kprof's one alert shape: what was measured, the figure (ms), the bound. */
+  ck_assert_ptr_nonnull(strstr(txt, "what => lag_ms"));
+  ck_assert_ptr_nonnull(strstr(txt, "value => 2"));
+  ck_assert_ptr_nonnull(strstr(txt, "bound => 100,"));
   free(txt);
   call_at(vm_now - 3000000000LL);         /* still behind, but alerts are rate-limited */
   ck_assert_int_eq(out.frames, 3);

@@ -288,12 +288,14 @@ END_TEST
     ck_assert_uint_eq((r)->incl, (uint64_t)(incl_ns));      \
   } while (0)
 
-/* The correction for tracing's cost: correct_ns per event comes off each call
- * path (n events ended its intervals); a path shorter than its events' cost
- * gives all it has and its caller's path the rest (the cost of a call and
- * its return falls partly in the caller's intervals); per function the same
- * off self and inclusive times; the capture's end is no event. What no
- * caller can give is counted: a process's root gives nothing. */
+/* The correction for tracing's cost: each event's cost comes off the call
+ * path whose interval it ended; a path shorter than its events' cost gives
+ * all it has and its caller's path the rest (the cost of a call and its
+ * return falls partly in the caller's intervals); per function the same off
+ * self and inclusive times; the capture's end is no event. What no caller
+ * can give is counted: a process's root gives nothing. With fewer than
+ * KS_FCORR_MIN_INTERVALS intervals of a kind, the cost is the calibration's
+ * (correct_ns), at most the mean of the intervals of that kind. */
 START_TEST(correction) {
   ks_fopts o;
   ks_fcap *c;
@@ -315,20 +317,25 @@ START_TEST(correction) {
   RET(pid_a, 35, M("a"));
   ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
   ks_flame_correct(c);
-  /* b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1 us short,
-   * which a gives; a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals: 14 - 8 - 1 = 5.
-   * (The first event ends no interval.) */
+  /* The calls ended four intervals of 1 us: a call costs 1 us here (the
+   * calibration's 2 is more than they hold); the return_tos' four average
+   * 7.75 us: 2. b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1
+   * us short, which a gives; a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals a
+   * call ended: 14 - 4 - 1 = 9. (The first event ends no interval.) */
   ck_assert_uint_eq(c->k.corrected, 8);
+  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_CALL], 1 * US);
+  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_RETURN], 2 * US);
+  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_CALL], 0);
   ck_assert_uint_eq(c->k.clamped, 0);
   ck_assert_uint_eq(c->k.clamped_ns, 0);
-  ck_assert_uint_eq(c->k.subtracted_ns, (9 + 6 + 1) * US);
+  ck_assert_uint_eq(c->k.subtracted_ns, (5 + 6 + 1) * US);
   EXPECT_FOLDED(c, -1,
-                "<0.1.0>;m:a/0 5\n"
+                "<0.1.0>;m:a/0 9\n"
                 "<0.1.0>;m:a/0;m:b/0 24\n");
   rows = ks_ffun_rows(&c->fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
   EXPECT_ROW(&rows[0], "b", 24 * US, 24 * US);
-  EXPECT_ROW(&rows[1], "a", 5 * US, (45 - 8 * 2) * US);   /* every event inside it */
+  EXPECT_ROW(&rows[1], "a", 9 * US, (45 - 4 * 1 - 4 * 2) * US);   /* every event inside it */
   EXPECT_ROW(&rows[2], "c", 0, 0);
   free(rows);
 }
@@ -346,14 +353,16 @@ START_TEST(correction_clamped) {
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   CALL(pid_a, 0, M("a"), KS_NONE);
-  CALL(pid_a, 2, M("b"), KS_NONE);   /* a: 2 us for one event's 5 */
+  CALL(pid_a, 2, M("b"), KS_NONE);   /* a: 2 us */
   RET(pid_a, 12, M("a"));            /* b: 10 us, 5 */
-  ks_flame_finish(&fl, c, 1, 12 * US);
+  CALL(pid_a, 20, M("d"), KS_NONE);  /* a: 8 us: calls cost 5 (their mean) */
+  RET(pid_a, 21, M("a"));            /* d: 1 us, 4 short: a's, which is 4 short */
+  ks_flame_finish(&fl, c, 1, 21 * US);
   ks_flame_correct(c);
-  ck_assert_uint_eq(c->k.corrected, 2);
+  ck_assert_uint_eq(c->k.corrected, 4);
   ck_assert_uint_eq(c->k.clamped, 1);
-  ck_assert_uint_eq(c->k.clamped_ns, 3 * US);
-  ck_assert_uint_eq(c->k.subtracted_ns, 7 * US);
+  ck_assert_uint_eq(c->k.clamped_ns, 4 * US);
+  ck_assert_uint_eq(c->k.subtracted_ns, 16 * US);
   EXPECT_FOLDED(c, -1, "<0.1.0>;m:a/0;m:b/0 5\n");
 }
 END_TEST
@@ -397,10 +406,11 @@ START_TEST(correction_inclusive) {
 }
 END_TEST
 
-/* A capture whose whole time is less than its events' cost (a calibration
- * from a loaded moment, a capture of a few calls) keeps its raw times, and
- * says so: nothing corrected, the cost not taken in skipped_ns and the
- * header, the same times as without correction. */
+/* A capture whose whole time is less than its events' cost keeps its raw
+ * times, and says so: nothing corrected, the cost not taken in skipped_ns
+ * and the header, the same times as without correction. (The cost is at
+ * most the mean of the run intervals: here short sleeps, which events end
+ * too, make the rest.) */
 START_TEST(correction_skipped) {
   ks_fopts o;
   ks_fcap *c;
@@ -412,9 +422,11 @@ START_TEST(correction_skipped) {
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   CALL(pid_a, 0, M("a"), KS_NONE);
-  CALL(pid_a, 2, M("b"), KS_NONE);
-  RET(pid_a, 12, M("a"));
-  ks_flame_finish(&fl, c, 1, 20 * US);
+  OUT(pid_a, 10, M("a"));            /* runs 10 us */
+  IN(pid_a, 11, M("a"));             /* sleeps 1 */
+  OUT(pid_a, 12, M("a"));            /* runs 1: events cost 5.5 us (the mean) */
+  IN(pid_a, 13, M("a"));
+  ks_flame_finish(&fl, c, 1, 13 * US);
   ks_flame_correct(c);
   ck_assert_uint_eq(c->k.corrected, 0);
   ck_assert_uint_eq(c->k.subtracted_ns, 0);
@@ -425,8 +437,55 @@ START_TEST(correction_skipped) {
   ck_assert_msg(strstr(head, "kprof correction: none, skipped_per_event_ns=50000 ") == head,
                 "got %s", head);
   EXPECT_FOLDED(c, -1,
-                "<0.1.0>;m:a/0 10\n"
-                "<0.1.0>;m:a/0;m:b/0 10\n");
+                "<0.1.0>;m:a/0 11\n"
+                "<0.1.0>;m:a/0;SLEEP 2\n");
+}
+END_TEST
+
+/* With KS_FCORR_MIN_INTERVALS intervals of a kind or more, its cost is
+ * measured in the capture: the mean of its run intervals up to 4 times their
+ * median (a long one, the program's own work, is left out), whatever the
+ * calibration says; the header says each cost and where it came from. */
+/* a calls b n times from t = 1 us: a runs 1 us before each call, b 3 us (once
+ * 100) before its return_to; returns the time of the last return_to. */
+static int64_t a_calls_b(int n) {
+  int64_t t = 1;
+  int k;
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  for (k = 0; k < n; k++) {
+    CALL(pid_a, t, M("b"), KS_NONE);
+    t += k == 7 ? 100 : 3;
+    RET(pid_a, t, M("a"));
+    t += 1;
+  }
+  return t - 1;
+}
+
+START_TEST(correction_measured) {
+  char head[512];
+  ks_fopts o;
+  ks_fcap *c;
+  int64_t end;
+
+  ks_flame_default_opts(&o);
+  o.correct_ns = 400;
+  o.hide = M("wrap");
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  end = a_calls_b(KS_FCORR_MIN_INTERVALS + 200);
+  ks_flame_finish(&fl, c, 1, end * US);
+  ks_flame_correct(c);
+  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_CALL], 1 * US);
+  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_RETURN], 3 * US);
+  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_CALL], 1);
+  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_RETURN], 1);
+  ck_assert_uint_eq(c->k.clamped, 0);
+  ks_flame_correction_text(c, head, sizeof head);
+  ck_assert_msg(strstr(head, "kprof correction: per_event_ns=2000 events=2400 call_ns=1000 "
+                             "call_from=capture return_ns=3000 return_from=capture "
+                             "calibration_ns=400 ") == head, "got %s", head);
+  EXPECT_FOLDED(c, -1, "<0.1.0>;m:a/0;m:b/0 97\n");
 }
 END_TEST
 
@@ -1244,6 +1303,75 @@ START_TEST(fold_recursion) {
 }
 END_TEST
 
+/* The body of a callgrind file (after its header's blank line). */
+static char *callgrind_body(char *all) {
+  char *at = strstr(all, "\nevents: us\n\n"), *body;
+
+  ck_assert_msg(strncmp(all, "# callgrind format\n# kprof correction: ", 39) == 0, "got %.60s",
+                all);
+  ck_assert_ptr_nonnull(at);
+  body = strdup(at + 13);
+  free(all);
+  return body;
+}
+
+START_TEST(callgrind_graph) {
+  ks_fcap *c = start(0);
+  char *got;
+
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 100, M("b"), M("a"));
+  RET(pid_a, 300, M("a"));
+  CALL(pid_a, 400, M("b"), M("a"));
+  CALL(pid_a, 450, M("c"), M("b"));
+  RET(pid_a, 550, M("b"));
+  RET(pid_a, 600, M("a"));
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  got = callgrind_body(write_with(c, ks_write_callgrind));
+  /* Self cost per function, calls and inclusive cost per callee; names compressed. */
+  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 700\n\n"
+                        "fl=(1)\nfn=(2)\n0 300\ncfi=(1)\ncfn=(3) m:b/0\ncalls=2 0\n0 400\n\n"
+                        "fl=(1)\nfn=(3)\n0 300\ncfi=(1)\ncfn=(4) m:c/0\ncalls=1 0\n0 100\n\n"
+                        "fl=(1)\nfn=(4)\n0 100\n\ntotals: 700\n");
+  free(got);
+}
+END_TEST
+
+/* A function on several paths: one entry, its costs summed; folded recursion's
+ * calls are not calls from its caller; totals are the folded file's. */
+START_TEST(callgrind_sums_paths) {
+  ks_fopts o;
+  ks_fcap *c;
+  char *got, *fold, *p;
+  unsigned long sum = 0;
+  ks_fcap view;
+
+  ks_flame_default_opts(&o);
+  o.callers = 1;
+  o.fold_recursion = 1;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  CALL(pid_a, 0, M("a"), KS_NONE);
+  CALL(pid_a, 10, M("a"), M("a"));
+  CALL(pid_a, 20, M("a"), M("a"));
+  CALL(pid_a, 30, M("b"), M("a"));
+  CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
+  ks_flame_finish(&fl, c, 1, 40 * US);
+  ck_assert_int_eq(ks_flame_view(c, &in, &view), KS_OK);
+  got = callgrind_body(write_with(&view, ks_write_callgrind));
+  fold = no_comment(write_with(&view, ks_write_folded));
+  ks_flame_view_free(&view);
+  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
+                        "fl=(1)\nfn=(2)\n0 35\ncfi=(1)\ncfn=(3) m:b/0\ncalls=1 0\n0 10\n\n"
+                        "fl=(1)\nfn=(3)\n0 5\ncfi=(1)\ncfn=(2)\ncalls=1 0\n0 5\n\ntotals: 40\n");
+  for (p = fold; (p = strchr(p, ' ')) != NULL; p++)
+    sum += strtoul(p + 1, NULL, 10);
+  ck_assert_uint_eq(sum, 40);
+  free(got);
+  free(fold);
+}
+END_TEST
+
 START_TEST(perf_samples) {
   ks_fopts o;
   ks_fcap *c;
@@ -1330,6 +1458,15 @@ START_TEST(escapes) {
   /* Cut at out's end: a character whole or not at all. */
   ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
   ck_assert_str_eq(out, "ab");
+  /* A callgrind name: one line of UTF-8, no `(' first, never empty; spaces and `;' stay. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  ks_flame_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
+  putc('|', f);
+  ks_flame_put_line(f, "", 0);
+  fclose(f);
+  ck_assert_str_eq(buf, "[a b;c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9|''");
+  free(buf);
 }
 END_TEST
 
@@ -1393,7 +1530,8 @@ START_TEST(writers_stop_at_a_failed_write) {
     const char *name;
     int (*write)(const ks_fout *, FILE *);
   } w[] = {{"folded", ks_write_folded}, {"perf", ks_write_perf},
-           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg}};
+           {"speedscope", ks_write_speedscope}, {"svg", ks_write_svg},
+           {"callgrind", ks_write_callgrind}};
   cookie_io_functions_t io = {NULL, failing_write, NULL, failing_close};
   ks_fcap *c = start(0);
   ks_fout o;
@@ -1924,6 +2062,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, correction_clamped);
   tcase_add_test(tc, correction_skipped);
   tcase_add_test(tc, correction_inclusive);
+  tcase_add_test(tc, correction_measured);
   tcase_add_test(tc, flow_learns_tail_calls);
   tcase_add_test(tc, flow_server_loop);
   tcase_add_test(tc, flow_mid_stack);
@@ -1958,6 +2097,8 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, group_by_call);
   tcase_add_test(tc, group_all_and_name);
   tcase_add_test(tc, fold_recursion);
+  tcase_add_test(tc, callgrind_graph);
+  tcase_add_test(tc, callgrind_sums_paths);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
   tcase_add_test(tc, commands);

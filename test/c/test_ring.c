@@ -559,7 +559,9 @@ START_TEST(test_sink_routes_ring_events) {
   ck_assert_int_eq(out.frames, 1);
   {
     char *alert = tb_out_reply(&out, 0);
-    ck_assert_ptr_nonnull(strstr(alert, "ring_drops"));
+    ck_assert_ptr_nonnull(strstr(alert, "what => ring_drops"));
+    ck_assert_ptr_nonnull(strstr(alert, "value => 5,"));
+    ck_assert_ptr_nonnull(strstr(alert, "bound => 0,"));
     free(alert);
   }
   ks_sink_free(&s);

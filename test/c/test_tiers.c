@@ -89,11 +89,11 @@ static const ks_tier_row *row(uint32_t r) {
 }
 
 static uint64_t self_total(uint32_t r, int col) {
-  return row(r)->cols[col].self.total;
+  return row(r)->cols[col].h[KS_TSTAT_self].total;
 }
 
 static uint64_t incl_total(uint32_t r, int col) {
-  return row(r)->cols[col].incl.total;
+  return row(r)->cols[col].h[KS_TSTAT_inclusive].total;
 }
 
 /* req -> http (1000 ns self) -> body call db (3000) -> back in http (500). */
@@ -673,6 +673,63 @@ START_TEST(hist_quantile_error_bound) {
 }
 END_TEST
 
+/* test/data/hist_vectors.txt, which kprof_hist_tests reads too: bucket bounds and
+ * quantiles the sink's layout and kprof_hist.erl must agree on. */
+static void hist_vector(char *line, int *nhist) {
+  ks_hist h[2];
+  char *tok, *save = NULL;
+  int part = 0, checked = 0;
+
+  ks_hist_init(&h[0]);
+  ks_hist_init(&h[1]);
+  strtok_r(line, " \n", &save);   /* "hist" */
+  while ((tok = strtok_r(NULL, " \n", &save)) != NULL && strcmp(tok, ":") != 0)
+    if (strcmp(tok, "|") == 0)
+      part = 1;
+    else
+      ck_assert_int_eq(ks_hist_record(&h[part], strtoull(tok, NULL, 10)), KS_OK);
+  ck_assert_int_eq(ks_hist_merge(&h[0], &h[1]), KS_OK);
+  while ((tok = strtok_r(NULL, " \n", &save)) != NULL) {
+    char *eq = strchr(tok, '=');
+    ck_assert_ptr_nonnull(eq);
+    *eq = 0;
+    ck_assert_msg(ks_hist_quantile(&h[0], strtod(tok, NULL)) == strtoull(eq + 1, NULL, 10),
+                  "hist %d: quantile %s is %llu, not %s", *nhist, tok,
+                  (unsigned long long)ks_hist_quantile(&h[0], strtod(tok, NULL)), eq + 1);
+    checked++;
+  }
+  ck_assert_int_gt(checked, 0);
+  (*nhist)++;
+  ks_hist_free(&h[0]);
+  ks_hist_free(&h[1]);
+}
+
+START_TEST(hist_shared_vectors) {
+  char path[4096], line[65536];
+  unsigned long long v, lo, hi;
+  unsigned b;
+  int nbucket = 0, nhist = 0;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/hist_vectors.txt", test_data_dir());
+  f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (sscanf(line, "bucket %llu %u %llu %llu", &v, &b, &lo, &hi) == 4) {
+      ck_assert_uint_eq(ks_hist_bucket(v), b);
+      ck_assert_uint_eq(ks_hist_bucket_low(b), lo);
+      ck_assert_uint_eq(ks_hist_bucket_high(b), hi);
+      nbucket++;
+    } else if (strncmp(line, "hist ", 5) == 0) {
+      hist_vector(line, &nhist);
+    }
+  }
+  fclose(f);
+  ck_assert_int_ge(nbucket, 10);
+  ck_assert_int_ge(nhist, 5);
+}
+END_TEST
+
 Suite *tiers_suite(void) {
   Suite *s = suite_create("tiers");
   TCase *tc = tcase_create("tiers");
@@ -689,6 +746,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, orphans_and_caps);
   tcase_add_test(tc, stale_requests_are_abandoned);
   tcase_add_test(tc, hist_quantile_error_bound);
+  tcase_add_test(tc, hist_shared_vectors);
   tcase_add_test(tc, requests_pin_their_pids);
   tcase_add_test(tc, return_after_nested_request_goes_to_outer);
   tcase_add_test(tc, past_grace_slots_are_taken);

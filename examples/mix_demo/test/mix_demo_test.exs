@@ -20,7 +20,10 @@ defmodule MixDemoTest do
 
     printed =
       ExUnit.CaptureIO.capture_io(fn ->
-        send(self(), {:ran, MixDemo.run(dir, names: :elixir)})
+        # Every function in the table (top: 20): square/1's own work is a
+        # multiplication, and with tracing's cost taken off it may rank
+        # below the five the demo prints by default.
+        send(self(), {:ran, MixDemo.run(dir, names: :elixir, top: 20)})
       end)
 
     assert_received {:ran, {_, [folded, _svg], _top}}

@@ -46,7 +46,7 @@
           orders => pos_integer(),          % 50000
           catalog_size => pos_integer(),    % products on /catalog: 300
           templates => file:filename(),     % default: ../templates beside src/
-          loop => plain | kprof_mochiweb}.  % plain (default)
+          loop => plain | kprof_tiers_mochiweb}.  % plain (default)
 
 -define(KEY, {?MODULE, config}).
 

@@ -112,7 +112,7 @@ answer(#{rows := Rows}, UserMs) ->
     io:format("~n   where each route's time goes (share of its mean wall time, self time "
               "per tier):~n"),
     [io:format("   ~-16s ~7s ms: ~s~n",
-               [route(Id), kprof_report:format_ms(Wall),
+               [route(Id), kprof_report_render:format_ms(Wall),
                 lists:join(", ", [io_lib:format("~s ~b%", [T, round(100 * M / Wall)])
                                   || {T, M} <- by_share(Tiers)])])
      || #{identity := Id, tiers := Tiers, wall := #{mean := Wall}} <- Rows, Wall > 0],
@@ -124,8 +124,8 @@ answer(#{rows := Rows}, UserMs) ->
                       "   (shop_db:user/1 on the idle shop): its requests wait for a pool "
                       "worker,~n   and GET /report holds one for ~s ms a request. "
                       "The flame graph below shows one /report.~n",
-                      [kprof_report:format_ms(UserDb), kprof_report:format_ms(UserMs),
-                       kprof_report:format_ms(ReportDb)]);
+                      [kprof_report_render:format_ms(UserDb), kprof_report_render:format_ms(UserMs),
+                       kprof_report_render:format_ms(ReportDb)]);
         _ ->
             ok
     end,

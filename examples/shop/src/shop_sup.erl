@@ -8,7 +8,7 @@
 
 %% @doc Start the supervisor, registered as `shop_sup'.
 -spec start_link(#{backend := shop_db:backend(), pool_size := pos_integer(),
-                   port := inet:port_number(), loop := plain | kprof_mochiweb}) ->
+                   port := inet:port_number(), loop := plain | kprof_tiers_mochiweb}) ->
           {ok, pid()} | {error, term()}.
 start_link(Cfg) ->
     supervisor:start_link({local, ?MODULE}, ?MODULE, Cfg).

@@ -7,16 +7,16 @@
 -define(SERVER, shop_web_server).
 
 %% @doc Start the mochiweb server on 127.0.0.1, port `Port' (0: a free
-%% one). `Wrap' is `plain', or `kprof_mochiweb' to run every request of
+%% one). `Wrap' is `plain', or `kprof_tiers_mochiweb' to run every request of
 %% the loop inside `kprof:request/2' (kprof's mochiweb helper) instead of
 %% using an `entry' function.
--spec start_link(inet:port_number(), plain | kprof_mochiweb) -> {ok, pid()} | {error, term()}.
+-spec start_link(inet:port_number(), plain | kprof_tiers_mochiweb) -> {ok, pid()} | {error, term()}.
 start_link(Port, Wrap) ->
     Loop = case Wrap of
                plain -> fun ?MODULE:loop/1;
                %% The shop's routes as templates: a path that is none of them
                %% is one row of its shape ("/*"), never the client's text.
-               kprof_mochiweb -> kprof_mochiweb:loop(fun ?MODULE:loop/1,
+               kprof_tiers_mochiweb -> kprof_tiers_mochiweb:loop(fun ?MODULE:loop/1,
                                                      #{routes => ["/", "/users/:id", "/catalog",
                                                                   "/report"]})
            end,

@@ -1,7 +1,7 @@
 %%% @doc Every HTTP request of an inets `httpd' server as a kprof request.
 %%%
 %%% httpd runs its `modules' one after the other for each request. Put
-%%% `kprof_httpd' first: its `do/1' runs the rest of the chain itself,
+%%% `kprof_tiers_httpd' first: its `do/1' runs the rest of the chain itself,
 %%% inside {@link kprof:request/2}, with the identity `{Method, Route}',
 %%% then tells httpd the chain is done (`{break, Data}'), so every later
 %%% module runs once, and inside the request. httpd writes the response
@@ -10,7 +10,7 @@
 %%% ```
 %%% inets:start(httpd, [{port, 8080}, {server_name, "shop"},
 %%%                     {server_root, "/srv/shop"}, {document_root, "/srv/shop/www"},
-%%%                     {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+%%%                     {modules, [kprof_tiers_httpd, mod_alias, mod_esi, mod_get]},
 %%%                     {kprof_routes, ["/users/:id/orders", "/catalog", "/static/*"]}]).
 %%% '''
 %%% `Method' is the request method as httpd gives it (`"GET"'). `Route'
@@ -34,7 +34,7 @@
 %%% An integration module, like a user's code: it calls the facade
 %%% ({@link kprof:request/2}), as an application would; kprof's own modules
 %%% never do.
--module(kprof_httpd).
+-module(kprof_tiers_httpd).
 
 -include_lib("inets/include/httpd.hrl").
 
@@ -89,7 +89,7 @@ route(Path0, Templates) ->
 
 %% @doc Runs the httpd modules configured after `Me' on `ModData', as httpd's
 %% own traversal would, and returns what httpd expects from `Me' itself
-%% (kprof_httpd_flame wraps the rest of the chain the same way).
+%% (kprof_flame_httpd wraps the rest of the chain the same way).
 -spec run_rest(module(), #mod{}) -> {proceed, list()} | done | {continue, term()}.
 run_rest(Me, ModData = #mod{config_db = Db}) ->
     traverse(ModData, after_me(Me, httpd_util:lookup(Db, modules, []))).

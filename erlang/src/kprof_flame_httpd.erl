@@ -6,7 +6,7 @@
 %%% application:set_env(kprof, allow_tracing, true),     % loopback clients
 %%% inets:start(httpd, [{port, 8080}, {server_name, "shop"},
 %%%                     {server_root, "/srv/shop"}, {document_root, "/srv/shop/www"},
-%%%                     {modules, [kprof_httpd_flame, mod_alias, mod_esi, mod_get]}]).
+%%%                     {modules, [kprof_flame_httpd, mod_alias, mod_esi, mod_get]}]).
 %%% '''
 %%% The files go to kprof's own directory (`~/.cache/kprof/http', mode
 %%% 0700, files 0600) unless `{kprof_flame_opts, #{output_directory =>
@@ -30,7 +30,7 @@
 %%%
 %%% `kprof_flame_opts' (optional) are flame_apply's options, checked when the
 %%% server starts (`store/2'): bad ones stop `inets:start/2' with the reason.
--module(kprof_httpd_flame).
+-module(kprof_flame_httpd).
 
 -include_lib("inets/include/httpd.hrl").
 
@@ -49,7 +49,7 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
                 trace ->
                     Opts = httpd_util:lookup(Db, kprof_flame_opts, #{}),
                     Rest = fun() ->
-                                   {kprof_httpd:run_rest(?MODULE, ModData),
+                                   {kprof_tiers_httpd:run_rest(?MODULE, ModData),
                                     kprof_flame_web:refusal()}
                            end,
                     case kprof_flame_web:run(Rest, Opts) of
@@ -63,7 +63,7 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
                             done_with(Outcome, "x-kprof-refused", atom_to_list(Refused))
                     end;
                 {refused, Reason, true} ->
-                    done_with(kprof_httpd:run_rest(?MODULE, ModData), "x-kprof-refused",
+                    done_with(kprof_tiers_httpd:run_rest(?MODULE, ModData), "x-kprof-refused",
                               atom_to_list(Reason));
                 _ ->
                     {proceed, Data}

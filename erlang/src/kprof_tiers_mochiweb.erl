@@ -1,24 +1,24 @@
 %%% @doc Every HTTP request of a mochiweb server as a kprof request.
 %%%
 %%% ```
-%%% Loop = kprof_mochiweb:loop(fun my_app:handle/1,
+%%% Loop = kprof_tiers_mochiweb:loop(fun my_app:handle/1,
 %%%                            #{routes => ["/users/:id", "/catalog", "/static/*"]}),
 %%% mochiweb_http:start([{name, shop}, {port, 8080}, {loop, Loop}]).
 %%% '''
 %%% The loop fun runs the application's loop inside
 %%% {@link kprof:request/2} with the identity `{Method, Route}': `Method'
 %%% a string (`"GET"'), `Route' what option `route' (a fun of the path)
-%%% returns, by default {@link kprof_httpd:route/2} of the path and option
+%%% returns, by default {@link kprof_tiers_httpd:route/2} of the path and option
 %%% `routes' (templates; the first one the path matches, else a shape in
 %%% which only numeric segments show: a client never chooses a row of the
-%%% report, see {@link kprof_httpd}). mochiweb writes the response from
+%%% report, see {@link kprof_tiers_httpd}). mochiweb writes the response from
 %%% within the loop, so the request includes it. mochiweb is not a dependency of kprof: this
 %%% module only calls `mochiweb_request:get/2'.
 %%%
 %%% An integration module, like a user's code: it calls the facade
 %%% ({@link kprof:request/2}), as an application would; kprof's own modules
 %%% never do.
--module(kprof_mochiweb).
+-module(kprof_tiers_mochiweb).
 
 -export([loop/2]).
 
@@ -31,7 +31,7 @@
 -spec loop(fun((term()) -> term()), opts()) -> fun((term()) -> term()).
 loop(Fun, Opts) when is_function(Fun, 1), is_map(Opts) ->
     Templates = maps:get(routes, Opts, []),
-    Route = maps:get(route, Opts, fun(Path) -> kprof_httpd:route(Path, Templates) end),
+    Route = maps:get(route, Opts, fun(Path) -> kprof_tiers_httpd:route(Path, Templates) end),
     fun(Req) ->
             Method = method(mochiweb_request:get(method, Req)),
             Path = mochiweb_request:get(path, Req),
