@@ -194,11 +194,11 @@ start_poll(S = #state{active = false, final = true}) -> S;
 start_poll(S = #state{plan = Plan, port = Port, active = Active}) ->
     Flush = not Active orelse S#state.quiet orelse S#state.waiting =/= [],
     Raw = case Plan#plan.window of
-              undefined -> {tier_report, Flush};
-              _ -> {tier_report, Flush, true}
+              undefined -> {tiers_report, Flush};
+              _ -> {tiers_report, Flush, true}
           end,
     Steps = [{raw, Raw}, {stats, stats}]
-        ++ [{full, {tier_full_report, ?FULL_TOP}} || Plan#plan.full =/= false],
+        ++ [{full, {tiers_full_report, ?FULL_TOP}} || Plan#plan.full =/= false],
     Ref = make_ref(),
     Self = self(),
     Pid = spawn_link(fun() -> Self ! {poll_done, Ref, poll_sink(Port, Steps)} end),

@@ -106,9 +106,9 @@ web(Dir0) ->
     Self = self(),
     Name = list_to_atom("kprof_callgrind_tests_" ++
                             integer_to_list(erlang:unique_integer([positive]))),
-    Flame = kprof_flame_web:mochiweb(fun ?MODULE:web_loop/1,
-                                     #{output_directory => Dir,
-                                       output_format => [folded, callgrind]}),
+    Flame = kprof_flame_mochiweb:loop(fun ?MODULE:web_loop/1,
+                                        #{output_directory => Dir,
+                                          output_format => [folded, callgrind]}),
     Loop = fun(Req) -> try Flame(Req) after Self ! {loop_done, self()} end end,
     Old = application:get_env(kprof, allow_tracing),
     ok = application:set_env(kprof, allow_tracing, true),
