@@ -49,7 +49,7 @@
 %% ?KPROF_SINK_ATOMS: every atom the sink may send (generated from its sources).
 -include("kprof_sink_atoms.hrl").
 
-%% The protocol this module speaks, include/ks.h's KS_PROTOCOL: a sink that
+%% The protocol this module speaks, port/core/ks.h's KS_PROTOCOL: a sink that
 %% answers `version' with another is refused at its start (doc/protocol.md).
 -define(PROTOCOL, 2).
 

@@ -104,7 +104,7 @@ version() ->
     %% The sink's KS_PROTOCOL, which kprof_sink accepted at the start.
     Source = proplists:get_value(source, ?MODULE:module_info(compile)),
     Root = filename:dirname(filename:dirname(filename:dirname(Source))),
-    {ok, KsH} = file:read_file(filename:join([Root, "include", "ks.h"])),
+    {ok, KsH} = file:read_file(filename:join([Root, "port", "core", "ks.h"])),
     {match, [Defined]} = re:run(KsH, "#define KS_PROTOCOL ([0-9]+)",
                                 [{capture, all_but_first, list}]),
     ?assertEqual(list_to_integer(Defined), Proto).
