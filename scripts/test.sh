@@ -46,7 +46,7 @@ run portability $MAKE --no-print-directory check-portability
 run check-asan  $MAKE --no-print-directory check-asan
 run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
-run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest readme-check
+run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest readme-check sizecheck SIZECHECK=--check
 run flame-volume $MAKE --no-print-directory check-flame-volume
 # chromium is not among the packages `make deps` installs: installed here for
 # the browser check (scripts/deps.sh browser), which is skipped, loudly, only
