@@ -3,11 +3,26 @@
 #   make doccheck           every path, Module:function/Arity and `make target' that
 #                           README.md, doc/*.md, examples/**/README* and the modules' edoc
 #                           name must exist (scripts/doccheck.escript)
+#                           (and the option tables, `make option-docs-check', first)
 #   make doccheck-selftest  the checker on test/doccheck/dead.md must exit 1 and print
 #                           exactly test/doccheck/dead.expected: each dead name, no live one
 .PHONY: doccheck doccheck-selftest
 doccheck: all
+	scripts/option_docs.escript check
 	scripts/doccheck.escript
+
+# The option tables of the docs (README.md, doc/*.md, the modules' edoc), generated
+# from include/ks_options.h between `<!-- BEGIN option-docs Kind Mode` and
+# `<!-- END option-docs Kind Mode -->' lines (scripts/option_docs.escript):
+#   make option-docs        rewrite them (then commit the docs)
+#   make option-docs-check  fail, naming each stale file, when one is not what
+#                           option-docs writes (make doccheck runs it)
+.PHONY: option-docs option-docs-check
+option-docs: erl
+	scripts/option_docs.escript write
+
+option-docs-check: erl
+	scripts/option_docs.escript check
 
 doccheck-selftest: all
 	@rm -f $(B)/doccheck-selftest.out

@@ -664,31 +664,10 @@ calls(Spec, Opts) ->
 %%% 3> kprof:flame_pid(whereis(shop_cache), 2000, #{sleep => false}).
 %%% {ok,[...]}
 %%% '''
-%%% Options (all optional): `output_format' (`folded', `perf',
-%%% `speedscope', `svg', a list of them, or `all', the default),
-%%% `output_directory' (default "."), `sleep' (SLEEP frames for time
-%%% scheduled out, default true), `gc' (GC frames, default true),
-%%% `children' (follow spawned processes; default true for flame_apply,
-%%% false for flame_capture and flame_pid), `max_bytes'
-%%% (the call-path tree's memory, 2 GiB: paths past it go to an `OVER_BUDGET'
-%%% frame, their share printed), `callers' (every call's caller, for the
-%%% BEAM's own stacks, at a higher cost per call; default false: stacks from
-%%% calls and return_tos), `correct' (take tracing's cost per event, measured
-%%% on this machine, off every time; default true), `info' (return the
-%%% capture's summary after the files, `kprof_flame_summary'), `perf_period_us' (0: automatic),
-%%% `max_procs' (processes in the capture, 100,000; more are counted in
-%%% `dropped_procs'), `group' (`pid', `name', `initial_call' or `all':
-%%% processes sharing a registered name, an initial call, or all of them
-%%% merged into one root `Key(N_processes)', their stacks summed; default
-%%% `initial_call' with `children => true', else `pid'), `fold_recursion'
-%%% (direct recursion `f;f;f' written as one `f', default false),
-%%% `timeout' (flame_capture, 30000 ms), `open => speedscope' (the
-%%% speedscope CLI) or `open => browser' (the SVG in `$BROWSER' or
-%%% `xdg-open'), `progress' (a line every 5 s while a capture runs,
-%%% `false': none; {@link cancel/0} ends it with its files), `names =>
-%%% elixir' (functions named `Enum.sum/1', `:lists.seq/2' in the files and
-%%% the table) and
-%%% `top => N': the N functions with the most self time (calls, self,
+%%% Options (all optional): kprof_flame's module doc (`h(kprof_flame)')
+%%% lists them, generated from the option table; doc/flame.md says more.
+%%% `progress' lines can be ended with {@link cancel/0}, files and all.
+%%% `top => N' gives the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
 %%% (`kprof_top'); the table is exact whatever limit cut the graph.

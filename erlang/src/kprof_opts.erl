@@ -19,7 +19,8 @@
 %%% leave absent limits to kprof_guard, as they do today.
 -module(kprof_opts).
 
--export([check/2, defaults/1, rows/1, forwarded/1, formats/0, extension/1, file_name/2, doc/1]).
+-export([check/2, defaults/1, rows/1, forwarded/1, sink_rows/1, sent/1, formats/0, extension/1,
+         file_name/2, doc/1, doc_fields/1]).
 
 -export_type([mode/0, row/0]).
 
@@ -72,6 +73,29 @@ rows(Mode) ->
 forwarded(Mode) ->
     [K || {_, K, _, _, _, _, both, _} <- rows(Mode)].
 
+%% @doc The rows the sink takes in a mode's start command (`both' and
+%% `sink' rows), in table order: what doc/tiers.md and doc/flame.md list as
+%% the command's keys.
+-spec sink_rows(mode()) -> [row()].
+sink_rows(Mode) ->
+    [R || {Modes, _, _, _, _, _, By, _} = R <- ?KPROF_OPTIONS, By =/= erlang,
+          lists:member(Mode, Modes)].
+
+%% @doc The user options of a mode that kprof sends the sink, each with the
+%% key the sink takes it under: `{K, K}' for a `both' row, `{K, SinkKey}'
+%% for an `erlang' row that a `sink' row of the mode renames (that row's doc
+%% is the user key: `full_max_events' is `full_trace_max_events'). In table
+%% order. A sink row that is neither (`slow_us' is `slow_ms' in
+%% microseconds, `hold' is kprof's own) is the sending code's to fill.
+-spec sent(mode()) -> [{atom(), atom()}].
+sent(Mode) ->
+    Renamed = [{list_to_atom(Doc), K} || {_, K, _, _, _, _, sink, Doc} <- sink_rows(Mode)],
+    [case By of
+         both -> {K, K};
+         erlang -> {K, proplists:get_value(K, Renamed)}
+     end || {_, K, _, _, _, _, By, _} <- rows(Mode),
+            By =:= both orelse lists:keymember(K, 1, Renamed)].
+
 %% @doc The flame output formats, in the order of the sink's format bits.
 -spec formats() -> [atom()].
 formats() ->
@@ -101,6 +125,28 @@ file_name(Format, Base) ->
 doc(Mode) ->
     [lists:flatten(io_lib:format("~ts (~ts~ts): ~ts", [K, default_text(D), bounds_text(T, Lo, Hi), Doc]))
      || {_, K, T, Lo, Hi, D, _, Doc} <- rows(Mode)].
+
+%% @doc A row as the option tables of the docs show it (make option-docs,
+%% scripts/option_docs.escript): its key, its default as Erlang text
+%% (`none' when it has none), the values it takes, and what it does.
+-spec doc_fields(row()) -> {atom(), string() | none, string(), string()}.
+doc_fields({_, K, T, Lo, Hi, D, _, Doc}) ->
+    Default = case D of
+                  none -> none;
+                  _ -> lists:flatten(io_lib:format("~0tp", [D]))
+              end,
+    {K, Default, lists:flatten(values_text(T, Lo, Hi)), Doc}.
+
+values_text(int, Lo, Hi) -> ["integer", range_text(Lo, Hi)];
+values_text(num, Lo, Hi) -> ["number", range_text(Lo, Hi)];
+values_text(intinf, Lo, Hi) -> ["integer", range_text(Lo, Hi), " or infinity"];
+values_text(numx, Lo, Hi) -> io_lib:format("number over ~ts up to ~ts", [bound_text(Lo), bound_text(Hi)]);
+values_text(bool, _, _) -> "boolean";
+values_text(term, _, _) -> "term".
+
+range_text(neg_infinity, infinity) -> "";
+range_text(Lo, infinity) -> io_lib:format(" >= ~ts", [bound_text(Lo)]);
+range_text(Lo, Hi) -> io_lib:format(" ~ts..~ts", [bound_text(Lo), bound_text(Hi)]).
 
 default_text(none) -> "no default";
 default_text(D) -> io_lib:format("default ~0tp", [D]).
