@@ -16,7 +16,7 @@
  *                 KS_T_INTINF integer in [MIN, MAX] or the atom infinity
  *                 KS_T_BOOL true | false (MIN, MAX: 0, 1)
  *                 KS_T_TERM anything else: checked by the key's own handler
- *                 (kprof_opts:valid_term/2, the sink's decoder); MIN, MAX: 0, 0
+ *                 (kprof_opts:check/2 through its valid_term, the sink's decoder); MIN, MAX: 0, 0
  *     MIN, MAX    integer or decimal literals, `N << M', or KS_INF / -KS_INF
  *     "DEFAULT"   the default as an Erlang term's text ("256", "all", "\".\"");
  *                 "" when there is none (the option is off unless given)

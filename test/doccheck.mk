@@ -4,8 +4,10 @@
 #                           README.md, doc/*.md, examples/**/README* and the modules' edoc
 #                           name must exist (scripts/doccheck.escript)
 #                           (and the option tables, `make option-docs-check', first)
-#   make doccheck-selftest  the checker on test/doccheck/dead.md must exit 1 and print
-#                           exactly test/doccheck/dead.expected: each dead name, no live one
+#   make doccheck-selftest  the checker on test/doccheck/dead.{md,c,sh} (a doc, a C file's
+#                           comments, a script's comments, usage text and paths) must exit 1
+#                           and print exactly test/doccheck/dead.expected: each dead name,
+#                           no live one, nothing from C code or string literals
 .PHONY: doccheck doccheck-selftest
 doccheck: all
 	scripts/option_docs.escript check
@@ -27,7 +29,8 @@ option-docs-check: erl
 doccheck-selftest: all
 	@rm -f $(B)/doccheck-selftest.out
 	@mkdir -p $(B)
-	@scripts/doccheck.escript test/doccheck/dead.md > $(B)/doccheck-selftest.out; rc=$$?; \
+	@scripts/doccheck.escript test/doccheck/dead.md test/doccheck/dead.c test/doccheck/dead.sh \
+	  > $(B)/doccheck-selftest.out; rc=$$?; \
 	if [ $$rc -ne 1 ]; then echo "doccheck-selftest: exit $$rc on a doc with dead names, not 1"; exit 1; fi
 	@diff -u test/doccheck/dead.expected $(B)/doccheck-selftest.out && echo "doccheck-selftest: ok"
 

@@ -4,7 +4,7 @@
 
 #include "ks.h"
 
-/* External term format tags this reader knows (erts external.h). */
+/* External term format tags this reader knows (OTP: erts/emulator/beam/external.h). */
 enum {
   KS_TAG_VERSION = 131,
   KS_TAG_NEW_FLOAT = 70,

@@ -103,7 +103,7 @@ enum {
 
 /* Where a row's value goes in a feature's options struct: row k of ks_options
  * is fields[k] of the feature's array, built from the KS_FIELD of the table's
- * lines (KS_OPTION_FIELDS). size 0: no field (another feature's row, or a
+ * lines (proto/ks_option_fields.h). size 0: no field (another feature's row, or a
  * KS_T_TERM row the feature's own decoder takes). */
 typedef struct ks_option_field {
   uint32_t off, size;   /* size: 4 or 8 bytes (uint32_t, int, uint64_t, int64_t) */
