@@ -60,6 +60,8 @@
          release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)
 -export([cancel/0]).
+%% Internal: the sink's start options, for their test.
+-export([start_opts/2]).
 %% gen_server callbacks
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2, code_change/3]).
@@ -524,14 +526,7 @@ warn_traced([{Pid, Tracer} | More]) ->
 %% keep it (and refuse the tiers) for ever.
 -spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
 sink_start(Id, Mode, Cfg) ->
-    %% The user's options the sink takes too: the table's `both' rows.
-    Defaults = kprof_opts:defaults(flame),
-    Opts = [{K, case K of
-                    group -> group(Cfg);
-                    _ -> maps:get(K, Cfg, maps:get(K, Defaults))
-                end} || K <- kprof_opts:forwarded(flame)]
-        ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)],
-    case kprof_sink:command({flame_start, Id, Opts}) of
+    case kprof_sink:command({flame_start, Id, start_opts(Mode, Cfg)}) of
         ok when Mode =:= capture ->
             ok;
         ok ->
@@ -545,6 +540,20 @@ sink_start(Id, Mode, Cfg) ->
             _ = kprof_sink:send({flame_drop, Id}),
             sink_error(Error)
     end.
+
+%% @doc The options of the sink's `flame_start' for a capture: the user's
+%% options the sink takes too (the table's `both' rows, {@link
+%% kprof_opts:forwarded/1}), then the `sink' rows kprof sets itself:
+%% `correct_ns' and the mode's own (`max_stack' is left at the sink's
+%% default).
+-spec start_opts(apply | pid | capture, map()) -> [{atom(), term()}].
+start_opts(Mode, Cfg) ->
+    Defaults = kprof_opts:defaults(flame),
+    [{K, case K of
+             group -> group(Cfg);
+             _ -> maps:get(K, Cfg, maps:get(K, Defaults))
+         end} || K <- kprof_opts:forwarded(flame)]
+        ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)].
 
 -spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].
 mode_opts(apply, #{hide := Frame}) ->

@@ -13,7 +13,7 @@
 -include("kprof_tiers.hrl").
 
 -export([check/2, check_report_opts/1, check_flame_opts/1]).
--export([full_selection/1, tier_ms/0]).
+-export([full_selection/1, tier_ms/0, sink_opts/1]).
 
 -export_type([pattern/0, sink_spec/0]).
 
@@ -245,7 +245,7 @@ plan(Checked, Entries, O) ->
     #plan{tiers = [{Name, [Spec || {Spec, _} <- Specs]} || {Name, Specs} <- Checked],
           patterns = TierPatterns ++ Marks ++ entry_patterns(Entries, O),
           sink_specs = SinkSpecs,
-          sink_opts = sink_opts(O, SlowMax),
+          sink_opts = sink_opts(O),
           full = full_selection(maps:get(full_trace, O, false)),
           sample = maps:get(sample, O, 1.0),
           window = maps:get(window, O, undefined),
@@ -263,25 +263,21 @@ dedup(Nodes) ->
                                       end
                               end, [], Nodes)).
 
--spec sink_opts(opts(), non_neg_integer()) -> [{atom(), term()}].
-sink_opts(O, SlowMax) ->
-    Limits = [{K, V} || K <- [max_identities, max_inflight, max_request_events, grace_ms,
-                              max_request_ms],
-                        {ok, V} <- [maps:find(K, O)]],
+%% @doc The options of the sink's `tiers_start' command: every user option
+%% given that the sink takes, under the sink's key (the table's rows,
+%% {@link kprof_opts:sent/1}: `full_trace_max_events' is `full_max_events'),
+%% and the two the table cannot convert: `slow_ms' as `slow_us', and
+%% `full_trace' as its selection (none when off).
+-spec sink_opts(opts()) -> [{atom(), term()}].
+sink_opts(O) ->
+    Sent = [{SinkKey, V} || {K, SinkKey} <- kprof_opts:sent(tiers), K =/= full_trace,
+                            {ok, V} <- [maps:find(K, O)]],
+    Slow = [{slow_us, round(Ms * 1000)} || {ok, Ms} <- [maps:find(slow_ms, O)]],
     Full = case full_selection(maps:get(full_trace, O, false)) of
                false -> [];
-               Sel -> [{full_trace, Sel} |
-                       [{SinkKey, V} || {K, SinkKey} <- [{full_trace_max_events, full_max_events},
-                                                         {full_trace_max_nodes, full_max_nodes},
-                                                         {full_trace_max_identities,
-                                                          full_max_identities}],
-                                        {ok, V} <- [maps:find(K, O)]]]
+               Sel -> [{full_trace, Sel}]
            end,
-    Slow = case maps:find(slow_ms, O) of
-               {ok, Ms} -> [{slow_us, round(Ms * 1000)}, {slow_max, SlowMax}];
-               error -> []
-           end,
-    Limits ++ Slow ++ Full.
+    Sent ++ Slow ++ Full.
 
 -spec entry_patterns([{mfa_spec(), [mfa()]}], opts()) -> [pattern()].
 entry_patterns([], _O) ->

@@ -110,6 +110,37 @@ forwarded_test() ->
     [?assertNot(lists:member(K, F)) || K <- [output_format, hold, correct, timeout]],
     ?assert(lists:member(grace_ms, kprof_opts:forwarded(tiers))).
 
+%% The keys Erlang sends the sink come from the table, so they cannot drift
+%% from it: with every user option of the tiers given, tiers_start carries
+%% exactly the table's sink keys of the tiers (a new `both' or renaming `sink'
+%% row is sent without an edit; a `sink' row nothing fills, or a key no row
+%% has, fails here). flame_start over its three modes carries the table's sink
+%% keys of flame, but max_stack (left at the sink's default).
+tiers_sink_keys_test() ->
+    Given = maps:from_list([{K, hd(element(1, edges(R)))}
+                            || {_, K, _, _, _, _, _, _} = R <- kprof_opts:rows(tiers)]),
+    ?assertEqual(false, maps:get(full_trace, Given)),
+    Sent = kprof_tiers_plan:sink_opts(Given#{full_trace => all}),
+    Keys = [K || {K, _} <- Sent],
+    ?assertEqual(lists:usort(Keys), lists:sort(Keys)),
+    ?assertEqual(lists:sort([K || {_, K, _, _, _, _, _, _} <- kprof_opts:sink_rows(tiers)]),
+                 lists:sort(Keys)),
+    ?assertEqual({full_max_events, 1}, lists:keyfind(full_max_events, 1, Sent)),
+    ?assertEqual({slow_us, 0}, lists:keyfind(slow_us, 1, Sent)),
+    ?assert(lists:member({full_trace_max_nodes, full_max_nodes}, kprof_opts:sent(tiers))),
+    %% Nothing given, nothing sent: the sink's defaults are the table's too.
+    ?assertEqual([], kprof_tiers_plan:sink_opts(#{})).
+
+flame_sink_keys_test() ->
+    Cfg = kprof_opts:defaults(flame),
+    PerMode = [[K || {K, _} <- kprof_flame_srv:start_opts(Mode, C)]
+               || {Mode, C} <- [{apply, Cfg#{hide => {m, f, 0}}}, {pid, Cfg},
+                                {capture, Cfg#{trigger => {m, f, 0}, ncalls => 1}}]],
+    Table = [K || {_, K, _, _, _, _, _, _} <- kprof_opts:sink_rows(flame)],
+    [?assertEqual(lists:usort(Keys), lists:sort(Keys)) || Keys <- PerMode],
+    [?assertEqual([], Keys -- Table) || Keys <- PerMode],
+    ?assertEqual(lists:sort(Table -- [max_stack]), lists:usort(lists:append(PerMode))).
+
 doc_test() ->
     [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
     ?assert(lists:member("max_bytes (default 2147483648, 65536..1099511627776): memory of the "
