@@ -7,22 +7,11 @@ static ks_sink sink;
 static tb_out out;
 
 static void setup(void) {
-  memset(&out, 0, sizeof(out));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &out), KS_OK);
+  tb_sink_open(&sink, NULL, &out);
 }
 
 static void teardown(void) {
-  ks_sink_free(&sink);
-  tb_out_free(&out);
-}
-
-static void feed_x(ei_x_buff *x) {
-  size_t n;
-  unsigned char *f = tb_framed(x, &n);
-
-  ck_assert_int_eq(ks_sink_feed(&sink, f, n), KS_OK);
-  free(f);
-  ei_x_free(x);
+  tb_sink_close(&sink, &out);
 }
 
 static void command(long ref, const char *cmd) {
@@ -33,7 +22,7 @@ static void command(long ref, const char *cmd) {
   tb_atom(&x, "kprof");
   ei_x_encode_long(&x, ref);
   tb_atom(&x, cmd);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* {trace_ts, <num.0.3>@n@h, call, {m, F, Arity}, Ts} into x (begun here). */
@@ -51,7 +40,7 @@ static void call_event(const char *f, int arity) {
   ei_x_buff x;
 
   call_x(&x, 85, f, arity, -5);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 static void expect_reply(int k, const char *want) {
@@ -84,7 +73,7 @@ static void command_args(long ref, const char *name, int n) {
   tb_atom(&x, name);
   for (k = 0; k < n; k++)
     ei_x_encode_long(&x, 1);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* The command table: a known name with an arity its row does not take is as
@@ -213,7 +202,7 @@ static void call_from(unsigned num, const char *f) {
   ei_x_buff x;
 
   call_x(&x, num, f, 0, -5);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* Small caps: the stats reply says which table refused, `dropped` counts the messages. */
@@ -221,11 +210,11 @@ START_TEST(stats_split_drops_by_table) {
   ks_sink_opts o;
   char *txt;
 
-  ks_sink_free(&sink);
+  tb_sink_close(&sink, &out);
   ks_sink_default_opts(&o);
   o.limits.max_pids = 2;
   o.limits.max_mfas = 3;
-  ck_assert_int_eq(ks_sink_init(&sink, &o, tb_out_emit, &out), KS_OK);
+  tb_sink_open(&sink, &o, &out);
   call_from(1, "f");
   call_from(2, "f");
   call_from(3, "f");   /* a third pid: refused */
@@ -258,12 +247,12 @@ START_TEST(badly_shaped_commands) {
   ei_x_encode_tuple_header(&x, 2);
   tb_atom(&x, "kprof");
   ei_x_encode_long(&x, 7);
-  feed_x(&x);
+  tb_feed(&sink, &x);
   expect_reply(0, "{error, bad_command}");
   tb_begin(&x);   /* {kprof}: nothing to answer */
   ei_x_encode_tuple_header(&x, 1);
   tb_atom(&x, "kprof");
-  feed_x(&x);
+  tb_feed(&sink, &x);
   ck_assert_int_eq(out.frames, 1);
   ck_assert_uint_eq(sink.st.decode_errors, 1);
   tb_begin(&x);   /* a command that is a tuple: unknown, echoed */
@@ -273,7 +262,7 @@ START_TEST(badly_shaped_commands) {
   ei_x_encode_tuple_header(&x, 2);
   tb_atom(&x, "set");
   ei_x_encode_long(&x, 1);
-  feed_x(&x);
+  tb_feed(&sink, &x);
   expect_reply(1, "{error, {unknown_command, {set, 1}}}");
 }
 END_TEST
@@ -297,14 +286,14 @@ static void command_int(long ref, const char *cmd, long long v) {
   ei_x_encode_tuple_header(&x, 2);
   tb_atom(&x, cmd);
   ei_x_encode_longlong(&x, v);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 static void call_at(long long ts) {
   ei_x_buff x;
 
   call_x(&x, 85, "f", 0, ts);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* Messages older than the bound: one overload alert, then quiet for a second. */
@@ -347,7 +336,7 @@ START_TEST(unechoable_terms_are_not_echoed) {
   tb_atom(&x, "kprof");
   ei_x_append_buf(&x, (const char *)bad_float, 32);
   tb_atom(&x, "ping");
-  feed_x(&x);
+  tb_feed(&sink, &x);
   ck_assert_int_eq(out.frames, 0);
   ck_assert_uint_eq(sink.st.decode_errors, 1);
   tb_begin(&x);   /* {kprof, 5, {foo, BadFloat}}: a bad command, not echoed */
@@ -357,7 +346,7 @@ START_TEST(unechoable_terms_are_not_echoed) {
   ei_x_encode_tuple_header(&x, 2);
   tb_atom(&x, "foo");
   ei_x_append_buf(&x, (const char *)bad_float, 32);
-  feed_x(&x);
+  tb_feed(&sink, &x);
   expect_reply(0, "{error, bad_command}");
 }
 END_TEST
@@ -375,7 +364,7 @@ static void command_limits(long ref, long long max, long long rate_max, long lon
   ei_x_encode_longlong(&x, max);
   ei_x_encode_longlong(&x, rate_max);
   ei_x_encode_longlong(&x, per_ms);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* Tiers on web:entry (an entry of tier 0): every labelled call of it the sink
@@ -591,7 +580,7 @@ static void command_flame(long ref, const char *cmd, long id) {
   ei_x_encode_long(&x, id);
   if (strcmp(cmd, "flame_start") == 0)
     ei_x_encode_empty_list(&x);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* {kprof, Ref, {tiers_start, [{web, entry, '_', 0}], []}} */
@@ -612,7 +601,7 @@ static void command_tiers_start(long ref) {
   ei_x_encode_long(&x, 0);
   ei_x_encode_empty_list(&x);
   ei_x_encode_empty_list(&x);
-  feed_x(&x);
+  tb_feed(&sink, &x);
 }
 
 /* Tiers and flame captures refuse each other, in command order: a capture

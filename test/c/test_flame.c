@@ -1753,7 +1753,7 @@ static void fill(const char *dir) {
  * inode: the second file cannot be created, the first is removed.
  */
 START_TEST(full_disk) {
-  char dir[] = "/tmp/kprof-full-disk-XXXXXX", path[4300];
+  char dir[64], path[4300];
   ks_fcap *wide = start(0), *small;
   ks_fout big, little;
   holder h, h1;
@@ -1761,7 +1761,7 @@ START_TEST(full_disk) {
   int err;
   char *text;
 
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  tb_tmpdir(dir, sizeof(dir), "full-disk");
   if ((err = hold_tmpfs(&h, dir, "size=256k,mode=0700")) != 0) {
     printf("full_disk: skipped: this machine cannot mount a tmpfs in a namespace of "
            "its own (%s)\n", strerror(err));
@@ -1813,14 +1813,14 @@ END_TEST
 
 /* A file over RLIMIT_FSIZE: EFBIG (SIGXFSZ ignored), no file left. Needs no privilege. */
 START_TEST(file_too_big) {
-  char dir[] = "/tmp/kprof-fsize-XXXXXX";
+  char dir[64];
   struct rlimit old, lim;
   ks_fcap *c = start(0);
   void (*was)(int);
   ks_fout o;
   ei_x_buff x;
 
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  tb_tmpdir(dir, sizeof(dir), "fsize");
   wide_capture(c, 200);
   finished(c, &o);
   ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -1842,23 +1842,6 @@ END_TEST
 static ks_sink sink;
 static tb_out outb;
 
-static void feed(ei_x_buff *x) {
-  size_t n;
-  unsigned char *fr = tb_framed(x, &n);
-  ck_assert_int_eq(ks_sink_feed(&sink, fr, n), KS_OK);
-  free(fr);
-  ei_x_free(x);
-}
-
-static void cmd_begin(ei_x_buff *x, long ref, const char *name, int arity) {
-  tb_begin(x);
-  ei_x_encode_tuple_header(x, 3);
-  tb_atom(x, "kprof");
-  ei_x_encode_long(x, ref);
-  ei_x_encode_tuple_header(x, arity);
-  tb_atom(x, name);
-}
-
 static void trace_call(unsigned p, long long ts, const char *f, const char *caller) {
   ei_x_buff x;
 
@@ -1873,32 +1856,17 @@ static void trace_call(unsigned p, long long ts, const char *f, const char *call
   else
     tb_atom(&x, "undefined");
   ei_x_encode_longlong(&x, ts);
-  feed(&x);
+  tb_feed(&sink, &x);
 }
 
 static char *reply(int k) {
   return tb_out_reply(&outb, k);
 }
 
-static void write_cmd(long ref, long id, const char *dir, const char *base) {
-  ei_x_buff x;
-
-  cmd_begin(&x, ref, "flame_write", 6);
-  ei_x_encode_long(&x, id);
-  ei_x_encode_longlong(&x, 2000000);
-  ei_x_encode_binary(&x, dir, (long)strlen(dir));
-  ei_x_encode_binary(&x, base, (long)strlen(base));
-  ei_x_encode_list_header(&x, 2);
-  tb_atom(&x, "folded");
-  tb_atom(&x, "svg");
-  ei_x_encode_empty_list(&x);
-  feed(&x);
-}
-
 static void start_cmd(long ref, long id) {
   ei_x_buff x;
 
-  cmd_begin(&x, ref, "flame_start", 3);
+  tb_cmd_begin(&x, ref, "flame_start", 3);
   ei_x_encode_long(&x, id);
   ei_x_encode_list_header(&x, 2);
   ei_x_encode_tuple_header(&x, 2);
@@ -1908,25 +1876,7 @@ static void start_cmd(long ref, long id) {
   tb_atom(&x, "max_bytes");
   ei_x_encode_long(&x, 1 << 20);
   ei_x_encode_empty_list(&x);
-  feed(&x);
-}
-
-static void pids_cmd(long ref, long id, unsigned a, unsigned b) {
-  ei_x_buff x;
-
-  cmd_begin(&x, ref, "flame_pids", 3);
-  ei_x_encode_long(&x, id);
-  ei_x_encode_list_header(&x, b ? 2 : 1);
-  ei_x_encode_tuple_header(&x, 2);
-  tb_pid(&x, "n@h", a, 0, 1);
-  tb_atom(&x, "undefined");
-  if (b) {
-    ei_x_encode_tuple_header(&x, 2);
-    tb_pid(&x, "n@h", b, 0, 1);
-    tb_atom(&x, "undefined");
-  }
-  ei_x_encode_empty_list(&x);
-  feed(&x);
+  tb_feed(&sink, &x);
 }
 
 /* {flame_members, Id, own}: a process another capture also has is left out,
@@ -1935,66 +1885,63 @@ START_TEST(members_own) {
   ei_x_buff x;
   char *r;
 
-  memset(&outb, 0, sizeof(outb));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  tb_sink_open(&sink, NULL, &outb);
   start_cmd(1, 1);
   start_cmd(2, 2);
-  pids_cmd(3, 1, 7, 9);
-  pids_cmd(4, 2, 9, 0);
-  cmd_begin(&x, 5, "flame_members", 3);
+  tb_flame_pids(&sink, 3, 1, 7, 9);
+  tb_flame_pids(&sink, 4, 2, 9, 0);
+  tb_cmd_begin(&x, 5, "flame_members", 3);
   ei_x_encode_long(&x, 1);
   tb_atom(&x, "own");
-  feed(&x);
-  cmd_begin(&x, 6, "flame_members", 3);
+  tb_feed(&sink, &x);
+  tb_cmd_begin(&x, 6, "flame_members", 3);
   ei_x_encode_long(&x, 2);
   tb_atom(&x, "own");
-  feed(&x);
-  cmd_begin(&x, 7, "flame_members", 3);
+  tb_feed(&sink, &x);
+  tb_cmd_begin(&x, 7, "flame_members", 3);
   ei_x_encode_long(&x, 1);
   tb_atom(&x, "mine");
-  feed(&x);
+  tb_feed(&sink, &x);
   ck_assert_int_eq(outb.frames, 7);
   r = reply(4); ck_assert_str_eq(r, "[<n@h.7.0>]"); free(r);
   r = reply(5); ck_assert_str_eq(r, "[]"); free(r);
   r = reply(6); ck_assert_str_eq(r, "{error, badarg}"); free(r);
-  ks_sink_free(&sink);
-  tb_out_free(&outb);
+  tb_sink_close(&sink, &outb);
 }
 END_TEST
 
 START_TEST(commands) {
-  char dir[] = "/tmp/kprof-flame-test-XXXXXX", path[256], *r;
+  char dir[64], path[256], *r;
   unsigned char *file;
   ei_x_buff x;
   size_t len;
 
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  memset(&outb, 0, sizeof(outb));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  tb_tmpdir(dir, sizeof(dir), "flame-test");
+  tb_sink_open(&sink, NULL, &outb);
   start_cmd(1, 42);
   start_cmd(2, 42);
-  cmd_begin(&x, 3, "flame_pids", 3);
+  tb_cmd_begin(&x, 3, "flame_pids", 3);
   ei_x_encode_long(&x, 42);
   ei_x_encode_list_header(&x, 1);
   ei_x_encode_tuple_header(&x, 2);
   tb_pid(&x, "n@h", 9, 0, 1);
   ei_x_encode_binary(&x, "srv", 3);
   ei_x_encode_empty_list(&x);
-  feed(&x);
+  tb_feed(&sink, &x);
   trace_call(9, 1000000, "top", NULL);
   trace_call(9, 1500000, "leaf", "top");
   trace_call(8, 1600000, "elsewhere", NULL);
-  cmd_begin(&x, 4, "flame_status", 2);
+  tb_cmd_begin(&x, 4, "flame_status", 2);
   ei_x_encode_long(&x, 42);
-  feed(&x);
-  cmd_begin(&x, 5, "flame_members", 2);
+  tb_feed(&sink, &x);
+  tb_cmd_begin(&x, 5, "flame_members", 2);
   ei_x_encode_long(&x, 42);
-  feed(&x);
-  write_cmd(6, 42, dir, "cap");
-  write_cmd(7, 42, dir, "cap");   /* gone with the first write */
-  cmd_begin(&x, 8, "flame_bogus", 2);
+  tb_feed(&sink, &x);
+  tb_flame_write(&sink, 6, 42, dir, "cap");
+  tb_flame_write(&sink, 7, 42, dir, "cap");   /* gone with the first write */
+  tb_cmd_begin(&x, 8, "flame_bogus", 2);
   ei_x_encode_long(&x, 1);
-  feed(&x);
+  tb_feed(&sink, &x);
   ck_assert_int_eq(outb.frames, 8);
   r = reply(0); ck_assert_str_eq(r, "ok"); free(r);
   r = reply(1); ck_assert_str_eq(r, "{error, exists}"); free(r);
@@ -2020,16 +1967,16 @@ START_TEST(commands) {
   free(file);
   /* Same base again: the files are not overwritten, the name gets -1. */
   start_cmd(9, 43);
-  cmd_begin(&x, 10, "flame_pids", 3);
+  tb_cmd_begin(&x, 10, "flame_pids", 3);
   ei_x_encode_long(&x, 43);
   ei_x_encode_list_header(&x, 1);
   ei_x_encode_tuple_header(&x, 2);
   tb_pid(&x, "n@h", 9, 0, 1);
   tb_atom(&x, "undefined");
   ei_x_encode_empty_list(&x);
-  feed(&x);
+  tb_feed(&sink, &x);
   trace_call(9, 1700000, "top", NULL);
-  write_cmd(11, 43, dir, "cap");
+  tb_flame_write(&sink, 11, 43, dir, "cap");
   r = reply(10);
   ck_assert_msg(strncmp(r, "{ok, [#Bin<", 11) == 0, "got %s", r);
   free(r);
@@ -2039,17 +1986,15 @@ START_TEST(commands) {
   ck_assert_int_eq(access(path, F_OK), 0);
   /* No events: no files. */
   start_cmd(12, 44);
-  write_cmd(13, 44, dir, "none");
+  tb_flame_write(&sink, 13, 44, dir, "none");
   r = reply(12);
   ck_assert_msg(strncmp(r, "{error, no_events, #{", 21) == 0, "got %s", r);
   free(r);
   snprintf(path, sizeof(path), "%s/none.folded", dir);
   ck_assert_int_ne(access(path, F_OK), 0);
   ck_assert_int_eq(sink.flame.active, 0);
-  ks_sink_free(&sink);
-  tb_out_free(&outb);
-  snprintf(path, sizeof(path), "rm -rf %s", dir);
-  ck_assert_int_eq(system(path), 0);
+  tb_sink_close(&sink, &outb);
+  tb_tmpdir_remove(dir);
 }
 END_TEST
 

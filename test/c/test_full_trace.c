@@ -322,24 +322,6 @@ static tb_out outb;
 /* The identity `get' as term_to_binary writes it (SMALL_ATOM_UTF8_EXT). */
 static const unsigned char GET_UTF8[] = {119, 3, 'g', 'e', 't'};
 
-static void feed_cmd(ei_x_buff *x) {
-  size_t n;
-  unsigned char *fr = tb_framed(x, &n);
-
-  ck_assert_int_eq(ks_sink_feed(&sink, fr, n), KS_OK);
-  free(fr);
-  ei_x_free(x);
-}
-
-static void cmd(ei_x_buff *x, long ref, const char *name, int arity) {
-  tb_begin(x);
-  ei_x_encode_tuple_header(x, 3);
-  tb_atom(x, "kprof");
-  ei_x_encode_long(x, ref);
-  ei_x_encode_tuple_header(x, arity);
-  tb_atom(x, name);
-}
-
 static void tier_spec(ei_x_buff *x, const char *m, const char *f, const char *role, long tier) {
   ei_x_encode_tuple_header(x, 4);
   tb_atom(x, m);
@@ -354,14 +336,14 @@ static void tier_spec(ei_x_buff *x, const char *m, const char *f, const char *ro
 static void write_cmd(long ref, const unsigned char *id, size_t idlen, const char *dir) {
   ei_x_buff x;
 
-  cmd(&x, ref, "tiers_full_write", 5);
+  tb_cmd_begin(&x, ref, "tiers_full_write", 5);
   ei_x_append_buf(&x, (const char *)id, (int)idlen);
   ei_x_encode_binary(&x, dir, (long)strlen(dir));
   ei_x_encode_binary(&x, "full", 4);
   ei_x_encode_list_header(&x, 1);
   tb_atom(&x, "folded");
   ei_x_encode_empty_list(&x);
-  feed_cmd(&x);
+  tb_feed(&sink, &x);
 }
 
 static void sink_ev(int kind, uint32_t p, int64_t us, uint32_t m, uint32_t caller,
@@ -377,21 +359,20 @@ static char *nth_reply(int k) {
 }
 
 START_TEST(commands) {
-  char dir[] = "/tmp/kprof-full-cmd-XXXXXX", path[256], *r;
+  char dir[64], path[256], *r;
   uint32_t p, req, run, q, start, stop;
   unsigned char *file;
   ei_x_buff x;
   size_t len;
 
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  memset(&outb, 0, sizeof(outb));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  tb_tmpdir(dir, sizeof(dir), "full-cmd");
+  tb_sink_open(&sink, NULL, &outb);
   /* Before the tiers start: not_started. */
-  cmd(&x, 1, "tiers_full_report", 2);
+  tb_cmd_begin(&x, 1, "tiers_full_report", 2);
   ei_x_encode_long(&x, 10);
-  feed_cmd(&x);
+  tb_feed(&sink, &x);
   write_cmd(2, GET_UTF8, sizeof(GET_UTF8), dir);
-  cmd(&x, 3, "tiers_start", 3);
+  tb_cmd_begin(&x, 3, "tiers_start", 3);
   ei_x_encode_list_header(&x, 4);
   tier_spec(&x, "http", NULL, NULL, 0);
   tier_spec(&x, "db", NULL, NULL, 1);
@@ -406,7 +387,7 @@ START_TEST(commands) {
   tb_atom(&x, "grace_ms");
   ei_x_encode_long(&x, 0);
   ei_x_encode_empty_list(&x);
-  feed_cmd(&x);
+  tb_feed(&sink, &x);
   /* One request of `get': req -> run -> db:q, 1 ms in q; req is inferred (kprof:request's
  * frame), the time after the last return_to is the stop marker's, in no frame. */
   p = tb_intern_pid(&sink.in, 1);
@@ -423,20 +404,20 @@ START_TEST(commands) {
   sink_ev(KS_EV_RETURN_TO, p, 1300, req, KS_NONE, NULL, NULL, 0);
   sink_ev(KS_EV_CALL, p, 1400, stop, req, label1, NULL, 0);
   sink_ev(KS_EV_RETURN_TO, p, 1400, req, KS_NONE, NULL, NULL, 0);
-  cmd(&x, 4, "tiers_full_report", 2);
+  tb_cmd_begin(&x, 4, "tiers_full_report", 2);
   ei_x_encode_long(&x, 2);
-  feed_cmd(&x);
-  cmd(&x, 5, "tiers_full_report", 2);
+  tb_feed(&sink, &x);
+  tb_cmd_begin(&x, 5, "tiers_full_report", 2);
   tb_atom(&x, "many");
-  feed_cmd(&x);
+  tb_feed(&sink, &x);
   write_cmd(6, GET_UTF8, sizeof(GET_UTF8), dir);
   write_cmd(7, (const unsigned char *)"\x77\x03put", 5, dir);
-  cmd(&x, 8, "tiers_full_write", 5);
+  tb_cmd_begin(&x, 8, "tiers_full_write", 5);
   tb_atom(&x, "get");
   ei_x_encode_long(&x, 1);   /* not a directory's binary */
   ei_x_encode_binary(&x, "full", 4);
   ei_x_encode_empty_list(&x);
-  feed_cmd(&x);
+  tb_feed(&sink, &x);
   ck_assert_int_eq(chmod(dir, 0777), 0);
   write_cmd(9, GET_UTF8, sizeof(GET_UTF8), dir);
   ck_assert_int_eq(chmod(dir, 0700), 0);
@@ -472,10 +453,8 @@ START_TEST(commands) {
                                  "app:req/2 100\napp:req/2;app:run/0 200\n"
                                  "app:req/2;app:run/0;db:q/1 1000\n");
   free(file);
-  unlink(path);
-  ck_assert_int_eq(rmdir(dir), 0);
-  ks_sink_free(&sink);
-  tb_out_free(&outb);
+  tb_tmpdir_remove(dir);
+  tb_sink_close(&sink, &outb);
 }
 END_TEST
 

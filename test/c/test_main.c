@@ -145,23 +145,6 @@ static void expect_eof(int fd) {
   ck_assert_int_eq(read(fd, &b, 1), 0);
 }
 
-/* A record of an atom's name, as the NIF defines one (ks_rec_atom). */
-static void ring_atom(ks_ring_hdr *h, uint64_t word, const char *name) {
-  static uint64_t tail_cache;
-  size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tail_cache);
-  ks_rec_atom a;
-
-  ck_assert_ptr_nonnull(rec);
-  memset(&a, 0, sizeof(a));
-  a.atom = word;
-  a.len = (uint16_t)n;
-  memcpy(rec + 8, (unsigned char *)&a + 8, sizeof(a) - 8);
-  memcpy(rec + sizeof(a), name, n);
-  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
-}
-
 /* The stats reply's value of key (its text), as a number. */
 static long stat_of(const char *stats, const char *key) {
   char pat[64];
@@ -180,6 +163,7 @@ START_TEST(through_pipes) {
   const char *q;
   struct timespec pause = {0, 5 * 1000 * 1000};
   ks_ring_hdr *h;
+  uint64_t tail_cache = 0;   /* the writer's (tb_ring_atom) */
   int fd, k;
   long records = 0;
 
@@ -204,8 +188,8 @@ START_TEST(through_pipes) {
   h = ks_ring_map(fd, 64 << 10);
   ck_assert_ptr_nonnull(h);
   close(fd);
-  ring_atom(h, 0x1000b, "shop_db");
-  ring_atom(h, 0x2000b, "query");
+  tb_ring_atom(h, 0x1000b, "shop_db", &tail_cache);
+  tb_ring_atom(h, 0x2000b, "query", &tail_cache);
   /* The timer reads it without any command (stats would read it too: wait first). */
   for (k = 0; k < 2000 && atomic_load(&h->tail) != atomic_load(&h->head); k++)
     nanosleep(&pause, NULL);

@@ -11,13 +11,11 @@ static ks_sink sink;
 static tb_out out;
 
 static void setup(void) {
-  memset(&out, 0, sizeof(out));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &out), KS_OK);
+  tb_sink_open(&sink, NULL, &out);
 }
 
 static void teardown(void) {
-  ks_sink_free(&sink);
-  tb_out_free(&out);
+  tb_sink_close(&sink, &out);
 }
 
 /* {Key, V}: an integer, or a boolean when is_bool. */

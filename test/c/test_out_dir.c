@@ -19,15 +19,11 @@
 static char top[64];
 
 static void setup(void) {
-  snprintf(top, sizeof(top), "/tmp/kprof-outdir-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(top));
+  tb_tmpdir(top, sizeof(top), "outdir");
 }
 
 static void teardown(void) {
-  char cmd[128];
-
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-  ck_assert_int_eq(system(cmd), 0);
+  tb_tmpdir_remove(top);
 }
 
 static const char *in_top(const char *rel) {
@@ -169,30 +165,12 @@ END_TEST
 static ks_sink sink;
 static tb_out outb;
 
-static void feed(ei_x_buff *x) {
-  size_t n;
-  unsigned char *fr = tb_framed(x, &n);
-
-  ck_assert_int_eq(ks_sink_feed(&sink, fr, n), KS_OK);
-  free(fr);
-  ei_x_free(x);
-}
-
-static void cmd_begin(ei_x_buff *x, long ref, const char *name, int arity) {
-  tb_begin(x);
-  ei_x_encode_tuple_header(x, 3);
-  tb_atom(x, "kprof");
-  ei_x_encode_long(x, ref);
-  ei_x_encode_tuple_header(x, arity);
-  tb_atom(x, name);
-}
-
 static void dir_cmd(long ref, const char *dir, size_t len) {
   ei_x_buff x;
 
-  cmd_begin(&x, ref, "flame_dir", 2);
+  tb_cmd_begin(&x, ref, "flame_dir", 2);
   ei_x_encode_binary(&x, dir, (long)len);
-  feed(&x);
+  tb_feed(&sink, &x);
 }
 
 static void expect_reply(int k, const char *want) {
@@ -206,18 +184,11 @@ static void expect_reply(int k, const char *want) {
 static void capture_into(long ref, long id, const char *dir) {
   ei_x_buff x;
 
-  cmd_begin(&x, ref, "flame_start", 3);
+  tb_cmd_begin(&x, ref, "flame_start", 3);
   ei_x_encode_long(&x, id);
   ei_x_encode_empty_list(&x);
-  feed(&x);
-  cmd_begin(&x, ref + 1, "flame_pids", 3);
-  ei_x_encode_long(&x, id);
-  ei_x_encode_list_header(&x, 1);
-  ei_x_encode_tuple_header(&x, 2);
-  tb_pid(&x, "n@h", 5, 0, 1);
-  tb_atom(&x, "undefined");
-  ei_x_encode_empty_list(&x);
-  feed(&x);
+  tb_feed(&sink, &x);
+  tb_flame_pids(&sink, ref + 1, id, 5, 0);
   tb_begin(&x);
   ei_x_encode_tuple_header(&x, 6);
   tb_atom(&x, "trace_ts");
@@ -226,25 +197,15 @@ static void capture_into(long ref, long id, const char *dir) {
   tb_mfa(&x, "m", "f", 0);
   tb_atom(&x, "undefined");
   ei_x_encode_longlong(&x, 1000000);
-  feed(&x);
-  cmd_begin(&x, ref + 2, "flame_write", 6);
-  ei_x_encode_long(&x, id);
-  ei_x_encode_longlong(&x, 2000000);
-  ei_x_encode_binary(&x, dir, (long)strlen(dir));
-  ei_x_encode_binary(&x, "cap", 3);
-  ei_x_encode_list_header(&x, 2);
-  tb_atom(&x, "folded");
-  tb_atom(&x, "svg");
-  ei_x_encode_empty_list(&x);
-  feed(&x);
+  tb_feed(&sink, &x);
+  tb_flame_write(&sink, ref + 2, id, dir, "cap");
 }
 
 START_TEST(through_the_sink) {
   char nul[64];
   int n;
 
-  memset(&outb, 0, sizeof(outb));
-  ck_assert_int_eq(ks_sink_init(&sink, NULL, tb_out_emit, &outb), KS_OK);
+  tb_sink_open(&sink, NULL, &outb);
   dir_cmd(1, in_top("made/here"), strlen(in_top("made/here")));
   ck_assert_int_eq(chmod(top, 0777), 0);
   dir_cmd(2, in_top("made/here"), strlen(in_top("made/here")));
@@ -284,8 +245,7 @@ START_TEST(through_the_sink) {
   ck_assert_uint_eq(mode_of(in_top("made/here/cap.folded")), 0600);
   ck_assert_uint_eq(mode_of(in_top("made/here/cap.svg")), 0600);
   ck_assert_int_eq(sink.flame.active, 0);
-  ks_sink_free(&sink);
-  tb_out_free(&outb);
+  tb_sink_close(&sink, &outb);
 }
 END_TEST
 

@@ -43,22 +43,6 @@ static void collect_none(void *ctx, ks_decoded *d) {
   (void)d;
 }
 
-static uint64_t put_atom(ks_ring_hdr *h, uint64_t word, const char *name) {
-  size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tail_cache);
-  ks_rec_atom a;
-
-  ck_assert_ptr_nonnull(rec);
-  memset(&a, 0, sizeof(a));
-  a.atom = word;
-  a.len = (uint16_t)n;
-  memcpy(rec + 8, (unsigned char *)&a + 8, sizeof(a) - 8);
-  memcpy(rec + sizeof(a), name, n);
-  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
-  return pos;
-}
-
 static void put_pid(ks_ring_hdr *h, uint64_t word, unsigned num) {
   ei_x_buff x;
   ks_rec_pid p;
@@ -135,9 +119,9 @@ static void put_return_to(ks_ring_hdr *h, int64_t ts) {
 }
 
 static void define_all(ks_ring_hdr *h) {
-  put_atom(h, M_WORD, "shop_db");
-  put_atom(h, F_WORD, "query");
-  put_atom(h, G_WORD, "run");
+  tb_ring_atom(h, M_WORD, "shop_db", &tail_cache);
+  tb_ring_atom(h, F_WORD, "query", &tail_cache);
+  tb_ring_atom(h, G_WORD, "run", &tail_cache);
   put_pid(h, PID_WORD, 42);
 }
 
@@ -544,7 +528,7 @@ START_TEST(test_sink_routes_ring_events) {
   ks_sink s;
   tb_out out = {0};
 
-  ck_assert_int_eq(ks_sink_init(&s, NULL, tb_out_emit, &out), KS_OK);
+  tb_sink_open(&s, NULL, &out);
   ck_assert_int_eq(ks_ring_open(&s.ring, 64u << 10), KS_OK);
   define_all(s.ring.h);
   put_call(s.ring.h, 10, M_WORD, 1, NULL);
@@ -564,8 +548,7 @@ START_TEST(test_sink_routes_ring_events) {
     ck_assert_ptr_nonnull(strstr(alert, "bound => 0,"));
     free(alert);
   }
-  ks_sink_free(&s);
-  tb_out_free(&out);
+  tb_sink_close(&s, &out);
 }
 END_TEST
 
@@ -592,7 +575,7 @@ static ks_sink *pid_capped_sink(uint32_t max_pids, tb_out *out) {
   ck_assert_ptr_nonnull(s);
   ks_sink_default_opts(&o);
   o.limits.max_pids = max_pids;
-  ck_assert_int_eq(ks_sink_init(s, &o, tb_out_emit, out), KS_OK);
+  tb_sink_open(s, &o, out);
   ck_assert_int_eq(ks_ring_open(&s->ring, 256u << 10), KS_OK);
   return s;
 }
@@ -639,8 +622,7 @@ START_TEST(test_live_pids_past_the_cap_are_counted) {
   ck_assert_uint_eq(s->in.dropped_pids, 10);
   ck_assert_uint_eq(s->ring.full, 10);
   ck_assert_uint_eq(s->in.pids_freed, 0);
-  ks_sink_free(s);
-  tb_out_free(&out);
+  tb_sink_close(s, &out);
   free(s);
 }
 END_TEST
@@ -688,8 +670,7 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   ck_assert_uint_eq(s->in.dropped_pids, 0);
   ck_assert_uint_eq(id_of_word(s, PID_WORD), KS_NONE);
   ck_assert(ks_intern_pid_get(&s->in, id, &v) != KS_OK || v.num != 42);
-  ks_sink_free(s);
-  tb_out_free(&out);
+  tb_sink_close(s, &out);
   free(s);
 }
 END_TEST

@@ -383,15 +383,6 @@ END_TEST
 static ks_sink ksink;
 static tb_out kout;
 
-static void feed_msg(ei_x_buff *x) {
-  size_t n;
-  unsigned char *f = tb_framed(x, &n);
-
-  ck_assert_int_eq(ks_sink_feed(&ksink, f, n), KS_OK);
-  free(f);
-  ei_x_free(x);
-}
-
 /* {trace_ts, <num.0.1>@n@h, What, ...: begun here, Ts to add. */
 static void msg_head(ei_x_buff *x, unsigned num, const char *what, int arity) {
   tb_begin(x);
@@ -420,7 +411,7 @@ static void msg_call(unsigned num, const char *m, const char *f, int arity, long
   if (identity)
     tb_atom(&x, identity);
   ei_x_encode_longlong(&x, ts);
-  feed_msg(&x);
+  tb_feed(&ksink, &x);
 }
 
 static void msg_return_to(unsigned num, long long ts) {
@@ -429,7 +420,7 @@ static void msg_return_to(unsigned num, long long ts) {
   msg_head(&x, num, "return_to", 5);
   tb_mfa(&x, "app", "req", 2);
   ei_x_encode_longlong(&x, ts);
-  feed_msg(&x);
+  tb_feed(&ksink, &x);
 }
 
 static void msg_exit(unsigned num, const char *reason, long long ts) {
@@ -438,7 +429,7 @@ static void msg_exit(unsigned num, const char *reason, long long ts) {
   msg_head(&x, num, "exit", 5);
   tb_atom(&x, reason);
   ei_x_encode_longlong(&x, ts);
-  feed_msg(&x);
+  tb_feed(&ksink, &x);
 }
 
 static void msg_request_start(unsigned num, long label, const char *identity, long long ts) {
@@ -469,8 +460,7 @@ static void killed_setup(void) {
   ks_tier_opts o;
   ks_tier_spec *specs = calloc(4, sizeof(*specs));
 
-  memset(&kout, 0, sizeof(kout));
-  ck_assert_int_eq(ks_sink_init(&ksink, NULL, tb_out_emit, &kout), KS_OK);
+  tb_sink_open(&ksink, NULL, &kout);
   specs[0] = spec("http", NULL, HTTP, 0);
   specs[1] = spec("db", NULL, DB, 0);
   specs[2] = spec("kprof_mark", "start", KS_ROLE_START, 0);
@@ -482,8 +472,7 @@ static void killed_setup(void) {
 }
 
 static void killed_teardown(void) {
-  ks_sink_free(&ksink);
-  tb_out_free(&kout);
+  tb_sink_close(&ksink, &kout);
 }
 
 /* Handlers killed in their requests (a web server's, on the client's
@@ -574,7 +563,7 @@ START_TEST(killed_in_report_and_stats) {
   tb_atom(&x, "tiers_report");
   ei_x_encode_boolean(&x, 1);
   ei_x_encode_boolean(&x, 1);
-  feed_msg(&x);
+  tb_feed(&ksink, &x);
   got = tb_out_reply(&kout, 0);
   ck_assert_ptr_nonnull(strstr(got, "killed_requests => 1,"));
   free(got);
@@ -584,7 +573,7 @@ START_TEST(killed_in_report_and_stats) {
   tb_atom(&x, "kprof");
   ei_x_encode_long(&x, 2);
   tb_atom(&x, "stats");
-  feed_msg(&x);
+  tb_feed(&ksink, &x);
   got = tb_out_reply(&kout, 1);
   ck_assert_ptr_nonnull(strstr(got, "killed_requests => 1,"));
   free(got);

@@ -1,7 +1,9 @@
-/* test_util.c: term builders, event printing and output capture for the suites. */
+/* test_util.c: term builders, event printing, output capture, a sink fed
+ * commands, temporary directories and ring records for the suites. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -164,6 +166,95 @@ char *tb_out_reply(const tb_out *o, int k) {
 void tb_out_free(tb_out *o) {
   free(o->buf);
   memset(o, 0, sizeof(*o));
+}
+
+void tb_sink_open(ks_sink *s, const ks_sink_opts *o, tb_out *out) {
+  memset(out, 0, sizeof(*out));
+  ck_assert_int_eq(ks_sink_init(s, o, tb_out_emit, out), KS_OK);
+}
+
+void tb_sink_close(ks_sink *s, tb_out *out) {
+  ks_sink_free(s);
+  tb_out_free(out);
+}
+
+void tb_feed(ks_sink *s, ei_x_buff *x) {
+  size_t n;
+  unsigned char *f = tb_framed(x, &n);
+
+  ck_assert_int_eq(ks_sink_feed(s, f, n), KS_OK);
+  free(f);
+  ei_x_free(x);
+}
+
+void tb_cmd_begin(ei_x_buff *x, long ref, const char *name, int arity) {
+  tb_begin(x);
+  ei_x_encode_tuple_header(x, 3);
+  tb_atom(x, "kprof");
+  ei_x_encode_long(x, ref);
+  ei_x_encode_tuple_header(x, arity);
+  tb_atom(x, name);
+}
+
+void tb_flame_pids(ks_sink *s, long ref, long id, unsigned a, unsigned b) {
+  ei_x_buff x;
+
+  tb_cmd_begin(&x, ref, "flame_pids", 3);
+  ei_x_encode_long(&x, id);
+  ei_x_encode_list_header(&x, b ? 2 : 1);
+  ei_x_encode_tuple_header(&x, 2);
+  tb_pid(&x, "n@h", a, 0, 1);
+  tb_atom(&x, "undefined");
+  if (b) {
+    ei_x_encode_tuple_header(&x, 2);
+    tb_pid(&x, "n@h", b, 0, 1);
+    tb_atom(&x, "undefined");
+  }
+  ei_x_encode_empty_list(&x);
+  tb_feed(s, &x);
+}
+
+void tb_flame_write(ks_sink *s, long ref, long id, const char *dir, const char *base) {
+  ei_x_buff x;
+
+  tb_cmd_begin(&x, ref, "flame_write", 6);
+  ei_x_encode_long(&x, id);
+  ei_x_encode_longlong(&x, 2000000);
+  ei_x_encode_binary(&x, dir, (long)strlen(dir));
+  ei_x_encode_binary(&x, base, (long)strlen(base));
+  ei_x_encode_list_header(&x, 2);
+  tb_atom(&x, "folded");
+  tb_atom(&x, "svg");
+  ei_x_encode_empty_list(&x);
+  tb_feed(s, &x);
+}
+
+void tb_tmpdir(char *dir, size_t cap, const char *what) {
+  ck_assert_int_lt(snprintf(dir, cap, "/tmp/kprof-%s-XXXXXX", what), (int)cap);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+void tb_tmpdir_remove(const char *dir) {
+  char cmd[4200];
+
+  ck_assert_int_lt(snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir), (int)sizeof(cmd));
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+uint64_t tb_ring_atom(ks_ring_hdr *h, uint64_t word, const char *name, uint64_t *tail_cache) {
+  size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
+  uint64_t pos;
+  unsigned char *rec = ks_ring_reserve(h, len, &pos, tail_cache);
+  ks_rec_atom a;
+
+  ck_assert_ptr_nonnull(rec);
+  memset(&a, 0, sizeof(a));
+  a.atom = word;
+  a.len = (uint16_t)n;
+  memcpy(rec + 8, (unsigned char *)&a + 8, sizeof(a) - 8);
+  memcpy(rec + sizeof(a), name, n);
+  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
+  return pos;
 }
 
 unsigned char *read_file(const char *path, size_t *len) {

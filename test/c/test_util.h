@@ -5,7 +5,9 @@
 #include <check.h>
 #include <ei.h>
 
+#include "ks_ring.h"
 #include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 
 /* A frame under construction: version byte written by tb_begin. */
 void tb_begin(ei_x_buff *x);
@@ -37,6 +39,30 @@ void tb_out_emit(void *ctx, const unsigned char *frame, size_t len);
 /* The k-th emitted reply's third element printed with ei_s_print_term (caller frees). */
 char *tb_out_reply(const tb_out *o, int k);
 void tb_out_free(tb_out *o);
+
+/* A sink whose frames go to out (emptied here), with options o (NULL: the
+ * defaults); fails the test if it cannot start. tb_sink_close frees both. */
+void tb_sink_open(ks_sink *s, const ks_sink_opts *o, tb_out *out);
+void tb_sink_close(ks_sink *s, tb_out *out);
+/* Frames x, feeds it to s, which must take it (KS_OK), and frees x. */
+void tb_feed(ks_sink *s, ei_x_buff *x);
+/* Begins x with {kprof, Ref, {Name, ...}}: a command tuple of arity elements,
+ * its name written; the caller encodes the arity - 1 arguments. */
+void tb_cmd_begin(ei_x_buff *x, long ref, const char *name, int arity);
+/* A capture's commands: {flame_pids, Id, [{Pid, undefined}]} for the
+ * processes <n@h.A.0> and, unless B is 0, <n@h.B.0>; {flame_write, Id,
+ * 2000000, Dir, Base, [folded, svg]}. */
+void tb_flame_pids(ks_sink *s, long ref, long id, unsigned a, unsigned b);
+void tb_flame_write(ks_sink *s, long ref, long id, const char *dir, const char *base);
+
+/* A new private directory /tmp/kprof-What-XXXXXX, its name in dir (cap bytes);
+ * tb_tmpdir_remove removes it and whatever is in it. */
+void tb_tmpdir(char *dir, size_t cap, const char *what);
+void tb_tmpdir_remove(const char *dir);
+
+/* An atom's name record in the ring, as the tracer NIF writes one (ks_rec_atom);
+ * tail_cache is the writer's cache of the tail (ks_ring_reserve). Its position. */
+uint64_t tb_ring_atom(ks_ring_hdr *h, uint64_t word, const char *name, uint64_t *tail_cache);
 
 /* Reads a whole file; NULL if missing. */
 unsigned char *read_file(const char *path, size_t *len);
