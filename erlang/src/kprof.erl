@@ -166,7 +166,7 @@
 -module(kprof).
 
 %% PUBLIC
--export([start/0, start/1, stop/0, help/0]).
+-export([start/0, start/1, stop/0, help/0, help/1]).
 -export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
          sink_sync/0, sink_reset/0, sink_calls/0]).
 %% SAFETY
@@ -258,30 +258,53 @@ start(Opts) ->
 %% `h(kprof, Function)' in the shell show every function's doc.
 -spec help() -> ok.
 help() ->
-    io:put_chars(
+    Files = lists:join(" ", [kprof_opts:file_name(F, "*") || F <- kprof_opts:formats()]),
+    #{ms := Ms, max := Max} = kprof_opts:defaults(calls),
+    io:format(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
-      "Flame graphs (files: .folded .perf .speedscope.json .svg callgrind.out.*):\n"
+      "Flame graphs (files: ~ts):\n"
       "  kprof:flame_apply(fun() -> ... end, #{})        one call, and what it spawns\n"
       "  kprof:flame_apply(Fun, #{children => false})    this process alone\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
-      "           by self time, printed and returned), group, fold_recursion, ...\n"
+      "           by self time, printed and returned), ...: kprof:help(flame)\n"
       "Tiers (per request kind, time per tier):\n"
       "  kprof:start_tiers([{db, [{my_db, '_', '_'}]}, {http, [{my_http, '_', '_'}]}],\n"
       "                    #{entry => {my_http, handle, 1}, identity => {arg, 1}})\n"
       "  kprof:request(Id, Fun)      one request by hand\n"
       "  kprof:report()              the table; report(#{format => term}) as terms\n"
       "  kprof:stop_tiers()          tracing off, the report kept\n"
-      "Call counts (every process; stops at ms or max calls, default 5000 ms or 100,000):\n"
+      "Call counts (every process; stops at ms or max calls, default ~b ms or ~b):\n"
       "  kprof:calls({M, F, A}, #{ms => 1000})          a table, {ok, [#{mfa, calls}]}\n"
       "  kprof:calls(M, #{max => 1000, time => true})   every function of M, with time\n"
-      "Safety: every mode arms the guard (max_lag_ms, max_events, rate, ...):\n"
+      "Safety: every mode arms the guard (max_lag_ms, max_events, ...: kprof:help(guard)):\n"
       "  kprof:subscribe()           alerts as {kprof_alert, Kind, Info}\n"
       "  kprof:status()              what is armed, what aborted and why\n"
       "The sink: kprof:start(), kprof:stop(), kprof:sink_stats().\n"
-      "Docs: h(kprof), h(kprof, flame_apply), README.md and doc/ in the source tree.\n").
+      "Docs: h(kprof), h(kprof, flame_apply), README.md and doc/ in the source tree.\n",
+      [Files, Ms, Max]).
+
+%% @doc Prints the options of a mode, one a line: the key, its default, the
+%% values it takes and what it does, from the option table
+%% (include/ks_options.h, {@link kprof_opts:doc/1}). `guard': the limits
+%% every mode takes, listed with each mode's own options too.
+%%
+%% ```
+%% 1> kprof:help(calls).
+%% kprof:calls/2 options (a map or a keyword list):
+%%   ms (default 5000, 1.. or infinity): stop counting after this many ms (or at max calls)
+%% ...
+%% '''
+-spec help(tiers | flame | calls | guard) -> ok.
+help(Mode) when Mode =:= tiers; Mode =:= flame; Mode =:= calls; Mode =:= guard ->
+    Who = #{tiers => "kprof:start_tiers/2",
+            flame => "kprof:flame_apply/2, flame_capture/3 and flame_pid/3",
+            calls => "kprof:calls/2", guard => "Every mode's (the guard's limits)"},
+    io:format("~ts options (a map or a keyword list):~n", [maps:get(Mode, Who)]),
+    lists:foreach(fun(Line) -> io:format("  ~ts~n", [Line]) end, kprof_opts:doc(Mode)).
+
 
 %% @doc Stop kprof: closes the port, which ends the sink and the tracing
 %% that used it.

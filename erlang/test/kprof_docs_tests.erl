@@ -54,3 +54,18 @@ help_test() ->
     Exported = [atom_to_list(F) || {F, _} <- kprof:module_info(exports)],
     ?assertEqual([], [F || [F] <- Named, not lists:member(F, Exported)]),
     ?assert(length(Named) >= 10).
+
+%% kprof:help(Mode): a line per option the mode takes, from the option table,
+%% each naming its key and its default as the table has them.
+help_modes_test() ->
+    [begin
+         Text = unicode:characters_to_list(kprof_test_util:capture_io(fun() -> kprof:help(Mode) end)),
+         [_Header | Lines] = string:split(string:trim(Text, trailing), "\n", all),
+         Rows = kprof_opts:rows(Mode),
+         ?assertEqual({Mode, length(Rows)}, {Mode, length(Lines)}),
+         [?assertEqual({Mode, K, true},
+                       {Mode, K, lists:prefix("  " ++ atom_to_list(K) ++ " (", L)})
+          || {{_, K, _, _, _, _, _, _}, L} <- lists:zip(Rows, Lines)]
+     end || Mode <- [tiers, flame, calls, guard]],
+    Calls = unicode:characters_to_list(kprof_test_util:capture_io(fun() -> kprof:help(calls) end)),
+    ?assertNotEqual(nomatch, string:find(Calls, "  ms (default 5000, 1.. or infinity): ")).
