@@ -20,7 +20,7 @@
 -module(kprof_opts).
 
 -export([check/2, defaults/1, rows/1, forwarded/1, sink_rows/1, sent/1, formats/0, extension/1,
-         file_name/2, doc/1, doc_fields/1]).
+         file_name/2, base_name/2, doc/1, doc_fields/1]).
 
 -export_type([mode/0, row/0]).
 
@@ -117,6 +117,25 @@ file_name(Format, Base) ->
     case lists:last(Ext) of
         $. -> Ext ++ Base;
         _ -> Base ++ Ext
+    end.
+
+%% @doc The base name of a format's file, the inverse of {@link
+%% file_name/2}: `{ok, "x"}' for `"x.svg"' and `svg', for
+%% `"callgrind.out.x"' and `callgrind'; `error' for a name that is not one.
+-spec base_name(atom(), string()) -> {ok, string()} | error.
+base_name(Format, Name) ->
+    Ext = extension(Format),
+    Affix = case lists:last(Ext) of
+                $. -> string:prefix(Name, Ext);
+                _ -> case lists:suffix(Ext, Name) of
+                         true -> lists:sublist(Name, length(Name) - length(Ext));
+                         false -> nomatch
+                     end
+            end,
+    case Affix of
+        nomatch -> error;
+        "" -> error;
+        Base -> {ok, Base}
     end.
 
 %% @doc One line of text per user option of a mode: key, default, bounds

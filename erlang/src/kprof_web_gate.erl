@@ -83,9 +83,6 @@
 -define(KEYS, [secret, from, rate, max_seconds, max_bytes, keep_patterns_ms]).
 -define(MIN_SECRET, 16).
 -define(MAX_KEEP_MS, 60000).
-%% The files prune/3 may remove: kprof's own names and formats.
--define(EXTS, [".folded", ".perf", ".speedscope.json", ".svg"]).
--define(PREFIXES, ["callgrind.out."]).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -455,9 +452,15 @@ kprof_files(Dir0) ->
             []
     end.
 
+%% The files prune/3 may remove: kprof's own names (kprof-...) in one of its
+%% formats (the option table's, kprof_opts:formats/0).
 is_kprof_file(N) ->
-    (lists:prefix("kprof-", N) andalso lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS))
-        orelse lists:any(fun(P) -> lists:prefix(P ++ "kprof-", N) end, ?PREFIXES).
+    lists:any(fun(F) ->
+                      case kprof_opts:base_name(F, N) of
+                          {ok, "kprof-" ++ _} -> true;
+                          _ -> false
+                      end
+              end, kprof_opts:formats()).
 
 remove(_Dir, _Files, Total, Max, N) when Total =< Max ->
     N;

@@ -95,6 +95,11 @@ formats_test() ->
     ?assertEqual([folded, perf, speedscope, svg, callgrind], kprof_opts:formats()),
     ?assertEqual(".speedscope.json", kprof_opts:extension(speedscope)),
     ?assertEqual("callgrind.out.x", kprof_opts:file_name(callgrind, "x")),
+    [?assertEqual({F, {ok, "kprof-x"}}, {F, kprof_opts:base_name(F, kprof_opts:file_name(F, "kprof-x"))})
+     || F <- kprof_opts:formats()],
+    ?assertEqual(error, kprof_opts:base_name(svg, "x.folded")),
+    ?assertEqual(error, kprof_opts:base_name(svg, ".svg")),
+    ?assertEqual(error, kprof_opts:base_name(callgrind, "x.callgrind.out.")),
     ?assertEqual([kprof_opts:file_name(F, "x") || F <- kprof_opts:formats()],
                  [filename:basename(P) || P <- kprof_flame:planned_files(
                                                    #{name => "x", output_directory => "/tmp",

@@ -143,12 +143,17 @@ prune_test() ->
         Write("kprof-http-2.folded", 100, 200),
         Write("notes.txt", 1000, 400),
         Write("kprof-http-3.svg", 100, 0),
-        ?assertEqual(2, kprof_web_gate:prune(Dir, 250, ["kprof-http-3.svg"])),
-        ?assertEqual({ok, ["kprof-http-2.folded", "kprof-http-3.svg", "notes.txt"]},
+        %% A format named by a prefix (kprof_opts:file_name/2) is kprof's too.
+        Write("callgrind.out.kprof-http-0", 100, 500),
+        Write("callgrind.out.notes", 100, 500),
+        ?assertEqual(3, kprof_web_gate:prune(Dir, 250, ["kprof-http-3.svg"])),
+        ?assertEqual({ok, ["callgrind.out.notes", "kprof-http-2.folded", "kprof-http-3.svg",
+                           "notes.txt"]},
                      sorted(file:list_dir(Dir))),
         %% The capture's own are kept even over the quota.
         ?assertEqual(1, kprof_web_gate:prune(Dir, 1, ["kprof-http-3.svg"])),
-        ?assertEqual({ok, ["kprof-http-3.svg", "notes.txt"]}, sorted(file:list_dir(Dir))),
+        ?assertEqual({ok, ["callgrind.out.notes", "kprof-http-3.svg", "notes.txt"]},
+                     sorted(file:list_dir(Dir))),
         ?assertEqual(0, kprof_web_gate:prune(Dir, infinity, []))
     after
         file:del_dir_r(Dir)
