@@ -24,10 +24,11 @@
 %%   - `make Target...' in a code span or after a `$ ' prompt, or a line that
 %%     is only a make command (a comment after it aside): each Target must be
 %%     a rule of the Makefiles;
-%%   - a file name (kprof_options.hrl, ks_ring.h; a capitalised one is a
-%%     placeholder, File.erl):
-%%     the tree (or OTP, or the system's headers) must have it; a C name
-%%     (ks_tier_opts, KS_FIELD): the code of the tree's C sources must have it;
+%%   - a file name (kprof_options.hrl, ks_ring.h): the tree, OTP or the
+%%     system's headers must have it (a capitalised one, File.erl, is a
+%%     placeholder);
+%%   - a C name (ks_tier_opts, KS_FIELD): the code of the tree's C sources
+%%     must have it, not only their comments;
 %%   - in a script, on every line (code too): an absolute path outside the
 %%     system's own folders (?SYSTEM_DIRS), such as a tool beside the
 %%     checkout: a script runs from any clone, on any machine.
