@@ -16,6 +16,7 @@
 
 #include "core/ks_consumer.h"
 #include "core/ks_decode.h"
+#include "proto/ks_proto.h"
 #include "stack/ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
@@ -453,7 +454,7 @@ int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name);
 int ks_wfile_close(ks_wfile *w);
 
 /* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken).
- * The flame_* commands and the reply that writes the files: port/proto/ks_proto.h. */
+ * The flame_* commands and the reply that writes the files: below. */
 typedef struct ks_fdest {
   char dir[4096], base[1024];
   int fmts;
@@ -464,5 +465,22 @@ size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
 void ks_flame_put_json(FILE *f, const char *s, size_t n);
 void ks_flame_put_xml(FILE *f, const char *s, size_t n);
 void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
+
+/* flame_control.c: the flame_* commands, rows of the command table
+ * (port/sink/control.c; what a handler gets, ks_cmd: port/proto/ks_proto.h). */
+int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_pids(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_status(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_members(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* Dir (binary), Base (binary), [Format] at *idx. */
+int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
+/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
+ * info() adds Info's first keys to m (total_us and write_us follow). */
+int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
+                         void (*info)(ks_map *m, const void *ctx), const void *ctx);
 
 #endif

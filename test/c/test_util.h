@@ -5,7 +5,7 @@
 #include <check.h>
 #include <ei.h>
 
-#include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 
 /* A frame under construction: version byte written by tb_begin. */
 void tb_begin(ei_x_buff *x);
