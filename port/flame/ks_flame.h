@@ -293,6 +293,7 @@ static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
 
 typedef struct ks_flame {
   int active;                  /* captures in use */
+  ks_switch sw;                /* on while any is (port/core/ks_consumer.h) */
   ks_fcap cap[KS_FLAME_MAX];
   uint32_t *mask;              /* pid id -> bit per capture */
   uint32_t mask_cap;

@@ -164,6 +164,7 @@ typedef struct ks_full {
 
 typedef struct ks_tiers {
   int active;
+  ks_switch sw;                 /* on while active (port/core/ks_consumer.h) */
   int ntiers;
   ks_tier_spec *specs;
   uint32_t nspecs;
