@@ -260,7 +260,7 @@ start(Opts) ->
 help() ->
     io:put_chars(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
-      "Flame graphs (files: .folded .perf .speedscope.json .svg callgrind.out.*):\n"
+      "Flame graphs (files: " ++ all_files() ++ "):\n"
       "  kprof:flame_apply(fun() -> ... end, #{})        one call, and what it spawns\n"
       "  kprof:flame_apply(Fun, #{children => false})    this process alone\n"
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
@@ -282,6 +282,12 @@ help() ->
       "  kprof:status()              what is armed, what aborted and why\n"
       "The sink: kprof:start(), kprof:stop(), kprof:sink_stats().\n"
       "Docs: h(kprof), h(kprof, flame_apply), README.md and doc/ in the source tree.\n").
+
+%% The files of `output_format => all': `*.folded *.perf ... callgrind.out.*'.
+-spec all_files() -> string().
+all_files() ->
+    Files = [kprof_opts:file_name(F, "*") || F <- kprof_opts:all_formats()],
+    lists:flatten(lists:join(" ", Files)).
 
 %% @doc Stop kprof: closes the port, which ends the sink and the tracing
 %% that used it.
@@ -583,8 +589,9 @@ report(Opts) ->
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
 %% identity full-traced so far), written by this node's sink from the
 %% identity's call-path tree with the flame writers. Returns `{ok,
-%% [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
-%% `speedscope', `svg', a list, or `all', the default), `output_directory'
+%% [{Identity, Files}]}'. Options: `output_format' (one of
+%% `kprof_opts:formats()', a list, or `all', the default:
+%% `kprof_opts:all_formats()'), `output_directory'
 %% (default "."), `open => speedscope'; any other key is `{error,
 %% {unknown_options, [K]}}', a bad value `{error, {bad_option, K, V}}'.
 %% `{error, {no_full_trace, Identity}}' when the identity has no full-trace
@@ -664,8 +671,9 @@ calls(Spec, Opts) ->
 %%% 3> kprof:flame_pid(whereis(shop_cache), 2000, #{sleep => false}).
 %%% {ok,[...]}
 %%% '''
-%%% Options (all optional): `output_format' (`folded', `perf',
-%%% `speedscope', `svg', a list of them, or `all', the default),
+%%% Options (all optional): `output_format' (one of `kprof_opts:formats()',
+%%% a list of them, or `all', the default: `kprof_opts:all_formats()'; doc/flame.md,
+%%% "The formats"),
 %%% `output_directory' (default "."), `sleep' (SLEEP frames for time
 %%% scheduled out, default true), `gc' (GC frames, default true),
 %%% `children' (follow spawned processes; default true for flame_apply,

@@ -83,9 +83,6 @@
 -define(KEYS, [secret, from, rate, max_seconds, max_bytes, keep_patterns_ms]).
 -define(MIN_SECRET, 16).
 -define(MAX_KEEP_MS, 60000).
-%% The files prune/3 may remove: kprof's own names and formats.
--define(EXTS, [".folded", ".perf", ".speedscope.json", ".svg"]).
--define(PREFIXES, ["callgrind.out."]).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -455,9 +452,16 @@ kprof_files(Dir0) ->
             []
     end.
 
+%% The files prune/3 may remove: kprof's own names (kprof-...) in any of its
+%% formats, as kprof_opts:file_name/2 makes them.
 is_kprof_file(N) ->
-    (lists:prefix("kprof-", N) andalso lists:any(fun(E) -> lists:suffix(E, N) end, ?EXTS))
-        orelse lists:any(fun(P) -> lists:prefix(P ++ "kprof-", N) end, ?PREFIXES).
+    lists:any(fun(F) -> kprof_file(N, kprof_opts:extension(F)) end, kprof_opts:formats()).
+
+kprof_file(N, Ext) ->
+    case lists:last(Ext) of
+        $. -> lists:prefix(Ext ++ "kprof-", N);
+        _ -> lists:prefix("kprof-", N) andalso lists:suffix(Ext, N)
+    end.
 
 remove(_Dir, _Files, Total, Max, N) when Total =< Max ->
     N;

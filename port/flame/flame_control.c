@@ -39,20 +39,8 @@
 #define PATH_MAX_LEN 4096
 #define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
 
-/* The formats, their extensions and writers: KS_FORMAT rows of include/ks_options.h,
- * whose order is the order of the KS_FMT_* bits. */
-enum {
-#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer) KS_FMT_INDEX_##name,
-#include "ks_options.h"
-#undef KS_FORMAT
-#undef KS_OPTION
-};
-_Static_assert(1 << KS_FMT_INDEX_folded == KS_FMT_FOLDED, "KS_FORMAT order: folded");
-_Static_assert(1 << KS_FMT_INDEX_perf == KS_FMT_PERF, "KS_FORMAT order: perf");
-_Static_assert(1 << KS_FMT_INDEX_speedscope == KS_FMT_SPEEDSCOPE, "KS_FORMAT order: speedscope");
-_Static_assert(1 << KS_FMT_INDEX_svg == KS_FMT_SVG, "KS_FORMAT order: svg");
-_Static_assert(1 << KS_FMT_INDEX_callgrind == KS_FMT_CALLGRIND, "KS_FORMAT order: callgrind");
+/* The formats, their bits (KS_FMT_name, port/flame/ks_flame.h), extensions and
+ * writers: the KS_FORMAT rows of include/ks_options.h. */
 
 static const struct {
   int bit;
@@ -60,7 +48,7 @@ static const struct {
   int (*write)(const ks_fout *, FILE *);
 } formats[] = {
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer) {1 << KS_FMT_INDEX_##name, #name, ext, writer},
+#define KS_FORMAT(name, ext, writer, all) {KS_FMT_##name, #name, ext, writer},
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_OPTION

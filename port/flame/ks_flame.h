@@ -40,13 +40,20 @@ enum {
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
 
-/* Output formats (bits). */
+/* Output formats: bit KS_FMT_name for each KS_FORMAT row of include/ks_options.h,
+ * in its order. */
 enum {
-  KS_FMT_FOLDED = 1,
-  KS_FMT_PERF = 2,
-  KS_FMT_SPEEDSCOPE = 4,
-  KS_FMT_SVG = 8,
-  KS_FMT_CALLGRIND = 16
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
+#define KS_FORMAT(name, ext, writer, all) KS_FMT_INDEX_##name,
+#include "ks_options.h"
+#undef KS_FORMAT
+  KS_NFORMATS
+};
+enum {
+#define KS_FORMAT(name, ext, writer, all) KS_FMT_##name = 1 << KS_FMT_INDEX_##name,
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
 };
 
 /* A call path. Node 0 is the root of every process; children are in a list. */
@@ -431,13 +438,14 @@ typedef int (*ks_fvisit_fn)(void *ctx, uint32_t node, uint32_t depth, uint64_t t
 int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
              void *ctx);
 
-/* write_*.c: each returns KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in
- * error (ferror); why it failed is the stream's to say (ks_wfile). */
-int ks_write_folded(const ks_fout *o, FILE *f);
-int ks_write_perf(const ks_fout *o, FILE *f);
-int ks_write_speedscope(const ks_fout *o, FILE *f);
-int ks_write_svg(const ks_fout *o, FILE *f);
-int ks_write_callgrind(const ks_fout *o, FILE *f);
+/* write_*.c: each format's writer (its KS_FORMAT row names it). Each returns
+ * KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in error (ferror);
+ * why it failed is the stream's to say (ks_wfile). */
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
+#define KS_FORMAT(name, ext, writer, all) int writer(const ks_fout *o, FILE *f);
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
 
 /* write_file.c: a file the writers write to. Its stream keeps the first errno of
  * write(2) or close(2), where it happened (stdio may report it only at fclose). */

@@ -94,7 +94,7 @@ int ks_option_check(const ks_option *o, long long v);
 enum {
   KS_NOPTIONS = 0
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc) + 1
-#define KS_FORMAT(name, ext, writer)
+#define KS_FORMAT(name, ext, writer, all)
 #include "ks_options.h"
 #undef KS_OPTION
 #undef KS_FORMAT

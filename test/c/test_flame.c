@@ -1778,10 +1778,10 @@ START_TEST(full_disk) {
   ck_assert_uint_lt(folded_len, 200 * 1024);
   ck_assert_uint_gt(svg_len, 512 * 1024);
   finished(wide, &big);
-  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+  expect_path_error(&big, h.dir, "wide", KS_FMT_folded | KS_FMT_svg, "write_failed",
                     "wide.svg", "enospc");
   EXPECT_NO_FILES(h.dir, NULL);
-  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+  expect_path_error(&big, h.dir, "wide", KS_FMT_folded | KS_FMT_svg, "write_failed",
                     "wide.svg", "enospc");
   EXPECT_NO_FILES(h.dir, NULL);
 
@@ -1790,18 +1790,18 @@ START_TEST(full_disk) {
   small_capture(small);
   finished(small, &little);
   fill(h.dir);
-  expect_path_error(&little, h.dir, "small", KS_FMT_FOLDED, "write_failed", "small.folded",
+  expect_path_error(&little, h.dir, "small", KS_FMT_folded, "write_failed", "small.folded",
                     "enospc");
   EXPECT_NO_FILES(h.dir, "filler");
   snprintf(path, sizeof(path), "%s/filler", h.dir);
   ck_assert_int_eq(unlink(path), 0);
-  expect_written(&little, h.dir, "small", KS_FMT_FOLDED);
+  expect_written(&little, h.dir, "small", KS_FMT_folded);
   snprintf(path, sizeof(path), "%s/small.folded", h.dir);
   ck_assert_int_eq(access(path, F_OK), 0);
   let_go(&h);
 
   ck_assert_int_eq(hold_tmpfs(&h1, dir, "nr_inodes=2,size=256k,mode=0700"), 0);
-  expect_path_error(&little, h1.dir, "small", KS_FMT_FOLDED | KS_FMT_SVG, "open_failed",
+  expect_path_error(&little, h1.dir, "small", KS_FMT_folded | KS_FMT_svg, "open_failed",
                     "small.svg", "enospc");
   EXPECT_NO_FILES(h1.dir, NULL);
   let_go(&h1);
@@ -1828,7 +1828,7 @@ START_TEST(file_too_big) {
   lim.rlim_cur = 1000;
   was = signal(SIGXFSZ, SIG_IGN);
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-  write_reply(&o, dir, "big", KS_FMT_FOLDED, &x);
+  write_reply(&o, dir, "big", KS_FMT_folded, &x);
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
   signal(SIGXFSZ, was);
   check_path_error(&x, "write_failed", dir, "big.folded", "efbig");
