@@ -102,7 +102,8 @@ typedef struct ks_req_result {
  * A new statistic of a tier is one row here. */
 #define KS_TIER_STATS(X) \
   X(self, ns, self)      /* time in the tier's own code */ \
-  X(inclusive, ns, incl) /* time with a frame of the tier open */
+  X(inclusive, ns, incl) /* time with a frame of the tier open */ \
+  X(calls_per_request, count, calls) /* the tier's calls in one request (N+1 queries) */
 
 enum {
 #define KS_X(key, unit, field) KS_TSTAT_##key,
