@@ -167,7 +167,7 @@
 
 %% PUBLIC
 -export([start/0, start/1, stop/0, help/0]).
--export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
+-export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0, sink_memory/0,
          sink_sync/0, sink_reset/0, sink_calls/0]).
 %% SAFETY
 -export([subscribe/0, unsubscribe/0, status/0]).
@@ -325,6 +325,22 @@ sink_version() ->
 -spec sink_stats() -> stats() | error().
 sink_stats() ->
     kprof_sink:command(stats).
+
+%% @doc The sink's memory in bytes, the OS process beside the VM that
+%% `erlang:memory()' does not see: `rss' and `peak_rss' (resident now and at
+%% its most, from the OS; `undefined' where it does not say), `flame_trees'
+%% (the call-path trees of the `flame_captures' captures it holds, what each
+%% one's `max_bytes' bounds) and `ring' (the tracer's shared ring, 0 when
+%% none). See doc/protocol.md.
+%% ```
+%% 1> kprof:sink_memory().
+%% #{flame_captures => 0,flame_trees => 0,peak_rss => 2441216,ring => 0,
+%%   rss => 2441216}
+%% '''
+-spec sink_memory() -> #{rss | peak_rss := non_neg_integer() | undefined,
+                         flame_trees | flame_captures | ring := non_neg_integer()} | error().
+sink_memory() ->
+    kprof_sink:command(memory).
 
 %% @doc Wait until the sink has processed every frame the port received
 %% before this call; `N' is the number of frames processed so far.

@@ -6,7 +6,10 @@
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <ei.h>
 
@@ -142,6 +145,53 @@ static int cmd_reset(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
 static int cmd_calls(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return encode_calls(s, x);
+}
+
+/* The sink's resident bytes now (Linux: /proc/self/statm), -1 when unknown. */
+static int64_t rss_now(void) {
+  unsigned long long size, resident;
+  long page = sysconf(_SC_PAGESIZE);
+  FILE *f = fopen("/proc/self/statm", "r");
+  int n;
+
+  if (f == NULL)
+    return -1;
+  n = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  return n == 2 && page > 0 ? (int64_t)(resident * (unsigned long long)page) : -1;
+}
+
+/* memory: #{rss, peak_rss, flame_trees, flame_captures, ring} in bytes: the
+ * sink's resident memory from the OS (undefined where it is not known), and the
+ * parts it counts itself: the captures' call-path trees (what max_bytes
+ * bounds, nodes and slots) and the ring's mapping. */
+static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  uint64_t trees = 0, captures = 0;
+  int64_t rss = rss_now(), peak = -1;
+  struct rusage ru;
+  ks_map m;
+  int k;
+
+  for (k = 0; k < KS_FLAME_MAX; k++)
+    if (s->flame.cap[k].used) {
+      trees += s->flame.cap[k].tree.bytes;
+      captures++;
+    }
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+#ifdef __APPLE__
+    peak = (int64_t)ru.ru_maxrss;          /* bytes */
+#else
+    peak = (int64_t)ru.ru_maxrss * 1024;   /* KiB */
+#endif
+  if (rss > peak)   /* the kernel's high-water mark may lag the page count read */
+    peak = rss;
+  ks_map_begin(&m, x);
+  ks_map_i64_or_undefined(&m, "rss", rss, -1);
+  ks_map_i64_or_undefined(&m, "peak_rss", peak, -1);
+  ks_map_u64(&m, "flame_trees", trees);
+  ks_map_u64(&m, "flame_captures", captures);
+  ks_map_u64(&m, "ring", s->ring.size);
+  return ks_map_end(&m);
 }
 
 /* The protocol `version' answers: KS_PROTOCOL. The fault-injection build
@@ -300,6 +350,7 @@ static const ks_command commands[] = {
   {"reset", 0, 0, .sink = cmd_reset},
   {"calls", 0, 0, .sink = cmd_calls},
   {"version", 0, 0, .sink = cmd_version},
+  {"memory", 0, 0, .sink = cmd_memory},
   {"clock", 2, 2, .sink = cmd_clock},
   {"overload", 2, 2, .sink = cmd_overload},
 #ifdef KS_FAULT_INJECTION
