@@ -28,7 +28,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 
 static double now_s(void) {
   struct timespec t;

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <ei.h>
 
-#include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 
 static int lax_echo = -1;
 

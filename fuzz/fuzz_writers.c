@@ -48,7 +48,7 @@
 #include <unistd.h>
 #include <ei.h>
 
-#include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 
 static char dir[64];
 static int64_t ts;

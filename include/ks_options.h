@@ -29,11 +29,14 @@
  *                 grace_ns: 1000000); its default is the DEFAULT above
  *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
  *                 or a KS_T_TERM row the feature's own decoder takes
- *   KS_FORMAT(name, "ext", writer)   a flame output format, its file
+ *   KS_FORMAT(name, "ext", writer, ALL)   a flame output format, its file
  *                 extension (a prefix when it ends in `.': callgrind.out.Base,
- *                 the name KCachegrind looks for) and the port/flame/write_*.c
- *                 function that writes it;
- *                 the order is the order of the format bits (KS_FMT_*).
+ *                 the name KCachegrind looks for), the port/flame/write_*.c
+ *                 function that writes it (its prototype is made from this
+ *                 line, in port/flame/ks_flame.h) and ALL, 1 when
+ *                 `output_format => all' writes it (0: only when named);
+ *                 the order is the order of the format bits (KS_FMT_name).
+ *                 doc/flame.md, "The formats", says what each file holds.
  *
  * Adding an option: one line here, then the code that uses it (the decode,
  * the default and the key kprof sends come from the line): doc/protocol.md,
@@ -109,8 +112,9 @@ KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_IN
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")
 
-KS_FORMAT(folded, ".folded", ks_write_folded)
-KS_FORMAT(perf, ".perf", ks_write_perf)
-KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope)
-KS_FORMAT(svg, ".svg", ks_write_svg)
-KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind)
+KS_FORMAT(folded, ".folded", ks_write_folded, 1)
+KS_FORMAT(perf, ".perf", ks_write_perf, 1)
+KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope, 1)
+KS_FORMAT(svg, ".svg", ks_write_svg, 1)
+KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind, 1)
+KS_FORMAT(folded_calls, ".calls.folded", ks_write_folded_calls, 0)

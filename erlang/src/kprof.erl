@@ -167,7 +167,7 @@
 
 %% PUBLIC
 -export([start/0, start/1, stop/0, help/0, help/1]).
--export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0,
+-export([sink_port/0, sink_ping/0, sink_version/0, sink_stats/0, sink_memory/0,
          sink_sync/0, sink_reset/0, sink_calls/0]).
 %% SAFETY
 -export([subscribe/0, unsubscribe/0, status/0]).
@@ -258,7 +258,7 @@ start(Opts) ->
 %% `h(kprof, Function)' in the shell show every function's doc.
 -spec help() -> ok.
 help() ->
-    Files = lists:join(" ", [kprof_opts:file_name(F, "*") || F <- kprof_opts:formats()]),
+    Files = lists:join(" ", [kprof_opts:file_name(F, "*") || F <- kprof_opts:all_formats()]),
     #{ms := Ms, max := Max} = kprof_opts:defaults(calls),
     io:format(
       "kprof: tiered request profiling and flame graphs, aggregated off the VM.\n"
@@ -306,6 +306,7 @@ help(Mode) when Mode =:= tiers; Mode =:= flame; Mode =:= calls; Mode =:= guard -
     lists:foreach(fun(Line) -> io:format("  ~ts~n", [Line]) end, kprof_opts:doc(Mode)).
 
 
+
 %% @doc Stop kprof: closes the port, which ends the sink and the tracing
 %% that used it.
 -spec stop() -> ok | {error, term()}.
@@ -342,6 +343,22 @@ sink_version() ->
 -spec sink_stats() -> stats() | error().
 sink_stats() ->
     kprof_sink:command(stats).
+
+%% @doc The sink's memory in bytes, the OS process beside the VM that
+%% `erlang:memory()' does not see: `rss' and `peak_rss' (resident now and at
+%% its most, from the OS; `undefined' where it does not say), `flame_trees'
+%% (the call-path trees of the `flame_captures' captures it holds, what each
+%% one's `max_bytes' bounds) and `ring' (the tracer's shared ring, 0 when
+%% none). See doc/protocol.md.
+%% ```
+%% 1> kprof:sink_memory().
+%% #{flame_captures => 0,flame_trees => 0,peak_rss => 2441216,ring => 0,
+%%   rss => 2441216}
+%% '''
+-spec sink_memory() -> #{rss | peak_rss := non_neg_integer() | undefined,
+                         flame_trees | flame_captures | ring := non_neg_integer()} | error().
+sink_memory() ->
+    kprof_sink:command(memory).
 
 %% @doc Wait until the sink has processed every frame the port received
 %% before this call; `N' is the number of frames processed so far.
@@ -606,8 +623,9 @@ report(Opts) ->
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
 %% identity full-traced so far), written by this node's sink from the
 %% identity's call-path tree with the flame writers. Returns `{ok,
-%% [{Identity, Files}]}'. Options: `output_format' (`folded', `perf',
-%% `speedscope', `svg', a list, or `all', the default), `output_directory'
+%% [{Identity, Files}]}'. Options: `output_format' (one of
+%% `kprof_opts:formats()', a list, or `all', the default:
+%% `kprof_opts:all_formats()'), `output_directory'
 %% (default "."), `open => speedscope'; any other key is `{error,
 %% {unknown_options, [K]}}', a bad value `{error, {bad_option, K, V}}'.
 %% `{error, {no_full_trace, Identity}}' when the identity has no full-trace

@@ -70,13 +70,15 @@
 
 -export_type([opts/0, format/0, written/0]).
 
--type format() :: folded | perf | speedscope | svg | callgrind.
+%% One of kprof_opts:formats() (the KS_FORMAT rows of include/ks_options.h;
+%% doc/flame.md, "The formats").
+-type format() :: atom().
 %% The files written, and with `top => N' the table of kprof_top, or with
 %% `info => true' the capture's summary (kprof_flame_summary, the table in it).
 -type written() :: {ok, [file:filename_all()]} | {ok, [file:filename_all()], [kprof_top:row()]}
                  | {ok, [file:filename_all()], kprof_flame_summary:summary()}.
 -type opts() ::
-        #{output_format => format() | [format()] | all,  % default: all five
+        #{output_format => format() | [format()] | all,  % default: all (kprof_opts:all_formats())
           output_directory => file:filename(),          % default: the cwd
           name => string(),                % files' base name (default kprof-Mode-Time-Id)
           sleep => boolean(),              % SLEEP frames (default true)
@@ -743,7 +745,7 @@ base_name(Mode, Id) ->
 
 %% @private
 -spec formats(format() | [format()] | all) -> [format()].
-formats(all) -> kprof_opts:formats();
+formats(all) -> kprof_opts:all_formats();
 formats(F) when is_atom(F) -> [F];
 formats(Fs) -> lists:usort(Fs).
 

@@ -19,8 +19,8 @@
 %%% leave absent limits to kprof_guard, as they do today.
 -module(kprof_opts).
 
--export([check/2, defaults/1, rows/1, forwarded/1, sink_rows/1, sent/1, formats/0, extension/1,
-         file_name/2, base_name/2, doc/1, doc_fields/1]).
+-export([check/2, defaults/1, rows/1, forwarded/1, sink_rows/1, sent/1, formats/0, all_formats/0,
+         extension/1, file_name/2, base_name/2, doc/1, doc_fields/1]).
 
 -export_type([mode/0, row/0]).
 
@@ -99,13 +99,20 @@ sent(Mode) ->
 %% @doc The flame output formats, in the order of the sink's format bits.
 -spec formats() -> [atom()].
 formats() ->
-    [F || {F, _, _} <- ?KPROF_FORMATS].
+    [F || {F, _, _, _} <- ?KPROF_FORMATS].
+
+%% @doc The formats `output_format => all' writes (the rows whose last column
+%% is 1): one file per kind of viewer; a format outside it is written only
+%% when named.
+-spec all_formats() -> [atom()].
+all_formats() ->
+    [F || {F, _, _, true} <- ?KPROF_FORMATS].
 
 %% @doc A format's file extension (`".speedscope.json"', ...), or its
 %% prefix when it ends in `.' (`"callgrind.out."').
 -spec extension(atom()) -> string().
 extension(Format) ->
-    {Format, Ext, _} = lists:keyfind(Format, 1, ?KPROF_FORMATS),
+    {Format, Ext, _, _} = lists:keyfind(Format, 1, ?KPROF_FORMATS),
     Ext.
 
 %% @doc The name of a format's file for a base name, as the sink makes it:

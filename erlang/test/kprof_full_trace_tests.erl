@@ -101,7 +101,7 @@ known_tree() ->
     %% A flame graph per identity: the folded file's paths.
     Dir = tmp_dir(),
     {ok, [{selected, Files}]} = kprof:full_trace_flame(all, #{output_directory => Dir}),
-    ?assertEqual(length(kprof_opts:formats()), length(Files)),
+    ?assertEqual(length(kprof_opts:all_formats()), length(Files)),
     [Folded] = [F || F <- Files, lists:suffix(".folded", F)],
     {ok, Bin} = file:read_file(Folded),
     Lines = string:split(Bin, "\n", all),
@@ -320,7 +320,7 @@ touch ", Log, "
                           {ok, ok, Files} = kprof:flame_apply(fun() -> lists:seq(1, 10), ok end,
                                                               #{output_directory => Dir,
                                                                 open => speedscope}),
-                          ?assertEqual(length(kprof_opts:formats()), length(Files)),
+                          ?assertEqual(length(kprof_opts:all_formats()), length(Files)),
                           Msg = receive {logged, warning, Text} -> Text after 5000 -> none end,
                           ?assertNotEqual(nomatch, string:find(Msg, "npm install -g speedscope")),
                           ?assertNot(filelib:is_regular(Log))

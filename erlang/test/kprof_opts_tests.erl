@@ -91,8 +91,20 @@ defaults_test() ->
     {ok, Filled} = kprof_opts:check(flame, #{max_bytes => 1 bsl 20}),
     ?assertEqual((kprof_opts:defaults(flame))#{max_bytes => 1 bsl 20}, Filled).
 
+%% The formats are the KS_FORMAT rows of include/ks_options.h, read here with a
+%% pattern of their own (not the generator's parser), in order; `all' is the
+%% rows whose last column is 1.
 formats_test() ->
-    ?assertEqual([folded, perf, speedscope, svg, callgrind], kprof_opts:formats()),
+    Src = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(Src))),
+    {ok, H} = file:read_file(filename:join([Root, "include", "ks_options.h"])),
+    {match, Rows} = re:run(H, "^KS_FORMAT\\((\\w+), \"([^\"]*)\", (\\w+), ([01])\\)$",
+                           [global, multiline, {capture, all_but_first, list}]),
+    ?assert(length(Rows) >= 5),
+    ?assertEqual([list_to_atom(N) || [N, _, _, _] <- Rows], kprof_opts:formats()),
+    ?assertEqual([list_to_atom(N) || [N, _, _, "1"] <- Rows], kprof_opts:all_formats()),
+    ?assertEqual([E || [_, E, _, _] <- Rows],
+                 [kprof_opts:extension(F) || F <- kprof_opts:formats()]),
     ?assertEqual(".speedscope.json", kprof_opts:extension(speedscope)),
     ?assertEqual("callgrind.out.x", kprof_opts:file_name(callgrind, "x")),
     [?assertEqual({F, {ok, "kprof-x"}}, {F, kprof_opts:base_name(F, kprof_opts:file_name(F, "kprof-x"))})
@@ -100,7 +112,7 @@ formats_test() ->
     ?assertEqual(error, kprof_opts:base_name(svg, "x.folded")),
     ?assertEqual(error, kprof_opts:base_name(svg, ".svg")),
     ?assertEqual(error, kprof_opts:base_name(callgrind, "x.callgrind.out.")),
-    ?assertEqual([kprof_opts:file_name(F, "x") || F <- kprof_opts:formats()],
+    ?assertEqual([kprof_opts:file_name(F, "x") || F <- kprof_opts:all_formats()],
                  [filename:basename(P) || P <- kprof_flame:planned_files(
                                                    #{name => "x", output_directory => "/tmp",
                                                      output_format => all})]).

@@ -4,6 +4,9 @@
 int ks_consumers_add(ks_consumers *cs, const ks_consumer *c) {
   if (cs->n >= KS_CONSUMERS_MAX)
     return KS_EFULL;
+  c->sw->mask = &cs->on;
+  c->sw->bit = 1u << cs->n;
+  ks_switch_set(c->sw, *c->active);
   cs->c[cs->n++] = *c;
   return KS_OK;
 }
@@ -33,7 +36,10 @@ void ks_consumers_reset(const ks_consumers *cs) {
 void ks_consumers_free(ks_consumers *cs) {
   uint32_t k;
 
-  for (k = 0; k < cs->n; k++)
+  for (k = 0; k < cs->n; k++) {
     cs->c[k].free(cs->c[k].self);
+    cs->c[k].sw->mask = NULL;   /* untied: the mask goes with cs */
+  }
   cs->n = 0;
+  cs->on = 0;
 }

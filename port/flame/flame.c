@@ -49,13 +49,17 @@ static void free_cap(ks_fcap *c) {
 }
 
 void ks_flame_free(ks_flame *fl) {
+  ks_switch sw;
   int i;
 
   for (i = 0; i < KS_FLAME_MAX; i++)
     if (fl->cap[i].used)
       free_cap(&fl->cap[i]);
   free(fl->mask);
+  sw = fl->sw;   /* the registration stays */
   memset(fl, 0, sizeof(*fl));
+  fl->sw = sw;
+  ks_switch_set(&fl->sw, 0);
 }
 
 ks_fcap *ks_flame_find(ks_flame *fl, int64_t id) {
@@ -93,7 +97,7 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
   c->used = 1;
   c->id = id;
   c->last_pid = KS_NONE;
-  fl->active++;
+  ks_switch_set(&fl->sw, ++fl->active);
   return (int)(c - fl->cap);
 }
 
@@ -254,7 +258,7 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
     if (c->procs[k].pid < fl->mask_cap)
       fl->mask[c->procs[k].pid] &= ~bit;
   free_cap(c);
-  fl->active--;
+  ks_switch_set(&fl->sw, --fl->active);
 }
 
 void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n) {
@@ -572,7 +576,8 @@ static void consumer_free(void *self) {
 }
 
 void ks_flame_consumer(ks_flame *fl, ks_consumer *c) {
-  *c = (ks_consumer){.name = "flame", .self = fl, .active = &fl->active, .event = consumer_event,
+  *c = (ks_consumer){.name = "flame", .self = fl, .active = &fl->active, .sw = &fl->sw,
+                     .event = consumer_event,
                      .pin_pids = consumer_pin, .forget_pids = consumer_forget,
                      .reset = NULL, .free = consumer_free};
 }

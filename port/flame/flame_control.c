@@ -34,25 +34,13 @@
 
 #include "core/ks_out_dir.h"
 #include "core/ks_platform.h"
-#include "proto/ks_proto.h"
+#include "ks_flame.h"
 
 #define PATH_MAX_LEN 4096
 #define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
 
-/* The formats, their extensions and writers: KS_FORMAT rows of include/ks_options.h,
- * whose order is the order of the KS_FMT_* bits. */
-enum {
-#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer) KS_FMT_INDEX_##name,
-#include "ks_options.h"
-#undef KS_FORMAT
-#undef KS_OPTION
-};
-_Static_assert(1 << KS_FMT_INDEX_folded == KS_FMT_FOLDED, "KS_FORMAT order: folded");
-_Static_assert(1 << KS_FMT_INDEX_perf == KS_FMT_PERF, "KS_FORMAT order: perf");
-_Static_assert(1 << KS_FMT_INDEX_speedscope == KS_FMT_SPEEDSCOPE, "KS_FORMAT order: speedscope");
-_Static_assert(1 << KS_FMT_INDEX_svg == KS_FMT_SVG, "KS_FORMAT order: svg");
-_Static_assert(1 << KS_FMT_INDEX_callgrind == KS_FMT_CALLGRIND, "KS_FORMAT order: callgrind");
+/* The formats, their bits (KS_FMT_name, port/flame/ks_flame.h), extensions and
+ * writers: the KS_FORMAT rows of include/ks_options.h. */
 
 static const struct {
   int bit;
@@ -60,7 +48,7 @@ static const struct {
   int (*write)(const ks_fout *, FILE *);
 } formats[] = {
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer) {1 << KS_FMT_INDEX_##name, #name, ext, writer},
+#define KS_FORMAT(name, ext, writer, all) {KS_FMT_##name, #name, ext, writer},
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_OPTION
@@ -75,7 +63,7 @@ static int64_t now_us(void) {
 }
 
 /* {M, F, Arity} at *idx into an MFA id. */
-static int decode_mfa(ks_sink *s, const char *b, size_t len, int *idx, uint32_t *id) {
+static int decode_mfa(ks_intern *in, const char *b, size_t len, int *idx, uint32_t *id) {
   ks_etf e;
   ks_atom m, f;
   uint32_t ar;
@@ -85,7 +73,7 @@ static int decode_mfa(ks_sink *s, const char *b, size_t len, int *idx, uint32_t 
   e.i = (size_t)*idx;
   if (ks_etf_tuple(&e, &ar) != KS_OK || ar != 3 || ks_etf_atom(&e, &m) != KS_OK ||
       ks_etf_atom(&e, &f) != KS_OK || ks_etf_int64(&e, &a) != KS_OK || a < 0 || a > 255 ||
-      ks_intern_mfa(&s->in, &m, &f, (uint32_t)a, id) != KS_OK)
+      ks_intern_mfa(in, &m, &f, (uint32_t)a, id) != KS_OK)
     return KS_EINVAL;
   *idx = (int)e.i;
   return KS_OK;
@@ -125,7 +113,7 @@ void ks_flame_default_opts(ks_fopts *o) {
 }
 
 /* The KS_T_TERM rows' values: group, trigger, hide, names. */
-static int decode_group(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+static int decode_group(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   static const char *const groups[] = {"pid", "name", "initial_call", "all"};
   char atom[MAXATOMLEN];
   int g;
@@ -140,15 +128,15 @@ static int decode_group(ks_sink *s, const char *b, size_t len, int *idx, ks_fopt
   return KS_OK;
 }
 
-static int decode_trigger(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
-  return decode_mfa(s, b, len, idx, &o->trigger);
+static int decode_trigger(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
+  return decode_mfa(in, b, len, idx, &o->trigger);
 }
 
-static int decode_hide(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
-  return decode_mfa(s, b, len, idx, &o->hide);
+static int decode_hide(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
+  return decode_mfa(in, b, len, idx, &o->hide);
 }
 
-static int decode_names(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+static int decode_names(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   char style[MAXATOMLEN];
 
   if (ei_decode_atom(b, idx, style) != 0 ||
@@ -160,13 +148,13 @@ static int decode_names(ks_sink *s, const char *b, size_t len, int *idx, ks_fopt
 
 static const struct {
   const char *key;
-  int (*decode)(ks_sink *, const char *, size_t, int *, ks_fopts *);
+  int (*decode)(ks_intern *, const char *, size_t, int *, ks_fopts *);
 } term_rows[] = {
   {"group", decode_group}, {"trigger", decode_trigger}, {"hide", decode_hide},
   {"names", decode_names}};
 
 /* Bounds and fields: the table's (include/ks_options.h); here only the terms. */
-static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+static int decode_opt(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   const ks_option *term;
   size_t k;
 
@@ -176,11 +164,11 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
     return KS_OK;
   for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
     if (strcmp(term->key, term_rows[k].key) == 0)
-      return term_rows[k].decode(s, b, len, idx, o);
+      return term_rows[k].decode(in, b, len, idx, o);
   return KS_EINVAL;
 }
 
-static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
+static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len, int *idx) {
   long long id;
   ks_fopts o;
   int n, k, rc;
@@ -189,15 +177,15 @@ static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
   if (ei_decode_longlong(b, idx, &id) != 0 || ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
   for (k = 0; k < n; k++)
-    if (decode_opt(s, b, len, idx, &o) != KS_OK)
+    if (decode_opt(in, b, len, idx, &o) != KS_OK)
       return "badarg";
   if (o.trigger != KS_NONE && o.ncalls == 0)
     return "badarg";
-  /* Tiers running: control.c answers {error, {busy, tiers}} before this. */
+  /* Tiers running: port/sink/control.c answers {error, {busy, tiers}} before this. */
   for (k = 0; k < KS_FLAME_MAX && o.trigger != KS_NONE; k++)
-    if (s->flame.cap[k].used && s->flame.cap[k].o.trigger == o.trigger)
+    if (fl->cap[k].used && fl->cap[k].o.trigger == o.trigger)
       return "busy";         /* one meta tracer per function */
-  rc = ks_flame_start(&s->flame, id, &o);
+  rc = ks_flame_start(fl, id, &o);
   if (rc == KS_EINVAL)
     return "exists";
   if (rc == KS_EFULL)
@@ -229,7 +217,7 @@ static int decode_text(const char *b, int *idx, char *out, size_t cap, size_t *n
   return ei_decode_atom(b, idx, atom) == 0 ? KS_OK : KS_EINVAL;
 }
 
-static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
+static const char *add_pids(ks_flame *fl, ks_intern *in, const char *b, size_t len, int *idx) {
   char name[1024];
   long long id;
   ks_fcap *c;
@@ -241,7 +229,7 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
 
   if (ei_decode_longlong(b, idx, &id) != 0)
     return "badarg";
-  if ((c = ks_flame_find(&s->flame, id)) == NULL)
+  if ((c = ks_flame_find(fl, id)) == NULL)
     return "not_found";
   if (ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
@@ -253,11 +241,11 @@ static const char *add_pids(ks_sink *s, const char *b, size_t len, int *idx) {
     if (ks_etf_pid(&e, &raw, &is_port) != KS_OK || is_port)
       return "badarg";
     *idx = (int)e.i;
-    if (ks_intern_pid(&s->in, raw, &pid) != KS_OK)
+    if (ks_intern_pid(in, raw, &pid) != KS_OK)
       return "too_many_pids";
     if (decode_text(b, idx, name, sizeof(name), &nlen) != KS_OK)
       return "badarg";
-    if (ks_flame_add_pid(&s->flame, c, pid, nlen ? name : NULL, nlen) != KS_OK)
+    if (ks_flame_add_pid(fl, c, pid, nlen ? name : NULL, nlen) != KS_OK)
       return "too_many_processes";
     if (ar == 3) {   /* its initial call, "M:F/A", or undefined */
       if (decode_text(b, idx, name, sizeof(name), &nlen) != KS_OK)
@@ -328,26 +316,26 @@ static void cut_time(const ks_ftree *t, uint64_t *over, uint64_t *deep) {
 }
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
-static int own(const ks_sink *s, const ks_fcap *c, uint32_t k) {
-  uint32_t pid = c->procs[k].pid, bit = 1u << (c - s->flame.cap);
+static int own(const ks_flame *fl, const ks_fcap *c, uint32_t k) {
+  uint32_t pid = c->procs[k].pid, bit = 1u << (c - fl->cap);
 
-  return pid >= s->flame.mask_cap || (s->flame.mask[pid] & ~bit) == 0;
+  return pid >= fl->mask_cap || (fl->mask[pid] & ~bit) == 0;
 }
 
-static int encode_members(ei_x_buff *x, const ks_sink *s, const ks_fcap *c, uint32_t from,
-                          int only_own) {
+static int encode_members(ei_x_buff *x, const ks_flame *fl, const ks_intern *in, const ks_fcap *c,
+                          uint32_t from, int only_own) {
   uint32_t k, n = 0;
   int e = 0;
 
   if (from > c->nprocs)
     from = c->nprocs;
   for (k = from; k < c->nprocs; k++)
-    n += !only_own || own(s, c, k);
+    n += !only_own || own(fl, c, k);
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
   for (k = from; k < c->nprocs && !e; k++)
-    if (!only_own || own(s, c, k))
-      e = ks_enc_pid(x, &s->in, c->procs[k].pid);
+    if (!only_own || own(fl, c, k))
+      e = ks_enc_pid(x, in, c->procs[k].pid);
   return e || ei_x_encode_empty_list(x);
 }
 
@@ -587,10 +575,11 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
-static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap);
 
-static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
+static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b, int *idx,
+                         ei_x_buff *x) {
   char atom[MAXATOMLEN];
   long long end_ts = 0;
   int has_end = 0, e;
@@ -603,22 +592,22 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
     return ks_enc_error(x, "badarg");
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
-  ks_flame_finish(&s->flame, c, has_end, end_ts);
+  ks_flame_finish(fl, c, has_end, end_ts);
   ks_flame_correct(c);
   ks_ftree_order(&c->tree);
   /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
   if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
-    if (ks_flame_view(c, &s->in, &view) != KS_OK)
+    if (ks_flame_view(c, in, &view) != KS_OK)
       return ks_enc_error(x, "enomem");
-    e = write_tree(s, &view, &d, x, c);
+    e = write_tree(in, &view, &d, x, c);
     ks_flame_view_free(&view);
     return e;
   }
-  return write_tree(s, c, &d, x, c);
+  return write_tree(in, c, &d, x, c);
 }
 
 /* The files of a capture's graph (c itself or a view of it); counters from cap. */
-static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap) {
   ks_fdest d = *dp;
   uint64_t *total;
@@ -632,7 +621,7 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
     return ks_enc_error(x, "enomem");
   ks_ftree_totals(&c->tree, total);
   o.c = c;
-  o.in = &s->in;
+  o.in = in;
   o.total = total;
   o.grand = total[0];
   if (cap->k.events == 0 || o.grand == 0) {
@@ -646,7 +635,7 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
     return e | ks_map_end(&m);
   }
   w.c = cap;
-  w.in = &s->in;
+  w.in = in;
   /* The table from the capture's exact per-function counters (flame_count.c). */
   w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
   w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
@@ -656,35 +645,35 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
   return e;
 }
 
-/* The flame_* commands (control.c's table gives their arities). */
+/* The flame_* commands (port/sink/control.c's table gives their arities). */
 
-int ks_cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  const char *err = start(s, (const char *)cmd.p, cmd.n, &idx);
+int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
+  const char *err = start(fl, cmd->in, (const char *)cmd->term.p, cmd->term.n, &cmd->idx);
 
   return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
 }
 
-int ks_cmd_flame_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  const char *err = add_pids(s, (const char *)cmd.p, cmd.n, &idx);
+int ks_cmd_flame_pids(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
+  const char *err = add_pids(fl, cmd->in, (const char *)cmd->term.p, cmd->term.n, &cmd->idx);
 
   return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
 }
 
 /* The capture whose Id is at *idx, or NULL with the error encoded into x. */
-static ks_fcap *capture(ks_sink *s, ks_slice cmd, int *idx, ei_x_buff *x, int *e) {
+static ks_fcap *capture(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x, int *e) {
   long long id;
   ks_fcap *c = NULL;
 
-  if (ei_decode_longlong((const char *)cmd.p, idx, &id) != 0)
+  if (ei_decode_longlong((const char *)cmd->term.p, &cmd->idx, &id) != 0)
     *e = ks_enc_error(x, "badarg");
-  else if ((c = ks_flame_find(&s->flame, id)) == NULL)
+  else if ((c = ks_flame_find(fl, id)) == NULL)
     *e = ks_enc_error(x, "not_found");
   return c;
 }
 
-int ks_cmd_flame_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_status(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   int e = 0;
-  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_fcap *c = capture(fl, cmd, x, &e);
   ks_map m;
 
   if (c == NULL)
@@ -695,26 +684,26 @@ int ks_cmd_flame_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff 
 }
 
 /* {flame_members, Id}, {flame_members, Id, From} or {flame_members, Id, own}. */
-int ks_cmd_flame_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  const char *b = (const char *)cmd.p;
+int ks_cmd_flame_members(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
+  const char *b = (const char *)cmd->term.p;
   int e = 0, only_own = 0, at;
-  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_fcap *c = capture(fl, cmd, x, &e);
   char atom[MAXATOMLEN];
   uint32_t from = 0;
 
   if (c == NULL)
     return e;
-  at = idx;
-  if (arity == 3 && ei_decode_atom(b, &at, atom) == 0 && strcmp(atom, "own") == 0)
+  at = cmd->idx;
+  if (cmd->arity == 3 && ei_decode_atom(b, &at, atom) == 0 && strcmp(atom, "own") == 0)
     only_own = 1;
-  else if (arity == 3 && decode_u32(b, &idx, 0, UINT32_MAX, &from) != KS_OK)
+  else if (cmd->arity == 3 && decode_u32(b, &cmd->idx, 0, UINT32_MAX, &from) != KS_OK)
     return ks_enc_error(x, "badarg");
-  return encode_members(x, s, c, from, only_own);
+  return encode_members(x, fl, cmd->in, c, from, only_own);
 }
 
-int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   int e = 0;
-  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_fcap *c = capture(fl, cmd, x, &e);
 
   if (c == NULL)
     return e;
@@ -722,26 +711,26 @@ int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return ei_x_encode_atom(x, "ok");
 }
 
-int ks_cmd_flame_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   int e = 0;
-  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_fcap *c = capture(fl, cmd, x, &e);
 
   if (c == NULL)
     return e;
-  ks_flame_drop(&s->flame, c);
+  ks_flame_drop(fl, c);
   return ei_x_encode_atom(x, "ok");
 }
 
 /* Ends the capture whatever happens. */
 /* {flame_dir, Dir}: the directory made and checked as flame_write will (out_dir.c),
  * so that a capture is refused before it starts rather than lost at its end. */
-int ks_cmd_flame_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   char dir[KS_OUT_DIR_MAX];
   ks_out_dir refusal;
   size_t n;
   int fd;
 
-  if (decode_bin((const char *)cmd.p, &idx, dir, sizeof(dir), &n) != KS_OK ||
+  if (decode_bin((const char *)cmd->term.p, &cmd->idx, dir, sizeof(dir), &n) != KS_OK ||
       memchr(dir, 0, n) != NULL)
     return ks_enc_error(x, "badarg");
   if ((fd = ks_out_dir_open(dir, 1, &refusal)) < 0)
@@ -750,13 +739,13 @@ int ks_cmd_flame_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return ei_x_encode_atom(x, "ok");
 }
 
-int ks_cmd_flame_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   int e = 0;
-  ks_fcap *c = capture(s, cmd, &idx, x, &e);
+  ks_fcap *c = capture(fl, cmd, x, &e);
 
   if (c == NULL)
     return e;
-  e = write_capture(s, c, (const char *)cmd.p, &idx, x);
-  ks_flame_drop(&s->flame, c);
+  e = write_capture(fl, cmd->in, c, (const char *)cmd->term.p, &cmd->idx, x);
+  ks_flame_drop(fl, c);
   return e;
 }

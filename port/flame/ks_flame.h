@@ -16,6 +16,7 @@
 
 #include "core/ks_consumer.h"
 #include "core/ks_decode.h"
+#include "proto/ks_proto.h"
 #include "stack/ks_stack.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
@@ -39,13 +40,20 @@ enum {
 #define KS_FR_KIND(f) ((f) >> 30)
 #define KS_FR_VAL(f) ((f) & 0x3fffffffu)
 
-/* Output formats (bits). */
+/* Output formats: bit KS_FMT_name for each KS_FORMAT row of include/ks_options.h,
+ * in its order. */
 enum {
-  KS_FMT_FOLDED = 1,
-  KS_FMT_PERF = 2,
-  KS_FMT_SPEEDSCOPE = 4,
-  KS_FMT_SVG = 8,
-  KS_FMT_CALLGRIND = 16
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
+#define KS_FORMAT(name, ext, writer, all) KS_FMT_INDEX_##name,
+#include "ks_options.h"
+#undef KS_FORMAT
+  KS_NFORMATS
+};
+enum {
+#define KS_FORMAT(name, ext, writer, all) KS_FMT_##name = 1 << KS_FMT_INDEX_##name,
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
 };
 
 /* A call path. Node 0 is the root of every process; children are in a list. */
@@ -292,6 +300,7 @@ static inline ks_fgraph ks_fcap_graph(ks_fcap *c) {
 
 typedef struct ks_flame {
   int active;                  /* captures in use */
+  ks_switch sw;                /* on while any is (port/core/ks_consumer.h) */
   ks_fcap cap[KS_FLAME_MAX];
   uint32_t *mask;              /* pid id -> bit per capture */
   uint32_t mask_cap;
@@ -429,13 +438,14 @@ typedef int (*ks_fvisit_fn)(void *ctx, uint32_t node, uint32_t depth, uint64_t t
 int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
              void *ctx);
 
-/* write_*.c: each returns KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in
- * error (ferror); why it failed is the stream's to say (ks_wfile). */
-int ks_write_folded(const ks_fout *o, FILE *f);
-int ks_write_perf(const ks_fout *o, FILE *f);
-int ks_write_speedscope(const ks_fout *o, FILE *f);
-int ks_write_svg(const ks_fout *o, FILE *f);
-int ks_write_callgrind(const ks_fout *o, FILE *f);
+/* write_*.c: each format's writer (its KS_FORMAT row names it). Each returns
+ * KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in error (ferror);
+ * why it failed is the stream's to say (ks_wfile). */
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
+#define KS_FORMAT(name, ext, writer, all) int writer(const ks_fout *o, FILE *f);
+#include "ks_options.h"
+#undef KS_FORMAT
+#undef KS_OPTION
 
 /* write_file.c: a file the writers write to. Its stream keeps the first errno of
  * write(2) or close(2), where it happened (stdio may report it only at fclose). */
@@ -453,7 +463,7 @@ int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name);
 int ks_wfile_close(ks_wfile *w);
 
 /* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken).
- * The flame_* commands and the reply that writes the files: port/proto/ks_proto.h. */
+ * The flame_* commands and the reply that writes the files: below. */
 typedef struct ks_fdest {
   char dir[4096], base[1024];
   int fmts;
@@ -464,5 +474,22 @@ size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
 void ks_flame_put_json(FILE *f, const char *s, size_t n);
 void ks_flame_put_xml(FILE *f, const char *s, size_t n);
 void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
+
+/* flame_control.c: the flame_* commands, rows of the command table
+ * (port/sink/control.c; what a handler gets, ks_cmd: port/proto/ks_proto.h). */
+int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_pids(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_status(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_members(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* Dir (binary), Base (binary), [Format] at *idx. */
+int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
+/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
+ * info() adds Info's first keys to m (total_us and write_us follow). */
+int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
+                         void (*info)(ks_map *m, const void *ctx), const void *ctx);
 
 #endif

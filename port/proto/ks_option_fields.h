@@ -7,7 +7,7 @@
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc) field,
 #define KS_FIELD(feature, m, scale) KS_FIELD_##feature(m, scale)
 #define KS_NO_FIELD KS_OPTION_NO_FIELD
-#define KS_FORMAT(name, ext, writer)
+#define KS_FORMAT(name, ext, writer, all)
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_NO_FIELD

@@ -1,10 +1,12 @@
-/* ks_proto.h: the sink's protocol (port/proto/): the owner's commands, the
- * replies and alerts sent back, and the encoders every reply is built with.
+/* ks_proto.h: the sink's protocol (port/proto/): what a command's handler is
+ * given, the encoders every reply and alert is built with, and the option
+ * table's rows. It names no feature: the command table and the sink's own
+ * commands are in port/sink/control.c, each feature's handlers in its folder
+ * (tiers/, flame/), declared in its header.
  *
- * A command is an atom or a tuple {Name, Args...} (doc/protocol.md). control.c
- * holds the one table of commands, {name, arity range, handler}; a command
- * whose name and arity match no row is answered {error, {unknown_command, Cmd}}.
- * Handlers live with their feature (tiers/, flame/) and are declared here.
+ * A command is an atom or a tuple {Name, Args...} (doc/protocol.md); a command
+ * whose name and arity match no row of the table is answered
+ * {error, {unknown_command, Cmd}}.
  *
  * Replies are erl_interface's ei_x_* buffers. A map is built with ks_map,
  * which counts its keys as they are added and writes the count into the
@@ -16,22 +18,19 @@
 
 #include <ei.h>
 
-#include "sink/ks_sink.h"
+#include "core/ks_intern.h"
 
-/* A command's handler: cmd's bytes, idx just past the name, arity the tuple's
- * (0 for a bare atom). Encodes the whole reply into x; nonzero if encoding failed. */
-typedef int (*ks_command_fn)(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-
-typedef struct ks_command {
-  const char *name;
-  int min_arity, max_arity;
-  ks_command_fn run;
-} ks_command;
-
-/* control.c */
-void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
-/* Sends the alerts owed (overload, ring drops, a limit's trip), if any. */
-void ks_control_alerts(ks_sink *s);
+/* A command as its handler gets it: the command's bytes, idx just past its
+ * name (the handler decodes its arguments from there), the tuple's arity (0
+ * for a bare atom) and the intern table that names MFAs and pids. A handler
+ * encodes the whole reply into its ei_x_buff and returns nonzero if encoding
+ * failed. */
+typedef struct ks_cmd {
+  ks_slice term;
+  int idx;
+  int arity;
+  ks_intern *in;
+} ks_cmd;
 
 /* encode.c: the pieces replies are made of. Each returns nonzero on failure. */
 int ks_enc_error(ei_x_buff *x, const char *reason);              /* {error, Reason} */
@@ -95,7 +94,7 @@ int ks_option_check(const ks_option *o, long long v);
 enum {
   KS_NOPTIONS = 0
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc) + 1
-#define KS_FORMAT(name, ext, writer)
+#define KS_FORMAT(name, ext, writer, all)
 #include "ks_options.h"
 #undef KS_OPTION
 #undef KS_FORMAT
@@ -133,30 +132,5 @@ int ks_option_decode(unsigned mode, const ks_option_field *fields, const char *b
 void ks_option_defaults(unsigned mode, const ks_option_field *fields, void *opts);
 /* The row's DEFAULT as an integer (true 1, false 0); KS_EINVAL when it has none. */
 int ks_option_default(const ks_option *o, long long *v);
-
-/* The features' commands (their rows are in control.c's table). */
-/* tiers/tier_control.c */
-int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx);
-int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x);
-/* A row's identity term (kprof_other_identities: the fold row). */
-int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
-/* tiers/tier_full_control.c */
-int ks_cmd_tiers_full_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_tiers_full_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-/* flame/flame_control.c */
-int ks_cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_status(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_members(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_drop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-int ks_cmd_flame_dir(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
-/* Dir (binary), Base (binary), [Format] at *idx. */
-int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
-/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
- * info() adds Info's first keys to m (total_us and write_us follow). */
-int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
-                         void (*info)(ks_map *m, const void *ctx), const void *ctx);
 
 #endif

@@ -9,7 +9,7 @@
 const ks_option ks_options[] = {
 #define KS_OPTION(modes, key, type, min, max, def, by, field, doc) \
   {(modes), #key, (type), (double)(min), (double)(max), def, (by), doc},
-#define KS_FORMAT(name, ext, writer)
+#define KS_FORMAT(name, ext, writer, all)
 #include "ks_options.h"
 #undef KS_OPTION
 #undef KS_FORMAT

@@ -7,6 +7,7 @@
 #include "core/ks_frame.h"
 #include "guard/ks_overload.h"
 #include "ks_pid_reclaim.h"
+#include "proto/ks_proto.h"
 #include "ring/ks_ring_reader.h"
 #include "core/ks_stats.h"
 #include "tiers/ks_tiers.h"
@@ -60,6 +61,11 @@ void ks_sink_trace(ks_sink *s, ks_decoded *d);
 void ks_sink_pid_exited(ks_sink *s, uint32_t pid, int64_t ts);
 int ks_sink_reclaim_pids(ks_sink *s, int at_cap);
 
-/* The commands, replies and alerts: port/proto/ks_proto.h (port/proto/). */
+/* control.c: the owner's commands (one table of every command, the sink's own
+ * and the features'), their replies, and the alerts. The encoders and what a
+ * handler is given (ks_cmd): port/proto/ks_proto.h. */
+void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd);
+/* Sends the alerts owed (overload, ring drops, a limit's trip), if any. */
+void ks_control_alerts(ks_sink *s);
 
 #endif

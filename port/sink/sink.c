@@ -1,5 +1,5 @@
 /* sink.c: routes each frame to the decoder, then to the counters or to the control protocol. */
-#include "proto/ks_proto.h"
+#include "ks_sink.h"
 
 void ks_sink_default_opts(ks_sink_opts *o) {
   o->read_buf = 1u << 20;

@@ -6,6 +6,7 @@
 #include "core/ks_decode.h"
 #include "flame/ks_flame.h"
 #include "core/ks_hist.h"
+#include "proto/ks_proto.h"
 #include "stack/ks_stack.h"
 
 #define KS_TIER_MAX 32
@@ -101,7 +102,8 @@ typedef struct ks_req_result {
  * A new statistic of a tier is one row here. */
 #define KS_TIER_STATS(X) \
   X(self, ns, self)      /* time in the tier's own code */ \
-  X(inclusive, ns, incl) /* time with a frame of the tier open */
+  X(inclusive, ns, incl) /* time with a frame of the tier open */ \
+  X(calls_per_request, count, calls) /* the tier's calls in one request (N+1 queries) */
 
 enum {
 #define KS_X(key, unit, field) KS_TSTAT_##key,
@@ -163,6 +165,7 @@ typedef struct ks_full {
 
 typedef struct ks_tiers {
   int active;
+  ks_switch sw;                 /* on while active (port/core/ks_consumer.h) */
   int ntiers;
   ks_tier_spec *specs;
   uint32_t nspecs;
@@ -250,7 +253,16 @@ void ks_full_walk(ks_tiers *t, ks_req *r);
  * processes, a recursive function's inner frames not counted again. */
 ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *n);
 
-/* The tier_* commands and their replies: port/proto/ks_proto.h. */
+/* tier_control.c: tiers_start's options (the tiers' state t, the intern
+ * table in c), the report; the other tiers_* commands are rows of the command
+ * table (port/sink/control.c; ks_cmd: port/proto/ks_proto.h). */
+int ks_tiers_decode_start(ks_tiers *t, ks_cmd *c);
+int ks_tiers_encode_report(const ks_tiers *t, const ks_intern *in, ei_x_buff *x);
+/* A row's identity term (kprof_other_identities: the fold row). */
+int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row);
+/* tier_full_control.c */
+int ks_cmd_tiers_full_report(ks_tiers *t, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_tiers_full_write(ks_tiers *t, ks_cmd *cmd, ei_x_buff *x);
 
 /* tier_agg.c */
 int ks_tiers_add_result(ks_tiers *t, const ks_req_result *res);

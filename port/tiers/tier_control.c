@@ -1,11 +1,12 @@
 /* tier_control.c: the tier profiler's part of the control protocol (doc/tiers.md):
- * {tiers_start, Specs, Opts}, tiers_stop, tiers_reset, {tiers_report, Flush}.
+ * {tiers_start, Specs, Opts}, tiers_stop, tiers_reset, {tiers_report, Flush}
+ * (their rows are in port/sink/control.c's table).
  * Commands were bounds-checked by the decoder, so ei reads them safely.
  */
 #include <ei.h>
 #include <stdlib.h>
 
-#include "proto/ks_proto.h"
+#include "ks_tiers.h"
 
 /* Full trace: {full_trace, all | [Identity]}; the identities' bytes stay in b. */
 typedef struct full_sel {
@@ -167,7 +168,9 @@ static void free_specs(ks_tier_spec *v, uint32_t n) {
   free(v);
 }
 
-int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx) {
+int ks_tiers_decode_start(ks_tiers *t, ks_cmd *c) {
+  const char *b = (const char *)c->term.p;
+  int *idx = &c->idx;
   ks_tier_spec *specs = NULL;
   ks_tier_opts o;
   full_sel fs = {0, 0, NULL, 0};
@@ -181,11 +184,11 @@ int ks_tiers_decode_start(ks_sink *s, const char *b, int *idx) {
   if (rc == KS_OK && ntiers < 1)
     rc = KS_EINVAL;
   if (rc == KS_OK)
-    rc = ks_tiers_start(&s->tiers, &s->in, specs, n, ntiers, &o);
+    rc = ks_tiers_start(t, c->in, specs, n, ntiers, &o);
   if (rc != KS_OK)
     free_specs(specs, n);
-  else if (fs.on && (rc = ks_full_select(&s->tiers, fs.all, fs.ids, fs.n)) != KS_OK)
-    ks_tiers_free(&s->tiers);
+  else if (fs.on && (rc = ks_full_select(t, fs.all, fs.ids, fs.n)) != KS_OK)
+    ks_tiers_free(t);
   free(fs.ids);
   return rc;
 }
@@ -288,8 +291,8 @@ static int encode_row(ei_x_buff *x, const ks_tiers *t, uint32_t r) {
 
 /* #{identity, pid, start, wall, tiers => [#{calls, self, inclusive}], other}:
  * one slow request, times in ns, start in VM monotonic ns. */
-static int encode_slow(ei_x_buff *x, const ks_sink *s, const ks_req_result *q) {
-  const ks_tiers *t = &s->tiers;
+static int encode_slow(ei_x_buff *x, const ks_tiers *t, const ks_intern *in,
+                       const ks_req_result *q) {
   ks_map m, tm;
   int c;
 
@@ -297,7 +300,7 @@ static int encode_slow(ei_x_buff *x, const ks_sink *s, const ks_req_result *q) {
   ks_map_key(&m, "identity");
   m.e |= ks_tiers_encode_identity(x, t, q->identity);
   ks_map_key(&m, "pid");
-  m.e |= ks_enc_pid(x, &s->in, q->entry_pid);
+  m.e |= ks_enc_pid(x, in, q->entry_pid);
   ks_map_key(&m, "start");
   m.e |= ei_x_encode_longlong(x, q->start_ts);
   ks_map_u64(&m, "wall", q->wall);
@@ -315,8 +318,7 @@ static int encode_slow(ei_x_buff *x, const ks_sink *s, const ks_req_result *q) {
   return ks_map_end(&m);
 }
 
-int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x) {
-  const ks_tiers *t = &s->tiers;
+int ks_tiers_encode_report(const ks_tiers *t, const ks_intern *in, ei_x_buff *x) {
   uint32_t r, nrows = 0, k;
   int e = 0;
   ks_map m;
@@ -355,7 +357,7 @@ int ks_tiers_encode_report(const ks_sink *s, ei_x_buff *x) {
   if (t->n_slow > 0)
     e |= ei_x_encode_list_header(x, t->n_slow);
   for (k = 0; k < t->n_slow && !e; k++)
-    e |= encode_slow(x, s, &t->slow[k]);
+    e |= encode_slow(x, t, in, &t->slow[k]);
   e |= ei_x_encode_empty_list(x);
   return e | ks_map_end(&m);
 }

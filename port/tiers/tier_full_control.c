@@ -19,7 +19,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
-#include "proto/ks_proto.h"
+#include "ks_tiers.h"
 
 static uint64_t tree_total(const ks_ftree *tr) {
   uint64_t sum = 0;
@@ -30,20 +30,21 @@ static uint64_t tree_total(const ks_ftree *tr) {
   return sum;
 }
 
-static int encode_mfa(ei_x_buff *x, const ks_sink *s, const ks_fmfa *f) {
+static int encode_mfa(ei_x_buff *x, const ks_intern *in, const ks_fmfa *f) {
   ks_map m;
 
   ks_map_begin(&m, x);
   ks_map_key(&m, "mfa");
-  m.e |= ks_enc_mfa(x, &s->in, f->mfa);
+  m.e |= ks_enc_mfa(x, in, f->mfa);
   ks_map_u64(&m, "calls", f->calls);
   ks_map_u64(&m, "inclusive_ns", f->incl);
   ks_map_u64(&m, "self_ns", f->self);
   return ks_map_end(&m);
 }
 
-static int encode_agg(ei_x_buff *x, const ks_sink *s, uint32_t row, uint32_t top) {
-  const ks_full_agg *a = s->tiers.full.agg[row];
+static int encode_agg(ei_x_buff *x, const ks_tiers *t, const ks_intern *in, uint32_t row,
+                      uint32_t top) {
+  const ks_full_agg *a = t->full.agg[row];
   uint32_t n = 0, k;
   ks_fmfa *m = ks_full_mfas(a, &n);
   ks_map map;
@@ -53,7 +54,7 @@ static int encode_agg(ei_x_buff *x, const ks_sink *s, uint32_t row, uint32_t top
     n = top;
   ks_map_begin(&map, x);
   ks_map_key(&map, "identity");
-  map.e |= ks_tiers_encode_identity(x, &s->tiers, row);
+  map.e |= ks_tiers_encode_identity(x, t, row);
   ks_map_u64(&map, "requests", a->requests);
   ks_map_u64(&map, "events", a->events);
   ks_map_u64(&map, "truncated", a->truncated);
@@ -67,14 +68,13 @@ static int encode_agg(ei_x_buff *x, const ks_sink *s, uint32_t row, uint32_t top
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
   for (k = 0; k < n && !e; k++)
-    e = encode_mfa(x, s, &m[k]);
+    e = encode_mfa(x, in, &m[k]);
   free(m);
   e = e || ei_x_encode_empty_list(x);
   return e | ks_map_end(&map);
 }
 
-static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
-  const ks_tiers *t = &s->tiers;
+static int report(const ks_tiers *t, const ks_intern *in, const char *b, int *idx, ei_x_buff *x) {
   const ks_full *f = &t->full;
   unsigned long long top;
   uint64_t requests = 0;
@@ -105,7 +105,7 @@ static int report(const ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
     e = ei_x_encode_list_header(x, n);
   for (r = 0; r < t->o.max_identities && n > 0 && !e; r++)
     if (f->agg[r] != NULL)
-      e = encode_agg(x, s, r, (uint32_t)top);
+      e = encode_agg(x, t, in, r, (uint32_t)top);
   e = e || ei_x_encode_empty_list(x);
   return e | ks_map_end(&m);
 }
@@ -119,8 +119,7 @@ static void write_info(ks_map *m, const void *ctx) {
   ks_map_u64(m, "lost_frames", a->k.lost_frames);
 }
 
-static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
-  ks_tiers *t = &s->tiers;
+static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx, ei_x_buff *x) {
   ks_full_agg *a = NULL;
   uint64_t *total;
   ks_fdest d;
@@ -160,7 +159,7 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   view.tree = a->tree;
   view.k = a->k;
   o.c = &view;
-  o.in = &s->in;
+  o.in = in;
   o.total = total;
   o.grand = total[0];
   e = o.grand == 0 ? ks_enc_error(x, "no_events") : ks_flame_write_reply(&o, &d, x, write_info, a);
@@ -168,14 +167,14 @@ static int write_files(ks_sink *s, const char *b, int *idx, ei_x_buff *x) {
   return e;
 }
 
-/* The full trace's commands (control.c's table gives their arities); both
- * first flush the tiers, so that every ended request is in the aggregates. */
-int ks_cmd_tiers_full_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  ks_tiers_flush(&s->tiers, 1);
-  return report(s, (const char *)cmd.p, &idx, x);
+/* The full trace's commands (port/sink/control.c's table gives their arities);
+ * both first flush the tiers, so that every ended request is in the aggregates. */
+int ks_cmd_tiers_full_report(ks_tiers *t, ks_cmd *cmd, ei_x_buff *x) {
+  ks_tiers_flush(t, 1);
+  return report(t, cmd->in, (const char *)cmd->term.p, &cmd->idx, x);
 }
 
-int ks_cmd_tiers_full_write(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  ks_tiers_flush(&s->tiers, 1);
-  return write_files(s, (const char *)cmd.p, &idx, x);
+int ks_cmd_tiers_full_write(ks_tiers *t, ks_cmd *cmd, ei_x_buff *x) {
+  ks_tiers_flush(t, 1);
+  return write_files(t, cmd->in, (const char *)cmd->term.p, &cmd->idx, x);
 }

@@ -62,6 +62,7 @@ static void free_inflight(ks_tiers *t) {
 }
 
 void ks_tiers_free(ks_tiers *t) {
+  ks_switch sw;
   uint32_t k;
 
   free_inflight(t);
@@ -81,8 +82,16 @@ void ks_tiers_free(ks_tiers *t) {
   free(t->chains);
   free(t->stacks);
   free(t->stack_pids);
+  sw = t->sw;   /* the registration stays */
   memset(t, 0, sizeof(*t));
+  t->sw = sw;
+  ks_switch_set(&t->sw, 0);
   ks_tiers_default_opts(&t->o);
+}
+
+static void set_active(ks_tiers *t, int active) {
+  t->active = active;
+  ks_switch_set(&t->sw, active);
 }
 
 int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32_t nspecs,
@@ -123,12 +132,12 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
   t->last_ts = INT64_MIN;
   t->specs = specs;   /* owned from here on; on failure the caller keeps them */
   t->nspecs = nspecs;
-  t->active = 1;
+  set_active(t, 1);
   return KS_OK;
 }
 
 void ks_tiers_stop(ks_tiers *t) {
-  t->active = 0;
+  set_active(t, 0);
 }
 
 /* Classifies an MFA against the specs the first time it is seen; *entry gets
@@ -882,9 +891,9 @@ void ks_tiers_reset(ks_tiers *t) {
   if (ntiers > 0 && ks_tiers_start(t, NULL, specs, nspecs, ntiers, &o) == KS_OK) {
     t->chains = chains;
     t->chains_cap = chains_cap;
-    t->active = active;
+    set_active(t, active);
     if (ks_full_attach(t, &keep) != KS_OK)
-      t->active = 0;
+      set_active(t, 0);
     return;
   }
   ks_full_free(&keep, 0);
@@ -916,7 +925,8 @@ static void consumer_free(void *self) {
 }
 
 void ks_tiers_consumer(ks_tiers *t, ks_consumer *c) {
-  *c = (ks_consumer){.name = "tiers", .self = t, .active = &t->active, .event = consumer_event,
+  *c = (ks_consumer){.name = "tiers", .self = t, .active = &t->active, .sw = &t->sw,
+                     .event = consumer_event,
                      .pin_pids = consumer_pin, .forget_pids = consumer_forget,
                      .reset = NULL, .free = consumer_free};
 }

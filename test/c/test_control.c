@@ -636,6 +636,46 @@ START_TEST(tiers_and_flame_refuse_each_other) {
 }
 END_TEST
 
+/* The value of `Key => N' in a printed reply map; -1 when it is not a number. */
+static long long map_int(const char *txt, const char *key) {
+  char pat[64];
+  const char *at;
+  long long v;
+
+  snprintf(pat, sizeof(pat), "%s => ", key);
+  at = strstr(txt, pat);
+  ck_assert_msg(at != NULL, "no %s in %s", key, txt);
+  return sscanf(at + strlen(pat), "%lld", &v) == 1 ? v : -1;
+}
+
+/* memory: the resident bytes from the OS (Linux here), and a capture's
+ * call-path tree counted while the capture is held, gone with it. */
+START_TEST(memory_counts_captures) {
+  char *txt;
+
+  command(1, "memory");
+  txt = tb_out_reply(&out, 0);
+  ck_assert_int_eq(map_int(txt, "flame_trees"), 0);
+  ck_assert_int_eq(map_int(txt, "flame_captures"), 0);
+  ck_assert_int_eq(map_int(txt, "ring"), 0);
+  ck_assert_int_gt(map_int(txt, "rss"), 0);
+  ck_assert_int_ge(map_int(txt, "peak_rss"), map_int(txt, "rss"));
+  free(txt);
+  command_flame(2, "flame_start", 7);
+  command(3, "memory");
+  txt = tb_out_reply(&out, 2);
+  ck_assert_int_eq(map_int(txt, "flame_captures"), 1);
+  ck_assert_int_gt(map_int(txt, "flame_trees"), 0);
+  ck_assert_int_eq(map_int(txt, "flame_trees"), (long long)sink.flame.cap[0].tree.bytes);
+  free(txt);
+  command_flame(4, "flame_drop", 7);
+  command(5, "memory");
+  txt = tb_out_reply(&out, 4);
+  ck_assert_int_eq(map_int(txt, "flame_trees"), 0);
+  free(txt);
+}
+END_TEST
+
 Suite *control_suite(void) {
   Suite *s = suite_create("control");
   TCase *tc = tcase_create("control");
@@ -658,6 +698,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, limits_reset);
   tcase_add_test(tc, limits_on_port_frames);
   tcase_add_test(tc, tiers_and_flame_refuse_each_other);
+  tcase_add_test(tc, memory_counts_captures);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1315,10 +1315,8 @@ static char *callgrind_body(char *all) {
   return body;
 }
 
-START_TEST(callgrind_graph) {
-  ks_fcap *c = start(0);
-  char *got;
-
+/* a calls b twice, the second b calls c: the calls of callgrind_graph. */
+static void a_b_b_c(void) {
   CALL(pid_a, 0, M("a"), KS_NONE);
   CALL(pid_a, 100, M("b"), M("a"));
   RET(pid_a, 300, M("a"));
@@ -1326,6 +1324,13 @@ START_TEST(callgrind_graph) {
   CALL(pid_a, 450, M("c"), M("b"));
   RET(pid_a, 550, M("b"));
   RET(pid_a, 600, M("a"));
+}
+
+START_TEST(callgrind_graph) {
+  ks_fcap *c = start(0);
+  char *got;
+
+  a_b_b_c();
   ks_flame_finish(&fl, c, 1, 700 * US);
   got = callgrind_body(write_with(c, ks_write_callgrind));
   /* Self cost per function, calls and inclusive cost per callee; names compressed. */
@@ -1334,6 +1339,29 @@ START_TEST(callgrind_graph) {
                         "fl=(1)\nfn=(3)\n0 300\ncfi=(1)\ncfn=(4) m:c/0\ncalls=1 0\n0 100\n\n"
                         "fl=(1)\nfn=(4)\n0 100\n\ntotals: 700\n");
   free(got);
+}
+END_TEST
+
+/* folded_calls: the calls of each path's leaf, not its time; a path with no
+ * call of its own (the process) only prefixes the others; not in `all'. */
+START_TEST(folded_calls_counts_calls) {
+  ks_fcap *c = start(0);
+  char *got, *body;
+
+  a_b_b_c();
+  CALL(pid_a, 610, M("c"), M("a"));
+  RET(pid_a, 611, M("a"));   /* 1 us: no time to speak of, still a call */
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  got = write_with(c, ks_write_folded_calls);
+  body = strchr(got, '\n');
+  ck_assert_ptr_nonnull(body);
+  ck_assert_msg(strncmp(got, "# kprof folded_calls: ", 22) == 0, "got %.60s", got);
+  ck_assert_str_eq(body + 1, "<0.1.0>;m:a/0 1\n"
+                             "<0.1.0>;m:a/0;m:b/0 2\n"
+                             "<0.1.0>;m:a/0;m:b/0;m:c/0 1\n"
+                             "<0.1.0>;m:a/0;m:c/0 1\n");
+  free(got);
+  ck_assert_int_eq(KS_FMT_folded_calls, 1 << KS_FMT_INDEX_folded_calls);
 }
 END_TEST
 
@@ -1778,10 +1806,10 @@ START_TEST(full_disk) {
   ck_assert_uint_lt(folded_len, 200 * 1024);
   ck_assert_uint_gt(svg_len, 512 * 1024);
   finished(wide, &big);
-  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+  expect_path_error(&big, h.dir, "wide", KS_FMT_folded | KS_FMT_svg, "write_failed",
                     "wide.svg", "enospc");
   EXPECT_NO_FILES(h.dir, NULL);
-  expect_path_error(&big, h.dir, "wide", KS_FMT_FOLDED | KS_FMT_SVG, "write_failed",
+  expect_path_error(&big, h.dir, "wide", KS_FMT_folded | KS_FMT_svg, "write_failed",
                     "wide.svg", "enospc");
   EXPECT_NO_FILES(h.dir, NULL);
 
@@ -1790,18 +1818,18 @@ START_TEST(full_disk) {
   small_capture(small);
   finished(small, &little);
   fill(h.dir);
-  expect_path_error(&little, h.dir, "small", KS_FMT_FOLDED, "write_failed", "small.folded",
+  expect_path_error(&little, h.dir, "small", KS_FMT_folded, "write_failed", "small.folded",
                     "enospc");
   EXPECT_NO_FILES(h.dir, "filler");
   snprintf(path, sizeof(path), "%s/filler", h.dir);
   ck_assert_int_eq(unlink(path), 0);
-  expect_written(&little, h.dir, "small", KS_FMT_FOLDED);
+  expect_written(&little, h.dir, "small", KS_FMT_folded);
   snprintf(path, sizeof(path), "%s/small.folded", h.dir);
   ck_assert_int_eq(access(path, F_OK), 0);
   let_go(&h);
 
   ck_assert_int_eq(hold_tmpfs(&h1, dir, "nr_inodes=2,size=256k,mode=0700"), 0);
-  expect_path_error(&little, h1.dir, "small", KS_FMT_FOLDED | KS_FMT_SVG, "open_failed",
+  expect_path_error(&little, h1.dir, "small", KS_FMT_folded | KS_FMT_svg, "open_failed",
                     "small.svg", "enospc");
   EXPECT_NO_FILES(h1.dir, NULL);
   let_go(&h1);
@@ -1828,7 +1856,7 @@ START_TEST(file_too_big) {
   lim.rlim_cur = 1000;
   was = signal(SIGXFSZ, SIG_IGN);
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-  write_reply(&o, dir, "big", KS_FMT_FOLDED, &x);
+  write_reply(&o, dir, "big", KS_FMT_folded, &x);
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
   signal(SIGXFSZ, was);
   check_path_error(&x, "write_failed", dir, "big.folded", "efbig");
@@ -2043,6 +2071,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, group_all_and_name);
   tcase_add_test(tc, fold_recursion);
   tcase_add_test(tc, callgrind_graph);
+  tcase_add_test(tc, folded_calls_counts_calls);
   tcase_add_test(tc, callgrind_sums_paths);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);

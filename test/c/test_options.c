@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/ks_proto.h"
+#include "sink/ks_sink.h"
 #include "test_util.h"
 
 static ks_sink sink;
@@ -33,6 +33,7 @@ static void encode_opt(ei_x_buff *x, const char *key, long long v, int is_bool) 
 /* {tiers_start, [{web, entry, '_', 0}], [{Key, V}]}'s arguments: KS_OK or an error. */
 static int tiers_start(const char *key, long long v, int is_bool) {
   ei_x_buff x;
+  ks_cmd cmd;
   int idx = 0, rc, ver;
 
   ei_x_new_with_version(&x);
@@ -45,7 +46,8 @@ static int tiers_start(const char *key, long long v, int is_bool) {
   ei_x_encode_empty_list(&x);
   encode_opt(&x, key, v, is_bool);
   ei_decode_version(x.buff, &idx, &ver);
-  rc = ks_tiers_decode_start(&sink, x.buff, &idx);
+  cmd = (ks_cmd){{(const unsigned char *)x.buff, (size_t)x.index}, idx, 3, &sink.in};
+  rc = ks_tiers_decode_start(&sink.tiers, &cmd);
   if (rc == KS_OK)
     ks_tiers_free(&sink.tiers);
   ei_x_free(&x);
@@ -55,7 +57,7 @@ static int tiers_start(const char *key, long long v, int is_bool) {
 /* {flame_start, 1, [{Key, V}]}: KS_OK when the sink answers ok (the capture is dropped). */
 static int flame_start(const char *key, long long v, int is_bool) {
   ei_x_buff x, reply;
-  ks_slice cmd;
+  ks_cmd cmd;
   ks_fcap *c;
   int idx = 0, ver, ok;
   char atom[MAXATOMLEN];
@@ -64,10 +66,9 @@ static int flame_start(const char *key, long long v, int is_bool) {
   ei_x_encode_longlong(&x, 1);
   encode_opt(&x, key, v, is_bool);
   ei_decode_version(x.buff, &idx, &ver);
-  cmd.p = (const unsigned char *)x.buff;
-  cmd.n = (size_t)x.index;
+  cmd = (ks_cmd){{(const unsigned char *)x.buff, (size_t)x.index}, idx, 3, &sink.in};
   ei_x_new(&reply);
-  ck_assert_int_eq(ks_cmd_flame_start(&sink, cmd, idx, 3, &reply), 0);
+  ck_assert_int_eq(ks_cmd_flame_start(&sink.flame, &cmd, &reply), 0);
   idx = 0;
   ok = ei_decode_atom(reply.buff, &idx, atom) == 0 && strcmp(atom, "ok") == 0;
   if ((c = ks_flame_find(&sink.flame, 1)) != NULL)

@@ -199,6 +199,43 @@ START_TEST(recursion_and_repeated_calls) {
 }
 END_TEST
 
+/* A request of GET at t0 whose http frame calls db n times. */
+static void db_calls(const unsigned char *label, int64_t t0, int n) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+  int k;
+
+  start(pid_a, t0, label, ID_GET);
+  CALL(pid_a, t0 + 100, http, req, label);
+  for (k = 0; k < n; k++) {
+    CALL(pid_a, t0 + 200 + 100 * k, db, http, label);
+    RET(pid_a, t0 + 250 + 100 * k, http);
+  }
+  RET(pid_a, t0 + 200 + 100 * n, req);
+  stop(pid_a, t0 + 300 + 100 * n, label);
+}
+
+/* calls_per_request: a histogram of each request's calls of a tier (its
+ * `calls' sums them): 1 db call in one request, 4 in the next; none of tpl. */
+START_TEST(calls_per_request_histogram) {
+  const ks_hist *h;
+
+  db_calls(label1, 0, 1);
+  db_calls(label2, 1000, 4);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 2);
+  ck_assert_uint_eq(row(0)->cols[DB].calls, 5);
+  h = &row(0)->cols[DB].h[KS_TSTAT_calls_per_request];
+  ck_assert_uint_eq(h->count, 2);
+  ck_assert_uint_eq(h->total, 5);
+  ck_assert_uint_eq(h->min, 1);
+  ck_assert_uint_eq(h->max, 4);
+  h = &row(0)->cols[HTTP].h[KS_TSTAT_calls_per_request];
+  ck_assert(h->count == 2 && h->total == 2 && h->max == 1);
+  h = &row(0)->cols[TPL].h[KS_TSTAT_calls_per_request];   /* zeros are recorded too */
+  ck_assert(h->count == 2 && h->total == 0 && h->max == 0);
+}
+END_TEST
+
 /* An exception thrown in db, through tpl, caught in http: one return_to to http unwinds both. */
 START_TEST(exception_unwinds_several_chains) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
@@ -727,6 +764,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, nested_tiers_and_other);
   tcase_add_test(tc, tail_call_chain);
   tcase_add_test(tc, recursion_and_repeated_calls);
+  tcase_add_test(tc, calls_per_request_histogram);
   tcase_add_test(tc, exception_unwinds_several_chains);
   tcase_add_test(tc, work_in_another_process);
   tcase_add_test(tc, out_of_order_and_stragglers);

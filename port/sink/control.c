@@ -1,14 +1,20 @@
-/* control.c: the owner's commands ({kprof, Ref, Command}), one table of them, and the
- * replies and alerts sent back (port/proto/ks_proto.h).
+/* control.c: the owner's commands ({kprof, Ref, Command}), one table of them
+ * (every feature's commands: the top of the sink, above tiers/ and flame/),
+ * and the replies and alerts sent back (port/sink/ks_sink.h; the encoders are
+ * port/proto/'s).
  *
  * Replies are encoded with erl_interface's ei_x_* into one buffer that starts
  * with a 4-byte hole for the {packet,4} length.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <ei.h>
 
-#include "ks_proto.h"
+#include "ks_sink.h"
+
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {
   static const char hole[4] = {0, 0, 0, 0};
@@ -112,22 +118,22 @@ static int command_name(ks_slice cmd, char *name, int *arity, int *idx) {
 
 /* The sink's own commands; the tiers' and flame captures' are in their folders. */
 
-static int cmd_ping(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_ping(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return ei_x_encode_atom(x, "pong");
 }
 
-static int cmd_sync(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_sync(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_tiers_flush(&s->tiers, 0);
   return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "synced") ||
          ei_x_encode_ulonglong(x, (EI_ULONGLONG)s->fr.frames);
 }
 
-static int cmd_stats(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_stats(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return encode_stats(s, x);
 }
 
 /* Every counter starts again; what is set up (bounds, ids, captures) stays. */
-static int cmd_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_reset(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_stats_reset(&s->st);
   ks_intern_reset_counts(&s->in);
   ks_overload_reset(&s->ov);
@@ -137,8 +143,55 @@ static int cmd_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
   return ei_x_encode_atom(x, "ok");
 }
 
-static int cmd_calls(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_calls(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return encode_calls(s, x);
+}
+
+/* The sink's resident bytes now (Linux: /proc/self/statm), -1 when unknown. */
+static int64_t rss_now(void) {
+  unsigned long long size, resident;
+  long page = sysconf(_SC_PAGESIZE);
+  FILE *f = fopen("/proc/self/statm", "r");
+  int n;
+
+  if (f == NULL)
+    return -1;
+  n = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  return n == 2 && page > 0 ? (int64_t)(resident * (unsigned long long)page) : -1;
+}
+
+/* memory: #{rss, peak_rss, flame_trees, flame_captures, ring} in bytes: the
+ * sink's resident memory from the OS (undefined where it is not known), and the
+ * parts it counts itself: the captures' call-path trees (what max_bytes
+ * bounds, nodes and slots) and the ring's mapping. */
+static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  uint64_t trees = 0, captures = 0;
+  int64_t rss = rss_now(), peak = -1;
+  struct rusage ru;
+  ks_map m;
+  int k;
+
+  for (k = 0; k < KS_FLAME_MAX; k++)
+    if (s->flame.cap[k].used) {
+      trees += s->flame.cap[k].tree.bytes;
+      captures++;
+    }
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+#ifdef __APPLE__
+    peak = (int64_t)ru.ru_maxrss;          /* bytes */
+#else
+    peak = (int64_t)ru.ru_maxrss * 1024;   /* KiB */
+#endif
+  if (rss > peak)   /* the kernel's high-water mark may lag the page count read */
+    peak = rss;
+  ks_map_begin(&m, x);
+  ks_map_i64_or_undefined(&m, "rss", rss, -1);
+  ks_map_i64_or_undefined(&m, "peak_rss", peak, -1);
+  ks_map_u64(&m, "flame_trees", trees);
+  ks_map_u64(&m, "flame_captures", captures);
+  ks_map_u64(&m, "ring", s->ring.size);
+  return ks_map_end(&m);
 }
 
 /* The protocol `version' answers: KS_PROTOCOL. The fault-injection build
@@ -154,32 +207,33 @@ static long protocol(void) {
   return KS_PROTOCOL;
 }
 
-static int cmd_version(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_version(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "kprof_sink") ||
          ei_x_encode_string(x, KS_VERSION) || ei_x_encode_long(x, protocol());
 }
 
 /* {Name, Integer} with Integer in [lo, hi]. */
-static int decode_arg(ks_slice cmd, int *idx, long long lo, long long hi, long long *v) {
-  return ei_decode_longlong((const char *)cmd.p, idx, v) != 0 || *v < lo || *v > hi ? KS_EINVAL
-                                                                                    : KS_OK;
+static int decode_arg(ks_cmd *c, long long lo, long long hi, long long *v) {
+  return ei_decode_longlong((const char *)c->term.p, &c->idx, v) != 0 || *v < lo || *v > hi
+             ? KS_EINVAL
+             : KS_OK;
 }
 
 /* {clock, VmNs}: the VM's monotonic time now, for the lag. */
-static int cmd_clock(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_clock(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   long long v;
 
-  if (decode_arg(cmd, &idx, INT64_MIN / 2, INT64_MAX, &v) != KS_OK)
+  if (decode_arg(c, INT64_MIN / 2, INT64_MAX, &v) != KS_OK)
     return ks_enc_error(x, "badarg");
   ks_overload_sync(&s->ov, v);
   return ei_x_encode_atom(x, "ok");
 }
 
 /* {overload, MaxLagMs}: 0 turns the bound off. */
-static int cmd_overload(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_overload(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   long long v;
 
-  if (decode_arg(cmd, &idx, 0, 3600000000ll, &v) != KS_OK)
+  if (decode_arg(c, 0, 3600000000ll, &v) != KS_OK)
     return ks_enc_error(x, "badarg");
   s->ov.max_lag_ns = v * 1000000;
   return ei_x_encode_atom(x, "ok");
@@ -187,10 +241,10 @@ static int cmd_overload(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff 
 
 #ifdef KS_FAULT_INJECTION
 /* {test_delay_us, Us}: the fault-injection build sleeps this long per trace message. */
-static int cmd_test_delay_us(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_test_delay_us(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   long long v;
 
-  if (decode_arg(cmd, &idx, 0, 3600000000ll, &v) != KS_OK)
+  if (decode_arg(c, 0, 3600000000ll, &v) != KS_OK)
     return ks_enc_error(x, "badarg");
   s->ov.test_delay_us = (uint32_t)v;
   return ei_x_encode_atom(x, "ok");
@@ -198,12 +252,12 @@ static int cmd_test_delay_us(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_
 #endif
 
 /* {limits, MaxEvents, RateMax, RatePerMs}: 0 for none; counted from here. */
-static int cmd_limits(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_limits(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   unsigned long long v[3];
-  const char *b = (const char *)cmd.p;
+  const char *b = (const char *)c->term.p;
 
-  if (ei_decode_ulonglong(b, &idx, &v[0]) != 0 || ei_decode_ulonglong(b, &idx, &v[1]) != 0 ||
-      ei_decode_ulonglong(b, &idx, &v[2]) != 0 || v[0] > (1ull << 62) || v[1] > (1ull << 62) ||
+  if (ei_decode_ulonglong(b, &c->idx, &v[0]) != 0 || ei_decode_ulonglong(b, &c->idx, &v[1]) != 0 ||
+      ei_decode_ulonglong(b, &c->idx, &v[2]) != 0 || v[0] > (1ull << 62) || v[1] > (1ull << 62) ||
       v[2] > 100000000000ull || (v[1] > 0) != (v[2] > 0))
     return ks_enc_error(x, "badarg");
   ks_limits_set(&s->lim, v[0], v[1], (int64_t)v[2]);
@@ -215,49 +269,49 @@ static int cmd_limits(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x
  * end clears them all: one mode at a time, decided here, in command order
  * (a capture holds its slot from flame_start to flame_write/flame_drop,
  * the tiers theirs from tiers_start to tiers_stop). */
-static int cmd_tiers_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_tiers_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   if (s->flame.active > 0)
     return ks_enc_error2(x, "busy", "flame");
-  return ks_enc_ok_or_error(x, ks_tiers_decode_start(s, (const char *)cmd.p, &idx));
+  return ks_enc_ok_or_error(x, ks_tiers_decode_start(&s->tiers, c));
 }
 
-static int cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_flame_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   if (s->tiers.active)
     return ks_enc_error2(x, "busy", "tiers");
-  return ks_cmd_flame_start(s, cmd, idx, arity, x);
+  return ks_cmd_flame_start(&s->flame, c, x);
 }
 
-static int cmd_tiers_stop(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_tiers_stop(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_tiers_stop(&s->tiers);
   return ei_x_encode_atom(x, "ok");
 }
 
-static int cmd_tiers_reset(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_tiers_reset(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_tiers_reset(&s->tiers);
   return ei_x_encode_atom(x, "ok");
 }
 
 /* {tiers_report, Flush} or {tiers_report, Flush, Clear}. */
-static int cmd_tiers_report(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  const char *b = (const char *)cmd.p;
+static int cmd_tiers_report(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  const char *b = (const char *)c->term.p;
   int flush = 0, clear = 0, e;
 
-  if (ei_decode_boolean(b, &idx, &flush) != 0 ||
-      (arity == 3 && ei_decode_boolean(b, &idx, &clear) != 0))
+  if (ei_decode_boolean(b, &c->idx, &flush) != 0 ||
+      (c->arity == 3 && ei_decode_boolean(b, &c->idx, &clear) != 0))
     return ks_enc_error(x, "badarg");
   ks_tiers_flush(&s->tiers, flush);
-  e = ks_tiers_encode_report(s, x);
+  e = ks_tiers_encode_report(&s->tiers, &s->in, x);
   if (clear)
     ks_tiers_clear_rows(&s->tiers);
   return e;
 }
 
 /* {ring_open, Bytes}: {ok, ShmName} | {error, badarg | enomem}. */
-static int cmd_ring_open(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_ring_open(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   unsigned long long size;
   int rc;
 
-  if (ei_decode_ulonglong((const char *)cmd.p, &idx, &size) != 0)
+  if (ei_decode_ulonglong((const char *)c->term.p, &c->idx, &size) != 0)
     rc = KS_EINVAL;
   else
     rc = ks_ring_open(&s->ring, size);
@@ -267,48 +321,59 @@ static int cmd_ring_open(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff
          ei_x_encode_binary(x, s->ring.name, (int)strlen(s->ring.name));
 }
 
-static int cmd_ring_unlink(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_ring_unlink(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_ring_unlink(&s->ring);
   return ei_x_encode_atom(x, "ok");
 }
 
-static int cmd_ring_close(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+static int cmd_ring_close(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_ring_close(&s->ring);
   return ei_x_encode_atom(x, "ok");
 }
 
 /* Every command: its name, the tuple arities it takes (0: a bare atom), its
- * handler. doc/protocol.md lists them with their replies. */
+ * handler: the sink's own (given the sink) or a feature's (given the
+ * feature's state; declared in its header). doc/protocol.md lists them with
+ * their replies. */
+typedef struct ks_command {
+  const char *name;
+  int min_arity, max_arity;
+  int (*sink)(ks_sink *s, ks_cmd *c, ei_x_buff *x);
+  int (*tiers)(ks_tiers *t, ks_cmd *c, ei_x_buff *x);
+  int (*flame)(ks_flame *f, ks_cmd *c, ei_x_buff *x);
+} ks_command;
+
 static const ks_command commands[] = {
-  {"ping", 0, 0, cmd_ping},
-  {"sync", 0, 0, cmd_sync},
-  {"stats", 0, 0, cmd_stats},
-  {"reset", 0, 0, cmd_reset},
-  {"calls", 0, 0, cmd_calls},
-  {"version", 0, 0, cmd_version},
-  {"clock", 2, 2, cmd_clock},
-  {"overload", 2, 2, cmd_overload},
+  {"ping", 0, 0, .sink = cmd_ping},
+  {"sync", 0, 0, .sink = cmd_sync},
+  {"stats", 0, 0, .sink = cmd_stats},
+  {"reset", 0, 0, .sink = cmd_reset},
+  {"calls", 0, 0, .sink = cmd_calls},
+  {"version", 0, 0, .sink = cmd_version},
+  {"memory", 0, 0, .sink = cmd_memory},
+  {"clock", 2, 2, .sink = cmd_clock},
+  {"overload", 2, 2, .sink = cmd_overload},
 #ifdef KS_FAULT_INJECTION
-  {"test_delay_us", 2, 2, cmd_test_delay_us},
+  {"test_delay_us", 2, 2, .sink = cmd_test_delay_us},
 #endif
-  {"limits", 4, 4, cmd_limits},
-  {"ring_open", 2, 2, cmd_ring_open},
-  {"ring_unlink", 0, 0, cmd_ring_unlink},
-  {"ring_close", 0, 0, cmd_ring_close},
-  {"tiers_start", 3, 3, cmd_tiers_start},
-  {"tiers_stop", 0, 0, cmd_tiers_stop},
-  {"tiers_reset", 0, 0, cmd_tiers_reset},
-  {"tiers_report", 2, 3, cmd_tiers_report},
-  {"tiers_full_report", 2, 2, ks_cmd_tiers_full_report},
-  {"tiers_full_write", 5, 5, ks_cmd_tiers_full_write},
-  {"flame_start", 3, 3, cmd_flame_start},
-  {"flame_pids", 3, 3, ks_cmd_flame_pids},
-  {"flame_arm", 2, 2, ks_cmd_flame_arm},
-  {"flame_status", 2, 2, ks_cmd_flame_status},
-  {"flame_members", 2, 3, ks_cmd_flame_members},
-  {"flame_drop", 2, 2, ks_cmd_flame_drop},
-  {"flame_write", 6, 6, ks_cmd_flame_write},
-  {"flame_dir", 2, 2, ks_cmd_flame_dir},
+  {"limits", 4, 4, .sink = cmd_limits},
+  {"ring_open", 2, 2, .sink = cmd_ring_open},
+  {"ring_unlink", 0, 0, .sink = cmd_ring_unlink},
+  {"ring_close", 0, 0, .sink = cmd_ring_close},
+  {"tiers_start", 3, 3, .sink = cmd_tiers_start},
+  {"tiers_stop", 0, 0, .sink = cmd_tiers_stop},
+  {"tiers_reset", 0, 0, .sink = cmd_tiers_reset},
+  {"tiers_report", 2, 3, .sink = cmd_tiers_report},
+  {"tiers_full_report", 2, 2, .tiers = ks_cmd_tiers_full_report},
+  {"tiers_full_write", 5, 5, .tiers = ks_cmd_tiers_full_write},
+  {"flame_start", 3, 3, .sink = cmd_flame_start},
+  {"flame_pids", 3, 3, .flame = ks_cmd_flame_pids},
+  {"flame_arm", 2, 2, .flame = ks_cmd_flame_arm},
+  {"flame_status", 2, 2, .flame = ks_cmd_flame_status},
+  {"flame_members", 2, 3, .flame = ks_cmd_flame_members},
+  {"flame_drop", 2, 2, .flame = ks_cmd_flame_drop},
+  {"flame_write", 6, 6, .flame = ks_cmd_flame_write},
+  {"flame_dir", 2, 2, .flame = ks_cmd_flame_dir},
 };
 
 static const ks_command *find_command(const char *name, int arity) {
@@ -321,11 +386,20 @@ static const ks_command *find_command(const char *name, int arity) {
   return NULL;
 }
 
+static int run(const ks_command *r, ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  if (r->tiers != NULL)
+    return r->tiers(&s->tiers, c, x);
+  if (r->flame != NULL)
+    return r->flame(&s->flame, c, x);
+  return r->sink(s, c, x);
+}
+
 void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
   char name[MAXATOMLEN] = "";
-  const ks_command *c;
+  const ks_command *r;
+  ks_cmd c = {cmd, 0, 0, &s->in};
   ei_x_buff x;
-  int e, arity, idx;
+  int e;
 
   if (begin_reply(&x, ref) != KS_OK)
     return;
@@ -334,10 +408,11 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
     cmd.p = NULL;
   if (cmd.p == NULL)
     e = ks_enc_error(&x, "bad_command");
-  else if (command_name(cmd, name, &arity, &idx) != KS_OK || (c = find_command(name, arity)) == NULL)
+  else if (command_name(cmd, name, &c.arity, &c.idx) != KS_OK ||
+           (r = find_command(name, c.arity)) == NULL)
     e = ks_enc_unknown_command(&x, cmd);
   else
-    e = c->run(s, cmd, idx, arity, &x);
+    e = run(r, s, &c, &x);
   finish(s, &x, e);
 }
 
