@@ -210,10 +210,11 @@ known_file(W) ->
 
 %% The C names a text gives (ks_tier_opts, KS_FIELD, ks_option_decode): each
 %% must be in the code of the tree's C sources, not only in comments. A
-%% lower-case name with capitals in it is a pattern (ks_cmd_Name), not a name.
+%% lower-case name with capitals in it is a pattern (ks_cmd_Name), and so is an
+%% upper-case one with small letters (KS_FMT_name): not names.
 c_names(Line) ->
     [W || [W] <- matches(Line, "(?<![\\w.$/-])((?:ks|KS)_[A-Za-z0-9_]*[A-Za-z0-9])(?![\\w.])"),
-          nomatch =:= re:run(W, "^ks_.*[A-Z]")].
+          nomatch =:= re:run(W, "^ks_.*[A-Z]"), nomatch =:= re:run(W, "^KS_.*[a-z]")].
 
 c_defined(W) ->
     Names = case get(c_names) of
