@@ -197,6 +197,8 @@ typedef struct ks_fopts {
   uint32_t fold_depth;         /* flow rules: loops past this depth fold (KS_FLAME_FOLD_DEPTH) */
   int learn;                   /* flow rules: learn tail calls from return_tos (flame_tails.c) */
   uint32_t correct_ns;         /* tracing's cost per event, taken off at the write (0: none) */
+  uint64_t max_record_bytes;   /* the recording's bound per file (ks_record.h) */
+  uint32_t record_rotate;      /* files kept past the bound; 0: the recording stops */
 } ks_fopts;
 
 /* The depth past which the flow rules fold loops and recursion (doc/flame.md
