@@ -418,7 +418,6 @@ int ks_rread_next(ks_rread *r, ks_rop *op) {
     return 0;
   }
   c = (cur){r->out, r->pos, r->out_n, 0};
-  memset(op, 0, sizeof(*op));
   if (get_op(r, &c, op) != KS_OK) {
     /* An op cut by the end of what could be read: the file was cut there. */
     r->err = c.bad && r->drained && c.i >= c.n ? KS_RERR_TRUNCATED : KS_RERR_CORRUPT;
