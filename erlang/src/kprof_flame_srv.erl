@@ -551,8 +551,11 @@ start_opts(Mode, Cfg) ->
     Defaults = kprof_opts:defaults(flame),
     [{K, case K of
              group -> group(Cfg);
+             %% the sink opens the file: an absolute path, a binary
+             record -> unicode:characters_to_binary(filename:absname(maps:get(record, Cfg)));
              _ -> maps:get(K, Cfg, maps:get(K, Defaults))
-         end} || K <- kprof_opts:forwarded(flame)]
+         end} || K <- kprof_opts:forwarded(flame),
+                 K =/= record orelse is_map_key(record, Cfg)]
         ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)].
 
 -spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].

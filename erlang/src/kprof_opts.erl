@@ -227,6 +227,10 @@ valid_term(output_directory, _) -> false;
 valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
+valid_term(record, P) when is_list(P); is_binary(P) ->
+    Chars = unicode:characters_to_list(P),
+    is_list(Chars) andalso Chars =/= [] andalso not lists:member(0, Chars);
+valid_term(record, _) -> false;
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
 valid_term(names, N) -> N =:= erlang orelse N =:= elixir;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);

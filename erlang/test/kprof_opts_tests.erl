@@ -36,6 +36,7 @@ term_edges(name) -> {["run"], ["", "a/b", run]};
 term_edges(open) -> {[speedscope, browser, false], [true, firefox, "browser"]};
 term_edges(names) -> {[erlang, elixir], [true, "elixir", ex]};
 term_edges(progress) -> {[true, false, 1, 5000], [0, -1, 1.5, "yes"]};
+term_edges(record) -> {["/tmp/x.rec", <<"/tmp/x.rec">>, "rel.rec"], ["", <<>>, 42, x, [0]]};
 term_edges(group) -> {[pid, name, initial_call, all], [true, process, "pid", {name}]};
 term_edges(max_memory_bytes) -> {[1, infinity, default], [0, -1, x]};
 term_edges(rate) -> {[infinity, {1, 1}], [10, {0, 1}, {1, 0}]}.
@@ -76,7 +77,8 @@ defaults_test() ->
                    children => false, max_bytes => 2 bsl 30,
                    perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
                    top => 0, info => false, progress => true, names => erlang,
-                   fold_recursion => false, callers => false, correct => true},
+                   fold_recursion => false, callers => false, correct => true,
+                   max_record_bytes => 1 bsl 30, record_rotate => 0},
                  kprof_opts:defaults(flame)),
     ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
                    max_memory_bytes => default, max_events => infinity, rate => infinity,

@@ -14,6 +14,7 @@
 #include <ei.h>
 
 #include "ks_sink.h"
+#include "flame/ks_record.h"
 
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {
@@ -374,6 +375,7 @@ static const ks_command commands[] = {
   {"flame_drop", 2, 2, .flame = ks_cmd_flame_drop},
   {"flame_write", 6, 6, .flame = ks_cmd_flame_write},
   {"flame_dir", 2, 2, .flame = ks_cmd_flame_dir},
+  {"flame_replay", 3, 3, .flame = ks_cmd_flame_replay},
 };
 
 static const ks_command *find_command(const char *name, int arity) {
