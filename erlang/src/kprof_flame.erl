@@ -35,6 +35,8 @@
 %% calibration runs captures of its own); open => speedscope and the list of
 %% formats (kprof_tiers_full too).
 -export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2, out_dir/1]).
+%% Internal: a capture's result from the sink's answer (kprof_record's replay too).
+-export([result/3]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 -export([last_written/0]).
@@ -160,12 +162,13 @@ validate(Opts, Mode) ->
     case kprof_opts:check(flame, Opts) of
         {ok, Checked} ->
             Cfg = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
-            case maps:with(?GUARD_KEYS, Opts) of
-                Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
-                Limits ->
+            case {maps:with(?GUARD_KEYS, Opts), kprof_record:check(Cfg)} of
+                {_, {error, _} = Error} -> Error;
+                {Limits, {ok, Cfg1}} when map_size(Limits) =:= 0 -> {ok, Cfg1#{limits => #{}}};
+                {Limits, {ok, Cfg1}} ->
                     %% The guard's limits over its defaults, as the guard merges them.
                     {ok, Merged} = kprof_guard:validate_limits(Limits),
-                    {ok, Cfg#{limits => Merged}}
+                    {ok, Cfg1#{limits => Merged}}
             end;
         {error, _} = Error ->
             Error
@@ -533,9 +536,11 @@ write(Id, End, Cfg, Mode, Flags) ->
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     %% The sink makes the directory and checks it again (flame_dir at the start).
-    case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+    case Formats =:= [] orelse kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+        true ->
+            kprof_record:write_only(Id, Cfg);
         {ok, Paths, Info} ->
-            Files = paths(Paths, Cfg),
+            Files = paths(Paths, Cfg) ++ kprof_record:files(Info, Cfg),
             %% Routine: no log line (IEx shows every level, debug
             %% included, by default); the counts for last_written/0.
             _ = put(?LAST_WRITTEN, #{id => Id, files => Files, info => Info}),
@@ -567,7 +572,7 @@ paths(Paths, Cfg) ->
         false -> [unicode:characters_to_list(P) || P <- Paths]
     end.
 
-%% What limits cut from the graph is printed when anything was (the
+%% @private What limits cut from the graph is printed when anything was (the
 %% summary); `top => N': the sink's table of the functions with the most
 %% self time, printed to the caller's group leader and returned after the
 %% files; `info => true': the summary (the table in it) returned instead.

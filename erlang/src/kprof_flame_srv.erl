@@ -525,11 +525,10 @@ warn_traced([{Pid, Tracer} | More]) ->
 -spec sink_start(integer(), apply | pid | capture, map()) -> ok | {error, term()}.
 sink_start(Id, Mode, Cfg) ->
     %% The user's options the sink takes too: the table's `both' rows.
-    Defaults = kprof_opts:defaults(flame),
-    Opts = [{K, case K of
-                    group -> group(Cfg);
-                    _ -> maps:get(K, Cfg, maps:get(K, Defaults))
-                end} || K <- kprof_opts:forwarded(flame)]
+    %% A row without a default (record) is sent only when given.
+    Given = maps:merge(kprof_opts:defaults(flame), Cfg#{group => group(Cfg)}),
+    Opts = [{K, kprof_record:sink_value(K, maps:get(K, Given))}
+            || K <- kprof_opts:forwarded(flame), is_map_key(K, Given)]
         ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)],
     case kprof_sink:command({flame_start, Id, Opts}) of
         ok when Mode =:= capture ->

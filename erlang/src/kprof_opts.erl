@@ -145,6 +145,8 @@ valid_term(nodes, _) -> false;
 valid_term(full_trace, V) -> full_selection(V);
 valid_term(output_format, all) -> true;
 valid_term(output_format, F) when is_atom(F) -> lists:member(F, formats());
+%% [] records only: valid with `record' alone (kprof_record:check/1 says so).
+valid_term(output_format, []) -> true;
 valid_term(output_format, [_ | _] = Fs) ->
     lists:all(fun(F) -> is_atom(F) andalso lists:member(F, formats()) end, Fs);
 valid_term(output_format, _) -> false;
@@ -152,6 +154,7 @@ valid_term(output_directory, D) when is_list(D) -> D =/= [] andalso io_lib:print
 valid_term(output_directory, D) when is_binary(D) ->
     byte_size(D) > 0 andalso is_list(unicode:characters_to_list(D));
 valid_term(output_directory, _) -> false;
+valid_term(record, P) -> valid_term(output_directory, P);
 valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
