@@ -159,16 +159,16 @@ pid(Pids, Millis, _Opts) ->
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
 validate(Opts, Mode) ->
     %% Keys, values and defaults: the option table's (kprof_opts).
-    case kprof_opts:check(flame, Opts) of
+    case kprof_opts:check(flame, kprof_record:to_check(Opts)) of
         {ok, Checked} ->
-            Cfg = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
-            case {maps:with(?GUARD_KEYS, Opts), kprof_record:check(Cfg)} of
-                {_, {error, _} = Error} -> Error;
-                {Limits, {ok, Cfg1}} when map_size(Limits) =:= 0 -> {ok, Cfg1#{limits => #{}}};
-                {Limits, {ok, Cfg1}} ->
+            Cfg0 = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
+            Cfg = kprof_record:check(Cfg0, Opts),
+            case maps:with(?GUARD_KEYS, Opts) of
+                Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
+                Limits ->
                     %% The guard's limits over its defaults, as the guard merges them.
                     {ok, Merged} = kprof_guard:validate_limits(Limits),
-                    {ok, Cfg1#{limits => Merged}}
+                    {ok, Cfg#{limits => Merged}}
             end;
         {error, _} = Error ->
             Error

@@ -145,8 +145,6 @@ valid_term(nodes, _) -> false;
 valid_term(full_trace, V) -> full_selection(V);
 valid_term(output_format, all) -> true;
 valid_term(output_format, F) when is_atom(F) -> lists:member(F, formats());
-%% [] records only: valid with `record' alone (kprof_record:check/1 says so).
-valid_term(output_format, []) -> true;
 valid_term(output_format, [_ | _] = Fs) ->
     lists:all(fun(F) -> is_atom(F) andalso lists:member(F, formats()) end, Fs);
 valid_term(output_format, _) -> false;

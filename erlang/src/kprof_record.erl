@@ -22,7 +22,7 @@
 -module(kprof_record).
 
 %% Internal (kprof_flame, kprof_flame_srv)
--export([check/1, sink_value/2, files/2, write_only/2]).
+-export([to_check/1, check/2, sink_value/2, files/2, write_only/2]).
 %% PUBLIC (through kprof)
 -export([replay/2]).
 
@@ -35,15 +35,24 @@
 -define(REPLAY_TIMEOUT, 120000).
 -define(STATUS_TIMEOUT, 30000).
 
-%% @doc A flame capture's checked options, `record' made absolute;
-%% `output_format => []' without `record' is `{bad_option, output_format, []}'.
--spec check(map()) -> {ok, map()} | {error, {bad_option, output_format, []}}.
-check(#{output_format := []} = Cfg) when not is_map_key(record, Cfg) ->
-    {error, {bad_option, output_format, []}};
-check(#{record := Path} = Cfg) ->
-    {ok, Cfg#{record => filename:absname(Path)}};
-check(Cfg) ->
-    {ok, Cfg}.
+%% @doc The options the flame table checks: `output_format => []' (record
+%% only) is taken out when `record' is there, and put back by {@link check/2};
+%% without `record' the table refuses it (`{bad_option, output_format, []}').
+-spec to_check(term()) -> term().
+to_check(#{output_format := [], record := _} = Opts) -> maps:remove(output_format, Opts);
+to_check(Opts) -> Opts.
+
+%% @doc A flame capture's checked options `Cfg' (of `Opts'), `record' made
+%% absolute, `output_format => []' back.
+-spec check(map(), map()) -> map().
+check(#{record := Path} = Cfg, Opts) ->
+    Formats = case Opts of
+                  #{output_format := []} -> [];
+                  _ -> maps:get(output_format, Cfg)
+              end,
+    Cfg#{record => filename:absname(Path), output_format => Formats};
+check(Cfg, _Opts) ->
+    Cfg.
 
 %% @doc An option's value as flame_start sends it (a path as a binary).
 -spec sink_value(atom(), term()) -> term().
@@ -139,8 +148,8 @@ one(P) ->
 abs_bin(P) ->
     unicode:characters_to_binary(filename:absname(P)).
 
-%% The flame table's checks on replay's keys; output_format [] is refused
-%% (a replay writes outputs).
+%% The flame table's checks on replay's keys (output_format [] is refused:
+%% a replay writes outputs).
 -spec check_replay(map()) -> {ok, map()} | {error, term()}.
 check_replay(Opts) ->
     case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, ?REPLAY_KEYS)]) of
@@ -148,7 +157,6 @@ check_replay(Opts) ->
             {error, {unknown_options, Unknown}};
         [] ->
             case kprof_opts:check(flame, Opts) of
-                {ok, #{output_format := []}} -> {error, {bad_option, output_format, []}};
                 {ok, Checked} -> {ok, maps:with(?REPLAY_KEYS, Checked)};
                 Error -> Error
             end

@@ -32,6 +32,7 @@ term_edges(nodes) -> {[[node()]], [[], [<<"n">>], node()]};
 term_edges(full_trace) -> {[false, all, x, [x, y]], [true, [], [x | y]]};
 term_edges(output_format) -> {[all, svg, [folded, perf]], [[], jpeg, [svg, jpeg], "svg"]};
 term_edges(output_directory) -> {[".", <<"/tmp">>], ["", <<>>, 42]};
+term_edges(record) -> {["c.kprec", <<"/tmp/c.kprec">>], ["", <<>>, 42, c]};
 term_edges(name) -> {["run"], ["", "a/b", run]};
 term_edges(open) -> {[speedscope, browser, false], [true, firefox, "browser"]};
 term_edges(names) -> {[erlang, elixir], [true, "elixir", ex]};
@@ -76,7 +77,8 @@ defaults_test() ->
                    children => false, max_bytes => 2 bsl 30,
                    perf_period_us => 0, max_procs => 100000, timeout => 30000, open => false,
                    top => 0, info => false, progress => true, names => erlang,
-                   fold_recursion => false, callers => false, correct => true},
+                   fold_recursion => false, callers => false, correct => true,
+                   max_record_bytes => 1 bsl 30, record_rotate => 0},
                  kprof_opts:defaults(flame)),
     ?assertEqual(#{max_lag_ms => 1000, max_stall_ms => 500, max_queue_bytes => 4 bsl 20,
                    max_memory_bytes => default, max_events => infinity, rate => infinity,
