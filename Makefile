@@ -23,6 +23,12 @@ UV_STATIC := $(if $(shell pkg-config --exists libuv-static 2>/dev/null && echo y
 endif
 UV_LIBS   := $(strip $(or $(UV_STATIC),$(shell pkg-config --libs libuv 2>/dev/null),-luv))
 CHECK_LIBS:= $(shell pkg-config --libs check 2>/dev/null)
+# libzstd (Debian's libzstd-dev; libzstd1 is in every Debian system): the
+# recordings' compression (port/flame/record_*.c), linked shared. Every link of
+# the sink's library part (the sink, tests, fuzzers, benches) takes EI_LIBS, so
+# it goes there.
+ZSTD_LIBS := $(or $(shell pkg-config --libs libzstd 2>/dev/null),-lzstd)
+EI_LIBS   += $(ZSTD_LIBS)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 # Link-time optimisation inlines across port/*/*.c (about 10 % fewer instructions
@@ -69,7 +75,7 @@ deps:
 # a compiler's or a linker's error.
 preflight:
 	@CC="$(CC)" MAKE="$(MAKE)" ERL_ROOT="$(ERL_ROOT)" EI_DIR="$(EI_DIR)" UV_CFLAGS="$(UV_CFLAGS)" \
-	  UV_LIBS="$(UV_LIBS)" scripts/preflight.sh
+	  UV_LIBS="$(UV_LIBS)" ZSTD_LIBS="$(ZSTD_LIBS)" scripts/preflight.sh
 
 sink: $(SINK)
 

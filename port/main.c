@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "core/ks_platform.h"
+#include "proto/ks_proto.h"
 #include "sink/ks_sink.h"
 
 typedef struct out_req {
@@ -152,6 +153,7 @@ static int parse_size(const char *s, size_t *out) {
 }
 
 static void usage(void) {
+  fprintf(stderr, "usage: kprof_sink --replay FILE... (kprof_sink --replay --help)\n");
   fprintf(stderr, "usage: kprof_sink [--max-frame BYTES] [--read-buf BYTES] "
                   "[--pipe-size BYTES] [--max-pids N]\n");
 }
@@ -161,6 +163,8 @@ int main(int argc, char **argv) {
   size_t pipe_size = 0, max_pids = 0;
   int i, rc;
 
+  if (argc > 1 && strcmp(argv[1], "--replay") == 0)
+    return ks_replay_main(argc - 2, argv + 2);   /* a recording's files, no VM */
   ks_sink_default_opts(&opts);
   for (i = 1; i < argc; i += 2) {   /* each option takes a value */
     size_t *dst = NULL;

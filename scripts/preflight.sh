@@ -72,6 +72,17 @@ if [ $have_cc = 1 ]; then
   fi
 fi
 
+# libzstd: a capture's recording is compressed with it (port/flame/record_write.c).
+if [ $have_cc = 1 ]; then
+  printf '#include <zstd.h>\nint main(void) { return ZSTD_versionNumber() == 0; }\n' > "$tmp/zstd.c"
+  # shellcheck disable=SC2086  # the flags are lists of words
+  if ! "$CC" -c -o "$tmp/zstd.o" "$tmp/zstd.c" >/dev/null 2>&1; then
+    missing "zstd's headers (zstd.h)" libzstd-dev libzstd-devel zstd-dev zstd
+  elif ! "$CC" -o "$tmp/zstd" "$tmp/zstd.o" ${ZSTD_LIBS:--lzstd} >/dev/null 2>&1; then
+    missing "zstd's library (libzstd.so; linked with ${ZSTD_LIBS:--lzstd})" libzstd-dev libzstd-devel zstd-dev zstd
+  fi
+fi
+
 if [ $missing -gt 0 ]; then
   echo "kprof: cannot build the sink and the tracer NIF: $missing missing (above)" >&2
   exit 1

@@ -19,7 +19,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_record.h"
 
 /* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
@@ -34,6 +34,7 @@ void ks_flame_init(ks_flame *fl) {
 static void free_cap(ks_fcap *c) {
   uint32_t k;
 
+  ks_record_free(c->rec);
   for (k = 0; k < c->nprocs; k++) {
     ks_stack_free(&c->procs[k].st);
     ks_ffun_free_proc(&c->procs[k]);
@@ -213,6 +214,8 @@ void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
   ks_fproc *p;
   char *d;
 
+  if (c->rec != NULL && !c->stopped)
+    ks_record_set_call(c->rec, pid, call, len);
   if (k == 0 || call == NULL || len == 0 || (d = dup_text(call, len)) == NULL)
     return;
   p = &c->procs[k - 1];
@@ -223,8 +226,11 @@ void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
   ks_fgraph g = ks_fcap_graph(c);
   uint32_t slot, known = proc_slot(c, pid, &slot);
-  ks_fproc *p = proc_add(fl, c, pid);
+  ks_fproc *p;
 
+  if (c->rec != NULL && !c->stopped)
+    ks_record_add_pid(c->rec, pid, name, name_len);
+  p = proc_add(fl, c, pid);
   if (p == NULL)
     return KS_EFULL;
   if (name != NULL && name_len > 0)
@@ -253,6 +259,7 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
   for (k = 0; k < c->nprocs; k++)
     if (c->procs[k].pid < fl->mask_cap)
       fl->mask[c->procs[k].pid] &= ~bit;
+  fl->recording &= ~bit;
   free_cap(c);
   fl->active--;
 }
@@ -272,14 +279,22 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
   for (id = 0; id < n && id < fl->mask_cap; id++)
     if (dead[id])
       fl->mask[id] = 0;
-  for (c = 0; c < KS_FLAME_MAX; c++)
+  for (c = 0; c < KS_FLAME_MAX; c++) {
     fl->cap[c].last_pid = KS_NONE;
+    if (fl->cap[c].rec != NULL)
+      ks_record_forget(fl->cap[c].rec, dead, n);
+  }
 }
 
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
   ks_fgraph g = ks_fcap_graph(c);
   uint32_t bit = 1u << (c - fl->cap), k;
 
+  if (c->rec != NULL && !c->stopped) {
+    ks_record_finish(c->rec, has_end, end_ts);
+    ks_record_close(c->rec);
+  }
+  fl->recording &= ~bit;
   for (k = 0; k < c->nprocs; k++) {
     ks_fproc *p = &c->procs[k];
     if (p->armed && !p->dead && has_end)
@@ -531,6 +546,29 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
   }
 }
 
+/* The recordings an event concerns get it first, as the capture will see it:
+ * an event of its processes, a child of one spawned, its trigger's meta call. */
+static void record_event(ks_flame *fl, const ks_decoded *d) {
+  const ks_event *ev = &d->ev;
+  uint32_t m = fl->recording, bit, in_pid, in_parent;
+  int64_t id;
+  int i, trigger;
+
+  in_pid = ev->pid < fl->mask_cap ? fl->mask[ev->pid] : 0;
+  in_parent = ev->kind == KS_EV_SPAWNED && ev->other < fl->mask_cap ? fl->mask[ev->other] : 0;
+  while (m != 0) {
+    ks_fcap *c;
+    i = __builtin_ctz(m);
+    m &= m - 1;
+    bit = 1u << i;
+    c = &fl->cap[i];
+    trigger = ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev) &&
+              c->o.trigger != KS_NONE && payload_id(d->payload, &id) == KS_OK && id == c->id;
+    if (trigger || (in_pid & bit) || ((in_parent & bit) && c->o.children))
+      ks_record_event(c->rec, d, trigger);
+  }
+}
+
 void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
   const ks_event *ev = &d->ev;
   uint32_t m;
@@ -538,6 +576,8 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
 
   if (ev->pid == KS_NONE || (ev->flags & KS_EVF_PORT))
     return;
+  if (__builtin_expect(fl->recording != 0, 0))
+    record_event(fl, d);
   if (ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev))
     join_trigger(fl, d);
   else if (ev->kind == KS_EV_SPAWNED && ev->other != KS_NONE)
@@ -575,4 +615,38 @@ void ks_flame_consumer(ks_flame *fl, ks_consumer *c) {
   *c = (ks_consumer){.name = "flame", .self = fl, .active = &fl->active, .event = consumer_event,
                      .pin_pids = consumer_pin, .forget_pids = consumer_forget,
                      .reset = NULL, .free = consumer_free};
+}
+
+int ks_flame_record(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
+                    void *why) {
+  if (ks_record_open(&c->rec, path, c, in, why) != KS_OK)
+    return KS_EINVAL;
+  fl->recording |= 1u << (c - fl->cap);
+  return KS_OK;
+}
+
+void ks_flame_arm(ks_fcap *c) {
+  if (c->rec != NULL && !c->stopped)
+    ks_record_arm(c->rec);
+  c->o.hold = 0;
+}
+
+void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
+                           const char *name, size_t name_n, const char *call, size_t call_n) {
+  uint32_t slot;
+  ks_fproc *p;
+  ks_fgraph g = ks_fcap_graph(c);
+
+  if (c->stopped || proc_slot(c, pid, &slot) != 0 || (p = proc_add(fl, c, pid)) == NULL)
+    return;
+  p->armed = (state & KS_RPROC_ARMED) != 0;
+  p->child = (state & KS_RPROC_CHILD) != 0;
+  p->bottom = (state & KS_RPROC_BOTTOM) != 0;
+  p->dead = (state & KS_RPROC_DEAD) != 0;
+  if (name_n > 0)
+    set_name(p, name, name_n);
+  p->named = (state & KS_RPROC_NAMED) != 0;
+  if (call_n > 0)
+    p->call = dup_text(call, call_n);
+  ks_fstack_update(&g, p);
 }

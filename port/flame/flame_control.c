@@ -67,6 +67,18 @@ static const struct {
 };
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 
+int ks_flame_format_bit(const char *atom) {
+  size_t f;
+  int all = 0;
+
+  for (f = 0; f < NFORMATS; f++) {
+    if (atom != NULL && strcmp(atom, formats[f].atom) == 0)
+      return formats[f].bit;
+    all |= formats[f].bit;
+  }
+  return atom == NULL ? all : 0;
+}
+
 static int64_t now_us(void) {
   struct timespec ts;
 
@@ -122,6 +134,7 @@ void ks_flame_default_opts(ks_fopts *o) {
   o->group = KS_GROUP_PID;
   o->fold_depth = KS_FLAME_FOLD_DEPTH;
   o->learn = 1;
+  o->record_at = -1;
 }
 
 /* The KS_T_TERM rows' values: group, trigger, hide, names. */
@@ -158,12 +171,23 @@ static int decode_names(ks_sink *s, const char *b, size_t len, int *idx, ks_fopt
   return KS_OK;
 }
 
+/* record: a binary, opened once the capture is made (record_control.c). */
+static int decode_record(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
+  int type, size;
+
+  if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size <= 0 ||
+      size >= KS_OUT_DIR_MAX)
+    return KS_EINVAL;
+  o->record_at = *idx;
+  return ei_skip_term(b, idx) == 0 ? KS_OK : KS_EINVAL;
+}
+
 static const struct {
   const char *key;
   int (*decode)(ks_sink *, const char *, size_t, int *, ks_fopts *);
 } term_rows[] = {
   {"group", decode_group}, {"trigger", decode_trigger}, {"hide", decode_hide},
-  {"names", decode_names}};
+  {"names", decode_names}, {"record", decode_record}};
 
 /* Bounds and fields: the table's (include/ks_options.h); here only the terms. */
 static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts *o) {
@@ -180,7 +204,8 @@ static int decode_opt(ks_sink *s, const char *b, size_t len, int *idx, ks_fopts 
   return KS_EINVAL;
 }
 
-static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
+static const char *start(ks_sink *s, const char *b, size_t len, int *idx, int *slot,
+                         int *record_at) {
   long long id;
   ks_fopts o;
   int n, k, rc;
@@ -198,6 +223,8 @@ static const char *start(ks_sink *s, const char *b, size_t len, int *idx) {
     if (s->flame.cap[k].used && s->flame.cap[k].o.trigger == o.trigger)
       return "busy";         /* one meta tracer per function */
   rc = ks_flame_start(&s->flame, id, &o);
+  *slot = rc;
+  *record_at = o.record_at;
   if (rc == KS_EINVAL)
     return "exists";
   if (rc == KS_EFULL)
@@ -305,6 +332,8 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "correct_return_measured", (uint64_t)c->k.cost_measured[KS_FIVL_RETURN]);
   ks_map_u64(m, "intervals_call", c->ivl[KS_FIVL_CALL].n);
   ks_map_u64(m, "intervals_return", c->ivl[KS_FIVL_RETURN].n);
+  if (c->rec != NULL)
+    ks_flame_put_record(m, c);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
@@ -558,6 +587,7 @@ int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
 typedef struct write_info {
   const ks_fcap *c;
   const ks_intern *in;
+  const ks_flame_extra *extra; /* more keys (a replay's), or NULL */
   const ks_fmfa *rows;
   uint32_t n, functions;       /* rows sent, rows in all */
 } write_info;
@@ -572,6 +602,8 @@ static void put_info(ks_map *m, const void *ctx) {
   cut_time(&w->c->tree, &over, &deep);
   ks_map_u64(m, "over_budget_ns", over);
   ks_map_u64(m, "too_deep_ns", deep);
+  if (w->extra != NULL)
+    w->extra->put(m, w->extra->ctx);
   if (w->c->o.top == 0)
     return;
   ks_map_u64(m, "calls_uncounted", w->c->fc.uncounted);
@@ -587,15 +619,14 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
-static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
-                      const ks_fcap *cap);
+static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+                      const ks_fcap *cap, const ks_flame_extra *extra);
 
 static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_buff *x) {
   char atom[MAXATOMLEN];
   long long end_ts = 0;
-  int has_end = 0, e;
+  int has_end = 0;
   ks_fdest d;
-  ks_fcap view;
 
   if (ei_decode_longlong(b, idx, &end_ts) == 0)
     has_end = 1;
@@ -604,22 +635,30 @@ static int write_capture(ks_sink *s, ks_fcap *c, const char *b, int *idx, ei_x_b
   if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
     return ks_enc_error(x, "badarg");
   ks_flame_finish(&s->flame, c, has_end, end_ts);
+  return ks_flame_write_files(&s->in, c, &d, x, NULL);
+}
+
+int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
+                         const ks_flame_extra *extra) {
+  ks_fcap view;
+  int e;
+
   ks_flame_correct(c);
   ks_ftree_order(&c->tree);
   /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
   if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
-    if (ks_flame_view(c, &s->in, &view) != KS_OK)
+    if (ks_flame_view(c, in, &view) != KS_OK)
       return ks_enc_error(x, "enomem");
-    e = write_tree(s, &view, &d, x, c);
+    e = write_tree(in, &view, d, x, c, extra);
     ks_flame_view_free(&view);
     return e;
   }
-  return write_tree(s, c, &d, x, c);
+  return write_tree(in, c, d, x, c, extra);
 }
 
 /* The files of a capture's graph (c itself or a view of it); counters from cap. */
-static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
-                      const ks_fcap *cap) {
+static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+                      const ks_fcap *cap, const ks_flame_extra *extra) {
   ks_fdest d = *dp;
   uint64_t *total;
   write_info w = {0};
@@ -632,7 +671,7 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
     return ks_enc_error(x, "enomem");
   ks_ftree_totals(&c->tree, total);
   o.c = c;
-  o.in = &s->in;
+  o.in = in;
   o.total = total;
   o.grand = total[0];
   if (cap->k.events == 0 || o.grand == 0) {
@@ -643,10 +682,13 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
     ks_map_begin(&m, x);
     put_counters(&m, cap);
     ks_map_u64(&m, "total_us", 0);
+    if (extra != NULL)
+      extra->put(&m, extra->ctx);
     return e | ks_map_end(&m);
   }
   w.c = cap;
-  w.in = &s->in;
+  w.in = in;
+  w.extra = extra;
   /* The table from the capture's exact per-function counters (flame_count.c). */
   w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
   w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
@@ -659,9 +701,14 @@ static int write_tree(ks_sink *s, const ks_fcap *c, const ks_fdest *dp, ei_x_buf
 /* The flame_* commands (control.c's table gives their arities). */
 
 int ks_cmd_flame_start(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
-  const char *err = start(s, (const char *)cmd.p, cmd.n, &idx);
+  int slot = -1, record_at = -1;
+  const char *err = start(s, (const char *)cmd.p, cmd.n, &idx, &slot, &record_at);
 
-  return err ? ks_enc_error(x, err) : ei_x_encode_atom(x, "ok");
+  if (err)
+    return ks_enc_error(x, err);
+  if (record_at >= 0)
+    return ks_flame_start_record(s, &s->flame.cap[slot], (const char *)cmd.p, record_at, x);
+  return ei_x_encode_atom(x, "ok");
 }
 
 int ks_cmd_flame_pids(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
@@ -718,7 +765,7 @@ int ks_cmd_flame_arm(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x)
 
   if (c == NULL)
     return e;
-  c->o.hold = 0;
+  ks_flame_arm(c);
   return ei_x_encode_atom(x, "ok");
 }
 

@@ -199,6 +199,8 @@ typedef struct ks_fopts {
   uint32_t correct_ns;         /* tracing's cost per event, taken off at the write (0: none) */
   uint64_t max_record_bytes;   /* the recording's bound per file (ks_record.h) */
   uint32_t record_rotate;      /* files kept past the bound; 0: the recording stops */
+  int record_at;               /* flame_start's decode: where the record path is in the
+                                * command (record_control.c), -1: none */
 } ks_fopts;
 
 /* The depth past which the flow rules fold loops and recursion (doc/flame.md
@@ -273,6 +275,7 @@ typedef struct ks_fcap {
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
   ks_fivl ivl[KS_FIVL_KINDS];  /* run intervals by the event that ended them */
+  struct ks_record *rec;          /* its recording (ks_record.h), NULL: none */
 } ks_fcap;
 
 /* What the stack rules (flame_stack.c) build into: a call-path tree and its
@@ -297,6 +300,7 @@ typedef struct ks_flame {
   ks_fcap cap[KS_FLAME_MAX];
   uint32_t *mask;              /* pid id -> bit per capture */
   uint32_t mask_cap;
+  uint32_t recording;          /* a bit per capture being recorded (and not finished) */
 } ks_flame;
 
 void ks_flame_init(ks_flame *fl);
@@ -321,6 +325,16 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
 void ks_flame_consumer(ks_flame *fl, ks_consumer *c);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
+/* Records the capture to path from now (record_write.c): KS_OK, or KS_EINVAL with
+ * *why (a struct ks_record_refusal) saying why. */
+int ks_flame_record(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
+                    void *why);
+/* flame_arm: trigger calls count from now (recorded). */
+void ks_flame_arm(ks_fcap *c);
+/* A process already in the capture when a rotated record file began (replay.c):
+ * added with its state bits (KS_RPROC_*), names and an empty stack, unless it is in. */
+void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
+                           const char *name, size_t name_n, const char *call, size_t call_n);
 
 /* flame_stack.c: the stack rules, for one process of a capture or aggregate. */
 void ks_fstack_call(const ks_fgraph *g, ks_fproc *p, uint32_t mfa, uint32_t caller);

@@ -309,6 +309,7 @@ static const ks_command commands[] = {
   {"flame_drop", 2, 2, ks_cmd_flame_drop},
   {"flame_write", 6, 6, ks_cmd_flame_write},
   {"flame_dir", 2, 2, ks_cmd_flame_dir},
+  {"flame_replay", 3, 3, ks_cmd_flame_replay},
 };
 
 static const ks_command *find_command(const char *name, int arity) {

@@ -16,6 +16,7 @@
 
 #include <ei.h>
 
+#include "flame/ks_record.h"
 #include "sink/ks_sink.h"
 
 /* A command's handler: cmd's bytes, idx just past the name, arity the tuple's
@@ -158,5 +159,31 @@ int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
  * info() adds Info's first keys to m (total_us and write_us follow). */
 int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
                          void (*info)(ks_map *m, const void *ctx), const void *ctx);
+/* More keys for a write's Info (a replay's `replay' map). */
+typedef struct ks_flame_extra {
+  void (*put)(ks_map *m, const void *ctx);
+  const void *ctx;
+} ks_flame_extra;
+/* A finished capture's files, as flame_write writes them (the correction, the
+ * view), with its reply in x; extra may be NULL. */
+int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
+                         const ks_flame_extra *extra);
+/* flame/record_control.c: flame_start's record option (the binary at b + at):
+ * the recording opened, `ok', or the capture dropped and
+ * {error, {record_failed, Path, Reason}}. */
+int ks_flame_start_record(ks_sink *s, ks_fcap *c, const char *b, int at, ei_x_buff *x);
+/* record => #{path, files, bytes, events, cut_events, error} */
+void ks_flame_put_record(ks_map *m, const ks_fcap *c);
+/* {flame_replay, Paths, Opts} (doc/protocol.md, Recording). */
+int ks_cmd_flame_replay(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x);
+/* A replay's files (ks_flame_write_files) with replay => #{...} in Info, or
+ * {error, {replay_failed, Path, Reason}} when it made no capture. */
+int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x);
+/* group, fold_recursion, names: an atom's value into ro; KS_OK or KS_EINVAL. */
+int ks_replay_opt_atom(const char *key, const char *atom, ks_replay_opts *ro);
+/* A format's bit (KS_FMT_*), 0 for none; NULL: every format's. */
+int ks_flame_format_bit(const char *atom);
+/* flame/replay_cli.c: kprof_sink --replay FILE... (argv after --replay): the exit code. */
+int ks_replay_main(int argc, char **argv);
 
 #endif

@@ -59,5 +59,6 @@ Suite *consumer_suite(void);
 Suite *budget_suite(void);
 Suite *out_dir_suite(void);
 Suite *main_suite(void);
+Suite *record_suite(void);
 
 #endif

@@ -1,0 +1,255 @@
+/* record_control.c: recording and replay as the sink's commands (doc/protocol.md, Recording).
+ *
+ *   {flame_start, Id, [..., {record, Path}, ...]}   ok | {error, {record_failed, Path, Reason}}
+ *   flame_status's and flame_write's record => #{path, files, bytes, events, cut_events, error}
+ *   {flame_replay, Path | [Path], Opts}             flame_write's reply, Info with
+ *                                                   replay => #{events, truncated, error}
+ *                                                   | {error, {replay_failed, Path, Reason}}
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <ei.h>
+
+#include "ks_record.h"
+#include "core/ks_platform.h"
+#include "proto/ks_proto.h"
+
+#define MAX_FILES 1024
+
+static int encode_errno(ei_x_buff *x, int err) {
+  const char *name = ks_errno_name(err);
+
+  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
+}
+
+static int encode_bin(ei_x_buff *x, const char *s) {
+  return ei_x_encode_binary(x, s, (long)strlen(s));
+}
+
+/* Why a recording was refused: an errno's atom, or the directory's reason. */
+static int encode_refusal(ei_x_buff *x, const ks_record_refusal *why) {
+  char mode[8];
+
+  switch (why->dir.why) {
+  case KS_DIR_RELATIVE:
+    return ei_x_encode_atom(x, "relative");
+  case KS_DIR_SYMLINK:
+    return ei_x_encode_atom(x, "symlink");
+  case KS_DIR_NOT_DIR:
+    return ei_x_encode_atom(x, "not_directory");
+  case KS_DIR_OWNER:
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "owner") ||
+           ei_x_encode_ulonglong(x, (EI_ULONGLONG)why->dir.uid);
+  case KS_DIR_WRITABLE:
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)why->dir.mode & 07777);
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "writable") ||
+           ei_x_encode_string(x, mode);
+  default:
+    return why->err == ENOTSUP ? ei_x_encode_atom(x, "not_supported") : encode_errno(x, why->err);
+  }
+}
+
+int ks_flame_start_record(ks_sink *s, ks_fcap *c, const char *b, int at, ei_x_buff *x) {
+  char path[KS_OUT_DIR_MAX];
+  ks_record_refusal why;
+  long n;
+
+  if (ei_decode_binary(b, &at, path, &n) != 0 || n <= 0 || (size_t)n >= sizeof(path) ||
+      memchr(path, 0, (size_t)n) != NULL) {
+    ks_flame_drop(&s->flame, c);
+    return ks_enc_error(x, "badarg");
+  }
+  path[n] = 0;
+  if (ks_flame_record(&s->flame, c, &s->in, path, &why) == KS_OK)
+    return ei_x_encode_atom(x, "ok");
+  ks_flame_drop(&s->flame, c);
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "record_failed") ||
+         encode_bin(x, path) || encode_refusal(x, &why);
+}
+
+void ks_flame_put_record(ks_map *m, const ks_fcap *c) {
+  ks_record_status st;
+  ks_map r;
+  uint32_t k;
+  int e = 0;
+
+  ks_record_get_status(c->rec, &st);
+  ks_map_key(m, "record");
+  ks_map_begin(&r, m->x);
+  ks_map_key(&r, "path");
+  e = encode_bin(m->x, st.path);
+  ks_map_key(&r, "files");
+  if (st.nfiles > 0)
+    e = e || ei_x_encode_list_header(m->x, st.nfiles);
+  for (k = 0; k < st.nfiles && !e; k++)
+    e = encode_bin(m->x, st.files[k]);
+  e = e || ei_x_encode_empty_list(m->x);
+  ks_map_u64(&r, "bytes", st.bytes);
+  ks_map_u64(&r, "events", st.events);
+  ks_map_u64(&r, "cut_events", st.cut_events);
+  ks_map_key(&r, "error");
+  e = e || (st.err ? encode_errno(m->x, st.err) : ei_x_encode_atom(m->x, "none"));
+  r.e |= e;
+  m->e |= ks_map_end(&r);
+}
+
+/* replay => #{events, truncated, error}: a replay's key in its Info. */
+static void put_replay(ks_map *m, const void *ctx) {
+  const ks_replay *rp = ctx;
+  ks_map r;
+
+  ks_map_key(m, "replay");
+  ks_map_begin(&r, m->x);
+  ks_map_u64(&r, "events", rp->events);
+  ks_map_bool(&r, "truncated", rp->truncated);
+  ks_map_atom(&r, "error", rp->err ? ks_rread_error_name(rp->err) : "none");
+  m->e |= ks_map_end(&r);
+}
+
+/* A replay's fault as a term: its atom, or {open_failed, Errno}. */
+static int encode_replay_error(ei_x_buff *x, const ks_replay *rp) {
+  if (rp->err == KS_RERR_OPEN)
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "open_failed") ||
+           encode_errno(x, rp->err_errno);
+  return ei_x_encode_atom(x, ks_rread_error_name(rp->err));
+}
+
+int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x) {
+  ks_flame_extra extra = {put_replay, rp};
+
+  if (rp->c == NULL)
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+           ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "replay_failed") ||
+           encode_bin(x, rp->err_path ? rp->err_path : "") || encode_replay_error(x, rp);
+  return ks_flame_write_files(&rp->in, rp->c, d, x, &extra);
+}
+
+/* Paths: a binary or a list of them, copied into one buffer. */
+static int decode_paths(const char *b, int *idx, char *buf, size_t cap, const char **paths,
+                        size_t *n) {
+  int type, size, list = 0, k, count = 1;
+  size_t used = 0;
+  long got;
+
+  if (ei_get_type(b, idx, &type, &size) == 0 && type == ERL_LIST_EXT) {
+    if (ei_decode_list_header(b, idx, &count) != 0 || count <= 0 || count > MAX_FILES)
+      return KS_EINVAL;
+    list = 1;
+  }
+  for (k = 0; k < count; k++) {
+    if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size <= 0 ||
+        (size_t)size + 1 > cap - used || ei_decode_binary(b, idx, buf + used, &got) != 0 ||
+        memchr(buf + used, 0, (size_t)got) != NULL)
+      return KS_EINVAL;
+    buf[used + (size_t)got] = 0;
+    paths[k] = buf + used;
+    used += (size_t)got + 1;
+  }
+  *n = (size_t)count;
+  return list && ei_decode_list_header(b, idx, &k) != 0 ? KS_EINVAL : KS_OK;
+}
+
+/* The dest's defaults: the current directory, the first file's name. */
+static int default_dest(ks_fdest *d, const char *first) {
+  const char *slash = strrchr(first, '/');
+
+  d->fmts = 0;
+  snprintf(d->base, sizeof(d->base), "%s", slash ? slash + 1 : first);
+  return getcwd(d->dir, sizeof(d->dir) - 1100) != NULL ? KS_OK : KS_EINVAL;
+}
+
+/* One {Key, Value} of flame_replay's options. */
+static int decode_replay_opt(const char *b, int *idx, ks_fdest *d, ks_replay_opts *ro) {
+  char key[MAXATOMLEN], atom[MAXATOMLEN];
+  int ar, n, k, bit;
+  long long v;
+  long got;
+
+  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
+    return KS_EINVAL;
+  if (strcmp(key, "output_directory") == 0 || strcmp(key, "name") == 0) {
+    char *out = key[0] == 'o' ? d->dir : d->base;
+    size_t cap = key[0] == 'o' ? sizeof(d->dir) - 1100 : sizeof(d->base);
+    int type, size;
+    if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size <= 0 ||
+        (size_t)size >= cap || ei_decode_binary(b, idx, out, &got) != 0 ||
+        memchr(out, 0, (size_t)got) != NULL)
+      return KS_EINVAL;
+    out[got] = 0;
+    return key[0] == 'n' && strchr(d->base, '/') != NULL ? KS_EINVAL : KS_OK;
+  }
+  if (strcmp(key, "output_format") == 0) {
+    if (ei_decode_list_header(b, idx, &n) != 0)
+      return KS_EINVAL;
+    for (k = 0; k < n; k++) {
+      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_flame_format_bit(atom)) == 0)
+        return KS_EINVAL;
+      d->fmts |= bit;
+    }
+    return n > 0 && ei_decode_list_header(b, idx, &n) != 0 ? KS_EINVAL : KS_OK;
+  }
+  if (strcmp(key, "top") == 0 || strcmp(key, "max_bytes") == 0) {
+    if (ei_decode_longlong(b, idx, &v) != 0 || v < 0 ||
+        (key[0] == 't' ? v > 100000 : v < (1 << 16) || v > (1LL << 40)))
+      return KS_EINVAL;
+    if (key[0] == 't')
+      ro->top = v;
+    else
+      ro->max_bytes = (uint64_t)v;
+    return KS_OK;
+  }
+  if (ei_decode_atom(b, idx, atom) != 0)
+    return KS_EINVAL;
+  return ks_replay_opt_atom(key, atom, ro);
+}
+
+int ks_replay_opt_atom(const char *key, const char *atom, ks_replay_opts *ro) {
+  static const char *const groups[] = {"pid", "name", "initial_call", "all"};
+  int g;
+
+  if (strcmp(key, "group") == 0) {
+    for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
+      ;
+    ro->group = g;
+    return g < 4 ? KS_OK : KS_EINVAL;
+  }
+  if (strcmp(key, "fold_recursion") == 0 &&
+      (strcmp(atom, "true") == 0 || strcmp(atom, "false") == 0)) {
+    ro->fold_recursion = strcmp(atom, "true") == 0;
+    return KS_OK;
+  }
+  if (strcmp(key, "names") == 0 && (strcmp(atom, "erlang") == 0 || strcmp(atom, "elixir") == 0)) {
+    ro->elixir_names = strcmp(atom, "elixir") == 0;
+    return KS_OK;
+  }
+  return KS_EINVAL;
+}
+
+int ks_cmd_flame_replay(ks_sink *s, ks_slice cmd, int idx, int arity, ei_x_buff *x) {
+  const char *b = (const char *)cmd.p, *paths[MAX_FILES];
+  static char buf[MAX_FILES * 256];
+  ks_replay_opts ro;
+  ks_replay rp;
+  ks_fdest d;
+  size_t n;
+  int k, count, e;
+
+  ks_replay_default_opts(&ro);
+  if (decode_paths(b, &idx, buf, sizeof(buf), paths, &n) != KS_OK ||
+      default_dest(&d, paths[0]) != KS_OK || ei_decode_list_header(b, &idx, &count) != 0)
+    return ks_enc_error(x, "badarg");
+  for (k = 0; k < count; k++)
+    if (decode_replay_opt(b, &idx, &d, &ro) != KS_OK)
+      return ks_enc_error(x, "badarg");
+  if (d.fmts == 0)
+    d.fmts = ks_flame_format_bit(NULL);
+  if (ks_replay_files(&rp, paths, n, &ro) == KS_ENOMEM) {
+    ks_replay_free(&rp);
+    return ks_enc_error(x, "enomem");
+  }
+  e = ks_replay_write(&rp, &d, x);
+  ks_replay_free(&rp);
+  return e;
+}

@@ -1,0 +1,539 @@
+/* test_record.c: a flame capture recorded to a file (port/flame/record_write.c) and replayed
+ * (record_read.c, replay.c): the replay's files are byte-identical to the live capture's
+ * (every format, flow and caller rules, children, names, the correction measured in the
+ * capture); the bound with and without rotation (what is cut is counted); the files
+ * refused at the start; a write that fails mid-capture (RLIMIT_FSIZE, in a child) removes
+ * the recording and the capture still writes its files; truncated and corrupt files give
+ * an error and the files of what was read; the command line (kprof_sink --replay). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static ks_intern in;
+static ks_flame fl;
+static char dir[256];
+static uint32_t pids[4];
+static uint32_t fns[24];
+
+static void setup(void) {
+  char name[16];
+  int k;
+
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  ks_flame_init(&fl);
+  snprintf(dir, sizeof(dir), "/tmp/kprof-rec-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  for (k = 0; k < 4; k++)
+    pids[k] = tb_intern_pid(&in, 100 + (unsigned)k);
+  for (k = 0; k < 24; k++) {
+    snprintf(name, sizeof(name), "f%d", k);
+    fns[k] = tb_intern_mfa(&in, k < 12 ? "alpha" : "beta", name, (uint32_t)k % 3);
+  }
+}
+
+static void teardown(void) {
+  char cmd[300];
+
+  ks_flame_free(&fl);
+  ks_intern_free(&in);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+static void event(int kind, uint32_t pid, int64_t ts, uint32_t mfa, uint32_t other) {
+  ks_decoded d;
+
+  ks_decoded_clear(&d);
+  d.ev.kind = (uint8_t)kind;
+  d.ev.flags = KS_EVF_TS;
+  d.ev.pid = pid;
+  d.ev.ts = ts;
+  d.ev.mfa = mfa;
+  d.ev.other = other;
+  ks_flame_event(&fl, &in, &d);
+}
+
+/* n events of a call tree per process, deterministic, with scheduling, GC and a
+ * spawned child (pids[2], followed when the capture has children). */
+static int64_t workload(int n, int64_t ts) {
+  uint32_t seed = 12345, depth[4] = {0}, p;
+  int k;
+
+  event(KS_EV_SPAWNED, pids[2], ts, fns[3], pids[0]);
+  for (k = 0; k < n; k++) {
+    seed = seed * 1103515245u + 12345u;
+    p = (seed >> 8) % 3;
+    ts += 200 + (seed >> 16) % 900;
+    if ((seed >> 4) % 23 == 0) {
+      event(KS_EV_OUT, pids[p], ts, fns[p], KS_NONE);
+      event(KS_EV_IN, pids[p], ts + 5000, fns[p], KS_NONE);
+      ts += 5000;
+    } else if ((seed >> 4) % 29 == 0) {
+      event(KS_EV_GC_MINOR_START, pids[p], ts, KS_NONE, KS_NONE);
+      event(KS_EV_GC_MINOR_END, pids[p], ts + 700, KS_NONE, KS_NONE);
+      ts += 700;
+    } else if (depth[p] < 8 && (seed >> 12) % 3 != 0) {
+      event(KS_EV_CALL, pids[p], ts, fns[(seed >> 20) % 24], KS_NONE);
+      depth[p]++;
+    } else if (depth[p] > 0) {
+      event(KS_EV_RETURN_TO, pids[p], ts, fns[(seed >> 18) % 24], KS_NONE);
+      depth[p]--;
+    }
+  }
+  return ts;
+}
+
+static ks_fcap *start_opts(const ks_fopts *o, const char *rec) {
+  char path[512];
+  ks_record_refusal why;
+  int slot = ks_flame_start(&fl, 1, o);
+  ks_fcap *c;
+
+  ck_assert_int_ge(slot, 0);
+  c = &fl.cap[slot];
+  if (rec != NULL) {
+    snprintf(path, sizeof(path), "%s/%s", dir, rec);
+    ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+  }
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pids[0], "main", 4), KS_OK);
+  ks_flame_set_call(c, pids[0], "app:main/0", 10);
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pids[1], NULL, 0), KS_OK);
+  return c;
+}
+
+static ks_fcap *start_rec(const char *rec, uint64_t max_bytes, uint32_t rotate) {
+  ks_fopts o;
+
+  ks_flame_default_opts(&o);
+  o.children = 1;
+  o.correct_ns = 150;
+  o.top = 10;
+  o.max_record_bytes = max_bytes;
+  o.record_rotate = rotate;
+  return start_opts(&o, rec);
+}
+
+/* The capture's files into dir/sub (made), base `cap', every format: the reply's text. */
+static char *write_files(const ks_intern *tin, ks_fcap *c, const char *sub, ks_replay *rp) {
+  ei_x_buff x;
+  ks_fdest d;
+  char *text = NULL;
+  int idx = 0;
+
+  memset(&d, 0, sizeof(d));
+  snprintf(d.dir, sizeof(d.dir), "%s/%s", dir, sub);
+  snprintf(d.base, sizeof(d.base), "cap");
+  d.fmts = ks_flame_format_bit(NULL);
+  ck_assert_int_eq(ei_x_new(&x), 0);
+  if (rp != NULL)
+    ck_assert_int_eq(ks_replay_write(rp, &d, &x), 0);
+  else
+    ck_assert_int_eq(ks_flame_write_files(tin, c, &d, &x, NULL), 0);
+  ck_assert_int_eq(ei_s_print_term(&text, x.buff, &idx) > 0, 1);
+  ei_x_free(&x);
+  return text;
+}
+
+static unsigned char *file_at(const char *sub, const char *name, size_t *n) {
+  char path[512];
+
+  snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
+  return read_file(path, n);
+}
+
+/* Every format's file of sub a and sub b, byte for byte. */
+static void same_files(const char *a, const char *b) {
+  static const char *const names[] = {"cap.folded", "cap.perf", "cap.speedscope.json",
+                                      "cap.svg", "callgrind.out.cap"};
+  size_t k, na, nb;
+
+  for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+    unsigned char *fa = file_at(a, names[k], &na), *fb = file_at(b, names[k], &nb);
+    ck_assert_msg(fa != NULL && fb != NULL, "%s missing", names[k]);
+    ck_assert_msg(na == nb && memcmp(fa, fb, na) == 0, "%s differs (%zu, %zu bytes)", names[k],
+                  na, nb);
+    ck_assert_uint_gt(na, 100);
+    free(fa);
+    free(fb);
+  }
+}
+
+static void rec_path(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static void status(const ks_fcap *c, ks_record_status *st) {
+  ck_assert_ptr_nonnull(c->rec);
+  ks_record_get_status(c->rec, st);
+}
+
+/* Live files and the replay's, byte for byte; the replay's counts are the recording's. */
+static void check_identical(ks_fcap *c, uint64_t *events_out) {
+  const char *paths[1];
+  char path[300], *live, *rep;
+  ks_record_status st;
+  ks_replay rp;
+  ks_replay_opts ro;
+
+  ks_flame_finish(&fl, c, 1, 1000000000000LL);
+  live = write_files(&in, c, "live", NULL);
+  ck_assert_ptr_nonnull(strstr(live, "record => #{"));
+  status(c, &st);
+  ck_assert_int_eq(st.err, 0);
+  ck_assert_uint_eq(st.cut_events, 0);
+  ck_assert_uint_gt(st.events, 1000);
+  rec_path(path, sizeof(path), "r.rec");
+  paths[0] = path;
+  ks_replay_default_opts(&ro);
+  ck_assert_int_eq(ks_replay_files(&rp, paths, 1, &ro), KS_OK);
+  ck_assert_int_eq(rp.err, 0);
+  ck_assert_int_eq(rp.truncated, 0);
+  ck_assert_uint_eq(rp.events, st.events);
+  rep = write_files(NULL, NULL, "replay", &rp);
+  same_files("live", "replay");
+  ck_assert_ptr_nonnull(strstr(rep, "replay => #{"));
+  *events_out = st.events;
+  free(live);
+  free(rep);
+  ks_replay_free(&rp);
+}
+
+START_TEST(replay_is_identical) {
+  ks_fcap *c = start_rec("r.rec", (uint64_t)1 << 30, 0);
+  uint64_t events;
+  struct stat sb;
+  char path[300];
+
+  workload(60000, 1000000);
+  check_identical(c, &events);
+  rec_path(path, sizeof(path), "r.rec");
+  ck_assert_int_eq(stat(path, &sb), 0);
+  ck_assert_int_eq(sb.st_mode & 0777, 0600);
+  /* the aim of issue 25: at most 4 bytes an event (this workload's times are random) */
+  ck_assert_msg((uint64_t)sb.st_size < events * 4, "%lld bytes for %llu events",
+                (long long)sb.st_size, (unsigned long long)events);
+}
+END_TEST
+
+/* The search rules (calls with {caller}), a trigger held until flame_arm. */
+START_TEST(replay_trigger_callers) {
+  static const unsigned char payload[] = {104, 2, 119, 11, 'k', 'p', 'r', 'o', 'f', '_', 'f',
+                                          'l', 'a', 'm', 'e', 97, 1};
+  ks_fopts o;
+  ks_fcap *c;
+  ks_decoded d;
+  uint64_t events;
+  char path[300];
+  ks_record_refusal why;
+  int k;
+
+  ks_flame_default_opts(&o);
+  o.callers = 1;
+  o.trigger = fns[0];
+  o.ncalls = 50;
+  o.hold = 1;
+  o.max_record_bytes = (uint64_t)1 << 30;
+  c = &fl.cap[ks_flame_start(&fl, 1, &o)];
+  rec_path(path, sizeof(path), "r.rec");
+  ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+  for (k = 0; k < 3000; k++) {
+    int64_t t = 1000000 + (int64_t)k * 10000;
+    if (k == 5)
+      ks_flame_arm(c);
+    ks_decoded_clear(&d);
+    d.ev.kind = KS_EV_CALL;
+    d.ev.flags = KS_EVF_TS | KS_EVF_META;
+    d.ev.pid = pids[k % 2];
+    d.ev.ts = t;
+    d.ev.mfa = fns[0];
+    d.payload = (ks_slice){payload, sizeof(payload)};
+    ks_flame_event(&fl, &in, &d);
+    d.payload = (ks_slice){NULL, 0};
+    d.ev.flags = KS_EVF_TS | KS_EVF_CALLER;
+    d.ev.mfa = fns[1 + k % 7];
+    d.ev.caller = fns[0];
+    d.ev.ts = t + 1000 + k % 13;
+    ks_flame_event(&fl, &in, &d);
+    d.ev.kind = KS_EV_RETURN_TO;
+    d.ev.flags = KS_EVF_TS;
+    d.ev.mfa = fns[0];
+    d.ev.ts = t + 3000;
+    ks_flame_event(&fl, &in, &d);
+    d.ev.kind = KS_EV_RETURN_FROM;
+    d.ev.flags = KS_EVF_TS | KS_EVF_META;
+    d.ev.ts = t + 4000 + k % 5;
+    ks_flame_event(&fl, &in, &d);
+  }
+  ck_assert_uint_gt(c->k.calls_early, 0);
+  check_identical(c, &events);
+}
+END_TEST
+
+/* Past max_record_bytes with record_rotate 0: the file ends, what follows is cut. */
+START_TEST(bound_cuts) {
+  ks_fcap *c = start_rec("r.rec", 8192, 0);
+  ks_record_status st;
+  ks_replay rp;
+  ks_replay_opts ro;
+  struct stat sb;
+  char path[300];
+  const char *paths[1] = {path};
+
+  workload(60000, 1000000);
+  ks_flame_finish(&fl, c, 0, 0);
+  status(c, &st);
+  ck_assert_int_eq(st.err, 0);
+  ck_assert_uint_gt(st.cut_events, 0);
+  ck_assert_uint_gt(st.events, 0);
+  ck_assert_uint_eq(st.nfiles, 1);
+  rec_path(path, sizeof(path), "r.rec");
+  ck_assert_str_eq(st.files[0], path);
+  ck_assert_int_eq(stat(path, &sb), 0);
+  ck_assert_int_le(sb.st_size, 8192);
+  ck_assert_uint_eq(st.bytes, (uint64_t)sb.st_size);
+  ks_replay_default_opts(&ro);
+  ck_assert_int_eq(ks_replay_files(&rp, paths, 1, &ro), KS_OK);
+  ck_assert_int_eq(rp.err, 0);   /* a whole file: its trailer says what was cut */
+  ck_assert_uint_eq(rp.events, st.events);
+  ks_replay_free(&rp);
+}
+END_TEST
+
+/* record_rotate 2: r.rec.2, r.rec.1, r.rec; the older files removed and counted. */
+START_TEST(rotation) {
+  ks_fcap *c = start_rec("r.rec", 8192, 2);
+  ks_record_status st;
+  ks_replay rp;
+  ks_replay_opts ro;
+  struct stat sb;
+  char path[300];
+  uint32_t k;
+
+  workload(120000, 1000000);
+  ks_flame_finish(&fl, c, 0, 0);
+  status(c, &st);
+  ck_assert_int_eq(st.err, 0);
+  ck_assert_uint_eq(st.nfiles, 3);
+  ck_assert_uint_gt(st.cut_events, 0);
+  for (k = 0; k < 3; k++) {
+    ck_assert_int_eq(stat(st.files[k], &sb), 0);
+    ck_assert_int_le(sb.st_size, 8192);
+  }
+  rec_path(path, sizeof(path), "r.rec.2");
+  ck_assert_str_eq(st.files[0], path);
+  rec_path(path, sizeof(path), "r.rec.3");
+  ck_assert_int_ne(stat(path, &sb), 0);
+  ks_replay_default_opts(&ro);
+  ck_assert_int_eq(ks_replay_files(&rp, st.files, 3, &ro), KS_OK);
+  ck_assert_int_eq(rp.err, 0);
+  ck_assert_uint_gt(rp.events, 0);
+  ck_assert_uint_le(rp.events, st.events);
+  ck_assert_uint_gt(rp.c->k.events, 0);   /* the later files' processes came back (proc ops) */
+  ks_replay_free(&rp);
+}
+END_TEST
+
+static int refused(const char *path, ks_record_refusal *why) {
+  ks_fopts o;
+  int slot, rc;
+
+  ks_flame_default_opts(&o);
+  slot = ks_flame_start(&fl, 9, &o);
+  ck_assert_int_ge(slot, 0);
+  rc = ks_flame_record(&fl, &fl.cap[slot], &in, path, why);
+  ck_assert_int_eq(fl.recording, rc == KS_OK ? 1u << slot : 0);
+  ks_flame_drop(&fl, &fl.cap[slot]);
+  return rc;
+}
+
+START_TEST(refused_at_start) {
+  char path[300], link[300], sub[300];
+  ks_record_refusal why;
+
+  rec_path(path, sizeof(path), "taken");
+  ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+  ck_assert_int_eq(refused(path, &why), KS_EINVAL);
+  ck_assert_int_eq(why.err, EEXIST);
+  rec_path(path, sizeof(path), "nodir/r.rec");
+  ck_assert_int_eq(refused(path, &why), KS_EINVAL);
+  ck_assert_int_eq(why.err, ENOENT);
+  rec_path(path, sizeof(path), "taken/r.rec");   /* a file where a directory should be */
+  ck_assert_int_eq(refused(path, &why), KS_EINVAL);
+  ck_assert_int_ne(why.dir.why, KS_DIR_OK);
+  rec_path(sub, sizeof(sub), "real");
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  rec_path(link, sizeof(link), "link");
+  ck_assert_int_eq(symlink(sub, link), 0);
+  rec_path(path, sizeof(path), "link/r.rec");
+  ck_assert_int_eq(refused(path, &why), KS_EINVAL);
+  ck_assert_int_eq(why.dir.why, KS_DIR_SYMLINK);
+  ck_assert_int_eq(chmod(sub, 0777), 0);
+  rec_path(path, sizeof(path), "real/r.rec");
+  ck_assert_int_eq(refused(path, &why), KS_EINVAL);
+  ck_assert_int_eq(why.dir.why, KS_DIR_WRITABLE);
+  ck_assert_int_eq(refused("relative/r.rec", &why), KS_EINVAL);
+  ck_assert_int_eq(why.dir.why, KS_DIR_RELATIVE);
+  ck_assert_int_eq(access(path, F_OK), -1);   /* nothing was created */
+}
+END_TEST
+
+/* In a child with RLIMIT_FSIZE (SIGXFSZ ignored): the recording fails with efbig and its
+ * file is removed; the capture goes on and writes its files. */
+START_TEST(write_error_mid_capture) {
+  struct rlimit lim = {48 * 1024, RLIM_INFINITY};
+  pid_t child = fork();
+  int wst;
+
+  ck_assert_int_ge(child, 0);
+  if (child == 0) {
+    ks_record_status st;
+    ks_fcap *c;
+    char path[300], *reply;
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+      _exit(10);
+    c = start_rec("r.rec", (uint64_t)1 << 30, 0);
+    workload(400000, 1000000);
+    ks_record_get_status(c->rec, &st);
+    if (st.err != EFBIG)
+      _exit(11);
+    rec_path(path, sizeof(path), "r.rec");
+    if (access(path, F_OK) == 0 || st.nfiles != 0)
+      _exit(12);
+    ks_flame_finish(&fl, c, 0, 0);
+    lim.rlim_cur = RLIM_INFINITY;   /* room again: the capture's own files */
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+      _exit(14);
+    reply = write_files(&in, c, "live", NULL);
+    if (strncmp(reply, "{ok,", 4) != 0 || strstr(reply, "error => efbig") == NULL)
+      { fprintf(stderr, "REPLY %.600s\n", reply); _exit(13); }
+    _exit(0);
+  }
+  ck_assert_int_eq(waitpid(child, &wst, 0), child);
+  ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "child: %d", WEXITSTATUS(wst));
+}
+END_TEST
+
+/* A recorded file's bytes (the caller frees). */
+static unsigned char *recorded(size_t *n, uint64_t *events) {
+  ks_fcap *c = start_rec("r.rec", (uint64_t)1 << 30, 0);
+  ks_record_status st;
+  char path[300];
+
+  workload(60000, 1000000);
+  ks_flame_finish(&fl, c, 1, 1000000000000LL);
+  status(c, &st);
+  *events = st.events;
+  rec_path(path, sizeof(path), "r.rec");
+  return read_file(path, n);
+}
+
+START_TEST(truncated_file) {
+  ks_replay rp;
+  ks_replay_opts ro;
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char *reply;
+
+  ks_replay_default_opts(&ro);
+  ck_assert_int_eq(ks_replay_mem(&rp, data, n / 2, &ro), KS_OK);
+  ck_assert_int_eq(rp.truncated, 1);
+  ck_assert_int_eq(rp.err, KS_RERR_TRUNCATED);
+  ck_assert_uint_gt(rp.events, 0);
+  ck_assert_uint_lt(rp.events, events);
+  reply = write_files(NULL, NULL, "half", &rp);
+  ck_assert_msg(strncmp(reply, "{ok,", 4) == 0, "%s", reply);
+  ck_assert_ptr_nonnull(strstr(reply, "truncated => true"));
+  ck_assert_ptr_nonnull(strstr(reply, "error => truncated"));
+  free(reply);
+  ks_replay_free(&rp);
+  free(data);
+}
+END_TEST
+
+START_TEST(corrupt_file) {
+  ks_replay rp;
+  ks_replay_opts ro;
+  uint64_t events;
+  size_t n, k;
+  unsigned char *data = recorded(&n, &events);
+  char *reply;
+
+  ks_replay_default_opts(&ro);
+  for (k = n / 2; k < n / 2 + 64; k++)
+    data[k] ^= 0x5a;
+  ck_assert_int_eq(ks_replay_mem(&rp, data, n, &ro), KS_OK);
+  ck_assert_int_eq(rp.truncated, 1);
+  ck_assert_int_eq(rp.err, KS_RERR_CORRUPT);
+  ck_assert_uint_gt(rp.events, 0);
+  ks_replay_free(&rp);
+  memcpy(data, "KPROFREX", 8);   /* not a recording: no capture, replay_failed */
+  ck_assert_int_eq(ks_replay_mem(&rp, data, n, &ro), KS_EINVAL);
+  ck_assert_int_eq(rp.err, KS_RERR_MAGIC);
+  reply = write_files(NULL, NULL, "none", &rp);
+  ck_assert_ptr_nonnull(strstr(reply, "replay_failed"));
+  ck_assert_ptr_nonnull(strstr(reply, "bad_magic"));
+  free(reply);
+  ks_replay_free(&rp);
+  free(data);
+}
+END_TEST
+
+/* kprof_sink --replay: the files, exit 0; a truncated file, exit 1; bad arguments, 2. */
+START_TEST(command_line) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], half[300], out[300];
+  char *ok[] = {path, "--out", out, "--format", "folded,callgrind", "--top", "5"};
+  char *cut[] = {half, "--out", out, "--name", "half"};
+  char *bad[] = {path, "--format", "png"};
+  int fd;
+
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(half, sizeof(half), "half.rec");
+  rec_path(out, sizeof(out), "cli");
+  fd = open(half, O_CREAT | O_WRONLY, 0600);
+  ck_assert_int_eq(write(fd, data, n / 3), (ssize_t)(n / 3));
+  close(fd);
+  ck_assert_int_eq(ks_replay_main(7, ok), 0);
+  free(file_at("cli", "r.rec.folded", &n));
+  ck_assert_uint_gt(n, 100);
+  free(file_at("cli", "callgrind.out.r.rec", &n));
+  ck_assert_uint_gt(n, 100);
+  ck_assert_int_eq(ks_replay_main(5, cut), 1);
+  free(file_at("cli", "half.folded", &n));
+  ck_assert_uint_gt(n, 10);
+  ck_assert_int_eq(ks_replay_main(3, bad), 2);
+  ck_assert_int_eq(ks_replay_main(0, bad), 2);
+  free(data);
+}
+END_TEST
+
+Suite *record_suite(void) {
+  Suite *s = suite_create("record");
+  TCase *tc = tcase_create("record");
+
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, replay_is_identical);
+  tcase_add_test(tc, replay_trigger_callers);
+  tcase_add_test(tc, bound_cuts);
+  tcase_add_test(tc, rotation);
+  tcase_add_test(tc, refused_at_start);
+  tcase_add_test(tc, write_error_mid_capture);
+  tcase_add_test(tc, truncated_file);
+  tcase_add_test(tc, corrupt_file);
+  tcase_add_test(tc, command_line);
+  suite_add_tcase(s, tc);
+  return s;
+}
