@@ -116,9 +116,10 @@ replay(_Paths, Opts) ->
 say(#{error := Error, path := Path}) when Error =/= none ->
     io:format("kprof record: writing ~ts failed (~p): the recording stopped and its files "
               "were removed; the capture's other files are whole~n", [Path, Error]);
-say(#{cut_events := Cut, events := Events, path := Path}) when Cut > 0 ->
-    io:format("kprof record: ~b events of ~b are not in ~ts and its segments (past "
-              "max_record_bytes; record_rotate keeps more)~n", [Cut, Cut + Events, Path]);
+say(#{cut_events := Cut, path := Path}) when Cut > 0 ->
+    io:format("kprof record: ~b events are not in ~ts (past max_record_bytes, or in the "
+              "rotated files removed; a larger bound or record_rotate keeps more)~n",
+              [Cut, Path]);
 say(_Rec) ->
     ok.
 
