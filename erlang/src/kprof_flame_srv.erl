@@ -542,7 +542,7 @@ sink_start(Id, Mode, Cfg) ->
             end;
         Error ->
             _ = kprof_sink:send({flame_drop, Id}),
-            sink_error(Error)
+            sink_error(kprof_record:start_error(Error, Cfg))
     end.
 
 -spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].

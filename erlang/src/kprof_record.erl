@@ -22,7 +22,7 @@
 -module(kprof_record).
 
 %% Internal (kprof_flame, kprof_flame_srv)
--export([to_check/1, check/2, sink_value/2, files/2, write_only/2]).
+-export([to_check/1, check/2, sink_value/2, start_error/2, files/2, write_only/2]).
 %% PUBLIC (through kprof)
 -export([replay/2]).
 
@@ -58,6 +58,14 @@ check(Cfg, _Opts) ->
 -spec sink_value(atom(), term()) -> term().
 sink_value(record, Path) -> unicode:characters_to_binary(Path);
 sink_value(_Key, Value) -> Value.
+
+%% @doc flame_start's refusal of the record file, its path in the form the
+%% caller gave `record' (a string or a binary); other errors as they are.
+-spec start_error(term(), map()) -> term().
+start_error({error, {record_failed, Path, Why}}, #{record := Given}) when is_list(Given) ->
+    {error, {record_failed, unicode:characters_to_list(Path), Why}};
+start_error(Error, _Cfg) ->
+    Error.
 
 %% @doc The recording's files in a flame_write answer, in the form the
 %% caller gave `record' (a string or a binary), oldest first; what was cut
