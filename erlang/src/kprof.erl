@@ -284,6 +284,7 @@ help() ->
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
+      "  #{record => \"c.kprec\"} then kprof:replay(\"c.kprec\", #{})  a capture to a file, later\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
       "           by self time, printed and returned), group, fold_recursion, ...\n"
       "Tiers (per request kind, time per tier):\n"
@@ -705,7 +706,8 @@ calls(Spec, Opts) ->
 %%% `xdg-open'), `progress' (a line every 5 s while a capture runs,
 %%% `false': none; {@link cancel/0} ends it with its files), `names =>
 %%% elixir' (functions named `Enum.sum/1', `:lists.seq/2' in the files and
-%%% the table) and
+%%% the table), `record' (the event stream to a file too, `max_record_bytes',
+%%% `record_rotate': see "Record and replay" above and {@link replay/2}) and
 %%% `top => N': the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'

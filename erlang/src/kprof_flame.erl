@@ -77,6 +77,9 @@
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
           info => boolean(),               % return the capture's summary (default false)
+          record => file:filename_all(),   % also write the event stream to this file
+          max_record_bytes => pos_integer(), % a record file's bound (default 1 GiB)
+          record_rotate => non_neg_integer(), % past it: 0 stops, N rotates (kprof_record)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
