@@ -11,7 +11,7 @@ set -uo pipefail
 
 FUZZ_DIR=${FUZZ_DIR:-_build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers"
+TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers fuzz_record"
 COMMON=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -35,7 +35,12 @@ seed() {
   ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkcorpus.escript \
     "$FUZZ_DIR/corpus-sink" "$FUZZ_DIR/corpus-decode" "${streams[@]}" &&
     ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkring.escript "$FUZZ_DIR/corpus-ring" &&
-    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkwriters.escript "$FUZZ_DIR/corpus-writers"
+    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkwriters.escript "$FUZZ_DIR/corpus-writers" &&
+    mkdir -p "$FUZZ_DIR/corpus-record" &&
+    # Recorded captures, each behind a 0 byte (fuzz_record: the rest is a whole file).
+    for f in fuzz/regress/record-*; do
+      cp "$f" "$FUZZ_DIR/corpus-record/"
+    done
 }
 
 corpus_of() {
@@ -43,6 +48,7 @@ corpus_of() {
     fuzz_sink) echo "$FUZZ_DIR/corpus-sink" ;;
     fuzz_ring) echo "$FUZZ_DIR/corpus-ring" ;;
     fuzz_writers) echo "$FUZZ_DIR/corpus-writers" ;;
+    fuzz_record) echo "$FUZZ_DIR/corpus-record" ;;
     *) echo "$FUZZ_DIR/corpus-decode" ;;
   esac
 }
@@ -67,7 +73,7 @@ run() {
       "$(sed -E 's/^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+//; s/[[:space:]]+(lim|exec\/s|rss|L|MS):.*//' <<< "$done_line")")
     if [ $r -ne 0 ]; then
       rc=1
-      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring|writers):|runtime error|Test unit written' "$log" | head -20 >&2
+      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record):|runtime error|Test unit written' "$log" | head -20 >&2
     fi
   done
   echo "fuzz: summary (libFuzzer's cov = edges covered, ft = features):$summary"
@@ -90,7 +96,7 @@ regress() {
       echo "fuzz: $t: ${#files[@]} regression inputs pass"
     else
       echo "fuzz: $t: FAILED on a regression input (log: $FUZZ_DIR/$t-regress.log)" >&2
-      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
+      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
       rc=1
     fi
   done

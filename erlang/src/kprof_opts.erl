@@ -152,10 +152,13 @@ valid_term(output_directory, D) when is_list(D) -> D =/= [] andalso io_lib:print
 valid_term(output_directory, D) when is_binary(D) ->
     byte_size(D) > 0 andalso is_list(unicode:characters_to_list(D));
 valid_term(output_directory, _) -> false;
-valid_term(record, P) -> valid_term(output_directory, P);
 valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
+valid_term(record, P) when is_list(P); is_binary(P) ->
+    Chars = unicode:characters_to_list(P),
+    is_list(Chars) andalso Chars =/= [] andalso not lists:member(0, Chars);
+valid_term(record, _) -> false;
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
 valid_term(names, N) -> N =:= erlang orelse N =:= elixir;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);

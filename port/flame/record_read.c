@@ -242,6 +242,7 @@ static ks_rread *rread_new(int fd, const void *data, size_t n, ks_intern *in, ks
   r->last_pid = KS_NONE;
   ks_flame_default_opts(o);
 #ifdef KS_NO_RECORD
+  (void)read_header;   /* no zstd: every file is not_supported */
   r->err = KS_RERR_UNSUPPORTED;
   return r;
 #else
@@ -403,6 +404,7 @@ static int get_op(ks_rread *r, cur *c, ks_rop *op) {
 
 int ks_rread_next(ks_rread *r, ks_rop *op) {
 #ifdef KS_NO_RECORD
+  (void)get_op;
   return 0;
 #else
   cur c;
@@ -418,7 +420,6 @@ int ks_rread_next(ks_rread *r, ks_rop *op) {
     return 0;
   }
   c = (cur){r->out, r->pos, r->out_n, 0};
-  memset(op, 0, sizeof(*op));
   if (get_op(r, &c, op) != KS_OK) {
     /* An op cut by the end of what could be read: the file was cut there. */
     r->err = c.bad && r->drained && c.i >= c.n ? KS_RERR_TRUNCATED : KS_RERR_CORRUPT;

@@ -1,0 +1,106 @@
+/* fuzz_record.c: libFuzzer target for the reader and the replay of recorded captures
+ * (port/flame/record_read.c, replay.c).
+ *
+ * First byte even: the rest is a whole file as given (header, zstd frames): the
+ * header's checks, zstd's errors, files cut anywhere. First byte odd: the rest is
+ * a stream of ops that the harness puts behind a valid header (options from the
+ * next byte) in one zstd frame, so that the fuzzer spends its time on the ops'
+ * decoding and on the replay (ids never defined, events of processes in no
+ * capture, a proc op of a pid already there, finish twice, ...). Whatever the
+ * input, ks_replay_mem must return, and a capture it made is written in the
+ * folded and callgrind formats to memory streams (the totals must agree). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "flame/ks_record.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A valid header: a few options from byte o, then no trigger. */
+static size_t header(unsigned char *p, unsigned o) {
+  uint32_t v = KS_REC_VERSION, seg = 0, len;
+  size_t n = 20;
+
+  n += ks_record_put_varint(p + n, KS_RKEY_CHILDREN);
+  n += ks_record_put_varint(p + n, o & 1);
+  n += ks_record_put_varint(p + n, KS_RKEY_CALLERS);
+  n += ks_record_put_varint(p + n, (o >> 1) & 1);
+  n += ks_record_put_varint(p + n, KS_RKEY_GROUP);
+  n += ks_record_put_varint(p + n, (o >> 2) & 3);
+  n += ks_record_put_varint(p + n, KS_RKEY_TOP);
+  n += ks_record_put_varint(p + n, (o >> 4) & 1 ? 5 : 0);
+  n += ks_record_put_varint(p + n, KS_RKEY_CORRECT_NS);
+  n += ks_record_put_varint(p + n, (o >> 5) * 100u);
+  n += ks_record_put_varint(p + n, KS_RKEY_MAX_BYTES);
+  n += ks_record_put_varint(p + n, 1u << 16);
+  memcpy(p, KS_REC_MAGIC, 8);
+  memcpy(p + 8, &v, 4);
+  memcpy(p + 12, &seg, 4);
+  len = (uint32_t)(n - 20);
+  memcpy(p + 16, &len, 4);
+  return n;
+}
+
+/* The capture's graph in one format into memory: the bytes written. */
+static size_t write_mem(const ks_fout *o, int (*w)(const ks_fout *, FILE *)) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+
+  if (f == NULL)
+    return 0;
+  w(o, f);
+  fclose(f);
+  free(buf);
+  return len;
+}
+
+static void write_outputs(ks_replay *rp) {
+  ks_fcap *c = rp->c;
+  uint64_t *total;
+  ks_fout o;
+
+  ks_flame_correct(c);
+  ks_ftree_order(&c->tree);
+  total = malloc((size_t)c->tree.n * sizeof(*total));
+  if (total == NULL)
+    return;
+  ks_ftree_totals(&c->tree, total);
+  o.c = c;
+  o.in = &rp->in;
+  o.total = total;
+  o.grand = total[0];
+  if (o.grand > 0) {
+    write_mem(&o, ks_write_folded);
+    write_mem(&o, ks_write_callgrind);
+  }
+  free(total);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static unsigned char file[20 + 256 + 70000 + 1024];
+  ks_replay_opts ro;
+  ks_replay rp;
+  size_t n;
+  int rc;
+
+  if (size < 2 || size > 65536)
+    return 0;
+  ks_replay_default_opts(&ro);
+  if (data[0] & 1) {
+    n = header(file, data[1]);
+    n += ZSTD_compress(file + n, sizeof(file) - n, data + 2, size - 2, 1);
+    rc = ks_replay_mem(&rp, file, n, &ro);
+  } else {
+    rc = ks_replay_mem(&rp, data + 1, size - 1, &ro);
+  }
+  if (rc == KS_OK && rp.c == NULL)
+    abort();   /* KS_OK is a capture */
+  if (rp.c != NULL)
+    write_outputs(&rp);
+  ks_replay_free(&rp);
+  return 0;
+}
