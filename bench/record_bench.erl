@@ -8,7 +8,8 @@
 %%% <ul>
 %%% <li>live: `kprof:flame_apply(Fun, #{output_format => folded})', wall time
 %%%     from the call to the file on disk;</li>
-%%% <li>live + record: the same with `record => File';</li>
+%%% <li>live + record: the same with `record => File'; for both, the sink's
+%%%     CPU time during the call (/proc/PID/stat): the recording is done there;</li>
 %%% <li>replay: `kprof_sink --replay File --format folded,callgrind' (no VM),
 %%%     wall and CPU time of the command (/usr/bin/time), events a second;</li>
 %%% <li>Looking Glass (the first `LgRuns' rounds): `lg:trace([{scope, [Pid]}],
@@ -58,16 +59,20 @@ tmp_dir() ->
 
 round(N, F, Dir, Sink, DoLg, DoLgCg) ->
     Base = #{output_format => folded, output_directory => Dir, info => true, progress => false},
-    {LiveUs, {ok, ok, _, #{events := Events}}} =
-        timer:tc(fun() -> kprof:flame_apply(F, Base#{name => "live"}) end),
+    {{LiveUs, {ok, ok, _, #{events := Events}}}, LiveCpu} =
+        sink_cpu(fun() -> timer:tc(fun() -> kprof:flame_apply(F, Base#{name => "live"}) end) end),
     Rec = filename:join(Dir, "rec-" ++ integer_to_list(N) ++ ".kprec"),
-    {RecUs, {ok, ok, _, #{record := #{events := RecEvents, bytes := Bytes, cut_events := Cut}}}} =
-        timer:tc(fun() -> kprof:flame_apply(F, Base#{name => "rec", record => Rec}) end),
+    {{RecUs, {ok, ok, _, #{record := #{events := RecEvents, bytes := Bytes, cut_events := Cut}}}},
+     RecCpu} = sink_cpu(fun() -> timer:tc(fun() -> kprof:flame_apply(F, Base#{name => "rec",
+                                                                          record => Rec})
+                                          end)
+                        end),
     {ReplayUs, ReplayCpu} = replay(Sink, Rec, Dir),
     _ = [file:delete(filename:join(Dir, X)) || X <- ["live.folded", "rec.folded", "replay.folded",
                                                      "callgrind.out.replay"]],
     ok = file:delete(Rec),
     R = #{live_ms => LiveUs / 1000, rec_ms => RecUs / 1000, ratio => RecUs / LiveUs,
+          live_cpu_s => LiveCpu, rec_cpu_s => RecCpu, cpu_ratio => RecCpu / LiveCpu,
           events => Events, rec_events => RecEvents, bytes => Bytes, cut => Cut,
           bpe => Bytes / max(1, RecEvents), replay_ms => ReplayUs / 1000,
           replay_eps => RecEvents / (ReplayUs / 1.0e6), replay_cpu_s => ReplayCpu,
@@ -77,6 +82,20 @@ round(N, F, Dir, Sink, DoLg, DoLgCg) ->
         true -> maps:merge(R, lg_round(F, Dir, DoLgCg));
         false -> R
     end.
+
+%% Fun's result, and the sink's CPU time (user + system, s) while it ran,
+%% from /proc/PID/stat (clock ticks of 10 ms).
+sink_cpu(Fun) ->
+    #{os_pid := Pid} = kprof_sink:info(),
+    Ticks = fun() ->
+                    {ok, Stat} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/stat"),
+                    [_, After] = binary:split(Stat, <<") ">>),
+                    Fields = binary:split(After, <<" ">>, [global]),
+                    lists:sum([binary_to_integer(lists:nth(I, Fields)) || I <- [12, 13]])
+            end,
+    T0 = Ticks(),
+    Result = Fun(),
+    {Result, (Ticks() - T0) / 100}.
 
 %% Looking Glass's file tracer around the call in a fresh process, then
 %% (DoCg) lg_callgrind on its files.
@@ -167,6 +186,13 @@ text(Rounds, Lg, Peers, Load0, Load1) ->
      io_lib:format("| live capture + record | ~.1f ms | ~s | ~.3fx live (rounds' own ratios: "
                    "~.3fx); aim <= 1.1x: ~s |~n",
                    [Rec, range(rec_ms, Rounds), Ratio, RoundRatio, aim(Ratio =< 1.1)]),
+     io_lib:format("| the sink's CPU, live capture | ~.2f s | ~s | |~n",
+                   [med(live_cpu_s, Rounds), range(live_cpu_s, Rounds)]),
+     io_lib:format("| the sink's CPU, live capture + record | ~.2f s | ~s | ~.3fx live "
+                   "(rounds' own ratios: ~.3fx): what recording costs, out of the traced "
+                   "process |~n",
+                   [med(rec_cpu_s, Rounds), range(rec_cpu_s, Rounds),
+                    med(rec_cpu_s, Rounds) / med(live_cpu_s, Rounds), med(cpu_ratio, Rounds)]),
      io_lib:format("| record file | ~.2f MB | | ~.2f bytes an event, ~b events, ~b cut; "
                    "aim <= 4: ~s |~n",
                    [med(bytes, Rounds) / 1.0e6, Bpe, Events, med(cut, Rounds), aim(Bpe =< 4)]),
