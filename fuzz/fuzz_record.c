@@ -37,10 +37,10 @@ static size_t header(unsigned char *p, unsigned o) {
   n += ks_record_put_varint(p + n, KS_RKEY_MAX_BYTES);
   n += ks_record_put_varint(p + n, 1u << 16);
   memcpy(p, KS_REC_MAGIC, 8);
-  memcpy(p + 8, &v, 4);
-  memcpy(p + 12, &seg, 4);
+  ks_record_put_u32le(p + 8, v);
+  ks_record_put_u32le(p + 12, seg);
   len = (uint32_t)(n - 20);
-  memcpy(p + 16, &len, 4);
+  ks_record_put_u32le(p + 16, len);
   return n;
 }
 

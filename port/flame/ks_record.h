@@ -81,6 +81,18 @@ static inline int64_t ks_record_unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
+/* The header's u32s, little-endian whatever the host. */
+static inline void ks_record_put_u32le(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+
+static inline uint32_t ks_record_get_u32le(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* record_write.c: the recorder of one capture. */
 typedef struct ks_record ks_record;
 

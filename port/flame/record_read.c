@@ -209,9 +209,9 @@ static int read_header(ks_rread *r, ks_intern *in, ks_fopts *o) {
   }
   if (input_all(r, h + 8, 12) != KS_OK)
     return KS_EINVAL;
-  memcpy(&version, h + 8, 4);
-  memcpy(&r->segment, h + 12, 4);
-  memcpy(&len, h + 16, 4);
+  version = ks_record_get_u32le(h + 8);
+  r->segment = ks_record_get_u32le(h + 12);
+  len = ks_record_get_u32le(h + 16);
   if (version != KS_REC_VERSION) {
     r->err = KS_RERR_VERSION;
     return KS_EINVAL;

@@ -178,7 +178,6 @@ static int write_header(ks_record *r) {
   unsigned char p[20 + KS_REC_HEADER_MAX];
   const ks_fopts *o = &r->c->o;
   size_t n = 20;
-  uint32_t v;
 
   header_kv(p, &n, KS_RKEY_SLEEP, (uint64_t)o->sleep);
   header_kv(p, &n, KS_RKEY_GC, (uint64_t)o->gc);
@@ -199,11 +198,9 @@ static int write_header(ks_record *r) {
   header_mfa(p, &n, r->in, KS_RKEY_TRIGGER, o->trigger);
   header_mfa(p, &n, r->in, KS_RKEY_HIDE, o->hide);
   memcpy(p, KS_REC_MAGIC, 8);
-  v = KS_REC_VERSION;
-  memcpy(p + 8, &v, 4);   /* little-endian hosts only (x86-64, arm64) */
-  memcpy(p + 12, &r->segment, 4);
-  v = (uint32_t)(n - 20);
-  memcpy(p + 16, &v, 4);
+  ks_record_put_u32le(p + 8, KS_REC_VERSION);
+  ks_record_put_u32le(p + 12, r->segment);
+  ks_record_put_u32le(p + 16, (uint32_t)(n - 20));
   r->file_bytes = n;
   return write_all(r->fd, p, n);
 }

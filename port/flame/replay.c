@@ -99,8 +99,8 @@ static int def_op(ks_replay *rp, fmaps *fm, const ks_rop *op) {
     if (def_pid(rp, op, &id) != KS_OK)
       return KS_EINVAL;
     return fmap_push(&fm->pid, id);
-  default:
-    if (ks_intern_term(&rp->in, (ks_slice){op->raw, op->raw_n}, &id) != KS_OK)
+  default:   /* a name: an atom's bytes, never empty */
+    if (op->raw_n == 0 || ks_intern_term(&rp->in, (ks_slice){op->raw, op->raw_n}, &id) != KS_OK)
       return KS_EINVAL;
     return fmap_push(&fm->name, id);
   }

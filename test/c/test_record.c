@@ -519,6 +519,82 @@ START_TEST(command_line) {
 }
 END_TEST
 
+/* The commands: flame_start's record option, flame_status's record map, flame_replay. */
+static void command_rec(ks_sink *sk, long ref, const char *cmd, long id, const char *path,
+                        int bad_path) {
+  ei_x_buff x;
+  size_t n;
+  unsigned char *f;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  if (strcmp(cmd, "flame_replay") == 0) {
+    ei_x_encode_tuple_header(&x, 3);
+    tb_atom(&x, cmd);
+    ei_x_encode_binary(&x, path, (long)strlen(path));
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_tuple_header(&x, 2);
+    tb_atom(&x, "output_directory");
+    ei_x_encode_binary(&x, dir, (long)strlen(dir));
+    ei_x_encode_empty_list(&x);
+  } else {
+    ei_x_encode_tuple_header(&x, strcmp(cmd, "flame_start") == 0 ? 3 : 2);
+    tb_atom(&x, cmd);
+    ei_x_encode_long(&x, id);
+  }
+  if (strcmp(cmd, "flame_start") == 0) {
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_tuple_header(&x, 2);
+    tb_atom(&x, "record");
+    if (bad_path)
+      ei_x_encode_long(&x, 42);
+    else
+      ei_x_encode_binary(&x, path, (long)strlen(path));
+    ei_x_encode_empty_list(&x);
+  }
+  f = tb_framed(&x, &n);
+  ck_assert_int_eq(ks_sink_feed(sk, f, n), KS_OK);
+  free(f);
+  ei_x_free(&x);
+}
+
+static void reply_has(const tb_out *o, int k, const char *a, const char *b) {
+  char *got = tb_out_reply(o, k);
+
+  ck_assert_msg(strstr(got, a) != NULL && (b == NULL || strstr(got, b) != NULL), "%s", got);
+  free(got);
+}
+
+START_TEST(commands) {
+  ks_sink sk;
+  tb_out o;
+  char path[300];
+
+  memset(&o, 0, sizeof(o));
+  ck_assert_int_eq(ks_sink_init(&sk, NULL, tb_out_emit, &o), KS_OK);
+  rec_path(path, sizeof(path), "s.rec");
+  command_rec(&sk, 1, "flame_start", 1, path, 0);
+  command_rec(&sk, 2, "flame_status", 1, NULL, 0);
+  command_rec(&sk, 3, "flame_start", 2, path, 0);
+  command_rec(&sk, 4, "flame_start", 3, path, 1);
+  command_rec(&sk, 5, "flame_status", 2, NULL, 0);
+  command_rec(&sk, 6, "flame_drop", 1, NULL, 0);
+  command_rec(&sk, 7, "flame_replay", 0, path, 0);
+  ck_assert_int_eq(o.frames, 7);
+  reply_has(&o, 0, "ok", NULL);
+  reply_has(&o, 1, "record => #{path => #Bin<", "cut_events => 0, error => none}");
+  reply_has(&o, 2, "{error, {record_failed, #Bin<", "eexist}}");
+  reply_has(&o, 3, "{error, badarg}", NULL);
+  reply_has(&o, 4, "{error, not_found}", NULL);   /* refused: no capture was made */
+  reply_has(&o, 5, "ok", NULL);
+  reply_has(&o, 6, "{error, no_events, #{", "replay => #{events => 0, truncated => false");
+  ks_sink_free(&sk);
+  tb_out_free(&o);
+}
+END_TEST
+
 Suite *record_suite(void) {
   Suite *s = suite_create("record");
   TCase *tc = tcase_create("record");
@@ -534,6 +610,7 @@ Suite *record_suite(void) {
   tcase_add_test(tc, truncated_file);
   tcase_add_test(tc, corrupt_file);
   tcase_add_test(tc, command_line);
+  tcase_add_test(tc, commands);
   suite_add_tcase(s, tc);
   return s;
 }
