@@ -32,7 +32,6 @@ term_edges(nodes) -> {[[node()]], [[], [<<"n">>], node()]};
 term_edges(full_trace) -> {[false, all, x, [x, y]], [true, [], [x | y]]};
 term_edges(output_format) -> {[all, svg, [folded, perf]], [[], jpeg, [svg, jpeg], "svg"]};
 term_edges(output_directory) -> {[".", <<"/tmp">>], ["", <<>>, 42]};
-term_edges(record) -> {["c.kprec", <<"/tmp/c.kprec">>], ["", <<>>, 42, c]};
 term_edges(name) -> {["run"], ["", "a/b", run]};
 term_edges(open) -> {[speedscope, browser, false], [true, firefox, "browser"]};
 term_edges(names) -> {[erlang, elixir], [true, "elixir", ex]};
