@@ -1,6 +1,6 @@
 # Sink throughput benchmark (included by the top-level Makefile).
 #   make bench                    all of them: bench-sink, bench-overhead, bench-aggregator,
-#                                 bench-tiers, bench-flame, bench-flame-real (below)
+#                                 bench-tiers, bench-flame, bench-flame-real, bench-record (below)
 #   make bench-sink               replays a recorded stream of >= 5 M real trace messages
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
 #   make bench-overhead           cost per event in the traced process, tracer by tracer,
@@ -19,7 +19,7 @@ BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only $(BENCH_DIR)/sink_mo
 
 .PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame bench-flame-real
+bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame bench-flame-real bench-record
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
@@ -147,4 +147,21 @@ bench-flame-vm: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/null_tracer.
 	  -eval 'flame_vm_bench:main(["$(FLAME_VM_ROUNDS)", "bench/RESULTS.md" | string:lexemes("$(FLAME_REAL)", " ")])'
 
 $(BENCH_DIR)/flame_real.beam $(BENCH_DIR)/flame_vm_bench.beam: $(BENCH_DIR)/%.beam: bench/%.erl | $(BENCH_DIR)
+	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<
+
+# Issue 25, record and replay (bench/record_bench.erl), the "Record and replay" section:
+# compile:file (flame_real's `compile') captured live, captured with `record', the file
+# replayed by `kprof_sink --replay' to folded + callgrind, RECORD_RUNS rounds; beside
+# Looking Glass's file tracer (the first RECORD_LG_RUNS rounds) and lg_callgrind (the
+# first RECORD_LG_CG_RUNS: minutes each) when built outside the repository in
+# $(KPROF_PEERS) by bench/lg_build.sh (else SKIPPED, and said so).
+RECORD_RUNS       ?= 5
+RECORD_LG_RUNS    ?= 3
+RECORD_LG_CG_RUNS ?= 1
+.PHONY: bench-record
+bench-record: $(SINK) $(NIF) erl $(FLAME_REAL_BEAMS) $(BENCH_DIR)/record_bench.beam
+	erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -eval 'record_bench:main(["$(RECORD_RUNS)", "$(RECORD_LG_RUNS)", "$(RECORD_LG_CG_RUNS)", "$(KPROF_PEERS)", "$(abspath $(SINK))", "bench/RESULTS.md"])'
+
+$(BENCH_DIR)/record_bench.beam: bench/record_bench.erl | $(BENCH_DIR)
 	erlc $(ERLC_FLAGS) -o $(BENCH_DIR) $<

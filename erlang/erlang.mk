@@ -68,7 +68,7 @@ REC_SRC  := $(wildcard test/record/*.erl)
 REC_BEAM := $(REC_SRC:test/record/%.erl=$(B)/record/%.beam)
 
 recordings: $(REC_BEAM)
-	erl -noshell -pa $(B)/record -s kprof_record main test/data
+	erl -noshell -pa $(B)/record -s kprof_trace_recorder main test/data
 
 $(B)/record/%.beam: test/record/%.erl | $(B)/record
 	erlc $(ERLC_FLAGS) -o $(B)/record $<

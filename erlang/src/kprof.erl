@@ -111,6 +111,23 @@
 %%% {ok,[#{calls => 243,mfa => {ets,lookup,2}}]}
 %%% '''
 %%%
+%%% == Record and replay ==
+%%%
+%%% Any flame capture also writes its raw event stream to a file with
+%%% `record => Path' (zstd, bounded by `max_record_bytes', rotated with
+%%% `record_rotate'; `output_format => []' records only), and {@link replay/2}
+%%% writes the files of that capture later, from the file, on any node with
+%%% kprof (the traced modules need not be there):
+%%% ```
+%%% 1> kprof:flame_apply(fun() -> compile:file("m.erl", [binary]) end,
+%%%                      #{output_format => [], record => "/tmp/c.kprec"}).
+%%% {ok,{ok,m,<<...>>},["/tmp/c.kprec"]}
+%%% 2> kprof:replay("/tmp/c.kprec", #{output_format => [folded, callgrind]}).
+%%% {ok,["/home/me/c.kprec.folded","/home/me/callgrind.out.c.kprec"]}
+%%% '''
+%%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
+%%% and replay"; {@link kprof_record}).
+%%%
 %%% == Safety ==
 %%%
 %%% <ul>
@@ -181,6 +198,7 @@
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
          flame_pid/1, flame_pid/2, flame_pid/3, cancel/0, flame_calibrate/0, flame_calibrate/1]).
+-export([replay/1, replay/2]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -268,6 +286,7 @@ help() ->
       "  kprof:flame_capture({M, F, A}, N, #{})          the next N calls of an MFA\n"
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
+      "  #{record => \"c.kprec\"} then kprof:replay(\"c.kprec\", #{})  a capture to a file, later\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
       "           by self time, printed and returned), ...: kprof:help(flame)\n"
       "Tiers (per request kind, time per tier):\n"
@@ -708,6 +727,8 @@ calls(Spec, Opts) ->
 %%% Options (all optional): kprof_flame's module doc (`h(kprof_flame)')
 %%% lists them, generated from the option table; doc/flame.md says more.
 %%% `progress' lines can be ended with {@link cancel/0}, files and all.
+%%% `record' writes the event stream to a file too (`max_record_bytes',
+%%% `record_rotate'): see "Record and replay" above and {@link replay/2}.
 %%% `top => N' gives the N functions with the most self time (calls, self,
 %%% inclusive, %), printed like tprof's table and returned as terms after
 %%% the files, `{ok, Result, Files, Top}' or `{ok, Files, Top}'
@@ -784,6 +805,30 @@ flame_pid(Pids, Millis, Opts) when is_list(Pids) ->
     end;
 flame_pid(Pids, Millis, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame:pid(Pids, Millis, O) end).
+
+%% @equiv replay(Path, #{})
+-spec replay(file:filename_all() | [file:filename_all()]) ->
+          kprof_flame:written() | {error, term()}.
+replay(Path) ->
+    replay(Path, #{}).
+
+%% @doc Write the files of a capture recorded with `record => Path', from the
+%% file, as the live capture would have written them with the same options:
+%% `{ok, Files}', `{ok, Files, Top}' with `top => N', `{ok, Files, Summary}'
+%% with `info => true'. `Path' is one file, or a rotated recording's files
+%% oldest first (`["c.kprec.2", "c.kprec.1", "c.kprec"]'). Options: the
+%% outputs' `output_format' (default `all'), `output_directory', `name'
+%% (default the file's name), and over the recorded ones `group',
+%% `fold_recursion', `names', `top', `max_bytes', `info'. It starts kprof's
+%% sink if needed and runs there; the traced code need not exist on this
+%% node. A file that ends early or is corrupt gives
+%% `{error, {truncated, Why, Files}}' with the files of what was read
+%% before; one that cannot be read at all
+%% `{error, {replay_failed, Path, Why}}'.
+-spec replay(file:filename_all() | [file:filename_all()], kprof_flame:opts()) ->
+          kprof_flame:written() | {error, term()}.
+replay(Path, Opts) ->
+    with_opts(Opts, fun(O) -> kprof_record:replay(Path, O) end).
 
 %% @equiv flame_calibrate(#{})
 -spec flame_calibrate() -> {ok, map()} | {error, term()}.

@@ -64,6 +64,8 @@
 %% calibration runs captures of its own); open => speedscope and the list of
 %% formats (kprof_tiers_full too).
 -export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2, out_dir/1]).
+%% Internal: a capture's result from the sink's answer (kprof_record's replay too).
+-export([result/3]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
 -export([last_written/0]).
@@ -106,6 +108,9 @@
           top => non_neg_integer(),        % print and return the N functions with the
                                            % most self time (default 0: none)
           info => boolean(),               % return the capture's summary (default false)
+          record => file:filename_all(),   % also write the event stream to this file
+          max_record_bytes => pos_integer(), % a record file's bound (default 1 GiB)
+          record_rotate => non_neg_integer(), % past it: 0 stops, N rotates (kprof_record)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
@@ -188,9 +193,10 @@ pid(Pids, Millis, _Opts) ->
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
 validate(Opts, Mode) ->
     %% Keys, values and defaults: the option table's (kprof_opts).
-    case kprof_opts:check(flame, Opts) of
+    case kprof_opts:check(flame, kprof_record:to_check(Opts)) of
         {ok, Checked} ->
-            Cfg = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
+            Cfg0 = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
+            Cfg = kprof_record:check(Cfg0, Opts),
             case maps:with(?GUARD_KEYS, Opts) of
                 Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
                 Limits ->
@@ -564,9 +570,11 @@ write(Id, End, Cfg, Mode, Flags) ->
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     %% The sink makes the directory and checks it again (flame_dir at the start).
-    case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+    case Formats =:= [] orelse kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
+        true ->
+            kprof_record:write_only(Id, Cfg);
         {ok, Paths, Info} ->
-            Files = paths(Paths, Cfg),
+            Files = paths(Paths, Cfg) ++ kprof_record:files(Info, Cfg),
             %% Routine: no log line (IEx shows every level, debug
             %% included, by default); the counts for last_written/0.
             _ = put(?LAST_WRITTEN, #{id => Id, files => Files, info => Info}),
@@ -598,7 +606,7 @@ paths(Paths, Cfg) ->
         false -> [unicode:characters_to_list(P) || P <- Paths]
     end.
 
-%% What limits cut from the graph is printed when anything was (the
+%% @private What limits cut from the graph is printed when anything was (the
 %% summary); `top => N': the sink's table of the functions with the most
 %% self time, printed to the caller's group leader and returned after the
 %% files; `info => true': the summary (the table in it) returned instead.

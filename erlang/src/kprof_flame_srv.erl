@@ -538,7 +538,7 @@ sink_start(Id, Mode, Cfg) ->
             end;
         Error ->
             _ = kprof_sink:send({flame_drop, Id}),
-            sink_error(Error)
+            sink_error(kprof_record:start_error(Error, Cfg))
     end.
 
 %% @doc The options of the sink's `flame_start' for a capture: the user's
@@ -548,14 +548,10 @@ sink_start(Id, Mode, Cfg) ->
 %% default).
 -spec start_opts(apply | pid | capture, map()) -> [{atom(), term()}].
 start_opts(Mode, Cfg) ->
-    Defaults = kprof_opts:defaults(flame),
-    [{K, case K of
-             group -> group(Cfg);
-             %% the sink opens the file: an absolute path, a binary
-             record -> unicode:characters_to_binary(filename:absname(maps:get(record, Cfg)));
-             _ -> maps:get(K, Cfg, maps:get(K, Defaults))
-         end} || K <- kprof_opts:forwarded(flame),
-                 K =/= record orelse is_map_key(record, Cfg)]
+    %% A row without a default (record) is sent only when given.
+    Given = maps:merge(kprof_opts:defaults(flame), Cfg#{group => group(Cfg)}),
+    [{K, kprof_record:sink_value(K, maps:get(K, Given))}
+     || K <- kprof_opts:forwarded(flame), is_map_key(K, Given)]
         ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)].
 
 -spec mode_opts(apply | pid | capture, map()) -> [{atom(), term()}].

@@ -31,7 +31,10 @@
 %%%                   clamped => 7, clamped_us => 57325, skipped_ns => 0,
 %%%                   call_ns => 571, return_ns => 365,
 %%%                   from => #{call => capture, return => capture}, calibration_ns => 420},
-%%%   top => [kprof_top:row()], functions => 4012}   % with top => N
+%%%   top => [kprof_top:row()], functions => 4012,   % with top => N
+%%%   record => #{path => <<"/tmp/c.kprec">>, files => [<<"/tmp/c.kprec">>], bytes => 35311012,
+%%%               events => 10412345, cut_events => 0, error => none}, % with record => Path
+%%%   replay => #{events => 10412345, truncated => false, error => none}} % kprof:replay/2
 %%% '''
 -module(kprof_flame_summary).
 
@@ -53,7 +56,8 @@
                      max_bytes := non_neg_integer(), tree_bytes := non_neg_integer(),
                      nodes := non_neg_integer(), max_stack := non_neg_integer(),
                      over_budget := cut(), too_deep := cut(), correction := correction(),
-                     top => [kprof_top:row()], functions => non_neg_integer()}.
+                     top => [kprof_top:row()], functions => non_neg_integer(),
+                     record => map(), replay => map()}.
 
 %% @doc The summary of the sink's `Info' (flame_write's reply) and the top
 %% table's rows (`[]' without `top').
@@ -74,9 +78,12 @@ from_info(Info, Rows) ->
                           from => #{call => from(Get(correct_call_measured)),
                                     return => from(Get(correct_return_measured))},
                           calibration_ns => Get(correct_ns)}},
+    %% A recording's counts (record => Path) and a replay's (kprof:replay/2), as the sink
+    %% gives them.
+    S1 = maps:merge(S, maps:with([record, replay], Info)),
     case maps:find(functions, Info) of
-        {ok, N} -> S#{top => Rows, functions => N};
-        error -> S
+        {ok, N} -> S1#{top => Rows, functions => N};
+        error -> S1
     end.
 
 %% @doc The lines to print: one per limit that cut the graph, none when the

@@ -89,7 +89,8 @@
                      | {killed, term()}.      % restart/1 killed it, for this reason
 
 -record(pending, {from :: gen_server:from() | ring_open,
-                  timer :: reference()}).
+                  timer :: reference(),
+                  atoms = false :: boolean()}).   % a replay's: see decode/2
 
 -record(state, {port :: port(),
                 path :: file:filename_all(),
@@ -291,7 +292,7 @@ handle_cast(_Msg, S) ->
 %% @private
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
 handle_info({Port, {data, Bin}}, S = #state{port = Port}) ->
-    {noreply, handle_frame(decode(Bin), S)};
+    {noreply, handle_frame(decode(Bin, S), S)};
 handle_info({timeout, _TRef, {call, Ref}}, S) ->
     {noreply, expire(Ref, S)};
 handle_info({writer_idle, W}, S = #state{writer = W}) ->
@@ -351,9 +352,11 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
     %% order); a watcher's (nosuspend) gets {error, busy}.
     Ref = make_ref(),
     Bin = term_to_binary({kprof, Ref, Cmd}),
+    P = (pending(From, Timeout, Ref))#pending{atoms = is_tuple(Cmd) andalso
+                                                  element(1, Cmd) =:= flame_replay},
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
-            {noreply, S#state{pending = Pending#{Ref => pending(From, Timeout, Ref)}}};
+            {noreply, S#state{pending = Pending#{Ref => P}}};
         closed ->
             %% The port is closing; its exit_status is on its way.
             {reply, {error, {sink_down, port_closed}}, S};
@@ -362,7 +365,7 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
         _Busy ->
             S1 = ensure_writer(S),
             S1#state.writer ! {send, Bin},
-            {noreply, S1#state{pending = Pending#{Ref => pending(From, Timeout, Ref)}}}
+            {noreply, S1#state{pending = Pending#{Ref => P}}}
     end.
 
 %% As send_command/5, with no caller waiting: the reply's Ref is nobody's.
@@ -542,13 +545,28 @@ release_ring() ->
 %%% Frames from the sink
 
 %% `safe': the sink makes no atom here. Every atom it may send exists
-%% (sink_atoms/0) or came from this VM (modules, functions, names).
+%% (sink_atoms/0) or came from this VM (modules, functions, names), but for
+%% a replay's (decode/2).
 -spec decode(binary()) -> {ok, term()} | {error, bad_frame}.
 decode(Bin) ->
     try
         {ok, binary_to_term(Bin, [safe])}
     catch
         error:badarg -> {error, bad_frame}
+    end.
+
+%% A replay's answer (kprof:replay/2) names the recorded code's modules and
+%% functions (its top rows), which this node may not know: while one is
+%% pending, a frame `safe' refuses is read anyway, making at most a few atoms
+%% per row asked for.
+-spec decode(binary(), #state{}) -> {ok, term()} | {error, bad_frame}.
+decode(Bin, #state{pending = Pending}) ->
+    Replay = lists:any(fun(#pending{atoms = A}) -> A end, maps:values(Pending)),
+    case decode(Bin) of
+        {error, bad_frame} = Error when Replay ->
+            try {ok, binary_to_term(Bin)} catch error:badarg -> Error end;
+        Decoded ->
+            Decoded
     end.
 
 %% @private Every atom the sink's sources may write into a frame

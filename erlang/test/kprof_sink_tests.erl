@@ -701,6 +701,9 @@ bad_argument_table() ->
      {flame_pid, [[self(), x], [self(), -1]]},
      {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]},
      {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => maybe}]]},
+     {replay, [[x], [42], [["a.kprec" | b]], [[]]]},
+     {replay, [["a.kprec", x], ["a.kprec", #{output_format => Improper}],
+               ["a.kprec", #{sleep => true}], ["/nonexistent/a.kprec", #{}]]},
      {calls, [[x], [{'_', f, 1}], [[W | x]], [{no_such_module_here, f, 1}]]},
      {calls, [[W, x], [W, #{ms => 0}], [W, #{ms => infinity, max => infinity}],
               [W, [{ms, 1} | x]], [W, #{nope => 1}], [[W, 3], #{}]]}].

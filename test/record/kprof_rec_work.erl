@@ -1,4 +1,4 @@
-%%% @doc Code traced by {@link kprof_record}: nested calls, tail calls,
+%%% @doc Code traced by {@link kprof_trace_recorder}: nested calls, tail calls,
 %%% body and tail recursion, an exception that escapes a function and is
 %%% caught by its caller, and calls taking lists and binaries.
 %%% Nothing here is meant to be fast or useful.

@@ -11,9 +11,9 @@
 %%%
 %%% Run with `make recordings', or
 %%% ```
-%%% erl -noshell -pa _build/record -s kprof_record main test/data [SCENARIO...]
+%%% erl -noshell -pa _build/record -s kprof_trace_recorder main test/data [SCENARIO...]
 %%% '''
--module(kprof_record).
+-module(kprof_trace_recorder).
 
 %% PUBLIC
 -export([main/1, scenarios/0, record/3, expectations/1, line/1]).
@@ -43,7 +43,7 @@ main([Dir | Names]) ->
               [erlang:system_info(otp_release), length(Results), to_string(Dir)]),
     halt(case lists:all(fun(R) -> R =:= ok end, Results) of true -> 0; false -> 1 end);
 main([]) ->
-    io:format(standard_error, "usage: kprof_record OUT_DIR [SCENARIO...]~n", []),
+    io:format(standard_error, "usage: kprof_trace_recorder OUT_DIR [SCENARIO...]~n", []),
     halt(2).
 
 %% @doc The scenarios, in the order they run.
