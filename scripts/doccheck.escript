@@ -17,7 +17,8 @@
 %%   - Module:function/Arity: Module must be found (the tree's ebin folders,
 %%     then OTP and installed applications through the code path); a module
 %%     of the tree must export it, a module outside it must have it (the docs
-%%     name trace frames, which can be local functions: gen:do_call/4). Not
+%%     name trace frames, which can be local functions: gen:do_call/4; so may
+%%     the examples' modules, the code the transcripts profile). Not
 %%     checked: my_* (the reader's own code in examples), a module of one
 %%     letter (the made-up frames of the C tests' comments) and the modules of
 %%     an optional dependency that is not installed, each printed as skipped;
@@ -254,7 +255,14 @@ mfas(Line) ->
 exported(M, F, A) ->
     code:ensure_loaded(M) =:= {module, M} andalso
         (erlang:function_exported(M, F, A) orelse
-         (not in_tree(M) andalso lists:member({F, A}, M:module_info(functions)))).
+         ((not in_tree(M) orelse example(M)) andalso
+          lists:member({F, A}, M:module_info(functions)))).
+
+%% The examples' modules (examples/): the profiled code of the docs' transcripts,
+%% whose frames are local functions as often as not (tiers_shop:spin/1).
+example(M) ->
+    {ok, Cwd} = file:get_cwd(),
+    lists:prefix(Cwd ++ "/_build/examples/", filename:absname(code:which(M))).
 
 in_tree(M) ->
     {ok, Cwd} = file:get_cwd(),

@@ -119,11 +119,11 @@
 %%% writes the files of that capture later, from the file, on any node with
 %%% kprof (the traced modules need not be there):
 %%% ```
-%%% 1> kprof:flame_apply(fun() -> compile:file("m.erl", [binary]) end,
-%%%                      #{output_format => [], record => "/tmp/c.kprec"}).
-%%% {ok,{ok,m,<<...>>},["/tmp/c.kprec"]}
-%%% 2> kprof:replay("/tmp/c.kprec", #{output_format => [folded, callgrind]}).
-%%% {ok,["/home/me/c.kprec.folded","/home/me/callgrind.out.c.kprec"]}
+%%% 1> kprof:flame_apply(fun() -> compile:file("kprof_hist.erl", [binary]) end,
+%%%                      #{output_format => [], record => "/tmp/rr/c.kprec"}).
+%%% {ok,{ok,kprof_hist,<<...>>},["/tmp/rr/c.kprec"]}
+%%% 2> kprof:replay("/tmp/rr/c.kprec", #{output_format => [folded, callgrind]}).
+%%% {ok,["/tmp/rr/./c.kprec.folded","/tmp/rr/./callgrind.out.c.kprec"]}
 %%% '''
 %%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
 %%% and replay"; {@link kprof_record}).

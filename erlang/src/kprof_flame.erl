@@ -52,6 +52,9 @@
 %%% <li>`fold_recursion' (default `false'; boolean): direct recursion f;f;f written as one f</li>
 %%% <li>`callers' (default `false'; boolean): trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call</li>
 %%% <li>`correct' (default `true'; boolean): take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time</li>
+%%% <li>`record' (no default; term): also write the capture's event stream to this file (absolute; replayed by kprof:replay/2)</li>
+%%% <li>`max_record_bytes' (default `1073741824'; integer 4096..1099511627776): bytes of one record file; past them the recording stops, or rotates</li>
+%%% <li>`record_rotate' (default `0'; integer 0..1000): past max_record_bytes: 0 stops recording, N starts a new file keeping N old ones</li>
 %%% </ul>
 %%% <!-- END option-docs user flame -->
 %%% and the limits of {@link kprof_guard}: past one, tracing stops and the
