@@ -573,9 +573,8 @@ write(Id, End, Cfg, Mode, Flags) ->
     Cmd = {flame_write, Id, End, unicode:characters_to_binary(Dir),
            unicode:characters_to_binary(Base), Formats},
     %% The sink makes the directory and checks it again (flame_dir at the start).
-    case Formats =:= [] orelse kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
-        true ->
-            kprof_record:write_only(Id, Cfg);
+    %% Formats = [] (record only): the sink ends the recording, writes nothing else.
+    case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
         {ok, Paths, Info} ->
             Files = paths(Paths, Cfg) ++ kprof_record:files(Info, Cfg),
             %% Routine: no log line (IEx shows every level, debug

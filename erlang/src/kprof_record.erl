@@ -22,7 +22,7 @@
 -module(kprof_record).
 
 %% Internal (kprof_flame, kprof_flame_srv)
--export([to_check/1, check/2, sink_value/2, start_error/2, files/2, write_only/2]).
+-export([to_check/1, check/2, sink_value/2, start_error/2, files/2]).
 %% PUBLIC (through kprof)
 -export([replay/2]).
 
@@ -33,7 +33,6 @@
 -define(OVERRIDES, [group, fold_recursion, names, top, max_bytes]).
 %% How long a replay may take in the sink: about 5 s a GiB of file.
 -define(REPLAY_TIMEOUT, 120000).
--define(STATUS_TIMEOUT, 30000).
 
 %% @doc The options the flame table checks: `output_format => []' (record
 %% only) is taken out when `record' is there, and put back by {@link check/2};
@@ -79,25 +78,6 @@ files(#{record := #{files := Files} = Rec}, Cfg) ->
     end;
 files(_Info, _Cfg) ->
     [].
-
-%% @doc The end of a capture that records only (`output_format => []'):
-%% the sink's counts, then the capture dropped, which closes the file with
-%% its trailer; `{ok, RecordFiles}'.
--spec write_only(integer(), map()) -> {ok, [file:filename_all()]} | {error, term()}.
-write_only(Id, Cfg) ->
-    case kprof_sink:command({flame_status, Id}, ?STATUS_TIMEOUT) of
-        #{record := _} = Status ->
-            ok = kprof_sink:send({flame_drop, Id}),
-            %% Commands are answered in order: the drop (and the trailer) is done.
-            _ = kprof_sink:command(ping),
-            {ok, files(Status, Cfg)};
-        {error, _} = Error ->
-            _ = kprof_sink:send({flame_drop, Id}),
-            Error;
-        Other ->
-            _ = kprof_sink:send({flame_drop, Id}),
-            {error, {sink, Other}}
-    end.
 
 %% @doc Replay recorded file(s) (a path, or the segments of a rotated
 %% recording, oldest first) into the files of a fresh capture.

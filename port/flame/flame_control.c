@@ -458,7 +458,8 @@ static int encode_path_error(ei_x_buff *x, const char *what, const char *path, i
          ei_x_encode_binary(x, path, (long)strlen(path)) || encode_errno(x, err);
 }
 
-int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
+/* Dir, Base and [Format] at *idx, the list possibly empty. */
+static int decode_dest_any(const char *b, int *idx, ks_fdest *d) {
   char atom[MAXATOMLEN];
   size_t f, len;
   int n, k;
@@ -480,7 +481,11 @@ int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
   }
   if (n > 0 && (ei_decode_list_header(b, idx, &n) != 0 || n != 0))
     return KS_EINVAL;
-  return d->fmts != 0 ? KS_OK : KS_EINVAL;
+  return KS_OK;
+}
+
+int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
+  return decode_dest_any(b, idx, d) == KS_OK && d->fmts != 0 ? KS_OK : KS_EINVAL;
 }
 
 /* One format into its file, closed whatever happens: KS_OK or -errno (the
@@ -611,6 +616,19 @@ static void put_info(ks_map *m, const void *ctx) {
 static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra);
 
+/* {ok, [], Info}: the capture's counters and its recording's, no file but the
+ * recording (closed with its end by ks_flame_finish). */
+static int record_only_reply(const ks_fcap *c, ei_x_buff *x) {
+  ks_map m;
+  int e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
+          ei_x_encode_empty_list(x);
+
+  ks_map_begin(&m, x);
+  put_counters(&m, c);
+  ks_map_u64(&m, "total_us", 0);
+  return e | ks_map_end(&m);
+}
+
 static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b, int *idx,
                          ei_x_buff *x) {
   char atom[MAXATOMLEN];
@@ -622,9 +640,12 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
     has_end = 1;
   else if (ei_decode_atom(b, idx, atom) != 0)
     return ks_enc_error(x, "badarg");
-  if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
+  /* No format: a capture that records only (output_format => []). */
+  if (decode_dest_any(b, idx, &d) != KS_OK || (d.fmts == 0 && c->rec == NULL))
     return ks_enc_error(x, "badarg");
   ks_flame_finish(fl, c, has_end, end_ts);
+  if (d.fmts == 0)
+    return record_only_reply(c, x);
   return ks_flame_write_files(in, c, &d, x, NULL);
 }
 

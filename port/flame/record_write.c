@@ -351,6 +351,7 @@ static int shift_files(ks_record *r) {
   if (r->nrot == max) {
     unlinkat(r->dirfd, strrchr(file_name(r, max), '/') + 1, 0);
     r->cut += r->rot_events[max - 1];
+    r->events -= r->rot_events[max - 1];   /* events: those in the files kept */
     r->kept_bytes -= r->rot_bytes[max - 1];
     r->nrot--;
   }
