@@ -67,7 +67,7 @@
 %% calibration runs captures of its own); open => speedscope and the list of
 %% formats (kprof_tiers_full too).
 -export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2, out_dir/1]).
-%% Internal: a capture's result from the sink's answer (kprof_record's replay too).
+%% Internal: a capture's result from the sink's answer (kprof_flame_record's replay too).
 -export([result/3]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
@@ -113,7 +113,7 @@
           info => boolean(),               % return the capture's summary (default false)
           record => file:filename_all(),   % also write the event stream to this file
           max_record_bytes => pos_integer(), % a record file's bound (default 1 GiB)
-          record_rotate => non_neg_integer(), % past it: 0 stops, N rotates (kprof_record)
+          record_rotate => non_neg_integer(), % past it: 0 stops, N rotates (kprof_flame_record)
           %% kprof_guard's limits (max_lag_ms, max_queue_bytes, max_memory_bytes,
           %% max_events, rate, max_seconds): past one, tracing stops and the
           %% capture ends with {error, {aborted, Kind, Files}}.
@@ -196,10 +196,10 @@ pid(Pids, Millis, _Opts) ->
 -spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
 validate(Opts, Mode) ->
     %% Keys, values and defaults: the option table's (kprof_opts).
-    case kprof_opts:check(flame, kprof_record:to_check(Opts)) of
+    case kprof_opts:check(flame, kprof_flame_record:to_check(Opts)) of
         {ok, Checked} ->
             Cfg0 = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
-            Cfg = kprof_record:check(Cfg0, Opts),
+            Cfg = kprof_flame_record:check(Cfg0, Opts),
             case maps:with(?GUARD_KEYS, Opts) of
                 Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
                 Limits ->
@@ -576,7 +576,7 @@ write(Id, End, Cfg, Mode, Flags) ->
     %% Formats = [] (record only): the sink ends the recording, writes nothing else.
     case kprof_sink:command(Cmd, ?WRITE_TIMEOUT) of
         {ok, Paths, Info} ->
-            Files = paths(Paths, Cfg) ++ kprof_record:files(Info, Cfg),
+            Files = paths(Paths, Cfg) ++ kprof_flame_record:files(Info, Cfg),
             %% Routine: no log line (IEx shows every level, debug
             %% included, by default); the counts for last_written/0.
             _ = put(?LAST_WRITTEN, #{id => Id, files => Files, info => Info}),

@@ -538,7 +538,7 @@ sink_start(Id, Mode, Cfg) ->
             end;
         Error ->
             _ = kprof_sink:send({flame_drop, Id}),
-            sink_error(kprof_record:start_error(Error, Cfg))
+            sink_error(kprof_flame_record:start_error(Error, Cfg))
     end.
 
 %% @doc The options of the sink's `flame_start' for a capture: the user's
@@ -550,7 +550,7 @@ sink_start(Id, Mode, Cfg) ->
 start_opts(Mode, Cfg) ->
     %% A row without a default (record) is sent only when given.
     Given = maps:merge(kprof_opts:defaults(flame), Cfg#{group => group(Cfg)}),
-    [{K, kprof_record:sink_value(K, maps:get(K, Given))}
+    [{K, kprof_flame_record:sink_value(K, maps:get(K, Given))}
      || K <- kprof_opts:forwarded(flame), is_map_key(K, Given)]
         ++ [{correct_ns, maps:get(correct_ns, Cfg, 0)} | mode_opts(Mode, Cfg)].
 

@@ -12,7 +12,7 @@
 %%%   read, the sink alive;
 %%% - a peer node with only kprof's code replays it to the same folded file;
 %%% - `kprof_sink --replay' (no VM) writes the same folded file.
--module(kprof_record_tests).
+-module(kprof_flame_record_tests).
 -include_lib("eunit/include/eunit.hrl").
 
 record_test_() ->

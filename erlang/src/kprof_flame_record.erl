@@ -19,7 +19,7 @@
 %%% modules need not exist (or from the shell, `kprof_sink --replay FILE',
 %%% no VM at all). The protocol and the file format: doc/protocol.md,
 %%% "Recording".
--module(kprof_record).
+-module(kprof_flame_record).
 
 %% Internal (kprof_flame, kprof_flame_srv)
 -export([to_check/1, check/2, sink_value/2, start_error/2, files/2]).
