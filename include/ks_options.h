@@ -89,6 +89,7 @@ KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIEL
 KS_OPTION(KS_M_FLAME, record, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "also write the capture's event stream to this file (absolute; replayed by kprof:replay/2)")
 KS_OPTION(KS_M_FLAME, max_record_bytes, KS_T_INT, 4096, 1099511627776, "1073741824", KS_BY_BOTH, KS_FIELD(flame, max_record_bytes, 1), "bytes of one record file; past them the recording stops, or rotates")
 KS_OPTION(KS_M_FLAME, record_rotate, KS_T_INT, 0, 1000, "0", KS_BY_BOTH, KS_FIELD(flame, record_rotate, 1), "past max_record_bytes: 0 stops recording, N starts a new file keeping N old ones")
+KS_OPTION(KS_M_FLAME, record_level, KS_T_INT, 1, 19, "1", KS_BY_BOTH, KS_FIELD(flame, record_level, 1), "the recording's zstd level: 1 the fastest, up to 19 smaller files for more of the sink's CPU")
 /* flame: what kprof_flame_srv sends the sink in {flame_start, Id, Opts} */
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, KS_FIELD(flame, hold, 1), "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, KS_FIELD(flame, max_stack, 1), "frames on one process's stack")

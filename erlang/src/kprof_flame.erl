@@ -55,6 +55,7 @@
 %%% <li>`record' (no default; term): also write the capture's event stream to this file (absolute; replayed by kprof:replay/2)</li>
 %%% <li>`max_record_bytes' (default `1073741824'; integer 4096..1099511627776): bytes of one record file; past them the recording stops, or rotates</li>
 %%% <li>`record_rotate' (default `0'; integer 0..1000): past max_record_bytes: 0 stops recording, N starts a new file keeping N old ones</li>
+%%% <li>`record_level' (default `1'; integer 1..19): the recording's zstd level: 1 the fastest, up to 19 smaller files for more of the sink's CPU</li>
 %%% </ul>
 %%% <!-- END option-docs user flame -->
 %%% and the limits of {@link kprof_guard}: past one, tracing stops and the

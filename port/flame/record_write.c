@@ -2,7 +2,8 @@
  *
  * Ops are encoded into a block (varint ids of the file's own, defined at
  * their first use; ts as a delta from the last event's), and each block is
- * compressed into one zstd frame (level 1) written with write(2). The file's
+ * compressed into one zstd frame (zstd's level: the record_level option, 1
+ * by default) written with write(2). The file's
  * bound is kept by whole frames: a frame that would pass max_record_bytes
  * (less room for the trailer) is not written, its events are counted as cut,
  * and the file ends with its trailer; then the recording stops (record_rotate
@@ -277,7 +278,7 @@ static void flush_block(ks_record *r) {
 
   if (r->n == 0 || r->stopped)
     return;
-  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, r->buf, r->n, 1);
+  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, r->buf, r->n, (int)r->c->o.record_level);
   r->n = 0;
   if (ZSTD_isError(zn)) {
     fail(r, ENOMEM);
@@ -317,7 +318,7 @@ static int end_file(ks_record *r) {
   ops[n++] = KS_ROP_TRAILER;
   n += ks_record_put_varint(ops + n, r->file_events);
   n += ks_record_put_varint(ops + n, r->cut);
-  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, ops, n, 1);
+  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, ops, n, (int)r->c->o.record_level);
   if (ZSTD_isError(zn))
     return ENOMEM;
   if ((e = write_all(r->fd, r->zbuf, zn)) != 0)

@@ -224,6 +224,44 @@ START_TEST(replay_is_identical) {
 }
 END_TEST
 
+/* record_level: zstd's level; a higher one makes a file no bigger that
+ * replays to the same files. */
+START_TEST(record_level_sizes) {
+  ks_fcap *c = start_rec("r.rec", (uint64_t)1 << 30, 0);
+  ks_fopts o;
+  uint64_t events;
+  struct stat fast, small;
+  char path[300], path9[300];
+  const char *paths[1] = {path9};
+  ks_replay rp;
+  ks_replay_opts ro;
+
+  ck_assert_uint_eq(c->o.record_level, 1);   /* the table's default */
+  workload(60000, 1000000);
+  check_identical(c, &events);
+  ks_flame_drop(&fl, c);
+  ks_flame_default_opts(&o);
+  o.children = 1;
+  o.correct_ns = 150;
+  o.top = 10;
+  o.record_level = 9;
+  c = start_opts(&o, "r9.rec");
+  workload(60000, 1000000);
+  ks_flame_finish(&fl, c, 1, 1000000000000LL);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(path9, sizeof(path9), "r9.rec");
+  ck_assert_int_eq(stat(path, &fast), 0);
+  ck_assert_int_eq(stat(path9, &small), 0);
+  ck_assert_msg(small.st_size <= fast.st_size, "level 9: %lld bytes, level 1: %lld",
+                (long long)small.st_size, (long long)fast.st_size);
+  ks_replay_default_opts(&ro);
+  ck_assert_int_eq(ks_replay_files(&rp, paths, 1, &ro), KS_OK);
+  ck_assert_int_eq(rp.err, 0);
+  ck_assert_uint_eq(rp.events, events);
+  ks_replay_free(&rp);
+}
+END_TEST
+
 /* The search rules (calls with {caller}), a trigger held until flame_arm. */
 START_TEST(replay_trigger_callers) {
   static const unsigned char payload[] = {104, 2, 119, 11, 'k', 'p', 'r', 'o', 'f', '_', 'f',
@@ -619,6 +657,7 @@ Suite *record_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, replay_is_identical);
+  tcase_add_test(tc, record_level_sizes);
   tcase_add_test(tc, replay_trigger_callers);
   tcase_add_test(tc, bound_cuts);
   tcase_add_test(tc, rotation);
