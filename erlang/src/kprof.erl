@@ -316,15 +316,16 @@ help() ->
 %%   ms (default 5000, 1.. or infinity): stop counting after this many ms (or at max calls)
 %% ...
 %% '''
--spec help(tiers | flame | calls | guard) -> ok.
+%% Another mode: `{error, {unknown_mode, Mode}}'.
+-spec help(tiers | flame | calls | guard) -> ok | {error, {unknown_mode, term()}}.
 help(Mode) when Mode =:= tiers; Mode =:= flame; Mode =:= calls; Mode =:= guard ->
     Who = #{tiers => "kprof:start_tiers/2",
             flame => "kprof:flame_apply/2, flame_capture/3 and flame_pid/3",
             calls => "kprof:calls/2", guard => "Every mode's (the guard's limits)"},
     io:format("~ts options (a map or a keyword list):~n", [maps:get(Mode, Who)]),
-    lists:foreach(fun(Line) -> io:format("  ~ts~n", [Line]) end, kprof_opts:doc(Mode)).
-
-
+    lists:foreach(fun(Line) -> io:format("  ~ts~n", [Line]) end, kprof_opts:doc(Mode));
+help(Mode) ->
+    {error, {unknown_mode, Mode}}.
 
 %% @doc Stop kprof: closes the port, which ends the sink and the tracing
 %% that used it.
