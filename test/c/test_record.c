@@ -650,6 +650,164 @@ START_TEST(commands) {
 }
 END_TEST
 
+/* {kprof, Ref, {flame_replay, Paths, Opts}}: Paths a list of n paths (n < 0: the
+ * path alone, a binary), Opts built by opts(x) (its list header included). */
+static void replay_cmd(ks_sink *sk, long ref, const char *path, int n, void (*opts)(ei_x_buff *x)) {
+  ei_x_buff x;
+  size_t len;
+  unsigned char *f;
+  int k;
+
+  tb_begin(&x);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "kprof");
+  ei_x_encode_long(&x, ref);
+  ei_x_encode_tuple_header(&x, 3);
+  tb_atom(&x, "flame_replay");
+  if (n < 0) {
+    ei_x_encode_binary(&x, path, (long)strlen(path));
+  } else {
+    if (n > 0)
+      ei_x_encode_list_header(&x, n);
+    for (k = 0; k < n; k++)
+      ei_x_encode_binary(&x, path, (long)strlen(path));
+    ei_x_encode_empty_list(&x);
+  }
+  opts(&x);
+  f = tb_framed(&x, &len);
+  ck_assert_int_eq(ks_sink_feed(sk, f, len), KS_OK);
+  free(f);
+  ei_x_free(&x);
+}
+
+static void opt_bin(ei_x_buff *x, const char *key, const char *v) {
+  ei_x_encode_tuple_header(x, 2);
+  tb_atom(x, key);
+  ei_x_encode_binary(x, v, (long)strlen(v));
+}
+
+static void opt_atom(ei_x_buff *x, const char *key, const char *v) {
+  ei_x_encode_tuple_header(x, 2);
+  tb_atom(x, key);
+  tb_atom(x, v);
+}
+
+static void opt_long(ei_x_buff *x, const char *key, long v) {
+  ei_x_encode_tuple_header(x, 2);
+  tb_atom(x, key);
+  ei_x_encode_long(x, v);
+}
+
+/* Every option flame_replay takes. */
+static void opts_all(ei_x_buff *x) {
+  ei_x_encode_list_header(x, 8);
+  opt_bin(x, "output_directory", dir);
+  opt_bin(x, "name", "opt");
+  ei_x_encode_tuple_header(x, 2);
+  tb_atom(x, "output_format");
+  ei_x_encode_list_header(x, 2);
+  tb_atom(x, "folded");
+  tb_atom(x, "callgrind");
+  ei_x_encode_empty_list(x);
+  opt_long(x, "top", 5);
+  opt_long(x, "max_bytes", 1L << 20);
+  opt_atom(x, "group", "all");
+  opt_atom(x, "fold_recursion", "true");
+  opt_atom(x, "names", "elixir");
+  ei_x_encode_empty_list(x);
+}
+
+static void opts_dir(ei_x_buff *x) {
+  ei_x_encode_list_header(x, 1);
+  opt_bin(x, "output_directory", dir);
+  ei_x_encode_empty_list(x);
+}
+
+static void one_bad(ei_x_buff *x, int which) {
+  ei_x_encode_list_header(x, 1);
+  switch (which) {
+  case 0: opt_atom(x, "group", "nope"); break;
+  case 1: opt_bin(x, "name", "a/b"); break;
+  case 2: opt_long(x, "top", -1); break;
+  case 3: opt_long(x, "max_bytes", 10); break;
+  case 4: opt_atom(x, "nope", "x"); break;
+  case 5: opt_atom(x, "fold_recursion", "maybe"); break;
+  default:
+    ei_x_encode_tuple_header(x, 2);
+    tb_atom(x, "output_format");
+    ei_x_encode_list_header(x, 1);
+    tb_atom(x, "png");
+    ei_x_encode_empty_list(x);
+  }
+  ei_x_encode_empty_list(x);
+}
+
+static void bad0(ei_x_buff *x) { one_bad(x, 0); }
+static void bad1(ei_x_buff *x) { one_bad(x, 1); }
+static void bad2(ei_x_buff *x) { one_bad(x, 2); }
+static void bad3(ei_x_buff *x) { one_bad(x, 3); }
+static void bad4(ei_x_buff *x) { one_bad(x, 4); }
+static void bad5(ei_x_buff *x) { one_bad(x, 5); }
+static void bad6(ei_x_buff *x) { one_bad(x, 6); }
+
+/* flame_replay through the sink: every option, the segments as a list, each
+ * bad option refused, a file that is not there; flame_start's refusals of the
+ * record path as the command says them. */
+START_TEST(replay_command_options) {
+  void (*const bad[])(ei_x_buff *) = {bad0, bad1, bad2, bad3, bad4, bad5, bad6};
+  ks_fcap *c = start_rec("r.rec", (uint64_t)1 << 30, 0);
+  char path[300], missing[300], sub[300], link[300], file[300];
+  ks_sink sk;
+  tb_out o;
+  size_t k;
+
+  workload(20000, 1000000);
+  ks_flame_finish(&fl, c, 1, 1000000000000LL);
+  ks_flame_drop(&fl, c);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(missing, sizeof(missing), "missing.rec");
+  memset(&o, 0, sizeof(o));
+  ck_assert_int_eq(ks_sink_init(&sk, NULL, tb_out_emit, &o), KS_OK);
+  replay_cmd(&sk, 1, path, 1, opts_all);
+  replay_cmd(&sk, 2, path, 0, opts_dir);            /* no path */
+  replay_cmd(&sk, 3, missing, -1, opts_dir);
+  for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+    replay_cmd(&sk, 10 + (long)k, path, -1, bad[k]);
+  rec_path(sub, sizeof(sub), "open");
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  ck_assert_int_eq(chmod(sub, 0777), 0);
+  rec_path(link, sizeof(link), "link");
+  ck_assert_int_eq(symlink(sub, link), 0);
+  rec_path(file, sizeof(file), "r.rec/x.rec");
+  command_rec(&sk, 20, "flame_start", 20, "rel/x.rec", 0);
+  rec_path(path, sizeof(path), "link/x.rec");
+  command_rec(&sk, 21, "flame_start", 21, path, 0);
+  rec_path(path, sizeof(path), "open/x.rec");
+  command_rec(&sk, 22, "flame_start", 22, path, 0);
+  command_rec(&sk, 23, "flame_start", 23, file, 0);
+  ck_assert_int_eq(o.frames, 3 + 7 + 4);
+  reply_has(&o, 0, "{ok, [#Bin<", "replay => #{events => ");
+  reply_has(&o, 0, "write_us => #{folded => ", "callgrind => ");
+  reply_has(&o, 0, "top => [", NULL);
+  rec_path(path, sizeof(path), "opt.folded");         /* the name and the formats asked */
+  ck_assert_int_eq(access(path, F_OK), 0);
+  rec_path(path, sizeof(path), "callgrind.out.opt");
+  ck_assert_int_eq(access(path, F_OK), 0);
+  rec_path(path, sizeof(path), "opt.svg");
+  ck_assert_int_eq(access(path, F_OK), -1);
+  reply_has(&o, 1, "{error, badarg}", NULL);
+  reply_has(&o, 2, "{error, {replay_failed, #Bin<", "{open_failed, enoent}}}");
+  for (k = 0; k < 7; k++)
+    reply_has(&o, 3 + (int)k, "{error, badarg}", NULL);
+  reply_has(&o, 10, "record_failed", "relative}}");
+  reply_has(&o, 11, "record_failed", "symlink}}");
+  reply_has(&o, 12, "record_failed", "{writable, \"0777\"}}}");
+  reply_has(&o, 13, "record_failed", "not_directory}}");
+  ks_sink_free(&sk);
+  tb_out_free(&o);
+}
+END_TEST
+
 Suite *record_suite(void) {
   Suite *s = suite_create("record");
   TCase *tc = tcase_create("record");
@@ -667,6 +825,7 @@ Suite *record_suite(void) {
   tcase_add_test(tc, corrupt_file);
   tcase_add_test(tc, command_line);
   tcase_add_test(tc, commands);
+  tcase_add_test(tc, replay_command_options);
   suite_add_tcase(s, tc);
   return s;
 }
