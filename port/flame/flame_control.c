@@ -444,18 +444,10 @@ static int open_files(const char *dir, const char *base, int fmts, fileset *fs, 
   return -EEXIST;
 }
 
-/* The errno's name as Erlang's file module gives it: enospc, edquot, eacces, ...;
- * `unknown' for one the table does not hold. */
-static int encode_errno(ei_x_buff *x, int err) {
-  const char *name = ks_errno_name(err);
-
-  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
-}
-
 static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
   return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
          ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, what) ||
-         ei_x_encode_binary(x, path, (long)strlen(path)) || encode_errno(x, err);
+         ei_x_encode_binary(x, path, (long)strlen(path)) || ks_enc_errno(x, err);
 }
 
 /* Dir, Base and [Format] at *idx, the list possibly empty. */
@@ -504,29 +496,11 @@ static int write_one(const ks_fout *o, size_t f, ks_wfile *w) {
  * call failed, else {error, {unsafe_directory, Path, Why}}, Why one of relative,
  * symlink, not_directory, {owner, Uid}, {writable, "Mode"} (octal). */
 static int encode_dir_refusal(ei_x_buff *x, const ks_out_dir *r) {
-  char mode[8];
-
   if (r->why == KS_DIR_ERRNO)
     return encode_path_error(x, "open_failed", r->path, r->err);
-  if (ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-      ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "unsafe_directory") ||
-      ei_x_encode_binary(x, r->path, (long)strlen(r->path)))
-    return -1;
-  switch (r->why) {
-  case KS_DIR_RELATIVE:
-    return ei_x_encode_atom(x, "relative");
-  case KS_DIR_SYMLINK:
-    return ei_x_encode_atom(x, "symlink");
-  case KS_DIR_NOT_DIR:
-    return ei_x_encode_atom(x, "not_directory");
-  case KS_DIR_OWNER:
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "owner") ||
-           ei_x_encode_ulonglong(x, (EI_ULONGLONG)r->uid);
-  default:
-    snprintf(mode, sizeof(mode), "%04o", (unsigned)r->mode & 07777);
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "writable") ||
-           ei_x_encode_string(x, mode);
-  }
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "unsafe_directory") ||
+         ei_x_encode_binary(x, r->path, (long)strlen(r->path)) || ks_enc_dir_why(x, r);
 }
 
 int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,

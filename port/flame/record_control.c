@@ -17,37 +17,15 @@
 
 #define MAX_FILES 1024
 
-static int encode_errno(ei_x_buff *x, int err) {
-  const char *name = ks_errno_name(err);
-
-  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
-}
-
 static int encode_bin(ei_x_buff *x, const char *s) {
   return ei_x_encode_binary(x, s, (long)strlen(s));
 }
 
 /* Why a recording was refused: an errno's atom, or the directory's reason. */
 static int encode_refusal(ei_x_buff *x, const ks_record_refusal *why) {
-  char mode[8];
-
-  switch (why->dir.why) {
-  case KS_DIR_RELATIVE:
-    return ei_x_encode_atom(x, "relative");
-  case KS_DIR_SYMLINK:
-    return ei_x_encode_atom(x, "symlink");
-  case KS_DIR_NOT_DIR:
-    return ei_x_encode_atom(x, "not_directory");
-  case KS_DIR_OWNER:
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "owner") ||
-           ei_x_encode_ulonglong(x, (EI_ULONGLONG)why->dir.uid);
-  case KS_DIR_WRITABLE:
-    snprintf(mode, sizeof(mode), "%04o", (unsigned)why->dir.mode & 07777);
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "writable") ||
-           ei_x_encode_string(x, mode);
-  default:
-    return why->err == ENOTSUP ? ei_x_encode_atom(x, "not_supported") : encode_errno(x, why->err);
-  }
+  if (why->dir.why != KS_DIR_OK && why->dir.why != KS_DIR_ERRNO)
+    return ks_enc_dir_why(x, &why->dir);
+  return why->err == ENOTSUP ? ei_x_encode_atom(x, "not_supported") : ks_enc_errno(x, why->err);
 }
 
 int ks_flame_start_record(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b, int at,
@@ -91,7 +69,7 @@ void ks_flame_put_record(ks_map *m, const ks_fcap *c) {
   ks_map_u64(&r, "events", st.events);
   ks_map_u64(&r, "cut_events", st.cut_events);
   ks_map_key(&r, "error");
-  e = e || (st.err ? encode_errno(m->x, st.err) : ei_x_encode_atom(m->x, "none"));
+  e = e || (st.err ? ks_enc_errno(m->x, st.err) : ei_x_encode_atom(m->x, "none"));
   r.e |= e;
   m->e |= ks_map_end(&r);
 }
@@ -113,7 +91,7 @@ static void put_replay(ks_map *m, const void *ctx) {
 static int encode_replay_error(ei_x_buff *x, const ks_replay *rp) {
   if (rp->err == KS_RERR_OPEN)
     return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "open_failed") ||
-           encode_errno(x, rp->err_errno);
+           ks_enc_errno(x, rp->err_errno);
   return ei_x_encode_atom(x, ks_rread_error_name(rp->err));
 }
 

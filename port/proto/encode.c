@@ -1,7 +1,9 @@
 /* encode.c: the pieces the sink's replies are made of (port/proto/ks_proto.h). */
 #include <string.h>
 
+#include <stdio.h>
 #include "ks_proto.h"
+#include "core/ks_platform.h"
 
 int ks_enc_error(ei_x_buff *x, const char *reason) {
   return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
@@ -104,4 +106,30 @@ int ks_map_end(ks_map *m) {
     return -1;
   ks_put_be32(h + 1, m->n);
   return 0;
+}
+
+int ks_enc_errno(ei_x_buff *x, int err) {
+  const char *name = ks_errno_name(err);
+
+  return ei_x_encode_atom(x, name != NULL ? name : "unknown");
+}
+
+int ks_enc_dir_why(ei_x_buff *x, const ks_out_dir *r) {
+  char mode[8];
+
+  switch (r->why) {
+  case KS_DIR_RELATIVE:
+    return ei_x_encode_atom(x, "relative");
+  case KS_DIR_SYMLINK:
+    return ei_x_encode_atom(x, "symlink");
+  case KS_DIR_NOT_DIR:
+    return ei_x_encode_atom(x, "not_directory");
+  case KS_DIR_OWNER:
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "owner") ||
+           ei_x_encode_ulonglong(x, (EI_ULONGLONG)r->uid);
+  default:
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)r->mode & 07777);
+    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "writable") ||
+           ei_x_encode_string(x, mode);
+  }
 }

@@ -19,6 +19,7 @@
 #include <ei.h>
 
 #include "core/ks_intern.h"
+#include "core/ks_out_dir.h"
 
 /* A command as its handler gets it: the command's bytes, idx just past its
  * name (the handler decodes its arguments from there), the tuple's arity (0
@@ -43,6 +44,12 @@ int ks_enc_mfa(ei_x_buff *x, const ks_intern *in, uint32_t mfa);
 /* The pid, or undefined (KS_NONE, a port, an id the table does not hold). */
 int ks_enc_pid(ei_x_buff *x, const ks_intern *in, uint32_t id);
 int ks_enc_u64_list(ei_x_buff *x, const uint64_t *v, int n);
+/* An errno's name as Erlang's file module gives it (enospc, eacces, ...), or
+ * `unknown' for one the table does not hold. */
+int ks_enc_errno(ei_x_buff *x, int err);
+/* Why a directory was refused (out_dir.c), r->why not KS_DIR_ERRNO: relative,
+ * symlink, not_directory, {owner, Uid} or {writable, "Mode"} (octal). */
+int ks_enc_dir_why(ei_x_buff *x, const ks_out_dir *r);
 
 /* A map under construction: ks_map_begin, then keys, then ks_map_end. */
 typedef struct ks_map {
