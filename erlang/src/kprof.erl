@@ -579,19 +579,8 @@ stop_tiers() ->
 %% the `sample' left it out, `Fun' just runs. `{error, {bad_fun, Fun}}'
 %% when `Fun' is not a fun of no arguments (nothing runs).
 -spec request(term(), fun(() -> Result)) -> Result | {error, {bad_fun, term()}}.
-request(Identity, Fun) when is_function(Fun, 0) ->
-    case kprof_tiers:enter(Identity) of
-        untraced ->
-            Fun();
-        Traced ->
-            try
-                Fun()
-            after
-                kprof_tiers:leave(Traced)
-            end
-    end;
-request(_Identity, Fun) ->
-    {error, {bad_fun, Fun}}.
+request(Identity, Fun) ->
+    kprof_tiers:request(Identity, Fun).
 
 %% @doc Open a request of this identity in the calling process, for entry
 %% points that cannot wrap a fun; {@link clear_token/0} ends it. A request

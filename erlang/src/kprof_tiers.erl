@@ -185,8 +185,9 @@
 %% PUBLIC (behind kprof:start_tiers/2, stop_tiers/0, reset/0, report/1)
 -export([start_link/0, start/2, stop/0, reset/0, report/1,
          abort/1, abort/2, info/0, full_trace_flame/2]).
-%% REQUESTS (kprof:request/2, set_token/1, clear_token/0)
--export([enter/1, leave/1]).
+%% REQUESTS (kprof:request/2, set_token/1, clear_token/0; the integration
+%% modules kprof_tiers_httpd and kprof_tiers_mochiweb)
+-export([request/2, enter/1, leave/1]).
 %% PER NODE: called through erpc (kprof_tiers_cluster) by the node the tiers
 %% were started from
 -export([node_check/2, node_start/2, node_stop/1, node_reset/0, node_report/0]).
@@ -371,6 +372,24 @@ info() ->
 %%%%%%%%%%%%%%%%
 %%% REQUESTS %%%
 %%%%%%%%%%%%%%%%
+
+%% @doc {@link kprof:request/2}: `Fun()' as one request of `Identity',
+%% between {@link enter/1} and {@link leave/1}; `{error, {bad_fun, Fun}}'
+%% when `Fun' is not a fun of no arguments (nothing runs).
+-spec request(term(), fun(() -> Result)) -> Result | {error, {bad_fun, term()}}.
+request(Identity, Fun) when is_function(Fun, 0) ->
+    case enter(Identity) of
+        untraced ->
+            Fun();
+        Traced ->
+            try
+                Fun()
+            after
+                leave(Traced)
+            end
+    end;
+request(_Identity, Fun) ->
+    {error, {bad_fun, Fun}}.
 
 %% @doc Open a request in the calling process if tiers run and the sample
 %% says so: sets a fresh seq_trace label and calls the start marker.
