@@ -356,7 +356,7 @@ busy_new() ->
     case erlang:trace_info(new, tracer) of
         {tracer, []} -> free;
         {tracer, T} ->
-            case kprof_guard:ours(T) of
+            case kprof_sessions:ours(T) of
                 true -> {busy, kprof};
                 false -> {busy, {tracer, T}}
             end;

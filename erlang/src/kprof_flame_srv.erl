@@ -228,7 +228,7 @@ set_flags(Pid, Flags) ->
            end,
     case tracer_of(Pid) of
         {tracer, T} when T =/= [], T =/= Want ->
-            case kprof_guard:ours(T) of
+            case kprof_sessions:ours(T) of
                 true -> trace(Pid, false, ?ALL_FLAGS);
                 false -> false
             end;
@@ -474,7 +474,7 @@ do_open(Id, Mode, Cfg, Owner, S0) ->
 %% to trace them (`badarg', or "can only have one tracer per process").
 -spec traced_by_other([pid()]) -> [{pid(), term()}].
 traced_by_other(Pids) ->
-    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_guard:ours(T)].
+    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_sessions:ours(T)].
 
 %% erlang:trace_info(P, tracer), or `undefined' when it raises (as for a
 %% process that is gone: nothing to read).
@@ -507,7 +507,7 @@ warn_gc(Who, Tracer) ->
 
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
-    {Who, Stop} = case kprof_guard:ours(Tracer) of
+    {Who, Stop} = case kprof_sessions:ours(Tracer) of
                       true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
                       false -> {"another tracer (recon_trace, dbg before OTP 27, ...)",
                                 "recon_trace:clear/0, dbg:stop/0"}
@@ -823,7 +823,7 @@ sweep() ->
 traced_by_us(P) ->
     case tracer_of(P) of
         {tracer, []} -> false;
-        {tracer, T} -> kprof_guard:ours(T);
+        {tracer, T} -> kprof_sessions:ours(T);
         _ -> false
     end.
 

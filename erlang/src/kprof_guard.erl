@@ -79,7 +79,7 @@
 %% PUBLIC
 -export([start_link/0, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, ours/1, events_baseline/1, watch_patterns/2,
+         other_tracers/0, events_baseline/1, watch_patterns/2,
          module_pattern/3, limit_keys/0, kprof_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -231,23 +231,14 @@ unsubscribe() ->
 %% before OTP 27, a tool of your own) in the session kprof traces in (the
 %% only one before OTP 27): a process has one tracer there, so kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
-%% kprof's own tracers (see {@link ours/1}) are never listed. Processes that
-%% other trace sessions trace (OTP 27 and later: dbg's, for one) are
-%% {@link kprof_sessions:others/0}.
+%% kprof's own tracers (see {@link kprof_sessions:ours/1}) are never listed.
+%% Processes that other trace sessions trace (OTP 27 and later: dbg's, for
+%% one) are {@link kprof_sessions:others/0}.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
-    Port = sink_port(),
     [{P, T} || P <- processes(),
                {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
-               T =/= [], not ours(T, Port)].
-
-%% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' gives it, is
-%% kprof's: the sink's port (flame captures, the tiers' port tracer) or the
-%% tracer NIF of the tiers, `{kprof_tracer, Generation}' (of any generation:
-%% a stale one removes itself at the process's next event).
--spec ours(term()) -> boolean().
-ours(Tracer) ->
-    ours(Tracer, sink_port()).
+               T =/= [], not kprof_sessions:ours(T)].
 
 %% @doc Sets the sink's `max_events' and `rate' for a mode about to set its
 %% trace flags (the strictest of `Limits' and those of the modes armed
@@ -845,10 +836,6 @@ warn_other_sessions(Others = [{P, T} | _]) ->
     logger:notice("kprof: ~b process(es) are also traced by another trace session (dbg's, ...):"
                   " kprof traces them too, and both tracers' costs add up; e.g. ~p is traced"
                   " by ~p.", [length(Others), P, T]).
-
-ours({kprof_tracer, _Gen}, _Port) -> true;
-ours(Port, Port) when is_port(Port) -> true;
-ours(_Tracer, _Port) -> false.
 
 %% A command whose reply comes back as {sink_reply, Cmd, Reply}: the guard
 %% itself never waits behind a port queue.
