@@ -51,27 +51,36 @@
 %% then the term the request path reads. A step that fails undoes the ones
 %% before it. `{ok, Plan, Counters, Port}': the plan with full trace's
 %% patterns and the events baseline, the request counters, the sink's port.
-%% `{error, {busy, calls}}' while a calls session runs ({@link kprof_calls}).
+%% First the guard's claim ({@link kprof_guard:claim/1}): `{error, {busy,
+%% Mode}}' while a flame capture or a calls session runs; a start that
+%% fails lets it go.
 -spec start(#plan{}) -> {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 start(Plan) ->
     %% Flame's call patterns, kept between web captures, would make every
     %% process the tiers flag send every call.
     ok = kprof_flame_srv:release_patterns(),
-    case kprof_calls:running() orelse kprof_sink:port() of
-        true ->
-            %% A calls session owns the trace flags (kprof_calls).
-            {error, {busy, calls}};
-        Port when is_port(Port) ->
-            Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
-                     baseline_step(), flags_step(), publish_step()],
-            case run_steps(Steps, #{plan => Plan, port => Port,
-                                    full_modules => full_modules(Plan#plan.full)}) of
-                {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
-                {error, _} = Error -> Error
+    case kprof_guard:claim(tiers) of
+        ok ->
+            case claimed(Plan, kprof_sink:port()) of
+                {ok, _, _, _} = Started -> Started;
+                {error, _} = Error -> disarm_guard(), Error
             end;
-        {error, Reason} ->
-            {error, {sink, Reason}}
+        {error, _} = Busy ->
+            Busy
     end.
+
+-spec claimed(#plan{}, port() | {error, term()}) ->
+          {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
+claimed(Plan, Port) when is_port(Port) ->
+    Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
+             baseline_step(), flags_step(), publish_step()],
+    case run_steps(Steps, #{plan => Plan, port => Port,
+                            full_modules => full_modules(Plan#plan.full)}) of
+        {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
+        {error, _} = Error -> Error
+    end;
+claimed(_Plan, {error, Reason}) ->
+    {error, {sink, Reason}}.
 
 %% @doc Run the steps in order, each on the context the one before gave; when
 %% one fails, the undo of each step done runs, newest first, on the context
