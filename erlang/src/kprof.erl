@@ -126,7 +126,7 @@
 %%% {ok,["/tmp/rr/./c.kprec.folded","/tmp/rr/./callgrind.out.c.kprec"]}
 %%% '''
 %%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
-%%% and replay"; {@link kprof_flame_record}).
+%%% and replay"; {@link kprof_flame_replay}).
 %%%
 %%% == Safety ==
 %%%
@@ -818,7 +818,7 @@ replay(Path) ->
 -spec replay(file:filename_all() | [file:filename_all()], kprof_flame:opts()) ->
           kprof_flame:written() | {error, term()}.
 replay(Path, Opts) ->
-    with_opts(Opts, fun(O) -> kprof_flame_record:replay(Path, O) end).
+    with_opts(Opts, fun(O) -> kprof_flame_replay:replay(Path, O) end).
 
 %% @equiv flame_calibrate(#{})
 -spec flame_calibrate() -> {ok, map()} | {error, term()}.

@@ -76,7 +76,7 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
 -spec store({kprof_flame_opts, term()}, list()) ->
           {ok, {kprof_flame_opts, term()}} | {error, term()}.
 store({kprof_flame_opts, Opts} = Option, _Config) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, _} -> {ok, Option};
         {error, Reason} -> {error, {kprof_flame_opts, Reason}}
     end.

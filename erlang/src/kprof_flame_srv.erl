@@ -55,7 +55,7 @@
 -module(kprof_flame_srv).
 -behaviour(gen_server).
 
-%% PUBLIC (for kprof_flame)
+%% PUBLIC (for the captures: kprof_flame, kprof_flame_run, kprof_flame_calib)
 -export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2,
          release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)

@@ -39,7 +39,7 @@
 %%% `Opts' are flame_apply's; `max_seconds' defaults to the gate's.
 %%%
 %%% The capture is {@link kprof_flame:apply/2}'s, with the options checked
-%%% by {@link kprof_flame:validate/2} first: kprof's own modules never call
+%%% by {@link kprof_flame_options:validate/2} first: kprof's own modules never call
 %%% the facade ({@link kprof}), which is the user's.
 -module(kprof_flame_web).
 
@@ -115,7 +115,7 @@ refused() ->
 
 -spec run(fun(() -> Result), map(), pos_integer() | infinity) -> {Result, [file:filename()]}.
 run(Fun, Opts, MaxBytes) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),
             %% Whether Fun ran, when flame_apply says no: it must not run twice.

@@ -52,11 +52,11 @@ check(Tiers, Opts) ->
 
 %% @doc The options of {@link kprof_tiers:full_trace_flame/2}: the flame
 %% writers' output options only (`output_format', `output_directory',
-%% `open'), checked by {@link kprof_flame:validate/2}; `{ok, Cfg}'.
+%% `open'), checked by {@link kprof_flame_options:validate/2}; `{ok, Cfg}'.
 -spec check_flame_opts(term()) -> {ok, map()} | {error, term()}.
 check_flame_opts(Opts) when is_map(Opts) ->
     case unknown(Opts, [output_format, output_directory, open]) of
-        [] -> kprof_flame:validate(Opts, apply);
+        [] -> kprof_flame_options:validate(Opts, apply);
         Unknown -> {error, {unknown_options, Unknown}}
     end;
 check_flame_opts(Opts) ->
