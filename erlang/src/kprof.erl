@@ -556,7 +556,7 @@ is_flat_string(_) -> false.
           ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
 start_tiers(Tiers, Opts) ->
     case proper_tiers(Tiers) of
-        ok -> with_opts(Opts, fun(O) -> kprof_tiers:start(Tiers, O) end);
+        ok -> with_opts(Opts, fun(O) -> kprof_tiers_cluster:start(Tiers, O) end);
         Error -> Error
     end.
 
@@ -570,7 +570,7 @@ start_tiers(Tiers, Opts) ->
 %% {unreachable, [{Node, Reason}]}}'.
 -spec stop_tiers() -> ok | {error, term()}.
 stop_tiers() ->
-    kprof_tiers:stop().
+    kprof_tiers_cluster:stop().
 
 %% @doc Run `Fun' as one request of this identity (any term) and return
 %% its result; an exception of `Fun' goes through with its stacktrace.
@@ -626,7 +626,7 @@ report() ->
 %% (`[{Node, Reason}]'; `MISSING: ...' in the header), the others merged.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
-    with_opts(Opts, fun(O) -> kprof_tiers:report(O) end).
+    with_opts(Opts, fun(O) -> kprof_tiers_cluster:report(O) end).
 
 %% @doc A flame graph per identity of the tiers' full trace (option
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
@@ -653,7 +653,7 @@ full_trace_flame(Identity, Opts) ->
 %% @doc Forget what the tiers recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
 reset() ->
-    kprof_tiers:reset().
+    kprof_tiers_cluster:reset().
 
 %%%%%%%%%%%%%
 %%% CALLS %%%

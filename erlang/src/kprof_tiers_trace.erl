@@ -16,7 +16,7 @@
 
 -export([start/1, run_steps/2]).
 -export([untrace_now/1, untrace_at_once/2, untrace/3, clean/3, release_ring/0,
-         publish/1, unpublish/0, arm_guard/2, disarm_guard/0, undo_record/1]).
+         publish/1, unpublish/0, arm_guard/3, disarm_guard/0, undo_record/1]).
 
 -export_type([step/0]).
 
@@ -372,7 +372,7 @@ unpublish() ->
 
 
 %% @doc Arm the guard: it watches for overload and limits, and calls
-%% {@link kprof_tiers:abort/2}; it counts
+%% `Abort' (the server's {@link kprof_tiers:abort/2}); it counts
 %% the patterns it puts back after a code reload in `Counters' (the report's
 %% `reapplied').
 %% Full trace's module patterns are given as `{module, ...}' patterns: the
@@ -382,14 +382,14 @@ unpublish() ->
 %% never re-applies it (`'_'' is no loaded module) and, should it abort,
 %% clears every local pattern with it in one call rather than module by
 %% module (after {@link kprof_tiers:abort/2} has removed them itself).
--spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
+-spec arm_guard(#plan{}, counters:counters_ref(), fun((term(), term()) -> ok)) -> ok.
 arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
-                events0 = E0}, Counters) ->
+                events0 = E0}, Counters, Abort) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
                end,
-    Arm0 = #{abort => fun kprof_tiers:abort/2, owner => self(),
+    Arm0 = #{abort => Abort, owner => self(),
              patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm = case E0 of
