@@ -224,11 +224,12 @@ arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
 
 %% @doc {@link claim/1} and {@link arm/2} in one call, for a mode that
-%% must own the trace flags alone (kprof_calls) and arms before it sets
-%% anything: `{error, {busy, Mode}}' as `claim/1' says it, and also while a
-%% tracer has flags on new processes (`erlang:trace_info(new, tracer)'):
-%% `{busy, kprof}' when it is kprof's, `{busy, {tracer, Tracer}}' when it is
-%% another's (a tool of the user's); nothing changes then.
+%% arms before it sets anything: `{error, {busy, Mode}}' as `claim/1' says
+%% it, and nothing changes then. A calls session (`Name' `calls'), which
+%% sets flags on new processes too, is also refused while a tracer has
+%% flags on them (`erlang:trace_info(new, tracer)'): `{busy, kprof}' when
+%% it is kprof's, `{busy, {tracer, Tracer}}' when it is another's (a tool
+%% of the user's).
 -spec arm_alone(atom() | term(), arm_spec()) ->
           ok | {error, {busy, atom() | {tracer, term()}}}.
 arm_alone(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
@@ -356,7 +357,7 @@ handle_call({arm, Name, Spec}, _From, S) ->
     {reply, ok, saved(arm_mode(Name, Spec, S))};
 handle_call({arm_alone, Name, Spec}, _From, S) ->
     case busy(Name, maps:get(owner, Spec, undefined), S) of
-        free -> arm_alone(Name, Spec, new_tracer(), S);
+        free -> arm_alone(Name, Spec, new_tracer(Name), S);
         Busy -> {reply, {error, Busy}, S}
     end;
 handle_call({sink_limits, Limits}, _From, S) ->
@@ -513,14 +514,16 @@ busy(Name, Pid, #state{armed = Armed, claims = Claims}) ->
 %% A calls session sets flags on new processes too: not while a tracer has
 %% flags on them already (`{busy, kprof}': a mode of kprof's left them;
 %% else a tool of the user's).
-new_tracer() ->
+new_tracer(calls) ->
     case erlang:trace_info(new, tracer) of
         {tracer, T} when T =/= [] -> {busy, case kprof_sessions:ours(T) of
                                               true -> kprof;
                                               false -> {tracer, T}
                                           end};
         _ -> free
-    end.
+    end;
+new_tracer(_Name) ->
+    free.
 
 arm_alone(Name, Spec, free, S) ->
     {reply, ok, saved(arm_mode(Name, Spec, S))};

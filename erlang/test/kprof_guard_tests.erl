@@ -272,6 +272,8 @@ mode_claims() ->
     Tracer = spawn(fun() -> receive stop -> ok end end),
     _ = erlang:trace(new, true, [call, {tracer, Tracer}]),
     ?assertEqual({error, {busy, {tracer, Tracer}}}, kprof_guard:arm_alone(calls, Calls)),
+    ok = kprof_guard:arm_alone(solo, Calls),
+    ok = kprof_guard:disarm(solo),
     _ = erlang:trace(new, false, [call]),
     Tracer ! stop,
     %% Twenty claims at once: the tiers' one winner, or every capture.
