@@ -39,8 +39,8 @@
  *                 doc/flame.md, "The formats", says what each file holds.
  *
  * Adding an option: one line here, then the code that uses it (the decode,
- * the default and the key kprof sends come from the line): doc/protocol.md,
- * "Options: one table".
+ * the default and the key kprof sends come from the line): CONTRIBUTING.md,
+ * "Add an option".
  */
 
 /* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */

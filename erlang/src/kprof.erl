@@ -125,8 +125,8 @@
 %%% 2> kprof:replay("/tmp/rr/c.kprec", #{output_format => [folded, callgrind]}).
 %%% {ok,["/tmp/rr/./c.kprec.folded","/tmp/rr/./callgrind.out.c.kprec"]}
 %%% '''
-%%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
-%%% and replay"; {@link kprof_flame_replay}).
+%%% `kprof_sink --replay FILE' does the same with no VM (doc/record-replay.md;
+%%% {@link kprof_flame_replay}).
 %%%
 %%% == Safety ==
 %%%
@@ -355,7 +355,7 @@ sink_ping() ->
 sink_version() ->
     kprof_sink:command(version).
 
-%% @doc The sink's counters since the last reset (see doc/protocol.md):
+%% @doc The sink's counters since the last reset (see doc/internals-protocol.md):
 %% frames and bytes read, events per kind, decode errors, table sizes,
 %% `dropped' (trace messages lost at a table's cap) and, per table, the
 %% new keys its cap refused: `dropped_pids', `dropped_mfas',
@@ -369,7 +369,7 @@ sink_stats() ->
 %% its most, from the OS; `undefined' where it does not say), `flame_trees'
 %% (the call-path trees of the `flame_captures' captures it holds, what each
 %% one's `max_bytes' bounds) and `ring' (the tracer's shared ring, 0 when
-%% none). See doc/protocol.md.
+%% none). See doc/internals-protocol.md.
 %% ```
 %% 1> kprof:sink_memory().
 %% #{flame_captures => 0,flame_trees => 0,peak_rss => 2441216,ring => 0,
@@ -529,7 +529,7 @@ is_flat_string(_) -> false.
 %%% TIERS %%%
 %%%%%%%%%%%%%
 %%% Tiered request profiling: where the time of each kind of request goes,
-%%% tier by tier. kprof_tiers has the guided session; doc/tiers.md the
+%%% tier by tier. kprof_tiers has the guided session; doc/internals-tiers.md the
 %%% contract with the sink.
 
 %% @doc Start tiered request profiling: `Tiers' is

@@ -35,7 +35,7 @@
 %%%     the total at arming plus 1 GiB);</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
 %%%     `max_seconds'. The sink enforces `max_events' and `rate' itself, on
-%%%     every event it reads (the `{limits, ...}' command, doc/protocol.md):
+%%%     every event it reads (the `{limits, ...}' command, doc/internals-protocol.md):
 %%%     the event past the bound trips its `limit' alert, and from that event
 %%%     on nothing more reaches the tiers or a capture, so the report holds
 %%%     exactly the events up to the bound, however many the VM still sends

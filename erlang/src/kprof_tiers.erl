@@ -10,7 +10,7 @@
 %%% {@link kprof_tiers_cluster} starts, stops, resets and reports the tiers
 %%% on every node they run on (through this module's per-node functions), {@link kprof_tiers_window} polls the sink (the server's state
 %%% in kprof_tiers_state.hrl) and makes the report's data of it, {@link
-%%% kprof_tiers_full} writes full trace's flame graphs. doc/tiers.md is the
+%%% kprof_tiers_full} writes full trace's flame graphs. doc/internals-tiers.md is the
 %%% contract with the sink.
 %%%
 %%% == How a request is traced ==
@@ -25,7 +25,7 @@
 %%%    kprof_mark:stop() ---------->  call {Token(L), Caller}           --+     times tiers)
 %%% '''
 %%% Time goes to the most recently opened frame still open in any process
-%%% of the request (doc/tiers.md): while `my_http:handle/1' waits for the db
+%%% of the request (doc/internals-tiers.md): while `my_http:handle/1' waits for the db
 %%% server, `my_db:query/1' has the time once the server runs it; until then
 %%% (the request waits in the server's queue) the time is still http's.
 %%%
@@ -114,7 +114,7 @@
 %%% <li>`max_identities', `max_inflight', `max_request_events',
 %%%     `grace_ms', `max_request_ms' (a request open longer, say of a
 %%%     killed process, is dropped and counted as abandoned): the sink's
-%%%     limits (doc/tiers.md).</li>
+%%%     limits (doc/internals-tiers.md).</li>
 %%% <li>`full_trace': every
 %%%     function of every loaded module (kprof's own and `erlang''s BIFs
 %%%     aside; modules loaded later are not) is traced in processes that
