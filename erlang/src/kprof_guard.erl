@@ -78,7 +78,7 @@
 %%% <li>`max_lag_ms' (default `1000'; integer >= 1 or infinity): abort when the sink lags this far behind</li>
 %%% <li>`max_stall_ms' (default `500'; integer >= 1 or infinity): abort when the sink stops reading this long</li>
 %%% <li>`max_queue_bytes' (default `4194304'; integer >= 1 or infinity): abort past this many bytes queued to the sink</li>
-%%% <li>`max_memory_bytes' (default `default'; term): abort past this sink memory: bytes | infinity | default</li>
+%%% <li>`max_memory_bytes' (default `default'; term): abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)</li>
 %%% <li>`max_events' (default `infinity'; integer >= 1 or infinity): abort past this many events</li>
 %%% <li>`rate' (default `infinity'; term): {Max, PerMs} | infinity: abort past this event rate</li>
 %%% <li>`max_seconds' (default `infinity'; integer >= 1 or infinity): abort after this long</li>
