@@ -1187,8 +1187,10 @@ traced_by_other(Dir) ->
     Self = self(),
     Caller = spawn_link(fun() ->
                                 receive go -> ok end,
-                                Self ! {applied, catch kprof:flame_apply(fun() -> ?MODULE:leaf() end,
-                                                                         #{output_directory => Dir})}
+                                Self ! {applied, kprof_test_util:caught(
+                                                  fun() -> kprof:flame_apply(fun() -> ?MODULE:leaf() end,
+                                                                             #{output_directory => Dir})
+                                                  end)}
                         end),
     1 = erlang:trace(Caller, true, [call, {tracer, Dbg}]),
     Caller ! go,
@@ -1272,7 +1274,7 @@ fifty_workers_in_peer(Dir) ->
         ok = erpc:call(Node, ?MODULE, fifty_workers_here, [Dir, self()], 140000)
     after
         unlink(Peer),
-        catch peer:stop(Peer),      % halt: the port's queue goes with the VM
+        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end),   % halt: the port's queue goes with the VM
         Started andalso net_kernel:stop()
     end.
 

@@ -700,7 +700,7 @@ bad_argument_table() ->
      {flame_pid, [[x], [[self() | x]], [[]]]},
      {flame_pid, [[self(), x], [self(), -1]]},
      {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]},
-     {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => maybe}]]},
+     {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => 'maybe'}]]},
      {help, [[x], [#{}]]},
      {replay, [[x], [42], [["a.kprec" | b]], [[]]]},
      {replay, [["a.kprec", x], ["a.kprec", #{output_format => Improper}],

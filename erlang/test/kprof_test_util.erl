@@ -4,7 +4,19 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
+         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1]).
+
+%% @doc What `catch F()' gives, without `catch Expr' (OTP 29 deprecates it):
+%% F's value, a thrown term, `{'EXIT', Reason}' of an exit, `{'EXIT',
+%% {Reason, Stack}}' of an error.
+-spec caught(fun(() -> T)) -> T | term().
+caught(F) ->
+    try F()
+    catch
+        throw:T -> T;
+        exit:R -> {'EXIT', R};
+        error:R:S -> {'EXIT', {R, S}}
+    end.
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is

@@ -106,7 +106,7 @@ setup() ->
 -spec cleanup(map()) -> ok.
 cleanup(#{pids := Pids, doomed_pid := DoomedPid, started := Started}) ->
     _ = kprof:stop_tiers(),
-    [catch peer:stop(P) || P <- [DoomedPid | Pids]],
+    _ = [kprof_test_util:caught(fun() -> peer:stop(P) end) || P <- [DoomedPid | Pids]],
     ok = kprof:stop(),
     Started andalso net_kernel:stop(),
     logger:set_handler_config(default, level, all),

@@ -320,7 +320,7 @@ busy_flame_tiers() ->
 kprof_traced() ->
     Port = kprof:sink_port(),
     [P || P <- [new | erlang:processes()],
-          case catch erlang:trace_info(P, tracer) of
+          case kprof_test_util:caught(fun() -> erlang:trace_info(P, tracer) end) of
               {tracer, {kprof_tracer, _}} -> true;
               {tracer, Port} -> true;
               _ -> false
