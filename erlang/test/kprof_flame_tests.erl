@@ -833,12 +833,10 @@ agree_totals(Files) ->
     {Period, Perf} = perf(file_of(".perf", Files)),
     ?assert(Period >= 10),
     ?assertEqual([], [S || [C, C | _] = S <- maps:keys(Perf)]),
-    %% A path of less than 1 us of self time rounds to no line of the folded
-    %% file, but a sample may land on it: its parent is there, and such
-    %% paths are a sliver of the samples.
-    Absent = [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)],
-    ?assertEqual([], [S || S <- Absent, incl(Folded, lists:droplast(S)) =:= 0]),
-    ?assert(lists:sum([maps:get(S, Perf) || S <- Absent]) * 100 =< lists:sum(maps:values(Perf))),
+    %% Every path sampled is in the folded file: a path of less than 1 us
+    %% may round to no line there, and perf's samples fall only where the
+    %% folded file's running sum rounds (port/flame/write_perf.c).
+    ?assertEqual([], [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)]),
     P = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
                   #{}, Perf),
     SS = speedscope_totals(file_of(".speedscope.json", Files)),
