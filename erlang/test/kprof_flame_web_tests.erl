@@ -224,7 +224,7 @@ cleanup(Dir) ->
 
 get(Url, Headers) ->
     {ok, {{_, Code, _}, RespHeaders, Body}} =
-        httpc:request(get, {Url, Headers}, [{timeout, 30000}], []),
+        kprof_test_util:http(get, {Url, Headers}, [{timeout, 30000}]),
     {Code, RespHeaders, Body}.
 
 start_httpd(Root, OutDir) ->

@@ -108,8 +108,8 @@ web(Base, As) ->
     Port = proplists:get_value(port, httpd:info(Httpd)),
     Get = fun() ->
                   {ok, {{_, 200, _}, Hs, "ok"}} =
-                      httpc:request(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ "/",
-                                          [{"x-trace-request", "true"}]}, [], []),
+                      kprof_test_util:http(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ "/",
+                                                 [{"x-trace-request", "true"}]}, []),
                   Hs
           end,
     try

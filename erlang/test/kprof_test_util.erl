@@ -4,7 +4,17 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1]).
+         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1,
+         http/3]).
+
+%% @doc httpc:request/4 for the suites' loopback servers (plain http).
+%% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
+%% (public_key:cacerts_get/0) for every request, http too, and from OTP 26
+%% crash where the system has none (pubkey_os_cacerts
+%% conv_error_reason(no_cacerts_found)); a loopback http request needs none.
+-spec http(get | post, tuple(), list()) -> term().
+http(Method, Request, HttpOpts) ->
+    httpc:request(Method, Request, [{ssl, []} | HttpOpts], []).
 
 %% @doc What `catch F()' gives, without `catch Expr' (OTP 29 deprecates it):
 %% F's value, a thrown term, `{'EXIT', Reason}' of an exit, `{'EXIT',

@@ -417,7 +417,7 @@ get(Port, Headers) ->
 get(Port, Path, Headers) ->
     Url = "http://127.0.0.1:" ++ integer_to_list(Port) ++ Path,
     {ok, {{_, Code, _}, RespHeaders, Body}} =
-        httpc:request(get, {Url, Headers}, [{timeout, 30000}], []),
+        kprof_test_util:http(get, {Url, Headers}, [{timeout, 30000}]),
     {Code, RespHeaders, Body}.
 
 sorted({ok, L}) -> {ok, lists:sort(L)}.
