@@ -338,7 +338,7 @@ stop_mid_capture(Dir) ->
 bounded_calls(_Dir) ->
     ok = kprof:stop(),
     T = 1000,
-    ok = kprof:start(#{call_timeout => T}),
+    ok = kprof_test_util:start(#{call_timeout => T}),
     %% A directory of its own: /tmp itself is root's, refused to anybody else.
     Out = "/tmp/kprof-fault-ring-" ++ os:getpid(),
     {ok, _, _} = kprof:flame_apply(fun() -> ok end,   % the ring is open before the freeze
@@ -415,7 +415,7 @@ run_all(Calls) ->
 setup() ->
     logger:set_handler_config(default, level, error),
     {module, _} = code:ensure_loaded(kprof_guard_work),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-fault-eunit-~s-~b",
                                                             [os:getpid(),
                                                              erlang:unique_integer([positive])]))),

@@ -48,7 +48,7 @@ slack() -> #{max_stall_ms => 30000, max_lag_ms => 30000}.
         "run(Src) -> {ok, _, _} = compile:file(Src, [binary, report_errors]), ok.~n").
 
 setup() ->
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Dir = kprof_test_util:tmp_dir("kprof-record"),
     Mod = list_to_atom("kprof_rec_work_" ++ integer_to_list(erlang:unique_integer([positive]))),
     %% Not Dir/ebin: code:priv_dir(kprof) would take Dir (kprof-record-...) for

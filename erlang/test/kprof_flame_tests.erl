@@ -1422,7 +1422,7 @@ volume(Dir, Want0, Tracer) ->
 
 setup(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{tracer => Tracer}),
+    ok = kprof_test_util:start(#{tracer => Tracer}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-flame-eunit-~s-~b",
                                                             [os:getpid(), erlang:unique_integer([positive])]))),
     ok = filelib:ensure_path(Dir),

@@ -5,7 +5,7 @@
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
          distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1,
-         http/3]).
+         http/3, start/1]).
 
 %% @doc httpc:request/4 for the suites' loopback servers (plain http).
 %% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
@@ -93,11 +93,19 @@ fault_sink() ->
         false -> error({fault_sink_not_built, Path, "make _build/fault/kprof_sink"})
     end.
 
+%% @doc kprof started afresh with `Opts', whatever ran before: a suite sets
+%% up what it needs, in any order of the suites (rebar3 eunit runs them in
+%% another order than make eunit, and a suite that left kprof running made
+%% the next one's kprof:start/1 answer `{error, already_started}').
+-spec start(map()) -> ok.
+start(Opts) ->
+    ok = kprof:stop(),
+    ok = kprof:start(Opts).
+
 %% @doc kprof restarted with `Opts' on the fault-injection sink.
 -spec start_fault_sink(map()) -> ok.
 start_fault_sink(Opts) ->
-    ok = kprof:stop(),
-    ok = kprof:start(Opts#{sink_path => fault_sink()}).
+    start(Opts#{sink_path => fault_sink()}).
 
 %% @doc What `Fun' prints to its group leader, as a binary (a group leader of
 %% its own stands in while it runs).

@@ -92,7 +92,7 @@ not_loaded(Bare) ->
 setup() ->
     logger:set_handler_config(default, level, emergency),
     Started = kprof_test_util:distributed(kprof_nodes_test),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Paths = kprof_test_util:peer_args(?MODULE),
     {ok, LivePid, Live} = peer:start_link(#{name => peer:random_name(kprof_live), args => Paths}),
     %% Not linked: it is killed on purpose.

@@ -85,7 +85,7 @@ process_per_request_test_() ->
 -spec process_per_request(ring | port) -> term().
 process_per_request(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
+    ok = kprof_test_util:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
     try
         ok = kprof:start_tiers([{a, [{?W, small, 1}]}], #{}),
         %% 20 at a time, at most ~2,000 a second: the pids of 100 ms (the
@@ -1313,7 +1313,7 @@ text_report() ->
 -spec setup() -> pid().
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     _ = ?W:start_server(kprof_tiers_db),
     _ = ?W:start_server(kprof_tiers_tpl),
     ?W:start_times().

@@ -374,7 +374,7 @@ setup() ->
     Cache = tmp_dir("cache"),
     Old = os:getenv("XDG_CACHE_HOME"),
     true = os:putenv("XDG_CACHE_HOME", Cache),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     {ok, _} = application:ensure_all_started(inets),
     #{cache => Cache, old => Old, dir => tmp_dir("out")}.
 

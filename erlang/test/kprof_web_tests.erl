@@ -144,7 +144,7 @@ app(Req) ->
 setup() ->
     logger:set_handler_config(default, level, emergency),
     {ok, _} = application:ensure_all_started(inets),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 -spec cleanup(ok) -> ok.
