@@ -854,7 +854,11 @@ entry_identities() ->
 %% costs what one returning `ok' costs.
 -spec bytes_per_request() -> term().
 bytes_per_request() ->
-    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}], #{}),
+    %% (The guard's bounds on the sink's stall and lag are not this test's
+    %% subject: at a load of 20, on OTP 27 and 29, it ended with 23 of 40
+    %% requests, 18.6 bytes a big one, as an abort midway would leave it.)
+    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}],
+                           #{max_stall_ms => 60000, max_lag_ms => 60000}),
     N = 20,
     PerRequest = fun(Fun) ->
                          settle(),
@@ -870,7 +874,7 @@ bytes_per_request() ->
     ?assert(Big < 2048),
     ?assert(abs(Big - Small) < 256),
     R = report(),
-    ?assertEqual(2 * N, maps:get(requests, R)),
+    ?assertEqual({2 * N, [], 0}, {maps:get(requests, R), maps:get(aborted, R), maps:get(dropped, R)}),
     ?assert(maps:get(bytes, R) < 2 * N * 2048).
 
 -spec slow_requests() -> term().
