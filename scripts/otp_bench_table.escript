@@ -9,12 +9,15 @@
 %% a bench not run on an OTP is a "-" column, said so.
 -mode(compile).
 
-%% {Bench, the section it writes, its key columns, the columns compared}.
+%% {Bench, the section it writes, its key columns, the columns compared, the
+%% rows said in words below the table (key prefixes)}.
 benches() ->
     [{"bench-overhead", "Cost per event", ["tracer"],
-      ["ns/event in the traced process"]},
+      ["ns/event in the traced process"],
+      [["kprof_tracer NIF ring"], ["null erl_tracer NIF"], ["kprof_sink"], ["process tracer"]]},
      {"bench-real", "Flame on real workloads: kprof, eprof, fprof, eflame, eflambe",
-      ["workload", "tool"], ["to files ms", "to files / eprof"]}].
+      ["workload", "tool"], ["to files ms", "to files / eprof"],
+      [["compile", "kprof"], ["compile", "eprof"], ["xmerl", "kprof"], ["digraph", "kprof"]]}].
 
 main([Results, OtpDir]) ->
     Otps = lists:sort(fun(A, B) -> list_to_integer(A) =< list_to_integer(B) end,
@@ -35,16 +38,16 @@ main(_) ->
     io:format(standard_error, "usage: otp_bench_table.escript Results OtpDir~n", []),
     halt(2).
 
-part({Bench, Title, Keys, Values}, OtpDir, Otps) ->
+part({Bench, Title, Keys, Values, Said}, OtpDir, Otps) ->
     Runs = [{Otp, section(filename:join([OtpDir, Otp, "bench", Bench ++ ".md"]), Title)}
             || Otp <- Otps],
     Had = [{Otp, S} || {Otp, S} <- Runs, S =/= none],
     case Had of
         [] -> ["### ", Title, "\n\n`", Bench, "` not run on any OTP yet.\n"];
-        _ -> table(Bench, Title, Keys, Values, Had, OtpDir)
+        _ -> table(Bench, Title, Keys, Values, Said, Had, OtpDir)
     end.
 
-table(Bench, Title, Keys, Values, Had, OtpDir) ->
+table(Bench, Title, Keys, Values, Said, Had, OtpDir) ->
     Tables = [{Otp, rows(S)} || {Otp, S} <- Had],
     Order = lists:foldl(fun({_, {_, Rows}}, Acc) ->
                                 Acc ++ [K || R <- Rows, K <- [key(R, Keys)], not lists:member(K, Acc)]
@@ -59,7 +62,21 @@ table(Bench, Title, Keys, Values, Had, OtpDir) ->
     ["### ", Title, " (`", Bench, "`)\n\n",
      [["- ", N, ": ", measured(S), "\n"] || {{_, N}, {_, S}} <- lists:zip(Names, Had)],
      "\n", md_row(Head), md_row(["---" || _ <- Keys] ++ ["--:" || _ <- tl(Head) -- tl(Keys)]),
-     [md_row(R) || R <- Body]].
+     [md_row(R) || R <- Body],
+     [["\nWhat the newer OTPs change (", hd(Values), "; this run's figures, each OTP's run at its own load):\n\n",
+       [said(Prefix, Order, Names, Tables, hd(Values)) || Prefix <- Said]] || length(Names) > 1]].
+
+%% A sentence for the first row whose key starts with Prefix: its value on
+%% each OTP and each newer one's ratio to the first's.
+said(Prefix, Order, Names, Tables, Col) ->
+    case [K || K <- Order, lists:all(fun({P, C}) -> lists:prefix(P, C) end,
+                                     lists:zip(Prefix, lists:sublist(K, length(Prefix))))] of
+        [Key | _] ->
+            ["- ", lists:join(", ", Key), ": ",
+             lists:join(", ", [[value(Otp, Tables, Key, Col), " on ", N] || {Otp, N} <- Names]),
+             " (", ratios(Names, Tables, Key, Col), ")\n"];
+        [] -> []
+    end.
 
 %% The section's provenance lines: when, where, the load.
 measured(Section) ->
@@ -68,7 +85,9 @@ measured(Section) ->
                {match, [L]} -> [L];
                nomatch -> []
            end,
-    lists:join(" ", When ++ Load).
+    %% bench-overhead's verdict, the ring over the VM's dispatch floor.
+    Floor = [string:trim(L) || L <- string:split(Section, "\n", all), lists:prefix("The ring against", L)],
+    lists:join(" ", When ++ [L ++ "." || L <- Load] ++ Floor).
 
 value(Otp, Tables, Key, Col) ->
     {Otp, {Head, Rows}} = lists:keyfind(Otp, 1, Tables),
