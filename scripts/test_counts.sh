@@ -5,7 +5,8 @@
 #   eunit  EUnit's "All N tests passed." or "Failed: F.  Skipped: S.  Passed:
 #          P." (a cancelled group counts as one more failure), or rebar3
 #          eunit's "N tests, F failures[, S skipped][, C cancelled]"
-#   mix    ExUnit's "N tests, F failures[, S skipped]"
+#   mix    ExUnit's "N tests, F failures[, S skipped]", or from Elixir 1.20
+#          "Result: P passed[, F failed][, S skipped]"
 kind=${1:-}
 log=${2:-}
 [ -f "$log" ] || exit 0
@@ -28,6 +29,14 @@ case $kind in
         }
         gsub(/,/, "", f); gsub(/,/, "", s); gsub(/,/, "", c)
         p = n - f - s - c; f = f + c; c = 0 }
+      /^Result: [0-9]+ / {
+        p = 0; f = 0; s = 0; c = 0
+        for (i = 2; i < NF; i++) {
+          w = $(i + 1); gsub(/,/, "", w)
+          if (w == "passed") p = $(i)
+          if (w == "failed" || w == "invalid") f += $(i)
+          if (w == "skipped" || w == "excluded") s += $(i)
+        } }
       END { if (p != "") print p, f + c, s + 0 }' ;;
   *) echo "usage: $0 check|eunit|mix LOG" >&2; exit 64 ;;
 esac
