@@ -13,7 +13,7 @@
 %% rows said in words below the table (key prefixes)}.
 benches() ->
     [{"bench-overhead", "Cost per event", ["tracer"],
-      ["ns/event in the traced process"],
+      ["ns/event in the traced process", "slowest round's (ms)"],
       [["kprof_tracer NIF ring"], ["null erl_tracer NIF"], ["kprof_sink"], ["process tracer"]]},
      {"bench-real", "Flame on real workloads: kprof, eprof, fprof, eflame, eflambe",
       ["workload", "tool"], ["to files ms", "to files / eprof"],

@@ -49,6 +49,8 @@ exec unshare --mount --propagation private --pid --fork $net \
     fi
     if [ -n "$net" ]; then
       ip link set lo up
+      # (A minbase root of bookworm has no /etc/hosts to mount over.)
+      [ -e "$root/etc/hosts" ] || : > "$root/etc/hosts"
       printf "127.0.0.1\t%s localhost\n::1\tlocalhost\n" "$(hostname)" > "$root/tmp/.hosts"
       mount --bind "$root/tmp/.hosts" "$root/etc/hosts"
     elif [ -f /etc/resolv.conf ]; then

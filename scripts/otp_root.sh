@@ -176,6 +176,8 @@ if ! "$here/otp_chroot.sh" "$new.building" "
   exit 1
 fi
 rm -f "$new.building/usr/sbin/policy-rc.d"
+# (bookworm's minbase has no /etc/hosts; otp_chroot.sh mounts its own over it.)
+[ -e "$new.building/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' > "$new.building/etc/hosts"
 rm -rf "$new.building/debootstrap"
 otp=$(cat "$new.building"/usr/lib/erlang/releases/*/OTP_VERSION 2>/dev/null | head -1)
 printf 'suite=%s\nbuilt=%s\nmirror=%s\notp=%s\npackages=%s\n' "$suite" "$(date -u +%FT%TZ)" "$url" "$otp" "$PKGS" \
