@@ -597,7 +597,7 @@ hint(capture) ->
 warn_limits(Info) ->
     Said = [{dropped_procs, "processes beyond the capture's limit were left out"}],
     _ = [logger:notice("kprof flame: ~s (~b times)", [Text, N])
-         || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
+         || {K, Text} <- Said, N <- [maps:get(K, Info, 0)], N > 0],
     ok.
 
 %% @private `open => speedscope': runs `speedscope File.speedscope.json' in a

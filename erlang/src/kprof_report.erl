@@ -228,7 +228,7 @@ build(Tiers, First, NodeReports, Opts) ->
                     message => abort_message(R, Reason, Info)}
                   || #{node := N, aborted := {Reason, Info, Time}} = R <- NodeReports],
       incomplete => [incomplete(N, I) || #{node := N} = R <- NodeReports,
-                                         (I = maps:get(incomplete, R, false)) =/= false],
+                                         I <- [maps:get(incomplete, R, false)], I =/= false],
       seen => Sum(seen),
       sampled => Sum(sampled),
       bytes => Sum(bytes),
@@ -251,7 +251,7 @@ build(Tiers, First, NodeReports, Opts) ->
       rows => Rows,
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
-                                     (F = maps:get(full_trace, R, undefined)) =/= undefined])},
+                                     F <- [maps:get(full_trace, R, undefined)], F =/= undefined])},
     maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS]
                                       ++ [{K, Opt(K)} || K <- ?RING_DROPS])).
 

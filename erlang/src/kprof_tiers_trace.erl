@@ -339,15 +339,33 @@ untrace(Plan, C, _SinkLost) ->
 -spec clean(#plan{}, port() | undefined, boolean()) -> ok.
 clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
     disarm_guard(),
-    untrace_now(Patterns ++ Full),
+    %% Not when a session began since (after a sink's kill -9, on the new
+    %% sink): its tracer NIF generation is live, its flags and patterns are
+    %% its own, and kprof_tracer:detach/0 and erlang:trace(all, false, _)
+    %% took them (a flame capture started then got no events). The abort or
+    %% stop turned ours off already (untrace_at_once/2).
+    Newer = newer_session(),
+    _ = Newer orelse untrace_now(Patterns ++ Full),
     _ = case kprof_sink:port() of
             Port when not Lost ->
-                release_ring(),
+                _ = Newer orelse release_ring(),
                 try kprof_sink:send(tiers_stop) catch _:_ -> ok end;
             _ ->
                 ok    % gone, or a new sink: nothing of ours in it
         end,
     ok.
+
+%% Another run traces: the tracer NIF has a live generation again (ours was
+%% detached by the abort or stop), or the guard has something else armed.
+-spec newer_session() -> boolean().
+newer_session() ->
+    Live = try kprof_tracer:live() catch error:_ -> 0 end,
+    Armed = try kprof_guard:status() of
+                #{armed := A} -> A -- [tiers]
+            catch
+                exit:_ -> []
+            end,
+    Live =/= 0 orelse Armed =/= [].
 
 %%% The request path's term
 

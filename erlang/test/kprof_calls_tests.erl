@@ -29,7 +29,7 @@ calls_test_() ->
 
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 cleanup(_) ->
@@ -332,7 +332,7 @@ sink_dies() ->
 %% max is polled (the counts may pass it, none is lost).
 port_tracer() ->
     ok = kprof:stop(),
-    ok = kprof:start(#{tracer => port}),
+    ok = kprof_test_util:start(#{tracer => port}),
     N = 200,
     S = session([?A, ?B], #{ms => 60000, max => 4 * N, print => false}),
     W = worker(self(), N),

@@ -312,8 +312,10 @@ stop_mid_capture(Dir) ->
     Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 2)],
     Self = self(),
     _ = spawn(fun() ->
-                      Self ! {done, catch kprof:flame_capture({?MODULE, trig, 0}, 100000,
-                                                              (opts(Dir))#{timeout => 30000})}
+                      Self ! {done, kprof_test_util:caught(
+                                      fun() -> kprof:flame_capture({?MODULE, trig, 0}, 100000,
+                                                                   (opts(Dir))#{timeout => 30000})
+                                      end)}
               end),
     ok = wait_until(fun() -> erlang:trace_info(on_load, traced) =:= {traced, local} end, 10000),
     ok = kprof:stop(),
@@ -336,7 +338,7 @@ stop_mid_capture(Dir) ->
 bounded_calls(_Dir) ->
     ok = kprof:stop(),
     T = 1000,
-    ok = kprof:start(#{call_timeout => T}),
+    ok = kprof_test_util:start(#{call_timeout => T}),
     %% A directory of its own: /tmp itself is root's, refused to anybody else.
     Out = "/tmp/kprof-fault-ring-" ++ os:getpid(),
     {ok, _, _} = kprof:flame_apply(fun() -> ok end,   % the ring is open before the freeze
@@ -396,7 +398,7 @@ run_all(Calls) ->
     Self = self(),
     _ = [spawn(fun() ->
                        T0 = erlang:monotonic_time(millisecond),
-                       R = (catch F()),
+                       R = kprof_test_util:caught(F),
                        Self ! {timed, N, erlang:monotonic_time(millisecond) - T0, R}
                end) || {N, _, F} <- Calls],
     Timed = [receive {timed, N, Ms, R} -> {N, Ms, R} after 60000 -> {N, stuck, stuck} end
@@ -413,7 +415,7 @@ run_all(Calls) ->
 setup() ->
     logger:set_handler_config(default, level, error),
     {module, _} = code:ensure_loaded(kprof_guard_work),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-fault-eunit-~s-~b",
                                                             [os:getpid(),
                                                              erlang:unique_integer([positive])]))),
@@ -421,9 +423,9 @@ setup() ->
     Dir.
 
 cleanup(Dir) ->
-    _ = (catch kprof:unsubscribe()),
+    _ = kprof_test_util:caught(fun kprof:unsubscribe/0),
     %% A sink left frozen by a failed test must not hang the next one.
-    _ = case catch kprof_sink:info() of
+    _ = case kprof_test_util:caught(fun kprof_sink:info/0) of
             #{os_pid := P} -> signal("CONT", P);
             _ -> ok
         end,
@@ -452,12 +454,12 @@ busy_capture(N, Dir) ->
 leftovers() ->
     Port = kprof_sink:port(),
     Procs = [{flags, P, T} || P <- processes(), P =/= self(),
-                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+                              {tracer, T} <- [kprof_test_util:caught(fun() -> erlang:trace_info(P, tracer) end)],
                               is_kprof(T, Port)],
     Patterns = [{pattern, MFA, What}
                 || {M, _} <- code:all_loaded(), MFA <- first_function(M),
-                   {What, V} <- [catch erlang:trace_info(MFA, traced),
-                                 catch erlang:trace_info(MFA, meta)],
+                   {What, V} <- [kprof_test_util:caught(fun() -> erlang:trace_info(MFA, Item) end)
+                                 || Item <- [traced, meta]],
                    V =/= false, V =/= undefined, V =/= []],
     OnLoad = case erlang:trace_info(on_load, traced) of
                  {traced, false} -> [];
@@ -470,7 +472,7 @@ is_kprof(Port, Port) when is_port(Port) -> true;
 is_kprof(_, _) -> false.
 
 first_function(M) ->
-    case catch M:module_info(functions) of
+    case kprof_test_util:caught(fun() -> M:module_info(functions) end) of
         [{F, A} | _] -> [{M, F, A}];
         _ -> []
     end.
@@ -540,7 +542,7 @@ stall_bound() ->
     maps:get(max_stall_ms, kprof_guard:default_limits()).
 
 new_sink(Old) ->
-    case catch kprof_sink:info() of
+    case kprof_test_util:caught(fun kprof_sink:info/0) of
         #{os_pid := P} when P =/= Old -> kprof:sink_ping() =:= pong;
         _ -> false
     end.

@@ -319,8 +319,10 @@ mfa_name({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A])).
 %% at least one, and no more than the capture's measured time allows).
 progress_lines(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    %% (The stall bound too out of reach: at a load of 21 the guard aborted
+    %% the 600 ms capture on OTP 27, as on 25 at 17, before a progress line.)
     Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
-             max_queue_bytes => 64 bsl 20},
+             max_stall_ms => 30000, max_queue_bytes => 64 bsl 20},
     T0 = erlang:monotonic_time(millisecond),
     Text = kprof_test_util:capture_io(
              fun() -> {ok, _} = kprof:flame_pid(A, 600, Opts#{progress => 100}) end),
@@ -833,12 +835,10 @@ agree_totals(Files) ->
     {Period, Perf} = perf(file_of(".perf", Files)),
     ?assert(Period >= 10),
     ?assertEqual([], [S || [C, C | _] = S <- maps:keys(Perf)]),
-    %% A path of less than 1 us of self time rounds to no line of the folded
-    %% file, but a sample may land on it: its parent is there, and such
-    %% paths are a sliver of the samples.
-    Absent = [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)],
-    ?assertEqual([], [S || S <- Absent, incl(Folded, lists:droplast(S)) =:= 0]),
-    ?assert(lists:sum([maps:get(S, Perf) || S <- Absent]) * 100 =< lists:sum(maps:values(Perf))),
+    %% Every path sampled is in the folded file: a path of less than 1 us
+    %% may round to no line there, and perf's samples fall only where the
+    %% folded file's running sum rounds (port/flame/write_perf.c).
+    ?assertEqual([], [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)]),
     P = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
                   #{}, Perf),
     SS = speedscope_totals(file_of(".speedscope.json", Files)),
@@ -1187,8 +1187,10 @@ traced_by_other(Dir) ->
     Self = self(),
     Caller = spawn_link(fun() ->
                                 receive go -> ok end,
-                                Self ! {applied, catch kprof:flame_apply(fun() -> ?MODULE:leaf() end,
-                                                                         #{output_directory => Dir})}
+                                Self ! {applied, kprof_test_util:caught(
+                                                  fun() -> kprof:flame_apply(fun() -> ?MODULE:leaf() end,
+                                                                             #{output_directory => Dir})
+                                                  end)}
                         end),
     1 = erlang:trace(Caller, true, [call, {tracer, Dbg}]),
     Caller ! go,
@@ -1272,7 +1274,7 @@ fifty_workers_in_peer(Dir) ->
         ok = erpc:call(Node, ?MODULE, fifty_workers_here, [Dir, self()], 140000)
     after
         unlink(Peer),
-        catch peer:stop(Peer),      % halt: the port's queue goes with the VM
+        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end),   % halt: the port's queue goes with the VM
         Started andalso net_kernel:stop()
     end.
 
@@ -1422,7 +1424,7 @@ volume(Dir, Want0, Tracer) ->
 
 setup(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{tracer => Tracer}),
+    ok = kprof_test_util:start(#{tracer => Tracer}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-flame-eunit-~s-~b",
                                                             [os:getpid(), erlang:unique_integer([positive])]))),
     ok = filelib:ensure_path(Dir),

@@ -349,7 +349,7 @@ log(#{level := Level, msg := Msg}, #{config := Pid}) ->
 -spec setup() -> ok.
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}).
+    ok = kprof_test_util:start(#{}).
 
 -spec cleanup(ok) -> ok.
 cleanup(ok) ->

@@ -528,11 +528,11 @@ app_stop_leaves_nothing() ->
 
 %% The slowed sink has seconds of backlog to read: replace it rather than wait.
 kill_slow_sink() ->
-    case catch erlang:port_info(kprof:sink_port(), os_pid) of
+    case kprof_test_util:caught(fun() -> erlang:port_info(kprof:sink_port(), os_pid) end) of
         {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
         _ -> ok   % already gone
     end,
-    ok = wait_until(fun() -> catch kprof:sink_ping() =:= pong end, 5000),
+    ok = wait_until(fun() -> kprof_test_util:caught(fun kprof:sink_ping/0) =:= pong end, 5000),
     kprof:sink_ping().
 
 flush() ->

@@ -4,7 +4,29 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
+         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1,
+         http/3, start/1]).
+
+%% @doc httpc:request/4 for the suites' loopback servers (plain http).
+%% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
+%% (public_key:cacerts_get/0) for every request, http too, and from OTP 26
+%% crash where the system has none (pubkey_os_cacerts
+%% conv_error_reason(no_cacerts_found)); a loopback http request needs none.
+-spec http(get | post, tuple(), list()) -> term().
+http(Method, Request, HttpOpts) ->
+    httpc:request(Method, Request, [{ssl, []} | HttpOpts], []).
+
+%% @doc What `catch F()' gives, without `catch Expr' (OTP 29 deprecates it):
+%% F's value, a thrown term, `{'EXIT', Reason}' of an exit, `{'EXIT',
+%% {Reason, Stack}}' of an error.
+-spec caught(fun(() -> T)) -> T | term().
+caught(F) ->
+    try F()
+    catch
+        throw:T -> T;
+        exit:R -> {'EXIT', R};
+        error:R:S -> {'EXIT', {R, S}}
+    end.
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -71,11 +93,19 @@ fault_sink() ->
         false -> error({fault_sink_not_built, Path, "make _build/fault/kprof_sink"})
     end.
 
+%% @doc kprof started afresh with `Opts', whatever ran before: a suite sets
+%% up what it needs, in any order of the suites (rebar3 eunit runs them in
+%% another order than make eunit, and a suite that left kprof running made
+%% the next one's kprof:start/1 answer `{error, already_started}').
+-spec start(map()) -> ok.
+start(Opts) ->
+    ok = kprof:stop(),
+    ok = kprof:start(Opts).
+
 %% @doc kprof restarted with `Opts' on the fault-injection sink.
 -spec start_fault_sink(map()) -> ok.
 start_fault_sink(Opts) ->
-    ok = kprof:stop(),
-    ok = kprof:start(Opts#{sink_path => fault_sink()}).
+    start(Opts#{sink_path => fault_sink()}).
 
 %% @doc What `Fun' prints to its group leader, as a binary (a group leader of
 %% its own stands in while it runs).

@@ -85,7 +85,7 @@ process_per_request_test_() ->
 -spec process_per_request(ring | port) -> term().
 process_per_request(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
+    ok = kprof_test_util:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
     try
         ok = kprof:start_tiers([{a, [{?W, small, 1}]}], #{}),
         %% 20 at a time, at most ~2,000 a second: the pids of 100 ms (the
@@ -320,7 +320,7 @@ busy_flame_tiers() ->
 kprof_traced() ->
     Port = kprof:sink_port(),
     [P || P <- [new | erlang:processes()],
-          case catch erlang:trace_info(P, tracer) of
+          case kprof_test_util:caught(fun() -> erlang:trace_info(P, tracer) end) of
               {tracer, {kprof_tracer, _}} -> true;
               {tracer, Port} -> true;
               _ -> false
@@ -872,7 +872,11 @@ entry_identities() ->
 %% costs what one returning `ok' costs.
 -spec bytes_per_request() -> term().
 bytes_per_request() ->
-    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}], #{}),
+    %% (The guard's bounds on the sink's stall and lag are not this test's
+    %% subject: at a load of 20, on OTP 27 and 29, it ended with 23 of 40
+    %% requests, 18.6 bytes a big one, as an abort midway would leave it.)
+    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}],
+                           #{max_stall_ms => 60000, max_lag_ms => 60000}),
     N = 20,
     PerRequest = fun(Fun) ->
                          settle(),
@@ -888,7 +892,7 @@ bytes_per_request() ->
     ?assert(Big < 2048),
     ?assert(abs(Big - Small) < 256),
     R = report(),
-    ?assertEqual(2 * N, maps:get(requests, R)),
+    ?assertEqual({2 * N, [], 0}, {maps:get(requests, R), maps:get(aborted, R), maps:get(dropped, R)}),
     ?assert(maps:get(bytes, R) < 2 * N * 2048).
 
 -spec slow_requests() -> term().
@@ -1331,7 +1335,7 @@ text_report() ->
 -spec setup() -> pid().
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     _ = ?W:start_server(kprof_tiers_db),
     _ = ?W:start_server(kprof_tiers_tpl),
     ?W:start_times().

@@ -231,7 +231,7 @@ timed(Key, Fun) ->
     T0 = erlang:monotonic_time(nanosecond),
     Result = Fun(),
     Ns = erlang:monotonic_time(nanosecond) - T0,
-    _ = (catch ets:update_counter(?TIMES, Key, Ns, {Key, 0})),
+    _ = try ets:update_counter(?TIMES, Key, Ns, {Key, 0}) catch error:badarg -> no_table end,
     Result.
 
 %%% gen_server

@@ -35,7 +35,7 @@ port_tracer_test_() ->
 setup() ->
     logger:set_handler_config(default, level, error),
     _ = application:load(kprof),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ?W:start_times().
 
 cleanup(Times) ->

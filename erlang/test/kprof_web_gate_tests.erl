@@ -404,7 +404,7 @@ setup() ->
     Cache = tmp_dir("cache"),
     Old = os:getenv("XDG_CACHE_HOME"),
     true = os:putenv("XDG_CACHE_HOME", Cache),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     {ok, _} = application:ensure_all_started(inets),
     #{cache => Cache, old => Old, dir => tmp_dir("out")}.
 
@@ -447,7 +447,7 @@ get(Port, Headers) ->
 get(Port, Path, Headers) ->
     Url = "http://127.0.0.1:" ++ integer_to_list(Port) ++ Path,
     {ok, {{_, Code, _}, RespHeaders, Body}} =
-        httpc:request(get, {Url, Headers}, [{timeout, 30000}], []),
+        kprof_test_util:http(get, {Url, Headers}, [{timeout, 30000}]),
     {Code, RespHeaders, Body}.
 
 sorted({ok, L}) -> {ok, lists:sort(L)}.

@@ -4,7 +4,13 @@
  * stacks start above it (the folded stacks' `root;frames` is `comm;frames`
  * here, as stackcollapse-perf.pl folds it). Its
  * merged timeline (see ks_fwalk) is sampled every `period`: a sample at
- * t = (k + 1/2) * period shows the call path whose self time covers t.
+ * t = k * period + phase shows the call path whose self time (start, end]
+ * holds t. phase is half a period, moved by less than 1 us to a point
+ * where the folded file's running sum rounds (write_folded.c: 500 ns past
+ * a whole us of the capture's timeline, on which this process starts at
+ * `origin`): a path with a sample has a count of at least 1 in the folded
+ * file, so no path of this file is missing there (a path of 0.4 us took a
+ * sample and rounded to nothing in the folded file).
  * Viewers weigh samples by count (Firefox Profiler) or by the time between
  * them (speedscope), so evenly spaced samples are right for both; a path
  * with less than half a period of self time may not show. The period is
@@ -26,6 +32,7 @@ typedef struct perf {
   const ks_fout *o;
   FILE *f;
   uint64_t period;
+  uint64_t origin;      /* where the process starts on the capture's timeline */
   char comm[1024];
   uint32_t tid;
   char *stack;          /* the lines of the current node's stack */
@@ -72,16 +79,17 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   perf *w = ctx;
   uint64_t end = t + w->o->total[node], self = w->o->c->tree.v[node].self;
   uint64_t start = end - self, half = w->period / 2, k, at;
+  uint64_t phase = half + (1500 - (w->origin + half) % 1000) % 1000;
 
   if (self == 0)
     return 1;
-  /* The first k with k * period + half >= start. */
-  k = start <= half ? 0 : (start - half + w->period - 1) / w->period;
-  if (k * w->period + half >= end)
+  /* The first k with k * period + phase > start. */
+  k = start < phase ? 0 : (start - phase) / w->period + 1;
+  if (k * w->period + phase > end)
     return 1;
   if (build_stack(w, node) != KS_OK)
     return KS_ENOMEM;
-  for (; (at = k * w->period + half) < end && !ferror(w->f); k++) {
+  for (; (at = k * w->period + phase) <= end && !ferror(w->f); k++) {
     uint64_t us = 1000000 + at / 1000;   /* times start at 1 s: 0 reads as unset */
     fprintf(w->f, "%s %u/%u [000] %llu.%06llu: %llu cpu-clock:\n", w->comm, w->tid, w->tid,
             (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000),
@@ -126,8 +134,9 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
       w.tid = pv.num;
     else
       w.tid = 0;
-    /* Each process is its own timeline from 0. */
+    /* Each process is its own timeline from 0, at origin on the capture's. */
     rc = ks_fwalk(o, k, NULL, close_node, &w);
+    w.origin += o->total[k];
   }
   free(w.stack);
   return rc < 0 ? rc : KS_OK;

@@ -1433,6 +1433,48 @@ START_TEST(perf_samples) {
 }
 END_TEST
 
+/* Issue 30: a path the perf script file samples is in the folded file too. A
+ * path under 1 us may round to no line of the folded file (its count is the
+ * running sum's, rounded 500 ns past each whole us of the capture's timeline);
+ * perf's samples fell on whole us of each process's own timeline, so such a
+ * path could take one: b at [4.6, 5.4) us took the sample at 5 us, e at
+ * [4.9, 5.1) us of the second process (which starts at 39.7 us) too, and
+ * neither is in the folded file. */
+START_TEST(perf_paths_in_folded) {
+  static const char *names[] = {"m:b/0", "m:e/0", "m:d/0", "m:c/0"};
+  ks_fopts o;
+  ks_fcap *c;
+  char *perf, *fold;
+  size_t k;
+
+  ks_flame_default_opts(&o);
+  o.perf_period_us = 10;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  ks_flame_add_pid(&fl, c, pid_b, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 300, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 300, M("c"), M("a"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_a, 4900, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 4900, M("b"), M("a"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_a, 5700, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 0, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 0, M("d"), M("x"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_b, 4900, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 4900, M("e"), M("x"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_b, 5100, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ks_flame_finish(&fl, c, 1, 40 * US);
+  perf = write_with(c, ks_write_perf);
+  fold = write_with(c, ks_write_folded);
+  for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+    ck_assert_msg(strstr(perf, names[k]) == NULL || strstr(fold, names[k]) != NULL,
+                  "%s sampled in perf, not in folded:\n%s\n%s", names[k], fold, perf);
+  /* Still a sample every 10 us of each process's 39.7 and 40 us. */
+  ck_assert_int_eq(count(perf, "cpu-clock:\n"), 8);
+  free(perf);
+  free(fold);
+}
+END_TEST
+
 START_TEST(svg_frames) {
   ks_fcap *c = start(1);
   char *got;
@@ -2064,6 +2106,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, folded_rounding);
   tcase_add_test(tc, speedscope_events);
   tcase_add_test(tc, perf_samples);
+  tcase_add_test(tc, perf_paths_in_folded);
   tcase_add_test(tc, top_by_function);
   tcase_add_test(tc, elixir_names);
   tcase_add_test(tc, labels_and_groups);
