@@ -5,6 +5,7 @@
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
          distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
+-export([kprof_sessions/0, trace_info/2, kprof_traced/1]).
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -127,6 +128,61 @@ distributed(Name) ->
 peer_args(Mod) ->
     ["-pa", filename:dirname(code:which(kprof)),
      "-pa", filename:dirname(code:which(Mod))].
+
+%% @doc The trace sessions of kprof's on this node, as
+%% `trace:session_info(all)' names them (`{Name, Id}'): OTP 27 and later
+%% (kprof_trace_session); `[]' before, where there are no sessions. Asked of
+%% the VM directly, not of the module under test.
+-spec kprof_sessions() -> [{atom(), term()}].
+kprof_sessions() ->
+    Trace = list_to_atom("trace"),
+    _ = code:ensure_loaded(Trace),
+    case erlang:function_exported(Trace, session_info, 1) of
+        true -> [S || S = {Name, _} <- Trace:session_info(all),
+                      lists:prefix("kprof_", atom_to_list(Name))];
+        false -> []
+    end.
+
+%% @doc `erlang:trace_info(What, Item)' as kprof set it: on OTP 27 and
+%% later kprof traces in sessions of its own, so the first of them whose
+%% answer is not an untraced one; else (and before OTP 27) the legacy API's
+%% answer, which on OTP 27 and later is the untraced one unless the test
+%% traced there itself.
+-spec trace_info(term(), atom()) -> term().
+trace_info(What, Item) ->
+    Trace = list_to_atom("trace"),
+    Ours = [R || S <- kprof_sessions(),
+                 R <- [try Trace:info(S, What, Item) catch error:badarg -> undefined end],
+                 not untraced(R)],
+    case Ours of
+        [R | _] -> R;
+        [] -> erlang:trace_info(What, Item)
+    end.
+
+%% @doc Whether kprof traces `P' with `call': in a session of its own (OTP
+%% 27+), or in the legacy API's with a tracer of kprof's (the NIF of any
+%% generation, or the sink's port).
+-spec kprof_traced(pid()) -> boolean().
+kprof_traced(P) ->
+    Call = fun({flags, Fs}) -> lists:member(call, Fs);
+              (_) -> false
+           end,
+    Trace = list_to_atom("trace"),
+    Port = try kprof_sink:port() catch _:_ -> undefined end,
+    lists:any(fun(S) -> Call(try Trace:info(S, P, flags) catch error:badarg -> [] end) end,
+              kprof_sessions())
+        orelse (case catch erlang:trace_info(P, tracer) of
+                    {tracer, {kprof_tracer, _}} -> true;
+                    {tracer, Port} -> is_port(Port);
+                    _ -> false
+                end andalso Call(catch erlang:trace_info(P, flags))).
+
+untraced(undefined) -> true;
+untraced({_, undefined}) -> true;
+untraced({_, false}) -> true;
+untraced({flags, []}) -> true;
+untraced({tracer, []}) -> true;
+untraced(_) -> false.
 
 %% @doc A new directory under /tmp whose name starts with `Prefix' and is
 %% this VM's alone (its OS pid and a unique integer).
