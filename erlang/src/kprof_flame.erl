@@ -227,7 +227,7 @@ children(_Mode, _Opts, #{children := Children}) -> Children.
 -spec traced(fun(() -> term()) | mfa_args(), list()) ->
           {{ok, term()} | {raise, atom(), term(), list()}, integer()}.
 traced(What, Flags) ->
-    _ = kprof_flame_srv:set_flags(self(), Flags),
+    _ = kprof_flame_trace:set_flags(self(), Flags),
     try case What of
             {M, F, Args} -> erlang:apply(M, F, Args);
             Fun -> Fun()
@@ -235,12 +235,12 @@ traced(What, Flags) ->
     of
         Result ->
             End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
+            kprof_flame_trace:clear_flags(self(), Flags),
             {{ok, Result}, End}
     catch
         Class:Reason:Stack ->
             End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
+            kprof_flame_trace:clear_flags(self(), Flags),
             {{raise, Class, Reason, Stack}, End}
     end.
 
@@ -648,8 +648,9 @@ hint(apply) ->
     "The function made no call the VM could trace (BIFs of modules loaded after "
     "the capture started are not traced), or returned at once.";
 hint(pid) ->
-    "The processes were not scheduled in during the capture (idle in a receive): "
-    "trace them for longer, or while they work.";
+    "The processes were idle in a receive for all of the capture (its SLEEP time "
+    "dropped with sleep => false), or were gone: trace them for longer, or while "
+    "they work.";
 hint(capture) ->
     "The trigger calls made no traceable call and took no time.".
 
@@ -800,11 +801,6 @@ with_sink(Fun) ->
         ok -> Fun();
         Error -> Error
     end.
-
--spec untrace_self() -> ok.
-untrace_self() ->
-    _ = erlang:trace(self(), false, kprof_flame_srv:untrace_flags()),
-    ok.
 
 -spec is_runnable(term()) -> boolean().
 is_runnable(F) when is_function(F, 0) -> true;
