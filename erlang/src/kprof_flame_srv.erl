@@ -63,7 +63,8 @@
 -module(kprof_flame_srv).
 -behaviour(gen_server).
 
-%% PUBLIC (for kprof_flame)
+%% PUBLIC (for the captures: kprof_flame, kprof_flame_calib; kprof_flame_run
+%% and kprof_flame_trace set a capture's flags)
 -export([open/3, close/1, done/1, stop_trigger/1, release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)
 -export([cancel/0]).
@@ -120,30 +121,43 @@
 %% OTP 27, `gc => true' while another trace session traces
 %% garbage collection on a process the capture would trace gives
 %% `{error, {gc_traced_by_other_session, Pid | new, Tracer}}' and a warning
-%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator).
+%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator). While the
+%% tiers or a calls session run: `{error, {busy, Mode}}' ({@link
+%% kprof_guard:claim/1}).
 -spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
         ok ->
-            case kprof_calls:running()
-                orelse kprof_flame_trace:traced_by_other(maps:get(pids, Cfg, [])) of
-                true ->
-                    %% A calls session owns the trace flags (kprof_calls).
-                    {error, {busy, calls}};
-                [] ->
-                    case gc_conflict(Mode, Cfg) of
-                        none ->
-                            open_in_sink(Id, Mode, Cfg);
-                        {Who, Tracer} ->
-                            warn_gc(Who, Tracer),
-                            {error, {gc_traced_by_other_session, Who, Tracer}}
-                    end;
-                Others = [{Pid, Tracer} | _] ->
-                    warn_traced(Others),
-                    {error, {traced_by_other, Pid, Tracer}}
+            case kprof_guard:claim({kprof_flame, Id}) of
+                ok -> claimed(Id, Mode, Cfg);
+                {error, _} = Busy -> Busy
             end;
         Error ->
             Error
+    end.
+
+%% The capture holds the guard's claim: anything but a start lets it go.
+-spec claimed(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
+claimed(Id, Mode, Cfg) ->
+    case opened(Id, Mode, Cfg) of
+        {ok, _} = Ok -> Ok;
+        {error, _} = Error -> disarm(Id), Error
+    end.
+
+-spec opened(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
+opened(Id, Mode, Cfg) ->
+    case kprof_flame_trace:traced_by_other(maps:get(pids, Cfg, [])) of
+        [] ->
+            case gc_conflict(Mode, Cfg) of
+                none ->
+                    open_in_sink(Id, Mode, Cfg);
+                {Who, Tracer} ->
+                    warn_gc(Who, Tracer),
+                    {error, {gc_traced_by_other_session, Who, Tracer}}
+            end;
+        Others = [{Pid, Tracer} | _] ->
+            warn_traced(Others),
+            {error, {traced_by_other, Pid, Tracer}}
     end.
 
 %% What waits for the sink is done here, in the caller, never in the
@@ -540,7 +554,7 @@ warn_gc(Who, Tracer) ->
 
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
-    {Who, Stop} = case kprof_guard:ours(Tracer) of
+    {Who, Stop} = case kprof_sessions:ours(Tracer) of
                       true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
                       false -> {"another tracer (recon_trace, dbg before OTP 27, ...)",
                                 "recon_trace:clear/0, dbg:stop/0"}

@@ -69,7 +69,7 @@ set_flags(Pid, Flags) ->
            end,
     case kprof_trace_session:legacy(Session) andalso tracer_of(Pid) of
         {tracer, T} when T =/= [], T =/= Want ->
-            case kprof_guard:ours(T) of
+            case kprof_sessions:ours(T) of
                 true -> trace(Session, Pid, false, ?ALL_FLAGS);
                 false -> false
             end;
@@ -115,7 +115,7 @@ traced_by_other(Pids) ->
     case kprof_trace_session:supported() of
         true -> [];
         false -> [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [],
-                            not kprof_guard:ours(T)]
+                            not kprof_sessions:ours(T)]
     end.
 
 %% @doc erlang:trace_info(P, tracer), or `undefined' when it raises (as for
@@ -303,7 +303,7 @@ sweep_legacy() ->
 traced_by_us(P) ->
     case tracer_of(P) of
         {tracer, []} -> false;
-        {tracer, T} -> kprof_guard:ours(T);
+        {tracer, T} -> kprof_sessions:ours(T);
         _ -> false
     end.
 

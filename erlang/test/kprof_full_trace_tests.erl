@@ -235,7 +235,7 @@ module_pattern_new_sentinel() ->
     M = kprof_ft_dyn,
     load_dyn(M, [a, b]),
     Legacy = kprof_trace_session:legacy_api(),
-    P = {module, M, true, [local], {M, a, 0}} = kprof_guard:module_pattern(Legacy, M, true, [local]),
+    P = {module, M, true, [local], {M, a, 0}} = kprof_guard_reload:module_pattern(Legacy, M, true, [local]),
     ok = kprof_guard:arm(ft_test, #{abort => fun(_, _) -> ok end, patterns => [P]}),
     try
         #{reapplied := N0} = kprof_guard:status(),
