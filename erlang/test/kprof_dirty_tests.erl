@@ -142,14 +142,10 @@ in_call(P, Kind) ->
 %%%%%%%%%%%%%%%
 
 setup() ->
-    logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
-    kprof_test_util:tmp_dir("kprof-dirty").
+    kprof_test_util:start_quiet("kprof-dirty").
 
 cleanup(Dir) ->
-    _ = kprof:stop(),
-    _ = file:del_dir_r(Dir),
-    logger:set_handler_config(default, level, all).
+    kprof_test_util:stop_quiet(Dir).
 
 peer_args() ->
     kprof_test_util:peer_args(?MODULE).

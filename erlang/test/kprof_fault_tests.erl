@@ -445,37 +445,8 @@ busy_capture(N, Dir) ->
     ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
     Ps.
 
-%% Every trace setting of kprof's still on the node: a trace session of
-%% kprof's (OTP 27+: all the rest of its settings are in one), and in the
-%% legacy API's session processes whose tracer is kprof's (the sink's port,
-%% the tracer NIF), patterns on the functions of loaded modules (one
-%% function of each, whose pattern a module-wide or node-wide one would have
-%% set), meta patterns, and on_load.
 leftovers() ->
-    Port = kprof_sink:port(),
-    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
-                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-                              is_kprof(T, Port)],
-    Patterns = [{pattern, MFA, What}
-                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
-                   {What, V} <- [catch erlang:trace_info(MFA, traced),
-                                 catch erlang:trace_info(MFA, meta)],
-                   V =/= false, V =/= undefined, V =/= []],
-    OnLoad = case erlang:trace_info(on_load, traced) of
-                 {traced, false} -> [];
-                 Other -> [{on_load, Other}]
-             end,
-    kprof_test_util:kprof_sessions() ++ Procs ++ Patterns ++ OnLoad.
-
-is_kprof({kprof_tracer, _}, _Port) -> true;
-is_kprof(Port, Port) when is_port(Port) -> true;
-is_kprof(_, _) -> false.
-
-first_function(M) ->
-    case catch M:module_info(functions) of
-        [{F, A} | _] -> [{M, F, A}];
-        _ -> []
-    end.
+    kprof_test_util:leftovers().
 
 next_start_works() ->
     ok = kprof:start(),

@@ -5,7 +5,8 @@
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
          distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
--export([kprof_sessions/0, trace_info/2, kprof_traced/1]).
+-export([kprof_sessions/0, trace_info/2, kprof_traced/1, leftovers/0, kprof_tracers_left/0,
+         start_quiet/1, stop_quiet/1]).
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -183,6 +184,61 @@ untraced({_, false}) -> true;
 untraced({flags, []}) -> true;
 untraced({tracer, []}) -> true;
 untraced(_) -> false.
+
+%% @doc Every trace setting of kprof's still on the node: a trace session of
+%% kprof's (OTP 27+: all the rest of its settings are in one), and in the
+%% legacy API's session processes whose tracer is kprof's (the sink's port,
+%% the tracer NIF), patterns on the functions of loaded modules (one
+%% function of each, whose pattern a module-wide or node-wide one would have
+%% set), meta patterns, and on_load.
+-spec leftovers() -> list().
+leftovers() ->
+    Patterns = [{pattern, MFA, What}
+                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
+                   {What, V} <- [catch erlang:trace_info(MFA, traced),
+                                 catch erlang:trace_info(MFA, meta)],
+                   V =/= false, V =/= undefined, V =/= []],
+    OnLoad = case erlang:trace_info(on_load, traced) of
+                 {traced, false} -> [];
+                 Other -> [{on_load, Other}]
+             end,
+    kprof_tracers_left() ++ Patterns ++ OnLoad.
+
+%% @doc As {@link leftovers/0} without the patterns (a test whose own tracer
+%% has patterns of the legacy API beside kprof's): kprof's sessions and the
+%% processes whose tracer in the legacy API's session is kprof's.
+-spec kprof_tracers_left() -> list().
+kprof_tracers_left() ->
+    Port = catch kprof_sink:port(),
+    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
+                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
+                              is_kprof(T, Port)],
+    kprof_sessions() ++ Procs.
+
+is_kprof({kprof_tracer, _}, _Port) -> true;
+is_kprof(Port, Port) when is_port(Port) -> true;
+is_kprof(_, _) -> false.
+
+first_function(M) ->
+    case catch M:module_info(functions) of
+        [{F, A} | _] -> [{M, F, A}];
+        _ -> []
+    end.
+
+%% @doc kprof started, warnings and below not logged (the suites provoke
+%% them), and a directory of the test's own (see {@link tmp_dir/1}).
+-spec start_quiet(string()) -> file:filename().
+start_quiet(Prefix) ->
+    logger:set_handler_config(default, level, error),
+    ok = kprof:start(#{}),
+    tmp_dir(Prefix).
+
+%% @doc kprof stopped, the directory gone, logging back.
+-spec stop_quiet(file:filename()) -> ok.
+stop_quiet(Dir) ->
+    _ = kprof:stop(),
+    _ = file:del_dir_r(Dir),
+    logger:set_handler_config(default, level, all).
 
 %% @doc A new directory under /tmp whose name starts with `Prefix' and is
 %% this VM's alone (its OS pid and a unique integer).

@@ -377,9 +377,7 @@ has_result(Runner) ->
 %%%%%%%%%%%%%%%
 
 setup() ->
-    logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
-    kprof_test_util:tmp_dir("kprof-sessions").
+    kprof_test_util:start_quiet("kprof-sessions").
 
 cleanup(Dir) ->
     _ = (catch dbg:stop()),
@@ -388,10 +386,8 @@ cleanup(Dir) ->
             #{os_pid := P} -> os:cmd("kill -CONT " ++ integer_to_list(P));
             _ -> ok
         end,
-    _ = kprof:stop(),
-    _ = file:del_dir_r(Dir),
     flush(),
-    logger:set_handler_config(default, level, all).
+    kprof_test_util:stop_quiet(Dir).
 
 %% (No calibration of tracing's cost: these tests read which frames a
 %% capture has, not their times.)
@@ -493,37 +489,8 @@ has_work(File) ->
     {ok, Bin} = file:read_file(File),
     ?assertMatch({match, _}, re:run(Bin, "kprof_trace_session_tests:work/1")).
 
-%% Everything of kprof's still on the node: a session of its own (OTP 27+),
-%% and in the legacy API's session processes whose tracer is kprof's and
-%% patterns on any loaded module's functions (one function of each, whose
-%% pattern a module-wide or node-wide one would have set), meta patterns,
-%% on_load.
 left() ->
-    Patterns = [{pattern, MFA, What}
-                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
-                   {What, V} <- [catch erlang:trace_info(MFA, traced),
-                                 catch erlang:trace_info(MFA, meta)],
-                   V =/= false, V =/= undefined, V =/= []],
-    OnLoad = case erlang:trace_info(on_load, traced) of
-                 {traced, false} -> [];
-                 Other -> [{on_load, Other}]
-             end,
-    kprof_left() ++ Patterns ++ OnLoad.
+    kprof_test_util:leftovers().
 
-%% As left/0, but for patterns: another tracer's are there beside kprof's.
 kprof_left() ->
-    Port = catch kprof_sink:port(),
-    Procs = [{flags, P, T} || P <- processes(),
-                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-                              is_kprof(T, Port)],
-    kprof_test_util:kprof_sessions() ++ Procs.
-
-is_kprof({kprof_tracer, _}, _Port) -> true;
-is_kprof(Port, Port) when is_port(Port) -> true;
-is_kprof(_, _) -> false.
-
-first_function(M) ->
-    case catch M:module_info(functions) of
-        [{F, A} | _] -> [{M, F, A}];
-        _ -> []
-    end.
+    kprof_test_util:kprof_tracers_left().
