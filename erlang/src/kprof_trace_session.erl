@@ -55,10 +55,10 @@
 -module(kprof_trace_session).
 
 %% PUBLIC
--export([supported/0, open/2, close/1, alive/1, weak/1, tracer/1, name/1, legacy/1,
+-export([supported/0, open/2, close/1, alive/1, weak/1, tracer/1, legacy/1,
          legacy_api/0, process/4, function/4, info/3, trace_action/1]).
-%% Every session of kprof's, by name (the guard, restarted servers, tests)
--export([destroy/1, destroy_all/0, live/0, names/0]).
+%% Every session of kprof's, by name (the guard, restarted servers)
+-export([destroy/1, destroy_all/0]).
 
 -export_type([session/0, name/0, tracer/0]).
 
@@ -150,11 +150,6 @@ legacy_api() ->
 tracer({legacy, Tracer}) -> Tracer;
 tracer({session, _Name, _Handle, _Weak, Tracer}) -> Tracer.
 
-%% @doc The session's name (`legacy' on the legacy API).
--spec name(session()) -> name() | legacy.
-name({legacy, _}) -> legacy;
-name({session, Name, _, _, _}) -> Name.
-
 %% @doc Whether this is the legacy API (one tracer per process).
 -spec legacy(session()) -> boolean().
 legacy({legacy, _}) -> true;
@@ -208,17 +203,6 @@ destroy(Name) ->
 -spec destroy_all() -> ok.
 destroy_all() ->
     lists:foreach(fun destroy/1, ?NAMES).
-
-%% @doc kprof's sessions now, as `trace:session_info(all)' names them
-%% (`{Name, Id}'); `[]' on the legacy API.
--spec live() -> [{name(), term()}].
-live() ->
-    [W || W = {N, _} <- all_sessions(), lists:member(N, ?NAMES)].
-
-%% @doc The names kprof's sessions have.
--spec names() -> [name()].
-names() ->
-    ?NAMES.
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
