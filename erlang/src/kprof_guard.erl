@@ -649,9 +649,8 @@ set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
 %% A mode's patterns put back where a code reload dropped them
 %% (kprof_guard_reload), each told to the mode and counted.
 reload_mode(Name, A = #armed{patterns = Ps0}, S) ->
-    {Ps, Put} = kprof_guard_reload:check(session(A), Ps0),
-    _ = [reapplied(A, Spec) || Spec <- Put],
-    S1 = S#state{reapplied = S#state.reapplied + length(Put)},
+    {Ps, N} = kprof_guard_reload:check(session(A), Ps0, fun(Spec) -> reapplied(A, Spec) end),
+    S1 = S#state{reapplied = S#state.reapplied + N},
     case Ps of
         Ps0 -> S1;
         _ -> S1#state{armed = maps:put(Name, A#armed{patterns = Ps}, S1#state.armed)}

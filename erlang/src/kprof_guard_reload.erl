@@ -15,27 +15,29 @@
 %%% as when the mode set them after it).
 -module(kprof_guard_reload).
 
--export([check/2, module_pattern/4]).
+-export([check/3, module_pattern/4]).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
 %%%%%%%%%%%%%%
 
 %% @doc The mode's patterns, with a new sentinel for each module-wide one
-%% put back, and what was put back: the `MFA' of a pattern, ``{M, '_',
-%% '_'}'' of a module-wide one. `on_load' patterns are for modules loaded
-%% later: nothing to check. A session destroyed meanwhile (the mode ended)
-%% has nothing to put back.
--spec check(kprof_trace_session:session(), [kprof_guard:pattern()]) ->
-          {[kprof_guard:pattern()], [mfa() | {module(), '_', '_'}]}.
-check(Session, Ps0) ->
-    Put1 = [MFA || P = {MFA, _, _} <- Ps0, MFA =/= on_load, reapply(Session, P)],
-    {Ps, Put2} = lists:mapfoldl(fun(P = {module, _, _, _, _}, Acc) ->
-                                        reapply_module(Session, P, Ps0, Acc);
-                                   (P, Acc) ->
-                                        {P, Acc}
-                                end, [], Ps0),
-    {Ps, Put1 ++ lists:reverse(Put2)}.
+%% put back, and how many were put back. `Put' is told of each as soon as
+%% it is set again: the `MFA' of a pattern, ``{M, '_', '_'}'' of a
+%% module-wide one. `on_load' patterns are for modules loaded later:
+%% nothing to check. A session destroyed meanwhile (the mode ended) has
+%% nothing to put back.
+-spec check(kprof_trace_session:session(), [kprof_guard:pattern()],
+            fun((mfa() | {module(), '_', '_'}) -> term())) ->
+          {[kprof_guard:pattern()], non_neg_integer()}.
+check(Session, Ps0, Put) ->
+    N1 = length([MFA || P = {MFA, _, _} <- Ps0, MFA =/= on_load, reapply(Session, P, Put)]),
+    {Ps, N2} = lists:mapfoldl(fun(P = {module, _, _, _, _}, N) ->
+                                      reapply_module(Session, P, Ps0, Put, N);
+                                 (P, N) ->
+                                      {P, N}
+                              end, 0, Ps0),
+    {Ps, N1 + N2}.
 
 %% @doc Sets `MatchSpec' with `Flags' on every function of module `M', in
 %% `Session' (``erlang:trace_pattern({M, '_', '_'}, MatchSpec, Flags)''
@@ -57,26 +59,30 @@ module_pattern(Session, M, MS, Flags) when is_atom(M), is_list(Flags) ->
 %%%%%%%%%%%%%%%
 
 -spec reapply_module(kprof_trace_session:session(), kprof_guard:pattern(),
-                     [kprof_guard:pattern()], list()) -> {kprof_guard:pattern(), list()}.
-reapply_module(Session, P = {module, M, MS, Flags, Sentinel}, Ps0, Acc) ->
+                     [kprof_guard:pattern()], fun((term()) -> term()), non_neg_integer()) ->
+          {kprof_guard:pattern(), non_neg_integer()}.
+reapply_module(Session, P = {module, M, MS, Flags, Sentinel}, Ps0, Put, N) ->
     case Sentinel =/= undefined andalso erlang:module_loaded(M)
         andalso not has_pattern(Session, Sentinel, Flags) of
         true ->
             P1 = module_pattern(Session, M, MS, Flags),
             _ = [set(Session, MFA, MS1, Flags1)
                  || {MFA = {M1, _, _}, MS1, Flags1} <- Ps0, M1 =:= M],
+            _ = Put({M, '_', '_'}),
             logger:notice("kprof: trace patterns on the functions of ~p were lost"
                           " (code reload?); put back", [M]),
-            {P1, [{M, '_', '_'} | Acc]};
+            {P1, N + 1};
         false ->
-            {P, Acc}
+            {P, N}
     end.
 
--spec reapply(kprof_trace_session:session(), {mfa() | tuple(), term(), list()}) -> boolean().
-reapply(Session, {MFA = {M, _, _}, MS, Flags}) ->
+-spec reapply(kprof_trace_session:session(), {mfa() | tuple(), term(), list()},
+              fun((term()) -> term())) -> boolean().
+reapply(Session, {MFA = {M, _, _}, MS, Flags}, Put) ->
     case code:is_loaded(M) =/= false andalso not is_traced(Session, MFA, Flags) of
         true ->
             _ = set(Session, MFA, MS, Flags),
+            _ = Put(MFA),
             logger:notice("kprof: trace pattern on ~p was lost (code reload?); put back",
                           [MFA]),
             true;
