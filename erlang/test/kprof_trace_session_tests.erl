@@ -145,11 +145,11 @@ legacy_beside_flame(Dir) ->
     W = spawn_link(fun ?MODULE:loop/0),
     T = legacy_tracer(),
     try
-        ok = events_from(legacy, W),
+        ok = wait_until(fun() -> count(T) > 0 end, 10000),
         case sessions() of
             true ->
                 {ok, [File]} = kprof:flame_pid(W, 300, opts(Dir)),
-                ?assert(calls_of(legacy, W) > 0),
+                ?assert(count(T) > 0),   % during the capture
                 has_work(File),
                 T2 = spawn_link(fun ?MODULE:trig_loop/0),
                 {ok, [File2]} = kprof:flame_capture({?MODULE, trig, 0}, 3,
@@ -173,8 +173,9 @@ legacy_beside_tiers(_Dir) ->
     try
         ok = kprof:start_tiers(?TIERS, #{}),
         Me = self(),
+        _ = count(T),
         [kprof:request(I, fun() -> ?MODULE:work(20) end) || I <- lists:seq(1, 20)],
-        ?assertEqual(20, calls_of(legacy, Me)),
+        ?assertEqual(20, delivered_count(T)),
         {ok, #{rows := Rows}} = kprof:report(#{format => term}),
         ?assertMatch([_ | _], Rows),
         ok = kprof:stop_tiers(),
@@ -422,16 +423,12 @@ kprof_flags(Who) ->
     end.
 
 %% A tracer of the legacy API, as recon_trace's: every process's calls of
-%% work/1 come to it, and it forwards them to the test as {legacy, Msg}.
+%% work/1 come to it, and it counts them (count/1).
 legacy_tracer() ->
-    Self = self(),
-    T = spawn_link(fun() -> forward(Self) end),
+    T = spawn_link(fun() -> counter(0) end),
     _ = erlang:trace(all, true, [call, {tracer, T}]),
     1 = erlang:trace_pattern(?WORK, true, [local]),
     T.
-
-forward(To) ->
-    receive Msg -> To ! {legacy, Msg}, forward(To) end.
 
 legacy_off() ->
     _ = erlang:trace(all, false, [call]),
@@ -445,8 +442,8 @@ legacy_intact(W, T) ->
     ?assertEqual({traced, local}, erlang:trace_info(?WORK, traced)),
     flush(),
     case W =:= self() of
-        true -> _ = ?MODULE:work(1), ?assertEqual(1, calls_of(legacy, W));
-        false -> ok = events_from(legacy, W)
+        true -> _ = count(T), _ = ?MODULE:work(1), ?assertEqual(1, delivered_count(T));
+        false -> _ = count(T), ok = wait_until(fun() -> count(T) > 0 end, 10000)
     end.
 
 sink_loop() ->
@@ -470,19 +467,12 @@ count(C) ->
     C ! {count, self()},
     receive {count, C, N} -> N after 10000 -> error(counter_stuck) end.
 
-%% A call of work/1 by W reaches the tool (dbg or legacy) within 10 s.
-events_from(Tool, W) ->
-    receive
-        {Tool, {trace, W, call, {?MODULE, work, _}}} -> ok
-    after 10000 -> error({no_event_from, Tool, W})
-    end.
-
-%% The calls of work/1 by W the tool has sent so far (taken from the mailbox).
-calls_of(Tool, W) ->
-    receive
-        {Tool, {trace, W, call, {?MODULE, work, _}}} -> 1 + calls_of(Tool, W)
-    after 200 -> 0
-    end.
+%% The calls this process made so far, once the VM has handed their trace
+%% messages over (count/1 for the rest).
+delivered_count(C) ->
+    Ref = erlang:trace_delivered(self()),
+    receive {trace_delivered, _, Ref} -> ok after 10000 -> error(not_delivered) end,
+    count(C).
 
 %% The folded file has work/1 in its stacks.
 has_work(File) ->
