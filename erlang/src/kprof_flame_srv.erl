@@ -1,5 +1,5 @@
 %%% @doc The one place that changes the VM's trace patterns and flags for
-%%% flame captures (see {@link kprof_flame} and doc/flame.md).
+%%% flame captures (see {@link kprof_flame} and doc/internals-flame.md).
 %%%
 %%% Several captures may run at once; they share the call pattern on every
 %%% function (`{'_','_','_'}' and `on_load', local), set when the first

@@ -205,7 +205,7 @@ clear_patterns(Session) ->
 %% then the call patterns, then tells the sink (flame_arm) to take trigger
 %% calls: calls before that are counted as `calls_early', not traced. A
 %% capture starting while another one runs has the call patterns in place
-%% already; its trigger calls during the install may be lost (doc/flame.md).
+%% already; its trigger calls during the install may be lost (doc/internals-flame.md).
 %%
 %% The meta tracer is the session's (kprof_trace_session: on the legacy API
 %% `{meta, kprof_tracer, {meta, Gen}}' or `{meta, Port}', and the match
