@@ -401,19 +401,17 @@ port_bound(Max) -> Max - 1.
 
 -spec traced(#plan{}, kprof_trace_session:session(), reference()) ->
           {ok, [row()], summary()} | {error, term()}.
-traced(Plan = #plan{specs = Specs, time = Time}, Session, Ref) ->
+traced(Plan, Session, Ref) ->
     Port = kprof_sink:port(),
     Tracer = kprof_trace_session:tracer(Session),
     case kprof_sink:command(calls) of
         Base when is_list(Base) ->
             Budget = set_budget(Plan, Tracer),
-            [kprof_trace_session:function(Session, S, true, [local]) || S <- Specs],
-            _ = Time andalso [kprof_trace_session:function(Session, S, true, [call_time])
-                              || S <- Specs],
-            Ours = ours(),
-            T0 = erlang:monotonic_time(microsecond),
-            _ = kprof_trace_session:process(Session, all, true, flags(Tracer)),
-            untrace_pids(Session, Ours),
+            %% The guard, armed first, may abort (and destroy the session)
+            %% while this sets it up: its message ends the wait at once.
+            T0 = try set_up(Plan, Session)
+                 catch error:badarg -> erlang:monotonic_time(microsecond)
+                 end,
             Stopped = wait(Plan, Budget, Ref, T0),
             Elapsed = erlang:monotonic_time(microsecond) - T0,
             finish(Plan, Session, Port, Base, Stopped, Elapsed);
@@ -421,6 +419,18 @@ traced(Plan = #plan{specs = Specs, time = Time}, Session, Ref) ->
             disarm(),
             {error, {sink, Other}}
     end.
+
+%% The patterns, call_time, then the flags (every process but kprof's own):
+%% the time the flags went on.
+-spec set_up(#plan{}, kprof_trace_session:session()) -> integer().
+set_up(#plan{specs = Specs, time = Time}, Session) ->
+    [kprof_trace_session:function(Session, S, true, [local]) || S <- Specs],
+    _ = Time andalso [kprof_trace_session:function(Session, S, true, [call_time]) || S <- Specs],
+    Ours = ours(),
+    T0 = erlang:monotonic_time(microsecond),
+    _ = kprof_trace_session:process(Session, all, true, flags(kprof_trace_session:tracer(Session))),
+    untrace_pids(Session, Ours),
+    T0.
 
 -spec flags(tracer()) -> [atom()].
 flags({tracer, _Port}) -> [monotonic_timestamp | ?FLAGS];
