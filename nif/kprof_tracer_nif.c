@@ -16,7 +16,9 @@
  * {meta, Gen}}]), writes the same records marked KS_RECF_META: a flame
  * capture's trigger (its match spec turns the caller's flags on with
  * {{tracer, kprof_tracer, Gen}} and names the capture in the call's
- * message).
+ * message). In a trace session of kprof's own (OTP 27+), where the
+ * session's one tracer state serves its meta patterns too, a meta event is
+ * told by its options instead (session_meta).
  *
  * attach/2 maps the ring the sink created and makes Gen the live tracer
  * state; a tracer whose state is not the live Gen (an older session), or any
@@ -50,7 +52,7 @@
 #include "ks_ring.h"
 
 static ERL_NIF_TERM am_trace, am_remove, am_discard, am_call, am_return_to, am_match_spec_result,
-    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined;
+    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined, am_timestamp;
 
 /* The tags of the event record, and the kind each becomes. */
 #define EVENT_TAGS(X)                                                                    \
@@ -582,6 +584,22 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, E
     enif_release_binary(&big);
 }
 
+/*
+ * A meta pattern's event in a trace session (OTP 27+, kprof_trace_session):
+ * the session has one tracer, so its state cannot say meta as {meta, Gen}
+ * does on the legacy API. The VM fixes a meta tracer's flags to [call,
+ * timestamp], and gives its events `timestamp => timestamp` in the options;
+ * kprof never sets the `timestamp` flag itself (the NIF takes its own
+ * time), so no other event of kprof's has it. Asked only of a call with a
+ * match spec's message (a trigger's meta call always has one) and of
+ * return_from / exception_from: a plain call pays nothing.
+ */
+static int session_meta(ErlNifEnv *env, ERL_NIF_TERM opts) {
+  ERL_NIF_TERM ts;
+
+  return enif_get_map_value(env, opts, am_timestamp, &ts) && ts == am_timestamp;
+}
+
 static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
                        ERL_NIF_TERM opts, unsigned flags) {
   thread_state *t = tls;
@@ -603,6 +621,8 @@ static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF
   /* {message, Extra} of the match spec; `true` when there was none (the
    * flame captures' pattern): then the short record, filled in place. */
   if (enif_get_map_value(env, opts, am_match_spec_result, &extra) && extra != am_true) {
+    if (session_meta(env, opts))
+      flags |= KS_RECF_META;
     c.ts = ts;
     c.pid = (uint64_t)pid;
     trace_call_extra(env, h, pid, extra, flags, c);
@@ -777,8 +797,11 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     trace_call(env, h, argv[2], argv[3], argv[4], meta ? KS_RECF_META : 0);
   else if (argv[0] == am_return_to)
     trace_return_to(env, h, argv[2], argv[3]);
-  else if ((kind = event_kind(argv[0])) >= 0)
+  else if ((kind = event_kind(argv[0])) >= 0) {
+    if (!meta && (kind == KS_EV_RETURN_FROM || kind == KS_EV_EXCEPTION_FROM))
+      meta = session_meta(env, argv[4]);
     trace_event(env, h, (uint8_t)kind, meta ? KS_RECF_META : 0, argv[2], argv[3], argv[4]);
+  }
   else
     count_unsupported(h);
   return am_ok;
@@ -1000,6 +1023,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_extra = enif_make_atom(env, "extra");
   am_trace_status = enif_make_atom(env, "trace_status");
   am_undefined = enif_make_atom(env, "undefined");
+  am_timestamp = enif_make_atom(env, "timestamp");
 #define X_TAG(tag, kind_)                            \
   event_tags[k].atom = enif_make_atom(env, #tag);    \
   event_tags[k++].kind = (uint8_t)(kind_);

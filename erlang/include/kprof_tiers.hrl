@@ -29,4 +29,7 @@
                %% The sink's event count before the flags were set, when a
                %% limit counts events (kprof_guard:events_baseline/1).
                events0 :: undefined | non_neg_integer(),
-               nodes = [] :: [node()]}).
+               nodes = [] :: [node()],
+               %% Where the tracing is set (kprof_trace_session), from the
+               %% start's session step: the server's plan holds it alive.
+               session :: undefined | kprof_trace_session:session()}).

@@ -587,8 +587,9 @@ hint(apply) ->
     "The function made no call the VM could trace (BIFs of modules loaded after "
     "the capture started are not traced), or returned at once.";
 hint(pid) ->
-    "The processes were not scheduled in during the capture (idle in a receive): "
-    "trace them for longer, or while they work.";
+    "The processes were idle in a receive for all of the capture (its SLEEP time "
+    "dropped with sleep => false), or were gone: trace them for longer, or while "
+    "they work.";
 hint(capture) ->
     "The trigger calls made no traceable call and took no time.".
 

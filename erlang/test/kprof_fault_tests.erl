@@ -177,7 +177,7 @@ capture_sink_frozen(Dir) ->
         receive {done, R} -> R after 60000 -> error({stuck, C}) end,
     [stop(W) || W <- Ws],
     has_files(Files),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, trig, 0}, meta)),
     ?assertEqual([], leftovers()),
     next_start_works().
 
@@ -266,12 +266,12 @@ flame_srv_killed_capture(Dir) ->
                                                              (opts(Dir))#{timeout => 30000})}
                    end),
     ok = wait_until(fun() -> sink_events() > 1000 andalso capture_open() end, 10000),
-    {meta, {kprof_tracer, _}} = erlang:trace_info({?MODULE, trig, 0}, meta),
-    {traced, local} = erlang:trace_info(on_load, traced),
+    {meta, {kprof_tracer, _}} = kprof_test_util:trace_info({?MODULE, trig, 0}, meta),
+    {traced, local} = kprof_test_util:trace_info(on_load, traced),
     exit(whereis(kprof_flame_srv), kill),
     ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
-    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(on_load, traced)),
     {error, {aborted, _, Files}} = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
     has_files(Files),
     [stop(W) || W <- Ws],
@@ -317,10 +317,10 @@ stop_mid_capture(Dir) ->
                                                                    (opts(Dir))#{timeout => 30000})
                                       end)}
               end),
-    ok = wait_until(fun() -> erlang:trace_info(on_load, traced) =:= {traced, local} end, 10000),
+    ok = wait_until(fun() -> kprof_test_util:trace_info(on_load, traced) =:= {traced, local} end, 10000),
     ok = kprof:stop(),
     ?assertEqual([], leftovers()),
-    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(on_load, traced)),
     _ = receive {done, _} -> ok after 30000 -> ok end,
     [stop(W) || W <- Ws],
     ok = kprof:start(),
@@ -447,35 +447,8 @@ busy_capture(N, Dir) ->
     ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
     Ps.
 
-%% Every trace setting of kprof's still on the node: processes whose tracer
-%% is kprof's (the sink's port, the tracer NIF), patterns on the functions of
-%% loaded modules (one function of each, whose pattern a module-wide or
-%% node-wide one would have set), meta patterns, and on_load.
 leftovers() ->
-    Port = kprof_sink:port(),
-    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
-                              {tracer, T} <- [kprof_test_util:caught(fun() -> erlang:trace_info(P, tracer) end)],
-                              is_kprof(T, Port)],
-    Patterns = [{pattern, MFA, What}
-                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
-                   {What, V} <- [kprof_test_util:caught(fun() -> erlang:trace_info(MFA, Item) end)
-                                 || Item <- [traced, meta]],
-                   V =/= false, V =/= undefined, V =/= []],
-    OnLoad = case erlang:trace_info(on_load, traced) of
-                 {traced, false} -> [];
-                 Other -> [{on_load, Other}]
-             end,
-    Procs ++ Patterns ++ OnLoad.
-
-is_kprof({kprof_tracer, _}, _Port) -> true;
-is_kprof(Port, Port) when is_port(Port) -> true;
-is_kprof(_, _) -> false.
-
-first_function(M) ->
-    case kprof_test_util:caught(fun() -> M:module_info(functions) end) of
-        [{F, A} | _] -> [{M, F, A}];
-        _ -> []
-    end.
+    kprof_test_util:leftovers().
 
 next_start_works() ->
     ok = kprof:start(),

@@ -298,7 +298,7 @@ busy_flame_tiers() ->
                                                                    output_directory => Dir})}
                     end),
     %% The capture has its slot in the sink before it sets its trigger.
-    wait_until(fun() -> erlang:trace_info(Trigger, meta) =/= {meta, false} end),
+    wait_until(fun() -> kprof_test_util:trace_info(Trigger, meta) =/= {meta, false} end),
     ?assertEqual({error, {busy, flame}}, kprof:start_tiers(?TIERS1, #{})),
     ?assertMatch(#{active := false}, kprof_tiers:info()),
     ?assertEqual(undefined, kprof_records:get(kprof_tiers)),
@@ -320,7 +320,7 @@ busy_flame_tiers() ->
 kprof_traced() ->
     Port = kprof:sink_port(),
     [P || P <- [new | erlang:processes()],
-          case kprof_test_util:caught(fun() -> erlang:trace_info(P, tracer) end) of
+          case kprof_test_util:caught(fun() -> kprof_test_util:trace_info(P, tracer) end) of
               {tracer, {kprof_tracer, _}} -> true;
               {tracer, Port} -> true;
               _ -> false
@@ -330,7 +330,7 @@ kprof_traced() ->
 tier_patterns() ->
     [{MFA, T} || MFA <- [{?W, sleep_a, 1}, {kprof_mark, start, 1}, {kprof_mark, stop, 0},
                          {kprof_mark, resume, 0}],
-                 {traced, T} <- [erlang:trace_info(MFA, traced)], T =/= false].
+                 {traced, T} <- [kprof_test_util:trace_info(MFA, traced)], T =/= false].
 
 -spec new_server(pid()) -> pid().
 new_server(Old) ->
@@ -445,7 +445,7 @@ killed_mid_start() ->
 -spec traced_modules() -> [module()].
 traced_modules() ->
     [M || {M, _} <- code:all_loaded(),
-          lists:any(fun({F, A}) -> erlang:trace_info({M, F, A}, traced) =:= {traced, local} end,
+          lists:any(fun({F, A}) -> kprof_test_util:trace_info({M, F, A}, traced) =:= {traced, local} end,
                     M:module_info(functions))].
 
 -spec shutdown_while_tracing() -> term().
@@ -942,14 +942,14 @@ abort() ->
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
     ?W:run_requests(5, x, fun() -> ?W:sleep_a(1) end),
     ok = kprof_tiers:abort(overload, #{lag_ms => 1800}),
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
-    ?assertEqual({match_spec, false}, erlang:trace_info({?W, sleep_a, 1}, match_spec)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(new, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(self(), flags)),
+    ?assertEqual({match_spec, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, match_spec)),
     ?W:run_requests(5, y, fun() -> ?W:sleep_a(1) end),      % untraced, not seen
     %% The guard was disarmed: its reload check (every second) does not put
     %% the patterns back.
     timer:sleep(1500),
-    ?assertEqual({match_spec, false}, erlang:trace_info({?W, sleep_a, 1}, match_spec)),
+    ?assertEqual({match_spec, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, match_spec)),
     ?assertMatch(#{armed := []}, kprof_guard:status()),
     R = report(),
     ?assertMatch(#{seen := 5, requests := 5, active := false,
@@ -1441,9 +1441,9 @@ assert_tier(Asked, Keys, N, Sink) ->
 
 -spec assert_untraced() -> ok.
 assert_untraced() ->
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual({flags, []}, erlang:trace_info(whereis(kprof_tiers_db), flags)),
-    [?assertEqual({match_spec, false}, erlang:trace_info(MFA, match_spec))
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(new, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(whereis(kprof_tiers_db), flags)),
+    [?assertEqual({match_spec, false}, kprof_test_util:trace_info(MFA, match_spec))
      || MFA <- [{?W, sleep_a, 1}, {?W, sleep_b, 1}, {?W, entry, 2}, {kprof_mark, start, 1},
                 {kprof_mark, stop, 0}]],
     ?assertEqual(untraced, kprof_tiers:enter(x)),

@@ -63,15 +63,15 @@ ring_default() ->
     Self = self(),
     P = spawn_link(fun() -> requests(5, x), Self ! {done, self()}, receive stop -> ok end end),
     receive {done, P} -> ok end,
-    ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(P, tracer)),
+    ?assertMatch({tracer, {kprof_tracer, _}}, kprof_test_util:trace_info(P, tracer)),
     ?assertEqual({5, [{a, 5}, {b, 5}]}, calls(report(), x)),
     #{ring_records := Recs, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
       bytes := Bytes} = kprof:sink_stats(),
     ?assert(Recs >= 5 * 8),
     ?assert(Bytes < 2000),   % commands only: no trace message went to the port
     ok = kprof:stop_tiers(),
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
-    ?assertEqual({traced, false}, erlang:trace_info({?W, sleep_a, 1}, traced)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, traced)),
     P ! stop.
 
 same_as_port() ->
@@ -105,7 +105,7 @@ ring_full() ->
     ?assert(maps:get(value, Alert) > 0),
     #{aborted := #{kind := overload, message := Msg}} = kprof:status(),
     ?assertMatch({match, _}, re:run(Msg, "ring of 64 KiB was full: [0-9]+ events lost")),
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
     P ! stop,
     ok = kprof_sink:command({test_delay_us, 0}).
 
@@ -114,7 +114,7 @@ other_tracers() ->
     try
         ok = kprof:start_tiers(?TIERS, #{}),
         requests(2, o),
-        ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(self(), tracer)),
+        ?assertMatch({tracer, {kprof_tracer, _}}, kprof_test_util:trace_info(self(), tracer)),
         ?assertEqual([], kprof_guard:other_tracers()),
         ?assertMatch(#{other_tracers := 0}, kprof:status()),
         ?assertEqual([], tracer_warnings()),
@@ -122,22 +122,35 @@ other_tracers() ->
         %% The same through the sink's port.
         ok = application:set_env(kprof, tracer, port),
         ok = kprof:start_tiers(?TIERS, #{}),
-        ?assertEqual({tracer, kprof:sink_port()}, erlang:trace_info(self(), tracer)),
+        ?assertEqual({tracer, kprof:sink_port()}, kprof_test_util:trace_info(self(), tracer)),
         ?assertMatch(#{other_tracers := 0}, kprof:status()),
         ?assertEqual([], tracer_warnings()),
         ok = kprof:stop_tiers(),
         ok = application:unset_env(kprof, tracer),
-        %% A process dbg-style traced by another process is named.
+        %% A process dbg-style traced by another process (legacy API) is
+        %% named: before OTP 27 kprof cannot trace it (a warning); from OTP
+        %% 27 kprof traces it too, in its own session (a notice: the costs
+        %% add up).
         Dbg = spawn_link(fun() -> receive stop -> ok end end),
         Victim = spawn_link(fun() -> receive stop -> ok end end),
         1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
         ok = kprof:start_tiers(?TIERS, #{}),
-        ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
-        ?assertMatch(#{other_tracers := 1}, kprof:status()),
-        [Warning] = tracer_warnings(),
-        ?assertMatch({match, _}, re:run(Warning, "^kprof: 1 process\\(es\\) already have another")),
-        ?assertMatch({match, _}, re:run(Warning, "e.g. " ++ pid_to_list(Victim) ++ " is traced by "
-                                        ++ pid_to_list(Dbg))),
+        case kprof_trace_session:supported() of
+            false ->
+                ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
+                ?assertMatch(#{other_tracers := 1}, kprof:status()),
+                [Warning] = tracer_warnings(),
+                ?assertMatch({match, _},
+                             re:run(Warning, "^kprof: 1 process\\(es\\) already have another")),
+                ?assertMatch({match, _}, re:run(Warning, "e.g. " ++ pid_to_list(Victim)
+                                                ++ " is traced by " ++ pid_to_list(Dbg)));
+            true ->
+                ?assertEqual([], kprof_guard:other_tracers()),
+                ?assertMatch(#{other_tracers := 0, other_sessions := 1}, kprof:status()),
+                ?assertEqual([], tracer_warnings()),
+                ?assertMatch({tracer, {kprof_tracer, _}},
+                             kprof_test_util:trace_info(Victim, tracer))
+        end,
         ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
         ok = kprof:stop_tiers(),
         [P ! stop || P <- [Victim, Dbg]]
@@ -191,8 +204,8 @@ ring_max_events() ->
     ?assertMatch(#{what := max_events, bound := 200}, Info),
     #{value := Seen} = Info,
     ?assertEqual(201, Seen),   % the sink counts every event: the 201st trips
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
-    ?assertEqual({traced, false}, erlang:trace_info({?W, small, 1}, traced)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?W, small, 1}, traced)),
     #{ring_records := Recs} = kprof:sink_stats(),
     ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
               "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
@@ -202,14 +215,14 @@ fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(3, w),
-    ?assertMatch({tracer, Port} when is_port(Port), erlang:trace_info(self(), tracer)),
+    ?assertMatch({tracer, Port} when is_port(Port), kprof_test_util:trace_info(self(), tracer)),
     ?assertEqual({3, [{a, 3}, {b, 3}]}, calls(report(), w)).
 
 stale() ->
     ?assertEqual(remove, kprof_tracer:enabled(call, 123456789, self())),
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(1, s),
-    {tracer, {kprof_tracer, Gen}} = erlang:trace_info(self(), tracer),
+    {tracer, {kprof_tracer, Gen}} = kprof_test_util:trace_info(self(), tracer),
     ?assertEqual(trace, kprof_tracer:enabled(call, Gen, self())),
     ?assertEqual(remove, kprof_tracer:enabled(call, Gen + 1, self())),
     ok = kprof:stop_tiers(),
@@ -217,6 +230,6 @@ stale() ->
     %% A new session has a new generation.
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(1, s),
-    {tracer, {kprof_tracer, Gen2}} = erlang:trace_info(self(), tracer),
+    {tracer, {kprof_tracer, Gen2}} = kprof_test_util:trace_info(self(), tracer),
     ?assertNotEqual(Gen, Gen2),
     ?assertEqual(remove, kprof_tracer:enabled(call, Gen, self())).

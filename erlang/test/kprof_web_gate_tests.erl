@@ -369,7 +369,7 @@ mod_get(#{dir := Dir}) ->
 
 keep_patterns(#{dir := Dir}) ->
     Probe = {lists, reverse, 1},
-    Traced = fun() -> erlang:trace_info(Probe, traced) =:= {traced, local} end,
+    Traced = fun() -> kprof_test_util:trace_info(Probe, traced) =:= {traced, local} end,
     ok = application:set_env(kprof, allow_tracing, #{keep_patterns_ms => 400, rate => infinity}),
     {Httpd, Port} = start_httpd([{kprof_flame_opts, #{output_directory => Dir}}]),
     try
