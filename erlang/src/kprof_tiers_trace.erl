@@ -176,7 +176,7 @@ set_patterns([{Spec, MS} | Rest], Done) ->
                      remove_patterns(Done),
                      {error, {trace_pattern_failed, Spec, Why}}
              end,
-    try erlang:trace_pattern(Spec, MS, [local]) of
+    try erlang:trace_pattern(Spec, MS, kprof_tiers_plan:pattern_flags(Spec)) of
         N when is_integer(N), N > 0 ->
             set_patterns(Rest, [Spec | Done]);
         Other ->
@@ -266,11 +266,12 @@ remove_patterns(Patterns) ->
                      (Spec) -> pattern_off(Spec)
                   end, Patterns).
 
-%% A spec's local pattern off, whether it was set or not (a module gone, a
+%% A spec's pattern off, whether it was set or not (a module gone, a
 %% spec the VM refuses: nothing to take off).
 -spec pattern_off(mfa_spec()) -> ok.
 pattern_off(Spec) ->
-    _ = try erlang:trace_pattern(Spec, false, [local]) catch _:_ -> 0 end,
+    _ = try erlang:trace_pattern(Spec, false, kprof_tiers_plan:pattern_flags(Spec))
+        catch _:_ -> 0 end,
     ok.
 
 %% @doc What {@link kprof_tiers:abort/2} does at once: nothing that waits for the sink, which may be
@@ -381,7 +382,8 @@ arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = 
                    _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
                end,
     Arm0 = #{abort => fun kprof_tiers:abort/2, owner => self(),
-             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             patterns => Watch ++ [{MFA, MS, kprof_tiers_plan:pattern_flags(MFA)}
+                                   || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm = case E0 of
               undefined -> Arm0;
@@ -438,7 +440,7 @@ undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
     release_ring(),
     Specs = [Spec || {Spec, _} <- Patterns]
         ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
-    Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
+    Set = length([Spec || Spec <- Specs, has_pattern(Spec)]),
     remove_patterns(Specs),
     #{processes => Procs, patterns => Set}.
 
@@ -461,16 +463,18 @@ traced_by_ours(Who, Port) ->
         _ -> false
     end.
 
-%% A local pattern on at least one function the spec names.
--spec has_local_pattern(mfa_spec()) -> boolean().
-has_local_pattern({M, F, A}) ->
+%% A pattern (of the spec's kind: pattern_flags/1) on at least one function
+%% the spec names.
+-spec has_pattern(mfa_spec()) -> boolean().
+has_pattern(Spec = {M, F, A}) ->
+    [Kind] = kprof_tiers_plan:pattern_flags(Spec),
     Fns = case erlang:module_loaded(M) of
               true -> M:module_info(functions);
               false -> []
           end,
     lists:any(fun({F1, A1}) ->
                       (F =:= '_' orelse F1 =:= F) andalso (A =:= '_' orelse A1 =:= A)
-                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, local}
+                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, Kind}
               end, Fns).
 
 %% The state of the run the killed server had: its plan, counters and what it

@@ -699,7 +699,8 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   uint64_t h;
   uint32_t slot;
   int entry, role = role_of(t, in, d->ev.mfa, &entry), tiered = (entry & KS_MFA_TIERED) != 0;
-  ks_chain *c = chain_call(t, d, tiered);
+  /* A marker's call has no return_to: it opens no frame. */
+  ks_chain *c = KS_ROLE_IS_MARK(role) ? NULL : chain_call(t, d, tiered);
   ks_req *r;
 
   if (t->full.on && !tiered) {
