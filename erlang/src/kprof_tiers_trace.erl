@@ -225,6 +225,7 @@ full_trace_modules() ->
 -spec set_flags(port()) -> ok | {error, term()}.
 set_flags(Port) ->
     Tracer = tracer(Port),
+    ok = discard_unread(Tracer),
     try erlang:trace(all, true, [Tracer | flags_for(Tracer)]) of
         _ -> ok
     catch
@@ -232,6 +233,16 @@ set_flags(Port) ->
             _ = release_ring(),
             {error, {trace_flags_failed, Reason}}
     end.
+
+%% `procs' is for the `exit' (the sink ends a killed process's requests,
+%% gives its pid id back); the tracer NIF drops the rest of what it brings
+%% before the VM builds it: a spawn and a spawned per process a server
+%% spawns per request.
+-spec discard_unread(tuple()) -> ok.
+discard_unread({tracer, kprof_tracer, Gen}) ->
+    kprof_tracer:discard(Gen, [spawn, spawned, register, unregister]);
+discard_unread({tracer, _Port}) ->
+    ok.
 
 %% The tracer NIF takes its own timestamps (the VM's, asked with
 %% monotonic_timestamp, would cost the traced process as much again): only a
