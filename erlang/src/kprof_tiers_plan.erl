@@ -257,6 +257,7 @@ plan(Checked, Entries, O) ->
           sink_opts = sink_opts(O),
           full = full_selection(maps:get(full_trace, O, false)),
           sample = maps:get(sample, O, 1.0),
+          max_overhead = maps:get(max_overhead, O, undefined),
           window = maps:get(window, O, undefined),
           slow_max = SlowMax,
           limits = maps:with(?GUARD_KEYS, O),

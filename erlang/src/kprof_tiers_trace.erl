@@ -62,8 +62,8 @@ start(Plan) ->
             %% A calls session owns the trace flags (kprof_calls).
             {error, {busy, calls}};
         Port when is_port(Port) ->
-            Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
-                     baseline_step(), flags_step(), publish_step()],
+            Steps = [record_step(), calibrate_step(), sink_step(), full_patterns_step(),
+                     patterns_step(), baseline_step(), flags_step(), publish_step()],
             case run_steps(Steps, #{plan => Plan, port => Port,
                                     full_modules => full_modules(Plan#plan.full)}) of
                 {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
@@ -105,6 +105,17 @@ record_step() ->
              {ok, Ctx}
      end,
      fun(_) -> kprof_records:delete(?RECORD) end}.
+
+%% What an event costs here, with the tracer the flags will name: before
+%% the sink's tiers_start (it reads the calibration's events first, and
+%% takes them for nobody's) and before the events baseline.
+-spec calibrate_step() -> step().
+calibrate_step() ->
+    {fun(Ctx = #{plan := Plan, port := Port}) ->
+             Cal = kprof_tiers_cost:calibrate(tracer(Port)),
+             {ok, Ctx#{plan := Plan#plan{calibration = Cal}}}
+     end,
+     fun nothing/1}.
 
 -spec sink_step() -> step().
 sink_step() ->
@@ -359,8 +370,9 @@ clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
 %% request counters, active.
 -spec publish(#plan{}) -> counters:counters_ref().
 publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
-    C = counters:new(4, [write_concurrency]),
+    C = counters:new(?COUNTERS, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
+    counters:put(C, ?SAMPLE_PPM, max(1, round(Sample * 1000000))),
     %% abort/2 untraces these: full trace's too.
     persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full}),
     C.
