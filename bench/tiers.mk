@@ -11,6 +11,11 @@
 #   make bench-tiers-shop                     examples/shop untraced and with tiers, per route
 #                                             and rate (SHOP_CASES, Path@Rate,...), interleaved
 #                                             (bench/tiers_shop_bench.erl): "Tiers on the shop"
+#   make soak-tiers                           the shop at the highest rate it sustains
+#                                             untraced (SOAK_RATE=auto, or a number),
+#                                             SOAK_SECONDS untraced then with tiers, windows of
+#                                             SOAK_WINDOW s (bench/tiers_soak.erl): 20 minutes;
+#                                             "Tiers: a soak at rate"
 TIERS_BENCH_DIR := $(B)/bench/tiers
 TIERS_RATE      ?= 5000
 TIERS_SECONDS   ?= 3
@@ -19,6 +24,9 @@ PARTS_ROUNDS    ?= 5
 SHOP_CASES      ?= /users/:id@200,/users/:id@1000,/catalog@60
 SHOP_SECONDS    ?= 3
 SHOP_ROUNDS     ?= 5
+SOAK_RATE       ?= auto
+SOAK_SECONDS    ?= 600
+SOAK_WINDOW     ?= 30
 
 .PHONY: bench-tiers
 bench-tiers: $(SINK) erl $(TIERS_BENCH_DIR)/tiers_bench.beam $(BENCH_DIR)/overhead_bench.beam
@@ -51,4 +59,14 @@ bench-tiers-shop: $(SINK) $(NIF) erl shop $(TIERS_BENCH_DIR)/tiers_bench.beam \
 	  -eval 'tiers_shop_bench:main(["$(SHOP_CASES)", "$(SHOP_SECONDS)", "$(SHOP_ROUNDS)", "bench/RESULTS.md"])'
 
 $(TIERS_BENCH_DIR)/tiers_shop_bench.beam: bench/tiers_shop_bench.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
+	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<
+
+.PHONY: soak-tiers
+soak-tiers: $(SINK) $(NIF) erl shop $(TIERS_BENCH_DIR)/tiers_bench.beam \
+            $(TIERS_BENCH_DIR)/tiers_soak.beam $(BENCH_DIR)/overhead_bench.beam
+	erl -noshell +sbwt none +sbwtdcpu none +sbwtdio none -pa erlang/ebin -pa $(B)/shop/ebin \
+	  -pa $(TIERS_BENCH_DIR) -pa $(BENCH_DIR) \
+	  -eval 'tiers_soak:main(["$(SOAK_RATE)", "$(SOAK_SECONDS)", "$(SOAK_WINDOW)", "bench/RESULTS.md"])'
+
+$(TIERS_BENCH_DIR)/tiers_soak.beam: bench/tiers_soak.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
 	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<
