@@ -121,6 +121,8 @@ setup(no_procs) ->
     retrace({tracer, M, S}, [call, arity, return_to]);
 setup(no_patterns) ->
     setup(tiers),
+    %% The guard would put them back (it takes a pattern gone for a reload).
+    ok = kprof_guard:watch_patterns(tiers, []),
     [erlang:trace_pattern(MFA, false, [local]) || {_, [MFA]} <- ?TIERS],
     ok;
 setup(no_guard) ->

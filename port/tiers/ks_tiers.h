@@ -192,6 +192,7 @@ typedef struct ks_tiers {
   uint32_t seq;
   uint32_t sweep_tick;          /* events since start: stale requests are swept every 64k */
   int64_t last_ts;
+  int64_t stale_at;             /* no open request is stale before this event time */
   /* Identities: raw bytes -> row. Row max_identities is the fold row. */
   ks_itab identities;
   uint32_t n_identities;

@@ -437,6 +437,54 @@ START_TEST(stale_requests_are_abandoned) {
 }
 END_TEST
 
+/* Every slot taken by fresh requests: new ones are dropped (no sweep can free
+ * a slot before the oldest is max_request_ms old, and none is run); at that
+ * age the oldest is abandoned at once and its slot taken. */
+START_TEST(full_table_sweeps_when_one_can_be_stale) {
+  ks_tier_opts o;
+  ks_tier_spec *specs = calloc(3, sizeof(*specs));
+  uint32_t req, http, k;
+  unsigned char label[2] = {97, 0};   /* labels are 2 bytes here (tb_tier_event) */
+
+  ks_tiers_free(&tiers);
+  ks_tiers_init(&tiers);
+  specs[0] = spec("http", NULL, HTTP, 0);
+  specs[1] = spec("kprof_mark", "start", KS_ROLE_START, 0);
+  specs[2] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
+  ks_tiers_default_opts(&o);
+  o.max_inflight = 4;
+  o.grace_ns = 10;
+  o.max_age_ns = 1000000;   /* 1 ms */
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 3, 1, &o), KS_OK);
+  req = mfa("app", "req", 2);
+  http = mfa("http", "handle", 1);
+  for (k = 0; k < 4; k++) {   /* open at 0, 1000, 2000, 3000 ns */
+    label[1] = (unsigned char)k;
+    start(pid_a, (int64_t)k * 1000, label, ID_GET);
+    CALL(pid_a, (int64_t)k * 1000, http, req, label);
+  }
+  for (k = 0; k < 1000; k++) {   /* no slot: dropped */
+    label[0] = (unsigned char)(100 + k / 250);
+    label[1] = (unsigned char)(k % 250);
+    start(pid_b, 500000 + k, label, ID_GET);
+  }
+  ck_assert_uint_eq(tiers.dropped_requests, 1000);
+  ck_assert_uint_eq(tiers.abandoned, 0);
+  label[1] = 0;
+  /* 1 ms and a bit after the first: it is abandoned, the new one takes its slot. */
+  label[0] = 98;
+  start(pid_b, 1000500, label, ID_GET);
+  CALL(pid_b, 1000500, http, req, label);
+  RET(pid_b, 1000600, req);
+  stop(pid_b, 1000700, label);
+  ck_assert_uint_eq(tiers.abandoned, 1);
+  ck_assert_uint_eq(tiers.dropped_requests, 1000);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(tiers.n_inflight, 3);
+}
+END_TEST
+
 /* ---- a request's process killed, through the decoder: trace messages into a sink ---- */
 
 static ks_sink ksink;
@@ -793,6 +841,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, entry_opens_and_ends);
   tcase_add_test(tc, orphans_and_caps);
   tcase_add_test(tc, stale_requests_are_abandoned);
+  tcase_add_test(tc, full_table_sweeps_when_one_can_be_stale);
   tcase_add_test(tc, hist_quantile_error_bound);
   tcase_add_test(tc, hist_shared_vectors);
   tcase_add_test(tc, requests_pin_their_pids);
