@@ -9,7 +9,7 @@
 -define(TIERS, [{a, [{?W, sleep_a, 1}]}, {b, [{?W, burn_a, 1}]}]).
 
 cost_test_() ->
-    {foreach, fun setup/0, fun cleanup/1,
+    {foreach, fun ?W:setup/0, fun ?W:cleanup/1,
      [{"the calibration: a cost per event, with the rounds it came from", fun calibrate/0},
       {"status while tiers run: the estimate, the sample; undefined after stop",
        {timeout, 60, fun status_estimate/0}},
@@ -26,18 +26,6 @@ next_ppm_test() ->
     %% In between, or at the sample given: kept.
     ?assertEqual(45000, kprof_tiers_cost:next_ppm(0.007, 0.01, 45000, 1000000)),
     ?assertEqual(1000000, kprof_tiers_cost:next_ppm(0.001, 0.01, 1000000, 1000000)).
-
-setup() ->
-    logger:set_handler_config(default, level, error),
-    _ = application:load(kprof),
-    ok = kprof:start(#{}),
-    ?W:start_times().
-
-cleanup(Times) ->
-    ok = ?W:stop_times(Times),
-    _ = kprof:stop_tiers(),
-    ok = kprof:stop(),
-    logger:set_handler_config(default, level, all).
 
 calibrate() ->
     Tracer = kprof_sink:tracer(),

@@ -35,18 +35,10 @@ port_tracer_test_() ->
     kprof_tiers_tests:port_tracer_suite().
 
 setup() ->
-    logger:set_handler_config(default, level, error),
-    _ = application:load(kprof),
-    ok = kprof:start(#{}),
-    ?W:start_times().
+    ?W:setup().
 
 cleanup(Times) ->
-    ok = ?W:stop_times(Times),
-    _ = kprof:stop_tiers(),
-    _ = kprof:unsubscribe(),
-    ok = kprof:stop(),
-    [application:unset_env(kprof, K) || K <- [tracer, ring_bytes]],
-    logger:set_handler_config(default, level, all),
+    ?W:cleanup(Times),
     flush().
 
 flush() ->

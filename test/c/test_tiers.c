@@ -399,11 +399,10 @@ START_TEST(entry_opens_and_ends) {
 END_TEST
 
 /* Requests whose process died never end: past max_age they give their slot back. */
-START_TEST(stale_requests_are_abandoned) {
+/* The tiers again with one tier, 4 slots, a 10 ns grace and 1 ms max age. */
+static void restart_small(void) {
   ks_tier_opts o;
   ks_tier_spec *specs = calloc(3, sizeof(*specs));
-  uint32_t req, http, k;
-  unsigned char label[2] = {97, 0};
 
   ks_tiers_free(&tiers);
   ks_tiers_init(&tiers);
@@ -415,6 +414,13 @@ START_TEST(stale_requests_are_abandoned) {
   o.grace_ns = 10;
   o.max_age_ns = 1000000;   /* 1 ms */
   ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 3, 1, &o), KS_OK);
+}
+
+START_TEST(stale_requests_are_abandoned) {
+  uint32_t req, http, k;
+  unsigned char label[2] = {97, 0};
+
+  restart_small();
   req = mfa("app", "req", 2);
   http = mfa("http", "handle", 1);
   for (k = 0; k < 4; k++) {   /* four requests whose processes are killed */
@@ -441,21 +447,10 @@ END_TEST
  * a slot before the oldest is max_request_ms old, and none is run); at that
  * age the oldest is abandoned at once and its slot taken. */
 START_TEST(full_table_sweeps_when_one_can_be_stale) {
-  ks_tier_opts o;
-  ks_tier_spec *specs = calloc(3, sizeof(*specs));
   uint32_t req, http, k;
   unsigned char label[2] = {97, 0};   /* labels are 2 bytes here (tb_tier_event) */
 
-  ks_tiers_free(&tiers);
-  ks_tiers_init(&tiers);
-  specs[0] = spec("http", NULL, HTTP, 0);
-  specs[1] = spec("kprof_mark", "start", KS_ROLE_START, 0);
-  specs[2] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
-  ks_tiers_default_opts(&o);
-  o.max_inflight = 4;
-  o.grace_ns = 10;
-  o.max_age_ns = 1000000;   /* 1 ms */
-  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 3, 1, &o), KS_OK);
+  restart_small();
   req = mfa("app", "req", 2);
   http = mfa("http", "handle", 1);
   for (k = 0; k < 4; k++) {   /* open at 0, 1000, 2000, 3000 ns */
