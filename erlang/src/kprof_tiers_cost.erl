@@ -82,7 +82,12 @@ calibrate(Tracer) ->
         #{at := At} = Kept when Now - At =< ?MAX_AGE_MS ->
             Kept;
         _ ->
-            case measure(Tracer, flags(Kind), ?N(Kind)) of
+            Measured = measure(Tracer, flags(Kind), ?N(Kind)),
+            %% Through the port, the events queue on it: drained before the
+            %% start goes on, or the guard's commands at arming (its lag
+            %% bound, the clock) would meet a busy port and be dropped.
+            _ = Kind =:= port andalso kprof_sink:command(sync, ?CAL_TIMEOUT_MS),
+            case Measured of
                 #{per_event_ns := Ns} = M when is_integer(Ns) ->
                     persistent_term:put(?KEY(Kind), M#{at => Now}),
                     M#{at => Now};
