@@ -11,6 +11,10 @@
 #   make bench-tiers-shop                     examples/shop untraced and with tiers, per route
 #                                             and rate (SHOP_CASES, Path@Rate,...), interleaved
 #                                             (bench/tiers_shop_bench.erl): "Tiers on the shop"
+#   make bench-tiers-perf                     perf record of the VM (+JPperf true) and the sink,
+#                                             untraced then tiers: CPU per request by symbol
+#                                             (bench/tiers_perf.erl; needs perf): "Tiers: perf
+#                                             of the node and the sink"
 #   make soak-tiers                           the shop at the highest rate it sustains
 #                                             untraced (SOAK_RATE=auto, or a number),
 #                                             SOAK_SECONDS untraced then with tiers, windows of
@@ -69,4 +73,14 @@ soak-tiers: $(SINK) $(NIF) erl shop $(TIERS_BENCH_DIR)/tiers_bench.beam \
 	  -eval 'tiers_soak:main(["$(SOAK_RATE)", "$(SOAK_SECONDS)", "$(SOAK_WINDOW)", "bench/RESULTS.md"])'
 
 $(TIERS_BENCH_DIR)/tiers_soak.beam: bench/tiers_soak.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
+	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<
+
+.PHONY: bench-tiers-perf
+bench-tiers-perf: $(SINK) $(NIF) erl $(TIERS_BENCH_DIR)/tiers_bench.beam \
+                  $(TIERS_BENCH_DIR)/tiers_perf.beam $(BENCH_DIR)/overhead_bench.beam
+	erl +JPperf true -noshell +sbwt none +sbwtdcpu none +sbwtdio none -pa erlang/ebin \
+	  -pa $(TIERS_BENCH_DIR) -pa $(BENCH_DIR) \
+	  -eval 'tiers_perf:main(["$(TIERS_RATE)", "10", "$(abspath $(TIERS_BENCH_DIR))/perf", "bench/RESULTS.md"])'
+
+$(TIERS_BENCH_DIR)/tiers_perf.beam: bench/tiers_perf.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
 	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<

@@ -39,7 +39,8 @@
 
 -export([main/1]).
 %% For tiers_parts (make bench-tiers-parts)
--export([start_service/0, drive/3, request_fun/0, sink_cpu/0, vm_cpu/0, pct/2, median/1]).
+-export([start_service/0, drive/3, request_fun/0, sink_cpu/0, vm_cpu/0, pct/2, median/1,
+         work/1]).
 %% Tier functions
 -export([http/1, db_query/1, tpl_render/1, bare/1, bare_db/1, bare_tpl/1]).
 %% gen_server callbacks
@@ -159,6 +160,14 @@ burn(Us) ->
 loop(0) -> ok;
 loop(N) -> loop(N - 1).
 
+%% @doc The tier functions' work on (the calibrated loop) or off (none: what
+%% a request costs with no work of its own, its messages and tracing).
+-spec work(boolean()) -> ok.
+work(true) ->
+    persistent_term:put({?MODULE, loops_per_us}, persistent_term:get({?MODULE, calibrated}));
+work(false) ->
+    persistent_term:put({?MODULE, loops_per_us}, 0).
+
 -spec calibrate() -> ok.
 calibrate() ->
     N = 50000000,
@@ -167,7 +176,8 @@ calibrate() ->
                         loop(N),
                         element(2, erlang:statistics(runtime))
                     end || _ <- lists:seq(1, 5)]),
-    persistent_term:put({?MODULE, loops_per_us}, max(1, N div max(1, 1000 * Ms))).
+    persistent_term:put({?MODULE, calibrated}, max(1, N div max(1, 1000 * Ms))),
+    work(true).
 
 %%%%%%%%%%%%%%%%%%%
 %%% ONE MODE %%%%%%

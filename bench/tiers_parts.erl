@@ -21,7 +21,11 @@
 %%%     drive: it neither wakes every millisecond nor reads; it reads the
 %%%     ring after (compare with `no guard');</li>
 %%% <li>`token only': no tiers; each request sets a seq_trace label as
-%%%     kprof:request/2 does: what the token costs the messages alone.</li>
+%%%     kprof:request/2 does: what the token costs the messages alone;</li>
+%%% <li>`sink SCHED_BATCH': tiers, the sink's OS process under the Linux
+%%%     policy that never preempts a running thread when it wakes (chrt -b):
+%%%     whether the sink's wake-ups every millisecond cost the service's
+%%%     latency.</li>
 %%% </ul>
 %%%
 %%% Per variant: latency p50 and p99 (medians of the rounds' own) and their
@@ -38,7 +42,7 @@
 -define(TIERS, [{http, [{tiers_bench, http, 1}]}, {db, [{tiers_bench, db_query, 1}]},
                 {templating, [{tiers_bench, tpl_render, 1}]}]).
 -define(VARIANTS, [untraced, tiers, no_ring, no_procs, no_patterns, no_guard, no_poll, no_sink,
-                   token]).
+                   token, sink_batch]).
 -define(SECTION, "Tiers: where the time goes").
 
 %% @doc `main([Rate, Seconds, Rounds, ResultsFile])', all strings (from
@@ -58,13 +62,14 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     run(tiers, Rate, 1),
     Runs = lists:append([round(Rate, Seconds) || _ <- lists:seq(1, Rounds)]),
     Rows = [row(V, [R || {V1, R} <- Runs, V1 =:= V]) || V <- ?VARIANTS],
+    Closed = closed(Rounds),
     Load1 = overhead_bench:load_average(),
     Text = [io_lib:format("`make bench-tiers-parts`: the synthetic service of bench-tiers "
                           "(bench/tiers_parts.erl), ~b req/s offered open loop, ~b s per "
                           "variant, ~b rounds, the variants interleaved in each round. Load "
                           "average before / after: ~s / ~s.~n~n",
                           [Rate, Seconds, Rounds, Load0, Load1]),
-            table(Rows), "\n", breakdown(Rows), "\n", notes()],
+            table(Rows), "\n", breakdown(Rows), "\n", closed_table(Closed), "\n", notes()],
     io:put_chars(Text),
     ok = overhead_bench:write_section(Results, ?SECTION, Text),
     halt(0).
@@ -101,6 +106,58 @@ run(V, Rate, Seconds) ->
       achieved => Achieved, vm_us => 1.0e6 * (Vm1 - Vm0) / N,
       sink_us => 1.0e6 * (Sink1 - Sink0) / N, events => (E1 - E0) / N}.
 
+%%%%%%%%%%%%%%%%%%%
+%%% CLOSED LOOP %%%
+%%%%%%%%%%%%%%%%%%%
+
+%% One process makes the service's requests one after the other, with no
+%% work in the tiers (their messages and tracing only), each variant in
+%% turn, rounds interleaved: the VM's CPU per request (/proc; the servers'
+%% and the wake-ups' included), the median of the rounds.
+-define(CLOSED, [untraced, token, tiers, no_ring, no_procs]).
+-define(CLOSED_N, 50000).
+
+-spec closed(pos_integer()) -> [{atom(), float(), float()}].
+closed(Rounds) ->
+    ok = tiers_bench:work(false),
+    Runs = [{V, closed_run(V)} || _ <- lists:seq(1, Rounds), V <- ?CLOSED],
+    ok = tiers_bench:work(true),
+    [{V, tiers_bench:median([Us || {V1, {Us, _}} <- Runs, V1 =:= V]),
+      tiers_bench:median([E || {V1, {_, E}} <- Runs, V1 =:= V])} || V <- ?CLOSED].
+
+-spec closed_run(atom()) -> {float(), float()}.
+closed_run(V) ->
+    setup(V),
+    Request = request_fun(V),
+    #{trace_events := E0} = kprof:sink_stats(),
+    Vm0 = tiers_bench:vm_cpu(),
+    _ = [Request({page, I rem 4}, fun() -> tiers_bench:http(I) end)
+         || I <- lists:seq(1, ?CLOSED_N)],
+    Vm1 = tiers_bench:vm_cpu(),
+    teardown(V),
+    {synced, _} = kprof_sink:command(sync, 60000),
+    #{trace_events := E1} = kprof:sink_stats(),
+    {1.0e6 * (Vm1 - Vm0) / ?CLOSED_N, (E1 - E0) / ?CLOSED_N}.
+
+-spec closed_table([{atom(), float(), float()}]) -> iolist().
+closed_table(Closed) ->
+    {untraced, Base, _} = lists:keyfind(untraced, 1, Closed),
+    [io_lib:format("Closed loop: one process makes ~b requests of the service one after the "
+                   "other, no work in the tiers (two gen_server calls a request, in its own "
+                   "process), each variant in turn; the VM's CPU per request, medians of the "
+                   "rounds:~n~n", [?CLOSED_N]),
+     "| variant | VM CPU us/req | more than untraced | events/req | per event ns |
+"
+     "|---|--:|--:|--:|--:|
+",
+     [io_lib:format("| ~s | ~.2f | ~.2f | ~.2f | ~s |~n",
+                    [name(V), Us, Us - Base, E,
+                     case E > 0 of
+                         true -> integer_to_list(round(1000 * (Us - Base) / E));
+                         false -> "-"
+                     end])
+      || {V, Us, E} <- Closed]].
+
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% TURNING PARTS OFF %%%%%%%%
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%
@@ -132,13 +189,19 @@ setup(no_poll) ->
     setup(tiers),
     sys:suspend(kprof_tiers);
 setup(no_sink) ->
-    setup(no_guard).
+    setup(no_guard);
+setup(sink_batch) ->
+    setup(tiers),
+    sink_policy("-b").
 
 -spec teardown(atom()) -> ok.
 teardown(V) when V =:= untraced; V =:= token ->
     ok;
 teardown(no_poll) ->
     sys:resume(kprof_tiers),
+    teardown(tiers);
+teardown(sink_batch) ->
+    sink_policy("-o"),
     teardown(tiers);
 teardown(_) ->
     ok = kprof:stop_tiers().
@@ -149,6 +212,13 @@ teardown(_) ->
 retrace(Tracer, Flags) ->
     _ = erlang:trace(all, false, [all]),
     _ = erlang:trace(all, true, [Tracer | Flags]),
+    ok.
+
+%% The sink's scheduling policy: chrt -b (SCHED_BATCH) or -o (SCHED_OTHER).
+-spec sink_policy(string()) -> ok.
+sink_policy(Policy) ->
+    #{os_pid := P} = kprof_sink:info(),
+    _ = os:cmd("chrt " ++ Policy ++ " -p 0 " ++ integer_to_list(P)),
     ok.
 
 -spec sink_signal(string()) -> true.
@@ -232,7 +302,8 @@ name(no_patterns) -> "no tier patterns";
 name(no_guard) -> "no guard";
 name(no_poll) -> "no server poll";
 name(no_sink) -> "no guard, sink stopped";
-name(token) -> "token only, nothing traced".
+name(token) -> "token only, nothing traced";
+name(sink_batch) -> "tiers, the sink at SCHED_BATCH".
 
 -spec notes() -> iolist().
 notes() ->
