@@ -256,8 +256,7 @@ build(Tiers, First, NodeReports, Opts) ->
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
                                      (F = maps:get(full_trace, R, undefined)) =/= undefined]),
-      overhead => [O#{node => N} || #{node := N} = R <- NodeReports,
-                                    is_map(O = maps:get(overhead, R, undefined))]},
+      overhead => [O#{node => N} || #{node := N, overhead := O} <- NodeReports, is_map(O)]},
     maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS]
                                       ++ [{K, Opt(K)} || K <- ?RING_DROPS])).
 
