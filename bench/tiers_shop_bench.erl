@@ -3,7 +3,10 @@
 %%% by its own load generator in the same node (shop_load: open loop, a
 %%% connection per request), untraced and with tiers on its three tier
 %%% modules as a user would set them (shop_demo:tiers/0 and tier_opts/0),
-%%% route by route, the modes interleaved over the rounds.
+%%% and with the tiers on those modules' exported functions only (what the
+%%% patterns on whole modules cost: every local call of a tier module is a
+%%% call and a return_to), route by route, the modes interleaved over the
+%%% rounds.
 %%%
 %%% Per route, rate and mode: latency p50 and p99 (medians of the rounds'
 %%% own) and their ratios to the untraced run of the same round (medians),
@@ -17,7 +20,7 @@
 -export([main/1]).
 
 -define(SECTION, "Tiers on the shop").
--define(MODES, [untraced, tiers]).
+-define(MODES, [untraced, tiers, exports]).
 
 %% @doc `main([Cases, Seconds, Rounds, ResultsFile])', all strings (from the
 %% Makefile); Cases: `Path@Rate' separated by commas.
@@ -46,7 +49,8 @@ main([Cases0, Seconds0, Rounds0, Results]) ->
                           "generator in the same node (shop_load, open loop, a connection per "
                           "request), untraced and with `kprof:start_tiers(shop_demo:tiers(), "
                           "shop_demo:tier_opts())` (three whole tier modules, the entry "
-                          "`shop_http:handle/3`), ~b s per run, ~b rounds, the modes "
+                          "`shop_http:handle/3`), and with the same tiers on those modules' exported "
+                          "functions only, ~b s per run, ~b rounds, the modes "
                           "interleaved in each round. Load average before / after: "
                           "~s / ~s.~n~n", [Ms div 1000, Rounds, Load0, Load1]),
             table(Rows), "\n",
@@ -57,24 +61,34 @@ main([Cases0, Seconds0, Rounds0, Results]) ->
     ok = overhead_bench:write_section(Results, ?SECTION, Text),
     halt(0).
 
--spec run(untraced | tiers, inet:port_number(), {string(), pos_integer()}, pos_integer()) ->
+-spec run(untraced | tiers | exports, inet:port_number(), {string(), pos_integer()},
+          pos_integer()) ->
           map().
 run(Mode, Port, {Path, Rate}, Ms) ->
-    _ = Mode =:= tiers andalso (ok =:= kprof:start_tiers(shop_demo:tiers(),
-                                                           shop_demo:tier_opts())),
+    _ = Mode =/= untraced andalso (ok =:= kprof:start_tiers(tiers(Mode),
+                                                              shop_demo:tier_opts())),
     #{trace_events := E0} = kprof:sink_stats(),
     Sink0 = tiers_bench:sink_cpu(),
     Vm0 = tiers_bench:vm_cpu(),
     R = drive(Port, Path, Rate, Ms),
     Vm1 = tiers_bench:vm_cpu(),
     Sink1 = tiers_bench:sink_cpu(),
-    _ = Mode =:= tiers andalso (ok =:= kprof:stop_tiers()),
+    _ = Mode =/= untraced andalso (ok =:= kprof:stop_tiers()),
     {synced, _} = kprof_sink:command(sync, 60000),
     #{trace_events := E1} = kprof:sink_stats(),
     #{latency := #{p50 := P50, p99 := P99}, rate := Achieved, requests := N, ok := Ok} = R,
     #{p50 => P50, p99 => P99, achieved => Achieved, failed => N - Ok,
       vm_us => 1.0e6 * (Vm1 - Vm0) / max(1, N), sink_us => 1.0e6 * (Sink1 - Sink0) / max(1, N),
       events => (E1 - E0) / max(1, N)}.
+
+%% The demo's tiers, or the same on each module's exported functions only.
+-spec tiers(tiers | exports) -> kprof_tiers:tiers().
+tiers(tiers) ->
+    shop_demo:tiers();
+tiers(exports) ->
+    [{Name, [{M, F, A} || {M, '_', '_'} <- Specs, {F, A} <- M:module_info(exports),
+                          F =/= module_info]}
+     || {Name, Specs} <- shop_demo:tiers()].
 
 -spec drive(inet:port_number(), string(), pos_integer(), pos_integer()) -> map().
 drive(Port, Path, Rate, Ms) ->
@@ -94,6 +108,11 @@ row(C, M, Runs) ->
       sink_us => Med(sink_us), events => Med(events),
       failed => lists:sum([F || #{failed := F} <- Mine])}.
 
+-spec mode_name(atom()) -> string().
+mode_name(untraced) -> "untraced";
+mode_name(tiers) -> "tiers (whole modules)";
+mode_name(exports) -> "tiers (exported functions)".
+
 -spec table([map()]) -> iolist().
 table(Rows) ->
     ["| route | offered/s | mode | p50 ms | p99 ms | p50 / untraced | p99 / untraced "
@@ -101,7 +120,7 @@ table(Rows) ->
      "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
      [io_lib:format("| `~s` | ~b | ~s | ~.3f | ~.3f | ~.3f | ~.3f | ~.1f | ~.1f | ~.1f | ~.1f "
                     "| ~b |~n",
-                    [Path, Rate, M, P50, P99, R50, R99, A, Vm, Sink, E, F])
+                    [Path, Rate, mode_name(M), P50, P99, R50, R99, A, Vm, Sink, E, F])
       || #{'case' := {Path, Rate}, mode := M, p50 := P50, p99 := P99, p50_ratio := R50,
            p99_ratio := R99, achieved := A, vm_us := Vm, sink_us := Sink, events := E,
            failed := F} <- Rows]].
