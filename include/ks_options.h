@@ -45,6 +45,7 @@
 
 /* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
 KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
+KS_OPTION(KS_M_TIERS, max_overhead, KS_T_NUMX, 0, 1, "", KS_BY_ERLANG, KS_NO_FIELD, "lower sample while tracing's estimated share of the node's CPU is above this (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, KS_NO_FIELD, "requests at least this slow are reported one by one (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, KS_FIELD(tiers, slow_max, 1), "how many slow requests are kept")
 KS_OPTION(KS_M_TIERS, window, KS_T_NUM, 0.1, 86400, "", KS_BY_ERLANG, KS_NO_FIELD, "report only the last window seconds (off when absent)")

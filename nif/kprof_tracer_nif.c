@@ -10,7 +10,8 @@
  * return_from / exception_from share the event record. Atoms and pids are
  * sent as the VM's term words, each defined once per ring by a record that
  * names it. Tags nobody reads (link, send, receive, ...) are discarded in
- * enabled/3; anything that cannot be encoded is counted as unsupported.
+ * enabled/3, and so are those a generation's mode does not read (discard/2);
+ * anything that cannot be encoded is counted as unsupported.
  *
  * A meta pattern's tracer, trace_pattern(MFA, MS, [{meta, kprof_tracer,
  * {meta, Gen}}]), writes the same records marked KS_RECF_META: a flame
@@ -76,6 +77,13 @@ static _Atomic uint64_t live_gen;     /* 0: none */
 static _Atomic uint64_t live_term;    /* the live Gen as a term (0: none) */
 /* The call budget of kprof:calls's max (include/ks_budget.h). */
 static ks_budget budget;
+/* The event tags generation discard_gen's enabled/3 answers `discard` to
+ * (discard/2), a bit per KS_EV_ kind: a mode that reads none of them (the
+ * tiers read no spawn, spawned, register or unregister) spares the VM
+ * building the event and the trace/5 call, the ring its record and the sink
+ * its decoding. Any other generation (the next mode) is not affected. */
+static _Atomic uint64_t discard_gen;
+static _Atomic uint64_t discard_mask;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RETIRED 8
 #define RETIRE_S 10
@@ -775,15 +783,20 @@ static int event_kind(ERL_NIF_TERM tag) {
 /* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
  * carries (link, send, 'receive', ...), so trace/5 is not even called. */
 static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  int meta;
+  int meta, kind;
+  uint64_t live = live_state(env, argv[1], &meta);
 
-  if (live_state(env, argv[1], &meta) == 0)
+  if (live == 0)
     return am_remove;
   /* Atoms are immediates: the same word in every env. */
-  if (argv[0] == am_call || argv[0] == am_return_to || argv[0] == am_trace_status ||
-      event_kind(argv[0]) >= 0)
+  if (argv[0] == am_call || argv[0] == am_return_to || argv[0] == am_trace_status)
     return am_trace;
-  return am_discard;
+  if ((kind = event_kind(argv[0])) < 0)
+    return am_discard;
+  if ((atomic_load_explicit(&discard_mask, memory_order_relaxed) >> kind & 1) &&
+      atomic_load_explicit(&discard_gen, memory_order_acquire) == live)
+    return am_discard;
+  return am_trace;
 }
 
 /* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
@@ -950,6 +963,30 @@ static ERL_NIF_TERM nif_set_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
   return am_ok;
 }
 
+/* discard(Gen, Tags) -> ok: generation Gen's enabled/3 discards the events
+ * of these tags (of those a record carries); discard(0, []) -> ok: none. */
+static ERL_NIF_TERM nif_discard(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifUInt64 gen;
+  ERL_NIF_TERM list = argv[1], head;
+  uint64_t mask = 0;
+  int kind;
+
+  if (!enif_get_uint64(env, argv[0], &gen))
+    return enif_make_badarg(env);
+  while (enif_get_list_cell(env, list, &head, &list)) {
+    if ((kind = event_kind(head)) < 0)
+      return enif_make_badarg(env);
+    mask |= (uint64_t)1 << kind;
+  }
+  if (!enif_is_empty_list(env, list))
+    return enif_make_badarg(env);
+  /* As ks_budget_set: no generation while the mask changes. */
+  atomic_store_explicit(&discard_gen, 0, memory_order_release);
+  atomic_store_explicit(&discard_mask, mask, memory_order_relaxed);
+  atomic_store_explicit(&discard_gen, gen, memory_order_release);
+  return am_ok;
+}
+
 static int put_u64(ErlNifEnv *env, ERL_NIF_TERM *map, const char *key, uint64_t v) {
   return enif_make_map_put(env, *map, enif_make_atom(env, key), enif_make_uint64(env, v), map);
 }
@@ -1054,6 +1091,7 @@ static ErlNifFunc funcs[] = {
     {"ring_info", 0, nif_ring_info, 0},
     {"budget", 2, nif_set_budget, 0},
     {"budget", 0, nif_budget, 0},
+    {"discard", 2, nif_discard, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)

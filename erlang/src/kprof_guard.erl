@@ -409,6 +409,18 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
+handle_info({sink_reply, {overload, _}, {error, Why}}, S) when Why =:= busy; Why =:= timeout ->
+    %% The lag bound did not reach the sink (a port busy with a backlog, or a
+    %% command going through its writer, meets nosuspend with busy): sent again
+    %% at the next tick, or the lag would go unwatched for the whole mode.
+    erlang:send_after(?TICK, self(), overload_bound),
+    {noreply, S};
+handle_info(overload_bound, S) ->
+    _ = case map_size(S#state.armed) of
+            0 -> async({overload, 0});
+            _ -> send_overload_bound(S)
+        end,
+    {noreply, S};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
 handle_info({port_queue, Ref, Answered, Queue}, S = #state{watch = W}) ->

@@ -77,8 +77,8 @@ start(Plan) ->
 -spec claimed(#plan{}, port() | {error, term()}) ->
           {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 claimed(Plan, Port) when is_port(Port) ->
-    Steps = [record_step(), sink_step(), session_step(), full_patterns_step(),
-             patterns_step(), baseline_step(), flags_step(), publish_step()],
+    Steps = [record_step(), calibrate_step(), sink_step(), session_step(),
+             full_patterns_step(), patterns_step(), baseline_step(), flags_step(), publish_step()],
     case run_steps(Steps, #{plan => Plan, port => Port,
                             full_modules => full_modules(Plan#plan.full)}) of
         {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
@@ -119,6 +119,17 @@ record_step() ->
              {ok, Ctx}
      end,
      fun(_) -> kprof_records:delete(?RECORD) end}.
+
+%% What an event costs here, with the tracer the flags will name: before
+%% the sink's tiers_start (it reads the calibration's events first, and
+%% takes them for nobody's) and before the events baseline.
+-spec calibrate_step() -> step().
+calibrate_step() ->
+    {fun(Ctx = #{plan := Plan, port := Port}) ->
+             Cal = kprof_tiers_cost:calibrate(tracer(Port)),
+             {ok, Ctx#{plan := Plan#plan{calibration = Cal}}}
+     end,
+     fun nothing/1}.
 
 -spec sink_step() -> step().
 sink_step() ->
@@ -206,7 +217,7 @@ set_patterns(Session, [{Spec, MS} | Rest], Done) ->
                      remove_patterns(Session, Done),
                      {error, {trace_pattern_failed, Spec, Why}}
              end,
-    try kprof_trace_session:function(Session, Spec, MS, [local]) of
+    try kprof_trace_session:function(Session, Spec, MS, kprof_tiers_plan:pattern_flags(Spec)) of
         N when is_integer(N), N > 0 ->
             set_patterns(Session, Rest, [Spec | Done]);
         Other ->
@@ -255,14 +266,25 @@ full_trace_modules() ->
 
 -spec set_flags(kprof_trace_session:session()) -> ok | {error, term()}.
 set_flags(Session) ->
-    try kprof_trace_session:process(Session, all, true,
-                                    flags_for(kprof_trace_session:tracer(Session))) of
+    Tracer = kprof_trace_session:tracer(Session),
+    ok = discard_unread(Tracer),
+    try kprof_trace_session:process(Session, all, true, flags_for(Tracer)) of
         _ -> ok
     catch
         error:Reason ->
             _ = release_ring(),
             {error, {trace_flags_failed, Reason}}
     end.
+
+%% `procs' is for the `exit' (the sink ends a killed process's requests,
+%% gives its pid id back); the tracer NIF drops the rest of what it brings
+%% before the VM builds it: a spawn and a spawned per process a server
+%% spawns per request.
+-spec discard_unread(tuple()) -> ok.
+discard_unread({tracer, kprof_tracer, Gen}) ->
+    kprof_tracer:discard(Gen, [spawn, spawned, register, unregister]);
+discard_unread({tracer, _Port}) ->
+    ok.
 
 %% The tracer NIF takes its own timestamps (the VM's, asked with
 %% monotonic_timestamp, would cost the traced process as much again): only a
@@ -297,11 +319,13 @@ remove_patterns(Session, Patterns) ->
                      (Spec) -> pattern_off(Session, Spec)
                   end, Patterns).
 
-%% A spec's local pattern off, whether it was set or not (a module gone, a
-%% spec the VM refuses, the session destroyed: nothing to take off).
+%% A spec's pattern off (of its kind: pattern_flags/1), whether it was set or
+%% not (a module gone, a spec the VM refuses, the session destroyed: nothing
+%% to take off).
 -spec pattern_off(kprof_trace_session:session(), mfa_spec()) -> ok.
 pattern_off(Session, Spec) ->
-    _ = try kprof_trace_session:function(Session, Spec, false, [local]) catch _:_ -> 0 end,
+    _ = try kprof_trace_session:function(Session, Spec, false, kprof_tiers_plan:pattern_flags(Spec))
+        catch _:_ -> 0 end,
     ok.
 
 %% @doc What {@link kprof_tiers:abort/2} does at once: nothing that waits for the sink, which may be
@@ -402,8 +426,9 @@ newer_session() ->
 %% request counters, active.
 -spec publish(#plan{}) -> counters:counters_ref().
 publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
-    C = counters:new(4, [write_concurrency]),
+    C = counters:new(?COUNTERS, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
+    counters:put(C, ?SAMPLE_PPM, max(1, round(Sample * 1000000))),
     %% abort/2 untraces these: full trace's too.
     persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full}),
     C.
@@ -436,7 +461,8 @@ arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = 
                    _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
                end,
     Arm0 = #{abort => Abort, owner => self(),
-             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             patterns => Watch ++ [{MFA, MS, kprof_tiers_plan:pattern_flags(MFA)}
+                                   || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm1 = case Session of
                undefined -> Arm0;
@@ -502,7 +528,7 @@ undo_record(Rec = #{plan := Plan = #plan{patterns = Patterns}}) ->
     release_ring(),
     Specs = [Spec || {Spec, _} <- Patterns]
         ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
-    Set = length([Spec || Spec <- Specs, has_local_pattern(Session, Spec)]),
+    Set = length([Spec || Spec <- Specs, has_pattern(Session, Spec)]),
     remove_patterns(Session, Specs),
     kprof_trace_session:close(Session),
     kprof_trace_session:destroy(kprof_tiers),
@@ -541,15 +567,17 @@ traced_by_ours(Who, Port) ->
         _ -> false
     end.
 
-%% A local pattern on at least one function the spec names.
--spec has_local_pattern(kprof_trace_session:session(), mfa_spec()) -> boolean().
-has_local_pattern(Session, {M, F, A}) ->
+%% A pattern (of the spec's kind: pattern_flags/1) on at least one function
+%% the spec names.
+-spec has_pattern(kprof_trace_session:session(), mfa_spec()) -> boolean().
+has_pattern(Session, Spec = {M, F, A}) ->
+    [Kind] = kprof_tiers_plan:pattern_flags(Spec),
     Fns = case erlang:module_loaded(M) of
               true -> M:module_info(functions);
               false -> []
           end,
     Local = fun(MFA) ->
-                    try kprof_trace_session:info(Session, MFA, traced) =:= {traced, local}
+                    try kprof_trace_session:info(Session, MFA, traced) =:= {traced, Kind}
                     catch error:badarg -> false
                     end
             end,

@@ -21,7 +21,7 @@
 -module(kprof_tracer).
 
 -export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0,
-         budget/2, budget/0]).
+         budget/2, budget/0, discard/2]).
 %% erl_tracer callbacks (the NIF)
 -export([enabled/3, trace/5]).
 
@@ -105,9 +105,22 @@ budget(_Gen, _N) ->
 budget() ->
     ?NOT_LOADED.
 
+%% @doc Generation `Gen''s events of these tags are discarded before the VM
+%% builds them (`enabled/3' answers `discard'): for a mode that reads none of
+%% them, e.g. the tiers, which read a process's `exit' of the `procs' flag
+%% but not its `spawn', `spawned', `register' or `unregister'. Tags: those a
+%% record carries (`in', `out', `spawn', `exit', `gc_minor_start', ...; not
+%% `call' or `return_to'), else `badarg'. One generation at a time:
+%% `discard(0, [])' clears it, and any other generation discards only the
+%% tags no record carries.
+-spec discard(non_neg_integer(), [atom()]) -> ok.
+discard(_Gen, _Tags) ->
+    ?NOT_LOADED.
+
 %% @private erl_tracer callback (the NIF): `trace' while `State' is the live
 %% generation (or `{meta, Gen}' of it) and the tag is one a record carries,
-%% `discard' for other tags, `remove' for a stale state.
+%% `discard' for other tags and those {@link discard/2} named for the
+%% generation, `remove' for a stale state.
 -spec enabled(atom(), term(), pid() | port()) -> trace | discard | remove.
 enabled(_TraceTag, _State, _Tracee) ->
     ?NOT_LOADED.

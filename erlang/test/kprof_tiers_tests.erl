@@ -1055,7 +1055,8 @@ drops_in_text() ->
 -spec nested_return() -> term().
 nested_return() ->
     ok = kprof:start_tiers([{a, [{?W, nest, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
-    erlang:trace_pattern({kprof_mark, resume, 0}, false, [local]),
+    erlang:trace_pattern({kprof_mark, resume, 0}, false, [global]),
+    ?assertEqual({traced, false}, erlang:trace_info({kprof_mark, resume, 0}, traced)),
     Self = self(),
     ?W:run_requests(10, outer, fun() ->
                                        T0 = erlang:monotonic_time(nanosecond),

@@ -23,6 +23,8 @@ tracer_test_() ->
        {timeout, 120, fun ring_full/0}},
       {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
       {"a tracer of an old session answers remove", fun stale/0},
+      {"the tiers' generation drops spawn events, keeps exits; the next one has them",
+       fun discard_spawns/0},
       {"the tiers' own tracers are no other tracer; a process of dbg's is",
        {timeout, 30, fun other_tracers/0}},
       {"max_events counts the ring's events from the start",
@@ -33,18 +35,10 @@ port_tracer_test_() ->
     kprof_tiers_tests:port_tracer_suite().
 
 setup() ->
-    logger:set_handler_config(default, level, error),
-    _ = application:load(kprof),
-    ok = kprof_test_util:start(#{}),
-    ?W:start_times().
+    ?W:setup().
 
 cleanup(Times) ->
-    ok = ?W:stop_times(Times),
-    _ = kprof:stop_tiers(),
-    _ = kprof:unsubscribe(),
-    ok = kprof:stop(),
-    [application:unset_env(kprof, K) || K <- [tracer, ring_bytes]],
-    logger:set_handler_config(default, level, all),
+    ?W:cleanup(Times),
     flush().
 
 flush() ->
@@ -73,6 +67,52 @@ ring_default() ->
     ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
     ?assertEqual({traced, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, traced)),
     P ! stop.
+
+%% The tiers read a process's exit of the procs flag, not its spawn or
+%% spawned: their generation's enabled/3 discards those (kprof_tracer:
+%% discard/2). A later generation (a new tracer session) is not affected.
+discard_spawns() ->
+    Kinds = fun() ->
+                    {synced, _} = kprof_sink:command(sync, 10000),
+                    maps:with([spawn, spawned, exit], maps:get(events, kprof:sink_stats()))
+            end,
+    Spawn = fun(N) ->
+                    Self = self(),
+                    [receive {'DOWN', _, process, _, normal} -> ok end
+                     || _ <- [spawn_monitor(fun() -> Self =:= self() end)
+                              || _ <- lists:seq(1, N)]],
+                    ok
+            end,
+    ok = kprof:start_tiers(?TIERS, #{}),
+    {tracer, {kprof_tracer, Gen}} = kprof_test_util:trace_info(new, tracer),
+    K0 = Kinds(),
+    Spawn(20),
+    K1 = Kinds(),
+    ?assertEqual(0, maps:get(spawn, K1) - maps:get(spawn, K0)),
+    ?assertEqual(0, maps:get(spawned, K1) - maps:get(spawned, K0)),
+    ?assert(maps:get(exit, K1) - maps:get(exit, K0) >= 20),
+    ok = kprof:stop_tiers(),
+    %% A generation of its own, flags with procs: spawns are written again.
+    {tracer, kprof_tracer, Gen2} = Tracer = kprof_sink:tracer(),
+    ?assertNotEqual(Gen, Gen2),
+    Self = self(),
+    P = spawn_link(fun() ->
+                           receive go -> ok end,
+                           Spawn(5),
+                           Self ! {spawned, self()},
+                           receive stop -> ok end
+                   end),
+    1 = erlang:trace(P, true, [procs, Tracer]),
+    P ! go,
+    receive {spawned, P} -> ok end,
+    K2 = Kinds(),
+    ?assertEqual(5, maps:get(spawn, K2) - maps:get(spawn, K1)),
+    1 = erlang:trace(P, false, [procs]),
+    P ! stop,
+    ?assertError(badarg, kprof_tracer:discard(Gen2, [call])),
+    ?assertError(badarg, kprof_tracer:discard(Gen2, [nonsense])),
+    ?assertError(badarg, kprof_tracer:discard(Gen2, spawn)),
+    ok = kprof_tracer:discard(0, []).
 
 same_as_port() ->
     Run = fun(Tracer) ->

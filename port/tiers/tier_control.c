@@ -93,7 +93,7 @@ static int decode_name(const char *b, int *idx, char **out) {
   return *out != NULL ? KS_OK : KS_ENOMEM;
 }
 
-/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | entry | traced */
+/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | mark | entry | traced */
 static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *nout,
                         int *ntiers) {
   int n, k, ar, type, size;
@@ -142,6 +142,8 @@ static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *n
         s->role = KS_ROLE_START;
       else if (strcmp(role, "stop") == 0)
         s->role = KS_ROLE_STOP;
+      else if (strcmp(role, "mark") == 0)
+        s->role = KS_ROLE_MARK;   /* a marker in no tier: no return_to, no frame */
       else if (strcmp(role, "entry") == 0) {
         s->role = KS_ROLE_NONE;
         s->entry = 1;

@@ -130,6 +130,7 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
   t->n_free = o->max_inflight;
   t->first_ts = INT64_MIN;
   t->last_ts = INT64_MIN;
+  t->stale_at = INT64_MAX;
   t->specs = specs;   /* owned from here on; on failure the caller keeps them */
   t->nspecs = nspecs;
   set_active(t, 1);
@@ -267,18 +268,30 @@ static void unlink_entry(ks_tiers *t, uint32_t slot) {
  * A request that never ends, its process's exit not seen (not traced, or lost
  * with the events of a full ring): past max_age it is dropped and counted as
  * abandoned, so its slot comes back. Swept when slots run out and every 64k
- * events.
+ * events, but only once the oldest open request can be stale (stale_at: the
+ * oldest start the last sweep saw, or a request opened since, plus
+ * max_request_ms): with every slot taken, a sweep of them all for each new
+ * request made the sink 10 times slower per event, and later still, just
+ * when requests were piling up.
  */
 static void sweep_stale(ks_tiers *t) {
+  int64_t oldest = INT64_MAX;
   uint32_t k;
 
+  if (t->last_ts < t->stale_at)
+    return;
   for (k = 0; k < t->o.max_inflight; k++) {
     ks_req *r = &t->reqs[k];
-    if (r->used && !r->ended && (uint64_t)(t->last_ts - r->start_ts) > t->o.max_age_ns) {
+    if (!r->used || r->ended)
+      continue;
+    if ((uint64_t)(t->last_ts - r->start_ts) > t->o.max_age_ns) {
       t->abandoned++;
       release(t, k);
+    } else if (r->start_ts < oldest) {
+      oldest = r->start_ts;
     }
   }
+  t->stale_at = oldest == INT64_MAX ? INT64_MAX : oldest + (int64_t)t->o.max_age_ns;
 }
 
 /* Out of slots: first the ended requests past their grace (flushed after each
@@ -528,6 +541,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   r->entry_pid = d->ev.pid;
   link_entry(t, slot);
   r->start_ts = d->ev.ts;
+  if (r->start_ts < t->stale_at - (int64_t)t->o.max_age_ns)
+    t->stale_at = r->start_ts + (int64_t)t->o.max_age_ns;
   if (ident.p == NULL && by_entry)
     ident = mfa_term(in, d->ev.mfa, mfa_buf, sizeof(mfa_buf));
   if (ident.p == NULL) {
@@ -699,7 +714,8 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   uint64_t h;
   uint32_t slot;
   int entry, role = role_of(t, in, d->ev.mfa, &entry), tiered = (entry & KS_MFA_TIERED) != 0;
-  ks_chain *c = chain_call(t, d, tiered);
+  /* A marker's call has no return_to: it opens no frame. */
+  ks_chain *c = KS_ROLE_IS_MARK(role) ? NULL : chain_call(t, d, tiered);
   ks_req *r;
 
   if (t->full.on && !tiered) {
