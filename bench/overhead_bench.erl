@@ -14,7 +14,7 @@
 %%% <li>`kprof_sink parallelism': the port opened with `{parallelism, true}';</li>
 %%% <li>`kprof_tracer NIF ring': the tracer the tiers and flame captures use,
 %%%     the kprof_tracer NIF writing each event into the sink's shared-memory
-%%%     ring (16 MiB);</li>
+%%%     rings (16 MiB, one per scheduler thread);</li>
 %%% <li>`null erl_tracer NIF': the VM's dispatch floor for any NIF tracer,
 %%%     bench/null_tracer_nif.c (enabled/3 answers `trace', trace/5 `ok'): what
 %%%     the VM spends to hand a NIF one event, before the NIF does anything;</li>
@@ -140,7 +140,8 @@ run({sink, _Name, Args, PortOpts}, Sink, Calls) ->
     {Loop, Drain};
 run(nif_ring, Sink, Calls) ->
     Port = open_port({spawn_executable, Sink}, [binary, {packet, 4}, use_stdio, exit_status]),
-    {ok, Name} = sink_call(Port, {ring_open, 16 bsl 20}),
+    {Bytes, Rings} = kprof_tracer:rings(16 bsl 20),
+    {ok, Name} = sink_call(Port, {ring_open, Bytes, Rings}),
     Gen = erlang:unique_integer([positive]),
     ok = kprof_tracer:attach(Name, Gen),
     ok = sink_call(Port, ring_unlink),
