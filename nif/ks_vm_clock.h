@@ -21,7 +21,8 @@
  * maps to that epoch's start at most), and its slope leans towards the VM's
  * clock so that the line meets it at the epoch's end. The error left: erts'
  * time correction changes the VM clock's rate by at most ~1 %, so under
- * 0.1 ms over an epoch, shrinking each epoch; durations are off by the rate
+ * 0.1 ms over an epoch, back within three epochs of a change in its rate
+ * (test_vm_clock); durations are off by the rate
  * error alone (~1e-5 with 10 ms epochs).
  *
  * Until the first KS_CALIBRATE_NS after ks_vm_clock_init there is no rate:

@@ -7,6 +7,7 @@
 
 #include "test_util.h"
 #include "ring/ks_ring_reader.h"
+#include "../../nif/ks_vm_clock.h"
 
 #define M_WORD 0x1000bULL   /* atom words (any distinct values) */
 #define F_WORD 0x2000bULL
@@ -942,6 +943,197 @@ START_TEST(test_past_the_watermark_waits) {
 }
 END_TEST
 
+/*
+ * Writers on threads of their own, as the VM's schedulers: NPROC processes
+ * move between NWRITERS threads (a thread takes a free process from a pool
+ * under a lock, writes a burst of its calls, puts it back: the lock is the
+ * hand-over a run queue makes), with times from the NIF's clock (ks_vm_clock.h
+ * over the real ticks), the first writers on rings of their own, the last two
+ * sharing the shared ring under a lock as the NIF's threads without a ring do.
+ * The main thread drains all the while. Each process's calls carry its own
+ * count (in the arity, mod 256): every process's events must come out in the
+ * order written, none lost, none twice, and each drain's in time order.
+ */
+#define NWRITERS 5
+#define NPROC 16
+#define PER_WRITER 20000
+#define STRESS_SIZE (256u << 10)
+
+typedef struct stress {
+  ks_ring_reader r;
+  ks_intern in;
+  ks_vm_clock clock;
+  pthread_mutex_t pool_lock, shared_lock;
+  int busy[NPROC], last_writer[NPROC];
+  unsigned seq[NPROC];
+  long migrations;
+  ks_ring_writer shared;
+  _Atomic int running, started;
+  /* the reader's: */
+  int64_t last_ts[NPROC], drain_last;
+  unsigned got[NPROC];
+  uint32_t pid_id[NPROC];
+} stress;
+
+typedef struct writer_arg {
+  stress *st;
+  int id;
+} writer_arg;
+
+static int64_t os_vm_time(void) {
+  return (int64_t)ks_os_ns();
+}
+
+static uint64_t proc_word(int p) {
+  return 0x700003ULL + ((uint64_t)p << 8);
+}
+
+/* Waits until w's ring has room (the reader runs beside): no drops in this test. */
+static void wait_room(ks_ring_writer *w, size_t len) {
+  while (w->head + len - atomic_load_explicit(&w->r->tail, memory_order_acquire) > w->size)
+    sched_yield();
+}
+
+static void stress_write(stress *st, ks_ring_writer *w, ks_vm_epoch *mine, int p,
+                         uint8_t *defined) {
+  if (!defined[p]) {
+    wait_room(w, 64);
+    put_pid(w, proc_word(p), 2000 + (unsigned)p);
+    defined[p] = 1;
+  }
+  wait_room(w, sizeof(ks_rec_mfa));
+  put_mfa_of(w, proc_word(p), ks_ring_time(w, ks_vm_clock_now(&st->clock, mine)),
+             KS_REC_CALL_MFA, 0, (uint8_t)st->seq[p]++);
+}
+
+static void *stress_writer(void *arg) {
+  writer_arg *a = arg;
+  stress *st = a->st;
+  ks_ring_writer own, *w = &own;
+  ks_vm_epoch mine = {0, 0, 0, 0};
+  uint8_t defined[NPROC] = {0};
+  uint32_t rnd = 2654435761u * (uint32_t)(a->id + 1);
+  int done = 0, shared = ks_ring_claim(&own, st->r.h, STRESS_SIZE, st->r.rings,
+                                       (uint64_t)a->id + 1) < 0;
+
+  if (shared)
+    w = &st->shared;
+  if (a->id == 0) {   /* the atoms, before any writer names them */
+    tb_ring_atom(w, M_WORD, "shop_db");
+    tb_ring_atom(w, G_WORD, "run");
+    atomic_store(&st->started, 1);
+  }
+  while (!atomic_load(&st->started))
+    sched_yield();
+  while (done < PER_WRITER) {
+    int p, k, burst;
+    rnd = rnd * 1103515245u + 12345u;
+    pthread_mutex_lock(&st->pool_lock);
+    for (p = (int)(rnd >> 16) % NPROC, k = 0; k < NPROC && st->busy[p]; k++)
+      p = (p + 1) % NPROC;
+    if (k == NPROC) {
+      pthread_mutex_unlock(&st->pool_lock);
+      continue;
+    }
+    st->busy[p] = 1;
+    st->migrations += st->last_writer[p] != a->id;
+    st->last_writer[p] = a->id;
+    pthread_mutex_unlock(&st->pool_lock);
+    burst = 1 + (int)((rnd >> 8) % 8);
+    for (k = 0; k < burst && done < PER_WRITER; k++, done++) {
+      if (shared)
+        pthread_mutex_lock(&st->shared_lock);
+      stress_write(st, w, &mine, p, defined);
+      if (shared)
+        pthread_mutex_unlock(&st->shared_lock);
+    }
+    pthread_mutex_lock(&st->pool_lock);
+    st->busy[p] = 0;
+    pthread_mutex_unlock(&st->pool_lock);
+  }
+  if (!shared)
+    ks_ring_release(&own);
+  atomic_fetch_sub(&st->running, 1);
+  return NULL;
+}
+
+static void stress_event(void *ctx, ks_decoded *d) {
+  stress *st = ctx;
+  ks_mfa_view v;
+  int p;
+
+  for (p = 0; p < NPROC && st->pid_id[p] != d->ev.pid; p++)
+    ;
+  if (p == NPROC) {   /* a process seen for the first time: its id */
+    ks_pid_view pv;
+    ck_assert_int_eq(ks_intern_pid_get(&st->in, d->ev.pid, &pv), KS_OK);
+    p = (int)pv.num - 2000;
+    ck_assert_int_ge(p, 0);
+    ck_assert_int_lt(p, NPROC);
+    ck_assert_uint_eq(st->pid_id[p], KS_NONE);
+    st->pid_id[p] = d->ev.pid;
+  }
+  ck_assert_int_eq(ks_intern_mfa_get(&st->in, d->ev.mfa, &v), KS_OK);
+  ck_assert_msg(v.arity == (st->got[p] & 0xff), "process %d: call %u came as %u", p,
+                st->got[p], v.arity);
+  ck_assert_int_ge(d->ev.ts, st->last_ts[p]);
+  ck_assert_int_ge(d->ev.ts, st->drain_last);
+  st->last_ts[p] = st->drain_last = d->ev.ts;
+  st->got[p]++;
+}
+
+START_TEST(test_writers_on_threads) {
+  stress *st = calloc(1, sizeof(*st));
+  pthread_t th[NWRITERS];
+  writer_arg args[NWRITERS];
+  unsigned total = 0;
+  int k, drains = 0;
+
+  ck_assert_ptr_nonnull(st);
+  ks_ring_reader_init(&st->r);
+  ck_assert_int_eq(ks_intern_init(&st->in, NULL), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&st->r, STRESS_SIZE, NWRITERS - 1), KS_OK);
+  ks_ring_writer_init(&st->shared, st->r.h, STRESS_SIZE, NWRITERS - 2);
+  ks_vm_clock_init(&st->clock, os_vm_time, ks_tsc_is_clocksource());
+  pthread_mutex_init(&st->pool_lock, NULL);
+  pthread_mutex_init(&st->shared_lock, NULL);
+  for (k = 0; k < NPROC; k++) {
+    st->pid_id[k] = KS_NONE;
+    st->last_ts[k] = INT64_MIN;
+    st->last_writer[k] = -1;
+  }
+  atomic_store(&st->running, NWRITERS);
+  for (k = 0; k < NWRITERS; k++) {
+    args[k] = (writer_arg){st, k};
+    ck_assert_int_eq(pthread_create(&th[k], NULL, stress_writer, &args[k]), 0);
+  }
+  while (atomic_load(&st->running) > 0) {
+    st->drain_last = INT64_MIN;
+    ks_ring_drain(&st->r, &st->in, SIZE_MAX, stress_event, st);
+    drains++;
+  }
+  for (k = 0; k < NWRITERS; k++)
+    pthread_join(th[k], NULL);
+  st->drain_last = INT64_MIN;
+  ks_ring_drain(&st->r, &st->in, SIZE_MAX, stress_event, st);
+  for (k = 0; k < NPROC; k++) {
+    ck_assert_uint_eq(st->got[k], st->seq[k]);
+    total += st->got[k];
+  }
+  ck_assert_uint_eq(total, NWRITERS * PER_WRITER);
+  ck_assert_uint_eq(st->r.bad + st->r.unresolved + st->r.full + st->r.drops_seen, 0);
+  /* Processes did move, and the rings were read while being written. */
+  ck_assert_int_gt(st->migrations, NPROC);
+  ck_assert_int_gt(drains, 1);
+  ks_ring_close(&st->r);
+  ks_intern_free(&st->in);
+  pthread_mutex_destroy(&st->pool_lock);
+  pthread_mutex_destroy(&st->shared_lock);
+  pthread_mutex_destroy(&st->clock.lock);
+  free(st);
+}
+END_TEST
+
 Suite *ring_suite(void) {
   Suite *s = suite_create("ring");
   TCase *tc = tcase_create("ring");
@@ -960,6 +1152,7 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_migration_during_a_drain);
   tcase_add_test(tc, test_definition_during_a_drain);
   tcase_add_test(tc, test_past_the_watermark_waits);
+  tcase_add_test(tc, test_writers_on_threads);
   tcase_add_test(tc, test_wraps_around);
   tcase_add_test(tc, test_unknown_words_and_bad_records);
   tcase_add_test(tc, test_sink_routes_ring_events);

@@ -77,6 +77,7 @@ Suite *control_suite(void);
 Suite *tiers_suite(void);
 Suite *flame_suite(void);
 Suite *ring_suite(void);
+Suite *vm_clock_suite(void);
 Suite *full_trace_suite(void);
 Suite *overload_suite(void);
 Suite *stack_suite(void);
