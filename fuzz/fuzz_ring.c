@@ -22,8 +22,9 @@
  *   bit 3 set ("strict"): no acts; each event's time is the harness's, a serial that
  *     rises in writing order (its low bit the input's, below): then every drain must
  *     leave every ring empty, hand on each event once (never twice: a bitmap of the
- *     serials), in time order within the drain, and every event written must be handed
- *     on or counted (unresolved, bad, full).
+ *     serials), in time order within the drain, none of a process before one it wrote
+ *     earlier (`disorder`), and every event written must be handed on or counted
+ *     (unresolved, bad, full).
  * Every event handed out must be consistent: a kind some record carries (call,
  * return_to, or one of the event record's), ids resolvable in their intern tables
  * (small caps, so they fill: pid, MFA, other pid, name), label and payload slices
@@ -53,6 +54,7 @@ static unsigned runs;
 
 /* The strict path's bookkeeping. */
 static uint8_t seen[SERIALS / 8];
+static uint64_t serial_base;   /* serials go on rising from input to input */
 static int64_t drain_last;   /* the time of the last event handed on in this drain */
 static uint64_t handed;
 static int strict;
@@ -117,9 +119,9 @@ static void release_pid(uint32_t id) {
 
 /* The strict path: each serial once, in time order within a drain. */
 static void check_order(int64_t ts) {
-  uint64_t serial = (uint64_t)ts >> 1;
+  uint64_t serial = ((uint64_t)ts >> 1) - serial_base;
 
-  if (serial >= SERIALS)
+  if ((uint64_t)ts >> 1 < serial_base || serial >= SERIALS)
     fail("a time the harness never wrote");
   if (seen[serial / 8] & (1u << (serial % 8)))
     fail("an event handed on twice");
@@ -275,7 +277,7 @@ static size_t write_record(ks_ring_reader *r, ks_ring_writer *w, const uint8_t *
   }
   memcpy(rec + 8, at + 8, len - 8);
   if (strict && ks_ring_is_event(type) && len >= 16) {
-    int64_t ts = (int64_t)(++*serial << 1 | ((uint64_t)at[8] & 1));
+    int64_t ts = (int64_t)((serial_base + ++*serial) << 1 | ((uint64_t)at[8] & 1));
     memcpy(rec + 8, &ts, 8);
     ++*written;
   }
@@ -297,7 +299,7 @@ static int damaged(const ks_ring_reader *r) {
 static void rings_path(unsigned first, const uint8_t *data, size_t size) {
   ks_ring_reader *r = &ring[(first >> 1) & 3];
   ks_ring_writer w[MAX_RINGS];
-  uint64_t written = 0, serial = 0, before;
+  uint64_t written = 0, serial = 0, before, disorder;
   size_t at = 0;
   unsigned n = 0;
 
@@ -310,9 +312,14 @@ static void rings_path(unsigned first, const uint8_t *data, size_t size) {
     ks_ring_unlink(r);
   }
   strict = (first & 8) != 0;
+  if (strict)   /* an earlier input's times are its own (hostile ones among them) */
+    for (n = 0; n < r->pid_ts_cap; n++)
+      r->pid_ts[n] = INT64_MIN;
+  n = 0;
   memset(seen, 0, sizeof(seen));
   handed = 0;
   before = r->unresolved + r->bad + r->full;
+  disorder = r->disorder;
   writers(r, w);
   atomic_store(&r->h->closed, 0);
   while (size - at >= 9) {
@@ -335,6 +342,9 @@ static void rings_path(unsigned first, const uint8_t *data, size_t size) {
   if (strict && (!empty(r) || handed > written ||
                  handed + (r->unresolved + r->bad + r->full - before) < written))
     fail("events neither handed on nor counted");
+  if (strict && r->disorder != disorder)
+    fail("a process's events out of order");
+  serial_base += serial + 1;
   strict = 0;
 }
 

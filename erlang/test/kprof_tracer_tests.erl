@@ -26,7 +26,9 @@ tracer_test_() ->
       {"the tiers' own tracers are no other tracer; a process of dbg's is",
        {timeout, 30, fun other_tracers/0}},
       {"max_events counts the ring's events from the start",
-       {timeout, 60, fun ring_max_events/0}}]}.
+       {timeout, 60, fun ring_max_events/0}},
+      {"requests moved between schedulers mid-request: every event once, each "
+       "process's in order, a ring per scheduler", {timeout, 120, fun migrations/0}}]}.
 
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
@@ -89,14 +91,15 @@ same_as_port() ->
     ?assertEqual(Ring, Run(port)).
 
 ring_full() ->
-    %% A 64 KiB ring and a sink slowed to 500 events/s: the ring fills in
-    %% about a thousand events.
+    %% 64 KiB rings and a sink slowed to 500 events/s: the ring of the one
+    %% scheduler the flood is bound to fills in about a thousand events (the
+    %% sink reads them all, at 2 ms each, before it answers a command).
     ok = kprof_test_util:start_fault_sink(#{}),
     ok = application:set_env(kprof, ring_bytes, 65536),
     ok = kprof:subscribe(),
     ok = kprof_sink:command({test_delay_us, 2000}),
     ok = kprof:start_tiers(?TIERS, #{}),
-    P = spawn_link(fun kprof_tiers_work:flood/0),
+    P = spawn_link(fun() -> _ = erlang:process_flag(scheduler, 1), ?W:flood() end),
     Alert = receive
                 {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
             after 60000 -> error(no_alert)
@@ -197,6 +200,34 @@ ring_max_events() ->
     ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
               "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
     P ! stop.
+
+%% Requests whose process is moved to another scheduler between its tier
+%% calls (erlang:process_flag(scheduler, N), round the node's schedulers),
+%% from 4 processes at once: each request and tier call is counted once (the
+%% tiers pair every call with its return, per process, in the order the
+%% sink gets them), no event of a process reaches the sink before one it
+%% wrote earlier (ring_disorder), and the schedulers wrote rings of their own.
+migrations() ->
+    S = erlang:system_info(schedulers_online),
+    Move = fun(K) -> erlang:process_flag(scheduler, K rem S + 1) end,
+    Req = fun() ->
+                  Move(0), ?W:sleep_a(1), Move(1), ?W:burn_a(300),
+                  Move(2), ?W:burn_a(100), Move(3)
+          end,
+    ok = kprof:start_tiers(?TIERS, #{}),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             ?W:run_requests(50, moved, Req),
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || _ <- lists:seq(1, 4)],
+    [receive {done, P} -> ok end || P <- Ps],
+    ?assertEqual({200, [{a, 200}, {b, 400}]}, calls(report(), moved)),
+    #{ring_disorder := 0, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
+      ring_claimed := Claimed, ring_rings := Rings} = kprof:sink_stats(),
+    ?assert(Claimed >= min(2, S)),
+    ?assertEqual(element(2, kprof_tracer:rings(default)), Rings),
+    ?assertMatch(#{rings := Rings, claimed := Claimed}, kprof_tracer:ring_info()).
 
 fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused

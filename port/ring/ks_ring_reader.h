@@ -48,6 +48,9 @@ typedef struct ks_ring_reader {
   ks_itab pids;            /* pid word -> pid id */
   uint64_t records, bytes, unresolved, bad, drops_seen, unsupported_seen;
   uint64_t full;           /* events lost to a full intern table (pids, MFAs, names) */
+  uint64_t disorder;       /* events handed on before one their process wrote earlier */
+  int64_t *pid_ts;         /* per pid id: the time of its last event handed on */
+  uint32_t pid_ts_cap;
   int drops_pending;       /* a ring dropped events since the last alert */
   /* Tests: called after the drain's first look at ring k's head, so that writers
    * can be interleaved with the drain's steps exactly (test_ring). NULL: none. */

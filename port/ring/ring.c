@@ -148,9 +148,12 @@ void ks_ring_close(ks_ring_reader *r) {
   free(r->cur);
   free(r->heap);
   free(r->heap_ts);
+  free(r->pid_ts);
   r->cur = NULL;
   r->heap = NULL;
   r->heap_ts = NULL;
+  r->pid_ts = NULL;
+  r->pid_ts_cap = 0;
   r->rings = 0;
   r->size = 0;
 }
@@ -239,7 +242,11 @@ static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
 
 int ks_ring_forget_pids(ks_ring_reader *r, const uint8_t *dead, uint32_t n) {
   ks_dead_ids d = {dead, n};
+  uint32_t id;
 
+  for (id = 0; id < n && id < r->pid_ts_cap; id++)
+    if (dead[id])
+      r->pid_ts[id] = INT64_MIN;   /* the id's next process starts afresh */
   if (r->pids.slots == NULL)
     return KS_OK;
   return ks_itab_filter(&r->pids, ks_keep_live_id, &d);

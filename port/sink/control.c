@@ -85,7 +85,8 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"ring_bytes", s->ring.bytes}, {"ring_drops", s->ring.drops_seen},
     {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
     {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full},
-    {"ring_rings", s->ring.rings}, {"ring_claimed", ks_ring_claimed(&s->ring)}};
+    {"ring_rings", s->ring.rings}, {"ring_claimed", ks_ring_claimed(&s->ring)},
+    {"ring_disorder", s->ring.disorder}};
   ks_map m, ev;
   size_t k;
 

@@ -838,6 +838,26 @@ START_TEST(test_merge_by_time) {
 }
 END_TEST
 
+/* A process's event older than one of its own already handed on (a writer
+ * whose clock is behind another's) is handed on, and counted. */
+START_TEST(test_disorder_is_counted) {
+  fixture f;
+
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
+  put_return_to(&f.w[0], 100);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  put_return_to(&f.w[1], 90);
+  put_pid(&f.w[1], PID2_WORD, 43);
+  put_mfa_of(&f.w[1], PID2_WORD, 95, KS_REC_RETURN_TO, KS_RECF_MFA, 0);   /* another's */
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_int_eq(f.g.n, 3);
+  ck_assert_int_eq(f.g.d[1].ev.ts, 90);
+  ck_assert_uint_eq(f.r.disorder, 1);
+  teardown(&f);
+}
+END_TEST
+
 /* Writers interleaved with a drain's steps (the reader's `look` hook, after its
  * first look at ring k's head). */
 typedef struct interleave {
@@ -887,7 +907,7 @@ START_TEST(test_migration_during_a_drain) {
   ck_assert_int_eq(f.g.n, 2);
   ck_assert_int_eq(f.g.d[0].ev.ts, 100);
   ck_assert_int_eq(f.g.d[1].ev.ts, 200);
-  ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved + f.r.disorder, 0);
   teardown(&f);
 }
 END_TEST
@@ -1122,6 +1142,7 @@ START_TEST(test_writers_on_threads) {
   }
   ck_assert_uint_eq(total, NWRITERS * PER_WRITER);
   ck_assert_uint_eq(st->r.bad + st->r.unresolved + st->r.full + st->r.drops_seen, 0);
+  ck_assert_uint_eq(st->r.disorder, 0);
   /* Processes did move, and the rings were read while being written. */
   ck_assert_int_gt(st->migrations, NPROC);
   ck_assert_int_gt(drains, 1);
@@ -1149,6 +1170,7 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_dead_ring);
   tcase_add_test(tc, test_claims);
   tcase_add_test(tc, test_merge_by_time);
+  tcase_add_test(tc, test_disorder_is_counted);
   tcase_add_test(tc, test_migration_during_a_drain);
   tcase_add_test(tc, test_definition_during_a_drain);
   tcase_add_test(tc, test_past_the_watermark_waits);
