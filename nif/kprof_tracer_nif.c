@@ -98,6 +98,7 @@ typedef struct mapping {
 static _Atomic(mapping *) live_map;   /* the current mapping, from attach to release */
 static _Atomic uint64_t live_gen;     /* 0: none */
 static _Atomic uint64_t live_term;    /* the live Gen as a term (0: none) */
+static _Atomic uint64_t live_seq;     /* bumped by every change of the three above */
 /* The call budget of kprof:calls's max (include/ks_budget.h). */
 static ks_budget budget;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -122,6 +123,8 @@ static uint64_t mapping_seq;
  */
 #define CACHE 1024
 typedef struct thread_state {
+  uint64_t seq;                 /* live_seq when `term` was found live with `own` to write */
+  ERL_NIF_TERM term;            /* that tracer state (0: none): writer_of's fast path */
   uint64_t gen;                 /* the generation the caches are of */
   const mapping *m;             /* the mapping `own` is of, and its seq */
   uint64_t m_seq;
@@ -142,7 +145,7 @@ static int64_t vm_time(void) {
 }
 
 /* A record's time: after the definitions it names, never before its ring's last. */
-static inline int64_t record_time(ks_ring_writer *w) {
+static inline __attribute__((always_inline)) int64_t record_time(ks_ring_writer *w) {
   return ks_ring_time(w, ks_vm_clock_now(&vm_clock, &tls->clock));
 }
 
@@ -166,17 +169,19 @@ static _Atomic uint32_t *atom_stamps;
 static inline _Atomic uint32_t *atom_stamp(uint64_t w) {
   uint64_t index = w >> 6;
 
-  if ((w & ATOM_TAG_MASK) != ATOM_TAG || index >= ATOM_STAMPS || atom_stamps == NULL)
+  /* atom_stamps is made by load(), which fails without it */
+  if ((w & ATOM_TAG_MASK) != ATOM_TAG || index >= ATOM_STAMPS)
     return NULL;
   return &atom_stamps[index];
 }
 
-/* Whether an atom was defined in the ring (the stamp, or this thread's cache). */
+/* Whether an atom was defined (the stamp, or this thread's cache). */
 static inline int atom_defined(const thread_state *t, uint64_t w) {
   _Atomic uint32_t *stamp = atom_stamp(w);
 
-  return stamp != NULL ? atomic_load_explicit(stamp, memory_order_acquire) == (uint32_t)t->gen
-                       : t->atom_cache[slot_of(w)] == w;
+  if (stamp != NULL)
+    return atomic_load_explicit(stamp, memory_order_acquire) == (uint32_t)t->gen;
+  return t->atom_cache[slot_of(w)] == w;
 }
 
 /* The most bytes an atom's name takes in UTF-8 (255 characters), and its NUL. */
@@ -247,7 +252,8 @@ static __attribute__((noinline)) int define_atom_utf8(ErlNifEnv *env, ks_ring_wr
 /* Defines an atom (it was not, atom_defined says): its Latin-1 bytes, or its
  * UTF-8 bytes when it has a character past U+00FF. The stamp is stored after
  * the record is published: a thread that sees it writes its records after. */
-static int define_atom_slow(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM atom) {
+static __attribute__((noinline)) int define_atom_slow(ErlNifEnv *env, ks_ring_writer *w,
+                                                      ERL_NIF_TERM atom) {
   thread_state *t = tls;
   uint64_t word = (uint64_t)atom;
   _Atomic uint32_t *stamp = atom_stamp(word);
@@ -266,11 +272,13 @@ static int define_atom_slow(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM atom
 }
 
 /* Defines an atom unless it was already. */
-static inline int define_atom(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM atom) {
+static inline __attribute__((always_inline)) int define_atom(ErlNifEnv *env, ks_ring_writer *w,
+                                                             ERL_NIF_TERM atom) {
   return atom_defined(tls, (uint64_t)atom) || define_atom_slow(env, w, atom);
 }
 
-static int define_pid_slow(ErlNifEnv *env, ks_ring_writer *wr, ERL_NIF_TERM pid) {
+static __attribute__((noinline)) int define_pid_slow(ErlNifEnv *env, ks_ring_writer *wr,
+                                                     ERL_NIF_TERM pid) {
   thread_state *t = tls;
   uint64_t w = (uint64_t)pid;
   size_t k = slot_of(w), len;
@@ -309,9 +317,11 @@ static inline int is_atom(ErlNifEnv *env, ERL_NIF_TERM t) {
   return (t & ATOM_TAG_MASK) == ATOM_TAG || enif_is_atom(env, t);
 }
 
-/* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. */
-static int get_mfa(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM t, uint64_t *m, uint64_t *f,
-                   uint8_t *arity) {
+/* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. Inlined: it is
+ * most of a call's work, and its callers' records are filled from its answers. */
+static inline __attribute__((always_inline)) int get_mfa(ErlNifEnv *env, ks_ring_writer *w,
+                                                         ERL_NIF_TERM t, uint64_t *m,
+                                                         uint64_t *f, uint8_t *arity) {
   const ERL_NIF_TERM *e;
   int n;
   unsigned a;
@@ -724,20 +734,17 @@ static void claim_ring(thread_state *t, mapping *m) {
     t->own.r = NULL;
 }
 
-/*
- * The writer of this tracer state on this thread: its own ring, or the
- * shared one with the mapping's lock held (*locked: unlock it after the
- * event). NULL: not live, or no memory for the thread's state.
- */
-static ks_ring_writer *writer_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta,
-                                 mapping **locked) {
+/* writer_of, past its fast path: every check, and the fast path's cache set. */
+static __attribute__((noinline)) ks_ring_writer *writer_slow(ErlNifEnv *env, ERL_NIF_TERM state,
+                                                             int *meta, mapping **locked) {
+  uint64_t seq = atomic_load_explicit(&live_seq, memory_order_acquire);
   uint64_t live = live_state(env, state, meta);
   thread_state *t = tls;
   mapping *m;
 
-  *locked = NULL;
   if (live == 0 || (t == NULL && (t = new_thread_state()) == NULL))
     return NULL;
+  t->term = 0;
   if (t->gen != live) {
     memset(t->atom_cache, 0, sizeof(t->atom_cache));
     memset(t->pid_cache, 0, sizeof(t->pid_cache));
@@ -749,11 +756,35 @@ static ks_ring_writer *writer_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta,
     return NULL;
   if (t->m != m || t->m_seq != m->seq)
     claim_ring(t, m);
-  if (t->own.r != NULL)
+  if (t->own.r != NULL) {
+    if (!*meta) {
+      t->seq = seq;
+      t->term = state;
+    }
     return &t->own;
+  }
   pthread_mutex_lock(&m->lock);
   *locked = m;
   return &m->shared;
+}
+
+/*
+ * The writer of this tracer state on this thread: its own ring, or the
+ * shared one with the mapping's lock held (*locked: unlock it after the
+ * event). NULL: not live, or no memory for the thread's state. The common
+ * case, the state this thread last wrote for and nothing changed since
+ * (live_seq), is one load and two compares.
+ */
+static inline ks_ring_writer *writer_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta,
+                                        mapping **locked) {
+  thread_state *t = tls;
+
+  *locked = NULL;
+  *meta = 0;
+  if (t != NULL && state == t->term &&
+      atomic_load_explicit(&live_seq, memory_order_acquire) == t->seq)
+    return &t->own;
+  return writer_slow(env, state, meta, locked);
 }
 
 /* The event record's kind of a tag, or -1. */
@@ -766,9 +797,8 @@ static int event_kind(ERL_NIF_TERM tag) {
   return -1;
 }
 
-/* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
- * carries (link, send, 'receive', ...), so trace/5 is not even called. */
-static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+static __attribute__((noinline)) ERL_NIF_TERM enabled_slow(ErlNifEnv *env,
+                                                            const ERL_NIF_TERM argv[]) {
   int meta;
 
   if (live_state(env, argv[1], &meta) == 0)
@@ -778,6 +808,18 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
       event_kind(argv[0]) >= 0)
     return am_trace;
   return am_discard;
+}
+
+/* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
+ * carries (link, send, 'receive', ...), so trace/5 is not even called. The
+ * common cases first, without a call: the VM asks twice per event, with
+ * `trace_status` and with the event's tag (`call`, most often), for the
+ * live Gen's term (0 when none is live: no state is that word). */
+static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  if (argv[1] == (ERL_NIF_TERM)atomic_load_explicit(&live_term, memory_order_acquire) &&
+      (argv[0] == am_trace_status || argv[0] == am_call))
+    return am_trace;
+  return enabled_slow(env, argv);
 }
 
 /* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
@@ -832,6 +874,7 @@ static void retire_current(void) {
 static void stop_live(void) {
   atomic_store_explicit(&live_term, 0, memory_order_relaxed);
   atomic_store_explicit(&live_gen, 0, memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
 }
 
 /* Gen is live: its term after it (stop_live zeroed both, term first), so a
@@ -841,6 +884,7 @@ static void go_live(ErlNifEnv *env, uint64_t gen) {
   atomic_store_explicit(&live_gen, gen, memory_order_release);
   if (gen < ((uint64_t)1 << 59))
     atomic_store_explicit(&live_term, (uint64_t)enif_make_uint64(env, gen), memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
 }
 
 /* Checks the shared object on fd holds rings of this version: sets each one's data
@@ -949,6 +993,7 @@ static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
   pthread_mutex_lock(&attach_lock);
   stop_live();
   atomic_store_explicit(&live_map, NULL, memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
   retire_current();
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
