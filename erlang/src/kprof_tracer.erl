@@ -1,8 +1,9 @@
 %%% @doc The tracer module kprof traces with: a NIF that writes each trace
 %%% event (`call', `return_to', `in'/`out', `spawn'/`spawned'/`exit'/
 %%% `register', GC start and end, a meta pattern's `call', `return_from' and
-%%% `exception_from') into a ring of shared memory that `kprof_sink' reads
-%%% (include/ks_ring.h, doc/protocol.md "The ring"). Tiers and flame
+%%% `exception_from') into rings of shared memory that `kprof_sink' reads,
+%%% one per scheduler thread (include/ks_ring.h, doc/protocol.md "The
+%%% ring"), merged by time in the sink. Tiers and flame
 %%% captures use it; {@link kprof_sink:tracer/0} hands out the tracer.
 %%%
 %%% A port tracer costs the traced process a `term_to_binary' and a port
@@ -16,7 +17,7 @@
 %%% after {@link attach/2} (or {@link resume/1}) made `Gen' the live
 %%% generation, and as a meta tracer with the state `{meta, Gen}'; a tracer
 %%% of any other generation removes itself from the process at its next
-%%% event. {@link ring_info/0} reads the ring's counters without asking the
+%%% event. {@link ring_info/0} reads the rings' counters without asking the
 %%% sink anything: `kprof_guard' watches the reader with it.
 -module(kprof_tracer).
 

@@ -183,7 +183,7 @@ static int64_t rss_now(void) {
 /* memory: #{rss, peak_rss, flame_trees, flame_captures, ring} in bytes: the
  * sink's resident memory from the OS (undefined where it is not known), and the
  * parts it counts itself: the captures' call-path trees (what max_bytes
- * bounds, nodes and slots) and the ring's mapping. */
+ * bounds, nodes and slots) and the rings' shared object. */
 static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   uint64_t trees = 0, captures = 0;
   int64_t rss = rss_now(), peak = -1;
@@ -209,7 +209,7 @@ static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_map_i64_or_undefined(&m, "peak_rss", peak, -1);
   ks_map_u64(&m, "flame_trees", trees);
   ks_map_u64(&m, "flame_captures", captures);
-  ks_map_u64(&m, "ring", s->ring.h != NULL ? ks_ring_mapping_bytes(s->ring.size, s->ring.rings)
+  ks_map_u64(&m, "ring", s->ring.h != NULL ? ks_ring_object_bytes(s->ring.size, s->ring.rings)
                                              : 0);
   return ks_map_end(&m);
 }
