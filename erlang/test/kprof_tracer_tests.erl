@@ -30,6 +30,10 @@ tracer_test_() ->
       {"requests moved between schedulers mid-request: every event once, each "
        "process's in order, a ring per scheduler", {timeout, 120, fun migrations/0}}]}.
 
+%% More scheduler threads than rings, without kprof (a sink of the test's own).
+shared_ring_test_() ->
+    {timeout, 60, fun shared_ring/0}.
+
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
     kprof_tiers_tests:port_tracer_suite().
@@ -228,6 +232,50 @@ migrations() ->
     ?assert(Claimed >= min(2, S)),
     ?assertEqual(element(2, kprof_tracer:rings(default)), Rings),
     ?assertMatch(#{rings := Rings, claimed := Claimed}, kprof_tracer:ring_info()).
+
+%% Two rings only: the first scheduler thread to trace claims the first, every
+%% other writes the shared last ring under the NIF's lock. 4 processes on the
+%% node's schedulers in turn, 2,000 calls each: every call reaches the sink once,
+%% each process's in order, none dropped; one ring claimed.
+shared_ring() ->
+    _ = application:load(kprof),
+    _ = kprof:stop(),
+    S = erlang:system_info(schedulers_online),
+    Port = open_port({spawn_executable, kprof_sink:default_path()},
+                     [binary, {packet, 4}, use_stdio, exit_status]),
+    Cmd = fun(C) ->
+                  Ref = make_ref(),
+                  true = port_command(Port, term_to_binary({kprof, Ref, C})),
+                  receive {Port, {data, B}} -> {kprof_reply, Ref, R} = binary_to_term(B), R
+                  after 10000 -> error({no_reply, C})
+                  end
+          end,
+    {ok, Name} = Cmd({ring_open, 1 bsl 20, 2}),
+    Gen = erlang:unique_integer([positive]),
+    ok = kprof_tracer:attach(Name, Gen),
+    ok = Cmd(ring_unlink),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             receive go -> ok end,
+                             [begin
+                                  _ = I rem 100 =:= 0 andalso
+                                      erlang:process_flag(scheduler, (K + I div 100) rem S + 1),
+                                  ?W:small(I)
+                              end || I <- lists:seq(1, 2000)],
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || K <- lists:seq(1, 4)],
+    1 = erlang:trace_pattern({?W, small, 1}, true, [local]),
+    [1 = erlang:trace(P, true, [call, {tracer, kprof_tracer, Gen}]) || P <- Ps],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    erlang:trace_pattern({?W, small, 1}, false, [local]),
+    #{trace_events := 8000, ring_drops := 0, ring_disorder := 0, ring_bad := 0,
+      ring_unresolved := 0, ring_rings := 2, ring_claimed := 1,
+      events := #{call := 8000}} = Cmd(stats),
+    ?assertMatch(#{rings := 2, claimed := 1, drops := 0}, kprof_tracer:ring_info()),
+    ok = kprof_tracer:release(),
+    port_close(Port).
 
 fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused
