@@ -62,10 +62,10 @@ main([CallsS, RoundsS, Results]) ->
             io_lib:format("~nMedians of ~b rounds of ~b calls each, modes interleaved; "
                           "flags ~w (the two NIF rows without monotonic_timestamp: a NIF "
                           "takes its own time, as kprof_tracer does), local pattern, match spec "
-                          "[]. The worker is bound to scheduler 1; \"its scheduler's CPU\" is "
-                          "that thread's CPU time over the loop (the time the traced process "
-                          "took, not the time other load took the core from it). Load average "
-                          "before / after the rounds: ~s / ~s.~n",
+                          "[]. Untraced and with a tracer NIF the worker is bound to scheduler 1; "
+                          "\"its scheduler's CPU\" is that thread's CPU time over the loop (the "
+                          "time the traced process took, not the time other load took the core "
+                          "from it). Load average before / after the rounds: ~s / ~s.~n",
                           [Rounds, Calls, ?FLAGS, Load0, Load1]),
             floor_target(Runs, Base, Calls)],
     io:format("~s", [Text]),
@@ -87,7 +87,8 @@ mode_name(dbg_ip) -> "dbg ip (drops)";
 mode_name(dbg_file) -> "dbg file".
 
 %% The slowest drain too: behind a port the VM's queue now and then drains
-%% in quadratic time (doc/flame.md), which a median hides.
+%% in quadratic time (doc/flame.md), which a median hides. A mode without a CPU
+%% column has undefined there (the median of them all is undefined).
 summary(Name, Rs) ->
     {Name, {median([W || {{W, _}, _} <- Rs]), median([C || {{_, C}, _} <- Rs])},
      median([D || {_, D} <- Rs]), lists:max([D || {_, D} <- Rs])}.
@@ -97,6 +98,7 @@ line(Name, {Wall, Cpu}, Drain, MaxDrain, {BaseWall, BaseCpu}, Calls, AllCalls) -
     Ns = fun(L, B) ->
                  case Name of
                      "untraced" -> "-";
+                     _ when L =:= undefined -> "-";
                      _ -> io_lib:format("~b", [round(ns_per_event(L, B, Calls, AllCalls))])
                  end
          end,
@@ -215,17 +217,21 @@ count(Parent, 0) -> Parent ! {counted, self()};
 count(Parent, N) -> receive {trace_ts, _, call, _, _} -> count(Parent, N - 1) end.
 
 %% The worker's own time for Calls traced calls, {WallMs, CpuMs}: the loop's
-%% time, and its scheduler thread's CPU time (it is bound to scheduler 1).
+%% time, and, untraced or with a tracer NIF (the cost is all in the traced
+%% process), its scheduler thread's CPU time: it is bound to scheduler 1
+%% (undefined for the tracers whose work runs elsewhere: ports, processes).
 loop(Tracer, Calls) ->
     Self = self(),
+    Bound = Tracer =:= undefined orelse is_tuple(Tracer),
     W = spawn(fun() ->
-                      _ = erlang:process_flag(scheduler, 1),
+                      _ = Bound andalso erlang:process_flag(scheduler, 1),
                       receive go -> ok end,   % scheduled in again: on scheduler 1
                       C0 = null_tracer:thread_cpu_ns(),
                       T0 = now_us(),
                       calls(Calls),
                       T1 = now_us(),
-                      Self ! {looped, self(), T1 - T0, null_tracer:thread_cpu_ns() - C0}
+                      C1 = null_tracer:thread_cpu_ns(),
+                      Self ! {looped, self(), T1 - T0, Bound andalso C1 - C0}
               end),
     case Tracer of
         undefined -> ok;
@@ -242,7 +248,7 @@ loop(Tracer, Calls) ->
     W ! go,
     {Us, CpuNs} = receive {looped, W, T, C} -> {T, C} after 120000 -> error(loop_timeout) end,
     erlang:trace_pattern({?MODULE, f, 1}, false, [local]),
-    {Us / 1000, CpuNs / 1.0e6}.
+    {Us / 1000, case CpuNs of false -> undefined; _ -> CpuNs / 1.0e6 end}.
 
 calls(0) -> ok;
 calls(N) -> f(N), calls(N - 1).
