@@ -87,7 +87,7 @@ mode_name(dbg_ip) -> "dbg ip (drops)";
 mode_name(dbg_file) -> "dbg file".
 
 %% The slowest drain too: behind a port the VM's queue now and then drains
-%% in quadratic time (doc/flame.md), which a median hides. A mode without a CPU
+%% in quadratic time (doc/guard.md), which a median hides. A mode without a CPU
 %% column has undefined there (the median of them all is undefined).
 summary(Name, Rs) ->
     {Name, {median([W || {{W, _}, _} <- Rs]), median([C || {{_, C}, _} <- Rs])},

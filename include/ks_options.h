@@ -39,11 +39,11 @@
  *                 doc/flame.md, "The formats", says what each file holds.
  *
  * Adding an option: one line here, then the code that uses it (the decode,
- * the default and the key kprof sends come from the line): doc/protocol.md,
- * "Options: one table".
+ * the default and the key kprof sends come from the line): CONTRIBUTING.md,
+ * "Add an option".
  */
 
-/* tiers: kprof_tiers:start/2's options (Erlang) */
+/* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
 KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
 KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, KS_NO_FIELD, "requests at least this slow are reported one by one (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, KS_FIELD(tiers, slow_max, 1), "how many slow requests are kept")
@@ -66,7 +66,7 @@ KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_S
 KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, KS_FIELD(tiers, full_max_nodes, 1), "full_trace_max_nodes")
 KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, KS_FIELD(tiers, full_max_identities, 1), "full_trace_max_identities")
 
-/* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame:validate/2) */
+/* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame_options:validate/2) */
 KS_OPTION(KS_M_FLAME, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, KS_NO_FIELD, "a format, a list of them, or all")
 KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, KS_NO_FIELD, "where the files go")
 KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the files' base name (default kprof-Mode-Time-Id)")
@@ -111,7 +111,7 @@ KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIEL
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink stops reading this long")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many bytes queued to the sink")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this sink memory: bytes | infinity | default")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many events")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")

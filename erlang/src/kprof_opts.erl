@@ -7,7 +7,7 @@
 %%% what kprof sends the sink and only the sink checks them, so a user
 %%% giving one gets `unknown_options' here.
 %%%
-%%% kprof_tiers_plan, kprof_flame, kprof_calls and kprof_guard check their options with
+%%% kprof_tiers_plan, kprof_flame_options, kprof_calls and kprof_guard check their options with
 %%% {@link check/2}; what a table row cannot say (an identity needs an
 %%% entry, say) stays in their own code. Errors are kprof's one shape:
 %%% `{unknown_options, [Key]}' for keys the mode does not take (all of them,
@@ -74,7 +74,7 @@ forwarded(Mode) ->
     [K || {_, K, _, _, _, _, both, _} <- rows(Mode)].
 
 %% @doc The rows the sink takes in a mode's start command (`both' and
-%% `sink' rows), in table order: what doc/tiers.md and doc/flame.md list as
+%% `sink' rows), in table order: what doc/internals-tiers.md and doc/internals-flame.md list as
 %% the command's keys.
 -spec sink_rows(mode()) -> [row()].
 sink_rows(Mode) ->

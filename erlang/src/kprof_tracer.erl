@@ -2,8 +2,8 @@
 %%% event (`call', `return_to', `in'/`out', `spawn'/`spawned'/`exit'/
 %%% `register', GC start and end, a meta pattern's `call', `return_from' and
 %%% `exception_from') into rings of shared memory that `kprof_sink' reads,
-%%% one per scheduler thread (include/ks_ring.h, doc/protocol.md "The
-%%% ring"), merged by time in the sink. Tiers and flame
+%%% one per scheduler thread (include/ks_ring.h, doc/internals-ring.md),
+%%% merged by time in the sink. Tiers and flame
 %%% captures use it; {@link kprof_sink:tracer/0} hands out the tracer.
 %%%
 %%% A port tracer costs the traced process a `term_to_binary' and a port

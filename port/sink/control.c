@@ -286,9 +286,12 @@ static int cmd_limits(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 }
 
 /* Tiers and flame captures both set local call patterns, and a capture's
- * end clears them all: one mode at a time, decided here, in command order
- * (a capture holds its slot from flame_start to flame_write/flame_drop,
- * the tiers theirs from tiers_start to tiers_stop). */
+ * end clears them all: one mode at a time. kprof_guard decides it for the
+ * VM (its claim, before a mode sets anything); the sink keeps its own state
+ * whole in command order (a capture holds its slot from flame_start to
+ * flame_write/flame_drop, the tiers theirs from tiers_start to tiers_stop),
+ * which also answers a start that follows an abort while the aborted
+ * capture is still being written. */
 static int cmd_tiers_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   if (s->flame.active > 0)
     return ks_enc_error2(x, "busy", "flame");
@@ -357,7 +360,7 @@ static int cmd_ring_close(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
 /* Every command: its name, the tuple arities it takes (0: a bare atom), its
  * handler: the sink's own (given the sink) or a feature's (given the
- * feature's state; declared in its header). doc/protocol.md lists them with
+ * feature's state; declared in its header). doc/internals-protocol.md lists them with
  * their replies. */
 typedef struct ks_command {
   const char *name;
@@ -443,7 +446,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
 
 /* Every alert: {kprof_alert, Kind, #{what, value, bound, ...}} with what was
  * measured, the figure and the bound it passed first (kprof_alert.erl's one
- * shape; doc/protocol.md); the caller adds its own keys to m, then finish()es
+ * shape; doc/internals-protocol.md); the caller adds its own keys to m, then finish()es
  * with ks_map_end(m). */
 static int begin_alert(ks_sink *s, ei_x_buff *x, ks_map *m, const char *kind, const char *what,
                        uint64_t value, uint64_t bound) {
