@@ -240,6 +240,7 @@ migrations() ->
 shared_ring() ->
     _ = application:load(kprof),
     _ = kprof:stop(),
+    {module, ?W} = code:ensure_loaded(?W),
     S = erlang:system_info(schedulers_online),
     Port = open_port({spawn_executable, kprof_sink:default_path()},
                      [binary, {packet, 4}, use_stdio, exit_status]),
