@@ -48,7 +48,7 @@ CFLAGS    ?= -O2 -g $(LTO)
 # kinds, the memory budget, the options table); every other header is beside its
 # folder's sources (port/core/ks_intern.h), named "core/ks_intern.h" from another folder.
 KS_INC    := -Iinclude -Iport
-KS_HDRS   := $(wildcard include/*.h port/*/*.h)
+KS_HDRS   := $(wildcard include/*.h port/*/*.h nif/*.h)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(KS_INC) $(EI_CFLAGS) $(UV_CFLAGS)
 
 B         := _build
@@ -81,7 +81,7 @@ sink: $(SINK)
 
 nif: $(NIF)
 
-$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv preflight
+$(NIF): nif/kprof_tracer_nif.c nif/ks_vm_clock.h include/ks_ring.h include/ks_budget.h | erlang/priv preflight
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight

@@ -540,7 +540,9 @@ ring_full_counted() ->
         ok = kprof:subscribe(),
         ok = kprof_sink:command({test_delay_us, 2000}),
         ok = kprof:start_tiers(?TIERS1, #{}),
-        Flood = spawn_link(fun kprof_tiers_work:flood/0),
+        %% On one scheduler: one ring of them fills (each is read at 2 ms an event).
+        Flood = spawn_link(fun() -> _ = erlang:process_flag(scheduler, 1),
+                                    kprof_tiers_work:flood() end),
         Alert = receive
                     {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
                 after 60000 -> error(no_alert)

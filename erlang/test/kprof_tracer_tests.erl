@@ -28,7 +28,13 @@ tracer_test_() ->
       {"the tiers' own tracers are no other tracer; a process of dbg's is",
        {timeout, 30, fun other_tracers/0}},
       {"max_events counts the ring's events from the start",
-       {timeout, 60, fun ring_max_events/0}}]}.
+       {timeout, 60, fun ring_max_events/0}},
+      {"requests moved between schedulers mid-request: every event once, each "
+       "process's in order, a ring per scheduler", {timeout, 120, fun migrations/0}}]}.
+
+%% More scheduler threads than rings, without kprof (a sink of the test's own).
+shared_ring_test_() ->
+    {timeout, 60, fun shared_ring/0}.
 
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
@@ -129,14 +135,15 @@ same_as_port() ->
     ?assertEqual(Ring, Run(port)).
 
 ring_full() ->
-    %% A 64 KiB ring and a sink slowed to 500 events/s: the ring fills in
-    %% about a thousand events.
+    %% 64 KiB rings and a sink slowed to 500 events/s: the ring of the one
+    %% scheduler the flood is bound to fills in about a thousand events (the
+    %% sink reads them all, at 2 ms each, before it answers a command).
     ok = kprof_test_util:start_fault_sink(#{}),
     ok = application:set_env(kprof, ring_bytes, 65536),
     ok = kprof:subscribe(),
     ok = kprof_sink:command({test_delay_us, 2000}),
     ok = kprof:start_tiers(?TIERS, #{}),
-    P = spawn_link(fun kprof_tiers_work:flood/0),
+    P = spawn_link(fun() -> _ = erlang:process_flag(scheduler, 1), ?W:flood() end),
     Alert = receive
                 {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
             after 60000 -> error(no_alert)
@@ -250,6 +257,79 @@ ring_max_events() ->
     ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
               "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
     P ! stop.
+
+%% Requests whose process is moved to another scheduler between its tier
+%% calls (erlang:process_flag(scheduler, N), round the node's schedulers),
+%% from 4 processes at once: each request and tier call is counted once (the
+%% tiers pair every call with its return, per process, in the order the
+%% sink gets them), no event of a process reaches the sink before one it
+%% wrote earlier (ring_disorder), and the schedulers wrote rings of their own.
+migrations() ->
+    S = erlang:system_info(schedulers_online),
+    Move = fun(K) -> erlang:process_flag(scheduler, K rem S + 1) end,
+    Req = fun() ->
+                  Move(0), ?W:sleep_a(1), Move(1), ?W:burn_a(300),
+                  Move(2), ?W:burn_a(100), Move(3)
+          end,
+    ok = kprof:start_tiers(?TIERS, #{}),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             ?W:run_requests(50, moved, Req),
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || _ <- lists:seq(1, 4)],
+    [receive {done, P} -> ok end || P <- Ps],
+    ?assertEqual({200, [{a, 200}, {b, 400}]}, calls(report(), moved)),
+    #{ring_disorder := 0, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
+      ring_claimed := Claimed, ring_rings := Rings} = kprof:sink_stats(),
+    ?assert(Claimed >= min(2, S)),
+    ?assertEqual(element(2, kprof_tracer:rings(default)), Rings),
+    ?assertMatch(#{rings := Rings, claimed := Claimed}, kprof_tracer:ring_info()).
+
+%% Two rings only: the first scheduler thread to trace claims the first, every
+%% other writes the shared last ring under the NIF's lock. 4 processes on the
+%% node's schedulers in turn, 2,000 calls each: every call reaches the sink once,
+%% each process's in order, none dropped; one ring claimed.
+shared_ring() ->
+    _ = application:load(kprof),
+    _ = kprof:stop(),
+    {module, ?W} = code:ensure_loaded(?W),
+    S = erlang:system_info(schedulers_online),
+    Port = open_port({spawn_executable, kprof_sink:default_path()},
+                     [binary, {packet, 4}, use_stdio, exit_status]),
+    Cmd = fun(C) ->
+                  Ref = make_ref(),
+                  true = port_command(Port, term_to_binary({kprof, Ref, C})),
+                  receive {Port, {data, B}} -> {kprof_reply, Ref, R} = binary_to_term(B), R
+                  after 10000 -> error({no_reply, C})
+                  end
+          end,
+    {ok, Name} = Cmd({ring_open, 1 bsl 20, 2}),
+    Gen = erlang:unique_integer([positive]),
+    ok = kprof_tracer:attach(Name, Gen),
+    ok = Cmd(ring_unlink),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             receive go -> ok end,
+                             [begin
+                                  _ = I rem 100 =:= 0 andalso
+                                      erlang:process_flag(scheduler, (K + I div 100) rem S + 1),
+                                  ?W:small(I)
+                              end || I <- lists:seq(1, 2000)],
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || K <- lists:seq(1, 4)],
+    1 = erlang:trace_pattern({?W, small, 1}, true, [local]),
+    [1 = erlang:trace(P, true, [call, {tracer, kprof_tracer, Gen}]) || P <- Ps],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    erlang:trace_pattern({?W, small, 1}, false, [local]),
+    #{trace_events := 8000, ring_drops := 0, ring_disorder := 0, ring_bad := 0,
+      ring_unresolved := 0, ring_rings := 2, ring_claimed := 1,
+      events := #{call := 8000}} = Cmd(stats),
+    ?assertMatch(#{rings := 2, claimed := 1, drops := 0}, kprof_tracer:ring_info()),
+    ok = kprof_tracer:release(),
+    port_close(Port).
 
 fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused

@@ -16,6 +16,7 @@ int main(void) {
   srunner_add_suite(sr, tiers_suite());
   srunner_add_suite(sr, flame_suite());
   srunner_add_suite(sr, ring_suite());
+  srunner_add_suite(sr, vm_clock_suite());
   srunner_add_suite(sr, full_trace_suite());
   srunner_add_suite(sr, overload_suite());
   srunner_add_suite(sr, stack_suite());
