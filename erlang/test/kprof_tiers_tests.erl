@@ -897,30 +897,39 @@ bytes_per_request() ->
     ?assertEqual({2 * N, [], 0}, {maps:get(requests, R), maps:get(aborted, R), maps:get(dropped, R)}),
     ?assert(maps:get(bytes, R) < 2 * N * 2048).
 
--spec slow_requests() -> term().
-slow_requests() ->
+-spec slow_requests() ->
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}],
                            #{slow_ms => 30, slow_max => 3}),
     T0 = erlang:system_time(millisecond),
-    [begin
-         kprof:request(fast, fun() -> ?W:sleep_a(1) end),
-         kprof:request(slow, fun() -> ?W:sleep_a(50), ?W:sleep_b(2) end)
-     end || _ <- lists:seq(1, 5)],
+    Timed = fun(Id, F) -> {Us, _} = timer:tc(fun() -> kprof:request(Id, F) end), {Id, Us / 1000} end,
+    Measured = lists:append(
+                 [[Timed(fast, fun() -> ?W:sleep_a(1) end),
+                   Timed(slow, fun() -> ?W:sleep_a(50), ?W:sleep_b(2) end)]
+                  || _ <- lists:seq(1, 5)]),
     T1 = erlang:system_time(millisecond),
     #{slow := Slow} = report(),
     ?assertEqual(3, length(Slow)),
     Walls = [W || #{wall := W} <- Slow],
     ?assertEqual(lists:reverse(lists:sort(Walls)), Walls),
     Self = self(),
+    %% A fast request is among the slow ones only when this test saw it take
+    %% 30 ms or more (a loaded machine took the core from it).
+    SlowFast = length([Ms || {fast, Ms} <- Measured, Ms >= 30]),
+    ?assert(length([S || S = #{identity := fast} <- Slow]) =< SlowFast),
     [begin
-         ?assertMatch(#{identity := slow, pid := Self, node := _}, S),
+         ?assertMatch(#{pid := Self, node := _}, S),
          ?assert(Wall >= 30),
          Start = calendar:rfc3339_to_system_time(binary_to_list(Start0), [{unit, millisecond}]),
          ?assert(Start >= T0 andalso Start =< T1),
-         [#{tier := a, calls := 1, self := A}, #{tier := b, calls := 1, self := B}] = Tiers,
-         ?assert(A >= 50.0),
-         ?assert(B >= 2.0),
-         ?assert(abs(A + B + Other - Wall) < 0.01)
+         ?assert(abs(lists:sum([T || #{self := T} <- Tiers]) + Other - Wall) < 0.01),
+         case S of
+             #{identity := slow} ->
+                 [#{tier := a, calls := 1, self := A}, #{tier := b, calls := 1, self := B}] = Tiers,
+                 ?assert(A >= 50.0),
+                 ?assert(B >= 2.0);
+             #{identity := fast} ->
+                 ?assertMatch([#{tier := a, calls := 1}, #{tier := b, calls := 0}], Tiers)
+         end
      end || #{wall := Wall, start := Start0, tiers := Tiers, other := Other} = S <- Slow].
 
 %% Requests older than the window leave the report; those inside it,
