@@ -91,7 +91,9 @@ $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight
 $(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
 	mkdir -p $@
 
+# Made anew each time: `ar r' keeps the members of sources since moved or removed.
 $(B)/libkprof_sink.a: $(CORE_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv preflight

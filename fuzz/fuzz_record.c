@@ -63,13 +63,13 @@ static void write_outputs(ks_replay *rp) {
   uint64_t *total;
   ks_fout o;
 
-  ks_flame_correct(c);
-  ks_ftree_order(&c->tree);
-  total = malloc((size_t)c->tree.n * sizeof(*total));
+  ks_cpath_correct(&c->cp);
+  ks_ftree_order(&c->cp.tree);
+  total = malloc((size_t)c->cp.tree.n * sizeof(*total));
   if (total == NULL)
     return;
-  ks_ftree_totals(&c->tree, total);
-  o.c = c;
+  ks_ftree_totals(&c->cp.tree, total);
+  o.g = &c->cp;
   o.in = &rp->in;
   o.total = total;
   o.grand = total[0];

@@ -5,7 +5,7 @@
 %%% or GC event) runs the VM's trace code and kprof's tracer in that process,
 %%% between its own instructions: the time between two events holds the
 %%% event's cost. The sink takes this cost off the graph's and the top
-%%% table's times (port/flame/flame_correct.c), in every output.
+%%% table's times (port/callpath/correct.c), in every output.
 %%%
 %%% The cost is measured, not assumed: a workload of real code from stdlib
 %%% (erl_scan, erl_parse, erl_lint and io_lib on a generated module, and a
@@ -24,7 +24,7 @@
 %%% intervals (per kind of event: calls and other events, return_tos), which
 %%% holds the cache misses and load of the real code traced: that measure is
 %%% the one taken off whenever the capture has enough intervals of a kind
-%%% (port/flame/flame_correct.c, doc/flame.md); this one is for the kinds of
+%%% (port/callpath/correct.c, doc/flame.md); this one is for the kinds of
 %%% small captures, at most the mean of their intervals. What a capture took
 %%% off, and from where, is in its summary (`correction') and said in each
 %%% file's header.

@@ -101,31 +101,6 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
   return KS_OK;
 }
 
-/* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
-#define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
-#define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
-const ks_option_field ks_flame_fields[] = {
-#include "proto/ks_option_fields.h"
-};
-#undef KS_FIELD_tiers
-#undef KS_FIELD_flame
-_Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,
-               "one field per row");
-
-void ks_flame_default_opts(ks_fopts *o) {
-  memset(o, 0, sizeof(*o));
-  ks_option_defaults(KS_M_FLAME, ks_flame_fields, o);
-  /* What no option sets. */
-  o->max_depth = 0;
-  o->max_nodes = UINT32_MAX - 1;
-  o->trigger = KS_NONE;
-  o->hide = KS_NONE;
-  o->group = KS_GROUP_PID;
-  o->fold_depth = KS_FLAME_FOLD_DEPTH;
-  o->learn = 1;
-  o->record_at = -1;
-}
-
 /* The KS_T_TERM rows' values: group, trigger, hide, names. */
 static int decode_group(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   static const char *const groups[] = {"pid", "name", "initial_call", "all"};
@@ -199,7 +174,7 @@ static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len,
   ks_fopts o;
   int n, k, rc;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   if (ei_decode_longlong(b, idx, &id) != 0 || ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
   for (k = 0; k < n; k++)
@@ -209,7 +184,7 @@ static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len,
     return "badarg";
   /* Tiers running: port/sink/control.c answers {error, {busy, tiers}} before this. */
   for (k = 0; k < KS_FLAME_MAX && o.trigger != KS_NONE; k++)
-    if (fl->cap[k].used && fl->cap[k].o.trigger == o.trigger)
+    if (fl->cap[k].used && fl->cap[k].cp.o.trigger == o.trigger)
       return "busy";         /* one meta tracer per function */
   rc = ks_flame_start(fl, id, &o);
   *slot = rc;
@@ -289,38 +264,38 @@ static void put_counters(ks_map *m, const void *ctx) {
   const ks_fcap *c = ctx;
   uint32_t armed = 0, k;
 
-  for (k = 0; k < c->nprocs; k++)
-    armed += c->procs[k].armed;
-  ks_map_u64(m, "events", c->k.events);
-  ks_map_u64(m, "calls_started", c->k.calls_started);
-  ks_map_u64(m, "calls_done", c->k.calls_done);
-  ks_map_u64(m, "calls_refused", c->k.calls_refused);
-  ks_map_u64(m, "calls_early", c->k.calls_early);
-  ks_map_u64(m, "lost_frames", c->k.lost_frames);
-  ks_map_u64(m, "unknown_callers", c->k.unknown_callers);
-  ks_map_u64(m, "stack_overflow", c->k.stack_overflow);
-  ks_map_u64(m, "dropped_procs", c->k.dropped_procs);
-  ks_map_u64(m, "over_budget_paths", c->tree.over_paths);
-  ks_map_u64(m, "over_budget_calls", c->k.over_budget_calls);
-  ks_map_u64(m, "nodes", c->tree.n);
-  ks_map_u64(m, "tree_bytes", c->tree.peak);
-  ks_map_u64(m, "procs", c->nprocs);
+  for (k = 0; k < c->cp.nprocs; k++)
+    armed += c->cp.procs[k].armed;
+  ks_map_u64(m, "events", c->cp.k.events);
+  ks_map_u64(m, "calls_started", c->cp.k.calls_started);
+  ks_map_u64(m, "calls_done", c->cp.k.calls_done);
+  ks_map_u64(m, "calls_refused", c->cp.k.calls_refused);
+  ks_map_u64(m, "calls_early", c->cp.k.calls_early);
+  ks_map_u64(m, "lost_frames", c->cp.k.lost_frames);
+  ks_map_u64(m, "unknown_callers", c->cp.k.unknown_callers);
+  ks_map_u64(m, "stack_overflow", c->cp.k.stack_overflow);
+  ks_map_u64(m, "dropped_procs", c->cp.k.dropped_procs);
+  ks_map_u64(m, "over_budget_paths", c->cp.tree.over_paths);
+  ks_map_u64(m, "over_budget_calls", c->cp.k.over_budget_calls);
+  ks_map_u64(m, "nodes", c->cp.tree.n);
+  ks_map_u64(m, "tree_bytes", c->cp.tree.peak);
+  ks_map_u64(m, "procs", c->cp.nprocs);
   ks_map_u64(m, "armed", armed);
-  ks_map_u64(m, "max_bytes", c->o.max_bytes);
-  ks_map_u64(m, "max_stack", c->o.max_stack);
-  ks_map_u64(m, "correct_ns", c->o.correct_ns);
-  ks_map_u64(m, "corrected", c->k.corrected);
-  ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
-  ks_map_u64(m, "clamped", c->k.clamped);
-  ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
-  ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
-  ks_map_u64(m, "correct_per_event_ns", ks_flame_per_event_ns(c));
-  ks_map_u64(m, "correct_call_ns", c->k.cost_ns[KS_FIVL_CALL]);
-  ks_map_u64(m, "correct_return_ns", c->k.cost_ns[KS_FIVL_RETURN]);
-  ks_map_u64(m, "correct_call_measured", (uint64_t)c->k.cost_measured[KS_FIVL_CALL]);
-  ks_map_u64(m, "correct_return_measured", (uint64_t)c->k.cost_measured[KS_FIVL_RETURN]);
-  ks_map_u64(m, "intervals_call", c->ivl[KS_FIVL_CALL].n);
-  ks_map_u64(m, "intervals_return", c->ivl[KS_FIVL_RETURN].n);
+  ks_map_u64(m, "max_bytes", c->cp.o.max_bytes);
+  ks_map_u64(m, "max_stack", c->cp.o.max_stack);
+  ks_map_u64(m, "correct_ns", c->cp.o.correct_ns);
+  ks_map_u64(m, "corrected", c->cp.k.corrected);
+  ks_map_u64(m, "subtracted_ns", c->cp.k.subtracted_ns);
+  ks_map_u64(m, "clamped", c->cp.k.clamped);
+  ks_map_u64(m, "clamped_ns", c->cp.k.clamped_ns);
+  ks_map_u64(m, "skipped_ns", c->cp.k.skipped_ns);
+  ks_map_u64(m, "correct_per_event_ns", ks_cpath_per_event_ns(&c->cp));
+  ks_map_u64(m, "correct_call_ns", c->cp.k.cost_ns[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_ns", c->cp.k.cost_ns[KS_FIVL_RETURN]);
+  ks_map_u64(m, "correct_call_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_RETURN]);
+  ks_map_u64(m, "intervals_call", c->cp.ivl[KS_FIVL_CALL].n);
+  ks_map_u64(m, "intervals_return", c->cp.ivl[KS_FIVL_RETURN].n);
   if (c->rec != NULL)
     ks_flame_put_record(m, c);
 }
@@ -347,7 +322,7 @@ static void cut_time(const ks_ftree *t, uint64_t *over, uint64_t *deep) {
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
 static int own(const ks_flame *fl, const ks_fcap *c, uint32_t k) {
-  uint32_t pid = c->procs[k].pid, bit = 1u << (c - fl->cap);
+  uint32_t pid = c->cp.procs[k].pid, bit = 1u << (c - fl->cap);
 
   return pid >= fl->mask_cap || (fl->mask[pid] & ~bit) == 0;
 }
@@ -357,15 +332,15 @@ static int encode_members(ei_x_buff *x, const ks_flame *fl, const ks_intern *in,
   uint32_t k, n = 0;
   int e = 0;
 
-  if (from > c->nprocs)
-    from = c->nprocs;
-  for (k = from; k < c->nprocs; k++)
+  if (from > c->cp.nprocs)
+    from = c->cp.nprocs;
+  for (k = from; k < c->cp.nprocs; k++)
     n += !only_own || own(fl, c, k);
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
-  for (k = from; k < c->nprocs && !e; k++)
+  for (k = from; k < c->cp.nprocs && !e; k++)
     if (!only_own || own(fl, c, k))
-      e = ks_enc_pid(x, in, c->procs[k].pid);
+      e = ks_enc_pid(x, in, c->cp.procs[k].pid);
   return e || ei_x_encode_empty_list(x);
 }
 
@@ -551,7 +526,7 @@ int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
 
 /* flame_write's Info: the counters, and with top > 0 the per-function table
  * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], most self time first,
- * at most top rows of `functions' (flame_top.c). */
+ * at most top rows of `functions' (port/callpath/top.c). */
 typedef struct write_info {
   const ks_fcap *c;
   const ks_intern *in;
@@ -567,14 +542,14 @@ static void put_info(ks_map *m, const void *ctx) {
   int e = 0;
 
   put_counters(m, w->c);
-  cut_time(&w->c->tree, &over, &deep);
+  cut_time(&w->c->cp.tree, &over, &deep);
   ks_map_u64(m, "over_budget_ns", over);
   ks_map_u64(m, "too_deep_ns", deep);
   if (w->extra != NULL)
     w->extra->put(m, w->extra->ctx);
-  if (w->c->o.top == 0)
+  if (w->c->cp.o.top == 0)
     return;
-  ks_map_u64(m, "calls_uncounted", w->c->fc.uncounted);
+  ks_map_u64(m, "calls_uncounted", w->c->cp.fc.uncounted);
   ks_map_u64(m, "functions", w->functions);
   ks_map_key(m, "top");
   if (w->n > 0)
@@ -587,7 +562,7 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
-static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_cpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra);
 
 /* {ok, [], Info}: the capture's counters and its recording's, no file but the
@@ -625,24 +600,24 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
 
 int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
                          const ks_flame_extra *extra) {
-  ks_fcap view;
+  ks_cpath view;
   int e;
 
-  ks_flame_correct(c);
-  ks_ftree_order(&c->tree);
-  /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
-  if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
-    if (ks_flame_view(c, in, &view) != KS_OK)
+  ks_cpath_correct(&c->cp);
+  ks_ftree_order(&c->cp.tree);
+  /* Grouped or folded: the writers read a view of the graph (port/callpath/view.c). */
+  if (c->cp.o.group != KS_GROUP_PID || c->cp.o.fold_recursion) {
+    if (ks_cpath_view(&c->cp, in, &view) != KS_OK)
       return ks_enc_error(x, "enomem");
     e = write_tree(in, &view, d, x, c, extra);
-    ks_flame_view_free(&view);
+    ks_cpath_view_free(&view);
     return e;
   }
-  return write_tree(in, c, d, x, c, extra);
+  return write_tree(in, &c->cp, d, x, c, extra);
 }
 
-/* The files of a capture's graph (c itself or a view of it); counters from cap. */
-static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+/* The files of a capture's graph (its own or a view of it); counters from cap. */
+static int write_tree(const ks_intern *in, const ks_cpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra) {
   ks_fdest d = *dp;
   uint64_t *total;
@@ -651,15 +626,15 @@ static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp,
   ks_fout o;
   int e;
 
-  total = malloc((size_t)c->tree.n * sizeof(*total));
+  total = malloc((size_t)g->tree.n * sizeof(*total));
   if (total == NULL)
     return ks_enc_error(x, "enomem");
-  ks_ftree_totals(&c->tree, total);
-  o.c = c;
+  ks_ftree_totals(&g->tree, total);
+  o.g = g;
   o.in = in;
   o.total = total;
   o.grand = total[0];
-  if (cap->k.events == 0 || o.grand == 0) {
+  if (cap->cp.k.events == 0 || o.grand == 0) {
     ks_map m;
     free(total);
     e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
@@ -674,9 +649,9 @@ static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp,
   w.c = cap;
   w.in = in;
   w.extra = extra;
-  /* The table from the capture's exact per-function counters (flame_count.c). */
-  w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
-  w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
+  /* The table from the capture's exact per-function counters (port/callpath/counts.c). */
+  w.rows = rows = cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
+  w.n = w.functions < cap->cp.o.top ? w.functions : cap->cp.o.top;
   e = ks_flame_write_reply(&o, &d, x, put_info, &w);
   free(rows);
   free(total);

@@ -240,7 +240,7 @@ static ks_rread *rread_new(int fd, const void *data, size_t n, ks_intern *in, ks
   r->mem = data;
   r->mem_n = n;
   r->last_pid = KS_NONE;
-  ks_flame_default_opts(o);
+  ks_fopts_default(o);
 #ifdef KS_NO_RECORD
   (void)read_header;   /* no zstd: every file is not_supported */
   r->err = KS_RERR_UNSUPPORTED;
@@ -266,7 +266,7 @@ ks_rread *ks_rread_open(const char *path, ks_intern *in, ks_fopts *o) {
   ks_rread *r;
 
   if (fd < 0) {
-    ks_flame_default_opts(o);
+    ks_fopts_default(o);
     if ((r = calloc(1, sizeof(*r))) == NULL)
       return NULL;
     r->fd = -1;

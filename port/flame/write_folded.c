@@ -57,7 +57,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     w->len[0] = 0;
     return 1;
   }
-  n = ks_flame_frame_name(w->o->c, w->o->in, w->o->c->tree.v[node].frame, w->name,
+  n = ks_cpath_frame_name(w->o->g, w->o->in, w->o->g->tree.v[node].frame, w->name,
                           sizeof(w->name));
   n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
   at = w->len[depth - 1];
@@ -69,8 +69,8 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   w->len[depth] = at + n;
   /* The node's self time is [end - self, end) of the merged timeline. */
   end = t + w->o->total[node];
-  count = w->calls ? w->o->c->tree.v[node].calls
-                   : (end + 500) / 1000 - (end - w->o->c->tree.v[node].self + 500) / 1000;
+  count = w->calls ? w->o->g->tree.v[node].calls
+                   : (end + 500) / 1000 - (end - w->o->g->tree.v[node].self + 500) / 1000;
   if (count == 0)
     return 1;
   fwrite(w->path, 1, w->len[depth], w->f);
@@ -97,13 +97,13 @@ int ks_write_folded(const ks_fout *o, FILE *f) {
 
   /* A comment first: flamegraph.pl, inferno and speedscope skip a line that
    * does not end in a space and a count. */
-  ks_flame_correction_text(o->c, text, sizeof(text));
+  ks_cpath_correction_text(o->g, text, sizeof(text));
   fprintf(f, "# %s\n", text);
   return write_lines(o, f, 0);
 }
 
 int ks_write_folded_calls(const ks_fout *o, FILE *f) {
-  const ks_ftree *t = &o->c->tree;
+  const ks_ftree *t = &o->g->tree;
   ks_fout by_calls = *o;
   uint64_t *total = malloc((size_t)t->n * sizeof(*total));
   uint32_t k;

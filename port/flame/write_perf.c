@@ -51,14 +51,14 @@ static int append(perf *w, const char *s, size_t n) {
  * the process is the sample's comm, not a frame (stackcollapse-perf.pl puts
  * the comm at the bottom, so a root frame would show the process twice). */
 static int build_stack(perf *w, uint32_t node) {
-  const ks_ftree *tr = &w->o->c->tree;
+  const ks_ftree *tr = &w->o->g->tree;
   char line[64];
   size_t n;
   int k;
 
   w->stack_len = 0;
   for (; node != 0 && node != KS_NONE && tr->v[node].parent != 0; node = tr->v[node].parent) {
-    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
+    n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
     n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
     k = snprintf(line, sizeof(line), "\t%x ", node);
     if (append(w, line, (size_t)k) != KS_OK || append(w, w->esc, n) != KS_OK ||
@@ -70,7 +70,7 @@ static int build_stack(perf *w, uint32_t node) {
 
 static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   perf *w = ctx;
-  uint64_t end = t + w->o->total[node], self = w->o->c->tree.v[node].self;
+  uint64_t end = t + w->o->total[node], self = w->o->g->tree.v[node].self;
   uint64_t start = end - self, half = w->period / 2, k, at;
 
   if (self == 0)
@@ -93,7 +93,7 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
 }
 
 int ks_write_perf(const ks_fout *o, FILE *f) {
-  const ks_ftree *tr = &o->c->tree;
+  const ks_ftree *tr = &o->g->tree;
   ks_pid_view pv;
   perf w;
   uint32_t k;
@@ -105,17 +105,17 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   w.f = f;
   /* A comment block of its own (a blank line after it: readers split events
    * on blank lines), as perf script's own header is. */
-  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  ks_cpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# %s\n\n", w.name);
-  if (o->c->o.perf_period_us > 0) {
-    w.period = (uint64_t)o->c->o.perf_period_us * 1000;
+  if (o->g->o.perf_period_us > 0) {
+    w.period = (uint64_t)o->g->o.perf_period_us * 1000;
   } else {
     w.period = (o->grand / TARGET_SAMPLES + 999) / 1000 * 1000;
     if (w.period < MIN_PERIOD_NS)
       w.period = MIN_PERIOD_NS;
   }
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
-    n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, w.name, sizeof(w.name));
+    n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, w.name, sizeof(w.name));
     ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
     /* A group of processes (option group) is a thread of its own, numbered past any
      * pid; the budget's root-level OVER_BUDGET node is thread 0. */

@@ -34,7 +34,7 @@ static void put_us(FILE *f, uint64_t ns) {
 }
 
 static int event(sscope *w, char type, uint32_t node, uint64_t at) {
-  uint32_t i = frame_slot(w, w->o->c->tree.v[node].frame);
+  uint32_t i = frame_slot(w, w->o->g->tree.v[node].frame);
 
   fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, w->idx[i]);
   put_us(w->f, at);
@@ -55,7 +55,7 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
 
 /* shared.frames: every frame below a process root that has time, first seen first. */
 static int write_frames(sscope *w) {
-  const ks_ftree *tr = &w->o->c->tree;
+  const ks_ftree *tr = &w->o->g->tree;
   char name[2048];
   uint32_t k, i, nframes = 0, size = 16;
   size_t n;
@@ -77,7 +77,7 @@ static int write_frames(sscope *w) {
       continue;
     w->keys[i] = tr->v[k].frame;
     w->idx[i] = nframes;
-    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[k].frame, name, sizeof(name));
+    n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
     fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
     ks_flame_put_json(w->f, name, n);
     putc('}', w->f);
@@ -87,7 +87,7 @@ static int write_frames(sscope *w) {
 }
 
 int ks_write_speedscope(const ks_fout *o, FILE *f) {
-  const ks_ftree *tr = &o->c->tree;
+  const ks_ftree *tr = &o->g->tree;
   char name[2048];
   sscope w;
   uint32_t k;
@@ -99,8 +99,8 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
   w.f = f;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",", f);
   /* The file's name (speedscope's title) says whether times are corrected. */
-  n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->c->id);
-  n += ks_flame_correction_text(o->c, name + n, sizeof(name) - n);
+  n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->g->id);
+  n += ks_cpath_correction_text(o->g, name + n, sizeof(name) - n);
   fputs("\"name\":", f);
   if (ferror(f))
     return KS_EINVAL;
@@ -112,7 +112,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
     for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
       if (o->total[k] == 0)
         continue;
-      n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, name, sizeof(name));
+      n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, name, sizeof(name));
       fputs(nprof++ ? ",{\"type\":\"evented\",\"name\":" : "{\"type\":\"evented\",\"name\":", f);
       ks_flame_put_json(f, name, n);
       fputs(",\"unit\":\"microseconds\",\"startValue\":0,\"endValue\":", f);

@@ -175,7 +175,7 @@ static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
   for (k = 0; k < KS_FLAME_MAX; k++)
     if (s->flame.cap[k].used) {
-      trees += s->flame.cap[k].tree.bytes;
+      trees += s->flame.cap[k].cp.tree.bytes;
       captures++;
     }
   if (getrusage(RUSAGE_SELF, &ru) == 0)

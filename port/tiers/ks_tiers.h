@@ -4,7 +4,7 @@
 
 #include "core/ks_consumer.h"
 #include "core/ks_decode.h"
-#include "flame/ks_flame.h"
+#include "callpath/ks_callpath.h"
 #include "core/ks_hist.h"
 #include "proto/ks_proto.h"
 #include "stack/ks_stack.h"

@@ -19,6 +19,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
+#include "flame/ks_flame.h"
 #include "ks_tiers.h"
 
 static uint64_t tree_total(const ks_ftree *tr) {
@@ -124,7 +125,7 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   uint64_t *total;
   ks_fdest d;
   ks_fout o;
-  ks_fcap view;
+  ks_cpath view;
   uint32_t row;
   int start = *idx, end, e;
 
@@ -147,18 +148,17 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   if ((total = malloc((size_t)a->tree.n * sizeof(*total))) == NULL)
     return ks_enc_error(x, "enomem");
   ks_ftree_totals(&a->tree, total);
-  /* The writers read a capture: a view of the aggregate as one (the tree
+  /* The writers read a graph: a view of the aggregate as one (the tree
    * shared, read only), its options the aggregates' and its id the row. */
   memset(&view, 0, sizeof(view));
-  ks_flame_default_opts(&view.o);
+  ks_fopts_default(&view.o);
   view.o.sleep = 0;
   view.o.gc = 0;
   view.o.max_nodes = t->o.full_max_nodes;
-  view.used = 1;
   view.id = row;
   view.tree = a->tree;
   view.k = a->k;
-  o.c = &view;
+  o.g = &view;
   o.in = in;
   o.total = total;
   o.grand = total[0];

@@ -113,7 +113,7 @@ static ks_fcap *start_opts(const ks_fopts *o, const char *rec) {
 static ks_fcap *start_rec(const char *rec, uint64_t max_bytes, uint32_t rotate) {
   ks_fopts o;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.correct_ns = 150;
   o.top = 10;
@@ -236,11 +236,11 @@ START_TEST(record_level_sizes) {
   ks_replay rp;
   ks_replay_opts ro;
 
-  ck_assert_uint_eq(c->o.record_level, 1);   /* the table's default */
+  ck_assert_uint_eq(c->cp.o.record_level, 1);   /* the table's default */
   workload(60000, 1000000);
   check_identical(c, &events);
   ks_flame_drop(&fl, c);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.correct_ns = 150;
   o.top = 10;
@@ -274,7 +274,7 @@ START_TEST(replay_trigger_callers) {
   ks_record_refusal why;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.trigger = fns[0];
   o.ncalls = 50;
@@ -311,7 +311,7 @@ START_TEST(replay_trigger_callers) {
     d.ev.ts = t + 4000 + k % 5;
     ks_flame_event(&fl, &in, &d);
   }
-  ck_assert_uint_gt(c->k.calls_early, 0);
+  ck_assert_uint_gt(c->cp.k.calls_early, 0);
   check_identical(c, &events);
 }
 END_TEST
@@ -375,7 +375,7 @@ START_TEST(rotation) {
   ck_assert_int_eq(rp.err, 0);
   ck_assert_uint_gt(rp.events, 0);
   ck_assert_uint_eq(rp.events, st.events);   /* events: those in the files kept */
-  ck_assert_uint_gt(rp.c->k.events, 0);   /* the later files' processes came back (proc ops) */
+  ck_assert_uint_gt(rp.c->cp.k.events, 0);   /* the later files' processes came back (proc ops) */
   ks_replay_free(&rp);
 }
 END_TEST
@@ -384,7 +384,7 @@ static int refused(const char *path, ks_record_refusal *why) {
   ks_fopts o;
   int slot, rc;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   slot = ks_flame_start(&fl, 9, &o);
   ck_assert_int_ge(slot, 0);
   rc = ks_flame_record(&fl, &fl.cap[slot], &in, path, why);

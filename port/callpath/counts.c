@@ -1,4 +1,4 @@
-/* flame_count.c: a capture's exact per-function counters (the top table).
+/* counts.c: a graph's exact per-function counters (the top table).
  *
  * Per MFA id: calls (every call event), self ns (the time the function ran:
  * the process was not scheduled out nor in a GC frame) and inclusive ns. No
@@ -20,7 +20,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 #define FIRST_OPEN 16u
 

@@ -1,10 +1,10 @@
-/* flame_tree.c: the call-path tree of a flame capture.
+/* tree.c: the call-path tree of a graph.
  *
  * A node is (parent node, frame); the pair is interned in an open-addressing
  * table whose slots hold the pair and the node, so finding the stack one
  * frame deeper is one probe, one cache line (a big tree's are all misses).
  * Nodes are never removed: the tree grows with the number of distinct call
- * paths, not with the number of events. Its limits (port/flame/ks_flame.h): a
+ * paths, not with the number of events. Its limits (ks_callpath.h): a
  * node count, where a would-be child's time goes to its parent (full trace's
  * aggregates), or a budget in bytes of the node array and the slots, where a
  * path that does not fit goes to an OVER_BUDGET node under its parent
@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 #define FIRST_NODES 1024u
 #define FIRST_SLOTS 2048u
@@ -222,64 +222,4 @@ void ks_ftree_totals(const ks_ftree *t, uint64_t *total) {
   /* A child's index is always above its parent's. */
   for (k = t->n; k-- > 1;)
     total[t->v[k].parent] += total[k];
-}
-
-typedef struct walk_item {
-  uint32_t node, next;   /* next: the child to visit next */
-  uint64_t t, at;        /* t: where the node starts; at: where the next child starts */
-  int skip;
-} walk_item;
-
-int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
-             void *ctx) {
-  const ks_ftree *tr = &o->c->tree;
-  walk_item *st;
-  uint32_t n = 0, cap = 64;
-  int rc = KS_OK, r;
-
-  if (start >= tr->n || o->total[start] == 0)
-    return KS_OK;
-  if ((st = malloc(cap * sizeof(*st))) == NULL)
-    return KS_ENOMEM;
-  r = open ? open(ctx, start, 0, 0) : 1;
-  if (r < 0) {
-    free(st);
-    return r;
-  }
-  st[n++] = (walk_item){start, tr->v[start].child, 0, 0, r == 0};
-  while (n > 0) {
-    walk_item *it = &st[n - 1];
-    uint32_t k = it->skip ? KS_NONE : it->next;
-    while (k != KS_NONE && o->total[k] == 0)
-      k = tr->v[k].sibling;
-    if (k == KS_NONE) {
-      if (close != NULL && (r = close(ctx, it->node, n - 1, it->t)) < 0) {
-        rc = r;
-        break;
-      }
-      n--;
-      continue;
-    }
-    it->next = tr->v[k].sibling;
-    if (n == cap) {
-      walk_item *v = realloc(st, 2 * cap * sizeof(*st));
-      if (v == NULL) {
-        rc = KS_ENOMEM;
-        break;
-      }
-      st = v;
-      cap *= 2;
-      it = &st[n - 1];
-    }
-    r = open ? open(ctx, k, n, it->at) : 1;
-    if (r < 0) {
-      rc = r;
-      break;
-    }
-    st[n] = (walk_item){k, tr->v[k].child, it->at, it->at, r == 0};
-    it->at += o->total[k];
-    n++;
-  }
-  free(st);
-  return rc;
 }

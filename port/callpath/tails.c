@@ -1,4 +1,4 @@
-/* flame_tails.c: which calls the flow rules have seen to be tail calls.
+/* tails.c: which calls the flow rules have seen to be tail calls.
  *
  * Without {caller} a call does not say whether it is a tail call. A
  * return_to does, afterwards: the frames it pops above the one it returns
@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 #define EMPTY UINT64_MAX
 

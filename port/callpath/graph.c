@@ -1,0 +1,130 @@
+/* graph.c: a call-path graph (ks_cpath): its options' defaults, made, its
+ * processes looked up by pid id and added, freed. */
+#include <stdlib.h>
+
+#include "ks_callpath.h"
+#include "proto/ks_proto.h"
+
+/* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
+#define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
+#define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+const ks_option_field ks_flame_fields[] = {
+#include "proto/ks_option_fields.h"
+};
+#undef KS_FIELD_tiers
+#undef KS_FIELD_flame
+_Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,
+               "one field per row");
+
+void ks_fopts_default(ks_fopts *o) {
+  memset(o, 0, sizeof(*o));
+  ks_option_defaults(KS_M_FLAME, ks_flame_fields, o);
+  /* What no option sets. */
+  o->max_depth = 0;
+  o->max_nodes = UINT32_MAX - 1;
+  o->trigger = KS_NONE;
+  o->hide = KS_NONE;
+  o->group = KS_GROUP_PID;
+  o->fold_depth = KS_FLAME_FOLD_DEPTH;
+  o->learn = 1;
+  o->record_at = -1;
+}
+
+int ks_cpath_init(ks_cpath *g, int64_t id, const ks_fopts *o) {
+  memset(g, 0, sizeof(*g));
+  g->id = id;
+  g->o = *o;
+  if (g->o.max_depth > 0 && g->o.max_stack < g->o.max_depth + 1)
+    g->o.max_stack = g->o.max_depth + 1;
+  if (ks_ftree_init(&g->tree, g->o.max_nodes, g->o.max_bytes) != KS_OK)
+    return KS_ENOMEM;
+  g->pmask = 63;
+  g->pslots = calloc(g->pmask + 1, sizeof(*g->pslots));
+  if (g->pslots == NULL) {
+    ks_ftree_free(&g->tree);
+    return KS_ENOMEM;
+  }
+  return KS_OK;
+}
+
+void ks_cpath_free(ks_cpath *g) {
+  uint32_t k;
+
+  for (k = 0; k < g->nprocs; k++) {
+    ks_stack_free(&g->procs[k].st);
+    ks_ffun_free_proc(&g->procs[k]);
+    free(g->procs[k].name);
+    free(g->procs[k].call);
+  }
+  free(g->procs);
+  free(g->pslots);
+  ks_ffun_free(&g->fc);
+  ks_ftails_free(&g->tails);
+  ks_ftree_free(&g->tree);
+  memset(g, 0, sizeof(*g));
+}
+
+/* Process index + 1 in the graph's pid table, 0 when absent; *slot: where it goes. */
+static uint32_t proc_slot(const ks_cpath *g, uint32_t pid, uint32_t *slot) {
+  uint32_t i = (uint32_t)((pid * 0x9e3779b97f4a7c15ull) >> 40) & g->pmask, k;
+
+  for (;;) {
+    k = g->pslots[i];
+    if (k == 0 || g->procs[k - 1].pid == pid) {
+      *slot = i;
+      return k;
+    }
+    i = (i + 1) & g->pmask;
+  }
+}
+
+ks_fproc *ks_cpath_proc(const ks_cpath *g, uint32_t pid) {
+  uint32_t slot, k = proc_slot(g, pid, &slot);
+
+  return k ? &g->procs[k - 1] : NULL;
+}
+
+static int grow_pslots(ks_cpath *g) {
+  uint32_t n = (g->pmask + 1) * 2, k, slot;
+  uint32_t *old = g->pslots, oldmask = g->pmask;
+
+  g->pslots = calloc(n, sizeof(*g->pslots));
+  if (g->pslots == NULL) {
+    g->pslots = old;
+    return KS_ENOMEM;
+  }
+  g->pmask = n - 1;
+  for (k = 0; k <= oldmask; k++)
+    if (old[k] != 0) {
+      proc_slot(g, g->procs[old[k] - 1].pid, &slot);
+      g->pslots[slot] = old[k];
+    }
+  free(old);
+  return KS_OK;
+}
+
+ks_fproc *ks_cpath_add_proc(ks_cpath *g, uint32_t pid) {
+  uint32_t slot;
+  ks_fproc *p;
+
+  /* The table must keep a hole: nearly full and unable to grow, it takes no more. */
+  if ((uint64_t)(g->nprocs + 1) * 2 > (uint64_t)g->pmask + 1 && grow_pslots(g) != KS_OK &&
+      g->nprocs + 2 >= g->pmask)
+    return NULL;
+  if (proc_slot(g, pid, &slot) != 0 ||
+      ks_grow(&g->procs, &g->cap_procs, g->nprocs, 8, sizeof(*g->procs)) != KS_OK)
+    return NULL;
+  p = &g->procs[g->nprocs];
+  memset(p, 0, sizeof(*p));
+  ks_fstack_init(p, g->o.max_stack);
+  p->pid = pid;
+  p->root = ks_ftree_child(&g->tree, 0, KS_FR(KS_FR_PROC, pid));
+  p->cur = KS_NONE;
+  p->out_mfa = KS_NONE;
+  p->run_mfa = KS_NONE;
+  p->first_mfa = KS_NONE;
+  p->spawn_mfa = KS_NONE;
+  p->fc = g->o.top > 0 ? &g->fc : NULL;
+  g->pslots[slot] = ++g->nprocs;
+  return p;
+}
