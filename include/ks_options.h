@@ -31,9 +31,9 @@
  *                 or a KS_T_TERM row the feature's own decoder takes
  *   KS_FORMAT(name, "ext", writer, ALL)   a flame output format, its file
  *                 extension (a prefix when it ends in `.': callgrind.out.Base,
- *                 the name KCachegrind looks for), the port/flame/write_*.c
- *                 function that writes it (its prototype is made from this
- *                 line, in port/flame/ks_flame.h) and ALL, 1 when
+ *                 the name KCachegrind looks for), the function of port/write/
+ *                 that writes it (its prototype is made from this
+ *                 line, in port/write/ks_write.h) and ALL, 1 when
  *                 `output_format => all' writes it (0: only when named);
  *                 the order is the order of the format bits (KS_FMT_name).
  *                 doc/flame.md, "The formats", says what each file holds.

@@ -3,7 +3,7 @@
 #
 #   scripts/port_graph.sh           the folders' include graph, then every circle
 #
-#   folders   A -> B (N): N #include lines of port/A/ name a header of port/B/ (a header
+#   folders   A -> B (N): N #include lines of folder A of port name a header of B (a header
 #             named without a folder is its own folder's, or include/'s when it is there)
 #   circles   of the folders (self-includes left out), and of the .c files: A.c -> B.c
 #             when A.c calls a ks_* function B.c defines (a definition: a line in

@@ -9,7 +9,7 @@
  * that do not fit go to an OVER_BUDGET node under their deepest kept frame.
  * The top table comes from per-function counters (counts.c) that no budget
  * touches. A graph (ks_cpath) is what the correction, the view, the names
- * and the writers (port/flame/write_*.c) read; the flame captures (port/flame/) and
+ * and the writers (port/write/) read; the flame captures (port/flame/) and
  * the tiers' full trace (port/tiers/tier_full.c) build one.
  */
 #ifndef KS_CALLPATH_H

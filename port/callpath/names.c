@@ -11,7 +11,7 @@
  *                   was first scheduled in), OVER_BUDGET (call paths past max_bytes),
  *                   TOO_DEEP (frames past a process's stack cap)
  * Names are UTF-8 as the atoms are; each writer escapes what breaks its format
- * (port/flame/write_escape.c). */
+ * (port/write/escape.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

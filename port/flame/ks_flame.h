@@ -3,7 +3,7 @@
  * A capture is a call-path graph (port/callpath/ks_callpath.h) built from
  * the trace events of its processes: which processes belong to it (by
  * command, by a trigger call, by being spawned), their events routed to it,
- * and its end. Its files are the writers' (write_*.c), its commands
+ * and its end. Its files are the writers' (port/write/), its commands
  * flame_control.c's.
  */
 #ifndef KS_FLAME_H
@@ -14,24 +14,9 @@
 #include "callpath/ks_callpath.h"
 #include "core/ks_consumer.h"
 #include "proto/ks_proto.h"
+#include "write/ks_write.h"
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
-
-/* Output formats: bit KS_FMT_name for each KS_FORMAT row of include/ks_options.h,
- * in its order. */
-enum {
-#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer, all) KS_FMT_INDEX_##name,
-#include "ks_options.h"
-#undef KS_FORMAT
-  KS_NFORMATS
-};
-enum {
-#define KS_FORMAT(name, ext, writer, all) KS_FMT_##name = 1 << KS_FMT_INDEX_##name,
-#include "ks_options.h"
-#undef KS_FORMAT
-#undef KS_OPTION
-};
 
 typedef struct ks_fcap {
   int used;
@@ -82,63 +67,6 @@ void ks_flame_arm(ks_fcap *c);
 void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
                            const char *name, size_t name_n, const char *call, size_t call_n);
 
-/* What a writer gets: a finished graph, totals, and its names. */
-typedef struct ks_fout {
-  const ks_cpath *g;
-  const ks_intern *in;
-  const uint64_t *total;       /* inclusive ns per node */
-  uint64_t grand;              /* total[0] */
-} ks_fout;
-
-/*
- * write_walk.c: walks the subtree of `start` depth first, children in first-seen order,
- * laid out on a timeline: a node spans [t, t + total) from the start of the
- * walk, and its self time comes after its children (a merged timeline, like
- * a sampled profile collapsed). Nodes with no time are left out. open()
- * returns 0 to leave out the node's children (close is still called); any
- * negative return stops the walk and is returned.
- */
-typedef int (*ks_fvisit_fn)(void *ctx, uint32_t node, uint32_t depth, uint64_t t);
-int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
-             void *ctx);
-
-/* write_*.c: each format's writer (its KS_FORMAT row names it). Each returns
- * KS_OK, KS_ENOMEM, or KS_EINVAL as soon as the stream is in error (ferror);
- * why it failed is the stream's to say (ks_wfile). */
-#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer, all) int writer(const ks_fout *o, FILE *f);
-#include "ks_options.h"
-#undef KS_FORMAT
-#undef KS_OPTION
-
-/* write_file.c: a file the writers write to. Its stream keeps the first errno of
- * write(2) or close(2), where it happened (stdio may report it only at fclose). */
-typedef struct ks_wfile {
-  FILE *f;                     /* the writers' stream; NULL once closed */
-  int fd;
-  int err;                     /* first errno of a write or the close; 0: none */
-} ks_wfile;
-
-/* Creates name in the directory dirfd (O_EXCL, mode 0600) and its stream: KS_OK or
- * -errno (-EEXIST: taken); nothing is left behind on failure. */
-int ks_wfile_create_at(ks_wfile *w, int dirfd, const char *name);
-/* Flushes and closes: KS_OK when every byte reached the file, else -errno (the first
- * that write(2) or close(2) gave; -EIO if stdio failed with none). */
-int ks_wfile_close(ks_wfile *w);
-
-/* Where files go: Dir/Base.ext for each format bit (Base-1, ... when taken).
- * The flame_* commands and the reply that writes the files: below. */
-typedef struct ks_fdest {
-  char dir[4096], base[1024];
-  int fmts;
-} ks_fdest;
-
-/* Escapes for the writers (write_escape.c): out gets at most cap-1 bytes and a NUL. */
-size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap);
-void ks_flame_put_json(FILE *f, const char *s, size_t n);
-void ks_flame_put_xml(FILE *f, const char *s, size_t n);
-void ks_flame_put_line(FILE *f, const char *s, size_t n);   /* callgrind: one line, UTF-8 */
-
 /* flame_control.c: the flame_* commands, rows of the command table
  * (port/sink/control.c; what a handler gets, ks_cmd: port/proto/ks_proto.h). */
 int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
@@ -149,12 +77,6 @@ int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
-/* Dir (binary), Base (binary), [Format] at *idx. */
-int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
-/* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
- * info() adds Info's first keys to m (total_us and write_us follow). */
-int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
-                         void (*info)(ks_map *m, const void *ctx), const void *ctx);
 /* More keys for a write's Info (a replay's `replay' map). */
 typedef struct ks_flame_extra {
   void (*put)(ks_map *m, const void *ctx);
@@ -164,7 +86,5 @@ typedef struct ks_flame_extra {
  * view), with its reply in x; extra may be NULL. */
 int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
                          const ks_flame_extra *extra);
-/* A format's bit (KS_FMT_*), 0 for none; NULL: every format's. */
-int ks_flame_format_bit(const char *atom);
 
 #endif

@@ -163,7 +163,7 @@ static int decode_replay_opt(const char *b, int *idx, ks_fdest *d, ks_replay_opt
     if (ei_decode_list_header(b, idx, &n) != 0)
       return KS_EINVAL;
     for (k = 0; k < n; k++) {
-      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_flame_format_bit(atom)) == 0)
+      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_write_format_bit(atom)) == 0)
         return KS_EINVAL;
       d->fmts |= bit;
     }
@@ -224,7 +224,7 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
     if (decode_replay_opt(b, &idx, &d, &ro) != KS_OK)
       return ks_enc_error(x, "badarg");
   if (d.fmts == 0)
-    d.fmts = ks_flame_format_bit(NULL);
+    d.fmts = ks_write_format_bit(NULL);
   if (ks_replay_files(&rp, paths, n, &ro) == KS_ENOMEM) {
     ks_replay_free(&rp);
     return ks_enc_error(x, "enomem");

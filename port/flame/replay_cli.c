@@ -34,7 +34,7 @@ static int parse_formats(const char *arg, ks_fdest *d) {
   if (snprintf(list, sizeof(list), "%s", arg) >= (int)sizeof(list))
     return KS_EINVAL;
   for (tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-    if ((bit = ks_flame_format_bit(tok)) == 0)
+    if ((bit = ks_write_format_bit(tok)) == 0)
       return KS_EINVAL;
     d->fmts |= bit;
   }
@@ -162,7 +162,7 @@ int ks_replay_main(int argc, char **argv) {
   if (d.base[0] == 0)
     snprintf(d.base, sizeof(d.base), "%s", strrchr(paths[0], '/') ? strrchr(paths[0], '/') + 1 : paths[0]);
   if (d.fmts == 0)
-    d.fmts = ks_flame_format_bit(NULL);
+    d.fmts = ks_write_format_bit(NULL);
   ei_init();
   if (ks_replay_files(&rp, paths, n, &ro) == KS_ENOMEM || ei_x_new_with_version(&x) != 0) {
     fprintf(stderr, "kprof_sink: replay: out of memory\n");

@@ -51,6 +51,11 @@ int ks_enc_errno(ei_x_buff *x, int err);
  * symlink, not_directory, {owner, Uid} or {writable, "Mode"} (octal). */
 int ks_enc_dir_why(ei_x_buff *x, const ks_out_dir *r);
 
+/* args.c: a binary at *idx copied into out, NUL-terminated (*n bytes, NULs
+ * inside it kept: the caller refuses them where they matter): KS_OK, or
+ * KS_EINVAL when it is no binary or does not fit in cap. */
+int ks_arg_bin(const char *b, int *idx, char *out, size_t cap, size_t *n);
+
 /* A map under construction: ks_map_begin, then keys, then ks_map_end. */
 typedef struct ks_map {
   ei_x_buff *x;

@@ -2,7 +2,7 @@
  * known: body and tail calls, exceptions unwinding several frames, return_to undefined,
  * scheduling (SLEEP), GC, the depth cap, inferred callers, trigger calls, children,
  * shared processes, the node cap; then every writer, the escapes, and the commands; then
- * write errors: each writer on a stream that fails, and ks_flame_write_reply on a full
+ * write errors: each writer on a stream that fails, and ks_write_reply on a full
  * tmpfs and over RLIMIT_FSIZE (the reason is the errno's, and no file is left). */
 #include <dirent.h>
 #include <errno.h>
@@ -1458,15 +1458,15 @@ START_TEST(escapes) {
   size_t len = 0;
   FILE *f;
 
-  ck_assert_uint_eq(ks_flame_escape_folded("(a b;c%\n", 8, out, sizeof(out)), 18);
+  ck_assert_uint_eq(ks_write_escape_folded("(a b;c%\n", 8, out, sizeof(out)), 18);
   ck_assert_str_eq(out, "%28a%20b%3Bc%25%0A");
   CALL(pid_a, 0, odd, KS_NONE);
   got = folded(c, 5);
   ck_assert_str_eq(got, "<0.1.0>;my%20mod%3Bx:f\"<1>%25/2 5\n");
   free(got);
   f = open_memstream(&buf, &len);
-  ks_flame_put_json(f, "a\"b\\c\x01", 6);
-  ks_flame_put_xml(f, "<&>\"'\x02", 6);
+  ks_write_put_json(f, "a\"b\\c\x01", 6);
+  ks_write_put_xml(f, "<&>\"'\x02", 6);
   fclose(f);
   ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u0001\"&lt;&amp;&gt;&quot;&#39;\xef\xbf\xbd");
   free(buf);
@@ -1474,24 +1474,24 @@ START_TEST(escapes) {
    * sequence cut short): U+FFFD in JSON and XML, %XX in folded; UTF-8 passes. */
   buf = NULL;
   f = open_memstream(&buf, &len);
-  ks_flame_put_json(f, "\x80\xc0\xaf\xed\xa0\x80\xc3\xa9\xe2\x82", 10);
-  ks_flame_put_xml(f, "\xff\xe6\x97\xa5", 4);
+  ks_write_put_json(f, "\x80\xc0\xaf\xed\xa0\x80\xc3\xa9\xe2\x82", 10);
+  ks_write_put_xml(f, "\xff\xe6\x97\xa5", 4);
   fclose(f);
   ck_assert_str_eq(buf, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
                         "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\""
                         "\xef\xbf\xbd\xe6\x97\xa5");
   free(buf);
-  ck_assert_uint_eq(ks_flame_escape_folded("\xff\xc3\xa9;", 4, out, sizeof(out)), 8);
+  ck_assert_uint_eq(ks_write_escape_folded("\xff\xc3\xa9;", 4, out, sizeof(out)), 8);
   ck_assert_str_eq(out, "%FF\xc3\xa9%3B");
   /* Cut at out's end: a character whole or not at all. */
-  ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
+  ck_assert_uint_eq(ks_write_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
   ck_assert_str_eq(out, "ab");
   /* A callgrind name: one line of UTF-8, no `(' first, never empty; spaces and `;' stay. */
   buf = NULL;
   f = open_memstream(&buf, &len);
-  ks_flame_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
+  ks_write_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
   putc('|', f);
-  ks_flame_put_line(f, "", 0);
+  ks_write_put_line(f, "", 0);
   fclose(f);
   ck_assert_str_eq(buf, "[a b;c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9|''");
   free(buf);
@@ -1605,7 +1605,7 @@ static void write_reply(const ks_fout *o, const char *dir, const char *base, int
   snprintf(d.base, sizeof(d.base), "%s", base);
   d.fmts = fmts;
   ck_assert_int_eq(ei_x_new(x), 0);
-  ck_assert_int_eq(ks_flame_write_reply(o, &d, x, no_info, NULL), 0);
+  ck_assert_int_eq(ks_write_reply(o, &d, x, no_info, NULL), 0);
 }
 
 /* x holds {error, {What, Dir/File, Reason}}; freed. */

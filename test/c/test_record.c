@@ -132,7 +132,7 @@ static char *write_files(const ks_intern *tin, ks_fcap *c, const char *sub, ks_r
   memset(&d, 0, sizeof(d));
   snprintf(d.dir, sizeof(d.dir), "%s/%s", dir, sub);
   snprintf(d.base, sizeof(d.base), "cap");
-  d.fmts = ks_flame_format_bit(NULL);
+  d.fmts = ks_write_format_bit(NULL);
   ck_assert_int_eq(ei_x_new(&x), 0);
   if (rp != NULL)
     ck_assert_int_eq(ks_replay_write(rp, &d, &x), 0);

@@ -1,11 +1,11 @@
-/* write_callgrind.c: the call graph in the callgrind format, for KCachegrind,
+/* callgrind.c: the call graph in the callgrind format, for KCachegrind,
  * qcachegrind and callgrind_annotate (valgrind's docs, "Callgrind Format").
  *
  * One event, `us': microseconds. The call-path tree is summed per function
  * (a frame: an MFA, a process or a group of them, a pseudo frame): its self
  * cost, and per callee the calls and their inclusive cost. The numbers are
  * those of the folded file: a path's self time in microseconds rounded on the
- * running sum of the merged timeline (write_folded.c), a call's inclusive
+ * running sum of the merged timeline (folded.c), a call's inclusive
  * cost the sum of its subtree's, so the file's total is the folded file's.
  * calls= counts the frames the stack rules entered on that path: a recursion
  * or loop the rules folded (or fold_recursion hid) is not a call.
@@ -19,11 +19,11 @@
  * function's file (fl=) is its module's name; processes and pseudo frames are
  * in file `???', as valgrind writes for code without debug information. Names
  * are compressed (fn=(N) Name the first time, then fn=(N)), on one line of
- * UTF-8 (ks_flame_put_line).
+ * UTF-8 (ks_write_put_line).
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 #define NO_FILE UINT32_MAX
 
@@ -143,7 +143,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     w->cap_stack = cap;
   }
   w->stack[depth] = fi;
-  /* As write_folded.c counts: self is [end - self, end) of the merged timeline. */
+  /* As folded.c counts: self is [end - self, end) of the merged timeline. */
   w->fn[fi].self += (end + 500) / 1000 - (end - nd->self + 500) / 1000;
   if (depth > 1) {
     if ((e = edge_of(w, w->stack[depth - 1], fi)) == NULL)
@@ -182,7 +182,7 @@ static void put_file(cg *w, const char *key, uint32_t file, uint8_t *named) {
   fprintf(w->f, "%s=(%u)", key, file + 1);
   if (!named[file + 1] && ks_intern_mfa_get(w->o->in, w->files[file], &m) == KS_OK) {
     putc(' ', w->f);
-    ks_flame_put_line(w->f, m.m, strlen(m.m));
+    ks_write_put_line(w->f, m.m, strlen(m.m));
   }
   named[file + 1] = 1;
   putc('\n', w->f);
@@ -195,7 +195,7 @@ static void put_fn(cg *w, const char *key, uint32_t fi) {
   if (!w->fn[fi].named) {
     n = ks_cpath_frame_name(w->o->g, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
     putc(' ', w->f);
-    ks_flame_put_line(w->f, w->name, n);
+    ks_write_put_line(w->f, w->name, n);
     w->fn[fi].named = 1;
   }
   putc('\n', w->f);

@@ -1,4 +1,4 @@
-/* write_folded.c: folded stacks, one `root;frame;...;leaf COUNT` line per call path.
+/* folded.c: folded stacks, one `root;frame;...;leaf COUNT` line per call path.
  *
  * folded: COUNT is the path's self time in whole microseconds. Rounding is
  * done on the running sum along the merged timeline, so the counts add up to
@@ -13,7 +13,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 typedef struct folded {
   const ks_fout *o;
@@ -59,7 +59,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   }
   n = ks_cpath_frame_name(w->o->g, w->o->in, w->o->g->tree.v[node].frame, w->name,
                           sizeof(w->name));
-  n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+  n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
   at = w->len[depth - 1];
   if (reserve(w, at + n + 2, depth) != KS_OK)
     return KS_ENOMEM;

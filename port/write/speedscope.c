@@ -1,4 +1,4 @@
-/* write_speedscope.c: speedscope's JSON file format, one evented profile per process.
+/* speedscope.c: speedscope's JSON file format, one evented profile per process.
  *
  * https://www.speedscope.app/file-format-schema.json. Frames are shared;
  * each process's profile is its merged timeline (see ks_fwalk): an O event
@@ -12,7 +12,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 typedef struct sscope {
   const ks_fout *o;
@@ -79,7 +79,7 @@ static int write_frames(sscope *w) {
     w->idx[i] = nframes;
     n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
     fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
-    ks_flame_put_json(w->f, name, n);
+    ks_write_put_json(w->f, name, n);
     putc('}', w->f);
   }
   fputs("]},", w->f);
@@ -104,7 +104,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
   fputs("\"name\":", f);
   if (ferror(f))
     return KS_EINVAL;
-  ks_flame_put_json(f, name, n);
+  ks_write_put_json(f, name, n);
   fputs(",\"exporter\":\"kprof " KS_VERSION "\",\"activeProfileIndex\":0,", f);
   rc = write_frames(&w);
   if (rc == KS_OK) {
@@ -114,7 +114,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
         continue;
       n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, name, sizeof(name));
       fputs(nprof++ ? ",{\"type\":\"evented\",\"name\":" : "{\"type\":\"evented\",\"name\":", f);
-      ks_flame_put_json(f, name, n);
+      ks_write_put_json(f, name, n);
       fputs(",\"unit\":\"microseconds\",\"startValue\":0,\"endValue\":", f);
       put_us(f, o->total[k]);
       fputs(",\"events\":[", f);

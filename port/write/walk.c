@@ -1,7 +1,7 @@
-/* write_walk.c: the walk of a graph's tree that the writers share (ks_fwalk). */
+/* walk.c: the walk of a graph's tree that the writers share (ks_fwalk). */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 typedef struct walk_item {
   uint32_t node, next;   /* next: the child to visit next */

@@ -1,4 +1,4 @@
-/* write_perf.c: `perf script` text, as if a sampling profiler had watched the processes.
+/* perf.c: `perf script` text, as if a sampling profiler had watched the processes.
  *
  * Each process is a thread (comm = its name, tid = the N of <0.N.S>); its
  * stacks start above it (the folded stacks' `root;frames` is `comm;frames`
@@ -17,7 +17,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 #define TARGET_SAMPLES 20000
 #define MIN_PERIOD_NS 10000
@@ -59,7 +59,7 @@ static int build_stack(perf *w, uint32_t node) {
   w->stack_len = 0;
   for (; node != 0 && node != KS_NONE && tr->v[node].parent != 0; node = tr->v[node].parent) {
     n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
-    n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+    n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
     k = snprintf(line, sizeof(line), "\t%x ", node);
     if (append(w, line, (size_t)k) != KS_OK || append(w, w->esc, n) != KS_OK ||
         append(w, " (erlang)\n", 10) != KS_OK)
@@ -116,7 +116,7 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   }
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
     n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, w.name, sizeof(w.name));
-    ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
+    ks_write_escape_folded(w.name, n, w.comm, sizeof(w.comm));
     /* A group of processes (option group) is a thread of its own, numbered past any
      * pid; the budget's root-level OVER_BUDGET node is thread 0. */
     if (KS_FR_KIND(tr->v[k].frame) == KS_FR_GROUP)

@@ -1,4 +1,4 @@
-/* write_escape.c: the escapes of each format: what breaks a format in a name
+/* escape.c: the escapes of each format: what breaks a format in a name
  * (names are raw UTF-8, port/callpath/names.c) written so that it does not.
  * A name may still hold bytes that are not UTF-8 (a process name or initial call
  * the sink was sent, a name cut at a buffer's end): the JSON and the SVG write
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 /* The length of the UTF-8 sequence s starts with (RFC 3629: no overlong form, no
  * surrogate, nothing past U+10FFFF), 0 when it is none. */
@@ -47,7 +47,7 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
  * bytes and bytes that are not UTF-8 become %XX, so the escape can be undone.
  * A character is written whole or, at the end of out, not at all.
  */
-size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
+size_t ks_write_escape_folded(const char *s, size_t n, char *out, size_t cap) {
   static const char hex[] = "0123456789ABCDEF";
   const unsigned char *u = (const unsigned char *)s;
   size_t i, o = 0, len;
@@ -77,7 +77,7 @@ size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
   return o;
 }
 
-void ks_flame_put_json(FILE *f, const char *s, size_t n) {
+void ks_write_put_json(FILE *f, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i, len;
 
@@ -104,7 +104,7 @@ void ks_flame_put_json(FILE *f, const char *s, size_t n) {
 
 /* XML 1.0 has no place for control characters: they become U+FFFD, as bytes that
  * are not UTF-8 do. */
-void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
+void ks_write_put_xml(FILE *f, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i, len;
 
@@ -136,7 +136,7 @@ void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
  * among them) and bytes that are not UTF-8 become U+FFFD, a leading `(' (it
  * would read as a compressed name's id) `[', and the empty name (the empty
  * atom, a module's) is written '' as Erlang writes it. */
-void ks_flame_put_line(FILE *f, const char *s, size_t n) {
+void ks_write_put_line(FILE *f, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i, len;
 
