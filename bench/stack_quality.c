@@ -93,7 +93,7 @@ static int subsequence(const uint32_t *a, size_t na, const uint32_t *b, size_t n
 
 /* Scores the stacks of pid for the time until ts. */
 static void compare(uint32_t pid, int64_t ts) {
-  const ks_fproc *ref = ks_cpath_proc(&caps[0]->cp, pid), *p;
+  const ks_fproc *ref = ks_callpath_proc(&caps[0]->cp, pid), *p;
   size_t nr, nf;
   double dt;
   int c;
@@ -105,7 +105,7 @@ static void compare(uint32_t pid, int64_t ts) {
   nr = frames_of(ref, 1, norm);
   for (c = 0; c < ncaps; c++) {
     score *s = &scores[c];
-    p = c == 0 ? ref : ks_cpath_proc(&caps[c]->cp, pid);
+    p = c == 0 ? ref : ks_callpath_proc(&caps[c]->cp, pid);
     if (p == NULL)
       continue;
     nf = frames_of(p, c != 0, flow);
@@ -136,11 +136,11 @@ static void add_pid(uint32_t pid) {
   int c;
 
   for (c = 0; c < ncaps; c++)
-    if (ks_cpath_proc(&caps[c]->cp, pid) == NULL) {
+    if (ks_callpath_proc(&caps[c]->cp, pid) == NULL) {
       ks_flame_add_pid(&fl, caps[c], pid, NULL, 0);
       /* Traced from its start (set_on_spawn, or the recorder's process
        * before its work): no return goes below its bottom frame. */
-      ks_cpath_proc(&caps[c]->cp, pid)->bottom = 1;
+      ks_callpath_proc(&caps[c]->cp, pid)->bottom = 1;
     }
 }
 
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
       break;
     if (ks_decode_frame(&in, b + off + 5, len, &d) == KS_FRAME_TRACE && d.ev.pid != KS_NONE) {
       if (d.ev.kind == KS_EV_SPAWNED || events == 0 ||
-          (d.ev.kind != KS_EV_SPAWN && ks_cpath_proc(&caps[0]->cp, d.ev.pid) == NULL))
+          (d.ev.kind != KS_EV_SPAWN && ks_callpath_proc(&caps[0]->cp, d.ev.pid) == NULL))
         add_pid(d.ev.pid);
       if (d.ev.flags & KS_EVF_TS)
         compare(d.ev.pid, d.ev.ts);

@@ -63,7 +63,7 @@ static void write_outputs(ks_replay *rp) {
   uint64_t *total;
   ks_fout o;
 
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ks_ftree_order(&c->cp.tree);
   total = malloc((size_t)c->cp.tree.n * sizeof(*total));
   if (total == NULL)

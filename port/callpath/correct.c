@@ -102,7 +102,7 @@ static void correct_functions(ks_fcount *fc, const uint64_t cost[2]) {
 static uint64_t quantile(const ks_fivl *h, double q);
 
 /* The cost per event of each kind (above). */
-static void event_costs(ks_cpath *c) {
+static void event_costs(ks_callpath *c) {
   uint64_t body, all;
   int kind;
 
@@ -118,7 +118,7 @@ static void event_costs(ks_cpath *c) {
   }
 }
 
-void ks_cpath_correct(ks_cpath *c) {
+void ks_callpath_correct(ks_callpath *c) {
   ks_ftree *t = &c->tree;
   uint64_t events = 0, *owed, rest, raw = 0, cost = 0, *per = c->k.cost_ns;
   uint32_t k, parent;

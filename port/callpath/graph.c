@@ -1,4 +1,4 @@
-/* graph.c: a call-path graph (ks_cpath): its options' defaults, made, its
+/* graph.c: a call-path graph (ks_callpath): its options' defaults, made, its
  * processes looked up by pid id and added, freed. */
 #include <stdlib.h>
 
@@ -30,7 +30,7 @@ void ks_fopts_default(ks_fopts *o) {
   o->record_at = -1;
 }
 
-int ks_cpath_init(ks_cpath *g, int64_t id, const ks_fopts *o) {
+int ks_callpath_init(ks_callpath *g, int64_t id, const ks_fopts *o) {
   memset(g, 0, sizeof(*g));
   g->id = id;
   g->o = *o;
@@ -47,7 +47,7 @@ int ks_cpath_init(ks_cpath *g, int64_t id, const ks_fopts *o) {
   return KS_OK;
 }
 
-void ks_cpath_free(ks_cpath *g) {
+void ks_callpath_free(ks_callpath *g) {
   uint32_t k;
 
   for (k = 0; k < g->nprocs; k++) {
@@ -65,7 +65,7 @@ void ks_cpath_free(ks_cpath *g) {
 }
 
 /* Process index + 1 in the graph's pid table, 0 when absent; *slot: where it goes. */
-static uint32_t proc_slot(const ks_cpath *g, uint32_t pid, uint32_t *slot) {
+static uint32_t proc_slot(const ks_callpath *g, uint32_t pid, uint32_t *slot) {
   uint32_t i = (uint32_t)((pid * 0x9e3779b97f4a7c15ull) >> 40) & g->pmask, k;
 
   for (;;) {
@@ -78,13 +78,13 @@ static uint32_t proc_slot(const ks_cpath *g, uint32_t pid, uint32_t *slot) {
   }
 }
 
-ks_fproc *ks_cpath_proc(const ks_cpath *g, uint32_t pid) {
+ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid) {
   uint32_t slot, k = proc_slot(g, pid, &slot);
 
   return k ? &g->procs[k - 1] : NULL;
 }
 
-static int grow_pslots(ks_cpath *g) {
+static int grow_pslots(ks_callpath *g) {
   uint32_t n = (g->pmask + 1) * 2, k, slot;
   uint32_t *old = g->pslots, oldmask = g->pmask;
 
@@ -103,7 +103,7 @@ static int grow_pslots(ks_cpath *g) {
   return KS_OK;
 }
 
-ks_fproc *ks_cpath_add_proc(ks_cpath *g, uint32_t pid) {
+ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid) {
   uint32_t slot;
   ks_fproc *p;
 

@@ -8,7 +8,7 @@
  * only the node's self time grows. The tree has a budget in bytes: paths
  * that do not fit go to an OVER_BUDGET node under their deepest kept frame.
  * The top table comes from per-function counters (counts.c) that no budget
- * touches. A graph (ks_cpath) is what the correction, the view, the names
+ * touches. A graph (ks_callpath) is what the correction, the view, the names
  * and the writers (port/write/) read; the flame captures (port/flame/) and
  * the tiers' full trace (port/tiers/tier_full.c) build one.
  */
@@ -265,7 +265,7 @@ typedef struct ks_fivl {
  * roots of the tree, looked up by pid id) and the options it was built under.
  * A flame capture's, a replay's, or (tree and counters only, its options the
  * defaults) a view of a full-trace aggregate's for the writers. */
-typedef struct ks_cpath {
+typedef struct ks_callpath {
   int64_t id;                  /* its name in the files: the capture's id, an aggregate's row */
   ks_fopts o;
   ks_ftree tree;
@@ -279,20 +279,20 @@ typedef struct ks_cpath {
   uint32_t pmask;
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
-} ks_cpath;
+} ks_callpath;
 
 /* graph.c: a graph made under o (its tree's limits: o->max_nodes, o->max_bytes;
  * max_stack at least max_depth + 1): KS_OK or KS_ENOMEM. */
-int ks_cpath_init(ks_cpath *g, int64_t id, const ks_fopts *o);
-void ks_cpath_free(ks_cpath *g);
+int ks_callpath_init(ks_callpath *g, int64_t id, const ks_fopts *o);
+void ks_callpath_free(ks_callpath *g);
 /* The process of pid id, or NULL (not const: as strchr, for the graph's owner). */
-ks_fproc *ks_cpath_proc(const ks_cpath *g, uint32_t pid);
+ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid);
 /* A new process of the graph (pid not in it): its root node made, no frame,
  * not armed; NULL without memory. Pointers to processes move when it grows. */
-ks_fproc *ks_cpath_add_proc(ks_cpath *g, uint32_t pid);
+ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid);
 
 /* What the stack rules (stacks.c) build into: a call-path tree and its
- * counters, under a graph's options. A graph's own (ks_cpath_graph), or a
+ * counters, under a graph's options. A graph's own (ks_callpath_graph), or a
  * full-trace aggregate's (port/tiers/tier_full.c), which is no graph. */
 typedef struct ks_fgraph {
   ks_ftree *tree;
@@ -302,7 +302,7 @@ typedef struct ks_fgraph {
   ks_ftails *tails;            /* the flow rules' tail calls, NULL: none learnt */
 } ks_fgraph;
 
-static inline ks_fgraph ks_cpath_graph(ks_cpath *g) {
+static inline ks_fgraph ks_callpath_graph(ks_callpath *g) {
   ks_fgraph r = {&g->tree, &g->k, &g->o, g->o.top > 0 ? &g->fc : NULL,
                  g->o.learn ? &g->tails : NULL};
   return r;
@@ -334,7 +334,7 @@ void ks_fstack_update(const ks_fgraph *g, ks_fproc *p);
 
 /* correct.c: takes o.correct_ns per event off a finished graph's tree and
  * per-function counters (once; the counters say what it did). */
-void ks_cpath_correct(ks_cpath *g);
+void ks_callpath_correct(ks_callpath *g);
 /* The mean of h's intervals up to `times' their median (bins' middles); 0: none. */
 uint64_t ks_fivl_body_mean(const ks_fivl *h, uint64_t times);
 /* Below this many intervals of a kind, its cost is the calibration's. */
@@ -375,26 +375,26 @@ void ks_ffun_free(ks_fcount *fc);
 ks_fmfa *ks_ffun_rows(const ks_fcount *fc, uint32_t hide, uint32_t *n);
 
 /* names.c: frame names, raw UTF-8 (writers escape them). Returns the length. */
-size_t ks_cpath_frame_name(const ks_cpath *g, const ks_intern *in, uint32_t frame, char *buf,
-                           size_t cap);
+size_t ks_callpath_frame_name(const ks_callpath *g, const ks_intern *in, uint32_t frame,
+                              char *buf, size_t cap);
 /* What the graph's times are, as each writer states it in its header: the
  * correction for tracing's cost and its counters, or none. Words and
  * `key=value' only (no `space digits' a folded or perf reader could take for
  * a count or a thread id). Returns the length. */
-size_t ks_cpath_correction_text(const ks_cpath *g, char *buf, size_t cap);
+size_t ks_callpath_correction_text(const ks_callpath *g, char *buf, size_t cap);
 /* The mean cost taken off per corrected event (0: none corrected). */
-uint64_t ks_cpath_per_event_ns(const ks_cpath *g);
+uint64_t ks_callpath_per_event_ns(const ks_callpath *g);
 /* What a process runs, for its label and group: the initial call kprof_flame_srv
  * sent, else (a spawned child, seen from its start) the first function it called
  * that is no spawn wrapper, else its spawn MFA; 0 when none is known. */
-size_t ks_cpath_proc_call(const ks_cpath *g, const ks_intern *in, const ks_fproc *p, char *buf,
-                          size_t cap);
+size_t ks_callpath_proc_call(const ks_callpath *g, const ks_intern *in, const ks_fproc *p,
+                            char *buf, size_t cap);
 
 /* view.c: the graph as written: processes merged by g->o.group, direct recursion
  * folded (g->o.fold_recursion), into *view (a copy of g with its own tree and
  * groups, its processes shared). Returns KS_OK with view->tree ordered, or
- * KS_ENOMEM; ks_cpath_view_free frees it. */
-int ks_cpath_view(const ks_cpath *g, const ks_intern *in, ks_cpath *view);
-void ks_cpath_view_free(ks_cpath *view);
+ * KS_ENOMEM; ks_callpath_view_free frees it. */
+int ks_callpath_view(const ks_callpath *g, const ks_intern *in, ks_callpath *view);
+void ks_callpath_view_free(ks_callpath *view);
 
 #endif

@@ -4,7 +4,7 @@
  *                   Elixir prints it: Enum.sum/1, :lists.seq/2, Enum."-map/2-fun-0-"/3
  *                   (erlang/src/kprof_names.erl does the same for the text tables)
  *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
- *                   what it runs (ks_cpath_proc_call: M:F/A), else <0.N.S>
+ *                   what it runs (ks_callpath_proc_call: M:F/A), else <0.N.S>
  *   a group         key(N_processes): processes merged by the option group
  *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past full
  *                   trace's depth cap), WAITING_TO_RUN (a process's time before it
@@ -101,8 +101,8 @@ static size_t elixir_text(const char *s, char *buf, size_t cap) {
   return elixir_mfa(&m, buf, cap);
 }
 
-size_t ks_cpath_frame_name(const ks_cpath *g, const ks_intern *in, uint32_t frame, char *buf,
-                           size_t cap) {
+size_t ks_callpath_frame_name(const ks_callpath *g, const ks_intern *in, uint32_t frame,
+                              char *buf, size_t cap) {
   uint32_t v = KS_FR_VAL(frame);
   ks_mfa_view m;
   ks_pid_view pv;
@@ -122,10 +122,10 @@ size_t ks_cpath_frame_name(const ks_cpath *g, const ks_intern *in, uint32_t fram
     char call[1024];
     if (ks_intern_pid_get(in, v, &pv) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "<?>"));
-    p = ks_cpath_proc(g, v);
+    p = ks_callpath_proc(g, v);
     if (p != NULL && p->name != NULL)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", p->name, pv.num, pv.serial));
-    if (p != NULL && ks_cpath_proc_call(g, in, p, call, sizeof(call)) > 0)
+    if (p != NULL && ks_callpath_proc_call(g, in, p, call, sizeof(call)) > 0)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", call, pv.num, pv.serial));
     return put(buf, cap, snprintf(buf, cap, "<0.%u.%u>", pv.num, pv.serial));
   }
@@ -144,8 +144,8 @@ size_t ks_cpath_frame_name(const ks_cpath *g, const ks_intern *in, uint32_t fram
   return put(buf, cap, snprintf(buf, cap, "?"));
 }
 
-size_t ks_cpath_proc_call(const ks_cpath *g, const ks_intern *in, const ks_fproc *p, char *buf,
-                          size_t cap) {
+size_t ks_callpath_proc_call(const ks_callpath *g, const ks_intern *in, const ks_fproc *p,
+                            char *buf, size_t cap) {
   uint32_t mfa = p->first_mfa != KS_NONE ? p->first_mfa : p->spawn_mfa;
   ks_mfa_view m;
 
@@ -161,11 +161,11 @@ size_t ks_cpath_proc_call(const ks_cpath *g, const ks_intern *in, const ks_fproc
   return 0;
 }
 
-uint64_t ks_cpath_per_event_ns(const ks_cpath *g) {
+uint64_t ks_callpath_per_event_ns(const ks_callpath *g) {
   return g->k.corrected > 0 ? (g->k.cost_total_ns + g->k.corrected / 2) / g->k.corrected : 0;
 }
 
-size_t ks_cpath_correction_text(const ks_cpath *g, char *buf, size_t cap) {
+size_t ks_callpath_correction_text(const ks_callpath *g, char *buf, size_t cap) {
   static const char *const from[] = {"calibration", "capture"};
   const ks_fcounters *k = &g->k;
 
@@ -187,7 +187,7 @@ size_t ks_cpath_correction_text(const ks_cpath *g, char *buf, size_t cap) {
                       "event taken off the time of each call path, by the kind of event, "
                       "measured in the capture's own intervals or by the calibration; "
                       "clamped: paths shorter than their events' cost, counted as zero)",
-                      (unsigned long long)ks_cpath_per_event_ns(g),
+                      (unsigned long long)ks_callpath_per_event_ns(g),
                       (unsigned long long)k->corrected, (unsigned long long)k->cost_ns[0],
                       from[k->cost_measured[0] != 0], (unsigned long long)k->cost_ns[1],
                       from[k->cost_measured[1] != 0], g->o.correct_ns,

@@ -5,14 +5,14 @@
  * view's tree, node by node in creation order (parents before children, so
  * first-seen order is kept):
  *   - group (KS_GROUP_NAME, _CALL, _ALL): a process whose key (registered
- *     name, what it runs as ks_cpath_proc_call says, or `all') it shares with
+ *     name, what it runs as ks_callpath_proc_call says, or `all') it shares with
  *     another process goes under one KS_FR_GROUP root, key(N_processes), and
  *     their stacks merge, times summed; a process alone with its key, or
  *     with none, keeps its own root;
  *   - fold_recursion: an MFA frame right above the same MFA is merged into
  *     it (f;f;f is f), its time and children going to the outer one, as
  *     eflame does (its calls are not added: they are the recursion's).
- * The view shares nothing the writers change; ks_cpath_view_free frees it.
+ * The view shares nothing the writers change; ks_callpath_view_free frees it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@
 #include "ks_callpath.h"
 
 /* The group key of process p into buf: its length, 0 for none. */
-static size_t key_of(const ks_cpath *g, const ks_intern *in, const ks_fproc *p, char *buf,
+static size_t key_of(const ks_callpath *g, const ks_intern *in, const ks_fproc *p, char *buf,
                      size_t cap) {
   switch (g->o.group) {
   case KS_GROUP_NAME:
@@ -29,7 +29,7 @@ static size_t key_of(const ks_cpath *g, const ks_intern *in, const ks_fproc *p, 
     snprintf(buf, cap, "%s", p->name);
     return strlen(buf);
   case KS_GROUP_CALL:
-    return ks_cpath_proc_call(g, in, p, buf, cap);
+    return ks_callpath_proc_call(g, in, p, buf, cap);
   case KS_GROUP_ALL:
     snprintf(buf, cap, "all");
     return 3;
@@ -38,7 +38,7 @@ static size_t key_of(const ks_cpath *g, const ks_intern *in, const ks_fproc *p, 
   }
 }
 
-void ks_cpath_view_free(ks_cpath *view) {
+void ks_callpath_view_free(ks_callpath *view) {
   uint32_t k;
 
   for (k = 0; k < view->ngroups; k++)
@@ -58,7 +58,7 @@ static uint32_t find_group(const ks_fgroup *g, uint32_t n, const char *key) {
   return k;
 }
 
-int ks_cpath_view(const ks_cpath *g, const ks_intern *in, ks_cpath *view) {
+int ks_callpath_view(const ks_callpath *g, const ks_intern *in, ks_callpath *view) {
   const ks_ftree *src = &g->tree;
   uint32_t *map = NULL, *gid = NULL, k, ng = 0, cap_g = 0;
   ks_fgroup *groups = NULL;
@@ -76,7 +76,7 @@ int ks_cpath_view(const ks_cpath *g, const ks_intern *in, ks_cpath *view) {
   /* The groups: one per key, counted over the processes with time. */
   for (k = src->v[0].child; k != KS_NONE; k = src->v[k].sibling) {
     const ks_fproc *p = KS_FR_KIND(src->v[k].frame) == KS_FR_PROC
-                            ? ks_cpath_proc(g, KS_FR_VAL(src->v[k].frame)) : NULL;
+                            ? ks_callpath_proc(g, KS_FR_VAL(src->v[k].frame)) : NULL;
     uint32_t gi;
     gid[k] = KS_NONE;
     if (p == NULL || key_of(g, in, p, key, sizeof(key)) == 0)

@@ -33,7 +33,7 @@ void ks_flame_init(ks_flame *fl) {
 
 static void free_cap(ks_fcap *c) {
   ks_record_free(c->rec);
-  ks_cpath_free(&c->cp);
+  ks_callpath_free(&c->cp);
   memset(c, 0, sizeof(*c));
 }
 
@@ -72,7 +72,7 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
   if (c == NULL)
     return KS_EFULL;
   memset(c, 0, sizeof(*c));
-  if (ks_cpath_init(&c->cp, id, o) != KS_OK)
+  if (ks_callpath_init(&c->cp, id, o) != KS_OK)
     return KS_ENOMEM;
   c->used = 1;
   c->last_pid = KS_NONE;
@@ -85,7 +85,7 @@ static ks_fproc *proc_find(ks_fcap *c, uint32_t pid) {
 
   if (pid == c->last_pid)
     return &c->cp.procs[c->last_proc];
-  if ((p = ks_cpath_proc(&c->cp, pid)) == NULL)
+  if ((p = ks_callpath_proc(&c->cp, pid)) == NULL)
     return NULL;
   c->last_pid = pid;
   c->last_proc = (uint32_t)(p - c->cp.procs);
@@ -94,7 +94,7 @@ static ks_fproc *proc_find(ks_fcap *c, uint32_t pid) {
 
 /* The capture's process for pid, added (not armed) when new; NULL at a cap. */
 static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
-  ks_fproc *p = ks_cpath_proc(&c->cp, pid);
+  ks_fproc *p = ks_callpath_proc(&c->cp, pid);
 
   if (p != NULL)
     return p;
@@ -102,10 +102,11 @@ static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
     c->cp.k.dropped_procs++;
     return NULL;
   }
-  if (pid >= fl->mask_cap && ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
+  if (pid >= fl->mask_cap &&
+      ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
     return NULL;
   c->last_pid = KS_NONE;   /* the processes may move */
-  if ((p = ks_cpath_add_proc(&c->cp, pid)) != NULL)
+  if ((p = ks_callpath_add_proc(&c->cp, pid)) != NULL)
     fl->mask[pid] |= 1u << (c - fl->cap);
   return p;
 }
@@ -133,7 +134,7 @@ static char *dup_text(const char *s, size_t len) {
 }
 
 void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
-  ks_fproc *p = ks_cpath_proc(&c->cp, pid);
+  ks_fproc *p = ks_callpath_proc(&c->cp, pid);
   char *d;
 
   if (c->rec != NULL && !c->stopped)
@@ -145,8 +146,8 @@ void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
 }
 
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
-  ks_fgraph g = ks_cpath_graph(&c->cp);
-  int known = ks_cpath_proc(&c->cp, pid) != NULL;
+  ks_fgraph g = ks_callpath_graph(&c->cp);
+  int known = ks_callpath_proc(&c->cp, pid) != NULL;
   ks_fproc *p;
 
   if (c->rec != NULL && !c->stopped)
@@ -202,7 +203,7 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
 }
 
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
-  ks_fgraph g = ks_cpath_graph(&c->cp);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   uint32_t bit = 1u << (c - fl->cap), k;
 
   if (c->rec != NULL && !c->stopped) {
@@ -239,7 +240,7 @@ static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) 
 }
 
 static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
-  ks_fgraph g = ks_cpath_graph(&c->cp);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   int64_t t;
 
   if (!(ev->flags & KS_EVF_TS))
@@ -323,7 +324,7 @@ static void count_interval(ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
 }
 
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
-  ks_fgraph g = ks_cpath_graph(&c->cp);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   const ks_event *ev = &d->ev;
 
   if (is_meta(ev)) {
@@ -452,7 +453,7 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
         !parent->armed || parent->dead)
       continue;
     if ((p = proc_add(fl, c, ev->pid)) != NULL && !p->armed) {
-      ks_fgraph g = ks_cpath_graph(&c->cp);
+      ks_fgraph g = ks_callpath_graph(&c->cp);
       p->armed = 1;
       p->child = 1;   /* seen from its start: its first call is its initial call */
       p->bottom = 1;
@@ -549,10 +550,10 @@ void ks_flame_arm(ks_fcap *c) {
 
 void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
                            const char *name, size_t name_n, const char *call, size_t call_n) {
-  ks_fgraph g = ks_cpath_graph(&c->cp);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   ks_fproc *p;
 
-  if (c->stopped || ks_cpath_proc(&c->cp, pid) != NULL || (p = proc_add(fl, c, pid)) == NULL)
+  if (c->stopped || ks_callpath_proc(&c->cp, pid) != NULL || (p = proc_add(fl, c, pid)) == NULL)
     return;
   p->armed = (state & KS_RPROC_ARMED) != 0;
   p->child = (state & KS_RPROC_CHILD) != 0;

@@ -226,7 +226,7 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "clamped", c->cp.k.clamped);
   ks_map_u64(m, "clamped_ns", c->cp.k.clamped_ns);
   ks_map_u64(m, "skipped_ns", c->cp.k.skipped_ns);
-  ks_map_u64(m, "correct_per_event_ns", ks_cpath_per_event_ns(&c->cp));
+  ks_map_u64(m, "correct_per_event_ns", ks_callpath_per_event_ns(&c->cp));
   ks_map_u64(m, "correct_call_ns", c->cp.k.cost_ns[KS_FIVL_CALL]);
   ks_map_u64(m, "correct_return_ns", c->cp.k.cost_ns[KS_FIVL_RETURN]);
   ks_map_u64(m, "correct_call_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_CALL]);
@@ -319,7 +319,7 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
-static int write_tree(const ks_intern *in, const ks_cpath *g, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra);
 
 /* {ok, [], Info}: the capture's counters and its recording's, no file but the
@@ -357,24 +357,24 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
 
 int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
                          const ks_flame_extra *extra) {
-  ks_cpath view;
+  ks_callpath view;
   int e;
 
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ks_ftree_order(&c->cp.tree);
   /* Grouped or folded: the writers read a view of the graph (port/callpath/view.c). */
   if (c->cp.o.group != KS_GROUP_PID || c->cp.o.fold_recursion) {
-    if (ks_cpath_view(&c->cp, in, &view) != KS_OK)
+    if (ks_callpath_view(&c->cp, in, &view) != KS_OK)
       return ks_enc_error(x, "enomem");
     e = write_tree(in, &view, d, x, c, extra);
-    ks_cpath_view_free(&view);
+    ks_callpath_view_free(&view);
     return e;
   }
   return write_tree(in, &c->cp, d, x, c, extra);
 }
 
 /* The files of a capture's graph (its own or a view of it); counters from cap. */
-static int write_tree(const ks_intern *in, const ks_cpath *g, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra) {
   ks_fdest d = *dp;
   uint64_t *total;
@@ -407,7 +407,8 @@ static int write_tree(const ks_intern *in, const ks_cpath *g, const ks_fdest *dp
   w.in = in;
   w.extra = extra;
   /* The table from the capture's exact per-function counters (port/callpath/counts.c). */
-  w.rows = rows = cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
+  w.rows = rows =
+      cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
   w.n = w.functions < cap->cp.o.top ? w.functions : cap->cp.o.top;
   e = ks_write_reply(&o, &d, x, put_info, &w);
   free(rows);

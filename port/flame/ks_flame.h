@@ -21,7 +21,7 @@
 typedef struct ks_fcap {
   int used;
   int stopped;                 /* finished: takes no more events */
-  ks_cpath cp;                 /* its graph: options, tree, processes, counters */
+  ks_callpath cp;                 /* its graph: options, tree, processes, counters */
   uint32_t last_pid, last_proc;   /* the last event's process (the next is most often it) */
   struct ks_record *rec;          /* its recording (ks_record.h), NULL: none */
 } ks_fcap;

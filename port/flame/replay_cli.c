@@ -96,7 +96,7 @@ static void print_top(const ks_replay *rp) {
 
   printf("%-60s %12s %14s %14s\n", "function", "calls", "incl_us", "self_us");
   for (k = 0; k < n && k < c->cp.o.top; k++) {
-    ks_cpath_frame_name(&c->cp, &rp->in, KS_FR(KS_FR_MFA, rows[k].mfa), name, sizeof(name));
+    ks_callpath_frame_name(&c->cp, &rp->in, KS_FR(KS_FR_MFA, rows[k].mfa), name, sizeof(name));
     printf("%-60s %12llu %14llu %14llu\n", name, (unsigned long long)rows[k].calls,
            (unsigned long long)(rows[k].incl / 1000), (unsigned long long)(rows[k].self / 1000));
   }

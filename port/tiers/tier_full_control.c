@@ -125,7 +125,7 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   uint64_t *total;
   ks_fdest d;
   ks_fout o;
-  ks_cpath view;
+  ks_callpath view;
   uint32_t row;
   int start = *idx, end, e;
 

@@ -193,7 +193,7 @@ static void put_fn(cg *w, const char *key, uint32_t fi) {
 
   fprintf(w->f, "%s=(%u)", key, fi + 1);
   if (!w->fn[fi].named) {
-    n = ks_cpath_frame_name(w->o->g, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
     putc(' ', w->f);
     ks_write_put_line(w->f, w->name, n);
     w->fn[fi].named = 1;
@@ -257,7 +257,7 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
   w.f = f;
   /* The first line says the format (desktops and KCachegrind look for it); then the
    * correction, a comment every reader skips. */
-  ks_cpath_correction_text(o->g, w.name, sizeof(w.name));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# callgrind format\n# %s\nversion: 1\ncreator: kprof\npositions: line\n"
              "event: us : Time (microseconds)\nevents: us\n\n",
           w.name);

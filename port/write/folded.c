@@ -57,7 +57,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     w->len[0] = 0;
     return 1;
   }
-  n = ks_cpath_frame_name(w->o->g, w->o->in, w->o->g->tree.v[node].frame, w->name,
+  n = ks_callpath_frame_name(w->o->g, w->o->in, w->o->g->tree.v[node].frame, w->name,
                           sizeof(w->name));
   n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
   at = w->len[depth - 1];
@@ -97,7 +97,7 @@ int ks_write_folded(const ks_fout *o, FILE *f) {
 
   /* A comment first: flamegraph.pl, inferno and speedscope skip a line that
    * does not end in a space and a count. */
-  ks_cpath_correction_text(o->g, text, sizeof(text));
+  ks_callpath_correction_text(o->g, text, sizeof(text));
   fprintf(f, "# %s\n", text);
   return write_lines(o, f, 0);
 }

@@ -33,7 +33,7 @@ enum {
 
 /* What a writer gets: a finished graph, totals, and its names. */
 typedef struct ks_fout {
-  const ks_cpath *g;
+  const ks_callpath *g;
   const ks_intern *in;
   const uint64_t *total;       /* inclusive ns per node */
   uint64_t grand;              /* total[0] */

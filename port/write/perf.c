@@ -58,7 +58,7 @@ static int build_stack(perf *w, uint32_t node) {
 
   w->stack_len = 0;
   for (; node != 0 && node != KS_NONE && tr->v[node].parent != 0; node = tr->v[node].parent) {
-    n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
     n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
     k = snprintf(line, sizeof(line), "\t%x ", node);
     if (append(w, line, (size_t)k) != KS_OK || append(w, w->esc, n) != KS_OK ||
@@ -105,7 +105,7 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   w.f = f;
   /* A comment block of its own (a blank line after it: readers split events
    * on blank lines), as perf script's own header is. */
-  ks_cpath_correction_text(o->g, w.name, sizeof(w.name));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# %s\n\n", w.name);
   if (o->g->o.perf_period_us > 0) {
     w.period = (uint64_t)o->g->o.perf_period_us * 1000;
@@ -115,7 +115,7 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
       w.period = MIN_PERIOD_NS;
   }
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
-    n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, w.name, sizeof(w.name));
+    n = ks_callpath_frame_name(o->g, o->in, tr->v[k].frame, w.name, sizeof(w.name));
     ks_write_escape_folded(w.name, n, w.comm, sizeof(w.comm));
     /* A group of processes (option group) is a thread of its own, numbered past any
      * pid; the budget's root-level OVER_BUDGET node is thread 0. */

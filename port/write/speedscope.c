@@ -77,7 +77,7 @@ static int write_frames(sscope *w) {
       continue;
     w->keys[i] = tr->v[k].frame;
     w->idx[i] = nframes;
-    n = ks_cpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
     fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
     ks_write_put_json(w->f, name, n);
     putc('}', w->f);
@@ -100,7 +100,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",", f);
   /* The file's name (speedscope's title) says whether times are corrected. */
   n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->g->id);
-  n += ks_cpath_correction_text(o->g, name + n, sizeof(name) - n);
+  n += ks_callpath_correction_text(o->g, name + n, sizeof(name) - n);
   fputs("\"name\":", f);
   if (ferror(f))
     return KS_EINVAL;
@@ -112,7 +112,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
     for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
       if (o->total[k] == 0)
         continue;
-      n = ks_cpath_frame_name(o->g, o->in, tr->v[k].frame, name, sizeof(name));
+      n = ks_callpath_frame_name(o->g, o->in, tr->v[k].frame, name, sizeof(name));
       fputs(nprof++ ? ",{\"type\":\"evented\",\"name\":" : "{\"type\":\"evented\",\"name\":", f);
       ks_write_put_json(f, name, n);
       fputs(",\"unit\":\"microseconds\",\"startValue\":0,\"endValue\":", f);

@@ -158,7 +158,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   if (node == 0)
     n = (size_t)snprintf(w->name, sizeof(w->name), "all");
   else
-    n = ks_cpath_frame_name(w->o->g, w->o->in, frame, w->name, sizeof(w->name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, frame, w->name, sizeof(w->name));
   colour(node == 0 ? KS_NONE : frame, w->name, n, fill, sizeof(fill));
   fprintf(w->f, "<g data-d=\"%u\" data-n=\"", depth);
   ks_write_put_xml(w->f, w->name, n);
@@ -206,7 +206,7 @@ int ks_write_svg(const ks_fout *o, FILE *f) {
   fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
              "style=\"font-size:17px\">kprof flame graph: capture %lld, %llu us</text>\n",
           WIDTH / 2, (long long)o->g->id, (unsigned long long)((o->grand + 500) / 1000));
-  ks_cpath_correction_text(o->g, w.name, sizeof(w.name));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "<text id=\"correction\" x=\"%.1f\" y=\"42\" text-anchor=\"middle\" "
              "style=\"font-size:10px\">", WIDTH / 2);
   if (ferror(f))

@@ -105,7 +105,7 @@ static void ev(int kind, uint32_t p, int64_t us, uint32_t m, uint32_t caller) {
 #define IN(p, t, m) ev(KS_EV_IN, p, t, m, KS_NONE)
 
 /* Runs a writer on the finished capture into a string (caller frees). */
-static char *write_with(ks_cpath *g, int (*writer)(const ks_fout *, FILE *)) {
+static char *write_with(ks_callpath *g, int (*writer)(const ks_fout *, FILE *)) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -316,7 +316,7 @@ START_TEST(correction) {
   CALL(pid_a, 34, M("c"), KS_NONE);  /* c: 1 us, shorter than an event's 2 */
   RET(pid_a, 35, M("a"));
   ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   /* The calls ended four intervals of 1 us: a call costs 1 us here (the
    * calibration's 2 is more than they hold); the return_tos' four average
    * 7.75 us: 2. b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1
@@ -358,7 +358,7 @@ START_TEST(correction_clamped) {
   CALL(pid_a, 20, M("d"), KS_NONE);  /* a: 8 us: calls cost 5 (their mean) */
   RET(pid_a, 21, M("a"));            /* d: 1 us, 4 short: a's, which is 4 short */
   ks_flame_finish(&fl, c, 1, 21 * US);
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ck_assert_uint_eq(c->cp.k.corrected, 4);
   ck_assert_uint_eq(c->cp.k.clamped, 1);
   ck_assert_uint_eq(c->cp.k.clamped_ns, 4 * US);
@@ -391,7 +391,7 @@ START_TEST(correction_inclusive) {
   RET(pid_a, 21, M("c"));            /* b under c: 1 us for 2: c gives 1 */
   RET(pid_a, 22, M("a"));
   ks_flame_finish(&fl, c, 1, 30 * US);
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ck_assert_uint_eq(c->cp.k.clamped, 0);
   EXPECT_FOLDED(c, -1,
                 "<0.1.0>;m:a/0 6\n"
@@ -427,13 +427,13 @@ START_TEST(correction_skipped) {
   OUT(pid_a, 12, M("a"));            /* runs 1: events cost 5.5 us (the mean) */
   IN(pid_a, 13, M("a"));
   ks_flame_finish(&fl, c, 1, 13 * US);
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ck_assert_uint_eq(c->cp.k.corrected, 0);
   ck_assert_uint_eq(c->cp.k.subtracted_ns, 0);
   ck_assert_uint_eq(c->cp.k.clamped, 0);
   ck_assert_uint_eq(c->cp.k.skipped_ns, 50 * US);
   ck_assert_uint_eq(c->cp.o.correct_ns, 0);
-  ks_cpath_correction_text(&c->cp, head, sizeof head);
+  ks_callpath_correction_text(&c->cp, head, sizeof head);
   ck_assert_msg(strstr(head, "kprof correction: none, skipped_per_event_ns=50000 ") == head,
                 "got %s", head);
   EXPECT_FOLDED(c, -1,
@@ -475,13 +475,13 @@ START_TEST(correction_measured) {
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   end = a_calls_b(KS_FCORR_MIN_INTERVALS + 200);
   ks_flame_finish(&fl, c, 1, end * US);
-  ks_cpath_correct(&c->cp);
+  ks_callpath_correct(&c->cp);
   ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_CALL], 1 * US);
   ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_RETURN], 3 * US);
   ck_assert_int_eq(c->cp.k.cost_measured[KS_FIVL_CALL], 1);
   ck_assert_int_eq(c->cp.k.cost_measured[KS_FIVL_RETURN], 1);
   ck_assert_uint_eq(c->cp.k.clamped, 0);
-  ks_cpath_correction_text(&c->cp, head, sizeof head);
+  ks_callpath_correction_text(&c->cp, head, sizeof head);
   ck_assert_msg(strstr(head, "kprof correction: per_event_ns=2000 events=2400 call_ns=1000 "
                              "call_from=capture return_ns=3000 return_from=capture "
                              "calibration_ns=400 ") == head, "got %s", head);
@@ -1198,12 +1198,12 @@ static ks_fcap *two_workers(int group) {
 }
 
 static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
-  ks_cpath view;
+  ks_callpath view;
   char *got;
 
-  ck_assert_int_eq(ks_cpath_view(&c->cp, &in, &view), KS_OK);
+  ck_assert_int_eq(ks_callpath_view(&c->cp, &in, &view), KS_OK);
   got = write_with(&view, writer);
-  ks_cpath_view_free(&view);
+  ks_callpath_view_free(&view);
   return got;
 }
 
@@ -1372,7 +1372,7 @@ START_TEST(callgrind_sums_paths) {
   ks_fcap *c;
   char *got, *fold, *p;
   unsigned long sum = 0;
-  ks_cpath view;
+  ks_callpath view;
 
   ks_fopts_default(&o);
   o.callers = 1;
@@ -1385,11 +1385,12 @@ START_TEST(callgrind_sums_paths) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  ck_assert_int_eq(ks_cpath_view(&c->cp, &in, &view), KS_OK);
+  ck_assert_int_eq(ks_callpath_view(&c->cp, &in, &view), KS_OK);
   got = callgrind_body(write_with(&view, ks_write_callgrind));
   fold = no_comment(write_with(&view, ks_write_folded));
-  ks_cpath_view_free(&view);
-  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
+  ks_callpath_view_free(&view);
+  ck_assert_str_eq(got,
+                   "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
                         "fl=(1)\nfn=(2)\n0 35\ncfi=(1)\ncfn=(3) m:b/0\ncalls=1 0\n0 10\n\n"
                         "fl=(1)\nfn=(3)\n0 5\ncfi=(1)\ncfn=(2)\ncalls=1 0\n0 5\n\ntotals: 40\n");
   for (p = fold; (p = strchr(p, ' ')) != NULL; p++)
@@ -1525,7 +1526,7 @@ static int failing_close(void *cookie) {
   return 0;
 }
 
-static void finished(ks_cpath *g, ks_fout *o) {
+static void finished(ks_callpath *g, ks_fout *o) {
   uint64_t *total = malloc(g->tree.n * sizeof(*total));
 
   ck_assert_ptr_nonnull(total);

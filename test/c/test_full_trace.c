@@ -139,7 +139,7 @@ static char *folded(const ks_full_agg *a) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   ks_fout o;
-  ks_cpath view;   /* the writers read a graph: the aggregate's tree as one */
+  ks_callpath view;   /* the writers read a graph: the aggregate's tree as one */
 
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(tr);
