@@ -1,5 +1,5 @@
 /* fuzz_record.c: libFuzzer target for the reader and the replay of recorded captures
- * (port/flame/record_read.c, replay.c).
+ * (port/record/record_read.c, replay.c).
  *
  * First byte even: the rest is a whole file as given (header, zstd frames): the
  * header's checks, zstd's errors, files cut anywhere. First byte odd: the rest is
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

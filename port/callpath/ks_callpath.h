@@ -65,7 +65,7 @@ typedef struct ks_fopts {
   uint32_t fold_depth;         /* flow rules: loops past this depth fold (KS_FLAME_FOLD_DEPTH) */
   int learn;                   /* flow rules: learn tail calls from return_tos (tails.c) */
   uint32_t correct_ns;         /* tracing's cost per event, taken off at the write (0: none) */
-  uint64_t max_record_bytes;   /* the recording's bound per file (port/flame/ks_record.h) */
+  uint64_t max_record_bytes;   /* the recording's bound per file (port/record/ks_record.h) */
   uint32_t record_rotate;      /* files kept past the bound; 0: the recording stops */
   uint32_t record_level;       /* zstd's compression level of its frames */
   int record_at;               /* flame_start's decode: where the record path is in the

@@ -19,7 +19,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_record.h"
+#include "ks_flame.h"
 
 /* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
@@ -32,22 +32,26 @@ void ks_flame_init(ks_flame *fl) {
 }
 
 static void free_cap(ks_fcap *c) {
-  ks_record_free(c->rec);
+  if (c->obs.self != NULL)
+    c->obs.free(c->obs.self);
   ks_callpath_free(&c->cp);
   memset(c, 0, sizeof(*c));
 }
 
 void ks_flame_free(ks_flame *fl) {
   ks_switch sw;
+  ks_fobserve_fn record;
   int i;
 
   for (i = 0; i < KS_FLAME_MAX; i++)
     if (fl->cap[i].used)
       free_cap(&fl->cap[i]);
   free(fl->mask);
-  sw = fl->sw;   /* the registration stays */
+  sw = fl->sw;   /* the registrations stay */
+  record = fl->record;
   memset(fl, 0, sizeof(*fl));
   fl->sw = sw;
+  fl->record = record;
   ks_switch_set(&fl->sw, 0);
 }
 
@@ -78,6 +82,11 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
   c->last_pid = KS_NONE;
   ks_switch_set(&fl->sw, ++fl->active);
   return (int)(c - fl->cap);
+}
+
+/* Whether the capture's observer (if any) is still given what it is. */
+static int watched(const ks_fcap *c) {
+  return c->obs.self != NULL && !c->stopped;
 }
 
 static ks_fproc *proc_find(ks_fcap *c, uint32_t pid) {
@@ -137,8 +146,8 @@ void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
   ks_fproc *p = ks_callpath_proc(&c->cp, pid);
   char *d;
 
-  if (c->rec != NULL && !c->stopped)
-    ks_record_set_call(c->rec, pid, call, len);
+  if (watched(c))
+    c->obs.set_call(c->obs.self, pid, call, len);
   if (p == NULL || call == NULL || len == 0 || (d = dup_text(call, len)) == NULL)
     return;
   free(p->call);
@@ -150,8 +159,8 @@ int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, s
   int known = ks_callpath_proc(&c->cp, pid) != NULL;
   ks_fproc *p;
 
-  if (c->rec != NULL && !c->stopped)
-    ks_record_add_pid(c->rec, pid, name, name_len);
+  if (watched(c))
+    c->obs.add_pid(c->obs.self, pid, name, name_len);
   p = proc_add(fl, c, pid);
   if (p == NULL)
     return KS_EFULL;
@@ -175,7 +184,7 @@ void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
   for (k = 0; k < c->cp.nprocs; k++)
     if (c->cp.procs[k].pid < fl->mask_cap)
       fl->mask[c->cp.procs[k].pid] &= ~bit;
-  fl->recording &= ~bit;
+  fl->observed &= ~bit;
   free_cap(c);
   ks_switch_set(&fl->sw, --fl->active);
 }
@@ -197,8 +206,8 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
       fl->mask[id] = 0;
   for (c = 0; c < KS_FLAME_MAX; c++) {
     fl->cap[c].last_pid = KS_NONE;
-    if (fl->cap[c].rec != NULL)
-      ks_record_forget(fl->cap[c].rec, dead, n);
+    if (fl->cap[c].obs.self != NULL)
+      fl->cap[c].obs.forget_pids(fl->cap[c].obs.self, dead, n);
   }
 }
 
@@ -206,11 +215,9 @@ void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
   ks_fgraph g = ks_callpath_graph(&c->cp);
   uint32_t bit = 1u << (c - fl->cap), k;
 
-  if (c->rec != NULL && !c->stopped) {
-    ks_record_finish(c->rec, has_end, end_ts);
-    ks_record_close(c->rec);
-  }
-  fl->recording &= ~bit;
+  if (watched(c))
+    c->obs.finish(c->obs.self, has_end, end_ts);
+  fl->observed &= ~bit;
   for (k = 0; k < c->cp.nprocs; k++) {
     ks_fproc *p = &c->cp.procs[k];
     if (p->armed && !p->dead && has_end)
@@ -462,11 +469,11 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
   }
 }
 
-/* The recordings an event concerns get it first, as the capture will see it:
+/* The observers an event concerns get it first, as the capture will see it:
  * an event of its processes, a child of one spawned, its trigger's meta call. */
-static void record_event(ks_flame *fl, const ks_decoded *d) {
+static void observe_event(ks_flame *fl, const ks_decoded *d) {
   const ks_event *ev = &d->ev;
-  uint32_t m = fl->recording, bit, in_pid, in_parent;
+  uint32_t m = fl->observed, bit, in_pid, in_parent;
   int64_t id;
   int i, trigger;
 
@@ -481,7 +488,7 @@ static void record_event(ks_flame *fl, const ks_decoded *d) {
     trigger = ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev) &&
               c->cp.o.trigger != KS_NONE && payload_id(d->payload, &id) == KS_OK && id == c->cp.id;
     if (trigger || (in_pid & bit) || ((in_parent & bit) && c->cp.o.children))
-      ks_record_event(c->rec, d, trigger);
+      c->obs.event(c->obs.self, d, trigger);
   }
 }
 
@@ -492,8 +499,8 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
 
   if (ev->pid == KS_NONE || (ev->flags & KS_EVF_PORT))
     return;
-  if (__builtin_expect(fl->recording != 0, 0))
-    record_event(fl, d);
+  if (__builtin_expect(fl->observed != 0, 0))
+    observe_event(fl, d);
   if (ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev))
     join_trigger(fl, d);
   else if (ev->kind == KS_EV_SPAWNED && ev->other != KS_NONE)
@@ -534,18 +541,21 @@ void ks_flame_consumer(ks_flame *fl, ks_consumer *c) {
                      .reset = NULL, .free = consumer_free};
 }
 
-int ks_flame_record(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
-                    void *why) {
-  if (ks_record_open(&c->rec, path, c, in, why) != KS_OK)
-    return KS_EINVAL;
-  fl->recording |= 1u << (c - fl->cap);
-  return KS_OK;
+void ks_flame_observe(ks_flame *fl, ks_fcap *c, const ks_fobserver *obs) {
+  c->obs = *obs;
+  fl->observed |= 1u << (c - fl->cap);
 }
 
 void ks_flame_arm(ks_fcap *c) {
-  if (c->rec != NULL && !c->stopped)
-    ks_record_arm(c->rec);
+  if (watched(c))
+    c->obs.arm(c->obs.self);
   c->cp.o.hold = 0;
+}
+
+unsigned ks_flame_proc_state(const ks_fproc *p) {
+  return (p->armed ? KS_FPROC_ARMED : 0) | (p->child ? KS_FPROC_CHILD : 0) |
+         (p->bottom ? KS_FPROC_BOTTOM : 0) | (p->dead ? KS_FPROC_DEAD : 0) |
+         (p->named ? KS_FPROC_NAMED : 0);
 }
 
 void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
@@ -555,13 +565,13 @@ void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned stat
 
   if (c->stopped || ks_callpath_proc(&c->cp, pid) != NULL || (p = proc_add(fl, c, pid)) == NULL)
     return;
-  p->armed = (state & KS_RPROC_ARMED) != 0;
-  p->child = (state & KS_RPROC_CHILD) != 0;
-  p->bottom = (state & KS_RPROC_BOTTOM) != 0;
-  p->dead = (state & KS_RPROC_DEAD) != 0;
+  p->armed = (state & KS_FPROC_ARMED) != 0;
+  p->child = (state & KS_FPROC_CHILD) != 0;
+  p->bottom = (state & KS_FPROC_BOTTOM) != 0;
+  p->dead = (state & KS_FPROC_DEAD) != 0;
   if (name_n > 0)
     set_name(p, name, name_n);
-  p->named = (state & KS_RPROC_NAMED) != 0;
+  p->named = (state & KS_FPROC_NAMED) != 0;
   if (call_n > 0)
     p->call = dup_text(call, call_n);
   ks_fstack_update(&g, p);

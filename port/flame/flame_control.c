@@ -23,7 +23,6 @@
 #include <ei.h>
 
 #include "ks_flame.h"
-#include "ks_record.h"
 
 /* {M, F, Arity} at *idx into an MFA id. */
 static int decode_mfa(ks_intern *in, const char *b, size_t len, int *idx, uint32_t *id) {
@@ -85,7 +84,8 @@ static int decode_names(ks_intern *in, const char *b, size_t len, int *idx, ks_f
   return KS_OK;
 }
 
-/* record: a binary, opened once the capture is made (record_control.c). */
+/* record: a binary, opened once the capture is made (the observer the sink
+ * registered, ks_flame.h: port/record/record_control.c's). */
 static int decode_record(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   int type, size;
 
@@ -233,8 +233,8 @@ static void put_counters(ks_map *m, const void *ctx) {
   ks_map_u64(m, "correct_return_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_RETURN]);
   ks_map_u64(m, "intervals_call", c->cp.ivl[KS_FIVL_CALL].n);
   ks_map_u64(m, "intervals_return", c->cp.ivl[KS_FIVL_RETURN].n);
-  if (c->rec != NULL)
-    ks_flame_put_record(m, c);
+  if (c->obs.self != NULL)
+    c->obs.put_info(c->obs.self, m);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
@@ -322,7 +322,7 @@ static void put_info(ks_map *m, const void *ctx) {
 static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra);
 
-/* {ok, [], Info}: the capture's counters and its recording's, no file but the
+/* {ok, [], Info}: the capture's counters and its observer's, no file but the
  * recording (closed with its end by ks_flame_finish). */
 static int record_only_reply(const ks_fcap *c, ei_x_buff *x) {
   ks_map m;
@@ -347,7 +347,7 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
   else if (ei_decode_atom(b, idx, atom) != 0)
     return ks_enc_error(x, "badarg");
   /* No format: a capture that records only (output_format => []). */
-  if (ks_write_decode_dest(b, idx, &d, 1) != KS_OK || (d.fmts == 0 && c->rec == NULL))
+  if (ks_write_decode_dest(b, idx, &d, 1) != KS_OK || (d.fmts == 0 && c->obs.self == NULL))
     return ks_enc_error(x, "badarg");
   ks_flame_finish(fl, c, has_end, end_ts);
   if (d.fmts == 0)
@@ -425,9 +425,17 @@ int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
 
   if (err)
     return ks_enc_error(x, err);
-  if (record_at >= 0)
-    return ks_flame_start_record(fl, cmd->in, &fl->cap[slot], (const char *)cmd->term.p, record_at,
-                                 x);
+  if (record_at < 0)
+    return ei_x_encode_atom(x, "ok");
+  /* record: the observer the sink registered, or none (badarg). */
+  if (fl->record == NULL) {
+    ks_flame_drop(fl, &fl->cap[slot]);
+    return ks_enc_error(x, "badarg");
+  }
+  if (fl->record(fl, &fl->cap[slot], cmd->in, (const char *)cmd->term.p, record_at, x) != KS_OK) {
+    ks_flame_drop(fl, &fl->cap[slot]);
+    return 0;   /* the error is in x */
+  }
   return ei_x_encode_atom(x, "ok");
 }
 

@@ -18,22 +18,55 @@
 
 #define KS_FLAME_MAX 32   /* captures at once: one bit each in the pid routing mask */
 
+/* An observer of a capture's event stream (its recording, port/record/): it is
+ * given what the capture is given, just before the capture takes it, from the
+ * moment it is attached (ks_flame_observe) to the capture's end: the events
+ * routed to the capture and what the commands do to it. A capture has one at
+ * most; self NULL: none. The capture frees it with itself. */
+typedef struct ks_fobserver {
+  void *self;
+  /* An event the capture is given; trigger: a meta call carrying its payload
+   * (the event by which a process joins a flame_capture). */
+  void (*event)(void *self, const ks_decoded *d, int trigger);
+  void (*add_pid)(void *self, uint32_t pid, const char *name, size_t n);
+  void (*set_call)(void *self, uint32_t pid, const char *call, size_t n);
+  void (*arm)(void *self);
+  /* The capture's end: nothing more comes but forget_pids, put_info and free. */
+  void (*finish)(void *self, int has_end, int64_t end_ts);
+  /* Pid ids being released (port/sink/pid_reclaim.c). */
+  void (*forget_pids)(void *self, const uint8_t *dead, uint32_t n);
+  /* Its keys in flame_status's reply and flame_write's Info. */
+  void (*put_info)(const void *self, ks_map *m);
+  void (*free)(void *self);
+} ks_fobserver;
+
 typedef struct ks_fcap {
   int used;
   int stopped;                 /* finished: takes no more events */
-  ks_callpath cp;                 /* its graph: options, tree, processes, counters */
+  ks_callpath cp;              /* its graph: options, tree, processes, counters */
   uint32_t last_pid, last_proc;   /* the last event's process (the next is most often it) */
-  struct ks_record *rec;          /* its recording (ks_record.h), NULL: none */
+  ks_fobserver obs;            /* what watches its events (its recording), self NULL: none */
 } ks_fcap;
 
-typedef struct ks_flame {
+typedef struct ks_flame ks_flame;
+
+/* What flame_start's `record' option attaches to the new capture c: the option's
+ * value is the term at b + at; the reply, ok or the error, is encoded into x;
+ * KS_OK when an observer was attached (else the capture is dropped). The sink
+ * registers the recording's (port/sink/sink.c: ks_record_attach); NULL: the
+ * option is refused (badarg). */
+typedef int (*ks_fobserve_fn)(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *b,
+                              int at, ei_x_buff *x);
+
+struct ks_flame {
   int active;                  /* captures in use */
   ks_switch sw;                /* on while any is (port/core/ks_consumer.h) */
   ks_fcap cap[KS_FLAME_MAX];
   uint32_t *mask;              /* pid id -> bit per capture */
   uint32_t mask_cap;
-  uint32_t recording;          /* a bit per capture being recorded (and not finished) */
-} ks_flame;
+  uint32_t observed;           /* a bit per capture with an observer (and not finished) */
+  ks_fobserve_fn record;       /* flame_start's record option (above), kept by a free */
+};
 
 void ks_flame_init(ks_flame *fl);
 void ks_flame_free(ks_flame *fl);
@@ -56,14 +89,23 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n);
 void ks_flame_consumer(ks_flame *fl, ks_consumer *c);
 /* Stops the capture's processes: their open intervals run to end_ts (if has_end). */
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts);
-/* Records the capture to path from now (record_write.c): KS_OK, or KS_EINVAL with
- * *why (a struct ks_record_refusal) saying why. */
-int ks_flame_record(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
-                    void *why);
-/* flame_arm: trigger calls count from now (recorded). */
+/* Attaches obs to a capture in use that has none, from now (above). */
+void ks_flame_observe(ks_flame *fl, ks_fcap *c, const ks_fobserver *obs);
+/* flame_arm: trigger calls count from now (observed). */
 void ks_flame_arm(ks_fcap *c);
-/* A process already in the capture when a rotated record file began (replay.c):
- * added with its state bits (KS_RPROC_*), names and an empty stack, unless it is in. */
+/* A process's state bits, as ks_flame_restore_proc takes them (a recording's
+ * proc ops carry them, port/record/ks_record.h). */
+enum {
+  KS_FPROC_ARMED = 1,
+  KS_FPROC_CHILD = 2,
+  KS_FPROC_BOTTOM = 4,
+  KS_FPROC_DEAD = 8,
+  KS_FPROC_NAMED = 16
+};
+unsigned ks_flame_proc_state(const ks_fproc *p);
+/* A process already in the capture when a rotated record file began
+ * (port/record/replay.c): added with its state bits (KS_FPROC_*), names and an
+ * empty stack, unless it is in. */
 void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
                            const char *name, size_t name_n, const char *call, size_t call_n);
 

@@ -14,7 +14,7 @@
 #include <ei.h>
 
 #include "ks_sink.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {

@@ -1,4 +1,4 @@
-/* test_record.c: a flame capture recorded to a file (port/flame/record_write.c) and replayed
+/* test_record.c: a flame capture recorded to a file (port/record/record_write.c) and replayed
  * (record_read.c, replay.c): the replay's files are byte-identical to the live capture's
  * (every format, flow and caller rules, children, names, the correction measured in the
  * capture); the bound with and without rotation (what is cut is counted); the files
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 static ks_intern in;
 static ks_flame fl;
@@ -102,7 +102,7 @@ static ks_fcap *start_opts(const ks_fopts *o, const char *rec) {
   c = &fl.cap[slot];
   if (rec != NULL) {
     snprintf(path, sizeof(path), "%s/%s", dir, rec);
-    ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+    ck_assert_int_eq(ks_record_capture(&fl, c, &in, path, &why), KS_OK);
   }
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pids[0], "main", 4), KS_OK);
   ks_flame_set_call(c, pids[0], "app:main/0", 10);
@@ -172,8 +172,8 @@ static void rec_path(char *out, size_t cap, const char *name) {
 }
 
 static void status(const ks_fcap *c, ks_record_status *st) {
-  ck_assert_ptr_nonnull(c->rec);
-  ks_record_get_status(c->rec, st);
+  ck_assert_ptr_nonnull(ks_record_of(c));
+  ks_record_get_status(ks_record_of(c), st);
 }
 
 /* Live files and the replay's, byte for byte; the replay's counts are the recording's. */
@@ -282,7 +282,7 @@ START_TEST(replay_trigger_callers) {
   o.max_record_bytes = (uint64_t)1 << 30;
   c = &fl.cap[ks_flame_start(&fl, 1, &o)];
   rec_path(path, sizeof(path), "r.rec");
-  ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+  ck_assert_int_eq(ks_record_capture(&fl, c, &in, path, &why), KS_OK);
   for (k = 0; k < 3000; k++) {
     int64_t t = 1000000 + (int64_t)k * 10000;
     if (k == 5)
@@ -387,8 +387,8 @@ static int refused(const char *path, ks_record_refusal *why) {
   ks_fopts_default(&o);
   slot = ks_flame_start(&fl, 9, &o);
   ck_assert_int_ge(slot, 0);
-  rc = ks_flame_record(&fl, &fl.cap[slot], &in, path, why);
-  ck_assert_int_eq(fl.recording, rc == KS_OK ? 1u << slot : 0);
+  rc = ks_record_capture(&fl, &fl.cap[slot], &in, path, why);
+  ck_assert_int_eq(fl.observed, rc == KS_OK ? 1u << slot : 0);
   ks_flame_drop(&fl, &fl.cap[slot]);
   return rc;
 }
@@ -441,7 +441,7 @@ START_TEST(write_error_mid_capture) {
       _exit(10);
     c = start_rec("r.rec", (uint64_t)1 << 30, 0);
     workload(400000, 1000000);
-    ks_record_get_status(c->rec, &st);
+    ks_record_get_status(ks_record_of(c), &st);
     if (st.err != EFBIG)
       _exit(11);
     rec_path(path, sizeof(path), "r.rec");
@@ -645,6 +645,16 @@ START_TEST(commands) {
   reply_has(&o, 6, "{error, no_events, #{", "replay => #{events => 0, truncated => false");
   reply_has(&o, 7, "ok", NULL);
   reply_has(&o, 8, "{error, badarg}", NULL);   /* no format and no recording */
+  /* No observer registered for the record option: refused, and no capture left. */
+  sk.flame.record = NULL;
+  rec_path(path, sizeof(path), "t.rec");
+  command_rec(&sk, 10, "flame_start", 5, path, 0);
+  command_rec(&sk, 11, "flame_status", 5, NULL, 0);
+  ck_assert_int_eq(o.frames, 11);
+  reply_has(&o, 9, "{error, badarg}", NULL);
+  reply_has(&o, 10, "{error, not_found}", NULL);
+  ck_assert_int_eq(access(path, F_OK), -1);
+  ck_assert_int_eq(sk.flame.active, 0);
   ks_sink_free(&sk);
   tb_out_free(&o);
 }

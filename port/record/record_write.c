@@ -332,9 +332,7 @@ static int end_file(ks_record *r) {
 /* A process already in the capture, at the start of a rotated file. */
 static void put_proc(ks_record *r, const ks_fproc *p) {
   uint32_t pid;
-  unsigned state = (p->armed ? KS_RPROC_ARMED : 0) | (p->child ? KS_RPROC_CHILD : 0) |
-                   (p->bottom ? KS_RPROC_BOTTOM : 0) | (p->dead ? KS_RPROC_DEAD : 0) |
-                   (p->named ? KS_RPROC_NAMED : 0);
+  unsigned state = ks_flame_proc_state(p);
 
   if (!room(r) || (pid = def_pid(r, p->pid)) == KS_NONE)
     return;
