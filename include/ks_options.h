@@ -2,7 +2,8 @@
  *
  * An X-macro list, no include guard: the includer defines KS_OPTION, KS_FIELD
  * and KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
- * port/flame/flame_control.c, port/tiers/tier_control.c).
+ * port/proto/ks_option_fields.h for port/callpath/graph.c and
+ * port/tiers/tier_opts.c, port/write/ks_write.h, port/write/files.c).
  * scripts/gen_options.escript reads the same lines and writes
  * erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it when
  * this file changes. So each line must stay on one line, in this shape:

@@ -131,7 +131,7 @@ typedef struct ks_option_field {
   {(uint32_t)offsetof(type, m), (uint32_t)sizeof(((type *)0)->m), (scale)}
 #define KS_OPTION_NO_FIELD {0, 0, 0}
 
-/* The features' arrays (flame_control.c, tier_control.c). */
+/* The features' arrays (port/callpath/graph.c, port/tiers/tier_opts.c). */
 extern const ks_option_field ks_flame_fields[], ks_tier_fields[];
 
 /* One {Key, Value} of a start command of mode at *idx: a row with a field is
