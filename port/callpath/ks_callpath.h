@@ -76,9 +76,6 @@ typedef struct ks_fopts {
  * says why this one). */
 #define KS_FLAME_FOLD_DEPTH 128
 
-/* The default budget of a flame capture's tree (doc/flame.md says why this much). */
-#define KS_FLAME_MAX_BYTES ((uint64_t)2 << 30)
-
 /* graph.c: the defaults, from the table's flame rows; what no option sets
  * (no depth cap, no node cap, no trigger, no hidden wrapper, ...) besides. */
 void ks_fopts_default(ks_fopts *o);

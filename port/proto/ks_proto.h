@@ -43,7 +43,6 @@ int ks_enc_atom_utf8(ei_x_buff *x, const char *s);
 int ks_enc_mfa(ei_x_buff *x, const ks_intern *in, uint32_t mfa);
 /* The pid, or undefined (KS_NONE, a port, an id the table does not hold). */
 int ks_enc_pid(ei_x_buff *x, const ks_intern *in, uint32_t id);
-int ks_enc_u64_list(ei_x_buff *x, const uint64_t *v, int n);
 /* An errno's name as Erlang's file module gives it (enospc, eacces, ...), or
  * `unknown' for one the table does not hold. */
 int ks_enc_errno(ei_x_buff *x, int err);

@@ -164,7 +164,6 @@ ks_rread *ks_rread_open_mem(const void *data, size_t n, ks_intern *in, ks_fopts 
 int ks_rread_next(ks_rread *r, ks_rop *op);
 int ks_rread_error(const ks_rread *r);
 int ks_rread_errno(const ks_rread *r);
-uint32_t ks_rread_segment(const ks_rread *r);
 void ks_rread_close(ks_rread *r);
 /* The error's atom: truncated, bad_magic, ... (doc/protocol.md). */
 const char *ks_rread_error_name(int err);
