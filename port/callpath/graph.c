@@ -38,9 +38,7 @@ int ks_callpath_init(ks_callpath *g, int64_t id, const ks_fopts *o) {
     g->o.max_stack = g->o.max_depth + 1;
   if (ks_ftree_init(&g->tree, g->o.max_nodes, g->o.max_bytes) != KS_OK)
     return KS_ENOMEM;
-  g->pmask = 63;
-  g->pslots = calloc(g->pmask + 1, sizeof(*g->pslots));
-  if (g->pslots == NULL) {
+  if (ks_hmap_init(&g->pids, sizeof(ks_fpid), 64) != KS_OK) {
     ks_ftree_free(&g->tree);
     return KS_ENOMEM;
   }
@@ -57,62 +55,51 @@ void ks_callpath_free(ks_callpath *g) {
     free(g->procs[k].call);
   }
   free(g->procs);
-  free(g->pslots);
+  ks_hmap_free(&g->pids);
   ks_ffun_free(&g->fc);
   ks_ftails_free(&g->tails);
   ks_ftree_free(&g->tree);
   memset(g, 0, sizeof(*g));
 }
 
-/* Process index + 1 in the graph's pid table, 0 when absent; *slot: where it goes. */
-static uint32_t proc_slot(const ks_callpath *g, uint32_t pid, uint32_t *slot) {
-  uint32_t i = (uint32_t)((pid * 0x9e3779b97f4a7c15ull) >> 40) & g->pmask, k;
+static uint64_t pid_hash(uint32_t pid) {
+  return ks_hmap_fib(pid);
+}
 
-  for (;;) {
-    k = g->pslots[i];
-    if (k == 0 || g->procs[k - 1].pid == pid) {
-      *slot = i;
-      return k;
-    }
-    i = (i + 1) & g->pmask;
-  }
+static uint64_t entry_hash(const void *e, const void *ctx) {
+  return pid_hash(((const ks_fpid *)e)->pid);
+}
+
+static int pid_eq(const void *e, const void *key) {
+  return ((const ks_fpid *)e)->pid == *(const uint32_t *)key;
+}
+
+/* The pid's slot in the graph's table, or the empty one where it goes. */
+static uint32_t pid_slot(const ks_callpath *g, uint32_t pid) {
+  return ks_hmap_probe(&g->pids, sizeof(ks_fpid), pid_hash(pid), pid_eq, &pid);
 }
 
 ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid) {
-  uint32_t slot, k = proc_slot(g, pid, &slot);
+  const ks_fpid *e = ks_hmap_at(&g->pids, sizeof(ks_fpid), pid_slot(g, pid));
 
-  return k ? &g->procs[k - 1] : NULL;
-}
-
-static int grow_pslots(ks_callpath *g) {
-  uint32_t n = (g->pmask + 1) * 2, k, slot;
-  uint32_t *old = g->pslots, oldmask = g->pmask;
-
-  g->pslots = calloc(n, sizeof(*g->pslots));
-  if (g->pslots == NULL) {
-    g->pslots = old;
-    return KS_ENOMEM;
-  }
-  g->pmask = n - 1;
-  for (k = 0; k <= oldmask; k++)
-    if (old[k] != 0) {
-      proc_slot(g, g->procs[old[k] - 1].pid, &slot);
-      g->pslots[slot] = old[k];
-    }
-  free(old);
-  return KS_OK;
+  return ks_hmap_empty(e) ? NULL : &g->procs[e->index];
 }
 
 ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid) {
-  uint32_t slot;
+  uint32_t slot = pid_slot(g, pid);
+  ks_fpid *e = ks_hmap_at(&g->pids, sizeof(ks_fpid), slot);
   ks_fproc *p;
 
-  /* The table must keep a hole: nearly full and unable to grow, it takes no more. */
-  if ((uint64_t)(g->nprocs + 1) * 2 > (uint64_t)g->pmask + 1 && grow_pslots(g) != KS_OK &&
-      g->nprocs + 2 >= g->pmask)
+  if (!ks_hmap_empty(e))
     return NULL;
-  if (proc_slot(g, pid, &slot) != 0 ||
-      ks_grow(&g->procs, &g->cap_procs, g->nprocs, 8, sizeof(*g->procs)) != KS_OK)
+  /* The table must keep a hole: full and unable to grow, it takes no more. */
+  if (ks_hmap_full(&g->pids)) {
+    if (ks_hmap_grow(&g->pids, entry_hash, NULL) == KS_OK)
+      slot = pid_slot(g, pid);
+    else if (g->pids.n + 2 >= g->pids.mask)
+      return NULL;
+  }
+  if (ks_grow(&g->procs, &g->cap_procs, g->nprocs, 8, sizeof(*g->procs)) != KS_OK)
     return NULL;
   p = &g->procs[g->nprocs];
   memset(p, 0, sizeof(*p));
@@ -125,6 +112,8 @@ ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid) {
   p->first_mfa = KS_NONE;
   p->spawn_mfa = KS_NONE;
   p->fc = g->o.top > 0 ? &g->fc : NULL;
-  g->pslots[slot] = ++g->nprocs;
+  e = ks_hmap_put(&g->pids, sizeof(ks_fpid), slot);
+  e->pid = pid;
+  e->index = g->nprocs++;
   return p;
 }

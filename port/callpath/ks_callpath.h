@@ -16,6 +16,7 @@
 #define KS_CALLPATH_H
 
 #include "core/ks_decode.h"
+#include "core/ks_hmap.h"
 #include "stack/ks_stack.h"
 
 /* Frame ids in the tree: an MFA id, a process (its pid id), a pseudo frame, or
@@ -103,7 +104,7 @@ typedef struct ks_fnode {
  *     still go above it); when even the reserve is spent, to
  *     `spill', a root-level OVER_BUDGET node made at init. Nothing is freed.
  */
-/* A slot of the tree's table: the key beside its node (node KS_NONE: empty). */
+/* A slot of the tree's table: the key beside its node (parent KS_NONE: empty). */
 typedef struct ks_fslot {
   uint32_t parent, frame, node;
 } ks_fslot;
@@ -111,8 +112,7 @@ typedef struct ks_fslot {
 typedef struct ks_ftree {
   ks_fnode *v;
   uint32_t n, cap, max;
-  ks_fslot *slots;             /* (parent, frame) -> node */
-  uint32_t mask;
+  ks_hmap slots;               /* (parent, frame) -> node: ks_fslot */
   int ordered;                 /* child lists put in first-seen order */
   uint64_t dropped;            /* nodes not created at the cap (time went to the parent) */
   uint64_t budget;             /* bytes of v and slots at most (UINT64_MAX: none) */
@@ -190,8 +190,8 @@ typedef struct ks_fproc {
   uint64_t events;             /* events that ended those intervals */
   uint64_t returns;            /* of them, return_tos */
   ks_fcount *fc;               /* its graph's per-function counters, NULL: none */
-  ks_fopen *open;              /* functions open on its stack (top table only), hashed */
-  uint32_t open_mask, open_n;
+  ks_hmap open;                /* of ks_fopen: functions open on its stack (top table
+                                * only); v NULL until the first */
   uint8_t armed, out, gc, dead, has_ts, named;
   uint8_t ran;                 /* has been scheduled in (or made a call) since it joined */
   uint8_t child;               /* joined as a spawned child (children => true) */
@@ -202,6 +202,11 @@ typedef struct ks_fproc {
   uint32_t first_mfa;          /* a child's first function called that is no spawn wrapper */
   uint32_t spawn_mfa;          /* spawn's {M, F, Args} as M:F/length(Args) (children) */
 } ks_fproc;
+
+/* A slot of a graph's pid table. */
+typedef struct ks_fpid {
+  uint32_t pid, index;         /* pid KS_NONE: an empty slot */
+} ks_fpid;
 
 /* A group of processes in a written graph: its key (a registered name, an
  * initial call, `all') and how many processes it merges. */
@@ -236,10 +241,13 @@ typedef struct ks_fcounters {
 /* tails.c: what the flow rules learnt of calls, per (caller, callee) function. */
 enum { KS_FTAIL_UNKNOWN = 0, KS_FTAIL_TAIL = 1, KS_FTAIL_BODY = 2 };
 #define KS_FTAILS_MAX (1u << 22)
+typedef struct ks_ftail {
+  uint32_t caller, callee;     /* caller KS_NONE: an empty slot */
+  uint8_t kind;                /* KS_FTAIL_* */
+} ks_ftail;
+
 typedef struct ks_ftails {
-  uint64_t *keys;              /* caller << 32 | callee; UINT64_MAX is empty */
-  uint8_t *kind;
-  uint32_t mask, n;
+  ks_hmap map;                 /* of ks_ftail; v NULL until the first pair */
 } ks_ftails;
 
 int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee);
@@ -272,8 +280,7 @@ typedef struct ks_callpath {
   ks_fivl ivl[KS_FIVL_KINDS];  /* run intervals by the event that ended them */
   ks_fproc *procs;
   uint32_t nprocs, cap_procs;
-  uint32_t *pslots;            /* pid id -> proc index + 1, open addressing */
-  uint32_t pmask;
+  ks_hmap pids;                /* of ks_fpid: pid id -> index in procs */
   ks_fgroup *groups;           /* a written view's groups (KS_FR_GROUP frames), else NULL */
   uint32_t ngroups;
 } ks_callpath;

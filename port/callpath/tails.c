@@ -10,88 +10,73 @@
  * on the BEAM) or a body call. An exception caught further down pops
  * several frames too and may teach a tail call that was not one; the next
  * return of such a pair teaches it back. An open-addressing table of
- * 64-bit keys, at most KS_FTAILS_MAX pairs (then it learns no new pair).
+ * pairs (port/core/ks_hmap.h), at most KS_FTAILS_MAX (then it learns no new pair).
  */
-#include <stdlib.h>
-
 #include "ks_callpath.h"
 
-#define EMPTY UINT64_MAX
+#define FIRST_SLOTS 1024u
 
-static uint64_t key_of(uint32_t a, uint32_t b) {
-  return (uint64_t)a << 32 | b;
+static uint64_t pair_hash(uint32_t caller, uint32_t callee) {
+  return ks_hmap_fib((uint64_t)caller << 32 | callee);
 }
 
-static uint32_t slot(const ks_ftails *t, uint64_t key) {
-  uint32_t i = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & t->mask;
+static uint64_t tail_hash(const void *e, const void *ctx) {
+  const ks_ftail *t = e;
 
-  while (t->keys[i] != EMPTY && t->keys[i] != key)
-    i = (i + 1) & t->mask;
-  return i;
+  return pair_hash(t->caller, t->callee);
 }
 
-int ks_ftails_get(const ks_ftails *t, uint32_t a, uint32_t b) {
-  uint64_t key = key_of(a, b);
-  uint32_t i;
+static int tail_eq(const void *e, const void *key) {
+  const ks_ftail *t = e, *k = key;
 
-  if (t->keys == NULL)
+  return t->caller == k->caller && t->callee == k->callee;
+}
+
+/* The pair's entry, or NULL with *slot where it goes. */
+static ks_ftail *find(const ks_ftails *t, uint32_t caller, uint32_t callee, uint32_t *slot) {
+  ks_ftail key = {caller, callee, 0};
+  ks_ftail *e;
+
+  *slot = ks_hmap_probe(&t->map, sizeof(key), pair_hash(caller, callee), tail_eq, &key);
+  e = ks_hmap_at(&t->map, sizeof(key), *slot);
+  return ks_hmap_empty(e) ? NULL : e;
+}
+
+int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee) {
+  const ks_ftail *e;
+  uint32_t slot;
+
+  if (t->map.v == NULL || (e = find(t, caller, callee, &slot)) == NULL)
     return KS_FTAIL_UNKNOWN;
-  i = slot(t, key);
-  return t->keys[i] == key ? t->kind[i] : KS_FTAIL_UNKNOWN;
+  return e->kind;
 }
 
-static int grow(ks_ftails *t) {
-  uint32_t n = t->keys == NULL ? 1024 : (t->mask + 1) * 2, k, old = t->keys ? t->mask + 1 : 0, i;
-  uint64_t *keys = malloc((size_t)n * sizeof(*keys)), *was = t->keys;
-  uint8_t *kind = malloc(n), *was_kind = t->kind;
+void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind) {
+  ks_ftail *e;
+  uint32_t slot;
 
-  if (keys == NULL || kind == NULL) {
-    free(keys);
-    free(kind);
-    return KS_ENOMEM;
-  }
-  for (k = 0; k < n; k++)
-    keys[k] = EMPTY;
-  t->keys = keys;
-  t->kind = kind;
-  t->mask = n - 1;
-  for (k = 0; k < old; k++)
-    if (was[k] != EMPTY) {
-      i = slot(t, was[k]);
-      t->keys[i] = was[k];
-      t->kind[i] = was_kind[k];
-    }
-  free(was);
-  free(was_kind);
-  return KS_OK;
-}
-
-void ks_ftails_set(ks_ftails *t, uint32_t a, uint32_t b, int kind) {
-  uint64_t key = key_of(a, b);
-  uint32_t i;
-
-  if (a == KS_NONE || b == KS_NONE)
+  if (caller == KS_NONE || callee == KS_NONE)
     return;
-  if (t->keys != NULL) {
-    i = slot(t, key);
-    if (t->keys[i] == key) {
-      if (t->kind[i] != KS_FTAIL_BODY)   /* once seen as a body call, always one */
-        t->kind[i] = (uint8_t)kind;
+  if (t->map.v == NULL && ks_hmap_init(&t->map, sizeof(ks_ftail), FIRST_SLOTS) != KS_OK)
+    return;
+  if ((e = find(t, caller, callee, &slot)) != NULL) {
+    if (e->kind != KS_FTAIL_BODY)   /* once seen as a body call, always one */
+      e->kind = (uint8_t)kind;
+    return;
+  }
+  if (t->map.n >= KS_FTAILS_MAX)
+    return;
+  if (ks_hmap_full(&t->map)) {
+    if (ks_hmap_grow(&t->map, tail_hash, NULL) != KS_OK)
       return;
-    }
+    find(t, caller, callee, &slot);
   }
-  if (t->n >= KS_FTAILS_MAX)
-    return;
-  if ((t->keys == NULL || (t->n + 1) * 2 > t->mask + 1) && grow(t) != KS_OK)
-    return;
-  i = slot(t, key);
-  t->keys[i] = key;
-  t->kind[i] = (uint8_t)kind;
-  t->n++;
+  e = ks_hmap_put(&t->map, sizeof(*e), slot);
+  e->caller = caller;
+  e->callee = callee;
+  e->kind = (uint8_t)kind;
 }
 
 void ks_ftails_free(ks_ftails *t) {
-  free(t->keys);
-  free(t->kind);
-  memset(t, 0, sizeof(*t));
+  ks_hmap_free(&t->map);
 }

@@ -1,8 +1,9 @@
 /* tree.c: the call-path tree of a graph.
  *
- * A node is (parent node, frame); the pair is interned in an open-addressing
- * table whose slots hold the pair and the node, so finding the stack one
- * frame deeper is one probe, one cache line (a big tree's are all misses).
+ * A node is (parent node, frame); the pair is interned in a hash table
+ * (port/core/ks_hmap.h) whose slots hold the pair and the node, so finding the
+ * stack one frame deeper is one probe, one cache line (a big tree's are all
+ * misses).
  * Nodes are never removed: the tree grows with the number of distinct call
  * paths, not with the number of events. Its limits (ks_callpath.h): a
  * node count, where a would-be child's time goes to its parent (full trace's
@@ -20,10 +21,35 @@
 #define FIRST_SLOTS 2048u
 #define OVER_FRAME KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER)
 
-static uint32_t slot_of(uint32_t parent, uint32_t frame, uint32_t mask) {
-  uint64_t h = ((uint64_t)parent << 32 | frame) * 0x9e3779b97f4a7c15ull;
+static uint64_t pair_hash(uint32_t parent, uint32_t frame) {
+  return ks_hmap_fib((uint64_t)parent << 32 | frame);
+}
 
-  return (uint32_t)(h >> 32) & mask;
+static uint64_t slot_hash(const void *slot, const void *ctx) {
+  const ks_fslot *s = slot;
+
+  return pair_hash(s->parent, s->frame);
+}
+
+static int slot_eq(const void *slot, const void *key) {
+  const ks_fslot *s = slot, *k = key;
+
+  return s->parent == k->parent && s->frame == k->frame;
+}
+
+static ks_fslot *slot_at(const ks_ftree *t, uint32_t i) {
+  return ks_hmap_at(&t->slots, sizeof(ks_fslot), i);
+}
+
+/* The slot of (parent, frame), or the empty one where it goes. */
+static uint32_t probe(const ks_ftree *t, uint32_t parent, uint32_t frame) {
+  ks_fslot key = {parent, frame, 0};
+
+  return ks_hmap_probe(&t->slots, sizeof(ks_fslot), pair_hash(parent, frame), slot_eq, &key);
+}
+
+static uint64_t slot_bytes(const ks_ftree *t) {
+  return ((uint64_t)t->slots.mask + 1) * sizeof(ks_fslot);
 }
 
 static void add_bytes(ks_ftree *t, uint64_t plus, uint64_t minus) {
@@ -37,26 +63,13 @@ static int fits(const ks_ftree *t, uint64_t more, uint64_t limit) {
   return limit == KS_FTREE_NO_BUDGET || (t->bytes <= limit && more <= limit - t->bytes);
 }
 
+/* Doubles the slots when the old and the new fit under limit together. */
 static int grow_slots(ks_ftree *t, uint64_t limit) {
-  uint32_t n = (t->mask + 1) * 2, mask = n - 1, i, k;
-  ks_fslot *slots;
+  uint64_t was = slot_bytes(t);
 
-  if (n == 0 || !fits(t, (uint64_t)n * sizeof(*slots), limit) ||
-      (slots = malloc((size_t)n * sizeof(*slots))) == NULL)
+  if (!fits(t, 2 * was, limit) || ks_hmap_grow(&t->slots, slot_hash, NULL) != KS_OK)
     return KS_ENOMEM;
-  memset(slots, 0xff, (size_t)n * sizeof(*slots));
-  for (k = 0; k < t->n; k++) {
-    i = slot_of(t->v[k].parent, t->v[k].frame, mask);
-    while (slots[i].node != KS_NONE)
-      i = (i + 1) & mask;
-    slots[i].parent = t->v[k].parent;
-    slots[i].frame = t->v[k].frame;
-    slots[i].node = k;
-  }
-  add_bytes(t, (uint64_t)n * sizeof(*slots), (uint64_t)(t->mask + 1) * sizeof(*slots));
-  free(t->slots);
-  t->slots = slots;
-  t->mask = mask;
+  add_bytes(t, 2 * was, was);
   return KS_OK;
 }
 
@@ -80,6 +93,7 @@ static int grow_nodes(ks_ftree *t, uint64_t limit) {
 /* A new node (parent, frame) at slot i, within limit: its index, or KS_NONE. */
 static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, uint64_t limit) {
   ks_fnode *nd;
+  ks_fslot *sl;
   uint32_t k;
 
   if (t->n >= t->max)
@@ -87,22 +101,20 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
   /* Load at most 1/2 keeps probes short; a table that cannot grow takes
    * nodes up to 7/8 full, and the budget's reserve (OVER_BUDGET nodes, at
    * the full budget) up to 15/16. */
-  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
+  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->slots.mask + 1) {
     uint64_t room = limit == t->budget ? 15 : 14;
-    if (grow_slots(t, limit) == KS_OK) {
-      i = slot_of(parent, frame, t->mask);
-      while (t->slots[i].node != KS_NONE)
-        i = (i + 1) & t->mask;
-    } else if ((uint64_t)(t->n + 1) * 16 > (uint64_t)(t->mask + 1) * room) {
+    if (grow_slots(t, limit) == KS_OK)
+      i = probe(t, parent, frame);
+    else if ((uint64_t)(t->n + 1) * 16 > ((uint64_t)t->slots.mask + 1) * room)
       return KS_NONE;
-    }
   }
   if (t->n == t->cap && grow_nodes(t, limit) != KS_OK)
     return KS_NONE;
   k = t->n++;
-  t->slots[i].parent = parent;
-  t->slots[i].frame = frame;
-  t->slots[i].node = k;
+  sl = ks_hmap_put(&t->slots, sizeof(ks_fslot), i);
+  sl->parent = parent;
+  sl->frame = frame;
+  sl->node = k;
   nd = &t->v[k];
   nd->parent = parent;
   nd->frame = frame;
@@ -122,16 +134,12 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
  * KS_NONE when it is neither. */
 static uint32_t child_within(ks_ftree *t, uint32_t parent, uint32_t frame, uint64_t limit,
                              int full) {
-  uint32_t i = slot_of(parent, frame, t->mask);
+  uint32_t i = probe(t, parent, frame);
+  const ks_fslot *sl = slot_at(t, i);
 
-  for (;;) {
-    const ks_fslot *sl = &t->slots[i];
-    if (sl->node == KS_NONE)
-      return full ? KS_NONE : make(t, parent, frame, i, limit);
-    if (sl->parent == parent && sl->frame == frame)
-      return sl->node;
-    i = (i + 1) & t->mask;
-  }
+  if (!ks_hmap_empty(sl))
+    return sl->node;
+  return full ? KS_NONE : make(t, parent, frame, i, limit);
 }
 
 int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
@@ -141,14 +149,11 @@ int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
   t->spill = KS_NONE;
   t->cap = FIRST_NODES;
   t->v = malloc(t->cap * sizeof(*t->v));
-  t->slots = malloc(FIRST_SLOTS * sizeof(*t->slots));
-  if (t->v == NULL || t->slots == NULL) {
+  if (t->v == NULL || ks_hmap_init(&t->slots, sizeof(ks_fslot), FIRST_SLOTS) != KS_OK) {
     ks_ftree_free(t);
     return KS_ENOMEM;
   }
-  memset(t->slots, 0xff, FIRST_SLOTS * sizeof(*t->slots));
-  t->mask = FIRST_SLOTS - 1;
-  add_bytes(t, (uint64_t)t->cap * sizeof(*t->v) + FIRST_SLOTS * sizeof(*t->slots), 0);
+  add_bytes(t, (uint64_t)t->cap * sizeof(*t->v) + slot_bytes(t), 0);
   /* The root: no parent, no frame; it is never looked up. */
   t->v[0].parent = KS_NONE;
   t->v[0].frame = KS_NONE;
@@ -165,7 +170,7 @@ int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
 
 void ks_ftree_free(ks_ftree *t) {
   free(t->v);
-  free(t->slots);
+  ks_hmap_free(&t->slots);
   memset(t, 0, sizeof(*t));
 }
 
