@@ -204,7 +204,7 @@ int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   size_t i;
 
   if (row < t->n_identities)
-    for (i = 0; i <= it->mask; i++)
+    for (i = 0; i <= it->map.mask; i++)
       if (it->slots[i].val == row) {
         const char *key = (const char *)ks_itab_key(it, it->slots[i].off);
         return ei_x_append_buf(x, key, (int)it->slots[i].len);

@@ -51,10 +51,9 @@ static void free_inflight(ks_tiers *t) {
     for (k = 0; k < t->o.max_inflight; k++)
       free_req(&t->reqs[k]);
   free(t->reqs);
-  free(t->index);
+  ks_hmap_free(&t->index);
   free(t->free_slots);
   t->reqs = NULL;
-  t->index = NULL;
   t->free_slots = NULL;
   t->n_free = 0;
   t->n_inflight = 0;
@@ -108,12 +107,11 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
   while (n < o->max_inflight * 2)
     n <<= 1;
   t->reqs = calloc(o->max_inflight, sizeof(*t->reqs));
-  t->index = calloc(n, sizeof(*t->index));
-  if (t->reqs == NULL || t->index == NULL || ks_itab_init(&t->identities, 64) != KS_OK) {
+  if (t->reqs == NULL || ks_hmap_init(&t->index, sizeof(uint32_t), n) != KS_OK ||
+      ks_itab_init(&t->identities, 64) != KS_OK) {
     ks_tiers_free(t);
     return KS_ENOMEM;
   }
-  t->index_mask = n - 1;
   t->rows = calloc((size_t)o->max_identities + 1, sizeof(*t->rows));
   t->slow = calloc(o->slow_max ? o->slow_max : 1, sizeof(*t->slow));
   if (t->rows == NULL || t->slow == NULL) {
@@ -182,39 +180,44 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
   return role;
 }
 
-/* ---- the in-flight table: label bytes -> slot ---- */
+/* ---- the in-flight table: label bytes -> slot (port/core/ks_hmap.h, sized at
+ * start for every slot at half load: it never grows) ---- */
+
+/* A label looked up: its bytes and hash, and the requests its entries index. */
+typedef struct label_key {
+  const ks_req *reqs;
+  ks_slice label;
+  uint64_t h;
+} label_key;
+
+static int label_eq(const void *e, const void *key) {
+  const label_key *k = key;
+  const ks_req *r = &k->reqs[*(const uint32_t *)e];
+
+  return r->hash == k->h && r->label_len == k->label.n &&
+         memcmp(r->label, k->label.p, k->label.n) == 0;
+}
+
+static int slot_eq(const void *e, const void *key) {
+  return *(const uint32_t *)e == *(const uint32_t *)key;
+}
+
+static uint64_t slot_hash(const void *e, const void *reqs) {
+  return ((const ks_req *)reqs)[*(const uint32_t *)e].hash;
+}
 
 static uint32_t find_slot(const ks_tiers *t, ks_slice label, uint64_t h) {
-  uint32_t i = (uint32_t)h & t->index_mask, s;
+  label_key k = {t->reqs, label, h};
+  const uint32_t *e = ks_hmap_at(&t->index, sizeof(uint32_t),
+                                 ks_hmap_probe(&t->index, sizeof(uint32_t), h, label_eq, &k));
 
-  while ((s = t->index[i]) != 0) {
-    const ks_req *r = &t->reqs[s - 1];
-    if (r->hash == h && r->label_len == label.n && memcmp(r->label, label.p, label.n) == 0)
-      return s - 1;
-    i = (i + 1) & t->index_mask;
-  }
-  return KS_NONE;
+  return *e;   /* KS_NONE: empty */
 }
 
 static void index_remove(ks_tiers *t, uint32_t slot) {
-  uint32_t i = (uint32_t)t->reqs[slot].hash & t->index_mask, j, k;
+  uint32_t i = ks_hmap_probe(&t->index, sizeof(uint32_t), t->reqs[slot].hash, slot_eq, &slot);
 
-  while (t->index[i] != slot + 1)
-    i = (i + 1) & t->index_mask;
-  /* Backward-shift deletion keeps probe runs unbroken. */
-  t->index[i] = 0;
-  j = i;
-  for (;;) {
-    j = (j + 1) & t->index_mask;
-    if (t->index[j] == 0)
-      break;
-    k = (uint32_t)t->reqs[t->index[j] - 1].hash & t->index_mask;
-    if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-      t->index[i] = t->index[j];
-      t->index[j] = 0;
-      i = j;
-    }
-  }
+  ks_hmap_remove(&t->index, sizeof(uint32_t), i, slot_hash, t->reqs);
 }
 
 static void release(ks_tiers *t, uint32_t slot);
@@ -536,10 +539,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   }
   r->identity = identity_row(t, ident);
   r->full = t->full.on && t->full.row_on[r->identity];
-  i = (uint32_t)h & t->index_mask;
-  while (t->index[i] != 0)
-    i = (i + 1) & t->index_mask;
-  t->index[i] = slot + 1;
+  i = ks_hmap_probe(&t->index, sizeof(uint32_t), h, slot_eq, &slot);   /* an empty slot */
+  *(uint32_t *)ks_hmap_put(&t->index, sizeof(uint32_t), i) = slot;
   t->n_inflight++;
   if (t->first_ts == INT64_MIN)
     t->first_ts = d->ev.ts;
