@@ -43,83 +43,84 @@ typedef struct cg {
   FILE *f;
   cg_fn *fn;
   uint32_t nfn, cap_fn;
-  uint32_t *fslot, fmask;      /* frame -> function index + 1 */
+  ks_hmap fslot;               /* frame -> function index: cg_slot (a: the frame) */
   cg_edge *edge;
   uint32_t nedge, cap_edge;
-  uint32_t *eslot, emask;      /* (from, to) -> edge index + 1 */
+  ks_hmap eslot;               /* (from, to) -> edge index: cg_slot */
   uint32_t *stack, cap_stack;  /* function index at each depth of the walk */
   uint32_t *files, nfiles, cap_files;   /* module atom of each file: its MFA's first frame */
   uint8_t *file_named;
   char name[2048], other[2048];
 } cg;
 
-static uint32_t hash32(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  return (uint32_t)k;
+/* A slot of the function and edge tables: the index, and the key beside it. */
+typedef struct cg_slot {
+  uint32_t index;              /* KS_NONE: an empty slot */
+  uint32_t a, b;               /* the frame (b 0), or an edge's from and to */
+} cg_slot;
+
+static uint64_t key_hash(uint32_t a, uint32_t b) {
+  return ks_hmap_fib((uint64_t)a << 32 | b);
 }
 
-/* Grows a table of slots (index + 1, 0: empty) keyed by key_of; KS_OK or KS_ENOMEM. */
-static int rehash(uint32_t **slots, uint32_t *mask, uint32_t n, uint64_t (*key_of)(cg *, uint32_t),
-                  cg *w) {
-  uint32_t cap = (*mask + 1) * 2, k, i, *s;
+static uint64_t slot_hash(const void *e, const void *ctx) {
+  const cg_slot *s = e;
 
-  if (*slots != NULL && n * 2 < *mask + 1)
-    return KS_OK;
-  if (*slots == NULL)
-    cap = 1024;
-  if ((s = calloc(cap, sizeof(*s))) == NULL)
-    return KS_ENOMEM;
-  for (k = 0; k < n; k++) {
-    for (i = hash32(key_of(w, k)) & (cap - 1); s[i] != 0; i = (i + 1) & (cap - 1))
-      ;
-    s[i] = k + 1;
+  return key_hash(s->a, s->b);
+}
+
+static int slot_eq(const void *e, const void *key) {
+  const cg_slot *s = e, *k = key;
+
+  return s->a == k->a && s->b == k->b;
+}
+
+/* The index of key (a, b) in tab, or, when new, next (the caller's new
+ * element), entered: KS_NONE without memory. *is_new says which. */
+static uint32_t index_of(ks_hmap *tab, uint32_t a, uint32_t b, uint32_t next, int *is_new) {
+  cg_slot key = {next, a, b}, *s;
+  uint32_t i;
+
+  *is_new = 0;
+  if (tab->v == NULL && ks_hmap_init(tab, sizeof(cg_slot), 1024) != KS_OK)
+    return KS_NONE;
+  i = ks_hmap_probe(tab, sizeof(cg_slot), key_hash(a, b), slot_eq, &key);
+  s = ks_hmap_at(tab, sizeof(cg_slot), i);
+  if (!ks_hmap_empty(s))
+    return s->index;
+  if (ks_hmap_full(tab)) {
+    if (ks_hmap_grow(tab, slot_hash, NULL) != KS_OK)
+      return KS_NONE;
+    i = ks_hmap_probe(tab, sizeof(cg_slot), key_hash(a, b), slot_eq, &key);
   }
-  free(*slots);
-  *slots = s;
-  *mask = cap - 1;
-  return KS_OK;
-}
-
-static uint64_t fn_key(cg *w, uint32_t k) {
-  return w->fn[k].frame;
-}
-
-static uint64_t edge_key(cg *w, uint32_t k) {
-  return (uint64_t)w->edge[k].from << 32 | w->edge[k].to;
+  *(cg_slot *)ks_hmap_put(tab, sizeof(cg_slot), i) = key;
+  *is_new = 1;
+  return next;
 }
 
 /* The function of a frame, made when new: its index, or KS_NONE (no memory). */
 static uint32_t fn_of(cg *w, uint32_t frame) {
-  uint32_t i, s;
+  uint32_t k;
+  int is_new;
 
-  if (rehash(&w->fslot, &w->fmask, w->nfn, fn_key, w) != KS_OK)
+  if (ks_grow(&w->fn, &w->cap_fn, w->nfn, 1024, sizeof(*w->fn)) != KS_OK ||
+      (k = index_of(&w->fslot, frame, 0, w->nfn, &is_new)) == KS_NONE)
     return KS_NONE;
-  for (i = hash32(frame) & w->fmask; (s = w->fslot[i]) != 0; i = (i + 1) & w->fmask)
-    if (w->fn[s - 1].frame == frame)
-      return s - 1;
-  if (ks_grow(&w->fn, &w->cap_fn, w->nfn, 1024, sizeof(*w->fn)) != KS_OK)
-    return KS_NONE;
-  w->fn[w->nfn] = (cg_fn){frame, NO_FILE, 0, 0};
-  w->fslot[i] = w->nfn + 1;
-  return w->nfn++;
+  if (is_new)
+    w->fn[w->nfn++] = (cg_fn){frame, NO_FILE, 0, 0};
+  return k;
 }
 
 static cg_edge *edge_of(cg *w, uint32_t from, uint32_t to) {
-  uint64_t key = (uint64_t)from << 32 | to;
-  uint32_t i, s;
+  uint32_t k;
+  int is_new;
 
-  if (rehash(&w->eslot, &w->emask, w->nedge, edge_key, w) != KS_OK)
+  if (ks_grow(&w->edge, &w->cap_edge, w->nedge, 1024, sizeof(*w->edge)) != KS_OK ||
+      (k = index_of(&w->eslot, from, to, w->nedge, &is_new)) == KS_NONE)
     return NULL;
-  for (i = hash32(key) & w->emask; (s = w->eslot[i]) != 0; i = (i + 1) & w->emask)
-    if (edge_key(w, s - 1) == key)
-      return &w->edge[s - 1];
-  if (ks_grow(&w->edge, &w->cap_edge, w->nedge, 1024, sizeof(*w->edge)) != KS_OK)
-    return NULL;
-  w->edge[w->nedge] = (cg_edge){from, to, 0, 0};
-  w->eslot[i] = w->nedge + 1;
-  return &w->edge[w->nedge++];
+  if (is_new)
+    w->edge[w->nedge++] = (cg_edge){from, to, 0, 0};
+  return &w->edge[k];
 }
 
 /* Sums one node into its function and its caller's edge. Nodes come parent first. */
@@ -134,14 +135,8 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     return 1;
   if ((fi = fn_of(w, nd->frame)) == KS_NONE)
     return KS_ENOMEM;
-  if (depth >= w->cap_stack) {
-    uint32_t cap = w->cap_stack * 2 > depth + 1 ? w->cap_stack * 2 : depth + 1;
-    uint32_t *s = realloc(w->stack, cap * sizeof(*s));
-    if (s == NULL)
-      return KS_ENOMEM;
-    w->stack = s;
-    w->cap_stack = cap;
-  }
+  if (ks_grow(&w->stack, &w->cap_stack, depth, 64, sizeof(*w->stack)) != KS_OK)
+    return KS_ENOMEM;
   w->stack[depth] = fi;
   /* As folded.c counts: self is [end - self, end) of the merged timeline. */
   w->fn[fi].self += (end + 500) / 1000 - (end - nd->self + 500) / 1000;
@@ -268,9 +263,9 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
     rc = write_body(&w, total);
   }
   free(w.fn);
-  free(w.fslot);
+  ks_hmap_free(&w.fslot);
   free(w.edge);
-  free(w.eslot);
+  ks_hmap_free(&w.eslot);
   free(w.stack);
   free(w.files);
   return rc < 0 ? rc : KS_OK;

@@ -35,15 +35,7 @@ static int reserve(folded *w, size_t need, uint32_t depth) {
     w->path = p;
     w->cap = cap;
   }
-  if (depth >= w->len_cap) {
-    uint32_t cap = w->len_cap * 2 > depth + 1 ? w->len_cap * 2 : depth + 1;
-    size_t *l = realloc(w->len, cap * sizeof(*l));
-    if (l == NULL)
-      return KS_ENOMEM;
-    w->len = l;
-    w->len_cap = cap;
-  }
-  return KS_OK;
+  return ks_grow(&w->len, &w->len_cap, depth, 64, sizeof(*w->len));
 }
 
 static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {

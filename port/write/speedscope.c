@@ -14,19 +14,29 @@
 
 #include "ks_write.h"
 
+/* A slot of the frame table: a frame id's index in shared.frames. */
+typedef struct frame_slot {
+  uint32_t index, frame;       /* index KS_NONE: an empty slot */
+} frame_slot;
+
 typedef struct sscope {
   const ks_fout *o;
   FILE *f;
-  uint32_t *keys, *idx, mask;   /* frame id -> index in shared.frames */
+  ks_hmap frames;              /* of frame_slot, sized for every node: it never grows */
   int first;
 } sscope;
 
-static uint32_t frame_slot(const sscope *w, uint32_t frame) {
-  uint32_t i = (uint32_t)((frame * 0x9e3779b97f4a7c15ull) >> 33) & w->mask;
+static int frame_eq(const void *e, const void *key) {
+  return ((const frame_slot *)e)->frame == *(const uint32_t *)key;
+}
 
-  while (w->keys[i] != KS_NONE && w->keys[i] != frame)
-    i = (i + 1) & w->mask;
-  return i;
+/* The frame's slot, or the empty one where it goes. */
+static uint32_t slot_of(const sscope *w, uint32_t frame) {
+  return ks_hmap_probe(&w->frames, sizeof(frame_slot), ks_hmap_fib(frame), frame_eq, &frame);
+}
+
+static frame_slot *slot_at(const sscope *w, uint32_t i) {
+  return ks_hmap_at(&w->frames, sizeof(frame_slot), i);
 }
 
 static void put_us(FILE *f, uint64_t ns) {
@@ -34,9 +44,9 @@ static void put_us(FILE *f, uint64_t ns) {
 }
 
 static int event(sscope *w, char type, uint32_t node, uint64_t at) {
-  uint32_t i = frame_slot(w, w->o->g->tree.v[node].frame);
+  const frame_slot *s = slot_at(w, slot_of(w, w->o->g->tree.v[node].frame));
 
-  fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, w->idx[i]);
+  fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, s->index);
   put_us(w->f, at);
   putc('}', w->f);
   w->first = 0;
@@ -58,25 +68,23 @@ static int write_frames(sscope *w) {
   const ks_ftree *tr = &w->o->g->tree;
   char name[2048];
   uint32_t k, i, nframes = 0, size = 16;
+  frame_slot *s;
   size_t n;
 
   while (size < 2 * tr->n)
     size *= 2;
-  w->mask = size - 1;
-  w->keys = malloc(size * sizeof(*w->keys));
-  w->idx = malloc(size * sizeof(*w->idx));
-  if (w->keys == NULL || w->idx == NULL)
+  if (ks_hmap_init(&w->frames, sizeof(frame_slot), size) != KS_OK)
     return KS_ENOMEM;
-  memset(w->keys, 0xff, size * sizeof(*w->keys));
   fputs("\"shared\":{\"frames\":[", w->f);
   for (k = 1; k < tr->n && !ferror(w->f); k++) {
     if (w->o->total[k] == 0 || tr->v[k].parent == 0)
       continue;
-    i = frame_slot(w, tr->v[k].frame);
-    if (w->keys[i] != KS_NONE)
+    i = slot_of(w, tr->v[k].frame);
+    if (!ks_hmap_empty(slot_at(w, i)))
       continue;
-    w->keys[i] = tr->v[k].frame;
-    w->idx[i] = nframes;
+    s = ks_hmap_put(&w->frames, sizeof(frame_slot), i);
+    s->index = nframes;
+    s->frame = tr->v[k].frame;
     n = ks_callpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
     fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
     ks_write_put_json(w->f, name, n);
@@ -124,8 +132,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
     }
     fputs("]}\n", f);
   }
-  free(w.keys);
-  free(w.idx);
+  ks_hmap_free(&w.frames);
   if (rc < 0)
     return rc;
   return ferror(f) ? KS_EINVAL : KS_OK;

@@ -12,13 +12,13 @@ typedef struct walk_item {
 int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
              void *ctx) {
   const ks_ftree *tr = &o->g->tree;
-  walk_item *st;
-  uint32_t n = 0, cap = 64;
+  walk_item *st = NULL;
+  uint32_t n = 0, cap = 0;
   int rc = KS_OK, r;
 
   if (start >= tr->n || o->total[start] == 0)
     return KS_OK;
-  if ((st = malloc(cap * sizeof(*st))) == NULL)
+  if (ks_grow(&st, &cap, 0, 64, sizeof(*st)) != KS_OK)
     return KS_ENOMEM;
   r = open ? open(ctx, start, 0, 0) : 1;
   if (r < 0) {
@@ -40,16 +40,11 @@ int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn c
       continue;
     }
     it->next = tr->v[k].sibling;
-    if (n == cap) {
-      walk_item *v = realloc(st, 2 * cap * sizeof(*st));
-      if (v == NULL) {
-        rc = KS_ENOMEM;
-        break;
-      }
-      st = v;
-      cap *= 2;
-      it = &st[n - 1];
+    if (ks_grow(&st, &cap, n, 64, sizeof(*st)) != KS_OK) {
+      rc = KS_ENOMEM;
+      break;
     }
+    it = &st[n - 1];
     r = open ? open(ctx, k, n, it->at) : 1;
     if (r < 0) {
       rc = r;
