@@ -52,38 +52,33 @@ void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event) {
   }
 }
 
-static uint64_t mfa_hash(uint32_t mfa) {
-  return ks_hmap_fib(mfa);
-}
-
 static uint64_t open_hash(const void *e, const void *ctx) {
-  return mfa_hash(((const ks_fopen *)e)->mfa);
+  return ks_hmap_fib(((const ks_fopen *)e)->mfa);
 }
 
-static int open_eq(const void *e, const void *key) {
-  return ((const ks_fopen *)e)->mfa == *(const uint32_t *)key;
+/* mfa among p's open functions, or NULL with *slot the empty slot where it goes. */
+static inline ks_fopen *find_open(const ks_fproc *p, uint32_t mfa, size_t *slot) {
+  ks_fopen *o;
+
+  for (o = ks_hmap_run(&p->open, sizeof(*o), ks_hmap_fib(mfa), slot); o != NULL;
+       o = ks_hmap_step(&p->open, sizeof(*o), slot))
+    if (o->mfa == mfa)
+      return o;
+  return NULL;
 }
 
-static ks_fopen *open_at(const ks_fproc *p, uint32_t i) {
-  return ks_hmap_at(&p->open, sizeof(ks_fopen), i);
-}
-
-/* The slot of mfa among p's open functions, or the empty one where it goes. */
-static uint32_t open_slot(const ks_fproc *p, uint32_t mfa) {
-  return ks_hmap_probe(&p->open, sizeof(ks_fopen), mfa_hash(mfa), open_eq, &mfa);
-}
-
-/* The slot of a function not open in p, made room for: KS_NONE without memory. */
-static uint32_t new_slot(ks_fproc *p, uint32_t i, uint32_t mfa) {
+/* The slot of a function not open in p (i: where it goes now), made room for:
+ * KS_NONE without memory. */
+static size_t new_slot(ks_fproc *p, size_t i, uint32_t mfa) {
   if (!ks_hmap_full(&p->open))
     return i;
   if (ks_hmap_grow(&p->open, open_hash, NULL) != KS_OK)
-    return KS_NONE;
-  return open_slot(p, mfa);
+    return SIZE_MAX;
+  return ks_hmap_end(&p->open, sizeof(ks_fopen), ks_hmap_fib(mfa));
 }
 
 void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
-  uint32_t i;
+  size_t i;
   ks_fopen *o;
 
   if (mfa == KS_NONE)
@@ -92,10 +87,8 @@ void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
     fc->uncounted++;
     return;
   }
-  i = open_slot(p, mfa);
-  o = open_at(p, i);
-  if (ks_hmap_empty(o)) {
-    if ((i = new_slot(p, i, mfa)) == KS_NONE) {
+  if ((o = find_open(p, mfa, &i)) == NULL) {
+    if ((i = new_slot(p, i, mfa)) == SIZE_MAX) {
       fc->uncounted++;
       return;
     }
@@ -111,15 +104,13 @@ void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
 }
 
 void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
-  uint32_t i;
+  size_t i;
   ks_fopen *o;
   ks_ffun *f;
 
   if (mfa == KS_NONE || p->open.v == NULL)
     return;
-  i = open_slot(p, mfa);
-  o = open_at(p, i);
-  if (ks_hmap_empty(o))
+  if ((o = find_open(p, mfa, &i)) == NULL)
     return;   /* not counted when it opened (out of memory) */
   if (--o->count > 0)
     return;
@@ -137,7 +128,7 @@ void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p) {
   ks_ffun *f;
 
   for (k = 0; p->open.v != NULL && p->open.n > 0 && k <= p->open.mask; k++) {
-    o = open_at(p, k);
+    o = ks_hmap_at(&p->open, sizeof(*o), k);
     if (ks_hmap_empty(o))
       continue;
     if ((f = fun(fc, o->mfa)) != NULL) {

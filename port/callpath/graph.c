@@ -62,43 +62,22 @@ void ks_callpath_free(ks_callpath *g) {
   memset(g, 0, sizeof(*g));
 }
 
-static uint64_t pid_hash(uint32_t pid) {
-  return ks_hmap_fib(pid);
-}
-
 static uint64_t entry_hash(const void *e, const void *ctx) {
-  return pid_hash(((const ks_fpid *)e)->pid);
-}
-
-static int pid_eq(const void *e, const void *key) {
-  return ((const ks_fpid *)e)->pid == *(const uint32_t *)key;
-}
-
-/* The pid's slot in the graph's table, or the empty one where it goes. */
-static uint32_t pid_slot(const ks_callpath *g, uint32_t pid) {
-  return ks_hmap_probe(&g->pids, sizeof(ks_fpid), pid_hash(pid), pid_eq, &pid);
-}
-
-ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid) {
-  const ks_fpid *e = ks_hmap_at(&g->pids, sizeof(ks_fpid), pid_slot(g, pid));
-
-  return ks_hmap_empty(e) ? NULL : &g->procs[e->index];
+  return ks_hmap_fib(((const ks_fpid *)e)->pid);
 }
 
 ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid) {
-  uint32_t slot = pid_slot(g, pid);
-  ks_fpid *e = ks_hmap_at(&g->pids, sizeof(ks_fpid), slot);
+  size_t slot;
+  ks_fpid *e;
   ks_fproc *p;
 
-  if (!ks_hmap_empty(e))
+  if (ks_callpath_proc(g, pid) != NULL)
     return NULL;
   /* The table must keep a hole: full and unable to grow, it takes no more. */
-  if (ks_hmap_full(&g->pids)) {
-    if (ks_hmap_grow(&g->pids, entry_hash, NULL) == KS_OK)
-      slot = pid_slot(g, pid);
-    else if (g->pids.n + 2 >= g->pids.mask)
-      return NULL;
-  }
+  if (ks_hmap_full(&g->pids) && ks_hmap_grow(&g->pids, entry_hash, NULL) != KS_OK &&
+      g->pids.n + 2 >= g->pids.mask)
+    return NULL;
+  slot = ks_hmap_end(&g->pids, sizeof(ks_fpid), ks_hmap_fib(pid));
   if (ks_grow(&g->procs, &g->cap_procs, g->nprocs, 8, sizeof(*g->procs)) != KS_OK)
     return NULL;
   p = &g->procs[g->nprocs];

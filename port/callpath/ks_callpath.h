@@ -289,8 +289,18 @@ typedef struct ks_callpath {
  * max_stack at least max_depth + 1): KS_OK or KS_ENOMEM. */
 int ks_callpath_init(ks_callpath *g, int64_t id, const ks_fopts *o);
 void ks_callpath_free(ks_callpath *g);
-/* The process of pid id, or NULL (not const: as strchr, for the graph's owner). */
-ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid);
+/* The process of pid id, or NULL (not const: as strchr, for the graph's owner).
+ * Inline: a capture looks its process up at most events. */
+static inline ks_fproc *ks_callpath_proc(const ks_callpath *g, uint32_t pid) {
+  const ks_fpid *e;
+  size_t i;
+
+  for (e = ks_hmap_run(&g->pids, sizeof(*e), ks_hmap_fib(pid), &i); e != NULL;
+       e = ks_hmap_step(&g->pids, sizeof(*e), &i))
+    if (e->pid == pid)
+      return &g->procs[e->index];
+  return NULL;
+}
 /* A new process of the graph (pid not in it): its root node made, no frame,
  * not armed; NULL without memory. Pointers to processes move when it grows. */
 ks_fproc *ks_callpath_add_proc(ks_callpath *g, uint32_t pid);

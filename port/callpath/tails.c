@@ -16,35 +16,26 @@
 
 #define FIRST_SLOTS 1024u
 
-static uint64_t pair_hash(uint32_t caller, uint32_t callee) {
-  return ks_hmap_fib((uint64_t)caller << 32 | callee);
-}
-
 static uint64_t tail_hash(const void *e, const void *ctx) {
   const ks_ftail *t = e;
 
-  return pair_hash(t->caller, t->callee);
+  return ks_hmap_pair(t->caller, t->callee);
 }
 
-static int tail_eq(const void *e, const void *key) {
-  const ks_ftail *t = e, *k = key;
-
-  return t->caller == k->caller && t->callee == k->callee;
-}
-
-/* The pair's entry, or NULL with *slot where it goes. */
-static ks_ftail *find(const ks_ftails *t, uint32_t caller, uint32_t callee, uint32_t *slot) {
-  ks_ftail key = {caller, callee, 0};
+/* The pair's entry, or NULL with *slot the empty slot where it goes. */
+static inline ks_ftail *find(const ks_ftails *t, uint32_t caller, uint32_t callee, size_t *slot) {
   ks_ftail *e;
 
-  *slot = ks_hmap_probe(&t->map, sizeof(key), pair_hash(caller, callee), tail_eq, &key);
-  e = ks_hmap_at(&t->map, sizeof(key), *slot);
-  return ks_hmap_empty(e) ? NULL : e;
+  for (e = ks_hmap_run(&t->map, sizeof(*e), ks_hmap_pair(caller, callee), slot); e != NULL;
+       e = ks_hmap_step(&t->map, sizeof(*e), slot))
+    if (e->caller == caller && e->callee == callee)
+      return e;
+  return NULL;
 }
 
 int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee) {
   const ks_ftail *e;
-  uint32_t slot;
+  size_t slot;
 
   if (t->map.v == NULL || (e = find(t, caller, callee, &slot)) == NULL)
     return KS_FTAIL_UNKNOWN;
@@ -53,7 +44,7 @@ int ks_ftails_get(const ks_ftails *t, uint32_t caller, uint32_t callee) {
 
 void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind) {
   ks_ftail *e;
-  uint32_t slot;
+  size_t slot;
 
   if (caller == KS_NONE || callee == KS_NONE)
     return;
@@ -69,7 +60,7 @@ void ks_ftails_set(ks_ftails *t, uint32_t caller, uint32_t callee, int kind) {
   if (ks_hmap_full(&t->map)) {
     if (ks_hmap_grow(&t->map, tail_hash, NULL) != KS_OK)
       return;
-    find(t, caller, callee, &slot);
+    slot = ks_hmap_end(&t->map, sizeof(*e), ks_hmap_pair(caller, callee));
   }
   e = ks_hmap_put(&t->map, sizeof(*e), slot);
   e->caller = caller;

@@ -21,31 +21,15 @@
 #define FIRST_SLOTS 2048u
 #define OVER_FRAME KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER)
 
-static uint64_t pair_hash(uint32_t parent, uint32_t frame) {
-  return ks_hmap_fib((uint64_t)parent << 32 | frame);
-}
-
 static uint64_t slot_hash(const void *slot, const void *ctx) {
   const ks_fslot *s = slot;
 
-  return pair_hash(s->parent, s->frame);
+  return ks_hmap_pair(s->parent, s->frame);
 }
 
-static int slot_eq(const void *slot, const void *key) {
-  const ks_fslot *s = slot, *k = key;
-
-  return s->parent == k->parent && s->frame == k->frame;
-}
-
-static ks_fslot *slot_at(const ks_ftree *t, uint32_t i) {
-  return ks_hmap_at(&t->slots, sizeof(ks_fslot), i);
-}
-
-/* The slot of (parent, frame), or the empty one where it goes. */
-static uint32_t probe(const ks_ftree *t, uint32_t parent, uint32_t frame) {
-  ks_fslot key = {parent, frame, 0};
-
-  return ks_hmap_probe(&t->slots, sizeof(ks_fslot), pair_hash(parent, frame), slot_eq, &key);
+/* The empty slot where (parent, frame), not in the table, goes. */
+static size_t probe(const ks_ftree *t, uint32_t parent, uint32_t frame) {
+  return ks_hmap_end(&t->slots, sizeof(ks_fslot), ks_hmap_pair(parent, frame));
 }
 
 static uint64_t slot_bytes(const ks_ftree *t) {
@@ -91,7 +75,7 @@ static int grow_nodes(ks_ftree *t, uint64_t limit) {
 }
 
 /* A new node (parent, frame) at slot i, within limit: its index, or KS_NONE. */
-static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, uint64_t limit) {
+static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, size_t i, uint64_t limit) {
   ks_fnode *nd;
   ks_fslot *sl;
   uint32_t k;
@@ -134,11 +118,13 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
  * KS_NONE when it is neither. */
 static uint32_t child_within(ks_ftree *t, uint32_t parent, uint32_t frame, uint64_t limit,
                              int full) {
-  uint32_t i = probe(t, parent, frame);
-  const ks_fslot *sl = slot_at(t, i);
+  const ks_fslot *sl;
+  size_t i;
 
-  if (!ks_hmap_empty(sl))
-    return sl->node;
+  for (sl = ks_hmap_run(&t->slots, sizeof(*sl), ks_hmap_pair(parent, frame), &i); sl != NULL;
+       sl = ks_hmap_step(&t->slots, sizeof(*sl), &i))
+    if (sl->parent == parent && sl->frame == frame)
+      return sl->node;
   return full ? KS_NONE : make(t, parent, frame, i, limit);
 }
 

@@ -19,14 +19,19 @@ void ks_hmap_free(ks_hmap *m) {
   memset(m, 0, sizeof(*m));
 }
 
+/* Each slot's mark (its first word) KS_NONE; the rest is never read empty. */
 void ks_hmap_clear(ks_hmap *m) {
-  memset(m->v, 0xff, ((size_t)m->mask + 1) * m->size);
+  size_t k;
+
+  for (k = 0; k <= m->mask; k++)
+    memset(m->v + k * m->size, 0xff, sizeof(uint32_t));
   m->n = 0;
 }
 
 int ks_hmap_grow(ks_hmap *m, ks_hmap_hash_fn hash, const void *ctx) {
   ks_hmap g;
-  uint32_t k, i;
+  uint32_t k;
+  size_t i;
   const unsigned char *e;
 
   if (m->mask >= UINT32_MAX / 2 || ks_hmap_init(&g, m->size, (m->mask + 1) * 2) != KS_OK)
@@ -35,9 +40,7 @@ int ks_hmap_grow(ks_hmap *m, ks_hmap_hash_fn hash, const void *ctx) {
     e = ks_hmap_at(m, m->size, k);
     if (ks_hmap_empty(e))
       continue;
-    for (i = ks_hmap_home(&g, hash(e, ctx)); !ks_hmap_empty(ks_hmap_at(&g, g.size, i));
-         i = (i + 1) & g.mask)
-      ;
+    i = ks_hmap_end(&g, g.size, hash(e, ctx));
     memcpy(ks_hmap_at(&g, g.size, i), e, m->size);
   }
   g.n = m->n;

@@ -16,25 +16,6 @@ static uint64_t slot_hash(const void *e, const void *ctx) {
   return ((const ks_itab_slot *)e)->hash;
 }
 
-/* A key looked up: its bytes, their hash, and the arena the slots' keys are in. */
-typedef struct itab_key {
-  const unsigned char *arena, *key;
-  size_t len;
-  uint64_t hash;
-} itab_key;
-
-static int key_eq(const void *e, const void *key) {
-  const ks_itab_slot *s = e;
-  const itab_key *k = key;
-
-  return s->hash == k->hash && s->len == k->len && ks_key_eq(k->arena + s->off, k->key, k->len);
-}
-
-/* No slot is the key: the probe ends at the first empty one (a new key's). */
-static int no_eq(const void *e, const void *key) {
-  return 0;
-}
-
 static ks_itab_slot *slot_at(const ks_itab *t, uint32_t i) {
   return ks_hmap_at(&t->map, sizeof(ks_itab_slot), i);
 }
@@ -85,9 +66,14 @@ const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off) {
 }
 
 uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t hash) {
-  itab_key k = {t->arena, key, len, hash};
+  const ks_itab_slot *s;
+  size_t i;
 
-  return slot_at(t, ks_hmap_probe(&t->map, sizeof(ks_itab_slot), hash, key_eq, &k))->val;
+  for (s = ks_hmap_run(&t->map, sizeof(*s), hash, &i); s != NULL;
+       s = ks_hmap_step(&t->map, sizeof(*s), &i))
+    if (s->hash == hash && s->len == len && ks_key_eq(t->arena + s->off, key, len))
+      return s->val;
+  return KS_NONE;
 }
 
 int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t val,
@@ -113,8 +99,7 @@ int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t
     t->arena_cap = cap;
   }
   memcpy(t->arena + t->arena_len, key, len);
-  s = ks_hmap_put(&t->map, sizeof(ks_itab_slot),
-                  ks_hmap_probe(&t->map, sizeof(ks_itab_slot), hash, no_eq, NULL));
+  s = ks_hmap_put(&t->map, sizeof(*s), ks_hmap_end(&t->map, sizeof(*s), hash));
   s->val = val;
   s->off = (uint32_t)t->arena_len;
   s->hash = hash;

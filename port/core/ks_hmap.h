@@ -5,14 +5,19 @@
  * The entry's first 32-bit word is never KS_NONE in a used slot: KS_NONE there
  * marks an empty one (a new table is all KS_NONE bytes). At most half full
  * unless the user fills it further when it cannot grow; an entry leaves by
- * backward shift (no tombstones), so probe runs stay unbroken.
+ * backward shift (no tombstones), so runs stay unbroken.
  *
- * The probe and the removal are inline and take the entry's size, the hash
- * and the equality from the caller: with a constant size and functions the
- * compiler sees, they compile to the code of a table written for that entry
- * (bench/RESULTS.md, "One hash map": instructions per event before and
- * after). A slot's home is the high 32 bits of its hash (ks_hmap_fib for an
- * integer key: Fibonacci hashing; ks_hash for bytes).
+ * A slot's home is the low bits of its hash: ks_hash's for bytes, ks_hmap_fib's
+ * for an integer key (Fibonacci hashing: its product's high 32 bits). A lookup
+ * walks the run from the home, the caller comparing its own key, inline, with
+ * a constant entry size (bench/RESULTS.md, "One hash map": the same
+ * instructions per event as the tables written for each entry):
+ *
+ *   for (e = ks_hmap_run(m, sizeof(*e), h, &i); e != NULL; e = ks_hmap_step(m, sizeof(*e), &i))
+ *     if (e->key == key)
+ *       return e;
+ *   ... not there: slot i is the empty one where it goes (ks_hmap_put), unless
+ *   the table must grow first (ks_hmap_full, ks_hmap_grow, then ks_hmap_end).
  */
 #ifndef KS_HMAP_H
 #define KS_HMAP_H
@@ -26,8 +31,7 @@ typedef struct ks_hmap {
   uint32_t size;
 } ks_hmap;
 
-/* Is the key equal to the entry's? Whose hash is an entry's (to move it)? */
-typedef int (*ks_hmap_eq_fn)(const void *entry, const void *key);
+/* Whose hash is an entry's (to move it when the table grows or an entry leaves). */
 typedef uint64_t (*ks_hmap_hash_fn)(const void *entry, const void *ctx);
 
 /* slots (a power of two) empty slots of size bytes (at least 4): KS_OK or KS_ENOMEM. */
@@ -40,16 +44,21 @@ int ks_hmap_grow(ks_hmap *m, ks_hmap_hash_fn hash, const void *ctx);
 void ks_hmap_clear(ks_hmap *m);
 
 static inline uint64_t ks_hmap_fib(uint64_t key) {
-  return key * 0x9e3779b97f4a7c15ull;
+  return (key * 0x9e3779b97f4a7c15ull) >> 32;
 }
 
-static inline uint32_t ks_hmap_home(const ks_hmap *m, uint64_t h) {
-  return (uint32_t)(h >> 32) & m->mask;
+/* A key of two 32-bit words, hashed as one. */
+static inline uint64_t ks_hmap_pair(uint32_t a, uint32_t b) {
+  return ks_hmap_fib((uint64_t)a << 32 | b);
+}
+
+static inline size_t ks_hmap_home(const ks_hmap *m, uint64_t h) {
+  return (size_t)(h & m->mask);
 }
 
 /* Slot i, its entry being sz bytes (m->size, a constant at the call). */
-static inline void *ks_hmap_at(const ks_hmap *m, uint32_t sz, uint32_t i) {
-  return m->v + (size_t)i * sz;
+static inline void *ks_hmap_at(const ks_hmap *m, uint32_t sz, size_t i) {
+  return m->v + i * sz;
 }
 
 static inline int ks_hmap_empty(const void *entry) {
@@ -59,37 +68,47 @@ static inline int ks_hmap_empty(const void *entry) {
   return w == KS_NONE;
 }
 
+/* The first entry of h's run (its home's), *i its slot; NULL: the home is empty.
+ * (Slot indexes are size_t: no widening on the way to an address.) */
+static inline void *ks_hmap_run(const ks_hmap *m, uint32_t sz, uint64_t h, size_t *i) {
+  void *e = ks_hmap_at(m, sz, *i = (size_t)(h & m->mask));
+
+  return ks_hmap_empty(e) ? NULL : e;
+}
+
+/* The next entry of the run, *i its slot; NULL: *i is the empty slot that ends it. */
+static inline void *ks_hmap_step(const ks_hmap *m, uint32_t sz, size_t *i) {
+  void *e = ks_hmap_at(m, sz, *i = (*i + 1) & m->mask);
+
+  return ks_hmap_empty(e) ? NULL : e;
+}
+
+/* The empty slot that ends h's run: where a key that is not there goes. */
+static inline size_t ks_hmap_end(const ks_hmap *m, uint32_t sz, uint64_t h) {
+  size_t i;
+  const void *e;
+
+  for (e = ks_hmap_run(m, sz, h, &i); e != NULL; e = ks_hmap_step(m, sz, &i))
+    ;
+  return i;
+}
+
 /* Whether one more entry would fill the table past half. */
 static inline int ks_hmap_full(const ks_hmap *m) {
   return (uint64_t)(m->n + 1) * 2 > (uint64_t)m->mask + 1;
 }
 
-/* The slot of the entry eq(entry, key) accepts, else of the empty slot that
- * ends the probe (where the key goes: ks_hmap_put). */
-static inline __attribute__((always_inline)) uint32_t
-ks_hmap_probe(const ks_hmap *m, uint32_t sz, uint64_t h, ks_hmap_eq_fn eq, const void *key) {
-  uint32_t i = ks_hmap_home(m, h);
-  const void *e;
-
-  for (;;) {
-    e = ks_hmap_at(m, sz, i);
-    if (ks_hmap_empty(e) || eq(e, key))
-      return i;
-    i = (i + 1) & m->mask;
-  }
-}
-
-/* Slot i (empty, from a probe) taken: its entry, for the caller to fill. */
-static inline void *ks_hmap_put(ks_hmap *m, uint32_t sz, uint32_t i) {
+/* Slot i (empty: the end of a run) taken: its entry, for the caller to fill. */
+static inline void *ks_hmap_put(ks_hmap *m, uint32_t sz, size_t i) {
   m->n++;
   return ks_hmap_at(m, sz, i);
 }
 
 /* Takes the entry of slot i out: each later entry of its run whose home is
  * not in (i, j] moves back into the hole. */
-static inline __attribute__((always_inline)) void
-ks_hmap_remove(ks_hmap *m, uint32_t sz, uint32_t i, ks_hmap_hash_fn hash, const void *ctx) {
-  uint32_t j = i, k;
+static inline void ks_hmap_remove(ks_hmap *m, uint32_t sz, size_t i, ks_hmap_hash_fn hash,
+                                  const void *ctx) {
+  size_t j = i, k;
   void *e;
 
   for (;;) {

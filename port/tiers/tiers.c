@@ -183,41 +183,33 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
 /* ---- the in-flight table: label bytes -> slot (port/core/ks_hmap.h, sized at
  * start for every slot at half load: it never grows) ---- */
 
-/* A label looked up: its bytes and hash, and the requests its entries index. */
-typedef struct label_key {
-  const ks_req *reqs;
-  ks_slice label;
-  uint64_t h;
-} label_key;
-
-static int label_eq(const void *e, const void *key) {
-  const label_key *k = key;
-  const ks_req *r = &k->reqs[*(const uint32_t *)e];
-
-  return r->hash == k->h && r->label_len == k->label.n &&
-         memcmp(r->label, k->label.p, k->label.n) == 0;
-}
-
-static int slot_eq(const void *e, const void *key) {
-  return *(const uint32_t *)e == *(const uint32_t *)key;
-}
-
 static uint64_t slot_hash(const void *e, const void *reqs) {
   return ((const ks_req *)reqs)[*(const uint32_t *)e].hash;
 }
 
 static uint32_t find_slot(const ks_tiers *t, ks_slice label, uint64_t h) {
-  label_key k = {t->reqs, label, h};
-  const uint32_t *e = ks_hmap_at(&t->index, sizeof(uint32_t),
-                                 ks_hmap_probe(&t->index, sizeof(uint32_t), h, label_eq, &k));
+  const uint32_t *e;
+  const ks_req *r;
+  size_t i;
 
-  return *e;   /* KS_NONE: empty */
+  for (e = ks_hmap_run(&t->index, sizeof(*e), h, &i); e != NULL;
+       e = ks_hmap_step(&t->index, sizeof(*e), &i)) {
+    r = &t->reqs[*e];
+    if (r->hash == h && r->label_len == label.n && memcmp(r->label, label.p, label.n) == 0)
+      return *e;
+  }
+  return KS_NONE;
 }
 
 static void index_remove(ks_tiers *t, uint32_t slot) {
-  uint32_t i = ks_hmap_probe(&t->index, sizeof(uint32_t), t->reqs[slot].hash, slot_eq, &slot);
+  const uint32_t *e;
+  size_t i;
 
-  ks_hmap_remove(&t->index, sizeof(uint32_t), i, slot_hash, t->reqs);
+  for (e = ks_hmap_run(&t->index, sizeof(*e), t->reqs[slot].hash, &i); e != NULL && *e != slot;
+       e = ks_hmap_step(&t->index, sizeof(*e), &i))
+    ;
+  if (e != NULL)
+    ks_hmap_remove(&t->index, sizeof(*e), i, slot_hash, t->reqs);
 }
 
 static void release(ks_tiers *t, uint32_t slot);
@@ -498,7 +490,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
                              int by_entry) {
   static const unsigned char nil[1] = {106};
   unsigned char mfa_buf[2 * 1024 + 16];
-  uint32_t slot = find_slot(t, d->label, h), i;
+  uint32_t slot = find_slot(t, d->label, h);
+  size_t i;
   ks_req *r;
   ks_slice ident = d->payload;
 
@@ -539,7 +532,7 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   }
   r->identity = identity_row(t, ident);
   r->full = t->full.on && t->full.row_on[r->identity];
-  i = ks_hmap_probe(&t->index, sizeof(uint32_t), h, slot_eq, &slot);   /* an empty slot */
+  i = ks_hmap_end(&t->index, sizeof(uint32_t), h);
   *(uint32_t *)ks_hmap_put(&t->index, sizeof(uint32_t), i) = slot;
   t->n_inflight++;
   if (t->first_ts == INT64_MIN)

@@ -59,41 +59,31 @@ typedef struct cg_slot {
   uint32_t a, b;               /* the frame (b 0), or an edge's from and to */
 } cg_slot;
 
-static uint64_t key_hash(uint32_t a, uint32_t b) {
-  return ks_hmap_fib((uint64_t)a << 32 | b);
-}
-
 static uint64_t slot_hash(const void *e, const void *ctx) {
   const cg_slot *s = e;
 
-  return key_hash(s->a, s->b);
-}
-
-static int slot_eq(const void *e, const void *key) {
-  const cg_slot *s = e, *k = key;
-
-  return s->a == k->a && s->b == k->b;
+  return ks_hmap_pair(s->a, s->b);
 }
 
 /* The index of key (a, b) in tab, or, when new, next (the caller's new
  * element), entered: KS_NONE without memory. *is_new says which. */
 static uint32_t index_of(ks_hmap *tab, uint32_t a, uint32_t b, uint32_t next, int *is_new) {
-  cg_slot key = {next, a, b}, *s;
-  uint32_t i;
+  const cg_slot *s;
+  size_t i;
 
   *is_new = 0;
   if (tab->v == NULL && ks_hmap_init(tab, sizeof(cg_slot), 1024) != KS_OK)
     return KS_NONE;
-  i = ks_hmap_probe(tab, sizeof(cg_slot), key_hash(a, b), slot_eq, &key);
-  s = ks_hmap_at(tab, sizeof(cg_slot), i);
-  if (!ks_hmap_empty(s))
-    return s->index;
+  for (s = ks_hmap_run(tab, sizeof(*s), ks_hmap_pair(a, b), &i); s != NULL;
+       s = ks_hmap_step(tab, sizeof(*s), &i))
+    if (s->a == a && s->b == b)
+      return s->index;
   if (ks_hmap_full(tab)) {
     if (ks_hmap_grow(tab, slot_hash, NULL) != KS_OK)
       return KS_NONE;
-    i = ks_hmap_probe(tab, sizeof(cg_slot), key_hash(a, b), slot_eq, &key);
+    i = ks_hmap_end(tab, sizeof(cg_slot), ks_hmap_pair(a, b));
   }
-  *(cg_slot *)ks_hmap_put(tab, sizeof(cg_slot), i) = key;
+  *(cg_slot *)ks_hmap_put(tab, sizeof(cg_slot), i) = (cg_slot){next, a, b};
   *is_new = 1;
   return next;
 }

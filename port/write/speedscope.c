@@ -26,16 +26,19 @@ typedef struct sscope {
   int first;
 } sscope;
 
-static int frame_eq(const void *e, const void *key) {
-  return ((const frame_slot *)e)->frame == *(const uint32_t *)key;
-}
-
 /* The frame's slot, or the empty one where it goes. */
-static uint32_t slot_of(const sscope *w, uint32_t frame) {
-  return ks_hmap_probe(&w->frames, sizeof(frame_slot), ks_hmap_fib(frame), frame_eq, &frame);
+static size_t slot_of(const sscope *w, uint32_t frame) {
+  const frame_slot *s;
+  size_t i;
+
+  for (s = ks_hmap_run(&w->frames, sizeof(*s), ks_hmap_fib(frame), &i); s != NULL;
+       s = ks_hmap_step(&w->frames, sizeof(*s), &i))
+    if (s->frame == frame)
+      break;
+  return i;
 }
 
-static frame_slot *slot_at(const sscope *w, uint32_t i) {
+static frame_slot *slot_at(const sscope *w, size_t i) {
   return ks_hmap_at(&w->frames, sizeof(frame_slot), i);
 }
 
@@ -67,7 +70,8 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
 static int write_frames(sscope *w) {
   const ks_ftree *tr = &w->o->g->tree;
   char name[2048];
-  uint32_t k, i, nframes = 0, size = 16;
+  uint32_t k, nframes = 0, size = 16;
+  size_t i;
   frame_slot *s;
   size_t n;
 

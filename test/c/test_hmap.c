@@ -15,7 +15,7 @@ typedef struct ent {
 static int crowded;
 
 static uint64_t key_hash(uint32_t key) {
-  return crowded ? (uint64_t)(UINT32_MAX - key % 4) << 32 : ks_hmap_fib(key);
+  return crowded ? UINT32_MAX - key % 4 : ks_hmap_fib(key);
 }
 
 static uint64_t ent_hash(const void *e, const void *ctx) {
@@ -23,12 +23,16 @@ static uint64_t ent_hash(const void *e, const void *ctx) {
   return key_hash(((const ent *)e)->key);
 }
 
-static int ent_eq(const void *e, const void *key) {
-  return ((const ent *)e)->key == *(const uint32_t *)key;
-}
+/* The key's slot, or the empty one that ends its run. */
+static size_t slot(const ks_hmap *m, uint32_t key) {
+  const ent *e;
+  size_t i;
 
-static uint32_t slot(const ks_hmap *m, uint32_t key) {
-  return ks_hmap_probe(m, sizeof(ent), key_hash(key), ent_eq, &key);
+  for (e = ks_hmap_run(m, sizeof(*e), key_hash(key), &i); e != NULL;
+       e = ks_hmap_step(m, sizeof(*e), &i))
+    if (e->key == key)
+      break;
+  return i;
 }
 
 static const ent *find(const ks_hmap *m, uint32_t key) {
@@ -38,13 +42,13 @@ static const ent *find(const ks_hmap *m, uint32_t key) {
 }
 
 static void put(ks_hmap *m, uint32_t key, uint32_t val) {
-  uint32_t i = slot(m, key);
+  size_t i = slot(m, key);
   ent *e;
 
   ck_assert(ks_hmap_empty(ks_hmap_at(m, sizeof(ent), i)));
   if (ks_hmap_full(m)) {
     ck_assert_int_eq(ks_hmap_grow(m, ent_hash, NULL), KS_OK);
-    i = slot(m, key);
+    i = ks_hmap_end(m, sizeof(ent), key_hash(key));
   }
   e = ks_hmap_put(m, sizeof(ent), i);
   e->key = key;
