@@ -24,7 +24,7 @@ endif
 UV_LIBS   := $(strip $(or $(UV_STATIC),$(shell pkg-config --libs libuv 2>/dev/null),-luv))
 CHECK_LIBS:= $(shell pkg-config --libs check 2>/dev/null)
 # libzstd (Debian's libzstd-dev; libzstd1 is in every Debian system): the
-# recordings' compression (port/flame/record_*.c), linked shared. Every link of
+# recordings' compression (port/record/record_*.c), linked shared. Every link of
 # the sink's library part (the sink, tests, fuzzers, benches) takes EI_LIBS, so
 # it goes there.
 ZSTD_LIBS := $(or $(shell pkg-config --libs libzstd 2>/dev/null),-lzstd)
@@ -91,7 +91,9 @@ $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight
 $(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
 	mkdir -p $@
 
+# Made anew each time: `ar r' keeps the members of sources since moved or removed.
 $(B)/libkprof_sink.a: $(CORE_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv preflight

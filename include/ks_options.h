@@ -2,7 +2,8 @@
  *
  * An X-macro list, no include guard: the includer defines KS_OPTION, KS_FIELD
  * and KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
- * port/flame/flame_control.c, port/tiers/tier_control.c).
+ * port/proto/ks_option_fields.h for port/callpath/graph.c and
+ * port/tiers/tier_opts.c, port/write/ks_write.h, port/write/files.c).
  * scripts/gen_options.escript reads the same lines and writes
  * erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it when
  * this file changes. So each line must stay on one line, in this shape:
@@ -31,9 +32,9 @@
  *                 or a KS_T_TERM row the feature's own decoder takes
  *   KS_FORMAT(name, "ext", writer, ALL)   a flame output format, its file
  *                 extension (a prefix when it ends in `.': callgrind.out.Base,
- *                 the name KCachegrind looks for), the port/flame/write_*.c
- *                 function that writes it (its prototype is made from this
- *                 line, in port/flame/ks_flame.h) and ALL, 1 when
+ *                 the name KCachegrind looks for), the function of port/write/
+ *                 that writes it (its prototype is made from this
+ *                 line, in port/write/ks_write.h) and ALL, 1 when
  *                 `output_format => all' writes it (0: only when named);
  *                 the order is the order of the format bits (KS_FMT_name).
  *                 doc/flame.md, "The formats", says what each file holds.

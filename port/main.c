@@ -21,7 +21,7 @@
 #include "core/ks_platform.h"
 #include "proto/ks_proto.h"
 #include "sink/ks_sink.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 typedef struct out_req {
   uv_write_t req;

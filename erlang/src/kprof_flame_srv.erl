@@ -11,7 +11,7 @@
 %%% traced or not (bench/RESULTS.md, "Web capture cost"). The tiers and calls
 %%% sessions ask for them to go at once ({@link release_patterns/0}). Their
 %%% match spec is `true' (no match spec: the VM's cheapest call event; the
-%%% sink builds stacks from calls and return_tos, port/flame/flame_stack.c), or
+%%% sink builds stacks from calls and return_tos, port/callpath/stacks.c), or
 %%% `[{'_', [], [{message, {caller}}]}]' while a capture with `callers =>
 %%% true' is open (every call's caller: the BEAM's own stacks, at a higher
 %%% cost per call). Processes traced by two captures

@@ -3,7 +3,7 @@
 %%% `:lists.seq/2' (a module `Elixir.Enum' is `Enum', any other module is
 %%% its atom, `:lists'; a name that is not an identifier is quoted, as
 %%% Elixir prints it: `Enum."-map/2-fun-0-"/3'). The flame files' frames
-%%% are named the same way by the sink (port/flame/flame_names.c).
+%%% are named the same way by the sink (port/callpath/names.c).
 %%% ```
 %%% 1> kprof_names:mfa({'Elixir.Enum', sum, 1}, elixir).
 %%% "Enum.sum/1"

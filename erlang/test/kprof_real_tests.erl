@@ -211,7 +211,7 @@ round1(X) -> round(X * 10) / 10.
 %% never left uncorrected (skipped); what call paths shorter than their
 %% events' cost could not give (clamped) is counted, in paths and in time,
 %% and is less than what came off. (How much is clamped varies from run to
-%% run: what reaches a path that is no function's, port/flame/flame_correct.c;
+%% run: what reaches a path that is no function's, port/callpath/correct.c;
 %% on compile, 2.6 and 3.1 % of what came off in two runs, over 5 % in a
 %% third: no fixed share is a property of the correction.)
 correction_measured({ok, _, _, #{correction := C}}) ->

@@ -14,7 +14,7 @@
 #include <ei.h>
 
 #include "ks_sink.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {
@@ -193,7 +193,7 @@ static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
   for (k = 0; k < KS_FLAME_MAX; k++)
     if (s->flame.cap[k].used) {
-      trees += s->flame.cap[k].tree.bytes;
+      trees += s->flame.cap[k].cp.tree.bytes;
       captures++;
     }
   if (getrusage(RUSAGE_SELF, &ru) == 0)

@@ -4,8 +4,9 @@
 
 #include "core/ks_consumer.h"
 #include "core/ks_decode.h"
-#include "flame/ks_flame.h"
+#include "callpath/ks_callpath.h"
 #include "core/ks_hist.h"
+#include "core/ks_hmap.h"
 #include "proto/ks_proto.h"
 #include "stack/ks_stack.h"
 
@@ -176,10 +177,9 @@ typedef struct ks_tiers {
   int8_t *roles;                /* per MFA id; KS_ROLE_UNSEEN until classified */
   uint8_t *is_entry;
   uint32_t roles_cap;
-  /* In-flight requests: slots, and an open-addressing index of label -> slot + 1. */
+  /* In-flight requests: slots, and a hash table of label -> slot (of uint32_t). */
   ks_req *reqs;
-  uint32_t *index;
-  uint32_t index_mask;
+  ks_hmap index;
   uint32_t n_inflight;
   uint32_t *free_slots, n_free;
   uint32_t ended_head, ended_tail;   /* slot + 1, 0 = none */

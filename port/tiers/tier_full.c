@@ -15,8 +15,9 @@
  * it ends had one.
  *
  * Requests of selected identities also keep every event, and when finalised
- * they are walked with the flame stack rules (flame_stack.c) into their
- * identity's call-path tree (flame_tree.c): one tree per identity, every
+ * they are walked with the call-path model's stack rules
+ * (port/callpath/stacks.c) into their identity's call-path tree
+ * (port/callpath/tree.c): one tree per identity, every
  * process of the request a stack from the root, time per process. Calls are
  * counted per MFA; self and inclusive time per MFA come from the tree.
  */
@@ -118,7 +119,7 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
  * full stream has no scheduling events), a depth cap of 256 (TRUNCATED), a node
  * cap and no byte budget. */
 static void agg_opts(const ks_tiers *t, ks_fopts *o) {
-  ks_flame_default_opts(o);
+  ks_fopts_default(o);
   o->sleep = 0;
   o->gc = 0;
   o->max_depth = 256;
@@ -156,7 +157,7 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
     uint32_t old = f->cap_procs;
     if (ks_grow(&f->procs, &f->cap_procs, f->nprocs, 8, sizeof(*f->procs)) != KS_OK)
       return NULL;
-    ks_flame_default_opts(&o);   /* the aggregates' (agg_of) */
+    ks_fopts_default(&o);   /* the aggregates' (agg_of) */
     for (k = old; k < f->cap_procs; k++)   /* freed with procs from here on */
       ks_fstack_init(&f->procs[k], o.max_stack);
   }
@@ -232,7 +233,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   a->truncated += r->full_truncated != 0;
 }
 
-/* ---- per-MFA totals, from the tree (flame_top.c) ---- */
+/* ---- per-MFA totals, from the tree (port/callpath/top.c) ---- */
 
 ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
   const ks_ftree *tr = &a->tree;

@@ -10,6 +10,7 @@ int main(void) {
   ei_init();
   srunner_add_suite(sr, etf_suite());
   srunner_add_suite(sr, intern_suite());
+  srunner_add_suite(sr, hmap_suite());
   srunner_add_suite(sr, decode_suite());
   srunner_add_suite(sr, replay_suite());
   srunner_add_suite(sr, control_suite());

@@ -138,15 +138,15 @@ static char *folded(const ks_full_agg *a) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   ks_fout o;
-  ks_fcap view;   /* the writers read a capture: the aggregate's tree as one */
+  ks_callpath view;   /* the writers read a graph: the aggregate's tree as one */
 
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(tr);
   ks_ftree_totals(tr, total);
   memset(&view, 0, sizeof(view));
-  ks_flame_default_opts(&view.o);
+  ks_fopts_default(&view.o);
   view.tree = *tr;
-  o.c = &view;
+  o.g = &view;
   o.in = &in;
   o.total = total;
   o.grand = total[0];

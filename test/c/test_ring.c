@@ -714,7 +714,7 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   ks_sink_poll_ring(s);
   id = id_of_word(s, PID_WORD);
   ck_assert_uint_ne(id, KS_NONE);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   slot = ks_flame_start(&s->flame, 1, &o);
   ck_assert_int_ge(slot, 0);
   ck_assert_int_eq(ks_flame_add_pid(&s->flame, &s->flame.cap[slot], id, NULL, 0), KS_OK);

@@ -71,6 +71,7 @@ const char *test_data_dir(void);
 Suite *frame_suite(void);
 Suite *etf_suite(void);
 Suite *intern_suite(void);
+Suite *hmap_suite(void);
 Suite *decode_suite(void);
 Suite *replay_suite(void);
 Suite *control_suite(void);

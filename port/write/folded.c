@@ -1,4 +1,4 @@
-/* write_folded.c: folded stacks, one `root;frame;...;leaf COUNT` line per call path.
+/* folded.c: folded stacks, one `root;frame;...;leaf COUNT` line per call path.
  *
  * folded: COUNT is the path's self time in whole microseconds. Rounding is
  * done on the running sum along the merged timeline, so the counts add up to
@@ -13,7 +13,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 typedef struct folded {
   const ks_fout *o;
@@ -35,15 +35,7 @@ static int reserve(folded *w, size_t need, uint32_t depth) {
     w->path = p;
     w->cap = cap;
   }
-  if (depth >= w->len_cap) {
-    uint32_t cap = w->len_cap * 2 > depth + 1 ? w->len_cap * 2 : depth + 1;
-    size_t *l = realloc(w->len, cap * sizeof(*l));
-    if (l == NULL)
-      return KS_ENOMEM;
-    w->len = l;
-    w->len_cap = cap;
-  }
-  return KS_OK;
+  return ks_grow(&w->len, &w->len_cap, depth, 64, sizeof(*w->len));
 }
 
 static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
@@ -57,9 +49,9 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     w->len[0] = 0;
     return 1;
   }
-  n = ks_flame_frame_name(w->o->c, w->o->in, w->o->c->tree.v[node].frame, w->name,
+  n = ks_callpath_frame_name(w->o->g, w->o->in, w->o->g->tree.v[node].frame, w->name,
                           sizeof(w->name));
-  n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+  n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
   at = w->len[depth - 1];
   if (reserve(w, at + n + 2, depth) != KS_OK)
     return KS_ENOMEM;
@@ -69,8 +61,8 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   w->len[depth] = at + n;
   /* The node's self time is [end - self, end) of the merged timeline. */
   end = t + w->o->total[node];
-  count = w->calls ? w->o->c->tree.v[node].calls
-                   : (end + 500) / 1000 - (end - w->o->c->tree.v[node].self + 500) / 1000;
+  count = w->calls ? w->o->g->tree.v[node].calls
+                   : (end + 500) / 1000 - (end - w->o->g->tree.v[node].self + 500) / 1000;
   if (count == 0)
     return 1;
   fwrite(w->path, 1, w->len[depth], w->f);
@@ -97,13 +89,13 @@ int ks_write_folded(const ks_fout *o, FILE *f) {
 
   /* A comment first: flamegraph.pl, inferno and speedscope skip a line that
    * does not end in a space and a count. */
-  ks_flame_correction_text(o->c, text, sizeof(text));
+  ks_callpath_correction_text(o->g, text, sizeof(text));
   fprintf(f, "# %s\n", text);
   return write_lines(o, f, 0);
 }
 
 int ks_write_folded_calls(const ks_fout *o, FILE *f) {
-  const ks_ftree *t = &o->c->tree;
+  const ks_ftree *t = &o->g->tree;
   ks_fout by_calls = *o;
   uint64_t *total = malloc((size_t)t->n * sizeof(*total));
   uint32_t k;

@@ -1,10 +1,11 @@
-/* flame_tree.c: the call-path tree of a flame capture.
+/* tree.c: the call-path tree of a graph.
  *
- * A node is (parent node, frame); the pair is interned in an open-addressing
- * table whose slots hold the pair and the node, so finding the stack one
- * frame deeper is one probe, one cache line (a big tree's are all misses).
+ * A node is (parent node, frame); the pair is interned in a hash table
+ * (port/core/ks_hmap.h) whose slots hold the pair and the node, so finding the
+ * stack one frame deeper is one probe, one cache line (a big tree's are all
+ * misses).
  * Nodes are never removed: the tree grows with the number of distinct call
- * paths, not with the number of events. Its limits (port/flame/ks_flame.h): a
+ * paths, not with the number of events. Its limits (ks_callpath.h): a
  * node count, where a would-be child's time goes to its parent (full trace's
  * aggregates), or a budget in bytes of the node array and the slots, where a
  * path that does not fit goes to an OVER_BUDGET node under its parent
@@ -14,16 +15,25 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 #define FIRST_NODES 1024u
 #define FIRST_SLOTS 2048u
 #define OVER_FRAME KS_FR(KS_FR_PSEUDO, KS_PSEUDO_OVER)
 
-static uint32_t slot_of(uint32_t parent, uint32_t frame, uint32_t mask) {
-  uint64_t h = ((uint64_t)parent << 32 | frame) * 0x9e3779b97f4a7c15ull;
+static uint64_t slot_hash(const void *slot, const void *ctx) {
+  const ks_fslot *s = slot;
 
-  return (uint32_t)(h >> 32) & mask;
+  return ks_hmap_pair(s->parent, s->frame);
+}
+
+/* The empty slot where (parent, frame), not in the table, goes. */
+static size_t probe(const ks_ftree *t, uint32_t parent, uint32_t frame) {
+  return ks_hmap_end(&t->slots, sizeof(ks_fslot), ks_hmap_pair(parent, frame));
+}
+
+static uint64_t slot_bytes(const ks_ftree *t) {
+  return ((uint64_t)t->slots.mask + 1) * sizeof(ks_fslot);
 }
 
 static void add_bytes(ks_ftree *t, uint64_t plus, uint64_t minus) {
@@ -37,26 +47,13 @@ static int fits(const ks_ftree *t, uint64_t more, uint64_t limit) {
   return limit == KS_FTREE_NO_BUDGET || (t->bytes <= limit && more <= limit - t->bytes);
 }
 
+/* Doubles the slots when the old and the new fit under limit together. */
 static int grow_slots(ks_ftree *t, uint64_t limit) {
-  uint32_t n = (t->mask + 1) * 2, mask = n - 1, i, k;
-  ks_fslot *slots;
+  uint64_t was = slot_bytes(t);
 
-  if (n == 0 || !fits(t, (uint64_t)n * sizeof(*slots), limit) ||
-      (slots = malloc((size_t)n * sizeof(*slots))) == NULL)
+  if (!fits(t, 2 * was, limit) || ks_hmap_grow(&t->slots, slot_hash, NULL) != KS_OK)
     return KS_ENOMEM;
-  memset(slots, 0xff, (size_t)n * sizeof(*slots));
-  for (k = 0; k < t->n; k++) {
-    i = slot_of(t->v[k].parent, t->v[k].frame, mask);
-    while (slots[i].node != KS_NONE)
-      i = (i + 1) & mask;
-    slots[i].parent = t->v[k].parent;
-    slots[i].frame = t->v[k].frame;
-    slots[i].node = k;
-  }
-  add_bytes(t, (uint64_t)n * sizeof(*slots), (uint64_t)(t->mask + 1) * sizeof(*slots));
-  free(t->slots);
-  t->slots = slots;
-  t->mask = mask;
+  add_bytes(t, 2 * was, was);
   return KS_OK;
 }
 
@@ -78,8 +75,9 @@ static int grow_nodes(ks_ftree *t, uint64_t limit) {
 }
 
 /* A new node (parent, frame) at slot i, within limit: its index, or KS_NONE. */
-static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, uint64_t limit) {
+static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, size_t i, uint64_t limit) {
   ks_fnode *nd;
+  ks_fslot *sl;
   uint32_t k;
 
   if (t->n >= t->max)
@@ -87,22 +85,20 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
   /* Load at most 1/2 keeps probes short; a table that cannot grow takes
    * nodes up to 7/8 full, and the budget's reserve (OVER_BUDGET nodes, at
    * the full budget) up to 15/16. */
-  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
+  if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->slots.mask + 1) {
     uint64_t room = limit == t->budget ? 15 : 14;
-    if (grow_slots(t, limit) == KS_OK) {
-      i = slot_of(parent, frame, t->mask);
-      while (t->slots[i].node != KS_NONE)
-        i = (i + 1) & t->mask;
-    } else if ((uint64_t)(t->n + 1) * 16 > (uint64_t)(t->mask + 1) * room) {
+    if (grow_slots(t, limit) == KS_OK)
+      i = probe(t, parent, frame);
+    else if ((uint64_t)(t->n + 1) * 16 > ((uint64_t)t->slots.mask + 1) * room)
       return KS_NONE;
-    }
   }
   if (t->n == t->cap && grow_nodes(t, limit) != KS_OK)
     return KS_NONE;
   k = t->n++;
-  t->slots[i].parent = parent;
-  t->slots[i].frame = frame;
-  t->slots[i].node = k;
+  sl = ks_hmap_put(&t->slots, sizeof(ks_fslot), i);
+  sl->parent = parent;
+  sl->frame = frame;
+  sl->node = k;
   nd = &t->v[k];
   nd->parent = parent;
   nd->frame = frame;
@@ -122,16 +118,14 @@ static uint32_t make(ks_ftree *t, uint32_t parent, uint32_t frame, uint32_t i, u
  * KS_NONE when it is neither. */
 static uint32_t child_within(ks_ftree *t, uint32_t parent, uint32_t frame, uint64_t limit,
                              int full) {
-  uint32_t i = slot_of(parent, frame, t->mask);
+  const ks_fslot *sl;
+  size_t i;
 
-  for (;;) {
-    const ks_fslot *sl = &t->slots[i];
-    if (sl->node == KS_NONE)
-      return full ? KS_NONE : make(t, parent, frame, i, limit);
+  for (sl = ks_hmap_run(&t->slots, sizeof(*sl), ks_hmap_pair(parent, frame), &i); sl != NULL;
+       sl = ks_hmap_step(&t->slots, sizeof(*sl), &i))
     if (sl->parent == parent && sl->frame == frame)
       return sl->node;
-    i = (i + 1) & t->mask;
-  }
+  return full ? KS_NONE : make(t, parent, frame, i, limit);
 }
 
 int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
@@ -141,14 +135,11 @@ int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
   t->spill = KS_NONE;
   t->cap = FIRST_NODES;
   t->v = malloc(t->cap * sizeof(*t->v));
-  t->slots = malloc(FIRST_SLOTS * sizeof(*t->slots));
-  if (t->v == NULL || t->slots == NULL) {
+  if (t->v == NULL || ks_hmap_init(&t->slots, sizeof(ks_fslot), FIRST_SLOTS) != KS_OK) {
     ks_ftree_free(t);
     return KS_ENOMEM;
   }
-  memset(t->slots, 0xff, FIRST_SLOTS * sizeof(*t->slots));
-  t->mask = FIRST_SLOTS - 1;
-  add_bytes(t, (uint64_t)t->cap * sizeof(*t->v) + FIRST_SLOTS * sizeof(*t->slots), 0);
+  add_bytes(t, (uint64_t)t->cap * sizeof(*t->v) + slot_bytes(t), 0);
   /* The root: no parent, no frame; it is never looked up. */
   t->v[0].parent = KS_NONE;
   t->v[0].frame = KS_NONE;
@@ -165,7 +156,7 @@ int ks_ftree_init(ks_ftree *t, uint32_t max_nodes, uint64_t budget) {
 
 void ks_ftree_free(ks_ftree *t) {
   free(t->v);
-  free(t->slots);
+  ks_hmap_free(&t->slots);
   memset(t, 0, sizeof(*t));
 }
 
@@ -222,64 +213,4 @@ void ks_ftree_totals(const ks_ftree *t, uint64_t *total) {
   /* A child's index is always above its parent's. */
   for (k = t->n; k-- > 1;)
     total[t->v[k].parent] += total[k];
-}
-
-typedef struct walk_item {
-  uint32_t node, next;   /* next: the child to visit next */
-  uint64_t t, at;        /* t: where the node starts; at: where the next child starts */
-  int skip;
-} walk_item;
-
-int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn close,
-             void *ctx) {
-  const ks_ftree *tr = &o->c->tree;
-  walk_item *st;
-  uint32_t n = 0, cap = 64;
-  int rc = KS_OK, r;
-
-  if (start >= tr->n || o->total[start] == 0)
-    return KS_OK;
-  if ((st = malloc(cap * sizeof(*st))) == NULL)
-    return KS_ENOMEM;
-  r = open ? open(ctx, start, 0, 0) : 1;
-  if (r < 0) {
-    free(st);
-    return r;
-  }
-  st[n++] = (walk_item){start, tr->v[start].child, 0, 0, r == 0};
-  while (n > 0) {
-    walk_item *it = &st[n - 1];
-    uint32_t k = it->skip ? KS_NONE : it->next;
-    while (k != KS_NONE && o->total[k] == 0)
-      k = tr->v[k].sibling;
-    if (k == KS_NONE) {
-      if (close != NULL && (r = close(ctx, it->node, n - 1, it->t)) < 0) {
-        rc = r;
-        break;
-      }
-      n--;
-      continue;
-    }
-    it->next = tr->v[k].sibling;
-    if (n == cap) {
-      walk_item *v = realloc(st, 2 * cap * sizeof(*st));
-      if (v == NULL) {
-        rc = KS_ENOMEM;
-        break;
-      }
-      st = v;
-      cap *= 2;
-      it = &st[n - 1];
-    }
-    r = open ? open(ctx, k, n, it->at) : 1;
-    if (r < 0) {
-      rc = r;
-      break;
-    }
-    st[n] = (walk_item){k, tr->v[k].child, it->at, it->at, r == 0};
-    it->at += o->total[k];
-    n++;
-  }
-  free(st);
-  return rc;
 }

@@ -1,4 +1,4 @@
-/* flame_top.c: per-function totals of a call-path tree (tprof's table).
+/* top.c: per-function totals of a call-path tree (tprof's table).
  *
  * Self time of a function is the self time of every node of its frame;
  * inclusive time is the inclusive time of its outermost nodes only (a node
@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 static int by_incl(const void *a, const void *b) {
   const ks_fmfa *x = a, *y = b;

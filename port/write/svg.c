@@ -1,4 +1,4 @@
-/* write_svg.c: a self-contained interactive flame graph (SVG with its own script).
+/* svg.c: a self-contained interactive flame graph (SVG with its own script).
  *
  * The bottom frame is `all`, then one frame per process, then the call
  * paths: a frame's width is its inclusive time, its children sit on it in
@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 #define WIDTH 1200.0
 #define PAD 10.0
@@ -132,7 +132,7 @@ static void put_label(FILE *f, const char *name, size_t n, double width) {
     if (((unsigned char)name[i] & 0xc0) != 0x80)
       chars++;
   if (chars <= (size_t)max) {
-    ks_flame_put_xml(f, name, n);
+    ks_write_put_xml(f, name, n);
     return;
   }
   for (i = 0, chars = 0; i < n; i++)
@@ -140,7 +140,7 @@ static void put_label(FILE *f, const char *name, size_t n, double width) {
       cut = i;
       break;
     }
-  ks_flame_put_xml(f, name, cut);
+  ks_write_put_xml(f, name, cut);
   fputs("..", f);
 }
 
@@ -149,7 +149,7 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   uint64_t total = w->o->total[node];
   double x = PAD + (double)t * w->scale, width = (double)total * w->scale;
   double y = w->height - BOTTOM - (double)(depth + 1) * FRAME_H;
-  uint32_t frame = w->o->c->tree.v[node].frame;
+  uint32_t frame = w->o->g->tree.v[node].frame;
   char fill[40];
   size_t n;
 
@@ -158,12 +158,12 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   if (node == 0)
     n = (size_t)snprintf(w->name, sizeof(w->name), "all");
   else
-    n = ks_flame_frame_name(w->o->c, w->o->in, frame, w->name, sizeof(w->name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, frame, w->name, sizeof(w->name));
   colour(node == 0 ? KS_NONE : frame, w->name, n, fill, sizeof(fill));
   fprintf(w->f, "<g data-d=\"%u\" data-n=\"", depth);
-  ks_flame_put_xml(w->f, w->name, n);
+  ks_write_put_xml(w->f, w->name, n);
   fputs("\"><title>", w->f);
-  ks_flame_put_xml(w->f, w->name, n);
+  ks_write_put_xml(w->f, w->name, n);
   fprintf(w->f, " (%llu us, %.2f%%)</title><rect x=\"%.4f\" y=\"%.1f\" width=\"%.4f\" "
                 "height=\"%d\" fill=\"%s\" rx=\"2\" ry=\"2\" data-x=\"%.4f\" data-w=\"%.4f\"/>"
                 "<text x=\"%.4f\" y=\"%.1f\">",
@@ -205,13 +205,13 @@ int ks_write_svg(const ks_fout *o, FILE *f) {
           (int)WIDTH, w.height);
   fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
              "style=\"font-size:17px\">kprof flame graph: capture %lld, %llu us</text>\n",
-          WIDTH / 2, (long long)o->c->id, (unsigned long long)((o->grand + 500) / 1000));
-  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+          WIDTH / 2, (long long)o->g->id, (unsigned long long)((o->grand + 500) / 1000));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "<text id=\"correction\" x=\"%.1f\" y=\"42\" text-anchor=\"middle\" "
              "style=\"font-size:10px\">", WIDTH / 2);
   if (ferror(f))
     return KS_EINVAL;
-  ks_flame_put_xml(f, w.name, strlen(w.name));
+  ks_write_put_xml(f, w.name, strlen(w.name));
   fputs("</text>\n", f);
   fprintf(f, "<text id=\"unzoom\" class=\"hide\" x=\"%.1f\" y=\"24\">Reset Zoom</text>\n", PAD);
   fprintf(f, "<text id=\"search\" x=\"%.1f\" y=\"24\" text-anchor=\"end\">Search</text>\n",

@@ -1,4 +1,4 @@
-/* flame_count.c: a capture's exact per-function counters (the top table).
+/* counts.c: a graph's exact per-function counters (the top table).
  *
  * Per MFA id: calls (every call event), self ns (the time the function ran:
  * the process was not scheduled out nor in a GC frame) and inclusive ns. No
@@ -20,7 +20,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 #define FIRST_OPEN 16u
 
@@ -52,111 +52,97 @@ void ks_ffun_self(ks_fcount *fc, uint32_t mfa, uint64_t ns, int event) {
   }
 }
 
-static uint32_t open_slot(const ks_fproc *p, uint32_t mfa) {
-  uint32_t i = (uint32_t)((mfa * 0x9e3779b97f4a7c15ull) >> 40) & p->open_mask;
-
-  while (p->open[i].mfa != KS_NONE && p->open[i].mfa != mfa)
-    i = (i + 1) & p->open_mask;
-  return i;
+static uint64_t open_hash(const void *e, const void *ctx) {
+  return ks_hmap_fib(((const ks_fopen *)e)->mfa);
 }
 
-static int grow_open(ks_fproc *p) {
-  uint32_t n = p->open == NULL ? FIRST_OPEN : (p->open_mask + 1) * 2, k, old = p->open_mask + 1;
-  ks_fopen *was = p->open, *v = malloc((size_t)n * sizeof(*v));
+/* mfa among p's open functions, or NULL with *slot the empty slot where it goes. */
+static inline ks_fopen *find_open(const ks_fproc *p, uint32_t mfa, size_t *slot) {
+  ks_fopen *o;
 
-  if (v == NULL)
-    return KS_ENOMEM;
-  for (k = 0; k < n; k++)
-    v[k].mfa = KS_NONE;
-  p->open = v;
-  p->open_mask = n - 1;
-  for (k = 0; was != NULL && k < old; k++)
-    if (was[k].mfa != KS_NONE)
-      p->open[open_slot(p, was[k].mfa)] = was[k];
-  free(was);
-  return KS_OK;
+  for (o = ks_hmap_run(&p->open, sizeof(*o), ks_hmap_fib(mfa), slot); o != NULL;
+       o = ks_hmap_step(&p->open, sizeof(*o), slot))
+    if (o->mfa == mfa)
+      return o;
+  return NULL;
+}
+
+/* The slot of a function not open in p (i: where it goes now), made room for:
+ * KS_NONE without memory. */
+static size_t new_slot(ks_fproc *p, size_t i, uint32_t mfa) {
+  if (!ks_hmap_full(&p->open))
+    return i;
+  if (ks_hmap_grow(&p->open, open_hash, NULL) != KS_OK)
+    return SIZE_MAX;
+  return ks_hmap_end(&p->open, sizeof(ks_fopen), ks_hmap_fib(mfa));
 }
 
 void ks_ffun_enter(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
-  uint32_t i;
+  size_t i;
+  ks_fopen *o;
 
   if (mfa == KS_NONE)
     return;
-  if ((p->open == NULL || (p->open_n + 1) * 2 > p->open_mask + 1) && grow_open(p) != KS_OK) {
+  if (p->open.v == NULL && ks_hmap_init(&p->open, sizeof(ks_fopen), FIRST_OPEN) != KS_OK) {
     fc->uncounted++;
     return;
   }
-  i = open_slot(p, mfa);
-  if (p->open[i].mfa == KS_NONE) {
-    p->open[i].mfa = mfa;
-    p->open[i].count = 0;
-    p->open_n++;
+  if ((o = find_open(p, mfa, &i)) == NULL) {
+    if ((i = new_slot(p, i, mfa)) == SIZE_MAX) {
+      fc->uncounted++;
+      return;
+    }
+    o = ks_hmap_put(&p->open, sizeof(ks_fopen), i);
+    o->mfa = mfa;
+    o->count = 0;
   }
-  if (p->open[i].count++ == 0) {
-    p->open[i].since = p->clock;
-    p->open[i].since_events = p->events;
-    p->open[i].since_returns = p->returns;
+  if (o->count++ == 0) {
+    o->since = p->clock;
+    o->since_events = p->events;
+    o->since_returns = p->returns;
   }
-}
-
-/* Removes slot i (linear probing: later entries of its run move back). */
-static void remove_slot(ks_fproc *p, uint32_t i) {
-  uint32_t j = i, k;
-
-  for (;;) {
-    j = (j + 1) & p->open_mask;
-    if (p->open[j].mfa == KS_NONE)
-      break;
-    k = (uint32_t)((p->open[j].mfa * 0x9e3779b97f4a7c15ull) >> 40) & p->open_mask;
-    /* Entry j stays unless its home k is cyclically outside (i, j]. */
-    if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j))
-      continue;
-    p->open[i] = p->open[j];
-    i = j;
-  }
-  p->open[i].mfa = KS_NONE;
-  p->open_n--;
 }
 
 void ks_ffun_leave(ks_fcount *fc, ks_fproc *p, uint32_t mfa) {
-  uint32_t i;
+  size_t i;
+  ks_fopen *o;
   ks_ffun *f;
 
-  if (mfa == KS_NONE || p->open == NULL)
+  if (mfa == KS_NONE || p->open.v == NULL)
     return;
-  i = open_slot(p, mfa);
-  if (p->open[i].mfa == KS_NONE)
+  if ((o = find_open(p, mfa, &i)) == NULL)
     return;   /* not counted when it opened (out of memory) */
-  if (--p->open[i].count > 0)
+  if (--o->count > 0)
     return;
   if ((f = fun(fc, mfa)) != NULL) {
-    f->incl += p->clock - p->open[i].since;
-    f->incl_n += p->events - p->open[i].since_events;
-    f->incl_nr += p->returns - p->open[i].since_returns;
+    f->incl += p->clock - o->since;
+    f->incl_n += p->events - o->since_events;
+    f->incl_nr += p->returns - o->since_returns;
   }
-  remove_slot(p, i);
+  ks_hmap_remove(&p->open, sizeof(ks_fopen), i, open_hash, NULL);
 }
 
 void ks_ffun_leave_all(ks_fcount *fc, ks_fproc *p) {
   uint32_t k;
+  ks_fopen *o;
   ks_ffun *f;
 
-  for (k = 0; p->open != NULL && k <= p->open_mask; k++)
-    if (p->open[k].mfa != KS_NONE) {
-      if ((f = fun(fc, p->open[k].mfa)) != NULL) {
-        f->incl += p->clock - p->open[k].since;
-        f->incl_n += p->events - p->open[k].since_events;
-        f->incl_nr += p->returns - p->open[k].since_returns;
-      }
-      p->open[k].mfa = KS_NONE;
+  for (k = 0; p->open.v != NULL && p->open.n > 0 && k <= p->open.mask; k++) {
+    o = ks_hmap_at(&p->open, sizeof(*o), k);
+    if (ks_hmap_empty(o))
+      continue;
+    if ((f = fun(fc, o->mfa)) != NULL) {
+      f->incl += p->clock - o->since;
+      f->incl_n += p->events - o->since_events;
+      f->incl_nr += p->returns - o->since_returns;
     }
-  p->open_n = 0;
+    o->mfa = KS_NONE;
+    p->open.n--;
+  }
 }
 
 void ks_ffun_free_proc(ks_fproc *p) {
-  free(p->open);
-  p->open = NULL;
-  p->open_mask = p->open_n = 0;
+  ks_hmap_free(&p->open);
 }
 
 void ks_ffun_free(ks_fcount *fc) {

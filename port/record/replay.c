@@ -141,7 +141,7 @@ static int apply(ks_replay *rp, fmaps *fm, const ks_rop *op) {
   case KS_ROP_EVENT:
     return event_op(rp, fm, op);
   case KS_ROP_ARM:
-    c->o.hold = 0;
+    c->cp.o.hold = 0;
     return KS_OK;
   case KS_ROP_FINISH:
     if (!c->stopped)

@@ -1,25 +1,22 @@
-/* flame_names.c: what a frame is called in the outputs, and the escapes of each format.
+/* names.c: what a frame is called in the outputs, and what a graph's times are.
  *
  *   an MFA          Module:Function/Arity; with the option names => elixir as
  *                   Elixir prints it: Enum.sum/1, :lists.seq/2, Enum."-map/2-fun-0-"/3
  *                   (erlang/src/kprof_names.erl does the same for the text tables)
  *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
- *                   what it runs (ks_flame_proc_call: M:F/A), else <0.N.S>
+ *                   what it runs (ks_callpath_proc_call: M:F/A), else <0.N.S>
  *   a group         key(N_processes): processes merged by the option group
  *   pseudo frames   SLEEP (scheduled out), GC (collecting), TRUNCATED (past full
  *                   trace's depth cap), WAITING_TO_RUN (a process's time before it
  *                   was first scheduled in), OVER_BUDGET (call paths past max_bytes),
  *                   TOO_DEEP (frames past a process's stack cap)
- * Names are UTF-8 as the atoms are; each writer escapes what breaks its format.
- * A name may still hold bytes that are not UTF-8 (a process name or initial call
- * the sink was sent, a name cut at a buffer's end): the JSON and the SVG write
- * U+FFFD for each such byte, the folded stacks and perf script %XX, so that every
- * file is UTF-8 (JSON and XML parsers refuse anything else). */
+ * Names are UTF-8 as the atoms are; each writer escapes what breaks its format
+ * (port/write/escape.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 static const char *const pseudo_names[] = {"SLEEP",          "GC",          "TRUNCATED",
                                            "WAITING_TO_RUN", "OVER_BUDGET", "TOO_DEEP"};
@@ -104,8 +101,8 @@ static size_t elixir_text(const char *s, char *buf, size_t cap) {
   return elixir_mfa(&m, buf, cap);
 }
 
-size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame, char *buf,
-                           size_t cap) {
+size_t ks_callpath_frame_name(const ks_callpath *g, const ks_intern *in, uint32_t frame,
+                              char *buf, size_t cap) {
   uint32_t v = KS_FR_VAL(frame);
   ks_mfa_view m;
   ks_pid_view pv;
@@ -118,24 +115,24 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
   case KS_FR_MFA:
     if (ks_intern_mfa_get(in, v, &m) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "?"));
-    if (c->o.elixir_names)
+    if (g->o.elixir_names)
       return elixir_mfa(&m, buf, cap);
     return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
   case KS_FR_PROC: {
     char call[1024];
     if (ks_intern_pid_get(in, v, &pv) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "<?>"));
-    p = ks_flame_proc_of(c, v);
+    p = ks_callpath_proc(g, v);
     if (p != NULL && p->name != NULL)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", p->name, pv.num, pv.serial));
-    if (p != NULL && ks_flame_proc_call(c, in, p, call, sizeof(call)) > 0)
+    if (p != NULL && ks_callpath_proc_call(g, in, p, call, sizeof(call)) > 0)
       return put(buf, cap, snprintf(buf, cap, "%s(<0.%u.%u>)", call, pv.num, pv.serial));
     return put(buf, cap, snprintf(buf, cap, "<0.%u.%u>", pv.num, pv.serial));
   }
   case KS_FR_GROUP:
-    if (c->groups != NULL && v < c->ngroups)
-      return put(buf, cap, snprintf(buf, cap, "%s(%u_processes)", c->groups[v].key,
-                                    c->groups[v].n));
+    if (g->groups != NULL && v < g->ngroups)
+      return put(buf, cap, snprintf(buf, cap, "%s(%u_processes)", g->groups[v].key,
+                                    g->groups[v].n));
     break;
   case KS_FR_PSEUDO:
     if (v < sizeof(pseudo_names) / sizeof(pseudo_names[0]))
@@ -147,8 +144,8 @@ size_t ks_flame_frame_name(const ks_fcap *c, const ks_intern *in, uint32_t frame
   return put(buf, cap, snprintf(buf, cap, "?"));
 }
 
-size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc *p, char *buf,
-                          size_t cap) {
+size_t ks_callpath_proc_call(const ks_callpath *g, const ks_intern *in, const ks_fproc *p,
+                            char *buf, size_t cap) {
   uint32_t mfa = p->first_mfa != KS_NONE ? p->first_mfa : p->spawn_mfa;
   ks_mfa_view m;
 
@@ -156,181 +153,30 @@ size_t ks_flame_proc_call(const ks_fcap *c, const ks_intern *in, const ks_fproc 
     return 0;
   buf[0] = 0;
   if (p->call != NULL)
-    return c->o.elixir_names ? elixir_text(p->call, buf, cap)
+    return g->o.elixir_names ? elixir_text(p->call, buf, cap)
                              : put(buf, cap, snprintf(buf, cap, "%s", p->call));
   if (mfa != KS_NONE && ks_intern_mfa_get(in, mfa, &m) == KS_OK)
-    return c->o.elixir_names ? elixir_mfa(&m, buf, cap)
+    return g->o.elixir_names ? elixir_mfa(&m, buf, cap)
                              : put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
   return 0;
 }
 
-/* The length of the UTF-8 sequence s starts with (RFC 3629: no overlong form, no
- * surrogate, nothing past U+10FFFF), 0 when it is none. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t len, k;
-  uint32_t cp;
-
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf)
-    len = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef)
-    len = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4)
-    len = 4, cp = c & 0x07;
-  else
-    return 0;
-  if (n < len)
-    return 0;
-  for (k = 1; k < len; k++) {
-    if ((s[k] & 0xc0) != 0x80)
-      return 0;
-    cp = cp << 6 | (s[k] & 0x3f);
-  }
-  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-      (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-    return 0;
-  return len;
+uint64_t ks_callpath_per_event_ns(const ks_callpath *g) {
+  return g->k.corrected > 0 ? (g->k.cost_total_ns + g->k.corrected / 2) / g->k.corrected : 0;
 }
 
-#define REPLACEMENT "\xef\xbf\xbd"   /* U+FFFD */
-
-/*
- * Folded stacks and perf script: `;` separates frames, spaces end them and
- * a leading `(` is a process name to Firefox's importer. Those, `%`, control
- * bytes and bytes that are not UTF-8 become %XX, so the escape can be undone.
- * A character is written whole or, at the end of out, not at all.
- */
-size_t ks_flame_escape_folded(const char *s, size_t n, char *out, size_t cap) {
-  static const char hex[] = "0123456789ABCDEF";
-  const unsigned char *u = (const unsigned char *)s;
-  size_t i, o = 0, len;
-
-  if (cap == 0)
-    return 0;
-  for (i = 0; i < n; i += len) {
-    unsigned char ch = u[i];
-    int esc = ch == ';' || ch == ' ' || ch == '%' || ch < 0x20 || ch == 0x7f ||
-              (i == 0 && ch == '(');
-    if ((len = utf8_len(u + i, n - i)) == 0) {
-      esc = 1;
-      len = 1;
-    }
-    if (o + (esc ? 3 : len) >= cap)
-      break;
-    if (esc) {
-      out[o++] = '%';
-      out[o++] = hex[ch >> 4];
-      out[o++] = hex[ch & 15];
-    } else {
-      memcpy(out + o, u + i, len);
-      o += len;
-    }
-  }
-  out[o] = 0;
-  return o;
-}
-
-void ks_flame_put_json(FILE *f, const char *s, size_t n) {
-  const unsigned char *u = (const unsigned char *)s;
-  size_t i, len;
-
-  putc('"', f);
-  for (i = 0; i < n; i += len) {
-    unsigned char ch = u[i];
-    len = 1;
-    if (ch == '"' || ch == '\\') {
-      putc('\\', f);
-      putc(ch, f);
-    } else if (ch < 0x20 || ch == 0x7f) {
-      fprintf(f, "\\u%04x", ch);
-    } else if (ch < 0x80) {
-      putc(ch, f);
-    } else if ((len = utf8_len(u + i, n - i)) > 0) {
-      fwrite(u + i, 1, len, f);
-    } else {
-      fputs(REPLACEMENT, f);
-      len = 1;
-    }
-  }
-  putc('"', f);
-}
-
-/* XML 1.0 has no place for control characters: they become U+FFFD, as bytes that
- * are not UTF-8 do. */
-void ks_flame_put_xml(FILE *f, const char *s, size_t n) {
-  const unsigned char *u = (const unsigned char *)s;
-  size_t i, len;
-
-  for (i = 0; i < n; i += len) {
-    unsigned char ch = u[i];
-    len = 1;
-    switch (ch) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    case '\'': fputs("&#39;", f); break;
-    default:
-      if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-        fputs(REPLACEMENT, f);
-      else if (ch < 0x80)
-        putc(ch, f);
-      else if ((len = utf8_len(u + i, n - i)) > 0)
-        fwrite(u + i, 1, len, f);
-      else {
-        fputs(REPLACEMENT, f);
-        len = 1;
-      }
-    }
-  }
-}
-
-uint64_t ks_flame_per_event_ns(const ks_fcap *c) {
-  return c->k.corrected > 0 ? (c->k.cost_total_ns + c->k.corrected / 2) / c->k.corrected : 0;
-}
-
-/* A callgrind name, to the end of its line: control characters (line breaks
- * among them) and bytes that are not UTF-8 become U+FFFD, a leading `(' (it
- * would read as a compressed name's id) `[', and the empty name (the empty
- * atom, a module's) is written '' as Erlang writes it. */
-void ks_flame_put_line(FILE *f, const char *s, size_t n) {
-  const unsigned char *u = (const unsigned char *)s;
-  size_t i, len;
-
-  if (n == 0)
-    fputs("''", f);
-  for (i = 0; i < n; i += len) {
-    unsigned char ch = u[i];
-    len = 1;
-    if (ch < 0x20 || ch == 0x7f)
-      fputs(REPLACEMENT, f);
-    else if (i == 0 && ch == '(')
-      putc('[', f);
-    else if (ch < 0x80)
-      putc(ch, f);
-    else if ((len = utf8_len(u + i, n - i)) > 0)
-      fwrite(u + i, 1, len, f);
-    else {
-      fputs(REPLACEMENT, f);
-      len = 1;
-    }
-  }
-}
-
-size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
+size_t ks_callpath_correction_text(const ks_callpath *g, char *buf, size_t cap) {
   static const char *const from[] = {"calibration", "capture"};
-  const ks_fcounters *k = &c->k;
+  const ks_fcounters *k = &g->k;
 
   if (cap == 0)
     return 0;
-  if (c->o.correct_ns == 0 && k->skipped_ns > 0)
+  if (g->o.correct_ns == 0 && k->skipped_ns > 0)
     return put(buf, cap, snprintf(buf, cap, "kprof correction: none, skipped_per_event_ns=%llu "
                                             "(raw times: the capture's whole time was less than "
                                             "its events' cost)",
                                   (unsigned long long)k->skipped_ns));
-  if (c->o.correct_ns == 0)
+  if (g->o.correct_ns == 0)
     return put(buf, cap, snprintf(buf, cap, "kprof correction: none (raw times: each event's "
                                             "tracing cost is in them)"));
   return put(buf, cap,
@@ -341,10 +187,10 @@ size_t ks_flame_correction_text(const ks_fcap *c, char *buf, size_t cap) {
                       "event taken off the time of each call path, by the kind of event, "
                       "measured in the capture's own intervals or by the calibration; "
                       "clamped: paths shorter than their events' cost, counted as zero)",
-                      (unsigned long long)ks_flame_per_event_ns(c),
+                      (unsigned long long)ks_callpath_per_event_ns(g),
                       (unsigned long long)k->corrected, (unsigned long long)k->cost_ns[0],
                       from[k->cost_measured[0] != 0], (unsigned long long)k->cost_ns[1],
-                      from[k->cost_measured[1] != 0], c->o.correct_ns,
+                      from[k->cost_measured[1] != 0], g->o.correct_ns,
                       (double)k->subtracted_ns / 1e6, (unsigned long long)k->clamped,
                       (double)k->clamped_ns / 1e6));
 }

@@ -1,4 +1,4 @@
-/* flame_correct.c: tracing's own cost taken off a finished capture.
+/* correct.c: tracing's own cost taken off a finished graph.
  *
  * Each event a traced process makes costs it some time (the VM's trace code
  * and the tracer's), between its own instructions: the interval an event
@@ -34,7 +34,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 /* A function's node: its MFA id, else KS_NONE. */
 static uint32_t mfa_of(const ks_ftree *t, uint32_t k) {
@@ -102,7 +102,7 @@ static void correct_functions(ks_fcount *fc, const uint64_t cost[2]) {
 static uint64_t quantile(const ks_fivl *h, double q);
 
 /* The cost per event of each kind (above). */
-static void event_costs(ks_fcap *c) {
+static void event_costs(ks_callpath *c) {
   uint64_t body, all;
   int kind;
 
@@ -118,7 +118,7 @@ static void event_costs(ks_fcap *c) {
   }
 }
 
-void ks_flame_correct(ks_fcap *c) {
+void ks_callpath_correct(ks_callpath *c) {
   ks_ftree *t = &c->tree;
   uint64_t events = 0, *owed, rest, raw = 0, cost = 0, *per = c->k.cost_ns;
   uint32_t k, parent;

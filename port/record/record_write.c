@@ -177,7 +177,7 @@ static void header_mfa(unsigned char *p, size_t *n, const ks_intern *in, unsigne
 /* The header: magic, version, segment, the options that shape the outputs. */
 static int write_header(ks_record *r) {
   unsigned char p[20 + KS_REC_HEADER_MAX];
-  const ks_fopts *o = &r->c->o;
+  const ks_fopts *o = &r->c->cp.o;
   size_t n = 20;
 
   header_kv(p, &n, KS_RKEY_SLEEP, (uint64_t)o->sleep);
@@ -278,13 +278,13 @@ static void flush_block(ks_record *r) {
 
   if (r->n == 0 || r->stopped)
     return;
-  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, r->buf, r->n, (int)r->c->o.record_level);
+  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, r->buf, r->n, (int)r->c->cp.o.record_level);
   r->n = 0;
   if (ZSTD_isError(zn)) {
     fail(r, ENOMEM);
     return;
   }
-  if (r->file_bytes + zn + TRAILER_ROOM > r->c->o.max_record_bytes) {
+  if (r->file_bytes + zn + TRAILER_ROOM > r->c->cp.o.max_record_bytes) {
     r->cut += r->block_events;
     r->block_events = 0;
     rotate(r);
@@ -318,7 +318,7 @@ static int end_file(ks_record *r) {
   ops[n++] = KS_ROP_TRAILER;
   n += ks_record_put_varint(ops + n, r->file_events);
   n += ks_record_put_varint(ops + n, r->cut);
-  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, ops, n, (int)r->c->o.record_level);
+  zn = ZSTD_compressCCtx(r->z, r->zbuf, r->zcap, ops, n, (int)r->c->cp.o.record_level);
   if (ZSTD_isError(zn))
     return ENOMEM;
   if ((e = write_all(r->fd, r->zbuf, zn)) != 0)
@@ -332,9 +332,7 @@ static int end_file(ks_record *r) {
 /* A process already in the capture, at the start of a rotated file. */
 static void put_proc(ks_record *r, const ks_fproc *p) {
   uint32_t pid;
-  unsigned state = (p->armed ? KS_RPROC_ARMED : 0) | (p->child ? KS_RPROC_CHILD : 0) |
-                   (p->bottom ? KS_RPROC_BOTTOM : 0) | (p->dead ? KS_RPROC_DEAD : 0) |
-                   (p->named ? KS_RPROC_NAMED : 0);
+  unsigned state = ks_flame_proc_state(p);
 
   if (!room(r) || (pid = def_pid(r, p->pid)) == KS_NONE)
     return;
@@ -347,7 +345,7 @@ static void put_proc(ks_record *r, const ks_fproc *p) {
 
 /* Path.k -> Path.k+1 from the oldest (Path.N removed and its events cut), Path -> Path.1. */
 static int shift_files(ks_record *r) {
-  uint32_t k, max = r->c->o.record_rotate;
+  uint32_t k, max = r->c->cp.o.record_rotate;
 
   if (r->nrot == max) {
     unlinkat(r->dirfd, strrchr(file_name(r, max), '/') + 1, 0);
@@ -382,7 +380,7 @@ static void rotate(ks_record *r) {
     return;
   }
   /* A new file that cannot even hold the capture's processes stops the recording. */
-  if (r->c->o.record_rotate == 0 || r->rotating || r->segment == UINT32_MAX) {
+  if (r->c->cp.o.record_rotate == 0 || r->rotating || r->segment == UINT32_MAX) {
     r->stopped = 1;
     set_order(r);
     return;
@@ -409,13 +407,13 @@ static void rotate(ks_record *r) {
     return;
   }
   r->rotating = 1;
-  for (k = 0; k < r->c->nprocs && !r->stopped; k++)
-    put_proc(r, &r->c->procs[k]);
+  for (k = 0; k < r->c->cp.nprocs && !r->stopped; k++)
+    put_proc(r, &r->c->cp.procs[k]);
   r->rotating = 0;
 }
 
 static int alloc_files(ks_record *r, const char *path) {
-  uint32_t k, n = r->c->o.record_rotate + 1;
+  uint32_t k, n = r->c->cp.o.record_rotate + 1;
   size_t len = strlen(path) + 12;
 
   r->files = calloc(n, sizeof(*r->files));
@@ -436,7 +434,7 @@ static int alloc_files(ks_record *r, const char *path) {
 }
 
 static int alloc_rec(ks_record *r, const char *path) {
-  uint64_t block = r->c->o.max_record_bytes / 8;
+  uint64_t block = r->c->cp.o.max_record_bytes / 8;
 
   r->block = block < 1024 ? 1024 : block > KS_REC_BLOCK ? KS_REC_BLOCK : (size_t)block;
   r->buf = malloc(r->block + OP_MAX);
@@ -623,7 +621,7 @@ void ks_record_free(ks_record *r) {
     close(r->fd);
   if (r->dirfd >= 0)
     close(r->dirfd);
-  for (k = 0; r->files != NULL && k <= r->c->o.record_rotate; k++)
+  for (k = 0; r->files != NULL && k <= r->c->cp.o.record_rotate; k++)
     free(r->files[k]);
   free(r->files);
   free(r->order);

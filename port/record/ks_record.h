@@ -1,8 +1,9 @@
 /* ks_record.h: a flame capture recorded to a file, and the file replayed.
  *
  * The recorder (record_write.c) writes what a capture's processes do, as the
- * sink's flame code sees it (the decoded events ks_flame_event routes to the
- * capture, and the membership commands: flame_pids, flame_arm, the end), so
+ * sink's flame code sees it: it is the capture's observer (record_control.c,
+ * ks_fobserver), given the decoded events ks_flame_event routes to the
+ * capture and what the membership commands do (flame_pids, flame_arm, the end), so
  * that the same events fed to a fresh capture with the same options rebuild
  * the same tree, counters and correction: the outputs are byte-identical.
  * The reader (record_read.c) decodes a file into those ops; the replay
@@ -12,8 +13,8 @@
 #ifndef KS_RECORD_H
 #define KS_RECORD_H
 
-#include "ks_flame.h"
 #include "core/ks_out_dir.h"
+#include "flame/ks_flame.h"
 
 #define KS_REC_MAGIC "KPROFREC"
 #define KS_REC_VERSION 1u
@@ -45,14 +46,7 @@ enum {
   KS_RHAS_FLAGS = 0x40,
   KS_RHAS_TRIGGER = 0x80
 };
-/* A proc op's state bits. */
-enum {
-  KS_RPROC_ARMED = 1,
-  KS_RPROC_CHILD = 2,
-  KS_RPROC_BOTTOM = 4,
-  KS_RPROC_DEAD = 8,
-  KS_RPROC_NAMED = 16
-};
+/* A proc op's state bits: the capture's, KS_FPROC_* (port/flame/ks_flame.h). */
 /* The header's option keys. */
 enum {
   KS_RKEY_SLEEP = 1, KS_RKEY_GC, KS_RKEY_CHILDREN, KS_RKEY_MAX_BYTES, KS_RKEY_MAX_STACK,
@@ -170,7 +164,6 @@ ks_rread *ks_rread_open_mem(const void *data, size_t n, ks_intern *in, ks_fopts 
 int ks_rread_next(ks_rread *r, ks_rop *op);
 int ks_rread_error(const ks_rread *r);
 int ks_rread_errno(const ks_rread *r);
-uint32_t ks_rread_segment(const ks_rread *r);
 void ks_rread_close(ks_rread *r);
 /* The error's atom: truncated, bad_magic, ... (doc/internals-record.md). */
 const char *ks_rread_error_name(int err);
@@ -203,13 +196,19 @@ int ks_replay_files(ks_replay *rp, const char *const *paths, size_t n, const ks_
 int ks_replay_mem(ks_replay *rp, const void *data, size_t n, const ks_replay_opts *ro);
 void ks_replay_free(ks_replay *rp);
 
-/* record_control.c: flame_start's record option (the binary at b + at): the
- * recording opened, `ok', or the capture dropped and
- * {error, {record_failed, Path, Reason}}. */
-int ks_flame_start_record(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b, int at,
-                          ei_x_buff *x);
-/* record => #{path, files, bytes, events, cut_events, error} */
-void ks_flame_put_record(ks_map *m, const ks_fcap *c);
+/* record_control.c: a recording as the observer of a capture's events
+ * (ks_fobserver, port/flame/ks_flame.h). ks_record_capture records c to path
+ * from now: KS_OK, or KS_EINVAL with *why saying why. ks_record_attach is
+ * flame_start's record option (a ks_fobserve_fn, the binary at b + at): KS_OK,
+ * or KS_EINVAL with {error, badarg} or {error, {record_failed, Path, Reason}}
+ * in x. A recording's keys in its capture's Info:
+ * record => #{path, files, bytes, events, cut_events, error}. */
+int ks_record_capture(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
+                      ks_record_refusal *why);
+int ks_record_attach(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *b, int at,
+                     ei_x_buff *x);
+/* The capture's recording, or NULL. */
+const ks_record *ks_record_of(const ks_fcap *c);
 /* {flame_replay, Paths, Opts} (doc/internals-record.md). */
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 /* A replay's files (ks_flame_write_files) with replay => #{...} in Info, or

@@ -1,4 +1,4 @@
-/* flame_stack.c: one process's call stack from call, return_to and scheduling events.
+/* stacks.c: one process's call stack from call, return_to and scheduling events.
  *
  * Two rule sets (ks_stack.h). Without {caller} (the default), the flow
  * rules: every call a frame but direct recursion and short loops, and the
@@ -30,7 +30,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_callpath.h"
 
 /* How far down a call looks for its caller before calling it unknown. */
 #define CALLER_SEARCH 256
@@ -212,7 +212,7 @@ void ks_fstack_return_flow(const ks_fgraph *g, ks_fproc *p, uint32_t to) {
 /* [last_ts, ts) to the current node, and to the function running's self
  * time; `event' (KS_FEV_*): what ended the interval (it is counted with the
  * time: the correction for tracing's cost takes its cost off at the write,
- * flame_correct.c). */
+ * correct.c). */
 static void credit(const ks_fgraph *g, ks_fproc *p, int64_t ts, int event) {
   ks_fnode *nd;
   uint64_t dt;

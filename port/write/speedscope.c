@@ -1,4 +1,4 @@
-/* write_speedscope.c: speedscope's JSON file format, one evented profile per process.
+/* speedscope.c: speedscope's JSON file format, one evented profile per process.
  *
  * https://www.speedscope.app/file-format-schema.json. Frames are shared;
  * each process's profile is its merged timeline (see ks_fwalk): an O event
@@ -12,21 +12,34 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
+
+/* A slot of the frame table: a frame id's index in shared.frames. */
+typedef struct frame_slot {
+  uint32_t index, frame;       /* index KS_NONE: an empty slot */
+} frame_slot;
 
 typedef struct sscope {
   const ks_fout *o;
   FILE *f;
-  uint32_t *keys, *idx, mask;   /* frame id -> index in shared.frames */
+  ks_hmap frames;              /* of frame_slot, sized for every node: it never grows */
   int first;
 } sscope;
 
-static uint32_t frame_slot(const sscope *w, uint32_t frame) {
-  uint32_t i = (uint32_t)((frame * 0x9e3779b97f4a7c15ull) >> 33) & w->mask;
+/* The frame's slot, or the empty one where it goes. */
+static size_t slot_of(const sscope *w, uint32_t frame) {
+  const frame_slot *s;
+  size_t i;
 
-  while (w->keys[i] != KS_NONE && w->keys[i] != frame)
-    i = (i + 1) & w->mask;
+  for (s = ks_hmap_run(&w->frames, sizeof(*s), ks_hmap_fib(frame), &i); s != NULL;
+       s = ks_hmap_step(&w->frames, sizeof(*s), &i))
+    if (s->frame == frame)
+      break;
   return i;
+}
+
+static frame_slot *slot_at(const sscope *w, size_t i) {
+  return ks_hmap_at(&w->frames, sizeof(frame_slot), i);
 }
 
 static void put_us(FILE *f, uint64_t ns) {
@@ -34,9 +47,9 @@ static void put_us(FILE *f, uint64_t ns) {
 }
 
 static int event(sscope *w, char type, uint32_t node, uint64_t at) {
-  uint32_t i = frame_slot(w, w->o->c->tree.v[node].frame);
+  const frame_slot *s = slot_at(w, slot_of(w, w->o->g->tree.v[node].frame));
 
-  fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, w->idx[i]);
+  fprintf(w->f, "%s{\"type\":\"%c\",\"frame\":%u,\"at\":", w->first ? "" : ",", type, s->index);
   put_us(w->f, at);
   putc('}', w->f);
   w->first = 0;
@@ -55,31 +68,30 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
 
 /* shared.frames: every frame below a process root that has time, first seen first. */
 static int write_frames(sscope *w) {
-  const ks_ftree *tr = &w->o->c->tree;
+  const ks_ftree *tr = &w->o->g->tree;
   char name[2048];
-  uint32_t k, i, nframes = 0, size = 16;
+  uint32_t k, nframes = 0, size = 16;
+  size_t i;
+  frame_slot *s;
   size_t n;
 
   while (size < 2 * tr->n)
     size *= 2;
-  w->mask = size - 1;
-  w->keys = malloc(size * sizeof(*w->keys));
-  w->idx = malloc(size * sizeof(*w->idx));
-  if (w->keys == NULL || w->idx == NULL)
+  if (ks_hmap_init(&w->frames, sizeof(frame_slot), size) != KS_OK)
     return KS_ENOMEM;
-  memset(w->keys, 0xff, size * sizeof(*w->keys));
   fputs("\"shared\":{\"frames\":[", w->f);
   for (k = 1; k < tr->n && !ferror(w->f); k++) {
     if (w->o->total[k] == 0 || tr->v[k].parent == 0)
       continue;
-    i = frame_slot(w, tr->v[k].frame);
-    if (w->keys[i] != KS_NONE)
+    i = slot_of(w, tr->v[k].frame);
+    if (!ks_hmap_empty(slot_at(w, i)))
       continue;
-    w->keys[i] = tr->v[k].frame;
-    w->idx[i] = nframes;
-    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[k].frame, name, sizeof(name));
+    s = ks_hmap_put(&w->frames, sizeof(frame_slot), i);
+    s->index = nframes;
+    s->frame = tr->v[k].frame;
+    n = ks_callpath_frame_name(w->o->g, w->o->in, tr->v[k].frame, name, sizeof(name));
     fputs(nframes++ ? ",{\"name\":" : "{\"name\":", w->f);
-    ks_flame_put_json(w->f, name, n);
+    ks_write_put_json(w->f, name, n);
     putc('}', w->f);
   }
   fputs("]},", w->f);
@@ -87,7 +99,7 @@ static int write_frames(sscope *w) {
 }
 
 int ks_write_speedscope(const ks_fout *o, FILE *f) {
-  const ks_ftree *tr = &o->c->tree;
+  const ks_ftree *tr = &o->g->tree;
   char name[2048];
   sscope w;
   uint32_t k;
@@ -99,12 +111,12 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
   w.f = f;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",", f);
   /* The file's name (speedscope's title) says whether times are corrected. */
-  n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->c->id);
-  n += ks_flame_correction_text(o->c, name + n, sizeof(name) - n);
+  n = (size_t)snprintf(name, sizeof(name), "kprof flame %lld; ", (long long)o->g->id);
+  n += ks_callpath_correction_text(o->g, name + n, sizeof(name) - n);
   fputs("\"name\":", f);
   if (ferror(f))
     return KS_EINVAL;
-  ks_flame_put_json(f, name, n);
+  ks_write_put_json(f, name, n);
   fputs(",\"exporter\":\"kprof " KS_VERSION "\",\"activeProfileIndex\":0,", f);
   rc = write_frames(&w);
   if (rc == KS_OK) {
@@ -112,9 +124,9 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
     for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
       if (o->total[k] == 0)
         continue;
-      n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, name, sizeof(name));
+      n = ks_callpath_frame_name(o->g, o->in, tr->v[k].frame, name, sizeof(name));
       fputs(nprof++ ? ",{\"type\":\"evented\",\"name\":" : "{\"type\":\"evented\",\"name\":", f);
-      ks_flame_put_json(f, name, n);
+      ks_write_put_json(f, name, n);
       fputs(",\"unit\":\"microseconds\",\"startValue\":0,\"endValue\":", f);
       put_us(f, o->total[k]);
       fputs(",\"events\":[", f);
@@ -124,8 +136,7 @@ int ks_write_speedscope(const ks_fout *o, FILE *f) {
     }
     fputs("]}\n", f);
   }
-  free(w.keys);
-  free(w.idx);
+  ks_hmap_free(&w.frames);
   if (rc < 0)
     return rc;
   return ferror(f) ? KS_EINVAL : KS_OK;

@@ -1,4 +1,5 @@
-/* record_control.c: recording and replay as the sink's commands (doc/internals-record.md).
+/* record_control.c: recording and replay as the sink's commands (doc/internals-record.md),
+ * and a recording as its capture's observer.
  *
  *   {flame_start, Id, [..., {record, Path}, ...]}   ok | {error, {record_failed, Path, Reason}}
  *   flame_status's and flame_write's record => #{path, files, bytes, events, cut_events, error}
@@ -28,33 +29,45 @@ static int encode_refusal(ei_x_buff *x, const ks_record_refusal *why) {
   return why->err == ENOTSUP ? ei_x_encode_atom(x, "not_supported") : ks_enc_errno(x, why->err);
 }
 
-int ks_flame_start_record(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b, int at,
-                          ei_x_buff *x) {
-  char path[KS_OUT_DIR_MAX];
-  ks_record_refusal why;
-  long n;
-
-  if (ei_decode_binary(b, &at, path, &n) != 0 || n <= 0 || (size_t)n >= sizeof(path) ||
-      memchr(path, 0, (size_t)n) != NULL) {
-    ks_flame_drop(fl, c);
-    return ks_enc_error(x, "badarg");
-  }
-  path[n] = 0;
-  if (ks_flame_record(fl, c, in, path, &why) == KS_OK)
-    return ei_x_encode_atom(x, "ok");
-  ks_flame_drop(fl, c);
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "record_failed") ||
-         encode_bin(x, path) || encode_refusal(x, &why);
+/* The recording as an observer (ks_fobserver): what the capture is given, recorded. */
+static void obs_event(void *r, const ks_decoded *d, int trigger) {
+  ks_record_event(r, d, trigger);
 }
 
-void ks_flame_put_record(ks_map *m, const ks_fcap *c) {
+static void obs_add_pid(void *r, uint32_t pid, const char *name, size_t n) {
+  ks_record_add_pid(r, pid, name, n);
+}
+
+static void obs_set_call(void *r, uint32_t pid, const char *call, size_t n) {
+  ks_record_set_call(r, pid, call, n);
+}
+
+static void obs_arm(void *r) {
+  ks_record_arm(r);
+}
+
+/* The capture's end: the file ends with it (kept for the status). */
+static void obs_finish(void *r, int has_end, int64_t end_ts) {
+  ks_record_finish(r, has_end, end_ts);
+  ks_record_close(r);
+}
+
+static void obs_forget(void *r, const uint8_t *dead, uint32_t n) {
+  ks_record_forget(r, dead, n);
+}
+
+static void obs_free(void *r) {
+  ks_record_free(r);
+}
+
+/* record => #{path, files, bytes, events, cut_events, error} */
+static void obs_put_info(const void *rec, ks_map *m) {
   ks_record_status st;
   ks_map r;
   uint32_t k;
   int e = 0;
 
-  ks_record_get_status(c->rec, &st);
+  ks_record_get_status(rec, &st);
   ks_map_key(m, "record");
   ks_map_begin(&r, m->x);
   ks_map_key(&r, "path");
@@ -72,6 +85,42 @@ void ks_flame_put_record(ks_map *m, const ks_fcap *c) {
   e = e || (st.err ? ks_enc_errno(m->x, st.err) : ei_x_encode_atom(m->x, "none"));
   r.e |= e;
   m->e |= ks_map_end(&r);
+}
+
+int ks_record_capture(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
+                      ks_record_refusal *why) {
+  ks_fobserver obs = {NULL, obs_event, obs_add_pid, obs_set_call, obs_arm, obs_finish,
+                      obs_forget, obs_put_info, obs_free};
+  ks_record *r;
+
+  if (ks_record_open(&r, path, c, in, why) != KS_OK)
+    return KS_EINVAL;
+  obs.self = r;
+  ks_flame_observe(fl, c, &obs);
+  return KS_OK;
+}
+
+const ks_record *ks_record_of(const ks_fcap *c) {
+  return c->obs.event == obs_event ? c->obs.self : NULL;
+}
+
+int ks_record_attach(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *b, int at,
+                     ei_x_buff *x) {
+  char path[KS_OUT_DIR_MAX];
+  ks_record_refusal why;
+  size_t n;
+
+  if (ks_arg_bin(b, &at, path, sizeof(path), &n) != KS_OK || n == 0 ||
+      memchr(path, 0, n) != NULL) {
+    (void)ks_enc_error(x, "badarg");
+    return KS_EINVAL;
+  }
+  if (ks_record_capture(fl, c, in, path, &why) == KS_OK)
+    return KS_OK;
+  (void)(ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "record_failed") ||
+         encode_bin(x, path) || encode_refusal(x, &why));
+  return KS_EINVAL;
 }
 
 /* replay => #{events, truncated, error}: a replay's key in its Info. */
@@ -163,7 +212,7 @@ static int decode_replay_opt(const char *b, int *idx, ks_fdest *d, ks_replay_opt
     if (ei_decode_list_header(b, idx, &n) != 0)
       return KS_EINVAL;
     for (k = 0; k < n; k++) {
-      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_flame_format_bit(atom)) == 0)
+      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_write_format_bit(atom)) == 0)
         return KS_EINVAL;
       d->fmts |= bit;
     }
@@ -224,7 +273,7 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
     if (decode_replay_opt(b, &idx, &d, &ro) != KS_OK)
       return ks_enc_error(x, "badarg");
   if (d.fmts == 0)
-    d.fmts = ks_flame_format_bit(NULL);
+    d.fmts = ks_write_format_bit(NULL);
   if (ks_replay_files(&rp, paths, n, &ro) == KS_ENOMEM) {
     ks_replay_free(&rp);
     return ks_enc_error(x, "enomem");

@@ -1,4 +1,4 @@
-/* write_file.c: the files a capture's writers write to, and the errno of a failed write.
+/* file.c: the files the writers write to, and the errno of a failed write.
  *
  * A file is created with O_EXCL (never over anything, never through a symlink),
  * mode 0600 (only its owner reads a profile), in a directory the caller opened
@@ -17,7 +17,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 #include "core/ks_platform.h"
 
 static ssize_t stream_write(void *cookie, const char *buf, size_t n) {

@@ -29,7 +29,6 @@ struct ks_rread {
   const unsigned char *mem;
   size_t mem_n, mem_off;
   int err, eno;
-  uint32_t segment;
   int drained;                 /* no more input, and the decompressor emptied */
   int mid_frame;               /* the last frame was not complete */
   int done;                    /* the trailer was read */
@@ -57,10 +56,6 @@ int ks_rread_error(const ks_rread *r) {
 
 int ks_rread_errno(const ks_rread *r) {
   return r->eno;
-}
-
-uint32_t ks_rread_segment(const ks_rread *r) {
-  return r->segment;
 }
 
 /* Up to n bytes of the file's input: how many (0 at its end, -1 on an error). */
@@ -210,8 +205,7 @@ static int read_header(ks_rread *r, ks_intern *in, ks_fopts *o) {
   if (input_all(r, h + 8, 12) != KS_OK)
     return KS_EINVAL;
   version = ks_record_get_u32le(h + 8);
-  r->segment = ks_record_get_u32le(h + 12);
-  len = ks_record_get_u32le(h + 16);
+  len = ks_record_get_u32le(h + 16);   /* h + 12: the segment, a reader's of no use */
   if (version != KS_REC_VERSION) {
     r->err = KS_RERR_VERSION;
     return KS_EINVAL;
@@ -240,7 +234,7 @@ static ks_rread *rread_new(int fd, const void *data, size_t n, ks_intern *in, ks
   r->mem = data;
   r->mem_n = n;
   r->last_pid = KS_NONE;
-  ks_flame_default_opts(o);
+  ks_fopts_default(o);
 #ifdef KS_NO_RECORD
   (void)read_header;   /* no zstd: every file is not_supported */
   r->err = KS_RERR_UNSUPPORTED;
@@ -266,7 +260,7 @@ ks_rread *ks_rread_open(const char *path, ks_intern *in, ks_fopts *o) {
   ks_rread *r;
 
   if (fd < 0) {
-    ks_flame_default_opts(o);
+    ks_fopts_default(o);
     if ((r = calloc(1, sizeof(*r))) == NULL)
       return NULL;
     r->fd = -1;

@@ -34,7 +34,7 @@ static int parse_formats(const char *arg, ks_fdest *d) {
   if (snprintf(list, sizeof(list), "%s", arg) >= (int)sizeof(list))
     return KS_EINVAL;
   for (tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-    if ((bit = ks_flame_format_bit(tok)) == 0)
+    if ((bit = ks_write_format_bit(tok)) == 0)
       return KS_EINVAL;
     d->fmts |= bit;
   }
@@ -91,12 +91,12 @@ static int parse_opt(int argc, char **argv, int *i, ks_fdest *d, ks_replay_opts 
 static void print_top(const ks_replay *rp) {
   const ks_fcap *c = rp->c;
   uint32_t n, k;
-  ks_fmfa *rows = ks_ffun_rows(&c->fc, c->o.hide, &n);
+  ks_fmfa *rows = ks_ffun_rows(&c->cp.fc, c->cp.o.hide, &n);
   char name[1024];
 
   printf("%-60s %12s %14s %14s\n", "function", "calls", "incl_us", "self_us");
-  for (k = 0; k < n && k < c->o.top; k++) {
-    ks_flame_frame_name(c, &rp->in, KS_FR(KS_FR_MFA, rows[k].mfa), name, sizeof(name));
+  for (k = 0; k < n && k < c->cp.o.top; k++) {
+    ks_callpath_frame_name(&c->cp, &rp->in, KS_FR(KS_FR_MFA, rows[k].mfa), name, sizeof(name));
     printf("%-60s %12llu %14llu %14llu\n", name, (unsigned long long)rows[k].calls,
            (unsigned long long)(rows[k].incl / 1000), (unsigned long long)(rows[k].self / 1000));
   }
@@ -124,7 +124,7 @@ static int report(const ks_replay *rp, const ei_x_buff *x) {
     if (!bad)
       printf("%.*s\n", (int)got, path);
   }
-  if (rp->c->o.top > 0)
+  if (rp->c->cp.o.top > 0)
     print_top(rp);
   if (rp->err != 0) {
     fprintf(stderr, "kprof_sink: replay: %s: %s (%llu events read; the files hold them)\n",
@@ -162,7 +162,7 @@ int ks_replay_main(int argc, char **argv) {
   if (d.base[0] == 0)
     snprintf(d.base, sizeof(d.base), "%s", strrchr(paths[0], '/') ? strrchr(paths[0], '/') + 1 : paths[0]);
   if (d.fmts == 0)
-    d.fmts = ks_flame_format_bit(NULL);
+    d.fmts = ks_write_format_bit(NULL);
   ei_init();
   if (ks_replay_files(&rp, paths, n, &ro) == KS_ENOMEM || ei_x_new_with_version(&x) != 0) {
     fprintf(stderr, "kprof_sink: replay: out of memory\n");

@@ -1,4 +1,4 @@
-/* write_perf.c: `perf script` text, as if a sampling profiler had watched the processes.
+/* perf.c: `perf script` text, as if a sampling profiler had watched the processes.
  *
  * Each process is a thread (comm = its name, tid = the N of <0.N.S>); its
  * stacks start above it (the folded stacks' `root;frames` is `comm;frames`
@@ -6,7 +6,7 @@
  * merged timeline (see ks_fwalk) is sampled every `period`: a sample at
  * t = k * period + phase shows the call path whose self time (start, end]
  * holds t. phase is half a period, moved by less than 1 us to a point
- * where the folded file's running sum rounds (write_folded.c: 500 ns past
+ * where the folded file's running sum rounds (port/write/folded.c: 500 ns past
  * a whole us of the capture's timeline, on which this process starts at
  * `origin`): a path with a sample has a count of at least 1 in the folded
  * file, so no path of this file is missing there (a path of 0.4 us took a
@@ -23,7 +23,7 @@
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 #define TARGET_SAMPLES 20000
 #define MIN_PERIOD_NS 10000
@@ -58,15 +58,15 @@ static int append(perf *w, const char *s, size_t n) {
  * the process is the sample's comm, not a frame (stackcollapse-perf.pl puts
  * the comm at the bottom, so a root frame would show the process twice). */
 static int build_stack(perf *w, uint32_t node) {
-  const ks_ftree *tr = &w->o->c->tree;
+  const ks_ftree *tr = &w->o->g->tree;
   char line[64];
   size_t n;
   int k;
 
   w->stack_len = 0;
   for (; node != 0 && node != KS_NONE && tr->v[node].parent != 0; node = tr->v[node].parent) {
-    n = ks_flame_frame_name(w->o->c, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
-    n = ks_flame_escape_folded(w->name, n, w->esc, sizeof(w->esc));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, tr->v[node].frame, w->name, sizeof(w->name));
+    n = ks_write_escape_folded(w->name, n, w->esc, sizeof(w->esc));
     k = snprintf(line, sizeof(line), "\t%x ", node);
     if (append(w, line, (size_t)k) != KS_OK || append(w, w->esc, n) != KS_OK ||
         append(w, " (erlang)\n", 10) != KS_OK)
@@ -77,7 +77,7 @@ static int build_stack(perf *w, uint32_t node) {
 
 static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   perf *w = ctx;
-  uint64_t end = t + w->o->total[node], self = w->o->c->tree.v[node].self;
+  uint64_t end = t + w->o->total[node], self = w->o->g->tree.v[node].self;
   uint64_t start = end - self, half = w->period / 2, k, at;
   uint64_t phase = half + (1500 - (w->origin + half) % 1000) % 1000;
 
@@ -101,7 +101,7 @@ static int close_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
 }
 
 int ks_write_perf(const ks_fout *o, FILE *f) {
-  const ks_ftree *tr = &o->c->tree;
+  const ks_ftree *tr = &o->g->tree;
   ks_pid_view pv;
   perf w;
   uint32_t k;
@@ -113,18 +113,18 @@ int ks_write_perf(const ks_fout *o, FILE *f) {
   w.f = f;
   /* A comment block of its own (a blank line after it: readers split events
    * on blank lines), as perf script's own header is. */
-  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# %s\n\n", w.name);
-  if (o->c->o.perf_period_us > 0) {
-    w.period = (uint64_t)o->c->o.perf_period_us * 1000;
+  if (o->g->o.perf_period_us > 0) {
+    w.period = (uint64_t)o->g->o.perf_period_us * 1000;
   } else {
     w.period = (o->grand / TARGET_SAMPLES + 999) / 1000 * 1000;
     if (w.period < MIN_PERIOD_NS)
       w.period = MIN_PERIOD_NS;
   }
   for (k = tr->v[0].child; k != KS_NONE && rc >= 0; k = tr->v[k].sibling) {
-    n = ks_flame_frame_name(o->c, o->in, tr->v[k].frame, w.name, sizeof(w.name));
-    ks_flame_escape_folded(w.name, n, w.comm, sizeof(w.comm));
+    n = ks_callpath_frame_name(o->g, o->in, tr->v[k].frame, w.name, sizeof(w.name));
+    ks_write_escape_folded(w.name, n, w.comm, sizeof(w.comm));
     /* A group of processes (option group) is a thread of its own, numbered past any
      * pid; the budget's root-level OVER_BUDGET node is thread 0. */
     if (KS_FR_KIND(tr->v[k].frame) == KS_FR_GROUP)

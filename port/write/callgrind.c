@@ -1,11 +1,11 @@
-/* write_callgrind.c: the call graph in the callgrind format, for KCachegrind,
+/* callgrind.c: the call graph in the callgrind format, for KCachegrind,
  * qcachegrind and callgrind_annotate (valgrind's docs, "Callgrind Format").
  *
  * One event, `us': microseconds. The call-path tree is summed per function
  * (a frame: an MFA, a process or a group of them, a pseudo frame): its self
  * cost, and per callee the calls and their inclusive cost. The numbers are
  * those of the folded file: a path's self time in microseconds rounded on the
- * running sum of the merged timeline (write_folded.c), a call's inclusive
+ * running sum of the merged timeline (folded.c), a call's inclusive
  * cost the sum of its subtree's, so the file's total is the folded file's.
  * calls= counts the frames the stack rules entered on that path: a recursion
  * or loop the rules folded (or fold_recursion hid) is not a call.
@@ -19,11 +19,11 @@
  * function's file (fl=) is its module's name; processes and pseudo frames are
  * in file `???', as valgrind writes for code without debug information. Names
  * are compressed (fn=(N) Name the first time, then fn=(N)), on one line of
- * UTF-8 (ks_flame_put_line).
+ * UTF-8 (ks_write_put_line).
  */
 #include <stdlib.h>
 
-#include "ks_flame.h"
+#include "ks_write.h"
 
 #define NO_FILE UINT32_MAX
 
@@ -43,89 +43,80 @@ typedef struct cg {
   FILE *f;
   cg_fn *fn;
   uint32_t nfn, cap_fn;
-  uint32_t *fslot, fmask;      /* frame -> function index + 1 */
+  ks_hmap fslot;               /* frame -> function index: cg_slot (a: the frame) */
   cg_edge *edge;
   uint32_t nedge, cap_edge;
-  uint32_t *eslot, emask;      /* (from, to) -> edge index + 1 */
+  ks_hmap eslot;               /* (from, to) -> edge index: cg_slot */
   uint32_t *stack, cap_stack;  /* function index at each depth of the walk */
   uint32_t *files, nfiles, cap_files;   /* module atom of each file: its MFA's first frame */
   uint8_t *file_named;
   char name[2048], other[2048];
 } cg;
 
-static uint32_t hash32(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  return (uint32_t)k;
+/* A slot of the function and edge tables: the index, and the key beside it. */
+typedef struct cg_slot {
+  uint32_t index;              /* KS_NONE: an empty slot */
+  uint32_t a, b;               /* the frame (b 0), or an edge's from and to */
+} cg_slot;
+
+static uint64_t slot_hash(const void *e, const void *ctx) {
+  const cg_slot *s = e;
+
+  return ks_hmap_pair(s->a, s->b);
 }
 
-/* Grows a table of slots (index + 1, 0: empty) keyed by key_of; KS_OK or KS_ENOMEM. */
-static int rehash(uint32_t **slots, uint32_t *mask, uint32_t n, uint64_t (*key_of)(cg *, uint32_t),
-                  cg *w) {
-  uint32_t cap = (*mask + 1) * 2, k, i, *s;
+/* The index of key (a, b) in tab, or, when new, next (the caller's new
+ * element), entered: KS_NONE without memory. *is_new says which. */
+static uint32_t index_of(ks_hmap *tab, uint32_t a, uint32_t b, uint32_t next, int *is_new) {
+  const cg_slot *s;
+  size_t i;
 
-  if (*slots != NULL && n * 2 < *mask + 1)
-    return KS_OK;
-  if (*slots == NULL)
-    cap = 1024;
-  if ((s = calloc(cap, sizeof(*s))) == NULL)
-    return KS_ENOMEM;
-  for (k = 0; k < n; k++) {
-    for (i = hash32(key_of(w, k)) & (cap - 1); s[i] != 0; i = (i + 1) & (cap - 1))
-      ;
-    s[i] = k + 1;
+  *is_new = 0;
+  if (tab->v == NULL && ks_hmap_init(tab, sizeof(cg_slot), 1024) != KS_OK)
+    return KS_NONE;
+  for (s = ks_hmap_run(tab, sizeof(*s), ks_hmap_pair(a, b), &i); s != NULL;
+       s = ks_hmap_step(tab, sizeof(*s), &i))
+    if (s->a == a && s->b == b)
+      return s->index;
+  if (ks_hmap_full(tab)) {
+    if (ks_hmap_grow(tab, slot_hash, NULL) != KS_OK)
+      return KS_NONE;
+    i = ks_hmap_end(tab, sizeof(cg_slot), ks_hmap_pair(a, b));
   }
-  free(*slots);
-  *slots = s;
-  *mask = cap - 1;
-  return KS_OK;
-}
-
-static uint64_t fn_key(cg *w, uint32_t k) {
-  return w->fn[k].frame;
-}
-
-static uint64_t edge_key(cg *w, uint32_t k) {
-  return (uint64_t)w->edge[k].from << 32 | w->edge[k].to;
+  *(cg_slot *)ks_hmap_put(tab, sizeof(cg_slot), i) = (cg_slot){next, a, b};
+  *is_new = 1;
+  return next;
 }
 
 /* The function of a frame, made when new: its index, or KS_NONE (no memory). */
 static uint32_t fn_of(cg *w, uint32_t frame) {
-  uint32_t i, s;
+  uint32_t k;
+  int is_new;
 
-  if (rehash(&w->fslot, &w->fmask, w->nfn, fn_key, w) != KS_OK)
+  if (ks_grow(&w->fn, &w->cap_fn, w->nfn, 1024, sizeof(*w->fn)) != KS_OK ||
+      (k = index_of(&w->fslot, frame, 0, w->nfn, &is_new)) == KS_NONE)
     return KS_NONE;
-  for (i = hash32(frame) & w->fmask; (s = w->fslot[i]) != 0; i = (i + 1) & w->fmask)
-    if (w->fn[s - 1].frame == frame)
-      return s - 1;
-  if (ks_grow(&w->fn, &w->cap_fn, w->nfn, 1024, sizeof(*w->fn)) != KS_OK)
-    return KS_NONE;
-  w->fn[w->nfn] = (cg_fn){frame, NO_FILE, 0, 0};
-  w->fslot[i] = w->nfn + 1;
-  return w->nfn++;
+  if (is_new)
+    w->fn[w->nfn++] = (cg_fn){frame, NO_FILE, 0, 0};
+  return k;
 }
 
 static cg_edge *edge_of(cg *w, uint32_t from, uint32_t to) {
-  uint64_t key = (uint64_t)from << 32 | to;
-  uint32_t i, s;
+  uint32_t k;
+  int is_new;
 
-  if (rehash(&w->eslot, &w->emask, w->nedge, edge_key, w) != KS_OK)
+  if (ks_grow(&w->edge, &w->cap_edge, w->nedge, 1024, sizeof(*w->edge)) != KS_OK ||
+      (k = index_of(&w->eslot, from, to, w->nedge, &is_new)) == KS_NONE)
     return NULL;
-  for (i = hash32(key) & w->emask; (s = w->eslot[i]) != 0; i = (i + 1) & w->emask)
-    if (edge_key(w, s - 1) == key)
-      return &w->edge[s - 1];
-  if (ks_grow(&w->edge, &w->cap_edge, w->nedge, 1024, sizeof(*w->edge)) != KS_OK)
-    return NULL;
-  w->edge[w->nedge] = (cg_edge){from, to, 0, 0};
-  w->eslot[i] = w->nedge + 1;
-  return &w->edge[w->nedge++];
+  if (is_new)
+    w->edge[w->nedge++] = (cg_edge){from, to, 0, 0};
+  return &w->edge[k];
 }
 
 /* Sums one node into its function and its caller's edge. Nodes come parent first. */
 static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
   cg *w = ctx;
-  const ks_fnode *nd = &w->o->c->tree.v[node];
+  const ks_fnode *nd = &w->o->g->tree.v[node];
   uint64_t end = t + w->o->total[node];
   uint32_t fi;
   cg_edge *e;
@@ -134,16 +125,10 @@ static int open_node(void *ctx, uint32_t node, uint32_t depth, uint64_t t) {
     return 1;
   if ((fi = fn_of(w, nd->frame)) == KS_NONE)
     return KS_ENOMEM;
-  if (depth >= w->cap_stack) {
-    uint32_t cap = w->cap_stack * 2 > depth + 1 ? w->cap_stack * 2 : depth + 1;
-    uint32_t *s = realloc(w->stack, cap * sizeof(*s));
-    if (s == NULL)
-      return KS_ENOMEM;
-    w->stack = s;
-    w->cap_stack = cap;
-  }
+  if (ks_grow(&w->stack, &w->cap_stack, depth, 64, sizeof(*w->stack)) != KS_OK)
+    return KS_ENOMEM;
   w->stack[depth] = fi;
-  /* As write_folded.c counts: self is [end - self, end) of the merged timeline. */
+  /* As folded.c counts: self is [end - self, end) of the merged timeline. */
   w->fn[fi].self += (end + 500) / 1000 - (end - nd->self + 500) / 1000;
   if (depth > 1) {
     if ((e = edge_of(w, w->stack[depth - 1], fi)) == NULL)
@@ -182,7 +167,7 @@ static void put_file(cg *w, const char *key, uint32_t file, uint8_t *named) {
   fprintf(w->f, "%s=(%u)", key, file + 1);
   if (!named[file + 1] && ks_intern_mfa_get(w->o->in, w->files[file], &m) == KS_OK) {
     putc(' ', w->f);
-    ks_flame_put_line(w->f, m.m, strlen(m.m));
+    ks_write_put_line(w->f, m.m, strlen(m.m));
   }
   named[file + 1] = 1;
   putc('\n', w->f);
@@ -193,9 +178,9 @@ static void put_fn(cg *w, const char *key, uint32_t fi) {
 
   fprintf(w->f, "%s=(%u)", key, fi + 1);
   if (!w->fn[fi].named) {
-    n = ks_flame_frame_name(w->o->c, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
+    n = ks_callpath_frame_name(w->o->g, w->o->in, w->fn[fi].frame, w->name, sizeof(w->name));
     putc(' ', w->f);
-    ks_flame_put_line(w->f, w->name, n);
+    ks_write_put_line(w->f, w->name, n);
     w->fn[fi].named = 1;
   }
   putc('\n', w->f);
@@ -257,7 +242,7 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
   w.f = f;
   /* The first line says the format (desktops and KCachegrind look for it); then the
    * correction, a comment every reader skips. */
-  ks_flame_correction_text(o->c, w.name, sizeof(w.name));
+  ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# callgrind format\n# %s\nversion: 1\ncreator: kprof\npositions: line\n"
              "event: us : Time (microseconds)\nevents: us\n\n",
           w.name);
@@ -268,9 +253,9 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
     rc = write_body(&w, total);
   }
   free(w.fn);
-  free(w.fslot);
+  ks_hmap_free(&w.fslot);
   free(w.edge);
-  free(w.eslot);
+  ks_hmap_free(&w.eslot);
   free(w.stack);
   free(w.files);
   return rc < 0 ? rc : KS_OK;
