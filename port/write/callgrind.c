@@ -240,12 +240,15 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
   memset(&w, 0, sizeof(w));
   w.o = o;
   w.f = f;
-  /* The first line says the format (desktops and KCachegrind look for it); then the
-   * correction, a comment every reader skips. */
+  /* The first line says the format (desktops and KCachegrind look for it). The
+   * header's cmd: names the capture and its desc: (type "kprof correction") the
+   * correction (one line of ASCII, port/callpath/names.c); callgrind_annotate
+   * prints both, KCachegrind shows them. */
   ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
-  fprintf(f, "# callgrind format\n# %s\nversion: 1\ncreator: kprof\npositions: line\n"
+  fprintf(f, "# callgrind format\nversion: 1\ncreator: kprof " KS_VERSION "\n"
+             "cmd: kprof flame %lld\ndesc: %s\npositions: line\n"
              "event: us : Time (microseconds)\nevents: us\n\n",
-          w.name);
+          (long long)o->g->id, w.name);
   rc = ks_fwalk(o, 0, open_node, NULL, &w);
   if (rc >= 0) {
     for (k = 0; k < w.nfn; k++)
