@@ -1054,6 +1054,7 @@ no_events(Dir) ->
     ?assertMatch([[_Root, "kprof_flame_tests:idle/0", "SLEEP"]], maps:keys(Folded)),
     ?assert(lists:sum(maps:values(Folded)) >= 90 * ?MS),
     ok = file:delete(File),
+    ok = file:delete(filename:rootname(File, ".folded") ++ ".meta.json"),
     ?assertEqual({error, no_events},
                  kprof:flame_pid(Idle, 100, #{output_directory => Dir, sleep => false})),
     Idle ! stop,

@@ -241,14 +241,15 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
   w.o = o;
   w.f = f;
   /* The first line says the format (desktops and KCachegrind look for it). The
-   * header's cmd: names the capture and its desc: (type "kprof correction") the
+   * header's cmd: says what made it and its desc: (type "kprof correction") the
    * correction (one line of ASCII, port/callpath/names.c); callgrind_annotate
-   * prints both, KCachegrind shows them. */
+   * prints both, KCachegrind shows them. No capture id: a replay (its own id)
+   * writes the same bytes as the capture. */
   ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
   fprintf(f, "# callgrind format\nversion: 1\ncreator: kprof " KS_VERSION "\n"
-             "cmd: kprof flame %lld\ndesc: %s\npositions: line\n"
+             "cmd: kprof flame\ndesc: %s\npositions: line\n"
              "event: us : Time (microseconds)\nevents: us\n\n",
-          (long long)o->g->id, w.name);
+          w.name);
   rc = ks_fwalk(o, 0, open_node, NULL, &w);
   if (rc >= 0) {
     for (k = 0; k < w.nfn; k++)

@@ -53,7 +53,7 @@ annotate() {
   for cg in $(file_of a callgrind) $(file_of b callgrind); do
     run "callgrind_annotate $(basename "$cg")" callgrind_annotate --auto=no "$cg"
     grep -q '^kprof correction: ' "$dir/out" || fail "callgrind_annotate shows no correction (desc:)"
-    grep -q '^Profiled target: *kprof flame ' "$dir/out" || fail "callgrind_annotate shows no cmd:"
+    grep -q '^Profiled target: *kprof flame$' "$dir/out" || fail "callgrind_annotate shows no cmd:"
     run "callgrind_annotate --inclusive=yes --tree=both $(basename "$cg")" \
       callgrind_annotate --auto=no --inclusive=yes --tree=both "$cg"
   done
