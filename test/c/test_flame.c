@@ -110,7 +110,7 @@ static char *write_with(ks_callpath *g, int (*writer)(const ks_fout *, FILE *)) 
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   uint64_t *total = malloc(g->tree.n * sizeof(*total));
-  ks_fout o;
+  ks_fout o = {0};
 
   ck_assert_ptr_nonnull(f);
   ks_ftree_order(&g->tree);
@@ -1575,10 +1575,12 @@ static void finished(ks_callpath *g, ks_fout *o) {
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(&g->tree);
   ks_ftree_totals(&g->tree, total);
+  memset(o, 0, sizeof(*o));
   o->g = g;
   o->in = &in;
   o->total = total;
   o->grand = total[0];
+  o->processes = g->nprocs;
 }
 
 /* pid_a calls n functions of its own from m:root/0, 5 us each: n + 2 call paths. */
