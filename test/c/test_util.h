@@ -86,5 +86,6 @@ Suite *budget_suite(void);
 Suite *out_dir_suite(void);
 Suite *main_suite(void);
 Suite *record_suite(void);
+Suite *sample_suite(void);
 
 #endif
