@@ -352,8 +352,7 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
     %% order); a watcher's (nosuspend) gets {error, busy}.
     Ref = make_ref(),
     Bin = term_to_binary({kprof, Ref, Cmd}),
-    P = (pending(From, Timeout, Ref))#pending{atoms = is_tuple(Cmd) andalso
-                                                  element(1, Cmd) =:= flame_replay},
+    P = (pending(From, Timeout, Ref))#pending{atoms = makes_atoms(Cmd)},
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
             {noreply, S#state{pending = Pending#{Ref => P}}};
@@ -556,9 +555,14 @@ decode(Bin) ->
     end.
 
 %% A replay's answer (kprof:replay/2) names the recorded code's modules and
-%% functions (its top rows), which this node may not know: while one is
-%% pending, a frame `safe' refuses is read anyway, making at most a few atoms
-%% per row asked for.
+%% functions (its top rows), which this node may not know, and so does a
+%% sampled profile's (kprof_sample: C functions as `{'[C]', Symbol, 0}'):
+%% while one is pending, a frame `safe' refuses is read anyway, making at
+%% most a few atoms per row asked for.
+-spec makes_atoms(command()) -> boolean().
+makes_atoms(Cmd) ->
+    is_tuple(Cmd) andalso (element(1, Cmd) =:= flame_replay orelse element(1, Cmd) =:= sample_write).
+
 -spec decode(binary(), #state{}) -> {ok, term()} | {error, bad_frame}.
 decode(Bin, #state{pending = Pending}) ->
     Replay = lists:any(fun(#pending{atoms = A}) -> A end, maps:values(Pending)),

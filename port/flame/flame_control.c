@@ -104,10 +104,12 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
 /* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
 #define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
 #define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+#define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
 const ks_option_field ks_flame_fields[] = {
 #include "proto/ks_option_fields.h"
 };
 #undef KS_FIELD_tiers
+#undef KS_FIELD_sample
 #undef KS_FIELD_flame
 _Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,
                "one field per row");
@@ -178,19 +180,23 @@ static const struct {
   {"group", decode_group}, {"trigger", decode_trigger}, {"hide", decode_hide},
   {"names", decode_names}, {"record", decode_record}};
 
+int ks_flame_decode_term(ks_intern *in, const char *key, const char *b, size_t len, int *idx,
+                         ks_fopts *o) {
+  size_t k;
+
+  for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
+    if (strcmp(key, term_rows[k].key) == 0)
+      return term_rows[k].decode(in, b, len, idx, o);
+  return KS_EINVAL;
+}
+
 /* Bounds and fields: the table's (include/ks_options.h); here only the terms. */
 static int decode_opt(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   const ks_option *term;
-  size_t k;
 
   if (ks_option_decode(KS_M_FLAME, ks_flame_fields, b, idx, o, &term) != KS_OK)
     return KS_EINVAL;
-  if (term == NULL)
-    return KS_OK;
-  for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
-    if (strcmp(term->key, term_rows[k].key) == 0)
-      return term_rows[k].decode(in, b, len, idx, o);
-  return KS_EINVAL;
+  return term == NULL ? KS_OK : ks_flame_decode_term(in, term->key, b, len, idx, o);
 }
 
 static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len, int *idx,

@@ -210,6 +210,7 @@ typedef struct ks_fopts {
   uint32_t record_level;       /* zstd's compression level of its frames */
   int record_at;               /* flame_start's decode: where the record path is in the
                                 * command (record_control.c), -1: none */
+  uint32_t sample_hz;          /* a sampled profile's rate (port/sample/); 0: traced */
 } ks_fopts;
 
 /* The depth past which the flow rules fold loops and recursion (doc/flame.md
@@ -502,6 +503,11 @@ int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* The value of a flame row of type KS_T_TERM (group, names, trigger, hide,
+ * record) at *idx into o: KS_OK or KS_EINVAL (sampled captures take the
+ * same rows). */
+int ks_flame_decode_term(ks_intern *in, const char *key, const char *b, size_t len, int *idx,
+                         ks_fopts *o);
 /* Dir (binary), Base (binary), [Format] at *idx. */
 int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d);
 /* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;

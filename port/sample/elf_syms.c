@@ -359,6 +359,8 @@ static uint32_t frame_of(ks_efile *f, uint32_t k, ks_sym_name_fn name_fn, void *
   if (*slot == KS_NONE) {
     nm.kind = KS_PNAME_C;
     snprintf(nm.native, sizeof(nm.native), "%s", k == KS_NONE ? f->base : f->names + f->syms[k].name);
+    if (k != KS_NONE)
+      nm.native[strcspn(nm.native, "@")] = 0;   /* pthread_mutex_lock@@GLIBC_2.2.5: the version */
     *slot = name_fn(ctx, &nm);
   }
   return *slot;

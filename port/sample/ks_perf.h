@@ -139,7 +139,7 @@ typedef struct ks_pevent {
 } ks_pevent;
 
 /* Why no event could be opened or mapped (KS_OK: every thread has one). */
-enum { KS_PERF_ENOTSUP = -100 };
+enum { KS_PERF_ENOTSUP = -100, KS_PERF_EMLOCK = -102 };   /* no perf_event_open; no ring fits */
 
 typedef struct ks_pevents {
   int ospid;

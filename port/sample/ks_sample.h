@@ -10,8 +10,8 @@
  *   - the Erlang frames of its callchain, outermost first, each named by
  *     the perf map as it was at the sample's time (ks_symbols.h);
  *   - then its leaf when that is not Erlang code: the C function of
- *     beam.smp or a library it ran (`[C] erts_garbage_collect'), or the
- *     JIT's shared code (`[JIT] global::call_bif_shared');
+ *     beam.smp or a library it ran (`[C]erts_garbage_collect'), or the
+ *     JIT's shared code (`[JIT]global::call_bif_shared'), or [unknown];
  *   - a sample with no Erlang frame is its leaf alone;
  *   - a callchain the kernel cut (kernel.perf_event_max_stack) starts with
  *     a TRUNCATED frame.
@@ -19,7 +19,9 @@
  * Native frames are MFA ids of the intern table under the reserved modules
  * `[C]' and `[JIT]' (function: the symbol, arity 0), so that every writer
  * and the top table take them as functions; their names are written as
- * `[C] symbol' (port/flame/flame_names.c).
+ * `[C]symbol' (port/flame/flame_names.c). A sample whose process is not
+ * known hangs from a root of its thread's kind instead of a process's:
+ * [scheduler], [dirty_cpu_scheduler], [dirty_io_scheduler].
  *
  * The sample's process: r13 is trusted in JIT code (the JIT keeps the
  * running process there), and in C code only when it holds a value JIT code
@@ -37,6 +39,7 @@
 #include <stdio.h>
 
 #include "core/ks_intern.h"
+#include "flame/ks_flame.h"
 #include "ks_perf.h"
 #include "ks_symbols.h"
 
@@ -44,6 +47,8 @@
 #define KS_MOD_C "[C]"
 #define KS_MOD_JIT "[JIT]"
 #define KS_MOD_UNKNOWN "[unknown]"
+/* A native name's bytes at most (an atom holds 255 characters). */
+#define KS_NATIVE_MAX 240
 
 /* What the sampler knows of an MFA id: nothing (an Erlang function), a
  * native frame, or a JIT stub a stack ends in (erts_beamasm:normal_exit/0:
@@ -264,5 +269,51 @@ void ks_sampler_record(ks_sampler *s, int kind, const unsigned char *rec, size_t
 /* Every pending sample resolved (names as the map has them now, pids read
  * now) and handed to emit; `now' is when the map was last read. */
 void ks_sampler_resolve(ks_sampler *s);
+
+/*
+ * The sampling feature of the sink: one session at a time, whose profile is
+ * a flame capture (ks_flame.h) of the session's id: sample_write writes its
+ * files as flame_write does, flame_members and flame_pids name its
+ * processes, as for a trace.
+ *
+ *   {sample_start, Id, [{Key, Value}]}   ok | {error, Reason}
+ *   {sample_status, Id}                  #{phase, layout, samples, ...}
+ *   {sample_window, Id}                  ok: the profile starts now (calibration over)
+ *   {sample_stop, Id}                    #{...}: sampling off, the last samples in
+ *   {sample_write, Id, Dir, Base, [Format]}  as flame_write (port/flame/flame_control.c),
+ *                                        the figures above under Info's `sample'
+ *
+ * (doc/protocol.md lists the keys and replies.)
+ */
+typedef struct ks_sampling {
+  ks_sampler smp;
+  ks_flame *fl;                /* the captures its profile is one of */
+  int64_t id;                  /* its capture's id */
+  int has;                     /* a session exists (started, not yet stopped) */
+  int64_t stopped_at;          /* when it stopped (0: running) */
+  int gone;                    /* it stopped because the VM's process was gone */
+  uint32_t roots[KS_THR_KINDS];   /* [no process] roots, by thread kind */
+  uint32_t *seen;              /* per MFA: the last sample counted in its inclusive time */
+  uint32_t capseen, stamp;
+  int (*admit)(void *ctx, int64_t time);   /* the sink's limits (ks_sampler.admit) */
+  void *admit_ctx;
+} ks_sampling;
+
+void ks_sampling_init(ks_sampling *sm, ks_flame *fl, ks_intern *in);
+void ks_sampling_free(ks_sampling *sm);
+/* The timer's drain (every KS_SAMPLE_DRAIN_MS while a session samples). */
+#define KS_SAMPLE_DRAIN_MS 10
+void ks_sampling_poll(ks_sampling *sm, int64_t now);
+static inline int ks_sampling_active(const ks_sampling *sm) {
+  return sm->smp.active;
+}
+/* sample_feed.c: a resolved sample into the session's capture (ks_sstack_fn). */
+void ks_sampling_feed(void *ctx, const ks_sstack *st);
+/* sample_control.c: the sample_* commands (port/sink/control.c's table). */
+int ks_cmd_sample_start(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_sample_status(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_sample_window(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_sample_stop(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x);
+int ks_cmd_sample_write(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x);
 
 #endif

@@ -150,7 +150,7 @@ static int map_ring(ks_pevents *pe, ks_pevent *ev) {
       break;
     pe->err = errno;
     if (pages == 1 || (errno != EPERM && errno != ENOMEM))
-      return -pe->err;
+      return KS_PERF_EMLOCK;
   }
   ev->map = p;
   ev->map_len = (pages + 1) * page;

@@ -54,10 +54,16 @@ static uint32_t intern(ks_sampler *s, const char *m, const char *f, uint32_t ari
 }
 
 uint32_t ks_sampler_native(ks_sampler *s, const char *module, const char *name) {
-  char f[1001];
+  char f[KS_NATIVE_MAX + 1];
   uint32_t id;
+  size_t n = strlen(name);
 
-  snprintf(f, sizeof(f), "%s", name);   /* a C++ name may be longer than an atom */
+  /* A C++ name may be longer than an atom may be (255 characters): its head
+   * and a `..' (the top table's rows are atoms). */
+  if (n > KS_NATIVE_MAX)
+    snprintf(f, sizeof(f), "%.*s..", KS_NATIVE_MAX - 2, name);
+  else
+    memcpy(f, name, n + 1);
   if ((id = intern(s, module, f, 0)) == KS_NONE)
     return KS_NONE;
   if (id >= s->capnative &&
@@ -225,7 +231,19 @@ static uint32_t pid_of_word(ks_sampler *s, uint64_t w) {
   return ks_intern_pid(s->in, sl, &id) == KS_OK ? id : KS_NONE;
 }
 
-/* Which samples' r13 to trust, and the words to read for them. */
+/* Whether the sample's chain holds an Erlang function (its leaf aside): C
+ * code called from JIT code, which keeps r13 (callee-saved) as it was. */
+static int called_from_erlang(const ks_sampler *s, const ks_spend *e) {
+  uint32_t k, f;
+
+  for (k = 1; k < e->nips; k++)
+    if ((f = ks_pmap_lookup(&s->map, s->ips[e->at + k], e->time)) != KS_NONE && !is_native(s, f))
+      return 1;
+  return 0;
+}
+
+/* Which samples' r13 to trust, and the words to read for them: JIT code's;
+ * C code's called from Erlang code, or with an r13 JIT code had. */
 static void plan_reads(ks_sampler *s) {
   uint32_t k, w;
 
@@ -239,7 +257,7 @@ static void plan_reads(ks_sampler *s) {
       continue;
     if (e->jit)
       cp_add(&s->cps, e->r13);
-    else if (!cp_has(&s->cps, e->r13))
+    else if (!cp_has(&s->cps, e->r13) && !called_from_erlang(s, e))
       continue;
     if (s->calibrating) {
       if (!e->jit || s->reads.n + KS_CAL_WORDS > MAX_READS)
