@@ -15,7 +15,7 @@
  * runs on recorded streams and fuzzed bytes as on a live ring.
  *
  * Where perf_event_open is missing (not Linux, no <linux/perf_event.h>,
- * the KS_PORTABLE build) KS_PERF_EVENTS is 0 and ks_perf_open answers
+ * the KS_PORTABLE build) KS_PERF_EVENTS is 0 and ks_pevents_start answers
  * KS_PERF_ENOTSUP; the decoder and the ring reader are plain C either way.
  */
 #ifndef KS_PERF_H

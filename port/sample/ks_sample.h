@@ -30,7 +30,7 @@
  * word, is learnt at run time, never assumed for an OTP: while the Erlang
  * side runs beacon processes of known pids, the sampler finds the offset
  * from r13 and the bit position of the pid's number that give the beacons'
- * pids in every beacon sample (ks_calibrate), then checks every later JIT
+ * pids in every beacon sample (calibrate.c), then checks every later JIT
  * sample's word (pid_unreadable counts those that are no pid).
  */
 #ifndef KS_SAMPLE_H
@@ -51,8 +51,8 @@
 #define KS_NATIVE_MAX 240
 
 /* What the sampler knows of an MFA id: nothing (an Erlang function), a
- * native frame, or a JIT stub a stack ends in (erts_beamasm:normal_exit/0:
- * left off a stack's root). */
+ * native frame, or a JIT stub a stack ends in (module erts_beamasm, whose
+ * normal_exit its first function returns to: left off a stack's root). */
 enum { KS_NAT_ERLANG = 0, KS_NAT_NATIVE = 1, KS_NAT_BOTTOM = 2 };
 
 /* What a resolved sample is: where its process came from, if anywhere. */

@@ -4,6 +4,7 @@
  * the sink's timer.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -64,6 +65,10 @@ int ks_sampler_start(ks_sampler *s, const ks_sampler_opts *o) {
   s->calibrating = !s->lay.known && s->cal.nbeacons > 0;
   if ((rc = set_only(s, o->only, o->nonly)) != KS_OK)
     return rc;
+  if (kill(s->ospid, 0) != 0 && errno == ESRCH) {
+    ks_sampler_free(s);
+    return -ESRCH;
+  }
   if ((rc = ks_pmap_open(&s->map, s->ospid)) != KS_OK) {
     ks_sampler_free(s);
     return rc == -ENOENT ? KS_SAMPLE_NO_MAP : rc;

@@ -2,8 +2,8 @@
  * records decoded, a ring read across its end, the perf map's names and
  * their times (a reload that reuses addresses), ELF symbols of this very
  * program, the pid layout calibrated from beacons, and whole samples
- * resolved against a made-up VM. Recorded sessions of a real VM:
- * test_sample_replay.c. */
+ * resolved against a made-up VM. The commands through the sink, a live
+ * session and recorded sessions of real VMs: test_sample_sink.c. */
 #include <stdlib.h>
 #include <unistd.h>
 

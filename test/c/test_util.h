@@ -87,5 +87,6 @@ Suite *out_dir_suite(void);
 Suite *main_suite(void);
 Suite *record_suite(void);
 Suite *sample_suite(void);
+Suite *sample_sink_suite(void);
 
 #endif
