@@ -230,6 +230,7 @@ void ks_srec_words(ks_srec *r, const uint64_t *addr, const uint64_t *word, const
                    uint32_t n);
 void ks_srec_drain(ks_srec *r, int64_t t);
 void ks_srec_layout(ks_srec *r, const ks_playout *lay, int64_t from);
+void ks_srec_only(ks_srec *r, const ks_intern *in, const uint32_t *only, uint32_t n);
 int ks_srec_close(ks_srec *r);
 int ks_srec_replay(struct ks_sampler *s, const unsigned char *p, size_t n);
 
@@ -263,6 +264,11 @@ int ks_sampler_drain(ks_sampler *s, int64_t now);
 void ks_sampler_window(ks_sampler *s, int64_t now);
 /* Sampling off, the rings drained a last time; the session's figures stay. */
 void ks_sampler_stop(ks_sampler *s, int64_t now);
+
+/* The pid id of the node's process <0.num.ser> (the template's node). */
+uint32_t ks_sampler_pid(ks_sampler *s, uint32_t num, uint32_t ser);
+/* s->only sorted, as the resolver's binary search wants it. */
+void ks_sampler_sort_only(ks_sampler *s);
 
 /* One record of a ring of a thread of `kind' (the sampler's or a recording's). */
 void ks_sampler_record(ks_sampler *s, int kind, const unsigned char *rec, size_t len);

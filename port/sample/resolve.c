@@ -203,32 +203,36 @@ static int add_read(ks_sampler *s, uint64_t addr) {
   return KS_OK;
 }
 
-/* The pid id of a process's word: its number and serial as the layout says,
- * into a pid of the node (the template's bytes, number and serial replaced). */
-static uint32_t pid_of_word(ks_sampler *s, uint64_t w) {
-  const ks_playout *l = &s->lay;
+uint32_t ks_sampler_pid(ks_sampler *s, uint32_t num, uint32_t ser) {
   unsigned char raw[sizeof(s->pid_tmpl)];
-  uint64_t num, ser;
   ks_slice sl;
   uint32_t id;
   size_t at;
 
-  if ((w & 0xf) != 0x3 || s->pid_tmpl_n < 13)
+  if (s->pid_tmpl_n < 13)
+    return KS_NONE;
+  memcpy(raw, s->pid_tmpl, s->pid_tmpl_n);
+  /* NEW_PID_EXT ends ID, Serial, Creation (4 bytes each); PID_EXT with a 1-byte creation. */
+  at = raw[0] == 88 ? s->pid_tmpl_n - 12 : s->pid_tmpl_n - 9;
+  ks_put_be32(raw + at, num);
+  ks_put_be32(raw + at + 4, ser);
+  sl.p = raw;
+  sl.n = s->pid_tmpl_n;
+  return ks_intern_pid(s->in, sl, &id) == KS_OK ? id : KS_NONE;
+}
+
+/* The pid id of a process's word: its number and serial as the layout says. */
+static uint32_t pid_of_word(ks_sampler *s, uint64_t w) {
+  const ks_playout *l = &s->lay;
+  uint64_t num, ser;
+
+  if ((w & 0xf) != 0x3)
     return KS_NONE;
   num = (w >> l->shift) & ((1ull << l->num_bits) - 1);
   ser = l->shift + l->num_bits < 64 ? w >> (l->shift + l->num_bits) : 0;
   if (l->ser_bits < 64)
     ser &= (1ull << l->ser_bits) - 1;
-  if (ser > UINT32_MAX)
-    return KS_NONE;
-  memcpy(raw, s->pid_tmpl, s->pid_tmpl_n);
-  /* NEW_PID_EXT ends ID, Serial, Creation (4 bytes each); PID_EXT with a 1-byte creation. */
-  at = raw[0] == 88 ? s->pid_tmpl_n - 12 : s->pid_tmpl_n - 9;
-  ks_put_be32(raw + at, (uint32_t)num);
-  ks_put_be32(raw + at + 4, (uint32_t)ser);
-  sl.p = raw;
-  sl.n = s->pid_tmpl_n;
-  return ks_intern_pid(s->in, sl, &id) == KS_OK ? id : KS_NONE;
+  return ser > UINT32_MAX ? KS_NONE : ks_sampler_pid(s, (uint32_t)num, (uint32_t)ser);
 }
 
 /* Whether the sample's chain holds an Erlang function (its leaf aside): C

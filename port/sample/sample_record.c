@@ -15,6 +15,7 @@
  *     'w'   per word read: u64 address, u64 word, u8 ok
  *     'd'   i64 time: the drain's samples are resolved
  *     'l'   u32 offset, u32 shift, i64 window start: the layout calibrated
+ *     'p'   per process asked for (option pid): u32 number, u32 serial
  * Integers are little-endian.
  */
 #include <fcntl.h>
@@ -95,6 +96,19 @@ void ks_srec_drain(ks_srec *r, int64_t t) {
   put64(r, (uint64_t)t);
 }
 
+void ks_srec_only(ks_srec *r, const ks_intern *in, const uint32_t *only, uint32_t n) {
+  ks_pid_view v;
+  uint32_t k;
+
+  chunk(r, 'p', 8 * (size_t)n);
+  for (k = 0; k < n; k++) {
+    if (ks_intern_pid_get(in, only[k], &v) != KS_OK)
+      v.num = v.serial = UINT32_MAX;
+    put32(r, v.num);
+    put32(r, v.serial);
+  }
+}
+
 void ks_srec_layout(ks_srec *r, const ks_playout *lay, int64_t from) {
   chunk(r, 'l', 16);
   put32(r, lay->offset);
@@ -155,6 +169,20 @@ static int replay_ring(ks_sampler *s, const unsigned char *p, size_t n) {
   return KS_OK;
 }
 
+/* The processes asked for, as pids of the recording's node. */
+static int replay_only(ks_sampler *s, const unsigned char *p, size_t n) {
+  uint32_t k, m = (uint32_t)(n / 8), *v;
+
+  if (n % 8 != 0 || s->only != NULL || (v = malloc((size_t)(m ? m : 1) * sizeof(*v))) == NULL)
+    return KS_EBADTERM;
+  for (k = 0; k < m; k++)
+    v[k] = ks_sampler_pid(s, get32(p + 8 * k), get32(p + 8 * k + 4));
+  s->only = v;
+  s->nonly = m;
+  ks_sampler_sort_only(s);
+  return KS_OK;
+}
+
 static int replay_chunk(ks_sampler *s, replay *rp, char type, const unsigned char *p, size_t n) {
   switch (type) {
   case 'r':
@@ -177,6 +205,8 @@ static int replay_chunk(ks_sampler *s, replay *rp, char type, const unsigned cha
     ks_sampler_resolve(s);
     rp->nw = rp->next = 0;
     return KS_OK;
+  case 'p':
+    return replay_only(s, p, n);
   case 'l':
     if (n != 16 || get32(p) % 8 != 0 || get32(p) >= 8 * KS_CAL_WORDS || get32(p + 4) >= 64)
       return KS_EBADTERM;

@@ -30,20 +30,24 @@ static void map_tap(void *ctx, int64_t now, const char *p, size_t n) {
   ks_srec_map(ctx, now, p, n);
 }
 
-static int set_only(ks_sampler *s, const uint32_t *only, uint32_t n) {
-  uint32_t k, j;
+static int by_id(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
+  return x < y ? -1 : x > y;
+}
+
+void ks_sampler_sort_only(ks_sampler *s) {
+  qsort(s->only, s->nonly, sizeof(*s->only), by_id);   /* a binary search per sample */
+}
+
+static int set_only(ks_sampler *s, const uint32_t *only, uint32_t n) {
   if (only == NULL)
     return KS_OK;
   if ((s->only = malloc((size_t)(n ? n : 1) * sizeof(*s->only))) == NULL)
     return KS_ENOMEM;
-  for (k = 0; k < n; k++) {   /* sorted, for a binary search per sample */
-    uint32_t v = only[k];
-    for (j = k; j > 0 && s->only[j - 1] > v; j--)
-      s->only[j] = s->only[j - 1];
-    s->only[j] = v;
-  }
+  memcpy(s->only, only, (size_t)n * sizeof(*only));
   s->nonly = n;
+  ks_sampler_sort_only(s);
   return KS_OK;
 }
 
@@ -81,6 +85,8 @@ int ks_sampler_start(ks_sampler *s, const ks_sampler_opts *o) {
   if (o->record != NULL && ks_srec_open(&s->rec, o->record, s, &s->lay) == KS_OK) {
     s->map.tap = map_tap;
     s->map.tap_ctx = &s->rec;
+    if (s->only != NULL)
+      ks_srec_only(&s->rec, s->in, s->only, s->nonly);
   }
   ks_elf_init(&s->elf, s->ospid);
   ks_elf_scan(&s->elf);
