@@ -273,6 +273,104 @@ START_TEST(test_live_session) {
 }
 END_TEST
 
+/* ---- recorded sessions of real VMs ---- */
+
+typedef struct stacks {
+  char **line;                 /* "pid;frame;...;leaf" */
+  uint32_t *count;
+  uint32_t n, cap;
+  const ks_intern *in;
+} stacks;
+
+static void add_stack(void *ctx, const ks_sstack *st) {
+  stacks *t = ctx;
+  char buf[8192];
+  size_t o = 0;
+  ks_pid_view pv;
+  ks_mfa_view m;
+  uint32_t k;
+
+  ck_assert_uint_ne(st->pid, KS_NONE);   /* the session asked for one process */
+  ck_assert_int_eq(ks_intern_pid_get(t->in, st->pid, &pv), KS_OK);
+  o += (size_t)snprintf(buf, sizeof(buf), "<0.%u.%u>", pv.num, pv.serial);
+  for (k = 0; k < st->n && o < sizeof(buf); k++) {
+    ck_assert_int_eq(ks_intern_mfa_get(t->in, st->mfas[k], &m), KS_OK);
+    o += (size_t)(m.m[0] == '[' ? snprintf(buf + o, sizeof(buf) - o, ";%s%s", m.m, m.f)
+                                : snprintf(buf + o, sizeof(buf) - o, ";%s:%s/%u", m.m, m.f, m.arity));
+  }
+  for (k = 0; k < t->n && strcmp(t->line[k], buf) != 0; k++)
+    ;
+  if (k == t->n) {
+    ck_assert_int_eq(ks_grow(&t->line, &t->cap, t->n, 16, sizeof(*t->line)), KS_OK);
+    t->count = realloc(t->count, (size_t)t->cap * sizeof(*t->count));
+    t->line[t->n] = strdup(buf);
+    t->count[t->n++] = 0;
+  }
+  t->count[k]++;
+}
+
+static void replay_recording(const char *name) {
+  static ks_sampler rp;
+  char path[512], got[65536], line[8300], *want;
+  stacks t = {NULL, NULL, 0, 0, NULL};
+  unsigned char *bytes;
+  ks_intern in;
+  size_t n, o = 0, wn;
+  uint32_t k, g;
+
+  snprintf(path, sizeof(path), "%s/%s.ksr", test_data_dir(), name);
+  ck_assert_ptr_nonnull(bytes = read_file(path, &n));
+  snprintf(path, sizeof(path), "%s/%s.txt", test_data_dir(), name);
+  ck_assert_ptr_nonnull(want = (char *)read_file(path, &wn));
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  t.in = &in;
+  ks_sampler_init(&rp, &in);
+  rp.emit = add_stack;
+  rp.emit_ctx = &t;
+  ck_assert_int_eq(ks_srec_replay(&rp, bytes, n), KS_OK);
+  /* Every version of the reloaded function has its samples, each named by
+   * the map as it was: a naming by the last line at an address would give
+   * none to 1 and 3 (or 2 and 4). */
+  for (g = 1; g <= 6; g++) {
+    uint32_t c = 0;
+    snprintf(line, sizeof(line), ";rmod:g%u/1", g);
+    for (k = 0; k < t.n; k++)
+      if (strstr(t.line[k], line) != NULL)
+        c += t.count[k];
+    ck_assert_uint_ge(c, 5);
+  }
+  /* Exactly the live session's stacks, in its order (sorted by line). */
+  for (k = 0; k < t.n; k++)
+    for (g = k + 1; g < t.n; g++)
+      if (strcmp(t.line[g], t.line[k]) < 0) {
+        char *l = t.line[k];
+        uint32_t c = t.count[k];
+        t.line[k] = t.line[g], t.count[k] = t.count[g];
+        t.line[g] = l, t.count[g] = c;
+      }
+  for (k = 0; k < t.n; k++)
+    o += (size_t)snprintf(got + o, sizeof(got) - o, "%s %u\n", t.line[k], t.count[k]);
+  ck_assert_str_eq(got, want);
+  for (k = 0; k < t.n; k++)
+    free(t.line[k]);
+  free(t.line);
+  free(t.count);
+  free(want);
+  free(bytes);
+  ks_sampler_free(&rp);
+  ks_intern_free(&in);
+}
+
+START_TEST(test_recorded_otp25) {
+  replay_recording("sample_reload_otp25");
+}
+END_TEST
+
+START_TEST(test_recorded_otp29) {
+  replay_recording("sample_reload_otp29");
+}
+END_TEST
+
 Suite *sample_sink_suite(void) {
   Suite *s = suite_create("sample_sink");
   TCase *tc = tcase_create("commands");
@@ -280,6 +378,8 @@ Suite *sample_sink_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_live_session);
+  tcase_add_test(tc, test_recorded_otp25);
+  tcase_add_test(tc, test_recorded_otp29);
   suite_add_tcase(s, tc);
   return s;
 }
