@@ -146,8 +146,8 @@ static int replay_read(void *ctx, const uint64_t *addrs, uint32_t n, uint64_t *o
   uint32_t k, got = 0;
 
   for (k = 0; k < n; k++, rp->next++) {
-    const unsigned char *e = rp->w + 17 * (size_t)rp->next;
-    ok[k] = rp->next < rp->nw && get64(e) == addrs[k] && e[16] != 0;
+    const unsigned char *e = rp->next < rp->nw ? rp->w + 17 * (size_t)rp->next : NULL;
+    ok[k] = e != NULL && get64(e) == addrs[k] && e[16] != 0;
     out[k] = ok[k] ? get64(e + 8) : 0;
     got += ok[k];
   }
