@@ -44,7 +44,7 @@
  * "Options: one table".
  */
 
-/* tiers: kprof_tiers:start/2's options (Erlang) */
+/* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
 KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
 KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, KS_NO_FIELD, "requests at least this slow are reported one by one (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, KS_FIELD(tiers, slow_max, 1), "how many slow requests are kept")
@@ -67,7 +67,7 @@ KS_OPTION(KS_M_TIERS, full_max_events, KS_T_INT, 1, 100000000, "100000", KS_BY_S
 KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SINK, KS_FIELD(tiers, full_max_nodes, 1), "full_trace_max_nodes")
 KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, KS_FIELD(tiers, full_max_identities, 1), "full_trace_max_identities")
 
-/* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame:validate/2) */
+/* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame_options:validate/2) */
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, KS_NO_FIELD, "a format, a list of them, or all")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, KS_NO_FIELD, "where the files go")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the files' base name (default kprof-Mode-Time-Id)")

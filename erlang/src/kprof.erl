@@ -126,7 +126,7 @@
 %%% {ok,["/tmp/rr/./c.kprec.folded","/tmp/rr/./callgrind.out.c.kprec"]}
 %%% '''
 %%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
-%%% and replay"; {@link kprof_flame_record}).
+%%% and replay"; {@link kprof_flame_replay}).
 %%%
 %%% == Safety ==
 %%%
@@ -561,7 +561,7 @@ is_flat_string(_) -> false.
           ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
 start_tiers(Tiers, Opts) ->
     case proper_tiers(Tiers) of
-        ok -> with_opts(Opts, fun(O) -> kprof_tiers:start(Tiers, O) end);
+        ok -> with_opts(Opts, fun(O) -> kprof_tiers_cluster:start(Tiers, O) end);
         Error -> Error
     end.
 
@@ -575,7 +575,7 @@ start_tiers(Tiers, Opts) ->
 %% {unreachable, [{Node, Reason}]}}'.
 -spec stop_tiers() -> ok | {error, term()}.
 stop_tiers() ->
-    kprof_tiers:stop().
+    kprof_tiers_cluster:stop().
 
 %% @doc Run `Fun' as one request of this identity (any term) and return
 %% its result; an exception of `Fun' goes through with its stacktrace.
@@ -584,19 +584,8 @@ stop_tiers() ->
 %% the `sample' left it out, `Fun' just runs. `{error, {bad_fun, Fun}}'
 %% when `Fun' is not a fun of no arguments (nothing runs).
 -spec request(term(), fun(() -> Result)) -> Result | {error, {bad_fun, term()}}.
-request(Identity, Fun) when is_function(Fun, 0) ->
-    case kprof_tiers:enter(Identity) of
-        untraced ->
-            Fun();
-        Traced ->
-            try
-                Fun()
-            after
-                kprof_tiers:leave(Traced)
-            end
-    end;
-request(_Identity, Fun) ->
-    {error, {bad_fun, Fun}}.
+request(Identity, Fun) ->
+    kprof_tiers:request(Identity, Fun).
 
 %% @doc Open a request of this identity in the calling process, for entry
 %% points that cannot wrap a fun; {@link clear_token/0} ends it. A request
@@ -642,7 +631,7 @@ report() ->
 %% (`[{Node, Reason}]'; `MISSING: ...' in the header), the others merged.
 -spec report(kprof_tiers:report_opts()) -> ok | {ok, term()} | {error, term()}.
 report(Opts) ->
-    with_opts(Opts, fun(O) -> kprof_tiers:report(O) end).
+    with_opts(Opts, fun(O) -> kprof_tiers_cluster:report(O) end).
 
 %% @doc A flame graph per identity of the tiers' full trace (option
 %% `full_trace' of {@link start_tiers/2}): `Identity' or `all' (every
@@ -669,7 +658,7 @@ full_trace_flame(Identity, Opts) ->
 %% @doc Forget what the tiers recorded, on every node; tracing goes on.
 -spec reset() -> ok | {error, term()}.
 reset() ->
-    kprof_tiers:reset().
+    kprof_tiers_cluster:reset().
 
 %%%%%%%%%%%%%
 %%% CALLS %%%
@@ -834,7 +823,7 @@ replay(Path) ->
 -spec replay(file:filename_all() | [file:filename_all()], kprof_flame:opts()) ->
           kprof_flame:written() | {error, term()}.
 replay(Path, Opts) ->
-    with_opts(Opts, fun(O) -> kprof_flame_record:replay(Path, O) end).
+    with_opts(Opts, fun(O) -> kprof_flame_replay:replay(Path, O) end).
 
 %% @equiv flame_calibrate(#{})
 -spec flame_calibrate() -> {ok, map()} | {error, term()}.

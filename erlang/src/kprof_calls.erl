@@ -107,11 +107,12 @@
 %%% session) the answer is `{error, {busy, Mode}}', as it is when any
 %%% process is already traced for new processes (`erlang:trace_info(new,
 %%% tracer)'), and nothing changes; the tiers and flame captures answer
-%%% `{error, {busy, calls}}' during a session.
+%%% `{error, {busy, calls}}' during a session. The guard gives these
+%%% answers ({@link kprof_guard:arm_alone/2}).
 -module(kprof_calls).
 
 %% PUBLIC
--export([run/2, validate/2, format/2, running/0]).
+-export([run/2, validate/2, format/2]).
 
 -export_type([spec/0, opts/0, row/0, summary/0]).
 
@@ -229,17 +230,6 @@ format(Rows, Summary) ->
            end,
     [Header, Cols, Lines, More].
 
-%% @doc Whether a calls session runs on this node (the guard has it armed):
-%% the tiers and flame captures answer `{error, {busy, calls}}' then. Read
-%% from the guard's record ({@link kprof_records}), not by asking the guard:
-%% a start never waits behind an abort.
--spec running() -> boolean().
-running() ->
-    case kprof_records:get(kprof_guard) of
-        #{armed := #{calls := _}} -> true;
-        _ -> false
-    end.
-
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
@@ -336,35 +326,14 @@ session(Plan) ->
         Tracer ->
             Ref = make_ref(),
             case arm(Plan, Tracer, Ref) of
-                ok ->
-                    case busy_new() of
-                        free ->
-                            traced(Plan, Tracer, Ref);
-                        {busy, _} = Busy ->
-                            disarm(),
-                            {error, Busy}
-                    end;
-                {error, _} = Error ->
-                    Error
+                ok -> traced(Plan, Tracer, Ref);
+                {error, _} = Error -> Error
             end
     end.
 
-%% Flags someone set on every new process: another mode, or a tool of the
-%% user's, owns the trace flags.
--spec busy_new() -> free | {busy, kprof | {tracer, term()}}.
-busy_new() ->
-    case erlang:trace_info(new, tracer) of
-        {tracer, []} -> free;
-        {tracer, T} ->
-            case kprof_guard:ours(T) of
-                true -> {busy, kprof};
-                false -> {busy, {tracer, T}}
-            end;
-        _ -> free
-    end.
-
-%% The guard first, alone (no other mode armed), so a session is watched from
-%% its first pattern on; its abort tells this process and takes everything
+%% The guard first, alone (no other mode armed or claimed, no tracer on new
+%% processes: kprof_guard:arm_alone/2), so a session is watched from its
+%% first pattern on; its abort tells this process and takes everything
 %% off, call_time and the budget included (the guard does the rest: the
 %% patterns, every kprof tracer's flags, the NIF's detach).
 -spec arm(#plan{}, tracer(), reference()) -> ok | {error, term()}.

@@ -63,12 +63,11 @@
 -module(kprof_flame).
 
 %% PUBLIC (through kprof)
--export([apply/2, capture/3, pid/3, validate/2, planned_files/1]).
-%% Internal: the frame flame_apply hides (traced/2, hidden_frame/0: the
-%% calibration runs captures of its own); open => speedscope and the list of
-%% formats (kprof_tiers_full too).
--export([traced/2, hidden_frame/0, maybe_open/2, formats/1, paths/2, out_dir/1, base_name/2]).
-%% Internal: a capture's result from the sink's answer (kprof_flame_record's replay too).
+-export([apply/2, capture/3, pid/3, planned_files/1]).
+%% Internal: open => speedscope and the list of formats (kprof_tiers_full too);
+%% the files' default base name (kprof_sample's too).
+-export([maybe_open/2, formats/1, paths/2, out_dir/1, base_name/2]).
+%% Internal: a capture's result from the sink's answer (kprof_flame_replay's too).
 -export([result/3]).
 %% Internal: a progress line, for its test.
 -export([progress_text/3]).
@@ -133,7 +132,6 @@
 -define(STATUS_TIMEOUT, 5000).
 %% The calling process's last capture (last_written/0).
 -define(LAST_WRITTEN, {?MODULE, last_written}).
--define(GUARD_KEYS, kprof_guard:limit_keys()).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -145,7 +143,7 @@
           | {ok, term(), [file:filename_all()], [kprof_top:row()] | kprof_flame_summary:summary()}
           | {error, term()}.
 apply(What, Opts) ->
-    case {is_runnable(What), validate(Opts, apply)} of
+    case {is_runnable(What), kprof_flame_options:validate(Opts, apply)} of
         {false, _} -> {error, {bad_fun, What}};
         {true, {ok, Cfg}} -> with_sink(fun() -> with_dir(Cfg, fun() -> run_apply(What, Cfg) end) end);
         {true, Error} -> Error
@@ -156,7 +154,7 @@ apply(What, Opts) ->
 -spec capture(mfa(), pos_integer(), opts()) -> written() | {error, term()}.
 capture({M, F, A} = MFA, N, Opts)
   when is_atom(M), is_atom(F), is_integer(A), A >= 0, A =< 255, is_integer(N), N > 0 ->
-    case validate(Opts, capture) of
+    case kprof_flame_options:validate(Opts, capture) of
         {ok, Cfg} ->
             case function_exists(MFA) of
                 true -> with_sink(fun() -> with_dir(Cfg, fun() -> run_capture(MFA, N, Cfg) end) end);
@@ -176,7 +174,7 @@ pid(Pid, Millis, Opts) when is_pid(Pid) ->
 pid(Pids, default, Opts) ->
     pid(Pids, ?DEFAULT_PID_MS, Opts);
 pid(Pids, Millis, Opts) when is_list(Pids), Pids =/= [], is_integer(Millis), Millis >= 0 ->
-    case {lists:all(fun is_pid/1, Pids), validate(Opts, pid)} of
+    case {lists:all(fun is_pid/1, Pids), kprof_flame_options:validate(Opts, pid)} of
         {false, _} ->
             {error, {badarg, Pids}};
         {true, {ok, Cfg}} ->
@@ -190,59 +188,6 @@ pid(Pids, Millis, Opts) when is_list(Pids), Pids =/= [], is_integer(Millis), Mil
     end;
 pid(Pids, Millis, _Opts) ->
     {error, {badarg, {Pids, Millis}}}.
-
-%% @doc Check options (a map) for a mode; the result has every default filled in.
-%% `{error, {unknown_options, [Key]}}' names every key it does not know,
-%% `{error, {bad_option, Key, Value}}' the first bad value.
--spec validate(term(), apply | pid | capture) -> {ok, map()} | {error, term()}.
-validate(Opts, Mode) ->
-    %% Keys, values and defaults: the option table's (kprof_opts).
-    case kprof_opts:check(flame, kprof_flame_record:to_check(Opts)) of
-        {ok, Checked} ->
-            Cfg0 = maps:without(?GUARD_KEYS, Checked#{children => children(Mode, Opts, Checked)}),
-            Cfg = kprof_flame_record:check(Cfg0, Opts),
-            case maps:with(?GUARD_KEYS, Opts) of
-                Limits when map_size(Limits) =:= 0 -> {ok, Cfg#{limits => #{}}};
-                Limits ->
-                    %% The guard's limits over its defaults, as the guard merges them.
-                    {ok, Merged} = kprof_guard:validate_limits(Limits),
-                    {ok, Cfg#{limits => Merged}}
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-%% flame_apply follows the processes its call spawns unless told not to, as
-%% eprof, fprof and tprof do: a call's work is also what it hands to the
-%% processes it starts (compile:file compiles in one), and leaving them out
-%% would show the caller waiting with nothing to say why (doc/flame.md,
-%% "What a call spawns"). flame_pid and flame_capture keep the table's
-%% default (false).
--spec children(apply | pid | capture, map(), map()) -> boolean().
-children(apply, Opts, _Checked) when not is_map_key(children, Opts) -> true;
-children(_Mode, _Opts, #{children := Children}) -> Children.
-
-%% @private The wrapper flame_apply runs the function in: its frame is
-%% hidden (the sink's `hide' option), so stacks start at the function.
--spec traced(fun(() -> term()) | mfa_args(), list()) ->
-          {{ok, term()} | {raise, atom(), term(), list()}, integer()}.
-traced(What, Flags) ->
-    _ = kprof_flame_srv:set_flags(self(), Flags),
-    try case What of
-            {M, F, Args} -> erlang:apply(M, F, Args);
-            Fun -> Fun()
-        end
-    of
-        Result ->
-            End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
-            {{ok, Result}, End}
-    catch
-        Class:Reason:Stack ->
-            End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
-            {{raise, Class, Reason, Stack}, End}
-    end.
 
 %% @doc The last capture that wrote files from this process (flame_apply,
 %% flame_capture, flame_pid): its id, its files and the sink's counts
@@ -262,12 +207,6 @@ planned_files(Cfg = #{name := Name}) ->
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     [filename:join(Dir, kprof_opts:file_name(F, Name))
      || F <- formats(maps:get(output_format, Cfg))].
-
-%% @private The frame flame_apply hides: kprof_flame_srv is told it when the
-%% capture opens (it does not call back here).
--spec hidden_frame() -> mfa().
-hidden_frame() ->
-    {?MODULE, traced, 2}.
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
@@ -293,11 +232,12 @@ runs(Fun) ->
 run_apply(What, Cfg0) ->
     Cfg = with_correction(Cfg0),
     Id = erlang:unique_integer([positive]),
-    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()], hide => hidden_frame(),
+    case kprof_flame_srv:open(Id, apply, Cfg#{pids => [self()],
+                                              hide => kprof_flame_run:hidden_frame(),
                                               runs => runs(What)}) of
         {ok, Flags} ->
             Progress = progress_start(Id, apply, Cfg),
-            {Outcome, End} = traced(What, Flags),
+            {Outcome, End} = kprof_flame_run:traced(What, Flags),
             progress_stop(Progress),
             Written = finish(Id, end_time(Id, End), Cfg, apply, Flags),
             case {Outcome, aborted(Id, 0)} of
@@ -801,11 +741,6 @@ with_sink(Fun) ->
         ok -> Fun();
         Error -> Error
     end.
-
--spec untrace_self() -> ok.
-untrace_self() ->
-    _ = erlang:trace(self(), false, kprof_flame_srv:untrace_flags()),
-    ok.
 
 -spec is_runnable(term()) -> boolean().
 is_runnable(F) when is_function(F, 0) -> true;

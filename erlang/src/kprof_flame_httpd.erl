@@ -13,8 +13,8 @@
 %%% Dir}}' names another; never put them under the `document_root', where
 %%% the server would hand them to anyone.
 %%%
-%%% Put it first: its `do/1' runs the modules after it itself, under
-%%% {@link kprof:flame_apply/2}, then tells httpd the chain is done. httpd
+%%% Put it first: its `do/1' runs the modules after it itself, as
+%%% {@link kprof:flame_apply/2} runs a function, then tells httpd the chain is done. httpd
 %%% sends the response after that, once the capture has ended, so
 %%% `x-kprof-files' names exactly the files the capture wrote (their base
 %%% names): each exists when the response leaves. The header is added only
@@ -76,7 +76,7 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
 -spec store({kprof_flame_opts, term()}, list()) ->
           {ok, {kprof_flame_opts, term()}} | {error, term()}.
 store({kprof_flame_opts, Opts} = Option, _Config) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, _} -> {ok, Option};
         {error, Reason} -> {error, {kprof_flame_opts, Reason}}
     end.

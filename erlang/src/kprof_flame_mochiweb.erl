@@ -17,7 +17,7 @@
 %% `error({bad_options, Reason})' here, not at each request.
 -spec loop(fun((term()) -> term()), kprof_flame:opts()) -> fun((term()) -> term()).
 loop(Loop, Opts) when is_function(Loop, 1), is_map(Opts) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, _} -> ok;
         {error, Bad} -> error({bad_options, Bad})
     end,

@@ -55,7 +55,7 @@
 -module(kprof_flame_srv).
 -behaviour(gen_server).
 
-%% PUBLIC (for kprof_flame)
+%% PUBLIC (for the captures: kprof_flame, kprof_flame_run, kprof_flame_calib)
 -export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2,
          release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)
@@ -110,29 +110,43 @@
 %% is set up. From OTP 27, `gc => true' while another trace session traces
 %% garbage collection on a process the capture would trace gives
 %% `{error, {gc_traced_by_other_session, Pid | new, Tracer}}' and a warning
-%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator).
+%% (kprof_sessions: on OTP 27 to 29 that crashes the emulator). While the
+%% tiers or a calls session run: `{error, {busy, Mode}}' ({@link
+%% kprof_guard:claim/1}).
 -spec open(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 open(Id, Mode, Cfg) ->
     case ensure_started() of
         ok ->
-            case kprof_calls:running() orelse traced_by_other(maps:get(pids, Cfg, [])) of
-                true ->
-                    %% A calls session owns the trace flags (kprof_calls).
-                    {error, {busy, calls}};
-                [] ->
-                    case gc_conflict(Mode, Cfg) of
-                        none ->
-                            open_in_sink(Id, Mode, Cfg);
-                        {Who, Tracer} ->
-                            warn_gc(Who, Tracer),
-                            {error, {gc_traced_by_other_session, Who, Tracer}}
-                    end;
-                Others = [{Pid, Tracer} | _] ->
-                    warn_traced(Others),
-                    {error, {traced_by_other, Pid, Tracer}}
+            case kprof_guard:claim({kprof_flame, Id}) of
+                ok -> claimed(Id, Mode, Cfg);
+                {error, _} = Busy -> Busy
             end;
         Error ->
             Error
+    end.
+
+%% The capture holds the guard's claim: anything but a start lets it go.
+-spec claimed(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
+claimed(Id, Mode, Cfg) ->
+    case opened(Id, Mode, Cfg) of
+        {ok, _} = Ok -> Ok;
+        {error, _} = Error -> disarm(Id), Error
+    end.
+
+-spec opened(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
+opened(Id, Mode, Cfg) ->
+    case traced_by_other(maps:get(pids, Cfg, [])) of
+        [] ->
+            case gc_conflict(Mode, Cfg) of
+                none ->
+                    open_in_sink(Id, Mode, Cfg);
+                {Who, Tracer} ->
+                    warn_gc(Who, Tracer),
+                    {error, {gc_traced_by_other_session, Who, Tracer}}
+            end;
+        Others = [{Pid, Tracer} | _] ->
+            warn_traced(Others),
+            {error, {traced_by_other, Pid, Tracer}}
     end.
 
 %% What waits for the sink is done here, in the caller, never in the
@@ -228,7 +242,7 @@ set_flags(Pid, Flags) ->
            end,
     case tracer_of(Pid) of
         {tracer, T} when T =/= [], T =/= Want ->
-            case kprof_guard:ours(T) of
+            case kprof_sessions:ours(T) of
                 true -> trace(Pid, false, ?ALL_FLAGS);
                 false -> false
             end;
@@ -474,7 +488,7 @@ do_open(Id, Mode, Cfg, Owner, S0) ->
 %% to trace them (`badarg', or "can only have one tracer per process").
 -spec traced_by_other([pid()]) -> [{pid(), term()}].
 traced_by_other(Pids) ->
-    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_guard:ours(T)].
+    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_sessions:ours(T)].
 
 %% erlang:trace_info(P, tracer), or `undefined' when it raises (as for a
 %% process that is gone: nothing to read).
@@ -507,7 +521,7 @@ warn_gc(Who, Tracer) ->
 
 -spec warn_traced([{pid(), term()}]) -> ok.
 warn_traced([{Pid, Tracer} | More]) ->
-    {Who, Stop} = case kprof_guard:ours(Tracer) of
+    {Who, Stop} = case kprof_sessions:ours(Tracer) of
                       true -> {"the tracer NIF of kprof's tiers", "kprof:stop_tiers/0"};
                       false -> {"another tracer (recon_trace, dbg before OTP 27, ...)",
                                 "recon_trace:clear/0, dbg:stop/0"}
@@ -823,7 +837,7 @@ sweep() ->
 traced_by_us(P) ->
     case tracer_of(P) of
         {tracer, []} -> false;
-        {tracer, T} -> kprof_guard:ours(T);
+        {tracer, T} -> kprof_sessions:ours(T);
         _ -> false
     end.
 

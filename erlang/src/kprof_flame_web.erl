@@ -1,7 +1,7 @@
 %%% @doc A flame graph of one HTTP request, asked for by the request itself.
 %%%
-%%% A request carrying the header `x-trace-request' is run under
-%%% {@link kprof:flame_apply/2} in the process that handles it when
+%%% A request carrying the header `x-trace-request' is run as
+%%% {@link kprof:flame_apply/2} runs a function, in the process that handles it when
 %%% {@link kprof_web_gate} lets it: the application environment
 %%% `allow_tracing' is `false' by default (nothing is traced); `true' lets
 %%% loopback clients ask with `x-trace-request: true'; a map adds a secret
@@ -38,9 +38,9 @@
 %%% </ul>
 %%% `Opts' are flame_apply's; `max_seconds' defaults to the gate's.
 %%%
-%%% An integration module, like a user's code: it calls the facade
-%%% ({@link kprof:flame_apply/2}, which checks the options' shape), as an
-%%% application would; kprof's own modules never do.
+%%% The capture is {@link kprof_flame:apply/2}'s, with the options checked
+%%% by {@link kprof_flame_options:validate/2} first: kprof's own modules never call
+%%% the facade ({@link kprof}), which is the user's.
 -module(kprof_flame_web).
 
 -export([decide/2, run/2, with_refusal/2, headers/0, refusal/0, refused/0]).
@@ -115,7 +115,7 @@ refused() ->
 
 -spec run(fun(() -> Result), map(), pos_integer() | infinity) -> {Result, [file:filename()]}.
 run(Fun, Opts, MaxBytes) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),
             %% Whether Fun ran, when flame_apply says no: it must not run twice.
@@ -132,7 +132,7 @@ run(Fun, Opts, MaxBytes) ->
                                  restore(Old)
                              end
                      end,
-            try kprof:flame_apply(Traced, Opts) of
+            try kprof_flame:apply(Traced, Opts) of
                 {ok, Result, Files} ->
                     {Result, written(Files, Planned, Ran, Cfg, MaxBytes)};
                 {ok, Result, Files, _Top} ->

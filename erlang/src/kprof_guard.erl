@@ -2,7 +2,18 @@
 %%%
 %%% A tracing mode (tiers, a flame capture, a calls session) arms the guard with the trace
 %%% patterns it set, a function that turns its tracing off, its limits and
-%%% its owner (the server that set its tracing up). While anything is armed,
+%%% its owner (the server that set its tracing up).
+%%%
+%%% The guard alone says which modes may trace together (flame captures do;
+%%% the tiers and a calls session run alone): a mode claims the tracing
+%%% before it sets anything ({@link claim/1}; a calls session with
+%%% {@link arm_alone/2}) and is told `{error, {busy, Mode}}' while another
+%%% holds it. (The sink refuses `tiers_start' during a capture and
+%%% `flame_start' during the tiers too, in the order of its commands: after
+%%% an abort, the guard has let the mode go while the sink may still hold
+%%% its capture until the files are written.)
+%%%
+%%% While anything is armed,
 %%% the guard watches, every `?TICK' ms, without ever waiting for the sink,
 %%% its port or any other server:
 %%%
@@ -77,9 +88,9 @@
 -behaviour(gen_server).
 
 %% PUBLIC
--export([start_link/0, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
+-export([start_link/0, claim/1, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, ours/1, events_baseline/1, watch_patterns/2,
+         other_tracers/0, events_baseline/1, watch_patterns/2,
          module_pattern/3, limit_keys/0, kprof_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -121,6 +132,9 @@
                 owner :: pid() | undefined,
                 owner_mon :: reference() | undefined}).
 -record(state, {armed = #{} :: #{atom() => #armed{}},
+                %% Modes that claimed the tracing and have not armed yet:
+                %% the claiming process, monitored.
+                claims = #{} :: #{term() => {pid(), reference()}},
                 limits = #{} :: map(),
                 subs = #{} :: #{pid() => reference()},
                 sink_mon :: reference() | undefined,
@@ -168,6 +182,23 @@ limit_keys() ->
 validate_limits(Opts) when is_map(Opts) ->
     kprof_opts:check(guard, maps:with(limit_keys(), Opts)).
 
+%% @doc Claims the tracing for mode `Name' (`tiers', a capture's
+%% ``{kprof_flame, Id}'') before the mode sets anything: `ok', or `{error,
+%% {busy, Mode}}' (`tiers', `flame' or `calls': the first, in term order,
+%% of the modes armed or claimed that `Name' may not run beside) and nothing
+%% changes. Flame captures run together; the tiers, and a calls session,
+%% run alone. The claim becomes the mode's when it arms ({@link arm/2});
+%% until then it goes with {@link disarm/1} (the start failed) or with the
+%% calling process. `ok' when the guard is not running (nothing is armed).
+-spec claim(term()) -> ok | {error, {busy, atom()} | {guard, term()}}.
+claim(Name) ->
+    try
+        gen_server:call(?MODULE, {claim, Name, self()})
+    catch
+        exit:{noproc, _} -> ok;
+        exit:{Reason, _} -> {error, {guard, Reason}}
+    end.
+
 %% @doc Arms the guard for a tracing mode. `Name' is the mode (tiers, a
 %% capture's name); arming it again replaces it. The strictest limit of all
 %% armed modes applies.
@@ -192,15 +223,20 @@ validate_limits(Opts) when is_map(Opts) ->
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm, Name, Spec}).
 
-%% @doc As {@link arm/2}, only when no other mode is armed: else `{error,
-%% {busy, Mode}}' (`tiers', `flame' or `calls', the first armed) and nothing
-%% changes. A mode that must own the trace flags alone (kprof_calls) arms
-%% with it before it sets anything: the check and the arming are one call.
--spec arm_alone(atom() | term(), arm_spec()) -> ok | {error, {busy, atom()}}.
+%% @doc {@link claim/1} and {@link arm/2} in one call, for a mode that
+%% arms before it sets anything: `{error, {busy, Mode}}' as `claim/1' says
+%% it, and nothing changes then. A calls session (`Name' `calls'), which
+%% sets flags on new processes too, is also refused while a tracer has
+%% flags on them (`erlang:trace_info(new, tracer)'): `{busy, kprof}' when
+%% it is kprof's, `{busy, {tracer, Tracer}}' when it is another's (a tool
+%% of the user's).
+-spec arm_alone(atom() | term(), arm_spec()) ->
+          ok | {error, {busy, atom() | {tracer, term()}}}.
 arm_alone(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
     gen_server:call(?MODULE, {arm_alone, Name, Spec}).
 
-%% @doc The mode stopped by itself: stop watching for it.
+%% @doc The mode stopped by itself, or did not start after its
+%% {@link claim/1}: stop watching for it, and its claim goes.
 -spec disarm(term()) -> ok.
 disarm(Name) ->
     gen_server:call(?MODULE, {disarm, Name}).
@@ -231,23 +267,14 @@ unsubscribe() ->
 %% before OTP 27, a tool of your own) in the session kprof traces in (the
 %% only one before OTP 27): a process has one tracer there, so kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
-%% kprof's own tracers (see {@link ours/1}) are never listed. Processes that
-%% other trace sessions trace (OTP 27 and later: dbg's, for one) are
-%% {@link kprof_sessions:others/0}.
+%% kprof's own tracers (see {@link kprof_sessions:ours/1}) are never listed.
+%% Processes that other trace sessions trace (OTP 27 and later: dbg's, for
+%% one) are {@link kprof_sessions:others/0}.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
-    Port = sink_port(),
     [{P, T} || P <- processes(),
                {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
-               T =/= [], not ours(T, Port)].
-
-%% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' gives it, is
-%% kprof's: the sink's port (flame captures, the tiers' port tracer) or the
-%% tracer NIF of the tiers, `{kprof_tracer, Generation}' (of any generation:
-%% a stale one removes itself at the process's next event).
--spec ours(term()) -> boolean().
-ours(Tracer) ->
-    ours(Tracer, sink_port()).
+               T =/= [], not kprof_sessions:ours(T)].
 
 %% @doc Sets the sink's `max_events' and `rate' for a mode about to set its
 %% trace flags (the strictest of `Limits' and those of the modes armed
@@ -313,19 +340,25 @@ init([]) ->
     case kprof_records:get(?MODULE) of
         #{armed := Armed} = R when map_size(Armed) > 0 ->
             {ok, restore(R)};
-        #{subs := Subs} ->
-            {ok, saved(#state{subs = maps:from_list([{P, monitor(process, P)} || P <- Subs])})};
+        #{subs := Subs} = R ->
+            {ok, saved(#state{subs = maps:from_list([{P, monitor(process, P)} || P <- Subs]),
+                              claims = claims(R)})};
         _ ->
             {ok, #state{}}
     end.
 
 %% @private
+handle_call({claim, Name, Pid}, _From, S) ->
+    case busy(Name, Pid, S) of
+        free -> {reply, ok, saved(claimed(Name, Pid, S))};
+        Busy -> {reply, {error, Busy}, S}
+    end;
 handle_call({arm, Name, Spec}, _From, S) ->
     {reply, ok, saved(arm_mode(Name, Spec, S))};
-handle_call({arm_alone, Name, Spec}, From, S) ->
-    case lists:sort(maps:keys(S#state.armed)) of
-        [] -> handle_call({arm, Name, Spec}, From, S);
-        [Other | _] -> {reply, {error, {busy, mode_name(Other)}}, S}
+handle_call({arm_alone, Name, Spec}, _From, S) ->
+    case busy(Name, maps:get(owner, Spec, undefined), S) of
+        free -> arm_alone(Name, Spec, new_tracer(Name), S);
+        Busy -> {reply, {error, Busy}, S}
     end;
 handle_call({sink_limits, Limits}, _From, S) ->
     Fresh = map_size(S#state.armed) =:= 0,
@@ -342,11 +375,12 @@ handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) 
         _ ->
             {reply, ok, S}
     end;
-handle_call({disarm, Name}, _From, S = #state{armed = Armed}) ->
+handle_call({disarm, Name}, _From, S0 = #state{armed = Armed}) ->
     _ = case Armed of
             #{Name := #armed{owner_mon = Mon}} when is_reference(Mon) -> demonitor(Mon, [flush]);
             _ -> ok
         end,
+    S = unclaimed(Name, S0),
     {reply, ok, saved(maybe_unwatch(S#state{armed = maps:remove(Name, Armed)}, clear))};
 handle_call({abort, Kind, Info}, _From, S) ->
     T0 = erlang:monotonic_time(microsecond),
@@ -407,7 +441,7 @@ handle_info({'DOWN', Ref, process, Pid, Reason}, S = #state{subs = Subs, armed =
             {noreply, saved(S#state{subs = maps:remove(Pid, Subs)})};
         _ ->
             case [N || {N, #armed{owner_mon = M}} <- maps:to_list(Armed), M =:= Ref] of
-                [] -> {noreply, S};
+                [] -> {noreply, claimer_down(Ref, S)};
                 Names -> {noreply, owner_down(Names, Pid, Reason, S)}
             end
     end;
@@ -448,8 +482,8 @@ arm_mode(Name, Spec, S0) ->
                            end},
     First = map_size(S0#state.armed) =:= 0,
     S1 = case First of
-             true -> start_watch(S0#state{aborted = undefined});
-             false -> S0
+             true -> start_watch((unclaimed(Name, S0))#state{aborted = undefined});
+             false -> unclaimed(Name, S0)
          end,
     Others = other_tracers(),
     warn_other_tracers(Others),
@@ -462,6 +496,56 @@ arm_mode(Name, Spec, S0) ->
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
     S3.
+
+%% The one rule of kprof's modes: flame captures run together, the tiers
+%% and a calls session alone. `free', or `{busy, Mode}' of the first (in
+%% term order) mode armed or claimed that Name may not run beside; its own
+%% claim or arming (the same name by the same process) is none.
+busy(Name, Pid, #state{armed = Armed, claims = Claims}) ->
+    Held = [{N, O} || {N, #armed{owner = O}} <- maps:to_list(Armed)]
+        ++ [{N, P} || {N, {P, _Mon}} <- maps:to_list(Claims)],
+    Flame = mode_name(Name) =:= flame,
+    case lists:sort([N || {N, P} <- Held, {N, P} =/= {Name, Pid},
+                          not (Flame andalso mode_name(N) =:= flame)]) of
+        [] -> free;
+        [First | _] -> {busy, mode_name(First)}
+    end.
+
+%% A calls session sets flags on new processes too: not while a tracer has
+%% flags on them already (`{busy, kprof}': a mode of kprof's left them;
+%% else a tool of the user's).
+new_tracer(calls) ->
+    case erlang:trace_info(new, tracer) of
+        {tracer, T} when T =/= [] -> {busy, case kprof_sessions:ours(T) of
+                                              true -> kprof;
+                                              false -> {tracer, T}
+                                          end};
+        _ -> free
+    end;
+new_tracer(_Name) ->
+    free.
+
+arm_alone(Name, Spec, free, S) ->
+    {reply, ok, saved(arm_mode(Name, Spec, S))};
+arm_alone(_Name, _Spec, Busy, S) ->
+    {reply, {error, Busy}, S}.
+
+claimed(Name, Pid, S0) ->
+    S = #state{claims = Claims} = unclaimed(Name, S0),
+    S#state{claims = Claims#{Name => {Pid, monitor(process, Pid)}}}.
+
+unclaimed(Name, S = #state{claims = Claims}) ->
+    case maps:take(Name, Claims) of
+        {{_Pid, Mon}, Rest} -> demonitor(Mon, [flush]), S#state{claims = Rest};
+        error -> S
+    end.
+
+%% A process that claimed a mode died before it armed: its claim goes.
+claimer_down(Ref, S = #state{claims = Claims}) ->
+    case [N || {N, {_, M}} <- maps:to_list(Claims), M =:= Ref] of
+        [] -> S;
+        Names -> saved(S#state{claims = maps:without(Names, Claims)})
+    end.
 
 status_map(S) ->
     #{armed => maps:keys(S#state.armed), limits => S#state.limits,
@@ -800,16 +884,17 @@ watchdog(Info) ->
 saved(S = #state{armed = Armed, subs = Subs}) ->
     kprof_records:put(?MODULE, #{armed => maps:map(fun(_, A) -> A#armed{owner_mon = undefined} end,
                                                    Armed),
+                                 claims => maps:map(fun(_, {P, _}) -> P end, S#state.claims),
                                  subs => maps:keys(Subs), limits => S#state.limits,
                                  mem_base => S#state.mem_base, sink_limits => S#state.sink_limits,
                                  aborted => S#state.aborted, reapplied => S#state.reapplied}),
     S.
 
-restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
-          sink_limits := SinkLimits, aborted := Aborted, reapplied := Reapplied}) ->
+restore(R = #{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
+              sink_limits := SinkLimits, aborted := Aborted, reapplied := Reapplied}) ->
     S0 = #state{subs = maps:from_list([{P, monitor(process, P)} || P <- Subs]),
-                limits = Limits, sink_limits = SinkLimits, aborted = Aborted,
-                reapplied = Reapplied},
+                claims = claims(R), limits = Limits, sink_limits = SinkLimits,
+                aborted = Aborted, reapplied = Reapplied},
     Armed = maps:map(fun(_, A = #armed{owner = O}) when is_pid(O) ->
                              A#armed{owner_mon = monitor(process, O)};
                         (_, A) ->
@@ -819,13 +904,17 @@ restore(#{armed := Armed0, subs := Subs, limits := Limits, mem_base := MemBase,
     logger:notice("kprof_guard: restarted; watching ~p again", [maps:keys(Armed)]),
     saved(S1#state{mem_base = MemBase}).
 
+%% The claims a killed guard left, their processes monitored again (one
+%% gone meanwhile: its claim with it, at its 'DOWN').
+claims(R) ->
+    maps:map(fun(_, P) -> {P, monitor(process, P)} end, maps:get(claims, R, #{})).
+
 %%====================================================================
 %% PRIVATE: helpers
 %%====================================================================
 
 %% What a busy answer calls an armed mode.
 mode_name({kprof_flame, _Id}) -> flame;
-mode_name(Name) when is_atom(Name) -> Name;
 mode_name(Name) -> Name.
 
 warn_other_tracers([]) ->
@@ -845,10 +934,6 @@ warn_other_sessions(Others = [{P, T} | _]) ->
     logger:notice("kprof: ~b process(es) are also traced by another trace session (dbg's, ...):"
                   " kprof traces them too, and both tracers' costs add up; e.g. ~p is traced"
                   " by ~p.", [length(Others), P, T]).
-
-ours({kprof_tracer, _Gen}, _Port) -> true;
-ours(Port, Port) when is_port(Port) -> true;
-ours(_Tracer, _Port) -> false.
 
 %% A command whose reply comes back as {sink_reply, Cmd, Reply}: the guard
 %% itself never waits behind a port queue.

@@ -7,7 +7,7 @@
 %%% what kprof sends the sink and only the sink checks them, so a user
 %%% giving one gets `unknown_options' here.
 %%%
-%%% kprof_tiers_plan, kprof_flame, kprof_calls and kprof_guard check their options with
+%%% kprof_tiers_plan, kprof_flame_options, kprof_calls and kprof_guard check their options with
 %%% {@link check/2}; what a table row cannot say (an identity needs an
 %%% entry, say) stays in their own code. Errors are kprof's one shape:
 %%% `{unknown_options, [Key]}' for keys the mode does not take (all of them,

@@ -20,13 +20,15 @@
 %%%
 %%% Both are gated by `erlang:function_exported(trace, session_create, 3)'
 %%% (the `trace' module loaded first): before OTP 27 there is one session,
-%%% and both answer nothing. The decisions are made by {@link others/1}
-%%% and {@link gc_conflict/2} from a probe, a map of the answers the VM
-%%% gives ({@link probe/0}), so that tests can give other answers than
-%%% those of the OTP they run on.
+%%% and both answer nothing. What is kprof's own, left out of both, is
+%%% {@link ours/1}'s answer (kprof_guard's list of other tracers and
+%%% kprof_flame_srv's checks ask it too). The decisions are made by
+%%% {@link others/1} and {@link gc_conflict/2} from a probe, a map of the
+%%% answers the VM gives ({@link probe/0}), so that tests can give other
+%%% answers than those of the OTP they run on.
 -module(kprof_sessions).
 
--export([supported/0, others/0, gc_conflict/1, probe/0]).
+-export([supported/0, others/0, gc_conflict/1, probe/0, ours/1]).
 -export([others/1, gc_conflict/2]).
 
 -export_type([probe/0, target/0]).
@@ -88,7 +90,23 @@ probe() ->
       processes => fun erlang:processes/0,
       sessions => fun(Who) -> Mod:session_info(Who) end,
       info => fun(Session, Who, Item) -> Mod:info(Session, Who, Item) end,
-      ours => fun kprof_guard:ours/1}.
+      ours => fun ours/1}.
+
+%% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' or a
+%% session's `info/3' gives it, is kprof's: the sink's port (flame
+%% captures, the tiers' port tracer) or the tracer NIF, `{kprof_tracer,
+%% Generation}' (of any generation: a stale one removes itself at the
+%% process's next event).
+-spec ours(term()) -> boolean().
+ours({kprof_tracer, _Gen}) ->
+    true;
+ours(Tracer) when is_port(Tracer) ->
+    %% kprof_sink:port/0 reads a persistent_term: it answers even while
+    %% the sink's server is suspended on a busy port.
+    whereis(kprof_sink) =/= undefined
+        andalso Tracer =:= (try kprof_sink:port() catch _:_ -> undefined end);
+ours(_Tracer) ->
+    false.
 
 %% @doc {@link others/0} with these answers.
 -spec others(probe()) -> [{pid(), term()}].

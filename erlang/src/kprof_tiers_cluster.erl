@@ -1,7 +1,10 @@
-%%% @doc The tiers on several nodes: every call from the node the tiers were
-%%% started from to the others, through erpc, of the per-node functions of
-%%% {@link kprof_tiers} (`node_check/2', `node_start/2', `node_stop/1',
-%%% `node_reset/0', `node_report/0'). The node itself is called directly.
+%%% @doc The tiers on several nodes: {@link start/2}, {@link stop/0},
+%%% {@link reset/0} and {@link report/1} (behind kprof:start_tiers/2,
+%%% stop_tiers/0, reset/0 and report/1), and every call they make from the
+%%% node the tiers were started from to the others, through erpc, of the
+%%% per-node functions of {@link kprof_tiers} (`node_check/2',
+%%% `node_start/2', `node_stop/1', `node_reset/0', `node_report/0'), whose
+%%% server keeps the nodes started. The node itself is called directly.
 %%% Another node's error comes back as `{node, Node, Reason}'; a node where
 %%% kprof's code is not loaded as `{kprof_not_loaded, Node}'.
 %%%
@@ -18,9 +21,11 @@
 %%% </ul>
 -module(kprof_tiers_cluster).
 
+-include("kprof_tiers.hrl").
+
+%% PUBLIC (behind kprof:start_tiers/2, stop_tiers/0, reset/0, report/1)
+-export([start/2, stop/0, reset/0, report/1]).
 -export([start/3, each/3, reports/1]).
-%% The server's calls to every node it started the tiers on
--export([each_node/2, report_nodes/1]).
 
 -define(TIMEOUT, 30000).
 %% How long a node's report may take: its server waits ?REPORT_WAIT for
@@ -29,6 +34,80 @@
 %% nodes of its own server.
 -define(REPORT_WAIT, 2000).
 -define(REPORT_MARGIN, 1000).
+
+%% @doc Validate, then start the tiers on every node of option `nodes'
+%% (default: this one), starting kprof where it is not running. Returns
+%% `{error, Reason}' naming the culprit and changes nothing when any node
+%% refuses; errors of another node come as `{node, Node, Reason}', a node
+%% without kprof's code gives `{error, {kprof_not_loaded, Node}}'. A node
+%% that cannot be reached (down) is left out: `{ok, #{dropped => [{Node,
+%% noconnection}]}}', the tiers running on the others. The options:
+%% {@link kprof_tiers}'s module doc.
+-spec start(kprof_tiers:tiers(), kprof_tiers:opts()) ->
+          ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
+start(Tiers, Opts) ->
+    case kprof_tiers_plan:check(Tiers, Opts) of
+        {ok, #plan{nodes = Nodes}} ->
+            NodeOpts = maps:remove(nodes, Opts),
+            case kprof_app:ensure_started() of
+                ok -> start_nodes(Nodes, Tiers, NodeOpts);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% Every node validates before any starts (start/3); this node's server
+%% remembers them for stop, reset and report.
+%% Nodes that cannot be reached are left out: `{ok, #{dropped => Down}}'.
+-spec start_nodes([node()], kprof_tiers:tiers(), kprof_tiers:opts()) ->
+          ok | {ok, #{dropped := [{node(), term()}]}} | {error, term()}.
+start_nodes(Nodes, Tiers, Opts) ->
+    case start(Nodes, Tiers, Opts) of
+        {ok, Live, Down} ->
+            case {kprof_tiers:call({set_nodes, Live}, ?TIMEOUT), Down} of
+                {ok, []} -> ok;
+                {ok, _} -> {ok, #{dropped => Down}};
+                {{error, _} = Error, _} -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Stop tracing on every node the tiers were started on. What was
+%% recorded stays for {@link report/1} until the next start or reset.
+%% `ok' when tracing is off: turned off now, or already by a stop or an
+%% abort (the report says which); `{error, {already_stopped, #{reason =>
+%% kprof_tiers_restarted, undone => Undone}}}' when the server was killed
+%% while the tiers ran and its successor turned their tracing off (see
+%% {@link kprof_tiers:node_stop/1}).
+%% A node that cannot be reached: every other node is stopped, then
+%% `{error, {unreachable, [{Node, Reason}]}}'.
+-spec stop() -> ok | {error, term()}.
+stop() ->
+    each_node(node_stop, [stop]).
+
+%% @doc Forget what was recorded, on every node; tracing goes on.
+-spec reset() -> ok | {error, term()}.
+reset() ->
+    each_node(node_reset, []).
+
+%% @doc The report of every node (option `nodes', default those of
+%% {@link start/2}), merged: `format => text' prints the table and
+%% returns `ok', `term' returns `{ok, Report}' (see {@link kprof_report}),
+%% `json' returns `{ok, JSON}'. Returns within 6 s and the time to build
+%% the report: each node's server waits at most 2 s for its sink, and a
+%% sink that does not answer, or died, gives the rows of its last poll
+%% flagged in `incomplete' (and in the text's header). A node that does
+%% not reply (down, without kprof, or answering an error) is named with
+%% why in `missing' (and `MISSING: ...' in the header); the report merges
+%% the others.
+-spec report(kprof_tiers:report_opts()) -> ok | {ok, kprof_report:report() | binary()} | {error, term()}.
+report(Opts) ->
+    case kprof_tiers_plan:check_report_opts(Opts) of
+        ok -> report_nodes(Opts);
+        {error, _} = Error -> Error
+    end.
 
 %% @doc Validate on every other node of `Nodes' that can be reached, then
 %% start the tiers on each, in order; a node that fails stops the ones
@@ -139,7 +218,7 @@ first_error([_ | Rest]) -> first_error(Rest).
 
 %%% The nodes the tiers were started on
 
-%% @private kprof_tiers:F(Args...) on every node the tiers were started on.
+%% kprof_tiers:F(Args...) on every node the tiers were started on.
 -spec each_node(atom(), list()) -> ok | {error, term()}.
 each_node(F, Args) ->
     case started_nodes() of
@@ -159,7 +238,7 @@ started_nodes(Timeout) ->
         {error, _} = Error -> Error
     end.
 
-%% @private Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
+%% Every node at once, each bounded (node_report/0 waits ?REPORT_WAIT for
 %% its sink, ?REPORT_MARGIN more for its server and as much for the guard):
 %% with the nodes asked of this server first (?REPORT_MARGIN), report/1
 %% returns within ?REPORT_WAIT + 4 * ?REPORT_MARGIN ms (6 s) and the time

@@ -2,7 +2,7 @@
 %%%
 %%% httpd runs its `modules' one after the other for each request. Put
 %%% `kprof_tiers_httpd' first: its `do/1' runs the rest of the chain itself,
-%%% inside {@link kprof:request/2}, with the identity `{Method, Route}',
+%%% as {@link kprof:request/2} runs a fun, with the identity `{Method, Route}',
 %%% then tells httpd the chain is done (`{break, Data}'), so every later
 %%% module runs once, and inside the request. httpd writes the response
 %%% after the chain; that write is not part of the request.
@@ -31,9 +31,9 @@
 %%% at most 23 such rows whatever clients send. Without tiers running, the
 %%% chain just runs.
 %%%
-%%% An integration module, like a user's code: it calls the facade
-%%% ({@link kprof:request/2}), as an application would; kprof's own modules
-%%% never do.
+%%% Each request runs through {@link kprof_tiers:request/2}, what
+%%% {@link kprof:request/2} calls: kprof's own modules never call the
+%%% facade ({@link kprof}), which is the user's.
 -module(kprof_tiers_httpd).
 
 -include_lib("inets/include/httpd.hrl").
@@ -46,7 +46,7 @@
 do(ModData = #mod{config_db = Db, method = Method, request_uri = Uri}) ->
     Identity = identity(Method, Uri, httpd_util:lookup(Db, kprof_route, undefined),
                         httpd_util:lookup(Db, kprof_routes, [])),
-    case kprof:request(Identity, fun() -> run_rest(?MODULE, ModData) end) of
+    case kprof_tiers:request(Identity, fun() -> run_rest(?MODULE, ModData) end) of
         {proceed, Data} -> {break, Data};
         Other -> Other
     end.

@@ -5,8 +5,8 @@
 %%%                            #{routes => ["/users/:id", "/catalog", "/static/*"]}),
 %%% mochiweb_http:start([{name, shop}, {port, 8080}, {loop, Loop}]).
 %%% '''
-%%% The loop fun runs the application's loop inside
-%%% {@link kprof:request/2} with the identity `{Method, Route}': `Method'
+%%% The loop fun runs the application's loop as {@link kprof:request/2}
+%%% runs a fun, with the identity `{Method, Route}': `Method'
 %%% a string (`"GET"'), `Route' what option `route' (a fun of the path)
 %%% returns, by default {@link kprof_tiers_httpd:route/2} of the path and option
 %%% `routes' (templates; the first one the path matches, else a shape in
@@ -15,9 +15,9 @@
 %%% within the loop, so the request includes it. mochiweb is not a dependency of kprof: this
 %%% module only calls `mochiweb_request:get/2'.
 %%%
-%%% An integration module, like a user's code: it calls the facade
-%%% ({@link kprof:request/2}), as an application would; kprof's own modules
-%%% never do.
+%%% Each request runs through {@link kprof_tiers:request/2}, what
+%%% {@link kprof:request/2} calls: kprof's own modules never call the
+%%% facade ({@link kprof}), which is the user's.
 -module(kprof_tiers_mochiweb).
 
 -export([loop/2]).
@@ -35,7 +35,7 @@ loop(Fun, Opts) when is_function(Fun, 1), is_map(Opts) ->
     fun(Req) ->
             Method = method(mochiweb_request:get(method, Req)),
             Path = mochiweb_request:get(path, Req),
-            kprof:request({Method, Route(Path)}, fun() -> Fun(Req) end)
+            kprof_tiers:request({Method, Route(Path)}, fun() -> Fun(Req) end)
     end.
 
 -spec method(atom() | string() | binary()) -> string().

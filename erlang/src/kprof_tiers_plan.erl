@@ -1,7 +1,7 @@
 %%% @doc The tiers' validation and compilation, as functions of their
 %%% arguments (they load the modules they name, nothing else): the tiers and
-%%% the options of {@link kprof_tiers:start/2} ({@link check/2}), those of
-%%% {@link kprof_tiers:report/1} ({@link check_report_opts/1}) and of
+%%% the options of {@link kprof_tiers_cluster:start/2} ({@link check/2}), those of
+%%% {@link kprof_tiers_cluster:report/1} ({@link check_report_opts/1}) and of
 %%% {@link kprof_tiers:full_trace_flame/2} ({@link check_flame_opts/1}),
 %%% and the match specs and sink commands a start sets (doc/tiers.md).
 %%%
@@ -52,11 +52,11 @@ check(Tiers, Opts) ->
 
 %% @doc The options of {@link kprof_tiers:full_trace_flame/2}: the flame
 %% writers' output options only (`output_format', `output_directory',
-%% `open'), checked by {@link kprof_flame:validate/2}; `{ok, Cfg}'.
+%% `open'), checked by {@link kprof_flame_options:validate/2}; `{ok, Cfg}'.
 -spec check_flame_opts(term()) -> {ok, map()} | {error, term()}.
 check_flame_opts(Opts) when is_map(Opts) ->
     case unknown(Opts, [output_format, output_directory, open]) of
-        [] -> kprof_flame:validate(Opts, apply);
+        [] -> kprof_flame_options:validate(Opts, apply);
         Unknown -> {error, {unknown_options, Unknown}}
     end;
 check_flame_opts(Opts) ->
@@ -105,7 +105,7 @@ full_selection(L) when is_list(L) ->
     end;
 full_selection(Identity) -> [Identity].
 
-%% @doc The options of {@link kprof_tiers:report/1}: `format', `time',
+%% @doc The options of {@link kprof_tiers_cluster:report/1}: `format', `time',
 %% `nodes', `limit'.
 -spec check_report_opts(term()) -> ok | {error, term()}.
 check_report_opts(Opts) when is_map(Opts) ->

@@ -16,7 +16,7 @@
 
 -export([start/1, run_steps/2]).
 -export([untrace_now/1, untrace_at_once/2, untrace/3, clean/3, release_ring/0,
-         publish/1, unpublish/0, arm_guard/2, disarm_guard/0, undo_record/1]).
+         publish/1, unpublish/0, arm_guard/3, disarm_guard/0, undo_record/1]).
 
 -export_type([step/0]).
 
@@ -51,27 +51,36 @@
 %% then the term the request path reads. A step that fails undoes the ones
 %% before it. `{ok, Plan, Counters, Port}': the plan with full trace's
 %% patterns and the events baseline, the request counters, the sink's port.
-%% `{error, {busy, calls}}' while a calls session runs ({@link kprof_calls}).
+%% First the guard's claim ({@link kprof_guard:claim/1}): `{error, {busy,
+%% Mode}}' while a flame capture or a calls session runs; a start that
+%% fails lets it go.
 -spec start(#plan{}) -> {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 start(Plan) ->
     %% Flame's call patterns, kept between web captures, would make every
     %% process the tiers flag send every call.
     ok = kprof_flame_srv:release_patterns(),
-    case kprof_calls:running() orelse kprof_sink:port() of
-        true ->
-            %% A calls session owns the trace flags (kprof_calls).
-            {error, {busy, calls}};
-        Port when is_port(Port) ->
-            Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
-                     baseline_step(), flags_step(), publish_step()],
-            case run_steps(Steps, #{plan => Plan, port => Port,
-                                    full_modules => full_modules(Plan#plan.full)}) of
-                {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
-                {error, _} = Error -> Error
+    case kprof_guard:claim(tiers) of
+        ok ->
+            case claimed(Plan, kprof_sink:port()) of
+                {ok, _, _, _} = Started -> Started;
+                {error, _} = Error -> disarm_guard(), Error
             end;
-        {error, Reason} ->
-            {error, {sink, Reason}}
+        {error, _} = Busy ->
+            Busy
     end.
+
+-spec claimed(#plan{}, port() | {error, term()}) ->
+          {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
+claimed(Plan, Port) when is_port(Port) ->
+    Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
+             baseline_step(), flags_step(), publish_step()],
+    case run_steps(Steps, #{plan => Plan, port => Port,
+                            full_modules => full_modules(Plan#plan.full)}) of
+        {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
+        {error, _} = Error -> Error
+    end;
+claimed(_Plan, {error, Reason}) ->
+    {error, {sink, Reason}}.
 
 %% @doc Run the steps in order, each on the context the one before gave; when
 %% one fails, the undo of each step done runs, newest first, on the context
@@ -363,7 +372,7 @@ unpublish() ->
 
 
 %% @doc Arm the guard: it watches for overload and limits, and calls
-%% {@link kprof_tiers:abort/2}; it counts
+%% `Abort' (the server's {@link kprof_tiers:abort/2}); it counts
 %% the patterns it puts back after a code reload in `Counters' (the report's
 %% `reapplied').
 %% Full trace's module patterns are given as `{module, ...}' patterns: the
@@ -373,14 +382,14 @@ unpublish() ->
 %% never re-applies it (`'_'' is no loaded module) and, should it abort,
 %% clears every local pattern with it in one call rather than module by
 %% module (after {@link kprof_tiers:abort/2} has removed them itself).
--spec arm_guard(#plan{}, counters:counters_ref()) -> ok.
+-spec arm_guard(#plan{}, counters:counters_ref(), fun((term(), term()) -> ok)) -> ok.
 arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
-                events0 = E0}, Counters) ->
+                events0 = E0}, Counters, Abort) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
                end,
-    Arm0 = #{abort => fun kprof_tiers:abort/2, owner => self(),
+    Arm0 = #{abort => Abort, owner => self(),
              patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
     Arm = case E0 of

@@ -73,9 +73,9 @@
 -type peer() :: {inet:ip_address() | undefined, Forwarded :: boolean()}.
 
 -define(REASONS, [off, bad_config, address, forwarded, secret, rate, output_directory, busy]).
--define(TRACED, 9).
--define(DELETED, 10).
--define(SLOTS, 10).
+%% What the gate counts, one atomics slot each, numbered by their place here:
+%% every refusal reason, then the traced requests and the files pruned.
+-define(COUNTED, ?REASONS ++ [traced, deleted_files]).
 -define(LOOPBACK, [{{127, 0, 0, 0}, 8}, {{0, 0, 0, 0, 0, 0, 0, 1}, 128}]).
 -define(DEFAULTS, #{secret => undefined, from => ?LOOPBACK, loopback_only => true,
                     rate => {10, 60000}, max_seconds => 10, max_bytes => 100 bsl 20,
@@ -148,7 +148,7 @@ refused(Reason, Tell) ->
 %% @doc Counts a traced request.
 -spec traced() -> ok.
 traced() ->
-    _ = atomics:add_get(counts(), ?TRACED, 1),
+    _ = atomics:add_get(counts(), slot(traced), 1),
     ok.
 
 %% @doc What the gate allows and what it refused since the node started:
@@ -166,8 +166,8 @@ status() ->
     Dir = try default_dir() catch _:_ -> undefined end,
     #{allow_tracing => Allow,
       refused => maps:from_list([{R, atomics:get(C, slot(R))} || R <- ?REASONS]),
-      traced => atomics:get(C, ?TRACED),
-      deleted_files => atomics:get(C, ?DELETED),
+      traced => atomics:get(C, slot(traced)),
+      deleted_files => atomics:get(C, slot(deleted_files)),
       output_directory => Dir}.
 
 %% @doc How long kprof_flame_srv keeps the call patterns after the last
@@ -203,7 +203,7 @@ prune(Dir, MaxBytes, Keep) ->
     Oldest = lists:sort([{MTime, Name, Size} || {Name, Size, MTime} <- Files,
                                                not lists:member(Name, KeepSet)]),
     N = remove(Dir, Oldest, Total, MaxBytes, 0),
-    _ = N > 0 andalso atomics:add_get(counts(), ?DELETED, N),
+    _ = N > 0 andalso atomics:add_get(counts(), slot(deleted_files), N),
     N.
 
 %% @doc Whether an address is a loopback one (IPv4-mapped IPv6 included).
@@ -415,15 +415,16 @@ counts() ->
     case persistent_term:get({?MODULE, counts}, undefined) of
         undefined ->
             %% Two first counts at once may each make one: a count is lost.
-            C = atomics:new(?SLOTS, []),
+            C = atomics:new(length(?COUNTED), []),
             persistent_term:put({?MODULE, counts}, C),
             C;
         C ->
             C
     end.
 
-slot(Reason) ->
-    slot(Reason, ?REASONS, 1).
+%% A count's slot: its place in ?COUNTED.
+slot(Counted) ->
+    slot(Counted, ?COUNTED, 1).
 
 slot(R, [R | _], N) -> N;
 slot(R, [_ | Rest], N) -> slot(R, Rest, N + 1).

@@ -24,6 +24,8 @@ guard_test_() ->
       {"bad limits are refused", fun bad_limits/0},
       {"manual abort and status", fun manual_abort/0},
       {"another tracer on a process is reported", fun other_tracer/0},
+      {"one mode at a time: the guard's claims, one by one and all at once",
+       {timeout, 30, fun mode_claims/0}},
       {"tiers: max_memory_bytes past: overload alert, tracing off",
        {timeout, 30, fun tiers_memory_trip/0}},
       {"tiers, port tracer: lag past max_lag_ms: overload; the report keeps the data",
@@ -243,6 +245,63 @@ other_tracer() ->
     stop_worker(W),
     Victim ! stop,
     Dbg ! stop.
+
+%% The one rule of kprof's modes, kept by the guard alone (kprof_guard:claim/1,
+%% arm_alone/2): flame captures run together, the tiers and a calls session
+%% alone. A claim goes with its process or a disarm; arming takes it over.
+mode_claims() ->
+    Calls = #{abort => fun(_, _) -> ok end, owner => self()},
+    {A, ok} = claimer({kprof_flame, 1}),
+    {B, ok} = claimer({kprof_flame, 2}),
+    ?assertEqual({error, {busy, flame}}, kprof_guard:claim(tiers)),
+    ?assertEqual({error, {busy, flame}}, kprof_guard:arm_alone(calls, Calls)),
+    exit(A, kill),
+    ok = kprof_guard:disarm({kprof_flame, 2}),
+    ok = wait_until(fun() -> claims() =:= [] end, 5000),
+    ok = kprof_guard:claim(tiers),
+    ok = kprof_guard:claim(tiers),                       % its own claim again
+    ?assertMatch({_, {error, {busy, tiers}}}, claimer({kprof_flame, 3})),
+    ?assertMatch({_, {error, {busy, tiers}}}, claimer(tiers)),
+    ?assertEqual({error, {busy, tiers}}, kprof_guard:arm_alone(calls, Calls)),
+    ok = kprof_guard:arm(tiers, #{abort => fun(_, _) -> ok end, owner => self()}),
+    ?assertEqual([], claims()),
+    #{armed := [tiers]} = kprof:status(),
+    ?assertMatch({_, {error, {busy, tiers}}}, claimer({kprof_flame, 4})),
+    ok = kprof_guard:disarm(tiers),
+    %% A tracer on new processes keeps a calls session out, not the others.
+    Tracer = spawn(fun() -> receive stop -> ok end end),
+    _ = erlang:trace(new, true, [call, {tracer, Tracer}]),
+    ?assertEqual({error, {busy, {tracer, Tracer}}}, kprof_guard:arm_alone(calls, Calls)),
+    ok = kprof_guard:arm_alone(solo, Calls),
+    ok = kprof_guard:disarm(solo),
+    _ = erlang:trace(new, false, [call]),
+    Tracer ! stop,
+    %% Twenty claims at once: the tiers' one winner, or every capture.
+    Go = make_ref(),
+    Self = self(),
+    Names = [tiers || _ <- lists:seq(1, 10)] ++ [{kprof_flame, I} || I <- lists:seq(10, 19)],
+    Ps = [spawn(fun() -> receive Go -> Self ! {self(), N, kprof_guard:claim(N)} end,
+                         receive stop -> ok end
+                end) || N <- Names],
+    _ = [P ! Go || P <- Ps],
+    Got = [receive {P, N, R} -> {N, R} end || P <- Ps],
+    Won = [N || {N, ok} <- Got],
+    ?assert(Won =:= [tiers] orelse Won =:= [N || N = {kprof_flame, _} <- Names]),
+    _ = [P ! stop || P <- Ps, B =/= P],
+    exit(B, kill),
+    ok = wait_until(fun() -> claims() =:= [] end, 5000),
+    #{armed := []} = kprof:status().
+
+%% A process that claims Name and keeps the claim until killed: it and
+%% the guard's answer.
+claimer(Name) ->
+    Self = self(),
+    P = spawn(fun() -> Self ! {self(), kprof_guard:claim(Name)}, receive stop -> ok end end),
+    receive {P, Answer} -> {P, Answer} end.
+
+%% The modes claimed and not armed, as the guard's record has them.
+claims() ->
+    maps:keys(maps:get(claims, kprof_records:get(kprof_guard), #{})).
 
 %%% Through the tiers' API (start_tiers with the guard's limits)
 

@@ -1,6 +1,6 @@
 %%% EUnit tests of kprof_opts: the table's bounds, defaults, unknown keys and
 %%% formats, and that the modes' checks (kprof_tiers_plan:check/2,
-%%% kprof_flame:validate/2, kprof_guard:validate_limits/1), which take keys,
+%%% kprof_flame_options:validate/2, kprof_guard:validate_limits/1), which take keys,
 %%% bounds and defaults from it, accept exactly each row's values and
 %%% refuse every key that is not one of their rows.
 -module(kprof_opts_tests).
@@ -210,7 +210,7 @@ today_ok(tiers, identity, V) ->
 today_ok(tiers, K, V) ->
     not bad_option(kprof_tiers_plan:check(?TIERS, #{K => V}));
 today_ok(flame, K, V) ->
-    not bad_option(kprof_flame:validate(#{K => V}, apply));
+    not bad_option(kprof_flame_options:validate(#{K => V}, apply));
 today_ok(guard, K, V) ->
     element(1, kprof_guard:validate_limits(#{K => V})) =:= ok;
 today_ok(sample, K, V) ->
@@ -233,7 +233,7 @@ other_keys_are_unknown_test_() ->
 mode_check(tiers, K) ->
     {error, R} = kprof_tiers_plan:check(?TIERS, #{K => 1}), R;
 mode_check(flame, K) ->
-    {error, R} = kprof_flame:validate(#{K => 1}, apply), R;
+    {error, R} = kprof_flame_options:validate(#{K => 1}, apply), R;
 mode_check(sample, K) ->
     {error, R} = kprof_sample:validate(#{K => 1}), R;
 mode_check(calls, K) ->

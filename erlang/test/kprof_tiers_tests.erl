@@ -383,27 +383,45 @@ killed_mid_run() ->
     ok = kprof:stop_tiers(),
     ?assertEqual([], kprof_traced()).
 
+%% A debug function in the guard (sys:install/2, with an id: a state of two
+%% elements would be read as one): at the sink_limits call of
+%% events_baseline/1 the guard waits, in its own process, until the test
+%% lets it go; then the function is gone.
+hold_baseline({Test, Hold} = St, {in, Msg}, _Name) ->
+    case Msg of
+        {'$gen_call', _From, {sink_limits, _}} ->
+            Test ! {held, Hold},
+            receive {Hold, go} -> done end;
+        _ ->
+            St
+    end;
+hold_baseline(St, _Event, _Name) ->
+    St.
+
 %% The server is killed after full trace's patterns and the tier patterns
-%% are set, before the flags: it waits for the guard (max_events), which the
-%% test holds. The record, written before the first pattern, names them all.
+%% are set, before the flags: it waits for the guard (max_events' baseline,
+%% after the guard's claim), which the test holds at that call. The record,
+%% written before the first pattern, names them all.
 -spec killed_mid_start() -> term().
 killed_mid_start() ->
     Guard = whereis(kprof_guard),
     Old = whereis(kprof_tiers),
     Self = self(),
-    ok = sys:suspend(Guard),
+    Hold = make_ref(),
+    ok = sys:install(Guard, {hold_baseline, fun hold_baseline/3, {Self, Hold}}),
     _ = spawn(fun() ->
                       Self ! {started, kprof:start_tiers(?TIERS1, #{full_trace => all,
                                                                     max_events => 1000000})}
               end),
     {Rec, Traced} =
         try
+            receive {held, Hold} -> ok after 30000 -> error(baseline_never_asked) end,
             wait_until(fun() -> length(tier_patterns()) =:= 4 end),
             Found = {kprof_records:get(kprof_tiers), traced_modules()},
             exit(Old, kill),
             Found
         after
-            ok = sys:resume(Guard)
+            Guard ! {Hold, go}
         end,
     ?assert(length(Traced) > 50),
     ?assert(lists:member(?W, Traced)),

@@ -159,6 +159,36 @@ prune_test() ->
         file:del_dir_r(Dir)
     end.
 
+%% Every count has a slot of its own: a refusal of each reason status/0
+%% names, a traced request and a pruned file each add one to their own
+%% count and to no other.
+counts_test() ->
+    Reasons = maps:keys(maps:get(refused, kprof_web_gate:status())),
+    ?assert(length(Reasons) >= 8),
+    Dir = tmp_dir("counts"),
+    Prune = fun() ->
+                    ok = file:write_file(filename:join(Dir, "kprof-http-1.folded"), <<"a 1\n">>),
+                    1 = kprof_web_gate:prune(Dir, 1, [])
+            end,
+    Bumps = [{{refused, R}, fun() -> kprof_web_gate:refused(R, false) end} || R <- Reasons]
+        ++ [{traced, fun kprof_web_gate:traced/0}, {deleted_files, Prune}],
+    try
+        lists:foreach(fun({Count, Bump}) ->
+                              Before = counts(),
+                              _ = Bump(),
+                              ?assertEqual({Count, maps:update_with(Count, fun(N) -> N + 1 end,
+                                                                    Before)},
+                                           {Count, counts()})
+                      end, Bumps)
+    after
+        file:del_dir_r(Dir)
+    end.
+
+counts() ->
+    #{refused := Refused, traced := Traced, deleted_files := Deleted} = kprof_web_gate:status(),
+    maps:from_list([{traced, Traced}, {deleted_files, Deleted}
+                    | [{{refused, R}, N} || {R, N} <- maps:to_list(Refused)]]).
+
 %%% Over HTTP
 
 http_test_() ->

@@ -267,9 +267,12 @@ static int cmd_limits(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 }
 
 /* Tiers and flame captures both set local call patterns, and a capture's
- * end clears them all: one mode at a time, decided here, in command order
- * (a capture holds its slot from flame_start to flame_write/flame_drop,
- * the tiers theirs from tiers_start to tiers_stop). */
+ * end clears them all: one mode at a time. kprof_guard decides it for the
+ * VM (its claim, before a mode sets anything); the sink keeps its own state
+ * whole in command order (a capture holds its slot from flame_start to
+ * flame_write/flame_drop, the tiers theirs from tiers_start to tiers_stop),
+ * which also answers a start that follows an abort while the aborted
+ * capture is still being written. */
 static int cmd_tiers_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   if (s->flame.active > 0)
     return ks_enc_error2(x, "busy", "flame");
