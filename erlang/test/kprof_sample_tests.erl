@@ -21,7 +21,7 @@
 
 %% Run in the peers.
 -export([split_run/1, reload_run/1, compile_run/2, spin/1, worker/0, as_user_run/1,
-         eacces_run/2]).
+         eacces_run/2, web_run/1, do/1]).
 
 -define(HZ, 997).
 
@@ -173,6 +173,58 @@ spin_until(F, End) ->
     end.
 
 spin(N) -> spin(N + 1).
+
+%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+%%% The web trigger, sampled
+
+web_test_() ->
+    {timeout, 120, fun() ->
+        with_peer([], undefined, fun(P) ->
+            {Headers, Lines} = call(P, ?MODULE, web_run, [tmp("web")]),
+            io:format(user, "~n    a sampled request: ~p~n", [Headers]),
+            ?assertMatch({_, _}, lists:keyfind("x-kprof-files", 1, Headers)),
+            %% The handler's process, its work sampled under it, nobody else's.
+            [?assertMatch({L, {match, _}}, {L, re:run(L, "^[^;]*<[0-9.]+>[^;]*;")}) || L <- Lines],
+            ?assert(lists:any(fun(L) -> string:find(L, "kprof_sample_tests:do/1") =/= nomatch end,
+                              Lines))
+        end)
+    end}.
+
+%% inets httpd with kprof_flame_httpd first, a request asking to be sampled.
+web_run(Dir) ->
+    ok = kprof:start(),
+    {ok, _} = application:ensure_all_started(inets),
+    ok = application:set_env(kprof, allow_tracing, true),
+    {ok, Httpd} = inets:start(httpd, [{port, 0}, {server_name, "kprof_sample_tests"},
+                                      {server_root, Dir}, {document_root, Dir},
+                                      {bind_address, {127, 0, 0, 1}},
+                                      {modules, [kprof_flame_httpd, ?MODULE]},
+                                      {kprof_flame_opts, #{output_directory => Dir}}]),
+    Port = proplists:get_value(port, httpd:info(Httpd)),
+    {ok, {{_, 200, _}, Hs, "ok"}} =
+        httpc:request(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ "/",
+                            [{"x-trace-request", "true"}, {"x-kprof-sample", "true"}]}, [], []),
+    {_, Names} = lists:keyfind("x-kprof-files", 1, Hs),
+    [Folded | _] = [filename:join(Dir, N) || N <- string:split(Names, ",", all),
+                                             filename:extension(N) =:= ".folded"],
+    {ok, Text} = file:read_file(Folded),
+    ok = inets:stop(httpd, Httpd),
+    {Hs, [binary_to_list(L) || L <- binary:split(Text, <<"\n">>, [global]),
+                               L =/= <<>>, binary:first(L) =/= $#]}.
+
+%% The handler after kprof_flame_httpd: 150 ms of work.
+do(_ModData) ->
+    End = erlang:monotonic_time(millisecond) + 150,
+    work(End),
+    {proceed, [{response, {response, [{code, 200}, {content_type, "text/plain"},
+                                      {content_length, "2"}], "ok"}}]}.
+
+work(End) ->
+    _ = lists:sort([rand:uniform(1000) || _ <- lists:seq(1, 1000)]),
+    case erlang:monotonic_time(millisecond) >= End of
+        true -> ok;
+        false -> work(End)
+    end.
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% Against perf

@@ -46,6 +46,7 @@ main([Dir]) ->
     ok = file:write_file(Base ++ ".txt", expected(Folded)),
     io:format("wrote ~s.ksr and ~s.txt~n", [Base, Base]),
     _ = file:del_dir_r(Tmp),
+    _ = file:delete("/tmp/perf-" ++ os:getpid() ++ ".map"),   % ours, left by +JPperf map
     halt().
 
 load(V) ->
