@@ -102,7 +102,7 @@ KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, KS_FIELD
 
 /* sample: kprof:sample/2's options (Erlang); the flame rows above marked KS_M_SAMPLE too */
 KS_OPTION(KS_M_SAMPLE, frequency, KS_T_INT, 1, 10000, "97", KS_BY_ERLANG, KS_NO_FIELD, "samples a second of each scheduler thread's CPU time (sent as hz; cost: doc/sampling.md)")
-KS_OPTION(KS_M_SAMPLE, pid, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "Pid | [Pid]: keep only these processes' samples (default: every process)")
+KS_OPTION(KS_M_SAMPLE, pid, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "Pid | [Pid] | all: keep only these processes' samples (default all: every process)")
 KS_OPTION(KS_M_SAMPLE, raw_record, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "also write what the sampler read from the VM to this file (absolute; bug reports, test recordings)")
 /* sample: what kprof_sample sends the sink in {sample_start, Id, Opts} */
 KS_OPTION(KS_M_SAMPLE, hz, KS_T_INT, 1, 10000, "97", KS_BY_SINK, KS_FIELD(sample, hz, 1), "frequency")

@@ -31,7 +31,7 @@ typedef struct out_req {
 static uv_loop_t *loop;
 static uv_pipe_t in_pipe, out_pipe;
 static uv_timer_t ring_timer, sample_timer;
-static int ring_timer_on, sample_timer_on;
+static int ring_timer_on, sample_timer_on;   /* sample_timer_on: its period in ms */
 static int out_is_pipe;
 static ks_sink sink;
 
@@ -111,9 +111,10 @@ static void watch_ring(void) {
     uv_timer_stop(&ring_timer);
     ring_timer_on = 0;
   }
-  if (sampling && !sample_timer_on) {
-    uv_timer_start(&sample_timer, on_sample_timer, KS_SAMPLE_DRAIN_MS, KS_SAMPLE_DRAIN_MS);
-    sample_timer_on = 1;
+  if (sampling && sample_timer_on != ks_sampling_drain_ms(&sink.sampling)) {
+    sample_timer_on = ks_sampling_drain_ms(&sink.sampling);
+    uv_timer_start(&sample_timer, on_sample_timer, (uint64_t)sample_timer_on,
+                   (uint64_t)sample_timer_on);
   } else if (!sampling && sample_timer_on) {
     uv_timer_stop(&sample_timer);
     sample_timer_on = 0;

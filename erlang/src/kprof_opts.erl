@@ -232,6 +232,7 @@ valid_term(record, P) when is_list(P); is_binary(P) ->
     is_list(Chars) andalso Chars =/= [] andalso not lists:member(0, Chars);
 valid_term(record, _) -> false;
 valid_term(raw_record, P) -> valid_term(record, P);
+valid_term(pid, all) -> true;
 valid_term(pid, P) when is_pid(P) -> true;
 valid_term(pid, [_ | _] = Ps) -> lists:all(fun is_pid/1, Ps);
 valid_term(pid, _) -> false;

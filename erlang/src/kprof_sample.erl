@@ -53,7 +53,7 @@
 %%% <li>`group' (no default; term): pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)</li>
 %%% <li>`fold_recursion' (default `false'; boolean): direct recursion f;f;f written as one f</li>
 %%% <li>`frequency' (default `97'; integer 1..10000): samples a second of each scheduler thread's CPU time (sent as hz; cost: doc/sampling.md)</li>
-%%% <li>`pid' (no default; term): Pid | [Pid]: keep only these processes' samples (default: every process)</li>
+%%% <li>`pid' (no default; term): Pid | [Pid] | all: keep only these processes' samples (default all: every process)</li>
 %%% <li>`raw_record' (no default; term): also write what the sampler read from the VM to this file (absolute; bug reports, test recordings)</li>
 %%% </ul>
 %%% <!-- END option-docs user sample -->
@@ -72,7 +72,7 @@
 -include_lib("kernel/include/file.hrl").
 
 -type opts() :: #{frequency => pos_integer(),      % samples a second per thread (default 97)
-                  pid => pid() | [pid()],          % only these processes' samples
+                  pid => pid() | [pid()] | all,    % only these processes' samples
                   output_format => atom() | [atom()] | all,
                   output_directory => file:filename(),
                   name => string(),
@@ -105,7 +105,7 @@ run(Ms, _Opts) ->
     {error, {badarg, Ms}}.
 
 %% @doc Sample while `Fun()' runs in the calling process: its samples only
-%% unless `pid' says otherwise. `{ok, Result, Files}' (with top: `{ok,
+%% unless `pid' says otherwise (`all': every process's). `{ok, Result, Files}' (with top: `{ok,
 %% Result, Files, Top}'); an exception of `Fun' is raised again after the
 %% files are written. The web trigger's sampled mode (kprof_flame_web).
 -spec apply(fun(() -> term()), map()) ->

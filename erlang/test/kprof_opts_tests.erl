@@ -38,7 +38,7 @@ term_edges(names) -> {[erlang, elixir], [true, "elixir", ex]};
 term_edges(progress) -> {[true, false, 1, 5000], [0, -1, 1.5, "yes"]};
 term_edges(record) -> {["/tmp/x.rec", <<"/tmp/x.rec">>, "rel.rec"], ["", <<>>, 42, x, [0]]};
 term_edges(raw_record) -> term_edges(record);
-term_edges(pid) -> {[self(), [self()], [self(), self()]], [[], foo, [foo], "<0.1.0>"]};
+term_edges(pid) -> {[all, self(), [self()], [self(), self()]], [[], foo, [foo], "<0.1.0>"]};
 term_edges(group) -> {[pid, name, initial_call, all], [true, process, "pid", {name}]};
 term_edges(max_memory_bytes) -> {[1, infinity, default], [0, -1, x]};
 term_edges(rate) -> {[infinity, {1, 1}], [10, {0, 1}, {1, 0}]}.

@@ -22,6 +22,8 @@
 %% Run in the peers.
 -export([split_run/1, reload_run/1, compile_run/2, spin/1, worker/0, as_user_run/1,
          eacces_run/2, web_run/1, do/1]).
+%% For bench/sample_bench.erl: perf's samples by leaf, kprof's rows by leaf, the rank agreement.
+-export([perf_leaves/2, leaves_of/1, spearman/3]).
 
 -define(HZ, 997).
 
@@ -279,6 +281,10 @@ compile_run(Dir, Ms) ->
                            output_format => folded}),
     exit(Loop, kill),
     {ok, _, Rows} = R,
+    leaves_of(Rows).
+
+%% A sampled profile's top rows as samples by leaf, named as perf_leaves/2 names them.
+leaves_of(Rows) ->
     lists:foldl(fun(#{mfa := MFA, calls := C}, M) ->
                         maps:update_with(cxx(kprof_names:mfa(MFA, erlang)), fun(N) -> N + C end,
                                          C, M)

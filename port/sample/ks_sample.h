@@ -307,8 +307,12 @@ typedef struct ks_sampling {
 
 void ks_sampling_init(ks_sampling *sm, ks_flame *fl, ks_intern *in);
 void ks_sampling_free(ks_sampling *sm);
-/* The timer's drain (every KS_SAMPLE_DRAIN_MS while a session samples). */
-#define KS_SAMPLE_DRAIN_MS 10
+/* The timer's drain, while a session samples: every 10 ms, or up to every
+ * 50 ms at low rates (each wake-up of the sink costs about as much as a few
+ * samples; the rings hold far more than 50 ms at any rate). The time between
+ * two drains is also the one window in which a sample of code reloaded into
+ * the addresses of purged code may be named by the new code (ks_symbols.h). */
+int ks_sampling_drain_ms(const ks_sampling *sm);
 void ks_sampling_poll(ks_sampling *sm, int64_t now);
 static inline int ks_sampling_active(const ks_sampling *sm) {
   return sm->smp.active;

@@ -51,8 +51,19 @@ typedef struct ks_pmap_ent {
  * of the first read are valid from the start. A line that covers older
  * ones retires them: they stay, valid until then, for the samples taken
  * before (a sample between the two reads is named by the new line: the
- * one such window, as long as the time between two drains).
+ * one such window, as long as the time between two drains: 10 ms, up to
+ * 50 ms at low rates, ks_sampling_drain_ms).
  */
+/* A lookup remembered: a deep stack's return addresses come back sample
+ * after sample. Good while the map is the same (gen) and for samples at or
+ * after `since' (the line's). */
+#define KS_PMAP_CACHE 4096
+typedef struct ks_pmap_hit {
+  uint64_t ip;
+  int64_t since;
+  uint32_t frame, gen;
+} ks_pmap_hit;
+
 typedef struct ks_pmap {
   ks_pmap_ent *cur;            /* valid now: sorted by start, never overlapping */
   uint32_t n, cap;
@@ -69,6 +80,8 @@ typedef struct ks_pmap {
   void *tap_ctx;
   uint64_t lines, bad_lines;   /* lines read; of them, not understood */
   uint64_t retired;            /* lines a later line covered */
+  uint32_t gen;                /* changes with every commit that changed cur */
+  ks_pmap_hit *cache;          /* KS_PMAP_CACHE of them (NULL: none) */
 } ks_pmap;
 
 void ks_pmap_init(ks_pmap *m);
@@ -86,7 +99,7 @@ int ks_pmap_open(ks_pmap *m, int ospid);
 /* Reads what the file gained since the last read, at `now'. */
 int ks_pmap_read(ks_pmap *m, int64_t now, ks_sym_name_fn name_fn, void *ctx);
 /* The frame of addr at time ts, KS_NONE when no line of the map named it then. */
-uint32_t ks_pmap_lookup(const ks_pmap *m, uint64_t addr, int64_t ts);
+uint32_t ks_pmap_lookup(ks_pmap *m, uint64_t addr, int64_t ts);
 
 /* ELF symbols of the files mapped executable in the VM (elf_syms.c). */
 typedef struct ks_esym {

@@ -22,6 +22,7 @@ void ks_pmap_init(ks_pmap *m) {
 void ks_pmap_free(ks_pmap *m) {
   if (m->fd >= 0)
     close(m->fd);
+  free(m->cache);
   free(m->cur);
   free(m->old);
   free(m->fresh);
@@ -267,13 +268,22 @@ int ks_pmap_commit(ks_pmap *m, int64_t now) {
   m->n = n;
   m->cap = cap;
   m->nfresh = 0;
+  m->gen++;   /* every remembered lookup is stale */
   return KS_OK;
 }
 
-uint32_t ks_pmap_lookup(const ks_pmap *m, uint64_t addr, int64_t ts) {
+uint32_t ks_pmap_lookup(ks_pmap *m, uint64_t addr, int64_t ts) {
   uint32_t lo = 0, hi = m->n, k, best = KS_NONE;
   uint64_t best_seq = 0;
+  ks_pmap_hit *hit = NULL;
 
+  if (m->cache == NULL)
+    m->cache = calloc(KS_PMAP_CACHE, sizeof(*m->cache));
+  if (m->cache != NULL) {
+    hit = &m->cache[(addr * 0x9e3779b97f4a7c15ull) >> 52];
+    if (hit->ip == addr && hit->gen == m->gen + 1 && ts >= hit->since)
+      return hit->frame;
+  }
   while (lo < hi) {   /* the first line that starts past addr */
     uint32_t mid = lo + (hi - lo) / 2;
     if (m->cur[mid].start <= addr)
@@ -281,8 +291,11 @@ uint32_t ks_pmap_lookup(const ks_pmap *m, uint64_t addr, int64_t ts) {
     else
       hi = mid;
   }
-  if (lo > 0 && addr < m->cur[lo - 1].end && ts >= m->cur[lo - 1].since)
+  if (lo > 0 && addr < m->cur[lo - 1].end && ts >= m->cur[lo - 1].since) {
+    if (hit != NULL)
+      *hit = (ks_pmap_hit){addr, m->cur[lo - 1].since, m->cur[lo - 1].frame, m->gen + 1};
     return m->cur[lo - 1].frame;
+  }
   /* A line retired since: the newest that held addr at ts. */
   for (k = 0; k < m->nold; k++) {
     const ks_pmap_ent *e = &m->old[k];

@@ -237,7 +237,7 @@ static uint32_t pid_of_word(ks_sampler *s, uint64_t w) {
 
 /* Whether the sample's chain holds an Erlang function (its leaf aside): C
  * code called from JIT code, which keeps r13 (callee-saved) as it was. */
-static int called_from_erlang(const ks_sampler *s, const ks_spend *e) {
+static int called_from_erlang(ks_sampler *s, const ks_spend *e) {
   uint32_t k, f;
 
   for (k = 1; k < e->nips; k++)

@@ -55,6 +55,12 @@ void ks_sampling_free(ks_sampling *sm) {
   sm->capseen = 0;
 }
 
+int ks_sampling_drain_ms(const ks_sampling *sm) {
+  uint32_t hz = sm->smp.hz > 0 ? sm->smp.hz : 1, ms = 5000 / hz;
+
+  return ms < 10 ? 10 : ms > 50 ? 50 : (int)ms;
+}
+
 void ks_sampling_poll(ks_sampling *sm, int64_t now) {
   if (!sm->smp.active)
     return;

@@ -219,7 +219,7 @@ static uint32_t name_cb(void *ctx, const ks_pname *p) {
   return t->n++;
 }
 
-static const char *at(const ks_pmap *m, const names *t, uint64_t addr, int64_t ts) {
+static const char *at(ks_pmap *m, const names *t, uint64_t addr, int64_t ts) {
   uint32_t f = ks_pmap_lookup(m, addr, ts);
 
   return f == KS_NONE ? "-" : t->v[f];
