@@ -5,11 +5,12 @@
  * What a live drain also does and this does not: the system calls that read
  * the rings, the map and the VM's memory.
  *
- *   sample_replay FILE [ROUNDS]   prints: samples=N rounds=R ns_per_sample=X
+ *   sample_replay FILE [ROUNDS [maponly]]   prints: samples=N rounds=R ns_per_sample=X
  *
- * Under callgrind (bench/sample_bench.erl runs it so with ROUNDS 1), the
- * instructions per sample are the run's total over N; the set-up (a
- * recording's read, the intern table's) is in it too, and says so.
+ * `maponly' replays the recording without its ring records: the perf map's
+ * reads alone (a session's start reads the whole map). Under callgrind
+ * (bench/sample_bench.erl runs both, ROUNDS 1), the instructions a sample
+ * are the difference of the two runs over N.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,27 @@ static unsigned char *slurp(const char *path, size_t *n) {
   return b;
 }
 
+/* The recording without its 'r' chunks (sample_record.c's format). */
+static size_t map_only(unsigned char *rec, size_t n) {
+  size_t at, out, tn;
+
+  if (n < 24)
+    return n;
+  tn = (size_t)rec[20] | (size_t)rec[21] << 8 | (size_t)rec[22] << 16 | (size_t)rec[23] << 24;
+  for (at = out = 24 + tn; at + 5 <= n;) {
+    size_t len = (size_t)rec[at + 1] | (size_t)rec[at + 2] << 8 | (size_t)rec[at + 3] << 16 |
+                 (size_t)rec[at + 4] << 24;
+    if (len > n - at - 5)
+      break;
+    if (rec[at] != 'r') {
+      memmove(rec + out, rec + at, 5 + len);
+      out += 5 + len;
+    }
+    at += 5 + len;
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   static ks_flame fl;
   static ks_sampling sm;
@@ -46,9 +68,11 @@ int main(int argc, char **argv) {
   struct timespec t0, t1;
 
   if (argc < 2 || (rec = slurp(argv[1], &n)) == NULL || rounds < 1) {
-    fprintf(stderr, "usage: sample_replay FILE [ROUNDS]\n");
+    fprintf(stderr, "usage: sample_replay FILE [ROUNDS [maponly]]\n");
     return 2;
   }
+  if (argc > 3 && strcmp(argv[3], "maponly") == 0)
+    n = map_only(rec, n);
   if (ks_intern_init(&in, NULL) != KS_OK)
     return 1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

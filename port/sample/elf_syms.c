@@ -105,6 +105,48 @@ static int by_start(const void *a, const void *b) {
   return x->start < y->start ? -1 : x->start > y->start;
 }
 
+static size_t underscores(const char *s) {
+  size_t n = 0;
+
+  while (s[n] == '_')
+    n++;
+  return n;
+}
+
+/* Of two symbols at one address (memcpy's and memmove's in libc), the one
+ * named: not weak, then global, then with fewer leading underscores, then the
+ * longer name, then the first in byte order (the rules perf follows too, so
+ * both tools name the address alike). Nonzero when a is the better. */
+static int better(const ks_efile *f, const ks_esym *a, const ks_esym *b) {
+  const char *na = f->names + a->name, *nb = f->names + b->name;
+  size_t ua = underscores(na), ub = underscores(nb), la = strlen(na), lb = strlen(nb);
+
+  if ((a->bind == 2) != (b->bind == 2))
+    return b->bind == 2;
+  if ((a->bind == 1) != (b->bind == 1))
+    return a->bind == 1;
+  if (ua != ub)
+    return ua < ub;
+  if (la != lb)
+    return la > lb;
+  return strcmp(na, nb) < 0;
+}
+
+/* One symbol per address: the best of each run that shares a start. */
+static uint32_t dedupe(ks_efile *f, uint32_t n) {
+  uint32_t k, out = 0;
+
+  for (k = 0; k < n; k++) {
+    if (out > 0 && f->syms[out - 1].start == f->syms[k].start) {
+      if (better(f, &f->syms[k], &f->syms[out - 1]))
+        f->syms[out - 1] = f->syms[k];
+      continue;
+    }
+    f->syms[out++] = f->syms[k];
+  }
+  return out;
+}
+
 /* The functions of the table at sh (names in the table at strsh) into f. */
 static int read_syms(ks_efile *f, const elf_view *v, uint64_t sh, uint64_t strsh) {
   uint64_t off = u64(v, sh + 24), size = u64(v, sh + 32), ent = u64(v, sh + 56);
@@ -130,10 +172,11 @@ static int read_syms(ks_efile *f, const elf_view *v, uint64_t sh, uint64_t strsh
       continue;
     f->syms[kept].start = value;
     f->syms[kept].end = value + sz;
+    f->syms[kept].bind = (uint8_t)((v->p[at + 4] >> 4) > 2 ? 0 : v->p[at + 4] >> 4);
     f->syms[kept++].name = name;
   }
   qsort(f->syms, kept, sizeof(*f->syms), by_start);
-  f->nsyms = kept;
+  f->nsyms = dedupe(f, kept);
   return KS_OK;
 }
 

@@ -103,8 +103,9 @@ uint32_t ks_pmap_lookup(ks_pmap *m, uint64_t addr, int64_t ts);
 
 /* ELF symbols of the files mapped executable in the VM (elf_syms.c). */
 typedef struct ks_esym {
-  uint64_t start, end;         /* run-time addresses */
+  uint64_t start, end;         /* link-time addresses */
   uint32_t name;               /* offset in the module's names */
+  uint8_t bind;                /* STB_LOCAL 0, STB_GLOBAL 1, STB_WEAK 2 */
 } ks_esym;
 
 typedef struct ks_emod {

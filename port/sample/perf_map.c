@@ -53,10 +53,9 @@ static void unescape(const char *s, size_t n, size_t *i, char *out, size_t *o, s
     out[(*o)++] = (char)v;
 }
 
-/* An atom at s[*i]: 'quoted' (escapes undone) or bare up to a byte of stop.
+/* An atom at s[*i]: 'quoted' (escapes undone) or bare up to the byte stop.
  * KS_OK with the text in out, or KS_EINVAL. */
-static int atom_text(const char *s, size_t n, size_t *i, const char *stop, char *out,
-                     size_t cap) {
+static int atom_text(const char *s, size_t n, size_t *i, char stop, char *out, size_t cap) {
   size_t o = 0;
 
   if (*i < n && s[*i] == '\'') {
@@ -74,7 +73,7 @@ static int atom_text(const char *s, size_t n, size_t *i, const char *stop, char 
       return KS_EINVAL;
     (*i)++;
   } else {
-    for (; *i < n && strchr(stop, s[*i]) == NULL; (*i)++) {
+    for (; *i < n && s[*i] != stop; (*i)++) {
       if (o + 1 >= cap)
         return KS_EINVAL;
       out[o++] = s[*i];
@@ -90,11 +89,11 @@ static int erlang_name(const char *s, size_t n, ks_pname *out) {
   size_t i = 0, digits = 0;
   uint64_t a = 0;
 
-  if (atom_text(s, n, &i, ":", out->m, sizeof(out->m)) != KS_OK || i + 1 >= n || s[i] != ':' ||
+  if (atom_text(s, n, &i, ':', out->m, sizeof(out->m)) != KS_OK || i + 1 >= n || s[i] != ':' ||
       s[i + 1] == ':')
     return KS_EINVAL;
   i++;
-  if (atom_text(s, n, &i, "/", out->f, sizeof(out->f)) != KS_OK || i >= n || s[i] != '/')
+  if (atom_text(s, n, &i, '/', out->f, sizeof(out->f)) != KS_OK || i >= n || s[i] != '/')
     return KS_EINVAL;
   for (i++; i < n && s[i] >= '0' && s[i] <= '9' && digits < 4; i++, digits++)
     a = a * 10 + (uint64_t)(s[i] - '0');
