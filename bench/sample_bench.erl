@@ -306,9 +306,10 @@ text(Rows, Rounds, Perf, Load0, Load1) ->
     Lines = [line(R) || R <- Rows],
     Detail = [detail(R) || R <- Rows],
     [Head, Sep, Lines, "\n",
-     "| workload | rate | samples a second | C only (no Erlang frame) | sink CPU per sample while "
-     "sampling (us) | sink CPU per session, start and files (ms) | lost |\n",
-     "|---|--:|--:|--:|--:|--:|--:|\n", Detail,
+     "| workload | rate | samples a second | C only (no Erlang frame) | sink CPU while sampling "
+     "(ms a second) | sink CPU per sample while sampling (us) | sink CPU per session, start "
+     "and files (ms) | lost |\n",
+     "|---|--:|--:|--:|--:|--:|--:|--:|\n", Detail,
      io_lib:format("~nCost: the mode's time over the untraced time of the same round, median "
                    "of ~b rounds, modes interleaved (each round in another order); untraced: "
                    "the median time of the calls; CPU: the node's threads' time on a CPU while the "
@@ -351,9 +352,11 @@ detail(#{label := L, runs := Runs}) ->
          Session = median([maps:get(session_ns, E) || {_, E} <- Ex]),
          Lost = lists:sum([maps:get(lost, E) || {_, E} <- Ex]),
          Secs = lists:sum([element(2, T) || {T, _} <- Ex]) / 1000000,
-         io_lib:format("| ~s | ~b Hz | ~b | ~.1f % | ~.1f | ~.1f | ~b |~n",
+         Wall = lists:sum([element(1, T) || {T, _} <- Ex]) / 1000000,
+         io_lib:format("| ~s | ~b Hz | ~b | ~.1f % | ~.1f | ~.1f | ~.1f | ~b |~n",
                        [L, Hz, round(N / max(Secs, 1.0e-9)), 100 * C / max(N, 1),
-                        Ns / 1000 / max(N, 1), Session / 1000000, Lost])
+                        Ns / 1.0e6 / max(Wall, 1.0e-9), Ns / 1000 / max(N, 1),
+                        Session / 1000000, Lost])
      end || Hz <- ?RATES].
 
 median(L) ->

@@ -72,8 +72,9 @@ recordings: $(REC_BEAM)
 
 # Sampling sessions of the real VM for the C tests: test/data/sample_*.{ksr,txt}
 # (test/record/kprof_sample_recorder.erl; by hand, as above, on each OTP).
-sample-recordings: $(REC_BEAM) erl sink
-	erl +JPperf map -noshell -pa erlang/ebin -pa $(B)/record -s kprof_sample_recorder main test/data
+sample-recordings: $(REC_BEAM) erl sink $(B)/test/ebin/kprof_sample_tests.beam
+	erl +JPperf map -noshell -pa erlang/ebin -pa $(B)/test/ebin -pa $(B)/record \
+	  -s kprof_sample_recorder main test/data
 
 $(B)/record/%.beam: test/record/%.erl | $(B)/record
 	erlc $(ERLC_FLAGS) -o $(B)/record $<

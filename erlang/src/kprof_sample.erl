@@ -177,19 +177,18 @@ spin(N) ->
 -spec prepared(map(), fun((integer()) -> done | {aborted, atom()})) ->
           kprof_flame:written() | {error, term()}.
 prepared(Cfg, Run) ->
-    case support() of
-        ok ->
-            case kprof_app:ensure_started() of
-                ok ->
-                    case kprof_flame:out_dir(Cfg) of
-                        ok -> session(Cfg, Run);
-                        Error -> Error
-                    end;
-                Error ->
-                    Error
-            end;
-        Error ->
-            Error
+    after_ok([fun support/0, fun kprof_app:ensure_started/0,
+              fun() -> kprof_flame:out_dir(Cfg) end],
+             fun() -> session(Cfg, Run) end).
+
+%% Then() once every step said ok; else the first step's error.
+-spec after_ok([fun(() -> ok | {error, term()})], fun(() -> Result)) -> Result | {error, term()}.
+after_ok([], Then) ->
+    Then();
+after_ok([Step | Rest], Then) ->
+    case Step() of
+        ok -> after_ok(Rest, Then);
+        Error -> Error
     end.
 
 %% Armed (one mode at a time), sampled, written, disarmed.

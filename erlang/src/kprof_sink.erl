@@ -78,6 +78,8 @@
 %% A sink that exited before it answered is run once more for its words:
 %% for at most this long, and this much of what it printed is kept.
 -define(PROBE_MS, 2000).
+%% Commands whose answers may name atoms this node does not know (decode/2).
+-define(ATOM_MAKERS, [flame_replay, sample_write]).
 -define(PROBE_BYTES, 2048).
 
 -type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
@@ -352,7 +354,8 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
     %% order); a watcher's (nosuspend) gets {error, busy}.
     Ref = make_ref(),
     Bin = term_to_binary({kprof, Ref, Cmd}),
-    P = (pending(From, Timeout, Ref))#pending{atoms = makes_atoms(Cmd)},
+    P = (pending(From, Timeout, Ref))#pending{atoms = is_tuple(Cmd) andalso
+                                                  lists:member(element(1, Cmd), ?ATOM_MAKERS)},
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
             {noreply, S#state{pending = Pending#{Ref => P}}};
@@ -559,10 +562,6 @@ decode(Bin) ->
 %% sampled profile's (kprof_sample: C functions as `{'[C]', Symbol, 0}'):
 %% while one is pending, a frame `safe' refuses is read anyway, making at
 %% most a few atoms per row asked for.
--spec makes_atoms(command()) -> boolean().
-makes_atoms(Cmd) ->
-    is_tuple(Cmd) andalso (element(1, Cmd) =:= flame_replay orelse element(1, Cmd) =:= sample_write).
-
 -spec decode(binary(), #state{}) -> {ok, term()} | {error, bad_frame}.
 decode(Bin, #state{pending = Pending}) ->
     Replay = lists:any(fun(#pending{atoms = A}) -> A end, maps:values(Pending)),

@@ -24,6 +24,8 @@
          eacces_run/2, web_run/1, do/1]).
 %% For bench/sample_bench.erl: perf's samples by leaf, kprof's rows by leaf, the rank agreement.
 -export([perf_leaves/2, leaves_of/1, spearman/3]).
+%% For test/record/kprof_sample_recorder.erl: a version of the reloaded module, run.
+-export([load/1, spin_version/2]).
 
 -define(HZ, 997).
 
@@ -376,25 +378,7 @@ second_user_test_() ->
     {timeout, 180, fun second_user/0}.
 
 second_user() ->
-    case {os:cmd("/usr/bin/id -u"), tool(useradd), tool(userdel), tool(runuser)} of
-        {"0\n", UA, UD, RU} when UA =/= false, UD =/= false, RU =/= false ->
-            User = "kprofsmp" ++ integer_to_list(erlang:unique_integer([positive]) rem 100000000),
-            {0, _} = run(UA, ["--system", "--no-create-home", "--user-group",
-                              "--shell", "/usr/sbin/nologin", User]),
-            try
-                as_second_user(User, RU)
-            after
-                %% Its node may take a moment to exit after peer:stop/1.
-                ok = kprof_test_util:wait_until(fun() -> element(1, run(UD, [User])) =:= 0 end,
-                                                10000)
-            end;
-        {"0\n", _, _, _} ->
-            io:format(user, "~n*** kprof_sample_tests: SKIPPED: the second user: useradd, "
-                      "userdel or runuser missing (packages passwd, util-linux) ***~n", []);
-        {Uid, _, _, _} ->
-            io:format(user, "~n*** kprof_sample_tests: SKIPPED: the second user: needs root "
-                      "to make one (uid here: ~ts) ***~n", [string:trim(Uid)])
-    end.
+    kprof_test_util:with_second_user(?MODULE, "kprofsmp", fun as_second_user/2).
 
 as_second_user(User, Runuser) ->
     %% Its own node: sampled, its rings within what it may lock.
@@ -512,19 +496,7 @@ os_pid_of(Port) ->
     integer_to_list(P).
 
 tool(Name) ->
-    Dirs = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"],
-    case [P || D <- Dirs, P <- [filename:join(D, atom_to_list(Name))], filelib:is_regular(P)] of
-        [P | _] -> P;
-        [] -> false
-    end.
+    kprof_test_util:tool(Name).
 
 run(Exe, Args) ->
-    Port = open_port({spawn_executable, Exe}, [{args, Args}, exit_status, stderr_to_stdout,
-                                               binary]),
-    collect(Port, []).
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [Acc, D]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(Acc)}
-    end.
+    kprof_test_util:run(Exe, Args).

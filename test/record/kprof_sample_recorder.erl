@@ -4,8 +4,8 @@
 %%%
 %%% The session: a module reloaded six times, each version loaded after the
 %%% one two before was purged (the JIT gives it that one's addresses) and
-%%% run for 150 ms in one process, sampled at 499 Hz with `raw_record'. Its
-%%% files:
+%%% run for 150 ms in one process (kprof_sample_tests' load/1 and
+%%% spin_version/2), sampled at 499 Hz with `raw_record'. Its files:
 %%%
 %%% <ul>
 %%% <li>`sample_reload_otpNN.ksr': the recording, its map reads cut to the
@@ -29,7 +29,10 @@ main([Dir]) ->
     Self = self(),
     Runner = spawn(fun() ->
                            receive go -> ok end,
-                           [begin load(V), spin(V, 150) end || V <- lists:seq(1, 6)],
+                           [begin
+                                kprof_sample_tests:load(V),
+                                kprof_sample_tests:spin_version(V, 150)
+                            end || V <- lists:seq(1, 6)],
                            Self ! done
                    end),
     _ = spawn(fun() ->
@@ -48,31 +51,6 @@ main([Dir]) ->
     _ = file:del_dir_r(Tmp),
     _ = file:delete("/tmp/perf-" ++ os:getpid() ++ ".map"),   % ours, left by +JPperf map
     halt().
-
-load(V) ->
-    Src = lists:flatten(io_lib:format("-module(rmod).~n-export([g~b/1]).~n"
-                                      "g~b(0) -> ok;~ng~b(N) -> g~b(N - 1).~n", [V, V, V, V])),
-    {ok, Toks, _} = erl_scan:string(Src),
-    Forms = [F || Form <- split_dots(Toks, []), {ok, F} <- [erl_parse:parse_form(Form)]],
-    {ok, rmod, Bin} = compile:forms(Forms, []),
-    _ = code:purge(rmod),
-    {module, rmod} = code:load_binary(rmod, "rmod.erl", Bin).
-
-split_dots([{dot, _} = D | T], Cur) -> [lists:reverse([D | Cur]) | split_dots(T, [])];
-split_dots([H | T], Cur) -> split_dots(T, [H | Cur]);
-split_dots([], _) -> [].
-
-spin(V, Ms) ->
-    End = erlang:monotonic_time(millisecond) + Ms,
-    F = list_to_atom("g" ++ integer_to_list(V)),
-    spin_until(F, End).
-
-spin_until(F, End) ->
-    rmod:F(20000),
-    case erlang:monotonic_time(millisecond) >= End of
-        true -> ok;
-        false -> spin_until(F, End)
-    end.
 
 %%% The recording, its map reads cut to the lines that name some frame
 
