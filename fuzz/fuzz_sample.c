@@ -79,6 +79,7 @@ static void fresh(void) {
   smp.pid_tmpl_n = sizeof(tmpl);
   smp.lay = (ks_playout){1, 0, 7, 28, 32};
   smp.max_stack = 127;
+  smp.windowed = 1;
   smp.read_words = fake_read;
   smp.emit = check_stack;
   ks_pmap_feed(&smp.map, map_text, sizeof(map_text) - 1, ks_sampler_name, &smp);

@@ -146,7 +146,7 @@ typedef struct ks_scounters {
   uint64_t pid_unreadable;     /* JIT samples whose word at r13 was no pid */
   uint64_t filtered;           /* samples of processes not asked for (option pid) */
   uint64_t limited;            /* samples past the guard's limits */
-  uint64_t calibration;        /* samples used to calibrate, not kept */
+  uint64_t calibration;        /* samples before the window (the calibration's), not kept */
   uint64_t by_kind[KS_THR_KINDS];
 } ks_scounters;
 
@@ -167,6 +167,7 @@ typedef struct ks_cpset {
 typedef struct ks_sampler {
   int active;
   int calibrating;             /* samples go to the calibration, not to stacks */
+  int windowed;                /* the window started: samples go to stacks (ks_sampler_window) */
   int ospid;
   uint32_t hz;
   uint64_t period_ns;

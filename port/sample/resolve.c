@@ -388,7 +388,7 @@ void ks_sampler_resolve(ks_sampler *s) {
     s->unknown = ks_sampler_native(s, KS_MOD_UNKNOWN, "");
   plan_reads(s);
   read_pids(s);
-  if (s->calibrating)
+  if (s->calibrating || !s->windowed)
     s->k.calibration += s->npend;
   else
     for (k = 0; k < s->npend; k++)

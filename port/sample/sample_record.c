@@ -14,7 +14,8 @@
  *     'm'   i64 time of the read, then the bytes the map gained
  *     'w'   per word read: u64 address, u64 word, u8 ok
  *     'd'   i64 time: the drain's samples are resolved
- *     'l'   u32 offset, u32 shift, i64 window start: the layout calibrated
+ *     'l'   u32 offset, u32 shift, i64 start: the window starts (and the
+ *           layout, unless the offset is 0xffffffff: none known)
  *     'p'   per process asked for (option pid): u32 number, u32 serial
  * Integers are little-endian.
  */
@@ -111,7 +112,7 @@ void ks_srec_only(ks_srec *r, const ks_intern *in, const uint32_t *only, uint32_
 
 void ks_srec_layout(ks_srec *r, const ks_playout *lay, int64_t from) {
   chunk(r, 'l', 16);
-  put32(r, lay->offset);
+  put32(r, lay->known ? lay->offset : UINT32_MAX);
   put32(r, lay->shift);
   put64(r, (uint64_t)from);
 }
@@ -207,14 +208,19 @@ static int replay_chunk(ks_sampler *s, replay *rp, char type, const unsigned cha
     return KS_OK;
   case 'p':
     return replay_only(s, p, n);
-  case 'l':
-    if (n != 16 || get32(p) % 8 != 0 || get32(p) >= 8 * KS_CAL_WORDS || get32(p + 4) >= 64)
+  case 'l':   /* as ks_sampler_window */
+    if (n != 16 || (get32(p) != UINT32_MAX && (get32(p) % 8 != 0 ||
+                                              get32(p) >= 8 * KS_CAL_WORDS || get32(p + 4) >= 64)))
       return KS_EBADTERM;
-    s->lay.offset = get32(p);
-    s->lay.shift = get32(p + 4);
-    s->lay.known = 1;
+    if (get32(p) != UINT32_MAX) {
+      s->lay.offset = get32(p);
+      s->lay.shift = get32(p + 4);
+      s->lay.known = 1;
+    }
     s->calibrating = 0;
+    s->windowed = 1;
     s->from = (int64_t)get64(p + 8);
+    memset(&s->k, 0, sizeof(s->k));
     return KS_OK;
   default:
     return KS_EBADTERM;

@@ -154,9 +154,10 @@ int ks_sampler_drain(ks_sampler *s, int64_t now) {
 
 void ks_sampler_window(ks_sampler *s, int64_t now) {
   s->calibrating = 0;
+  s->windowed = 1;
   s->from = now;
   memset(&s->k, 0, sizeof(s->k));
-  if (s->rec.f != NULL && s->lay.known)
+  if (s->rec.f != NULL)
     ks_srec_layout(&s->rec, &s->lay, now);
 }
 

@@ -55,7 +55,7 @@ void ks_sink_eof(ks_sink *s);
  * a ring is open, and before every command), then sends owed alerts. */
 void ks_sink_poll_ring(ks_sink *s);
 /* Drains the sampler's rings (the event loop calls it every
- * KS_SAMPLE_DRAIN_MS while it samples, and before every command), then
+ * ks_sampling_drain_ms while it samples, and before every command), then
  * sends owed alerts. */
 void ks_sink_poll_sample(ks_sink *s);
 /* One decoded trace event, from a frame or the ring: counted, then handed to

@@ -213,9 +213,9 @@ static uint32_t name_cb(void *ctx, const ks_pname *p) {
 
   ck_assert_uint_lt(t->n, 64);
   if (p->kind == KS_PNAME_ERLANG)
-    snprintf(t->v[t->n], sizeof(t->v[0]), "%s:%s/%u", p->m, p->f, p->arity);
+    snprintf(t->v[t->n], sizeof(t->v[0]), "%.60s:%.60s/%u", p->m, p->f, p->arity);
   else
-    snprintf(t->v[t->n], sizeof(t->v[0]), "%s%s", p->kind == KS_PNAME_C ? "C " : "", p->native);
+    snprintf(t->v[t->n], sizeof(t->v[0]), "%s%.120s", p->kind == KS_PNAME_C ? "C " : "", p->native);
   return t->n++;
 }
 
@@ -467,6 +467,7 @@ START_TEST(test_resolve_samples) {
   ei_x_free(&x);
   s.lay = (ks_playout){1, 8, 7, 28, 32};
   s.max_stack = 4;
+  s.windowed = 1;
   s.read_words = fake_read;
   s.emit = collect_stack;
   s.emit_ctx = &got;

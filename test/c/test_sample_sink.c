@@ -149,6 +149,12 @@ static void *spinner(void *arg) {
   return NULL;
 }
 
+static int under_valgrind(void) {
+  const char *p = getenv("LD_PRELOAD");
+
+  return p != NULL && strstr(p, "vgpreload") != NULL;
+}
+
 static int add_record(ei_x_buff *x, void *ctx) {
   const char *path = ctx;
 
@@ -202,7 +208,9 @@ START_TEST(test_live_session) {
   snprintf(rec, sizeof(rec), "%s/live.ksr", dir);
   snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
   ck_assert_ptr_nonnull(f = fopen(map, "w"));
-  fprintf(f, "%llx 40 $fake:spin/0\n", (unsigned long long)(uintptr_t)&ks_test_sample_spin);
+  /* 4 KiB: the function's code however a sanitizer grows it (only the
+   * spinner's thread is sampled, so what follows it is never named so). */
+  fprintf(f, "%llx 1000 $fake:spin/0\n", (unsigned long long)(uintptr_t)&ks_test_sample_spin);
   fclose(f);
   spin_stop = 0;
   ck_assert_int_eq(pthread_create(&th, NULL, spinner, NULL), 0);
@@ -244,7 +252,13 @@ START_TEST(test_live_session) {
   ck_assert_ptr_nonnull(strstr(r, "{ok, ["));
   free(r);
   folded(dir, "live", text, sizeof(text));
-  ck_assert_ptr_nonnull(strstr(text, "[scheduler];fake:spin/0 "));
+  /* Under valgrind the thread runs valgrind's translation of the code, at
+   * addresses no map names: the samples are taken, not named. */
+  if (under_valgrind())
+    fprintf(stderr, "\n*** test_sample_sink: SKIPPED: the live samples' names (valgrind runs "
+                    "a translation of the code) ***\n");
+  else
+    ck_assert_ptr_nonnull(strstr(text, "[scheduler];fake:spin/0 "));
   /* The recording replayed: the same samples, the spinner's all named. */
   {
     static ks_sampler rp;
@@ -256,7 +270,8 @@ START_TEST(test_live_session) {
     rp.emit_ctx = &tl;
     ck_assert_int_eq(ks_srec_replay(&rp, bytes, n), KS_OK);
     ck_assert_uint_eq(rp.k.samples, s.sampling.smp.k.samples);
-    ck_assert_uint_gt(tl.spin, 9 * (tl.spin + tl.other) / 10);
+    if (!under_valgrind())
+      ck_assert_uint_gt(tl.spin, 9 * (tl.spin + tl.other) / 10);
     /* Cut anywhere: refused or read up to the cut, never past it. */
     for (size_t cut = 0; cut < n; cut += n / 37 + 1) {
       ks_sampler_free(&rp);

@@ -184,7 +184,7 @@ flame(Port) ->
 -spec sampled(map()) -> ok.
 sampled(Load) ->
     Opts = #{output_directory => ?FLAME_DIR, output_format => [svg, speedscope],
-             group => initial_call},
+             group => initial_call, frequency => 997},
     step(io_lib:format("8> kprof:sample(~b, ~s).   % while ~s runs",
                        [maps:get(duration_ms, Load), show(Opts),
                         show({shop_load, run, [Load]})])),
