@@ -8,7 +8,7 @@
 %%% default). Through the port tracer the loop waits a millisecond every 64
 %%% iterations, as real work does now and then (a loop of nothing but calls
 %%% makes events faster than the VM hands them to any port, and the VM's port
-%%% queue then drains in quadratic time: doc/flame.md); through the ring it
+%%% queue then drains in quadratic time: doc/guard.md); through the ring it
 %%% does not wait (`Pause': `auto', or the iterations between waits, 0 for
 %%% none). Per size: events recorded and how many came through the ring,
 %%% events/s while tracing, the sink's peak RSS (VmHWM), the time from the

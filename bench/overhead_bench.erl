@@ -83,7 +83,7 @@ mode_name(dbg_ip) -> "dbg ip (drops)";
 mode_name(dbg_file) -> "dbg file".
 
 %% The slowest drain too: behind a port the VM's queue now and then drains
-%% in quadratic time (doc/flame.md), which a median hides.
+%% in quadratic time (doc/guard.md), which a median hides.
 summary(Name, Rs) ->
     {Name, median([L || {L, _} <- Rs]), median([D || {_, D} <- Rs]), lists:max([D || {_, D} <- Rs])}.
 

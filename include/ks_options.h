@@ -40,8 +40,8 @@
  *                 doc/flame.md, "The formats", says what each file holds.
  *
  * Adding an option: one line here, then the code that uses it (the decode,
- * the default and the key kprof sends come from the line): doc/protocol.md,
- * "Options: one table".
+ * the default and the key kprof sends come from the line): CONTRIBUTING.md,
+ * "Add an option".
  */
 
 /* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
@@ -125,7 +125,7 @@ KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIEL
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink stops reading this long")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many bytes queued to the sink")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this sink memory: bytes | infinity | default")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many events")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")

@@ -4,7 +4,7 @@
  * task per event, and another scheduler a writev per event (~3.5 us of VM
  * CPU per event measured on the tiers bench). The NIF writes a small binary
  * record into this ring instead, in the traced process, and the sink reads
- * it every millisecond (doc/protocol.md, "The ring").
+ * it every millisecond (doc/internals-ring.md).
  *
  * Layout of the shared object (created by the sink with shm_open, mapped by
  * the NIF): one page of header, then `size` bytes of data. Both sides map the

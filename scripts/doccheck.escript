@@ -6,8 +6,8 @@
 %%   scripts/doccheck.escript            the docs of the tree (below)
 %%   scripts/doccheck.escript File...    only these files (the checker's own test)
 %%
-%% The docs: README.md, doc/*.md, examples/**/README*, fuzz/README*, the comment
-%% lines (edoc) of erlang/src/*.erl and examples/**/*.erl, the comments of the C
+%% The docs: README.md, CONTRIBUTING.md, doc/*.md, examples/**/README*, fuzz/README*,
+%% the comment lines (edoc) of erlang/src/*.erl and examples/**/*.erl, the comments of the C
 %% sources (port/, include/, nif/, fuzz/, test/c/, bench/*.c: /* */ and //, with
 %% string and character literals left out), and the comment lines and usage
 %% text of the scripts (scripts/*, fuzz/*.sh, bench/*.sh, fuzz/*.escript: lines
@@ -42,7 +42,7 @@
 -mode(compile).
 
 %% Optional dependencies (README), absent from a CI machine: {Module, why}.
--define(OPTIONAL, [{pgsql, "erlang-p1-pgsql, optional (README: PostgreSQL instead of SQLite)"}]).
+-define(OPTIONAL, [{pgsql, "erlang-p1-pgsql, optional (doc/tiers.md: PostgreSQL instead of SQLite)"}]).
 -define(TOPS, "port|erlang|examples|include|nif|bench|fuzz|test|doc|scripts").
 %% The absolute paths a script may name: the system's own folders.
 -define(SYSTEM_DIRS, "bin|dev|etc|lib|opt|proc|run|sbin|sys|tmp|usr|var").
@@ -68,7 +68,7 @@ main(Args) ->
     halt(case Dead of [] -> 0; _ -> 1 end).
 
 doc_files() ->
-    lists:append([["README.md"],
+    lists:append([["README.md", "CONTRIBUTING.md"],
                   wild("doc/*.md"),
                   wild("examples/**/README*"),
                   wild("fuzz/README*"),

@@ -1,48 +1,71 @@
 #!/usr/bin/env escript
 %%! -noshell
-%% The README's shell session ("## By hand, in the shell": the shop, the tiers,
-%% the flame capture, the guard) run against the real product, so that what the
-%% README shows cannot drift from what the code prints.
+%% The docs' shell sessions (?SESSIONS: README.md's first profiles, the shop
+%% under the tiers, a flame capture and its recording, call counts, a replay;
+%% doc/flame.md's three captures; doc/guard.md's guard tripping) run against
+%% the real product, so that what the docs show cannot drift from what the
+%% code prints.
 %%
 %%   scripts/readme_transcripts.escript check   (make readme-check, in make test)
 %%       runs each `N> ' input and compares the *shape* of what it printed with
-%%       the README's: the terms (map keys, tuple tags and sizes, atoms, the kind
+%%       the doc's: the terms (map keys, tuple tags and sizes, atoms, the kind
 %%       of each value) and, of a printed table, its first line and the header
 %%       lines before the first row (numbers, pids, timestamps and spacing
 %%       ignored). Lists each difference; exits 1 if any.
 %%   scripts/readme_transcripts.escript write   (make readme-transcripts)
-%%       rewrites the outputs in README.md from the run (logger reports, which
+%%       rewrites the outputs in the docs from the run (logger reports, which
 %%       the run does not capture, are kept as they were).
 %% Run from the top of the tree after `make' (erlang/ebin, _build/shop/ebin).
+%% The sessions run in a fresh directory, _build/readme, so the relative paths
+%% they give (an output directory, a recording that must not exist yet) are
+%% new on every run, as in a fresh clone.
 -mode(compile).
 
--define(SECTION, "## By hand, in the shell").
+%% {File, Section}: the ```erlang blocks of Section (a `## ' heading, up to the
+%% next one) are one shell session, its prompts counting from 1.
+-define(SESSIONS, [{"README.md", "## First profiles"},
+                   {"doc/flame.md", "## A first capture"},
+                   {"doc/guard.md", "## A session: the guard trips"}]).
+-define(RUN_DIR, "_build/readme").
 %% The guard part depends on the machine's load: the limit that trips first (the
 %% lag, or the port not answering). A run where another limit tripped is run
-%% again, up to this many times, and said loudly if none tripped the README's;
+%% again, up to this many times, and said loudly if none tripped the doc's;
 %% a difference in shape fails at once.
 -define(ATTEMPTS, 3).
 
 main([Mode]) when Mode =:= "check"; Mode =:= "write" ->
-    code:add_pathsa(["erlang/ebin", "_build/shop/ebin"]),
-    {ok, Bin} = file:read_file("README.md"),
-    Lines = string:split(unicode:characters_to_list(Bin), "\n", all),
-    Prompts = prompts(Lines),
+    code:add_pathsa([filename:absname(D) || D <- ["erlang/ebin", "_build/shop/ebin"]]),
+    Docs = [{doc_lines(File), Section} || {File, Section} <- ?SESSIONS],
+    {ok, Top} = file:get_cwd(),
+    put(top, Top),
+    _ = file:del_dir_r(?RUN_DIR),
+    ok = filelib:ensure_dir(filename:join(?RUN_DIR, "x")),
+    ok = file:set_cwd(?RUN_DIR),
     case Mode of
-        "check" -> check(Prompts, ?ATTEMPTS);
-        "write" -> write(Lines, Prompts, session(Prompts))
+        "check" ->
+            Failed = [Doc || {Doc, Section} <- Docs,
+                             check(Doc, prompts(Doc, Section), ?ATTEMPTS) =:= failed],
+            halt(case Failed of [] -> 0; _ -> 1 end);
+        "write" ->
+            [write(Doc, Ps, session(Ps)) || {Doc, Section} <- Docs, Ps <- [prompts(Doc, Section)]],
+            halt(0)
     end;
 main(_) ->
     io:format(standard_error, "usage: scripts/readme_transcripts.escript check|write~n", []),
     halt(2).
 
-%%% The README's prompts
+%%% The docs' prompts
+
+%% A doc's lines, read by its absolute name (the run changes directory).
+doc_lines(File) ->
+    {ok, Bin} = file:read_file(File),
+    {filename:absname(File), string:split(unicode:characters_to_list(Bin), "\n", all)}.
 
 %% {InputText, FirstLineNo, LastInputLineNo, LastOutputLineNo, OutputLines} of
 %% each prompt of the ```erlang blocks of the section, in order.
-prompts(Lines) ->
+prompts({File, Lines}, Heading) ->
     Numbered = lists:zip(lists:seq(1, length(Lines)), Lines),
-    Section = section(Numbered),
+    Section = section(Numbered, File, Heading),
     [{Text, N, Last, OutEnd, Out}
      || {_, Text, N, Last, OutEnd, Out}
             <- one_session(lists:append([block_prompts(B) || B <- erlang_blocks(Section)]), 0)].
@@ -56,9 +79,12 @@ one_session([{No, _, _, _, _, _} = P | Rest], Last) ->
     end;
 one_session([], _) -> [].
 
-section(Numbered) ->
-    [_ | After] = lists:dropwhile(fun({_, L}) -> L =/= ?SECTION end, Numbered),
-    lists:takewhile(fun({_, L}) -> not lists:prefix("## ", L) end, After).
+section(Numbered, File, Heading) ->
+    case lists:dropwhile(fun({_, L}) -> L =/= Heading end, Numbered) of
+        [_ | After] -> lists:takewhile(fun({_, L}) -> not lists:prefix("## ", L) end, After);
+        [] -> io:format("~s: no section ~s~n", [File, Heading]),
+              halt(1)
+    end.
 
 erlang_blocks([]) -> [];
 erlang_blocks([{_, "```erlang"} | Rest]) ->
@@ -141,26 +167,34 @@ io_request(_, Acc) -> {{error, request}, Acc}.
 
 %%% Check
 
-check(Prompts, Left) ->
+check({File, _}, Prompts, Left) ->
     Runs = session(Prompts),
     put(notes, []),
     Diffs = lists:append([compare(P, R) || {P, R} <- lists:zip(Prompts, Runs)]),
     Notes = lists:reverse(get(notes)),
-    [io:format("README.md:~b: ~s~n", [N, D]) || {N, D} <- Diffs],
-    io:format("readme-check: ~b prompts run, ~b differences in shape~n",
-              [length(Prompts), length(Diffs)]),
+    Name = relative(File),
+    [io:format("~s:~b: ~s~n", [Name, N, D]) || {N, D} <- Diffs],
+    io:format("readme-check: ~s: ~b prompts run, ~b differences in shape~n",
+              [Name, length(Prompts), length(Diffs)]),
     case {Diffs, Notes, Left} of
-        {[], [], _} -> halt(0);
+        {[], [], _} -> ok;
         {[], _, 1} ->
             %% Said loudly: under load the port's stall bound can trip before the lag.
             [io:format("readme-check: NOT CHECKED: ~s (the machine's load chose the limit; "
-                       "the guard's info for the README's limit was not compared)~n", [N])
+                       "the guard's info for the doc's limit was not compared)~n", [N])
              || N <- Notes],
-            halt(0);
-        {[_ | _], _, _} -> halt(1);
+            ok;
+        {[_ | _], _, _} -> failed;
         _ -> [io:format("readme-check: ~s~n", [N]) || N <- Notes],
              io:format("readme-check: again (~b runs left)~n", [Left - 1]),
-             check(Prompts, Left - 1)
+             check({File, []}, Prompts, Left - 1)
+    end.
+
+%% A doc's name from the top of the tree (the run is in ?RUN_DIR).
+relative(File) ->
+    case string:prefix(File, get(top) ++ "/") of
+        nomatch -> File;
+        Rel -> Rel
     end.
 
 compare({Input, N, _, _, Out}, {LiveText, LiveFlushed, LiveValue}) ->
@@ -168,17 +202,17 @@ compare({Input, N, _, _, Out}, {LiveText, LiveFlushed, LiveValue}) ->
     Where = fun(D) -> {N, io_lib:format("~s: ~s", [first_line(Input), D])} end,
     ValueDiffs = case parse_term(ValueText) of
                      {ok, V} -> diff(shape(V), shape(LiveValue), "value");
-                     error -> ["the README's value does not parse: " ++ ValueText]
+                     error -> ["the doc's value does not parse: " ++ ValueText]
                  end,
     FlushDiffs = case length(Flushed) =:= length(LiveFlushed) of
                      true -> lists:append([diff(shape(A), shape(B), "message")
                                            || {A, B} <- lists:zip(Flushed, LiveFlushed)]);
-                     false -> [io_lib:format("~b messages flushed, the README shows ~b",
+                     false -> [io_lib:format("~b messages flushed, the doc shows ~b",
                                              [length(LiveFlushed), length(Flushed)])]
                  end,
     TextDiffs = case {headers(Text), headers(without_flushed(LiveText))} of
                     {H, H} -> [];
-                    {H, L} -> [io_lib:format("printed headers ~p, the README shows ~p; printed:~n~ts",
+                    {H, L} -> [io_lib:format("printed headers ~p, the doc shows ~p; printed:~n~ts",
                                              [L, H, LiveText])]
                 end,
     [Where(D) || D <- ValueDiffs ++ FlushDiffs ++ TextDiffs].
@@ -203,7 +237,7 @@ report_body_indented([[$\s | _] | Rest]) -> report_body_indented(Rest);
 report_body_indented(["" | Rest]) -> Rest;
 report_body_indented(Rest) -> Rest.
 
-%% The README's output of a prompt: {printed text, flushed terms, value text}:
+%% The doc's output of a prompt: {printed text, flushed terms, value text}:
 %% the value is the longest tail of lines that parses as one term.
 split_output(Lines) ->
     split_output(Lines, 0).
@@ -283,17 +317,17 @@ shape(T) when is_list(T) ->
         false -> {list, lists:usort([shape(E) || E <- T])}
     end.
 
-%% Differences between the README's shape (A) and the run's (B), by path.
+%% Differences between the doc's shape (A) and the run's (B), by path.
 diff(S, S, _) -> [];
 diff({map, #{what := {atom, Wa}}}, {map, #{what := {atom, Wb}}}, Path) when Wa =/= Wb ->
-    %% The guard's info for another limit than the README's: not comparable.
-    put(notes, [io_lib:format("~s: the guard tripped on ~p, the README shows ~p", [Path, Wb, Wa])
+    %% The guard's info for another limit than the doc's: not comparable.
+    put(notes, [io_lib:format("~s: the guard tripped on ~p, the doc shows ~p", [Path, Wb, Wa])
                 | get(notes)]),
     [];
 diff({map, A}, {map, B}, Path) ->
     Ka = maps:keys(A), Kb = maps:keys(B),
-    [io_lib:format("~s: key ~p printed, not in the README", [Path, K]) || K <- Kb -- Ka] ++
-    [io_lib:format("~s: key ~p in the README, not printed", [Path, K]) || K <- Ka -- Kb] ++
+    [io_lib:format("~s: key ~p printed, not in the doc", [Path, K]) || K <- Kb -- Ka] ++
+    [io_lib:format("~s: key ~p in the doc, not printed", [Path, K]) || K <- Ka -- Kb] ++
     lists:append([diff(maps:get(K, A), maps:get(K, B), io_lib:format("~s.~p", [Path, K]))
                   || K <- Ka, lists:member(K, Kb)]);
 diff({tuple, A}, {tuple, B}, Path) when length(A) =:= length(B) ->
@@ -304,18 +338,17 @@ diff({list, _}, {list, []}, _) -> [];      % elements, or the reverse: not a sha
 diff({list, [A]}, {list, [B]}, Path) -> diff(A, B, Path ++ "[]");
 diff(string, {list, []}, _) -> [];
 diff({list, []}, string, _) -> [];
-diff(A, B, Path) -> [io_lib:format("~s: printed ~s, the README shows ~s", [Path, show(B), show(A)])].
+diff(A, B, Path) -> [io_lib:format("~s: printed ~s, the doc shows ~s", [Path, show(B), show(A)])].
 
 show(S) -> io_lib:format("~P", [S, 8]).
 
 %%% Write
 
-write(Lines, Prompts, Runs) ->
+write({File, Lines}, Prompts, Runs) ->
     Arr = list_to_tuple(Lines),
     Replaced = replace(1, Arr, lists:zip(Prompts, Runs), []),
-    ok = file:write_file("README.md", unicode:characters_to_binary(lists:join("\n", Replaced))),
-    io:format("readme-transcripts: ~b prompts run, README.md rewritten~n", [length(Prompts)]),
-    halt(0).
+    ok = file:write_file(File, unicode:characters_to_binary(lists:join("\n", Replaced))),
+    io:format("readme-transcripts: ~s: ~b prompts run, rewritten~n", [relative(File), length(Prompts)]).
 
 replace(I, Arr, _, Acc) when I > tuple_size(Arr) -> lists:reverse(Acc);
 replace(I, Arr, [{{_, _, Last, OutEnd, Out}, {Text, _, Value}} | More], Acc) when I > Last ->

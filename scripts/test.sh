@@ -3,8 +3,8 @@
 #   C unit tests (Check), the same built with clang and with the POSIX fallbacks of
 #   port/core/ks_platform.h, the sources compiled with musl, under ASan+UBSan, under valgrind, the Erlang
 #   end-to-end tests (EUnit), the docs (edoc with no warning and every export
-#   documented; every name the docs give exists, and the checker's own test; the README's
-#   shell session run, the shapes it prints compared with the README's),
+#   documented; every name the docs give exists, and the checker's own test; the docs'
+#   shell sessions run, the shapes they print compared with the docs'),
 #   the flame capture at 10 M events, the flame outputs in real viewers
 #   (chromium; the callgrind file in KCachegrind under Xvfb), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
 #   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a

@@ -1,7 +1,8 @@
 # The docs checker and its own test (included by the top-level Makefile; both run by
 # scripts/test.sh's docs step).
 #   make doccheck           every path, Module:function/Arity and `make target' that
-#                           README.md, doc/*.md, examples/**/README* and the modules' edoc
+#                           README.md, CONTRIBUTING.md, doc/*.md, examples/**/README* and the
+#                           modules' edoc
 #                           name must exist (scripts/doccheck.escript)
 #                           (and the option tables, `make option-docs-check', first)
 #   make doccheck-selftest  the checker on test/doccheck/dead.{md,c,sh} (a doc, a C file's
@@ -34,9 +35,10 @@ doccheck-selftest: all
 	if [ $$rc -ne 1 ]; then echo "doccheck-selftest: exit $$rc on a doc with dead names, not 1"; exit 1; fi
 	@diff -u test/doccheck/dead.expected $(B)/doccheck-selftest.out && echo "doccheck-selftest: ok"
 
-# The README's shell session run against the product (scripts/readme_transcripts.escript).
-#   make readme-check        the shapes it prints (terms, table headers) are the README's
-#   make readme-transcripts  rewrite the session's outputs in README.md from a run (for the
+# The docs' shell sessions (README.md's first profiles, doc/flame.md's first capture,
+# doc/guard.md's session) run against the product (scripts/readme_transcripts.escript).
+#   make readme-check        the shapes they print (terms, table headers) are the docs'
+#   make readme-transcripts  rewrite the sessions' outputs in the docs from a run (for the
 #                            maintainer: read the diff, the prose cites some numbers)
 .PHONY: readme-check readme-transcripts
 readme-check: all

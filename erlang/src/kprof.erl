@@ -125,8 +125,8 @@
 %%% 2> kprof:replay("/tmp/rr/c.kprec", #{output_format => [folded, callgrind]}).
 %%% {ok,["/tmp/rr/./c.kprec.folded","/tmp/rr/./callgrind.out.c.kprec"]}
 %%% '''
-%%% `kprof_sink --replay FILE' does the same with no VM (doc/flame.md, "Record
-%%% and replay"; {@link kprof_flame_replay}).
+%%% `kprof_sink --replay FILE' does the same with no VM (doc/record-replay.md;
+%%% {@link kprof_flame_replay}).
 %%%
 %%% == Safety ==
 %%%
@@ -360,7 +360,7 @@ sink_ping() ->
 sink_version() ->
     kprof_sink:command(version).
 
-%% @doc The sink's counters since the last reset (see doc/protocol.md):
+%% @doc The sink's counters since the last reset (see doc/internals-protocol.md):
 %% frames and bytes read, events per kind, decode errors, table sizes,
 %% `dropped' (trace messages lost at a table's cap) and, per table, the
 %% new keys its cap refused: `dropped_pids', `dropped_mfas',
@@ -374,7 +374,7 @@ sink_stats() ->
 %% its most, from the OS; `undefined' where it does not say), `flame_trees'
 %% (the call-path trees of the `flame_captures' captures it holds, what each
 %% one's `max_bytes' bounds) and `ring' (the tracer's shared ring, 0 when
-%% none). See doc/protocol.md.
+%% none). See doc/internals-protocol.md.
 %% ```
 %% 1> kprof:sink_memory().
 %% #{flame_captures => 0,flame_trees => 0,peak_rss => 2441216,ring => 0,
@@ -534,7 +534,7 @@ is_flat_string(_) -> false.
 %%% TIERS %%%
 %%%%%%%%%%%%%
 %%% Tiered request profiling: where the time of each kind of request goes,
-%%% tier by tier. kprof_tiers has the guided session; doc/tiers.md the
+%%% tier by tier. kprof_tiers has the guided session; doc/internals-tiers.md the
 %%% contract with the sink.
 
 %% @doc Start tiered request profiling: `Tiers' is
@@ -552,7 +552,7 @@ is_flat_string(_) -> false.
 %% the others started: `{ok, #{dropped => [{Node, noconnection}]}}'.
 %%
 %% ```
-%% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]}, {db, [{shop_db, query, 2}]}], #{}).
+%% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]}, {db, [{shop_db, query, 3}]}], #{}).
 %% ok
 %% 2> kprof:start_tiers([{http, [{shop_htp, '_', '_'}]}], #{}).
 %% {error,{unknown_module,http,shop_htp}}
@@ -704,20 +704,25 @@ calls(Spec, Opts) ->
 %%% Flame graphs: per-process call stacks built by the sink from call,
 %%% return_to, scheduling and GC events, time credited to the stack that
 %%% ran, written by the sink as folded stacks, perf script text, speedscope
-%%% JSON and an interactive SVG. See kprof_flame and doc/flame.md.
+%%% JSON, an interactive SVG and callgrind. See kprof_flame and doc/flame.md.
 %%%
 %%% ```
 %%% 1> {ok, Sum, Files} = kprof:flame_apply(fun() -> lists:sum(lists:seq(1, 1000)) end,
-%%%                                         #{output_directory => "/tmp/fl"}).
+%%% 1>                                         #{output_directory => "/tmp/fl"}).
 %%% {ok,500500,
-%%%     ["/tmp/fl/kprof-apply-20250101-120000-66.folded",
-%%%      "/tmp/fl/kprof-apply-20250101-120000-66.perf",
-%%%      "/tmp/fl/kprof-apply-20250101-120000-66.speedscope.json",
-%%%      "/tmp/fl/kprof-apply-20250101-120000-66.svg"]}
-%%% 2> kprof:flame_capture({shop_db, query, 2}, 5, #{output_format => svg}).
-%%% {ok,["/home/me/kprof-capture-20250101-120001-67.svg"]}
-%%% 3> kprof:flame_pid(whereis(shop_cache), 2000, #{sleep => false}).
-%%% {ok,[...]}
+%%%     ["/tmp/fl/kprof-apply-20261128-160123-131.folded",
+%%%      "/tmp/fl/kprof-apply-20261128-160123-131.perf",
+%%%      "/tmp/fl/kprof-apply-20261128-160123-131.speedscope.json",
+%%%      "/tmp/fl/kprof-apply-20261128-160123-131.svg",
+%%%      "/tmp/fl/callgrind.out.kprof-apply-20261128-160123-131"]}
+%%% 2> Worker = spawn(fun Loop() -> _ = lists:reverse(lists:seq(1, 1000)), timer:sleep(10), Loop() end).
+%%% <0.139.0>
+%%% 3> kprof:flame_capture({lists, seq, 2}, 5, #{output_format => svg,
+%%% 3>                                            output_directory => "/tmp/fl"}).
+%%% {ok,["/tmp/fl/kprof-capture-20261128-160123-179.svg"]}
+%%% 4> kprof:flame_pid(Worker, 2000, #{sleep => false, output_format => folded,
+%%% 4>                                 output_directory => "/tmp/fl"}).
+%%% {ok,["/tmp/fl/kprof-pid-20261128-160125-211.folded"]}
 %%% '''
 %%% Options (all optional): kprof_flame's module doc (`h(kprof_flame)')
 %%% lists them, generated from the option table; doc/flame.md says more.

@@ -2,7 +2,7 @@
 %%% to the subscribers of {@link kprof:subscribe/0} (by kprof_guard) and of
 %%% {@link kprof_sink:subscribe/0} alike. Every alert is built by {@link
 %%% new/5} (kprof_guard, kprof_sink) or, for the sink's frames, which carry
-%%% the same keys (doc/protocol.md), by {@link from_map/2}; `Info' always has
+%%% the same keys (doc/internals-protocol.md), by {@link from_map/2}; `Info' always has
 %%% <ul>
 %%% <li>`what': what was measured (below);</li>
 %%% <li>`value': the measured figure (`undefined' when there is none);</li>
@@ -52,7 +52,7 @@ new(Kind, What, Value, Bound, Extra) when is_atom(Kind), is_atom(What), is_map(E
     Info#{message => unicode:characters_to_binary(message(Kind, Info))}.
 
 %% @doc The alert of a map that carries `what', `value' and `bound' (the
-%% sink's frames, doc/protocol.md; {@link kprof_guard:abort/2}'s info): a
+%% sink's frames, doc/internals-protocol.md; {@link kprof_guard:abort/2}'s info): a
 %% key the map lacks (a sink of another version, a hand-made abort) is
 %% `what => Kind', `value' and `bound' `undefined'; every other key is
 %% kept. What is not a map is kept under `detail'.

@@ -24,7 +24,7 @@
 %%% intervals (per kind of event: calls and other events, return_tos), which
 %%% holds the cache misses and load of the real code traced: that measure is
 %%% the one taken off whenever the capture has enough intervals of a kind
-%%% (port/flame/flame_correct.c, doc/flame.md); this one is for the kinds of
+%%% (port/flame/flame_correct.c, doc/internals-flame.md); this one is for the kinds of
 %%% small captures, at most the mean of their intervals. What a capture took
 %%% off, and from where, is in its summary (`correction') and said in each
 %%% file's header.

@@ -12,8 +12,8 @@
 %%% disk) stops the recording and removes its files; the capture's other files
 %%% are written as usual, and the failure is printed. The capture returns its
 %%% files with the recording's files after them; `output_format => []' with
-%%% `record' records only. The protocol and the file format: doc/protocol.md,
-%%% "Recording".
+%%% `record' records only. The protocol and the file format:
+%%% doc/internals-record.md.
 -module(kprof_flame_record).
 
 %% Internal (kprof_flame_options, kprof_flame, kprof_flame_srv)

@@ -4,7 +4,7 @@
 %%% writes its outputs as the live capture would have with the same options.
 %%% It runs on any node with kprof, where the traced modules need not exist
 %%% (or from the shell, `kprof_sink --replay FILE', no VM at all). The
-%%% protocol and the file format: doc/protocol.md, "Recording".
+%%% protocol and the file format: doc/internals-record.md.
 -module(kprof_flame_replay).
 
 %% PUBLIC (through kprof)

@@ -1,5 +1,5 @@
 %%% @doc The one place that changes the VM's trace patterns and flags for
-%%% flame captures (see {@link kprof_flame} and doc/flame.md).
+%%% flame captures (see {@link kprof_flame} and doc/internals-flame.md).
 %%%
 %%% Several captures may run at once; they share the call pattern on every
 %%% function (`{'_','_','_'}' and `on_load', local), set when the first
@@ -620,7 +620,7 @@ clear_patterns() ->
 %% then the call patterns, then tells the sink (flame_arm) to take trigger
 %% calls: calls before that are counted as `calls_early', not traced. A
 %% capture starting while another one runs has the call patterns in place
-%% already; its trigger calls during the install may be lost (doc/flame.md).
+%% already; its trigger calls during the install may be lost (doc/internals-flame.md).
 -spec set_trigger(mfa() | undefined, integer(), map()) -> ok | {error, term()}.
 set_trigger(undefined, _Id, _Cfg) ->
     ok;

@@ -13,7 +13,7 @@
 %%% Times are corrected for tracing's cost (`correct => true', the default:
 %%% the sink takes each event's cost off the time before it, the cost per
 %%% kind of event measured in the capture's own intervals, or by
-%%% kprof_flame_calib for a kind with too few of them: doc/flame.md);
+%%% kprof_flame_calib for a kind with too few of them: doc/internals-flame.md);
 %%% `correction' says the costs used (`call_ns' for calls and other events,
 %%% `return_ns' for return_tos, each `from' the capture or the calibration),
 %%% how much came off, and how many call paths were shorter than their

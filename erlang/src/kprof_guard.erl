@@ -35,7 +35,7 @@
 %%%     the total at arming plus 1 GiB);</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
 %%%     `max_seconds'. The sink enforces `max_events' and `rate' itself, on
-%%%     every event it reads (the `{limits, ...}' command, doc/protocol.md):
+%%%     every event it reads (the `{limits, ...}' command, doc/internals-protocol.md):
 %%%     the event past the bound trips its `limit' alert, and from that event
 %%%     on nothing more reaches the tiers or a capture, so the report holds
 %%%     exactly the events up to the bound, however many the VM still sends
@@ -78,7 +78,7 @@
 %%% <li>`max_lag_ms' (default `1000'; integer >= 1 or infinity): abort when the sink lags this far behind</li>
 %%% <li>`max_stall_ms' (default `500'; integer >= 1 or infinity): abort when the sink stops reading this long</li>
 %%% <li>`max_queue_bytes' (default `4194304'; integer >= 1 or infinity): abort past this many bytes queued to the sink</li>
-%%% <li>`max_memory_bytes' (default `default'; term): abort past this sink memory: bytes | infinity | default</li>
+%%% <li>`max_memory_bytes' (default `default'; term): abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)</li>
 %%% <li>`max_events' (default `infinity'; integer >= 1 or infinity): abort past this many events</li>
 %%% <li>`rate' (default `infinity'; term): {Max, PerMs} | infinity: abort past this event rate</li>
 %%% <li>`max_seconds' (default `infinity'; integer >= 1 or infinity): abort after this long</li>

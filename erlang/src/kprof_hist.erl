@@ -3,7 +3,7 @@
 %%% The sink reports every histogram as
 %%% `#{count, total, min, max, buckets => [{Bucket, N}]}' (nanoseconds, or a
 %%% count; buckets sparse and ascending). The bucket layout is fixed
-%%% (`port/core/ks_hist.h', doc/tiers.md), so histograms of different windows
+%%% (`port/core/ks_hist.h', doc/internals-tiers.md), so histograms of different windows
 %%% and different nodes merge exactly by adding bucket counts; quantiles are
 %%% read here, from the merged buckets, exactly the way the sink's
 %%% `ks_hist_quantile' reads them (test/data/hist_vectors.txt holds cases

@@ -1,4 +1,4 @@
-%%% @doc The request markers of the tier profiler (doc/tiers.md).
+%%% @doc The request markers of the tier profiler (doc/internals-tiers.md).
 %%%
 %%% Functions that do nothing: while tiers run, {@link kprof_tiers}
 %%% traces them, and the trace message of a call is what marks a request

@@ -74,7 +74,7 @@ forwarded(Mode) ->
     [K || {_, K, _, _, _, _, both, _} <- rows(Mode)].
 
 %% @doc The rows the sink takes in a mode's start command (`both' and
-%% `sink' rows), in table order: what doc/tiers.md and doc/flame.md list as
+%% `sink' rows), in table order: what doc/internals-tiers.md and doc/internals-flame.md list as
 %% the command's keys.
 -spec sink_rows(mode()) -> [row()].
 sink_rows(Mode) ->

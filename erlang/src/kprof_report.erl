@@ -3,7 +3,7 @@
 %%% table or JSON. It only merges and builds the data it is given: the
 %%% nodes' reports are fetched by {@link kprof_tiers_cluster}.
 %%%
-%%% The sink's report (doc/tiers.md) has one row per request identity,
+%%% The sink's report (doc/internals-tiers.md) has one row per request identity,
 %%% with a histogram per tier. Reports of several slices of a window or of
 %%% several nodes merge exactly: rows by identity, histograms by adding
 %%% bucket counts ({@link kprof_hist}). {@link build/2} turns node reports
@@ -53,7 +53,7 @@
 %%% guard's last abort on that node is this one (the guard aborted the
 %%% tiers), else the reason and info as text. `sink_dropped_pids',
 %%% `sink_dropped_mfas' and `sink_dropped_names' are the sink's new keys
-%%% refused at its tables' caps (doc/protocol.md), since start or reset.
+%%% refused at its tables' caps (doc/internals-protocol.md), since start or reset.
 %%%
 %%% `dropped' (the header's figure) is every request and event lost:
 %%% `dropped_requests' and `dropped_events' (the tiers' caps),
@@ -93,7 +93,7 @@
                              self := stats(), inclusive := stats()}],
                  other := stats(), wall := stats()}.
 -type report() :: #{atom() => term()}.
-%% The sink's report (doc/tiers.md, "The report"), times in ns.
+%% The sink's report (doc/internals-tiers.md, "The report"), times in ns.
 -type raw() :: #{atom() => term()}.
 -type raw_row() :: #{identity := term(), requests := non_neg_integer(),
                      tiers := [#{calls := non_neg_integer(), atom() => kprof_hist:hist()}],

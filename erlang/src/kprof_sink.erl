@@ -13,7 +13,7 @@
 %%% <li>it takes commands: {@link command/2} writes
 %%%     `term_to_binary({kprof, Ref, Cmd})' in the same stream, and the sink
 %%%     answers with `{kprof_reply, Ref, Reply}' once every frame before
-%%%     the command has been processed (see doc/protocol.md).</li>
+%%%     the command has been processed (see doc/internals-protocol.md).</li>
 %%% </ul>
 %%%
 %%% Safety: a caller never waits longer than its timeout (default 5000 ms,
@@ -35,8 +35,8 @@
 %%% == The ring ==
 %%%
 %%% The server also owns the sink's ring: the shared memory the
-%%% `kprof_tracer' NIF writes trace events into (doc/protocol.md, "The
-%%% ring"). {@link tracer/0} gives the tracer every tracing mode uses:
+%%% `kprof_tracer' NIF writes trace events into (doc/internals-ring.md).
+%%% {@link tracer/0} gives the tracer every tracing mode uses:
 %%% `{tracer, kprof_tracer, Gen}', the ring opened in the sink on first use
 %%% and kept while the sink lives, or `{tracer, Port}' when the application
 %%% environment says `{tracer, port}', when the NIF is not built, or when
@@ -50,7 +50,7 @@
 -include("kprof_sink_atoms.hrl").
 
 %% The protocol this module speaks, port/core/ks.h's KS_PROTOCOL: a sink that
-%% answers `version' with another is refused at its start (doc/protocol.md).
+%% answers `version' with another is refused at its start (doc/internals-protocol.md).
 -define(PROTOCOL, 2).
 
 %% PUBLIC
@@ -125,7 +125,7 @@ start_link() ->
 %% `{error, {sink_not_answering, Path, Why}}' when the program does not
 %% answer a `version' command as kprof_sink does within the `call_timeout'
 %% (it exited, or it is some other program; `Why = {protocol, Sink, Kprof}'
-%% for a sink of another protocol version, doc/protocol.md), and `{error, {sink_cannot_run,
+%% for a sink of another protocol version, doc/internals-protocol.md), and `{error, {sink_cannot_run,
 %% Path, #{exit_status => Status, output => Output}}}' when it exited with a
 %% failure before it answered: `Output' is what it printed when run once
 %% more (a missing shared library: the loader's own words).

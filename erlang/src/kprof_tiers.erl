@@ -10,7 +10,7 @@
 %%% {@link kprof_tiers_cluster} starts, stops, resets and reports the tiers
 %%% on every node they run on (through this module's per-node functions), {@link kprof_tiers_window} polls the sink (the server's state
 %%% in kprof_tiers_state.hrl) and makes the report's data of it, {@link
-%%% kprof_tiers_full} writes full trace's flame graphs. doc/tiers.md is the
+%%% kprof_tiers_full} writes full trace's flame graphs. doc/internals-tiers.md is the
 %%% contract with the sink.
 %%%
 %%% == How a request is traced ==
@@ -25,7 +25,7 @@
 %%%    kprof_mark:stop() ---------->  call {Token(L), Caller}           --+     times tiers)
 %%% '''
 %%% Time goes to the most recently opened frame still open in any process
-%%% of the request (doc/tiers.md): while `my_http:handle/1' waits for the db
+%%% of the request (doc/internals-tiers.md): while `my_http:handle/1' waits for the db
 %%% server, `my_db:query/1' has the time once the server runs it; until then
 %%% (the request waits in the server's queue) the time is still http's.
 %%%
@@ -37,24 +37,29 @@
 %%%
 %%% == A session ==
 %%%
+%%% examples/tiers_shop.erl's servers (`make' builds it into
+%%% _build/examples/ebin), a tenth of 1000 requests traced:
 %%% ```
-%%% 1> kprof:start_tiers([{http, [{shop_http, '_', '_'}]},
-%%%                       {database, [{shop_db, query, 2}]},
-%%%                       {templating, [{shop_tpl, render, '_'}]}],
-%%%                      #{sample => 0.1, slow_ms => 50}).
+%%% 1> {ok, _} = gen_server:start({local, shop_db}, tiers_shop, [], []),
+%%% 1> {ok, _} = gen_server:start({local, shop_tpl}, tiers_shop, [], []).
+%%% {ok,<0.84.0>}
+%%% 2> kprof:start_tiers([{http, [{tiers_shop, page, 1}]},
+%%% 2>                    {database, [{tiers_shop, query, 1}]},
+%%% 2>                    {templating, [{tiers_shop, render, 1}]}],
+%%% 2>                   #{sample => 0.1, slow_ms => 50}).
 %%% ok
-%%% 2> [kprof:request({users, get}, fun() -> shop_http:get_user(N) end)
-%%%     || N <- lists:seq(1, 10000)], ok.
+%%% 3> [kprof:request({users, get}, fun() -> tiers_shop:page({users, get}) end)
+%%% 3>  || _ <- lists:seq(1, 1000)], ok.
 %%% ok
-%%% 3> kprof:report().
-%%% kprof tiers on nonode@nohost: 3.21 s traced, requests 1003 recorded (seen 10000, sampled 1003), 0 in flight, events 10030, dropped 0, tracing on
+%%% 4> kprof:report().
+%%% kprof tiers on nonode@nohost: 2.12 s traced, requests 135 recorded (seen 1000, sampled 135), 0 in flight, events 1350, dropped 0, tracing on
 %%% times in ms; per tier its self time (time in its own code); other: time in no tier
 %%% identity      reqs  http          database      templating    other
 %%%                     mean   p99    mean   p99    mean   p99    mean
-%%% all           1003  0.412  1.90   2.10   9.80   0.700  2.20   0.050
-%%% {users,get}   1003  0.412  1.90   2.10   9.80   0.700  2.20   0.050
+%%% all            135  0.886  4.26   0.923  3.44   0.325  3.83   0.093
+%%% {users,get}    135  0.886  4.26   0.923  3.44   0.325  3.83   0.093
 %%% ok
-%%% 4> kprof:stop_tiers().
+%%% 5> kprof:stop_tiers().
 %%% ok
 %%% '''
 %%% `kprof:report(#{format => term})' gives the same as a map (see
@@ -114,7 +119,7 @@
 %%% <li>`max_identities', `max_inflight', `max_request_events',
 %%%     `grace_ms', `max_request_ms' (a request open longer, say of a
 %%%     killed process, is dropped and counted as abandoned): the sink's
-%%%     limits (doc/tiers.md).</li>
+%%%     limits (doc/internals-tiers.md).</li>
 %%% <li>`full_trace': every
 %%%     function of every loaded module (kprof's own and `erlang''s BIFs
 %%%     aside; modules loaded later are not) is traced in processes that

@@ -3,7 +3,7 @@
 %%% the options of {@link kprof_tiers_cluster:start/2} ({@link check/2}), those of
 %%% {@link kprof_tiers_cluster:report/1} ({@link check_report_opts/1}) and of
 %%% {@link kprof_tiers:full_trace_flame/2} ({@link check_flame_opts/1}),
-%%% and the match specs and sink commands a start sets (doc/tiers.md).
+%%% and the match specs and sink commands a start sets (doc/internals-tiers.md).
 %%%
 %%% Every option check is here, one entry point per mode; nothing is set in
 %%% the VM. A check fails by throwing `{kprof_tiers_plan, Reason}' inside
@@ -208,7 +208,7 @@ check_entries(#{entry := Entry}) ->
 check_entries(_) ->
     [].
 
-%%% Match specs (doc/tiers.md)
+%%% Match specs (doc/internals-tiers.md)
 
 %% @doc The match spec of a tier function: it fires only in a process that
 %% carries a seq_trace token, and sends the token and the caller.

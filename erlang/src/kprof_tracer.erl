@@ -2,7 +2,7 @@
 %%% event (`call', `return_to', `in'/`out', `spawn'/`spawned'/`exit'/
 %%% `register', GC start and end, a meta pattern's `call', `return_from' and
 %%% `exception_from') into a ring of shared memory that `kprof_sink' reads
-%%% (include/ks_ring.h, doc/protocol.md "The ring"). Tiers and flame
+%%% (include/ks_ring.h, doc/internals-ring.md). Tiers and flame
 %%% captures use it; {@link kprof_sink:tracer/0} hands out the tracer.
 %%%
 %%% A port tracer costs the traced process a `term_to_binary' and a port

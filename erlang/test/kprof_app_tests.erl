@@ -41,7 +41,7 @@ one_way_test() ->
     ?assertNot(lists:member(kprof_flame, callees(kprof_flame_srv))),
     ?assertEqual([], [M || M <- callees(kprof_report), lists:member(M, [erpc, rpc])]).
 
-%% doc/protocol.md, "Naming: Erlang modules": a web adapter is
+%% CONTRIBUTING.md, "Naming: Erlang modules": a web adapter is
 %% kprof_<job>_<server>, and the old names (kprof_httpd, kprof_mochiweb,
 %% kprof_httpd_flame) are gone.
 -spec web_adapter_names_test() -> term().

@@ -82,7 +82,7 @@ spin(N) ->
 
 %% As spin/1, with a 1 ms pause every 64 calls, as real work has now and
 %% then. For the port tracer: a loop of nothing but calls makes events
-%% faster than the VM hands them to any port (doc/flame.md), and the sink's
+%% faster than the VM hands them to any port (doc/guard.md), and the sink's
 %% max alert then waits behind that backlog: in 1 session of 12 the guard's
 %% max_lag_ms (port_stalled) ended it first, as {aborted, overload}. That
 %% flood is the guard's case (kprof_guard_tests); this one is max's.

@@ -121,7 +121,7 @@ worker_loop(Parent) ->
 %% Busy for Ms, mostly inside erlang:md5/1 on 16 KiB (tens of microseconds
 %% a call). A process that makes calls non-stop makes more trace events than
 %% the VM can hand to a port, and the VM then stalls in its port queue
-%% (doc/flame.md); these tests trace work that also computes.
+%% (doc/guard.md); these tests trace work that also computes.
 busy(Ms) ->
     End = erlang:monotonic_time(millisecond) + Ms,
     busy_until(End, binary:copy(<<"kprof">>, 3277)).
@@ -161,7 +161,7 @@ step(Tag, T0) ->
 %% waits a millisecond, as real work does now and then: a loop that does
 %% nothing but calls makes events faster than the VM can hand them to any
 %% port, and the VM's port queue then drains in quadratic time
-%% (doc/flame.md). The ring needs no pause (0).
+%% (doc/guard.md). The ring needs no pause (0).
 events_loop(N) ->
     events_loop(N, 63).
 
@@ -1244,7 +1244,7 @@ max_events_busy(Dir) ->
 %% aborts it, it ends with the files of what was captured.
 %%
 %% Through the port tracer the VM queues the flood for the port without
-%% bound and hands it over in quadratic time (doc/flame.md): the guard aborts
+%% bound and hands it over in quadratic time (doc/guard.md): the guard aborts
 %% within a second, but the backlog before the write can take longer than
 %% the write's documented 30 s, and then the sink is restarted and the
 %% capture ends without files, the reason in a warning (kprof module doc,

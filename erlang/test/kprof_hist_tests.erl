@@ -1,4 +1,4 @@
-%%% @doc kprof_hist against the layout of doc/tiers.md, against the test
+%%% @doc kprof_hist against the layout of doc/internals-tiers.md, against the test
 %%% vectors the sink's C suite reads too (test/data/hist_vectors.txt), and
 %%% against the sink itself: its histograms read and merged in Erlang.
 -module(kprof_hist_tests).
@@ -53,7 +53,7 @@ merge_exact_test() ->
     #{count := 800, total := Total, min := Min, max := Max} = kprof_hist:merge(HA, HB),
     ?assertEqual({lists:sum(A ++ B), lists:min(A ++ B), lists:max(A ++ B)}, {Total, Min, Max}).
 
-%% Within 1/64 of the true quantile (doc/tiers.md), exact at 0 and 1.
+%% Within 1/64 of the true quantile (doc/internals-tiers.md), exact at 0 and 1.
 -spec quantile_error_test() -> term().
 quantile_error_test() ->
     rand:seed(exsss, {7, 8, 9}),

@@ -12,12 +12,12 @@
 %% logger handler callback, to see the warnings kprof_sink logs.
 -export([log/2]).
 
-%% Every key doc/protocol.md promises in the `stats' map.
+%% Every key doc/internals-protocol.md promises in the `stats' map.
 -define(STATS_KEYS, [frames, bytes, trace_events, commands, events, decode_errors,
                      unknown, dropped, dropped_pids, dropped_mfas, dropped_names,
                      oversized, empty, truncated, replies,
                      mfas, pids, names, max_frame, pipe_size]).
-%% Every event kind of doc/protocol.md.
+%% Every event kind of doc/internals-protocol.md.
 -define(KINDS, [call, return_from, exception_from, return_to, in, out, in_exiting,
                 out_exiting, out_exited, spawn, spawned, exit, link, unlink,
                 getting_linked, getting_unlinked, register, unregister, send,
@@ -39,7 +39,7 @@ sink_test_() ->
     {foreach, fun setup/0, fun cleanup/1,
      [{"ping", fun ping/0},
       {"version", fun version/0},
-      {"stats has every key of doc/protocol.md", fun stats_keys/0},
+      {"stats has every key of doc/internals-protocol.md", fun stats_keys/0},
       {"N traced calls with arity: exact call/return_from counts", fun calls_arity/0},
       {"traced calls without arity, from 4 processes", fun calls_args_many/0},
       {"reset zeroes the counters", fun reset_zeroes/0},
@@ -815,7 +815,7 @@ delivered(Tracee, Timeout) ->
     synced(Timeout).
 
 %% The sync command is answered after everything the port queued before it:
-%% on a loaded machine the VM hands a big backlog over slowly (doc/flame.md).
+%% on a loaded machine the VM hands a big backlog over slowly (doc/guard.md).
 %% A sync that times out is asked again as long as the sink read more of its
 %% input meanwhile (it is working through the backlog); no progress in a
 %% whole Timeout fails.

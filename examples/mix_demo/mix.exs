@@ -1,4 +1,4 @@
-# A mix project that uses kprof from this checkout (README, "In your project").
+# A mix project that uses kprof from this checkout (doc/install.md).
 # `make check-mix` builds and runs it: kprof's mix.exs builds it with mix
 # alone (no rebar3).
 defmodule MixDemo.MixProject do

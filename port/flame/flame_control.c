@@ -1,4 +1,4 @@
-/* flame_control.c: the flame_* commands (doc/flame.md) and the files a capture ends in.
+/* flame_control.c: the flame_* commands (doc/internals-flame.md) and the files a capture ends in.
  *
  *   {flame_start, Id, [{Key, Value}]}         ok | {error, Reason}
  *   {flame_pids, Id, [{Pid, Name | undefined} | {Pid, Name | undefined, Call | undefined}]}

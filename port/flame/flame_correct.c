@@ -7,7 +7,7 @@
  * ended its intervals, and of them the return_tos; at the write, each
  * event's cost comes off its interval's path and function.
  *
- * What an event costs is measured in the capture itself (doc/flame.md says
+ * What an event costs is measured in the capture itself (doc/internals-flame.md says
  * why this rule): per kind of event that ended an interval (a return_to; a
  * call or any other event), the mean of the capture's run intervals of that
  * kind up to 4 times their median. Most intervals of real code are mostly

@@ -1,4 +1,4 @@
-/* ks_flame.h: flame-graph captures in the sink (doc/flame.md says what they compute).
+/* ks_flame.h: flame-graph captures in the sink (doc/internals-flame.md says what they compute).
  *
  * A capture turns the trace events of its processes into per-process call
  * stacks and credits the time between two events of a process to the stack
@@ -213,11 +213,11 @@ typedef struct ks_fopts {
   uint32_t sample_hz;          /* a sampled profile's rate (port/sample/); 0: traced */
 } ks_fopts;
 
-/* The depth past which the flow rules fold loops and recursion (doc/flame.md
+/* The depth past which the flow rules fold loops and recursion (doc/internals-flame.md
  * says why this one). */
 #define KS_FLAME_FOLD_DEPTH 128
 
-/* The default budget of a flame capture's tree (doc/flame.md says why this much). */
+/* The default budget of a flame capture's tree (doc/internals-flame.md says why this much). */
 #define KS_FLAME_MAX_BYTES ((uint64_t)2 << 30)
 
 typedef struct ks_fcounters {

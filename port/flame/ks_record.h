@@ -7,7 +7,7 @@
  * the same tree, counters and correction: the outputs are byte-identical.
  * The reader (record_read.c) decodes a file into those ops; the replay
  * (replay.c) runs them into a capture of its own and writes its files.
- * The file format, the options and the replies: doc/protocol.md, "Recording".
+ * The file format, the options and the replies: doc/internals-record.md.
  */
 #ifndef KS_RECORD_H
 #define KS_RECORD_H
@@ -21,7 +21,7 @@
 #define KS_REC_BLOCK (64 * 1024)         /* ops compressed into one zstd frame */
 #define KS_REC_NAME_MAX 1024             /* a name, a pid's node, a call: bytes */
 
-/* Op codes (doc/protocol.md). An event is KS_ROP_EVENT + its kind. */
+/* Op codes (doc/internals-record.md). An event is KS_ROP_EVENT + its kind. */
 enum {
   KS_ROP_DEF_MFA = 0x01,
   KS_ROP_DEF_PID = 0x02,
@@ -172,7 +172,7 @@ int ks_rread_error(const ks_rread *r);
 int ks_rread_errno(const ks_rread *r);
 uint32_t ks_rread_segment(const ks_rread *r);
 void ks_rread_close(ks_rread *r);
-/* The error's atom: truncated, bad_magic, ... (doc/protocol.md). */
+/* The error's atom: truncated, bad_magic, ... (doc/internals-record.md). */
 const char *ks_rread_error_name(int err);
 
 /* replay.c: files replayed into a capture of their own. */
@@ -210,7 +210,7 @@ int ks_flame_start_record(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b
                           ei_x_buff *x);
 /* record => #{path, files, bytes, events, cut_events, error} */
 void ks_flame_put_record(ks_map *m, const ks_fcap *c);
-/* {flame_replay, Paths, Opts} (doc/protocol.md, Recording). */
+/* {flame_replay, Paths, Opts} (doc/internals-record.md). */
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 /* A replay's files (ks_flame_write_files) with replay => #{...} in Info, or
  * {error, {replay_failed, Path, Reason}} when it made no capture. */

@@ -1,4 +1,4 @@
-/* record_control.c: recording and replay as the sink's commands (doc/protocol.md, Recording).
+/* record_control.c: recording and replay as the sink's commands (doc/internals-record.md).
  *
  *   {flame_start, Id, [..., {record, Path}, ...]}   ok | {error, {record_failed, Path, Reason}}
  *   flame_status's and flame_write's record => #{path, files, bytes, events, cut_events, error}

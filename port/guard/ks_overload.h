@@ -43,7 +43,7 @@ void ks_overload_reset(ks_overload *o);
 
 /*
  * recon_trace-style limits on the trace events the sink reads, set by the
- * owner's {limits, MaxEvents, RateMax, RatePerMs} command (doc/protocol.md).
+ * owner's {limits, MaxEvents, RateMax, RatePerMs} command (doc/internals-protocol.md).
  * The sink reads every event in stream order, so the count is exact relative
  * to the command: events before it are not counted.
  *

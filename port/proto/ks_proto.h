@@ -4,7 +4,7 @@
  * commands are in port/sink/control.c, each feature's handlers in its folder
  * (tiers/, flame/), declared in its header.
  *
- * A command is an atom or a tuple {Name, Args...} (doc/protocol.md); a command
+ * A command is an atom or a tuple {Name, Args...} (doc/internals-protocol.md); a command
  * whose name and arity match no row of the table is answered
  * {error, {unknown_command, Cmd}}.
  *

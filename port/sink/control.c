@@ -345,7 +345,7 @@ static int cmd_ring_close(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
 /* Every command: its name, the tuple arities it takes (0: a bare atom), its
  * handler: the sink's own (given the sink) or a feature's (given the
- * feature's state; declared in its header). doc/protocol.md lists them with
+ * feature's state; declared in its header). doc/internals-protocol.md lists them with
  * their replies. */
 typedef struct ks_command {
   const char *name;
@@ -439,7 +439,7 @@ void ks_control_command(ks_sink *s, ks_slice ref, ks_slice cmd) {
 
 /* Every alert: {kprof_alert, Kind, #{what, value, bound, ...}} with what was
  * measured, the figure and the bound it passed first (kprof_alert.erl's one
- * shape; doc/protocol.md); the caller adds its own keys to m, then finish()es
+ * shape; doc/internals-protocol.md); the caller adds its own keys to m, then finish()es
  * with ks_map_end(m). */
 static int begin_alert(ks_sink *s, ei_x_buff *x, ks_map *m, const char *kind, const char *what,
                        uint64_t value, uint64_t bound) {

@@ -1,4 +1,4 @@
-/* ks_tiers.h: tiered request profiling in the sink (doc/tiers.md says what it computes). */
+/* ks_tiers.h: tiered request profiling in the sink (doc/internals-tiers.md says what it computes). */
 #ifndef KS_TIERS_H
 #define KS_TIERS_H
 
@@ -98,7 +98,7 @@ typedef struct ks_req_result {
 /* The statistics of a tier column of the report, one row each: its key in
  * the report, its unit (ns or count: the Erlang side gives ns in ms), and
  * the ks_req_result array a finalised request records into its histogram
- * (tier_agg.c records, tier_control.c encodes; doc/tiers.md, "The report").
+ * (tier_agg.c records, tier_control.c encodes; doc/internals-tiers.md, "The report").
  * A new statistic of a tier is one row here. */
 #define KS_TIER_STATS(X) \
   X(self, ns, self)      /* time in the tier's own code */ \
@@ -202,7 +202,7 @@ typedef struct ks_tiers {
   ks_stack *stacks;             /* of ks_wframe */
   uint32_t *stack_pids;
   uint32_t n_stacks, cap_stacks;
-  /* Counters (doc/tiers.md). */
+  /* Counters (doc/internals-tiers.md). */
   uint64_t requests, events, abandoned, truncated_requests, dropped_requests,
       dropped_events, orphan_events, folded_requests;
   /* Requests whose entry process exited before their end: in the report (its

@@ -1,4 +1,4 @@
-/* tier_control.c: the tier profiler's part of the control protocol (doc/tiers.md):
+/* tier_control.c: the tier profiler's part of the control protocol (doc/internals-tiers.md):
  * {tiers_start, Specs, Opts}, tiers_stop, tiers_reset, {tiers_report, Flush}
  * (their rows are in port/sink/control.c's table).
  * Commands were bounds-checked by the decoder, so ei reads them safely.

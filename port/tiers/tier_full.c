@@ -1,4 +1,4 @@
-/* tier_full.c: full request trace (doc/tiers.md, "Full trace").
+/* tier_full.c: full request trace (doc/internals-tiers.md, "Full trace").
  *
  * With full trace on, every function of every loaded module is traced in
  * processes that carry a request's token, not only the tier functions. Two

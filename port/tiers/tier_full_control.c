@@ -1,4 +1,4 @@
-/* tier_full_control.c: the full-trace commands (doc/tiers.md, "Full trace").
+/* tier_full_control.c: the full-trace commands (doc/internals-tiers.md, "Full trace").
  *
  *   {tiers_full_report, Top}   #{on, requests, dropped_requests, dropped_events,
  *                               truncated, filtered_events, chain_overflow,

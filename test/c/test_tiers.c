@@ -430,7 +430,7 @@ static void msg_head(ei_x_buff *x, unsigned num, const char *what, int arity) {
 }
 
 /* A call with the token of label `label` and the caller req/2 (and an identity:
- * the start marker's payload), as the match specs of doc/tiers.md send it. */
+ * the start marker's payload), as the match specs of doc/internals-tiers.md send it. */
 static void msg_call(unsigned num, const char *m, const char *f, int arity, long label,
                      const char *identity, long long ts) {
   ei_x_buff x;
