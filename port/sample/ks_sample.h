@@ -290,7 +290,7 @@ void ks_sampler_resolve(ks_sampler *s);
  *   {sample_write, Id, Dir, Base, [Format]}  as flame_write (port/flame/flame_control.c),
  *                                        the figures above under Info's `sample'
  *
- * (doc/protocol.md lists the keys and replies.)
+ * (doc/internals-sample.md lists the keys and replies.)
  */
 typedef struct ks_sampling {
   ks_sampler smp;

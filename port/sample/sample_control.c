@@ -1,4 +1,4 @@
-/* sample_control.c: the sample_* commands (ks_sample.h lists them, doc/protocol.md
+/* sample_control.c: the sample_* commands (ks_sample.h lists them, doc/internals-sample.md
  * says their keys and replies) and the sampling session's life in the sink.
  *
  * sample_start's options are rows of include/ks_options.h of mode
