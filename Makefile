@@ -24,7 +24,7 @@ endif
 UV_LIBS   := $(strip $(or $(UV_STATIC),$(shell pkg-config --libs libuv 2>/dev/null),-luv))
 CHECK_LIBS:= $(shell pkg-config --libs check 2>/dev/null)
 # libzstd (Debian's libzstd-dev; libzstd1 is in every Debian system): the
-# recordings' compression (port/flame/record_*.c), linked shared. Every link of
+# recordings' compression (port/record/record_*.c), linked shared. Every link of
 # the sink's library part (the sink, tests, fuzzers, benches) takes EI_LIBS, so
 # it goes there.
 ZSTD_LIBS := $(or $(shell pkg-config --libs libzstd 2>/dev/null),-lzstd)
@@ -48,7 +48,7 @@ CFLAGS    ?= -O2 -g $(LTO)
 # kinds, the memory budget, the options table); every other header is beside its
 # folder's sources (port/core/ks_intern.h), named "core/ks_intern.h" from another folder.
 KS_INC    := -Iinclude -Iport
-KS_HDRS   := $(wildcard include/*.h port/*/*.h)
+KS_HDRS   := $(wildcard include/*.h port/*/*.h nif/*.h)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(KS_INC) $(EI_CFLAGS) $(UV_CFLAGS)
 
 B         := _build
@@ -81,7 +81,7 @@ sink: $(SINK)
 
 nif: $(NIF)
 
-$(NIF): nif/kprof_tracer_nif.c include/ks_ring.h include/ks_budget.h | erlang/priv preflight
+$(NIF): nif/kprof_tracer_nif.c nif/ks_vm_clock.h include/ks_ring.h include/ks_budget.h | erlang/priv preflight
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight
@@ -91,7 +91,9 @@ $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight
 $(B)/obj $(B)/asan $(B)/test $(B)/test/ebin erlang/ebin erlang/priv:
 	mkdir -p $@
 
+# Made anew each time: `ar r' keeps the members of sources since moved or removed.
 $(B)/libkprof_sink.a: $(CORE_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(SINK): port/main.c $(B)/libkprof_sink.a | erlang/priv preflight

@@ -31,6 +31,12 @@ defmodule Kprof.MixProject do
       erlc_paths: ["erlang/src"],
       erlc_include_path: "erlang/include",
       erlc_options: [:debug_info],
+      # Mix (Elixir 1.15 and later) keeps in the code path only the
+      # applications a project lists: inets, whose httpd.hrl two modules
+      # include (kprof_flame_httpd, kprof_tiers_httpd, which the user's httpd
+      # loads), would be gone, and kprof would not compile (Elixir 1.20, OTP
+      # 29). kprof starts no application but its own.
+      prune_code_paths: false,
       compilers: [:kprof_c] ++ Mix.compilers() ++ [:kprof_docs],
       deps: [],
       package: [

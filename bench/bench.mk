@@ -5,6 +5,10 @@
 #                                 into a framing-only reader and into kprof_sink, 5 runs each
 #   make bench-overhead           cost per event in the traced process, tracer by tracer,
 #                                 beside a null NIF tracer (the VM's dispatch floor)
+#   make bench-nif-instructions   instructions per traced call by callgrind (OTP 26+)
+#   make bench-ring               a record's cost to its writer, 1 and 2 writers on cores of
+#                                 their own: the shared ring of format 3 against rings per
+#                                 writer, and the projection to 8, 32, 128 busy schedulers
 #   make bench-flame              flame captures of 1 M and 10 M events; call to file for
 #                                 kprof (ring, port) and an in-VM baseline (eflame's design)
 #   make bench BENCH_RUNS=9       more runs
@@ -17,9 +21,10 @@ BENCH_MSGS   ?= 5000000
 BENCH_RUNS   ?= 5
 BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only $(BENCH_DIR)/sink_modes
 
-.PHONY: bench bench-sink bench-stream bench-overhead bench-aggregator bench-flame
+.PHONY: bench bench-sink bench-stream bench-overhead bench-ring bench-nif-instructions \
+        bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-aggregator bench-tiers bench-flame bench-flame-real bench-record
+bench: bench-sink bench-overhead bench-ring bench-aggregator bench-tiers bench-flame bench-flame-real bench-record
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh
@@ -57,6 +62,24 @@ $(BENCH_DIR)/null_tracer.beam: bench/null_tracer.erl | $(BENCH_DIR)
 
 $(BENCH_DIR)/null_tracer.so: bench/null_tracer_nif.c | $(BENCH_DIR)
 	$(CC) $(NIF_CFLAGS) -o $@ $<
+
+# Instructions per traced call by callgrind (bench/nif_instructions.sh; OTP 26 or later).
+bench-nif-instructions: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/null_tracer.beam \
+                        $(BENCH_DIR)/null_tracer.so
+	B=$(B) bench/nif_instructions.sh
+
+# A ring's record against the shared ring of format 3 (bench/ring_bench.c); RING_FLOOR_NS is
+# the VM's own cost per event for the projection (bench-overhead's null tracer row).
+RING_RECORDS  ?= 1000000
+RING_ROUNDS   ?= 7
+RING_FLOOR_NS ?= 400
+bench-ring: $(BENCH_DIR)/ring_bench $(BENCH_DIR)/overhead_bench.beam
+	$(BENCH_DIR)/ring_bench $(RING_RECORDS) $(RING_ROUNDS) $(RING_FLOOR_NS) > $(BENCH_DIR)/ring.md
+	cat $(BENCH_DIR)/ring.md
+	erl -noshell -pa $(BENCH_DIR) -eval '{ok, T} = file:read_file("$(BENCH_DIR)/ring.md"), overhead_bench:write_section("bench/RESULTS.md", "Ring per scheduler", binary_to_list(T)), halt().'
+
+$(BENCH_DIR)/ring_bench: bench/ring_bench.c $(KS_HDRS) $(B)/libkprof_sink.a | $(BENCH_DIR)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS) -lpthread
 
 # The same tier aggregation in the sink vs in an Erlang process tracer (bench/aggregator_bench.erl).
 AGG_CLIENTS  ?= 4

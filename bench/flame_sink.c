@@ -249,7 +249,7 @@ static void run(const buf *b, int callers, double *read_s, double *write_s, uint
   if (ks_intern_init(&in, NULL) != KS_OK)
     exit(2);
   ks_flame_init(&fl);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.top = 20;
   o.callers = callers;
@@ -263,16 +263,16 @@ static void run(const buf *b, int callers, double *read_s, double *write_s, uint
   ks_ring_replay(&r, &in, b->p, b->n, on_event, &ctx);
   ks_flame_finish(&fl, ctx.c, 0, 0);
   *read_s = cpu_s() - t0;
-  *nodes = ctx.c->tree.n;
-  *bytes = ctx.c->tree.peak;
+  *nodes = ctx.c->cp.tree.n;
+  *bytes = ctx.c->cp.tree.peak;
   t0 = cpu_s();
-  ks_ftree_order(&ctx.c->tree);
-  total = malloc((size_t)ctx.c->tree.n * sizeof(*total));
+  ks_ftree_order(&ctx.c->cp.tree);
+  total = malloc((size_t)ctx.c->cp.tree.n * sizeof(*total));
   f = fopen("/dev/null", "w");
   if (total == NULL || f == NULL)
     exit(2);
-  ks_ftree_totals(&ctx.c->tree, total);
-  out.c = ctx.c;
+  ks_ftree_totals(&ctx.c->cp.tree, total);
+  out.g = &ctx.c->cp;
   out.in = &in;
   out.total = total;
   out.grand = total[0];

@@ -3,7 +3,7 @@
 %%% directory this module's beam is in (_build/bench).
 -module(null_tracer).
 
--export([enabled/3, trace/5, loaded/0]).
+-export([enabled/3, trace/5, loaded/0, thread_cpu_ns/0]).
 
 -on_load(init/0).
 
@@ -18,6 +18,11 @@ loaded() ->
 %% @private erl_tracer callback (the NIF): always `trace'.
 -spec enabled(atom(), term(), pid() | port()) -> trace.
 enabled(_Tag, _State, _Tracee) ->
+    erlang:nif_error({not_loaded, ?MODULE}).
+
+%% @doc The CPU time of the scheduler thread the caller runs on, in ns.
+-spec thread_cpu_ns() -> integer().
+thread_cpu_ns() ->
     erlang:nif_error({not_loaded, ?MODULE}).
 
 %% @private erl_tracer callback (the NIF): always `ok'.

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (r = 0; r < rounds; r++) {
     ks_flame_init(&fl);
-    ks_flame_default_opts(&o);
+    ks_fopts_default(&o);
     o.top = 20;
     o.sample_hz = 997;
     if (ks_flame_start(&fl, 1, &o) < 0)

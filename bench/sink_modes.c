@@ -307,10 +307,10 @@ int main(int argc, char **argv) {
     t[r] = now_s() - t[r];
     events = s.st.trace_events;
     if (r == 0) {
-      const ks_fcounters *k = &s.flame.cap[0].k;
+      const ks_fcounters *k = &s.flame.cap[0].cp.k;
       fprintf(stderr, "sink_modes: flame: %u processes, %llu events changed a stack; "
               "dropped procs %llu, depth capped %llu, overflow %llu, lost frames %llu\n",
-              s.flame.cap[0].nprocs, (unsigned long long)k->events,
+              s.flame.cap[0].cp.nprocs, (unsigned long long)k->events,
               (unsigned long long)k->dropped_procs, (unsigned long long)k->depth_capped,
               (unsigned long long)k->stack_overflow, (unsigned long long)k->lost_frames);
     }

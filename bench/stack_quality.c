@@ -93,7 +93,7 @@ static int subsequence(const uint32_t *a, size_t na, const uint32_t *b, size_t n
 
 /* Scores the stacks of pid for the time until ts. */
 static void compare(uint32_t pid, int64_t ts) {
-  const ks_fproc *ref = ks_flame_proc_of(caps[0], pid), *p;
+  const ks_fproc *ref = ks_callpath_proc(&caps[0]->cp, pid), *p;
   size_t nr, nf;
   double dt;
   int c;
@@ -105,7 +105,7 @@ static void compare(uint32_t pid, int64_t ts) {
   nr = frames_of(ref, 1, norm);
   for (c = 0; c < ncaps; c++) {
     score *s = &scores[c];
-    p = c == 0 ? ref : ks_flame_proc_of(caps[c], pid);
+    p = c == 0 ? ref : ks_callpath_proc(&caps[c]->cp, pid);
     if (p == NULL)
       continue;
     nf = frames_of(p, c != 0, flow);
@@ -136,11 +136,11 @@ static void add_pid(uint32_t pid) {
   int c;
 
   for (c = 0; c < ncaps; c++)
-    if (ks_flame_proc_of(caps[c], pid) == NULL) {
+    if (ks_callpath_proc(&caps[c]->cp, pid) == NULL) {
       ks_flame_add_pid(&fl, caps[c], pid, NULL, 0);
       /* Traced from its start (set_on_spawn, or the recorder's process
        * before its work): no return goes below its bottom frame. */
-      ((ks_fproc *)ks_flame_proc_of(caps[c], pid))->bottom = 1;
+      ks_callpath_proc(&caps[c]->cp, pid)->bottom = 1;
     }
 }
 
@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
   for (k = 1; k < (argc > 2 ? argc : 6) && ncaps < MAXCAP; k++) {
     static const char *const def[] = {"", "128n", "32", "64", "128", "1000000"};
     const char *w = argc > 2 ? argv[k] : def[k - 1];
-    ks_flame_default_opts(&o);
+    ks_fopts_default(&o);
     o.max_bytes = (uint64_t)8 << 30;   /* no path left out: both graphs whole */
     o.callers = k == 1;                /* the first: the search rules, the reference */
     if (k > 1) {
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
       break;
     if (ks_decode_frame(&in, b + off + 5, len, &d) == KS_FRAME_TRACE && d.ev.pid != KS_NONE) {
       if (d.ev.kind == KS_EV_SPAWNED || events == 0 ||
-          (d.ev.kind != KS_EV_SPAWN && ks_flame_proc_of(caps[0], d.ev.pid) == NULL))
+          (d.ev.kind != KS_EV_SPAWN && ks_callpath_proc(&caps[0]->cp, d.ev.pid) == NULL))
         add_pid(d.ev.pid);
       if (d.ev.flags & KS_EVF_TS)
         compare(d.ev.pid, d.ev.ts);
@@ -209,13 +209,13 @@ int main(int argc, char **argv) {
     double t = scores[0].time > 0 ? scores[0].time : 1;
     if (c == 0)
       printf("RESULT model=callers nodes=%u mean_depth=%.1f max_depth=%u lost=%llu unknown=%llu\n",
-             caps[c]->tree.n, s->depth / t, s->max_depth,
-             (unsigned long long)caps[c]->k.lost_frames,
-             (unsigned long long)caps[c]->k.unknown_callers);
+             caps[c]->cp.tree.n, s->depth / t, s->max_depth,
+             (unsigned long long)caps[c]->cp.k.lost_frames,
+             (unsigned long long)caps[c]->cp.k.unknown_callers);
     else
       printf("RESULT model=flow fold_depth=%u learn=%d nodes=%u mean_depth=%.1f max_depth=%u "
              "top=%.4f parent=%.4f equal=%.4f subseq=%.4f subseq_folded=%.4f\n",
-             depths[c], learns[c], caps[c]->tree.n, s->depth / t, s->max_depth, s->top / t, s->parent / t,
+             depths[c], learns[c], caps[c]->cp.tree.n, s->depth / t, s->max_depth, s->top / t, s->parent / t,
              s->equal / t, s->subseq / t, s->folded / t);
   }
   ks_flame_free(&fl);

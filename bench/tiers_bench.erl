@@ -38,6 +38,9 @@
 -type mode() :: untraced | {tiers, float(), ring | port} | {calls, ring}.
 
 -export([main/1]).
+%% For tiers_parts (make bench-tiers-parts)
+-export([start_service/0, drive/3, request_fun/0, sink_cpu/0, vm_cpu/0, pct/2, median/1,
+         work/1]).
 %% Tier functions
 -export([http/1, db_query/1, tpl_render/1, bare/1, bare_db/1, bare_tpl/1]).
 %% gen_server callbacks
@@ -66,20 +69,21 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     Rounds = list_to_integer(Rounds0),
     logger:set_handler_config(default, level, error),
     ok = kprof:start(),
-    {ok, _} = gen_server:start({local, bench_db}, ?MODULE, [], []),
-    {ok, _} = gen_server:start({local, bench_tpl}, ?MODULE, [], []),
+    ok = start_service(),
     Load = overhead_bench:load_average(),
     io:format("tiers bench: ~b req/s offered, ~b s per mode, ~b round(s); load average ~s~n",
               [Rate, Seconds, Rounds, Load]),
-    _ = drive(Rate, 1),                                  % warm-up
+    _ = drive(Rate, 1, request_fun()),                   % warm-up
     Modes = [untraced, {tiers, 1.0, ring}, {tiers, 0.1, ring}, {tiers, 1.0, port}, {calls, ring}],
-    Runs = [{M, run(M, Rate, Seconds)} || _ <- lists:seq(1, Rounds), M <- Modes],
+    Runs0 = [{Round, M, run(M, Rate, Seconds)} || Round <- lists:seq(1, Rounds), M <- Modes],
+    Runs = [{M, ratios(R, [B || {Round1, untraced, B} <- Runs0, Round1 =:= Round])}
+            || {Round, M, R} <- Runs0],
     Rows = [summary(M, [R || {M1, R} <- Runs, M1 =:= M], Rate) || M <- Modes],
     Base = maps:get(achieved, hd(Rows)),
     Cost = [{M, cost(M)} || M <- Modes],
     Table = [table(Rows, Base), "\n", cost_lines(Cost)],
     io:put_chars(Table),
-    Section = section(Table, Rows, Rate, Seconds, Rounds, Load),
+    Section = section(Table, Rows, Rate, Seconds, Rounds, {Load, overhead_bench:load_average()}),
     ok = write_section(Results, Section),
     io:format("tiers bench: wrote the \"Tiers\" section of ~s~n", [Results]),
     halt(0).
@@ -87,6 +91,14 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
 %%%%%%%%%%%%%%%%%%%%%%
 %%% TIER FUNCTIONS %%%
 %%%%%%%%%%%%%%%%%%%%%%
+
+%% @doc The service's two servers, and the rate of the work loop measured.
+-spec start_service() -> ok.
+start_service() ->
+    calibrate(),
+    {ok, _} = gen_server:start({local, bench_db}, ?MODULE, [], []),
+    {ok, _} = gen_server:start({local, bench_tpl}, ?MODULE, [], []),
+    ok.
 
 %% @doc The http tier: some work, a query, a render.
 -spec http(non_neg_integer()) -> term().
@@ -134,16 +146,38 @@ handle_call({render, Rows}, _From, S) -> {reply, tpl_render(Rows), S}.
 -spec handle_cast(term(), map()) -> {noreply, map()}.
 handle_cast(_, S) -> {noreply, S}.
 
+%% Us microseconds of work: the same loop count whatever the load (the
+%% loop's rate on this machine measured by calibrate/0 in CPU time, its
+%% fastest of five). A loop on the clock (this bench's before) ended early when the
+%% OS took the core away, so its CPU per request moved with the load, and
+%% its clock reads contended on the VM's time lock, which perf then showed
+%% as the largest cost of every mode.
 -spec burn(non_neg_integer()) -> ok.
 burn(Us) ->
-    spin(erlang:monotonic_time(microsecond) + Us).
+    loop(Us * persistent_term:get({?MODULE, loops_per_us})).
 
--spec spin(integer()) -> ok.
-spin(T) ->
-    case erlang:monotonic_time(microsecond) >= T of
-        true -> ok;
-        false -> spin(T)
-    end.
+-spec loop(non_neg_integer()) -> ok.
+loop(0) -> ok;
+loop(N) -> loop(N - 1).
+
+%% @doc The tier functions' work on (the calibrated loop) or off (none: what
+%% a request costs with no work of its own, its messages and tracing).
+-spec work(boolean()) -> ok.
+work(true) ->
+    persistent_term:put({?MODULE, loops_per_us}, persistent_term:get({?MODULE, calibrated}));
+work(false) ->
+    persistent_term:put({?MODULE, loops_per_us}, 0).
+
+-spec calibrate() -> ok.
+calibrate() ->
+    N = 50000000,
+    Ms = lists:min([begin
+                        {_, _} = erlang:statistics(runtime),
+                        loop(N),
+                        element(2, erlang:statistics(runtime))
+                    end || _ <- lists:seq(1, 5)]),
+    persistent_term:put({?MODULE, calibrated}, max(1, N div max(1, 1000 * Ms))),
+    work(true).
 
 %%%%%%%%%%%%%%%%%%%
 %%% ONE MODE %%%%%%
@@ -166,7 +200,7 @@ run(Mode, Rate, Seconds) ->
     S0 = kprof:sink_stats(),
     Sink0 = sink_cpu(),
     Vm0 = vm_cpu(),
-    Run = drive(Rate, Seconds),
+    Run = drive(Rate, Seconds, request_fun()),
     Sink1 = sink_cpu(),
     Vm1 = vm_cpu(),
     Ref = erlang:trace_delivered(all),
@@ -189,15 +223,22 @@ run(Mode, Rate, Seconds) ->
          events => maps:get(trace_events, S1) - maps:get(trace_events, S0),
          sink_cpu => Sink1 - Sink0, vm_cpu => Vm1 - Vm0, report => Report}.
 
-%% Offers `Rate' requests a second for `Seconds', open loop: request I is
+%% @doc How a request runs: `kprof:request(Id, Fun)'.
+-spec request_fun() -> fun((term(), fun(() -> term())) -> term()).
+request_fun() ->
+    fun kprof:request/2.
+
+%% @doc Offers `Rate' requests a second for `Seconds', open loop: request I is
 %% due at T0 + I / Rate whatever happened to the ones before it. The
-%% generator wakes every millisecond and spawns what is due.
--spec drive(pos_integer(), pos_integer()) -> map().
-drive(Rate, Seconds) ->
+%% generator wakes every millisecond and spawns what is due; each request
+%% is `Request(Id, fun() -> http(Id) end)' in a process of its own.
+%% `latencies' sorted, in ns.
+-spec drive(pos_integer(), pos_integer(), fun((term(), fun(() -> term())) -> term())) -> map().
+drive(Rate, Seconds, Request) ->
     N = Rate * Seconds,
     Tab = ets:new(bench_latency, [public, {write_concurrency, true}]),
     T0 = now_ns() + 1000000,
-    generate(0, N, T0, 1.0e9 / Rate, Tab),
+    generate(0, N, T0, 1.0e9 / Rate, {Tab, Request}),
     wait_all(Tab, N, now_ns() + 60000000000),
     Samples = ets:tab2list(Tab),
     ets:delete(Tab),
@@ -206,27 +247,29 @@ drive(Rate, Seconds) ->
     Wall = (LastEnd - T0) / 1.0e9,
     #{requests => N, wall_s => Wall, achieved => N / Wall, latencies => Lat}.
 
--spec generate(non_neg_integer(), pos_integer(), integer(), float(), ets:tid()) -> ok.
-generate(I, N, _T0, _Interval, _Tab) when I >= N ->
+-type sink() :: {ets:tid(), fun((term(), fun(() -> term())) -> term())}.
+
+-spec generate(non_neg_integer(), pos_integer(), integer(), float(), sink()) -> ok.
+generate(I, N, _T0, _Interval, _To) when I >= N ->
     ok;
-generate(I, N, T0, Interval, Tab) ->
+generate(I, N, T0, Interval, To) ->
     Due = min(N, trunc((now_ns() - T0) / Interval) + 1),
-    spawn_requests(I, Due, Tab),
+    spawn_requests(I, Due, To),
     receive after 1 -> ok end,
-    generate(max(I, Due), N, T0, Interval, Tab).
+    generate(max(I, Due), N, T0, Interval, To).
 
--spec spawn_requests(non_neg_integer(), non_neg_integer(), ets:tid()) -> ok.
-spawn_requests(I, Due, _Tab) when I >= Due ->
+-spec spawn_requests(non_neg_integer(), non_neg_integer(), sink()) -> ok.
+spawn_requests(I, Due, _To) when I >= Due ->
     ok;
-spawn_requests(I, Due, Tab) ->
-    _ = spawn(fun() -> request(I, Tab) end),
-    spawn_requests(I + 1, Due, Tab).
+spawn_requests(I, Due, To) ->
+    _ = spawn(fun() -> request(I, To) end),
+    spawn_requests(I + 1, Due, To).
 
--spec request(non_neg_integer(), ets:tid()) -> true.
-request(I, Tab) ->
+-spec request(non_neg_integer(), sink()) -> true.
+request(I, {Tab, Request}) ->
     Start = now_ns(),
     Id = {page, I rem ?IDENTITIES},
-    _ = kprof:request(Id, fun() -> ?MODULE:http(Id) end),
+    _ = Request(Id, fun() -> ?MODULE:http(Id) end),
     End = now_ns(),
     ets:insert(Tab, {I, End - Start, End}).
 
@@ -373,8 +416,10 @@ summary(Mode, Runs, Rate) ->
     #{mode => Mode, offered => Rate,
       achieved => Requests / Wall,
       lat_mean => lists:sum(Lat) / length(Lat) / 1.0e6,
-      lat_p50 => pct(Lat, 0.5) / 1.0e6,
-      lat_p99 => pct(Lat, 0.99) / 1.0e6,
+      lat_p50 => median([P || #{p50 := P} <- Runs]) / 1.0e6,
+      lat_p99 => median([P || #{p99 := P} <- Runs]) / 1.0e6,
+      p50_ratio => median([P || #{p50_ratio := P} <- Runs]),
+      p99_ratio => median([P || #{p99_ratio := P} <- Runs]),
       bytes_per_req => Sum(bytes) / Requests,
       events_per_req => Sum(events) / Requests,
       sink_cpu => 100 * Sum(sink_cpu) / Wall,
@@ -385,6 +430,19 @@ summary(Mode, Runs, Rate) ->
       tiers => tier_means(Reports),
       calls => Calls}.
 
+%% A run's p50 and p99, and their ratios to the untraced run of its round.
+-spec ratios(map(), [map()]) -> map().
+ratios(R = #{latencies := Lat}, [#{latencies := Base}]) ->
+    P50 = pct(Lat, 0.5), P99 = pct(Lat, 0.99),
+    R#{p50 => P50, p99 => P99, p50_ratio => P50 / pct(Base, 0.5),
+       p99_ratio => P99 / pct(Base, 0.99)}.
+
+%% @doc The median of a list of numbers (the lower one of the middle two).
+-spec median([number()]) -> number().
+median(L) ->
+    lists:nth((length(L) + 1) div 2, lists:sort(L)).
+
+%% @doc The `Q' quantile of a sorted list.
 -spec pct([number()], float()) -> number().
 pct(Sorted, Q) ->
     lists:nth(max(1, round(Q * length(Sorted))), Sorted).
@@ -421,17 +479,18 @@ tracer_name(port) -> "port tracer".
 
 -spec table([map()], float()) -> iolist().
 table(Rows, Base) ->
-    Head = "| mode | offered/s | achieved/s | loss % | latency p50 ms | p99 ms | mean ms "
-           "| trace bytes/req | events/req | VM CPU us/req | sink CPU us/req | VM CPU % "
-           "| sink CPU % |\n"
-           "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+    Head = "| mode | offered/s | achieved/s | loss % | latency p50 ms | p99 ms | p50 / untraced "
+           "| p99 / untraced | mean ms | trace bytes/req | events/req | VM CPU us/req "
+           "| sink CPU us/req | VM CPU % | sink CPU % |\n"
+           "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     [Head |
-     [io_lib:format("| ~s | ~b | ~.1f | ~s | ~.3f | ~.3f | ~.3f | ~.1f | ~.2f | ~.1f | ~.1f "
-                    "| ~.1f | ~.1f |~n",
-                    [mode_name(M), Offered, Achieved, loss(M, Achieved, Base), P50, P99, Mean,
-                     Bytes, Events, VmUs, SinkUs, VmCpu, SinkCpu])
+     [io_lib:format("| ~s | ~b | ~.1f | ~s | ~.3f | ~.3f | ~.3f | ~.3f | ~.3f | ~.1f | ~.2f "
+                    "| ~.1f | ~.1f | ~.1f | ~.1f |~n",
+                    [mode_name(M), Offered, Achieved, loss(M, Achieved, Base), P50, P99, R50, R99,
+                     Mean, Bytes, Events, VmUs, SinkUs, VmCpu, SinkCpu])
       || #{mode := M, offered := Offered, achieved := Achieved, lat_mean := Mean,
-           lat_p50 := P50, lat_p99 := P99, bytes_per_req := Bytes, events_per_req := Events,
+           lat_p50 := P50, lat_p99 := P99, p50_ratio := R50, p99_ratio := R99,
+           bytes_per_req := Bytes, events_per_req := Events,
            sink_cpu := SinkCpu, vm_cpu := VmCpu, sink_us_per_req := SinkUs,
            vm_us_per_req := VmUs} <- Rows]].
 
@@ -439,23 +498,26 @@ table(Rows, Base) ->
 loss(untraced, _, _) -> "-";
 loss(_, Achieved, Base) -> lists:flatten(io_lib:format("~.2f", [100 * (Base - Achieved) / Base])).
 
--spec section(iolist(), [map()], pos_integer(), pos_integer(), pos_integer(), string()) ->
-          iolist().
-section(Table, Rows, Rate, Seconds, Rounds, Load) ->
+-spec section(iolist(), [map()], pos_integer(), pos_integer(), pos_integer(),
+              {string(), string()}) -> iolist().
+section(Table, Rows, Rate, Seconds, Rounds, {Load0, Load1}) ->
     {{Y, Mo, D}, {H, Mi, _}} = calendar:universal_time(),
     Traced = [R || #{mode := {tiers, _, _}} = R <- Rows],
     Counted = [R || #{mode := {calls, _}} = R <- Rows],
     ["## Tiers\n\n",
      io_lib:format("`make bench-tiers` on ~4..0b-~2..0b-~2..0b ~2..0b:~2..0b UTC; ~b cores, ~s; "
-                   "OTP ~s (erts ~s); nice ~b; load average before the run: ~s.~n~n",
+                   "OTP ~s (erts ~s); nice ~b; load average before / after the run: ~s / ~s.~n~n",
                    [Y, Mo, D, H, Mi, erlang:system_info(logical_processors_available),
                     cpu_model(), erlang:system_info(otp_release), erlang:system_info(version),
-                    niceness(), Load]),
+                    niceness(), Load0, Load1]),
      io_lib:format("A synthetic three-tier service (bench/tiers_bench.erl): each request is a new "
                    "process, the http tier (~b us of CPU), which calls a db gen_server (~b us) "
                    "then a template gen_server (~b us); ~b identities. Offered ~b req/s open loop, "
                    "~b s per mode, ~b round(s), the modes interleaved. Latency: from the request "
-                   "process's start to its end. Loss: (untraced - traced) / untraced achieved "
+                   "process's start to its end; p50 and p99: medians of the rounds' own, and "
+                   "the medians of each round's ratio to its untraced run. The work is a "
+                   "loop whose count was measured at start (the same instructions whatever "
+                   "the load). Loss: (untraced - traced) / untraced achieved "
                    "req/s. Trace bytes and events: the sink's counters per request offered. CPU: "
                    "utime + stime of the VM and of the sink process, per request offered and as "
                    "% of one core over the mode's wall time. The machine is shared: the load "

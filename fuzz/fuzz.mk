@@ -3,6 +3,10 @@
 #   make fuzz-run FUZZ_SECONDS=120
 #   make fuzz-regress             every file of fuzz/regress/ through every target, no fuzzing
 #   make fuzz-cov                 line coverage of port/ by the corpora (llvm-cov report)
+#   make fuzz-otp-corpus          this OTP's trace messages and ring records into fuzz/otp/N/
+#                                 (N: its release), seeds of the corpora and inputs of
+#                                 fuzz-regress; on another OTP: make otp-make OTP=27
+#                                 TARGET=fuzz-otp-corpus OTP_BRING=fuzz/otp/27
 # Built with clang (libFuzzer + ASan + UBSan) from the library sources, not from
 # $(B)/libkprof_sink.a: every object needs the fuzzer's coverage instrumentation.
 # Seed corpora are made at run time into $(B)/fuzz/corpus-{sink,decode,ring,writers,record,sample}/ from
@@ -48,3 +52,17 @@ $(FUZZ_COV_BINS): $(FUZZ_DIR)/cov/%: fuzz/%.c $(CORE_SRC) $(KS_HDRS)
 
 fuzz-cov: $(FUZZ_COV_BINS)
 	FUZZ_DIR=$(FUZZ_DIR) fuzz/run.sh cov
+
+# Each OTP's own trace messages (test/record's scenarios, written by this VM's
+# erl_tracer) and ring records (written by the kprof_tracer NIF as built for
+# this VM: fuzz/ring_record.c, fuzz/otp_ring.escript), committed in fuzz/otp/N/.
+.PHONY: fuzz-otp-corpus
+fuzz-otp-corpus: $(FUZZ_DIR)/ring_record $(REC_BEAM) $(NIF) erl
+	@rel=$$(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().'); \
+	  rm -rf fuzz/otp/$$rel $(FUZZ_DIR)/otp-rec && mkdir -p fuzz/otp/$$rel $(FUZZ_DIR)/otp-rec && \
+	  erl -noshell -pa $(B)/record -s kprof_trace_recorder main $(FUZZ_DIR)/otp-rec && \
+	  for f in $(FUZZ_DIR)/otp-rec/*.bin; do cp $$f fuzz/otp/$$rel/trace-$$(basename $$f); done && \
+	  escript fuzz/otp_ring.escript $(FUZZ_DIR)/ring_record fuzz/otp/$$rel/ring-work
+
+$(FUZZ_DIR)/ring_record: fuzz/ring_record.c $(KS_HDRS) $(B)/libkprof_sink.a | $(FUZZ_DIR)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libkprof_sink.a $(EI_LIBS)

@@ -1,5 +1,5 @@
 /* fuzz_record.c: libFuzzer target for the reader and the replay of recorded captures
- * (port/flame/record_read.c, replay.c).
+ * (port/record/record_read.c, replay.c).
  *
  * First byte even: the rest is a whole file as given (header, zstd frames): the
  * header's checks, zstd's errors, files cut anywhere. First byte odd: the rest is
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,13 +63,13 @@ static void write_outputs(ks_replay *rp) {
   uint64_t *total;
   ks_fout o;
 
-  ks_flame_correct(c);
-  ks_ftree_order(&c->tree);
-  total = malloc((size_t)c->tree.n * sizeof(*total));
+  ks_callpath_correct(&c->cp);
+  ks_ftree_order(&c->cp.tree);
+  total = malloc((size_t)c->cp.tree.n * sizeof(*total));
   if (total == NULL)
     return;
-  ks_ftree_totals(&c->tree, total);
-  o.c = c;
+  ks_ftree_totals(&c->cp.tree, total);
+  o.g = &c->cp;
   o.in = &rp->in;
   o.total = total;
   o.grand = total[0];

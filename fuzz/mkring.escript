@@ -1,7 +1,7 @@
 #!/usr/bin/env escript
 %% fuzz/mkring.escript Dir: seed inputs for fuzz_ring (fuzz/fuzz_ring.c) in Dir:
 %% ring records as the kprof_tracer NIF writes them (include/ks_ring.h), for
-%% both paths (first byte 0: replay, 1: through a real ring).
+%% both paths (first byte 0: replay; odd: through real rings, see script/2).
 -mode(compile).
 
 main([Dir]) ->
@@ -48,9 +48,26 @@ main([Dir]) ->
              {"flame", Defs ++ Flame ++ Req},
              {"bad", Defs ++ [<<0:32, 200:16/little, 1, 255, 0:56/unit:8>>]}],
     [ok = file:write_file(filename:join(Dir, Name ++ "-" ++ integer_to_list(Mode)),
-                          [Mode | Recs])
-     || {Name, Recs} <- Seeds, Mode <- [0, 1]],
+                          [Mode | script(Mode, Recs)])
+     || {Name, Recs} <- Seeds, Mode <- [0, 1 bor 8, 7 bor 8, 7]],
     ok.
+
+%% The rest of an input (fuzz/fuzz_ring.c): records as they are for the replay
+%% (first byte even); for the rings, each behind the ring it goes to, round robin
+%% over the rings the first byte says, and without "strict" (bit 3) a broken
+%% writer's acts among them: a drain, a torn record, a bad length, a drain of 3.
+script(Mode, Recs) when Mode band 1 =:= 0 ->
+    Recs;
+script(Mode, Recs) ->
+    Rings = (Mode bsr 1) band 3 + 1,
+    Acts = case Mode band 8 of
+               8 -> [];
+               0 -> [[16#80, <<0:64>>], [16#a1, <<3:64/little>>],
+                     [16#b2, <<(1 bsl 58 + 16#ffff00000000):64/little>>],
+                     [16#f3, <<3:64/little>>]]
+           end,
+    Steps = [[K rem Rings, R] || {K, R} <- lists:zip(lists:seq(0, length(Recs) - 1), Recs)],
+    lists:append([Steps, Acts, Steps]).
 
 rec(Type, Flags, Body) ->
     Len = (8 + byte_size(Body) + 7) band (bnot 7),

@@ -3,7 +3,9 @@
 # which build them first into $FUZZ_DIR).
 #
 #   fuzz/run.sh run        seed the corpora, fuzz each target FUZZ_SECONDS/4 seconds
-#   fuzz/run.sh regress    every file of fuzz/regress/ through every target, once
+#   fuzz/run.sh regress    every file of fuzz/regress/ through every target, once; then each
+#                          OTP's trace messages and ring records (fuzz/otp/, one folder per OTP) through the
+#                          decoders, as fuzz_sink, fuzz_decode and fuzz_ring inputs
 #   fuzz/run.sh seed       (re)make the seed corpora only (scripts/coverage.sh, when missing)
 #
 # Exit status: non-zero when any target crashed (the input is in $FUZZ_DIR/<target>-crash-*).
@@ -20,7 +22,8 @@ mkdir -p "$FUZZ_DIR"
 
 seed() {
   local streams=() s
-  for s in test/data/*.bin; do
+  # The VM recordings of test/data and each OTP's (fuzz/otp/, make fuzz-otp-corpus).
+  for s in test/data/*.bin fuzz/otp/*/trace-*.bin; do
     [ -s "$s" ] && streams+=("$s")
   done
   # A short recording of the bench workload (running, procs, return_to...), made once.
@@ -35,6 +38,9 @@ seed() {
   ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkcorpus.escript \
     "$FUZZ_DIR/corpus-sink" "$FUZZ_DIR/corpus-decode" "${streams[@]}" &&
     ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkring.escript "$FUZZ_DIR/corpus-ring" &&
+    for f in fuzz/otp/*/ring-*; do
+      [ -f "$f" ] && cp "$f" "$FUZZ_DIR/corpus-ring/otp$(basename "$(dirname "$f")")-$(basename "$f")"
+    done &&
     ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkwriters.escript "$FUZZ_DIR/corpus-writers" &&
     mkdir -p "$FUZZ_DIR/corpus-record" &&
     # Recorded captures, each behind a 0 byte (fuzz_record: the rest is a whole file).
@@ -96,14 +102,39 @@ regress() {
     return 0
   fi
   for t in $TARGETS; do
-    if "$FUZZ_DIR/$t" "${COMMON[@]}" "${files[@]}" > "$FUZZ_DIR/$t-regress.log" 2>&1; then
-      echo "fuzz: $t: ${#files[@]} regression inputs pass"
-    else
-      echo "fuzz: $t: FAILED on a regression input (log: $FUZZ_DIR/$t-regress.log)" >&2
-      grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record|sample):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
-      rc=1
-    fi
+    regress_one "$t" "regression inputs" "${files[@]}" || rc=1
   done
+  otp_regress || rc=1
+  return $rc
+}
+
+# regress_one TARGET WHAT INPUT...: each input once through TARGET.
+regress_one() {
+  local t=$1 what=$2
+  shift 2
+  if "$FUZZ_DIR/$t" "${COMMON[@]}" "$@" > "$FUZZ_DIR/$t-regress.log" 2>&1; then
+    echo "fuzz: $t: $# $what pass"
+  else
+    echo "fuzz: $t: FAILED on one of the $what (log: $FUZZ_DIR/$t-regress.log)" >&2
+    grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record|sample):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
+    return 1
+  fi
+}
+
+# Each OTP's recorded trace messages (as fuzz_sink and fuzz_decode inputs, made by
+# mkcorpus from them alone) and ring records (fuzz_ring), once: what each OTP writes
+# goes through the decoders under ASan and UBSan at every make test.
+otp_regress() {
+  local streams=() rings=() sink=$FUZZ_DIR/otp-regress-sink decode=$FUZZ_DIR/otp-regress-decode rc=0 f
+  for f in fuzz/otp/*/trace-*.bin; do [ -s "$f" ] && streams+=("$f"); done
+  for f in fuzz/otp/*/ring-*; do [ -s "$f" ] && rings+=("$f"); done
+  [ ${#streams[@]} -gt 0 ] || { echo "fuzz: no OTP recordings in fuzz/otp/ (make fuzz-otp-corpus)"; return 0; }
+  rm -rf "$sink" "$decode" && mkdir -p "$sink" "$decode"
+  ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mkcorpus.escript "$sink" "$decode" "${streams[@]}" \
+    > /dev/null || return 1
+  regress_one fuzz_sink "inputs of $(ls -d fuzz/otp/*/ | wc -l) OTPs' trace messages" "$sink"/* || rc=1
+  regress_one fuzz_decode "frames of $(ls -d fuzz/otp/*/ | wc -l) OTPs' trace messages" "$decode"/* || rc=1
+  [ ${#rings[@]} -gt 0 ] && { regress_one fuzz_ring "OTPs' ring records" "${rings[@]}" || rc=1; }
   return $rc
 }
 

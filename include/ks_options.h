@@ -2,13 +2,16 @@
  *
  * An X-macro list, no include guard: the includer defines KS_OPTION, KS_FIELD
  * and KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
- * port/flame/flame_control.c, port/tiers/tier_control.c).
+ * port/proto/ks_option_fields.h for port/callpath/graph.c,
+ * port/tiers/tier_opts.c and port/sample/sample_control.c,
+ * port/write/ks_write.h, port/write/files.c).
  * scripts/gen_options.escript reads the same lines and writes
  * erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it when
  * this file changes. So each line must stay on one line, in this shape:
  *
  *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, FIELD, "doc")
- *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_SAMPLE, KS_M_GUARD, KS_M_CALLS joined with |: the modes
+ *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_SAMPLE, KS_M_GUARD, KS_M_CALLS joined
+ *                 with |: the modes
  *                 whose options (Erlang side) or start command (sink side) take it
  *     TYPE        KS_T_INT  integer in [MIN, MAX]
  *                 KS_T_NUMX number (integer or float) in ]MIN, MAX]
@@ -26,15 +29,15 @@
  *     FIELD       KS_FIELD(feature, member, scale): where the sink stores an integer
  *                 or boolean row, member of the feature's options struct (tiers:
  *                 ks_tier_opts, flame: ks_fopts, sample: port/sample/sample_control.c's,
- *                 which holds a ks_fopts for the flame rows), value times scale (grace_ms into
- *                 grace_ns: 1000000); its default is the DEFAULT above
+ *                 which holds a ks_fopts for the flame rows), value times scale
+ *                 (grace_ms into grace_ns: 1000000); its default is the DEFAULT above
  *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
  *                 or a KS_T_TERM row the feature's own decoder takes
  *   KS_FORMAT(name, "ext", writer, ALL)   a flame output format, its file
  *                 extension (a prefix when it ends in `.': callgrind.out.Base,
- *                 the name KCachegrind looks for), the port/flame/write_*.c
- *                 function that writes it (its prototype is made from this
- *                 line, in port/flame/ks_flame.h) and ALL, 1 when
+ *                 the name KCachegrind looks for), the function of port/write/
+ *                 that writes it (its prototype is made from this
+ *                 line, in port/write/ks_write.h) and ALL, 1 when
  *                 `output_format => all' writes it (0: only when named);
  *                 the order is the order of the format bits (KS_FMT_name).
  *                 doc/flame.md, "The formats", says what each file holds.
@@ -46,6 +49,7 @@
 
 /* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
 KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
+KS_OPTION(KS_M_TIERS, max_overhead, KS_T_NUMX, 0, 1, "", KS_BY_ERLANG, KS_NO_FIELD, "lower sample while tracing's estimated share of the node's CPU is above this (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_ms, KS_T_NUM, 0, KS_INF, "", KS_BY_ERLANG, KS_NO_FIELD, "requests at least this slow are reported one by one (off when absent)")
 KS_OPTION(KS_M_TIERS, slow_max, KS_T_INT, 0, 10000, "20", KS_BY_BOTH, KS_FIELD(tiers, slow_max, 1), "how many slow requests are kept")
 KS_OPTION(KS_M_TIERS, window, KS_T_NUM, 0.1, 86400, "", KS_BY_ERLANG, KS_NO_FIELD, "report only the last window seconds (off when absent)")

@@ -1,31 +1,49 @@
-/* ks_ring.h: the shared-memory ring between the kprof_tracer NIF and kprof_sink.
+/* ks_ring.h: the shared-memory rings between the kprof_tracer NIF and kprof_sink.
  *
  * Why: a port tracer costs the traced process a term_to_binary and a port
  * task per event, and another scheduler a writev per event (~3.5 us of VM
  * CPU per event measured on the tiers bench). The NIF writes a small binary
- * record into this ring instead, in the traced process, and the sink reads
- * it every millisecond (doc/internals-ring.md).
+ * record into a ring instead, in the traced process, and the sink reads it
+ * every millisecond (doc/internals-ring.md).
+ *
+ * Why a ring per writer: one ring shared by every scheduler needs a
+ * compare-and-swap on one `head` word per record, and on a node with many
+ * busy schedulers that cache line moves between cores on every event
+ * (bench/RESULTS.md, "Ring per scheduler"). Here each writer thread owns a
+ * ring: nothing a writer stores per record is stored by another core.
  *
  * Layout of the shared object (created by the sink with shm_open, mapped by
- * the NIF): one page of header, then `size` bytes of data. Both sides map the
- * data twice, back to back, so a record that runs past the end of the data
- * continues at its start in memory: records never wrap.
+ * the NIF): a header page (ks_ring_hdr), then `rings` rings one after the
+ * other, each a page of control (ks_ring) followed by `size` data bytes.
+ * Both sides map each ring's data twice, back to back, so a record that
+ * runs past the end of the data continues at its start in memory: records
+ * never wrap. In memory a ring takes KS_RING_HDR + 2 * size bytes.
  *
- * Many writers (the VM's schedulers), one reader (the sink). A writer
- * reserves bytes by a compare-and-swap on `head` (or counts a drop when the
- * ring is full), fills the record, then stores its first word last, with
- * release order; the reader sees a record once that word carries the
- * record's own position stamp, and frees it by moving `tail`.
+ * Writers: a writer thread claims a free ring (owner 0 -> its token) at its
+ * first event and keeps it until it exits (owner back to 0). The last ring
+ * is never claimed (owner KS_RING_SHARED): threads that found no free ring
+ * write it one at a time, under a lock of the writers' own. Either way a
+ * ring has one writer at a time, which fills a record at `head` and then
+ * publishes the new `head` with release order; a full ring counts a drop
+ * instead. `head`, `drops` and `unsupported` are the writer's, on a line no
+ * one else writes; the writer reads `tail` only when the tail it last saw
+ * (its cache: `tail` only grows, so an old value only underestimates the
+ * room) says the ring may be full.
  *
- * The cost of a record is the cache lines it shares between cores: the
- * reader publishes `tail` once per drain, not per record, and a writer reads
- * `tail` only when the tail it last saw (its cache: `tail` only grows, so
- * an old value only underestimates the room) says the ring may be full.
- * Nothing is counted per record in the header: `head` and `tail` say how
- * many bytes went through.
+ * The reader: reads each ring's `head` with acquire order and trusts the
+ * bytes before it; frees them by moving `tail`, once per drain. Records are
+ * 8-byte aligned: word 0 = stamp (32) | len (16) | type (8) | flags (8), the
+ * stamp being the record's position (a check, not a commit: `head` is), then
+ * the type's fixed fields, then variable bytes, padded.
  *
- * Records are 8-byte aligned: word 0 = stamp (32) | len (16) | type (8) |
- * flags (8), then the type's fixed fields, then variable bytes, padded.
+ * Order: every event record carries `ts`, the VM's monotonic time in ns,
+ * from one clock for all writers that never goes back within a ring, taken
+ * after the definitions the record names are written. A record written
+ * before another in real time (a process's events on the scheduler it left,
+ * then on the one it moved to; a message's send, then its receipt) has a
+ * time no later. The sink merges the rings by that time up to a watermark it
+ * can prove is safe (port/ring/ring.c), so every record is handed on after
+ * every record written before it, whichever rings they are in.
  *
  * The reader reports that it is alive through `reads`, which it bumps on
  * every drain: a VM-side watcher (kprof_guard) that sees `head` ahead of
@@ -42,22 +60,34 @@
 #include <sys/mman.h>
 
 #define KS_RING_MAGIC 0x31676e69726b706bULL   /* "kpkring1", little-endian */
-#define KS_RING_VERSION 3u
-#define KS_RING_HDR 4096u
+#define KS_RING_VERSION 4u
+#define KS_RING_HDR 4096u                       /* the object's header, and each ring's control */
 #define KS_RING_MAX_REC 65528u                  /* len is 16 bits, 8-aligned */
+#define KS_RING_MIN_SIZE (64u << 10)            /* >= KS_RING_MAX_REC: a record fits the mirror */
+#define KS_RING_MAX_SIZE (1ull << 32)
+#define KS_RING_MAX_RINGS 1024u
+#define KS_RING_SHARED UINT64_MAX               /* owner of the last ring: never claimed */
 
+/* The object's header, at offset 0. */
 typedef struct ks_ring_hdr {
   uint64_t magic;
   uint32_t version;
-  uint32_t hdr_size;               /* bytes before the data: KS_RING_HDR */
-  uint64_t size;                   /* data bytes: a power of two, page multiple */
-  _Alignas(64) _Atomic uint64_t head;      /* next byte writers reserve */
-  _Alignas(64) _Atomic uint64_t tail;      /* next byte the reader reads */
-  _Alignas(64) _Atomic uint64_t drops;     /* events lost: the ring was full */
-  _Atomic uint64_t unsupported;            /* events the NIF cannot encode */
-  _Atomic uint32_t closed;                 /* the sink stopped reading */
+  uint32_t hdr_size;               /* KS_RING_HDR: the header, and each ring's control */
+  uint64_t size;                   /* each ring's data bytes: a power of two, >= KS_RING_MIN_SIZE */
+  uint32_t rings;                  /* 1 to KS_RING_MAX_RINGS; the last is the shared one */
+  uint32_t reserved;
+  _Alignas(64) _Atomic uint32_t closed;    /* the sink stopped reading */
   _Alignas(64) _Atomic uint64_t reads;     /* drains by the reader, 0 before the first */
 } ks_ring_hdr;
+
+/* A ring's control page; its data follows it. */
+typedef struct ks_ring {
+  _Alignas(64) _Atomic uint64_t owner;     /* 0 free, the writer's token, or KS_RING_SHARED */
+  _Alignas(64) _Atomic uint64_t head;      /* next byte the writer writes; published per record */
+  _Atomic uint64_t drops;                  /* events lost: the ring was full (or closed) */
+  _Atomic uint64_t unsupported;            /* events the NIF cannot encode */
+  _Alignas(64) _Atomic uint64_t tail;      /* next byte the reader reads */
+} ks_ring;
 
 enum ks_rec_type {
   KS_REC_CALL = 1,       /* ks_rec_call + label + payload */
@@ -82,8 +112,9 @@ enum {
 
 /* Atoms and pids are the VM's own term words: stable for the VM's life
  * (atoms are never freed; a local pid term is its word). The NIF defines
- * each word once per ring (a KS_REC_ATOM / KS_REC_PID record) before its
- * first use, so the reader can name it. */
+ * each word, in one ring or another, before a record names it (a KS_REC_ATOM
+ * / KS_REC_PID record), so the reader can name it: a definition is read
+ * when the reader first walks over it, before any event it walked with. */
 typedef struct ks_rec_call {
   uint64_t word0;
   int64_t ts;                      /* erlang:monotonic_time(nanosecond) */
@@ -136,92 +167,179 @@ static inline uint64_t ks_ring_word0(uint64_t pos, size_t len, unsigned type, un
          ((uint64_t)flags << 56);
 }
 
-static inline unsigned char *ks_ring_data(ks_ring_hdr *h) {
-  return (unsigned char *)h + KS_RING_HDR;
+/* Whether a record of this type carries a time (at offset 8): every one but the definitions. */
+static inline int ks_ring_is_event(unsigned type) {
+  return type != KS_REC_ATOM && type != KS_REC_PID;
+}
+
+/* The bytes of the object, and of its mapping, for `rings` rings of `size` data bytes. */
+static inline size_t ks_ring_object_bytes(uint64_t size, unsigned rings) {
+  return KS_RING_HDR + (size_t)rings * (KS_RING_HDR + (size_t)size);
+}
+
+static inline size_t ks_ring_mapping_bytes(uint64_t size, unsigned rings) {
+  return KS_RING_HDR + (size_t)rings * (KS_RING_HDR + 2 * (size_t)size);
+}
+
+/* Ring k of a mapping (size and rings as checked when it was mapped, never re-read). */
+static inline ks_ring *ks_ring_at(ks_ring_hdr *h, uint64_t size, unsigned k) {
+  return (ks_ring *)(void *)((unsigned char *)h + KS_RING_HDR +
+                             (size_t)k * (KS_RING_HDR + 2 * (size_t)size));
+}
+
+static inline unsigned char *ks_ring_data(ks_ring *r) {
+  return (unsigned char *)r + KS_RING_HDR;
+}
+
+/* Whether a header describes rings this code reads (bytes: the object's size, when known). */
+static inline int ks_ring_hdr_ok(const ks_ring_hdr *h, uint64_t bytes) {
+  return h->magic == KS_RING_MAGIC && h->version == KS_RING_VERSION &&
+         h->hdr_size == KS_RING_HDR && h->size >= KS_RING_MIN_SIZE &&
+         h->size <= KS_RING_MAX_SIZE && (h->size & (h->size - 1)) == 0 && h->rings >= 1 &&
+         h->rings <= KS_RING_MAX_RINGS && bytes == ks_ring_object_bytes(h->size, h->rings);
 }
 
 /*
- * Writers: reserve `len` (8-aligned, <= KS_RING_MAX_REC) bytes. Returns the
- * record's address and sets *pos, or NULL (a drop is counted) when the ring
- * is full or closed. *tail is the writer's cache of `tail` (0 at first: it
- * is read then); ks_ring_reserve_from starts from a head the caller read
- * (the tests give it a stale one).
+ * One writer's end of a ring: its own (claimed), or the shared one (then
+ * the writers hold their lock around every use of it, and the writer is
+ * theirs in common). `head` is the ring's, kept here: only this writer
+ * moves it. `tail` is the writer's cache of the reader's. `last_ts` keeps
+ * the ring's times from going back (ks_ring_time).
  */
-static inline unsigned char *ks_ring_reserve_from(ks_ring_hdr *h, size_t len, uint64_t *pos,
-                                                  uint64_t head, uint64_t *tail_cache) {
-  uint64_t tail = *tail_cache;
-  int fresh = 0;
+typedef struct ks_ring_writer {
+  ks_ring_hdr *h;
+  ks_ring *r;                      /* NULL: none */
+  unsigned char *data;
+  uint64_t size, head, tail;
+  int64_t last_ts;
+} ks_ring_writer;
 
-  for (;;) {
-    /* `head` may be older than `tail` (other writers moved on and the reader
-     * caught up): take a fresh one, or head - tail wraps and looks full. A
-     * cached tail ahead of the head is not this ring's: read the real one. */
-    if (head < tail) {
-      if (!fresh) {
-        tail = *tail_cache = atomic_load_explicit(&h->tail, memory_order_acquire);
-        fresh = 1;
-      } else {
-        head = atomic_load_explicit(&h->head, memory_order_relaxed);
-      }
-      continue;
+/* Writes ring k from where it stands (a claim, or the shared ring). */
+static inline void ks_ring_writer_init(ks_ring_writer *w, ks_ring_hdr *h, uint64_t size,
+                                       unsigned k) {
+  w->h = h;
+  w->r = ks_ring_at(h, size, k);
+  w->data = ks_ring_data(w->r);
+  w->size = size;
+  w->head = atomic_load_explicit(&w->r->head, memory_order_relaxed);
+  w->tail = atomic_load_explicit(&w->r->tail, memory_order_acquire);
+  w->last_ts = INT64_MIN;
+}
+
+/*
+ * Claims a free ring among the first rings - 1 for `token` (not 0, not
+ * KS_RING_SHARED): its index, with w set to write it, or -1 when every one
+ * is taken (then the caller writes the shared ring, rings - 1).
+ */
+static inline int ks_ring_claim(ks_ring_writer *w, ks_ring_hdr *h, uint64_t size, unsigned rings,
+                                uint64_t token) {
+  unsigned k;
+
+  for (k = 0; k + 1 < rings; k++) {
+    ks_ring *r = ks_ring_at(h, size, k);
+    uint64_t free_ = 0;
+    if (atomic_load_explicit(&r->owner, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong_explicit(&r->owner, &free_, token, memory_order_acquire,
+                                                memory_order_relaxed)) {
+      ks_ring_writer_init(w, h, size, k);
+      return (int)k;
     }
-    if (head + len - tail > h->size) {
-      if (!fresh) {   /* full by the cached tail: read the real one once */
-        tail = *tail_cache = atomic_load_explicit(&h->tail, memory_order_acquire);
-        fresh = 1;
-        continue;
-      }
-      atomic_fetch_add_explicit(&h->drops, 1, memory_order_relaxed);
-      return NULL;
-    }
-    if (atomic_load_explicit(&h->closed, memory_order_relaxed)) {
-      atomic_fetch_add_explicit(&h->drops, 1, memory_order_relaxed);
-      return NULL;
-    }
-    if (atomic_compare_exchange_weak_explicit(&h->head, &head, head + len,
-                                              memory_order_relaxed, memory_order_relaxed))
-      break;
   }
-  *pos = head;
-  return ks_ring_data(h) + (head & (h->size - 1));
+  return -1;
 }
 
-static inline unsigned char *ks_ring_reserve(ks_ring_hdr *h, size_t len, uint64_t *pos,
-                                             uint64_t *tail_cache) {
-  return ks_ring_reserve_from(h, len, pos, atomic_load_explicit(&h->head, memory_order_relaxed),
-                              tail_cache);
+/* The writer's thread is done with its ring: another may claim it. */
+static inline void ks_ring_release(ks_ring_writer *w) {
+  if (w->r != NULL)
+    atomic_store_explicit(&w->r->owner, 0, memory_order_release);
+  w->r = NULL;
 }
 
-/* Writers: publish a filled record (its word 0 last). */
-static inline void ks_ring_commit(ks_ring_hdr *h, unsigned char *rec, uint64_t pos, size_t len,
-                                  unsigned type, unsigned flags) {
-  (void)h;
-  atomic_store_explicit((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, len, type, flags),
-                        memory_order_release);
+/* A record's time: never before the ring's last (a clock a hair behind another thread's
+ * that wrote this ring just before: the shared ring). */
+static inline int64_t ks_ring_time(ks_ring_writer *w, int64_t ts) {
+  if (ts < w->last_ts)
+    ts = w->last_ts;
+  return w->last_ts = ts;
+}
+
+static inline void ks_ring_count_drop(ks_ring_writer *w) {
+  atomic_fetch_add_explicit(&w->r->drops, 1, memory_order_relaxed);
+}
+
+static inline void ks_ring_count_unsupported(ks_ring_writer *w) {
+  atomic_fetch_add_explicit(&w->r->unsupported, 1, memory_order_relaxed);
 }
 
 /*
- * Maps the shared object open on fd (KS_RING_HDR + size bytes) with its data
- * twice in a row. Returns the header or NULL. ks_ring_unmap undoes it.
+ * Room for a record of `len` bytes (8-aligned, <= KS_RING_MAX_REC) at the
+ * writer's head: its address, or NULL (a drop is counted) when the ring is
+ * full or closed. Nothing is visible to the reader before ks_ring_commit.
  */
-static inline ks_ring_hdr *ks_ring_map(int fd, uint64_t size) {
-  size_t total = KS_RING_HDR + 2 * (size_t)size;
+static inline unsigned char *ks_ring_reserve(ks_ring_writer *w, size_t len) {
+  if (w->head + len - w->tail > w->size) {
+    /* Full by the cached tail (or a cache of another ring's, ahead of this
+     * head: the subtraction wraps): read the real one once. */
+    w->tail = atomic_load_explicit(&w->r->tail, memory_order_acquire);
+    if (w->tail > w->head || w->head + len - w->tail > w->size) {
+      ks_ring_count_drop(w);
+      return NULL;
+    }
+  }
+  if (atomic_load_explicit(&w->h->closed, memory_order_relaxed)) {
+    ks_ring_count_drop(w);
+    return NULL;
+  }
+  return w->data + (w->head & (w->size - 1));
+}
+
+/* Publishes the filled record at the head: its word 0, then the new head (release).
+ * The line two past the new head is fetched for writing now: by the next records the
+ * VM has done a trace call's other work, and their stores find the line in the cache
+ * (a line of a ring is last in the reader's cache, or in none: about 5 ns a record
+ * less in bench/ring_bench.c's writer). */
+static inline void ks_ring_commit(ks_ring_writer *w, unsigned char *rec, size_t len, unsigned type,
+                                  unsigned flags) {
+  uint64_t w0 = ks_ring_word0(w->head, len, type, flags);
+
+  memcpy(rec, &w0, sizeof(w0));
+  w->head += len;
+  atomic_store_explicit(&w->r->head, w->head, memory_order_release);
+  __builtin_prefetch(w->data + ((w->head + 128) & (w->size - 1)), 1, 3);
+}
+
+/*
+ * Maps the shared object open on fd (ks_ring_object_bytes(size, rings)
+ * bytes) with each ring's data twice in a row. Returns the header or NULL.
+ * ks_ring_unmap undoes it.
+ */
+static inline ks_ring_hdr *ks_ring_map(int fd, uint64_t size, unsigned rings) {
+  size_t total = ks_ring_mapping_bytes(size, rings);
   unsigned char *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  unsigned k;
 
   if (base == MAP_FAILED)
     return NULL;
-  if (mmap(base, KS_RING_HDR + (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-           0) == MAP_FAILED ||
-      mmap(base + KS_RING_HDR + size, (size_t)size, PROT_READ | PROT_WRITE,
-           MAP_SHARED | MAP_FIXED, fd, KS_RING_HDR) == MAP_FAILED) {
-    munmap(base, total);
-    return NULL;
+  if (mmap(base, KS_RING_HDR, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+      MAP_FAILED)
+    goto fail;
+  for (k = 0; k < rings; k++) {
+    unsigned char *ring = (unsigned char *)ks_ring_at((ks_ring_hdr *)(void *)base, size, k);
+    off_t off = (off_t)(KS_RING_HDR + (size_t)k * (KS_RING_HDR + (size_t)size));
+    if (mmap(ring, KS_RING_HDR + (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             fd, off) == MAP_FAILED ||
+        mmap(ring + KS_RING_HDR + size, (size_t)size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, fd, off + KS_RING_HDR) == MAP_FAILED)
+      goto fail;
   }
   return (ks_ring_hdr *)(void *)base;
+fail:
+  munmap(base, total);
+  return NULL;
 }
 
-static inline void ks_ring_unmap(ks_ring_hdr *h, uint64_t size) {
-  munmap(h, KS_RING_HDR + 2 * (size_t)size);
+static inline void ks_ring_unmap(ks_ring_hdr *h, uint64_t size, unsigned rings) {
+  munmap(h, ks_ring_mapping_bytes(size, rings));
 }
 
 #endif

@@ -1,24 +1,35 @@
-/* kprof_tracer_nif.c: an erl_tracer module that writes trace events into kprof_sink's ring.
+/* kprof_tracer_nif.c: an erl_tracer module that writes trace events into kprof_sink's rings.
  *
  * erlang:trace(Pids, true, [{tracer, kprof_tracer, Gen} | Flags]) makes the
  * VM call enabled/3 and trace/5 below, in the traced process, for every
- * event. Each event becomes one binary record in the shared ring of
+ * event. Each event becomes one binary record in a shared ring of
  * include/ks_ring.h (no term_to_binary, no port task, no syscall): `call`
  * (with its match-spec extra: a {caller}, a seq_trace token, a payload) and
  * `return_to` have records of their own; running (in, out, ...), procs
  * (spawn, spawned, exit, register, unregister), garbage_collection and
  * return_from / exception_from share the event record. Atoms and pids are
- * sent as the VM's term words, each defined once per ring by a record that
- * names it. Tags nobody reads (link, send, receive, ...) are discarded in
- * enabled/3; anything that cannot be encoded is counted as unsupported.
+ * sent as the VM's term words, each defined by a record that names it
+ * before the first record that uses it. Tags nobody reads (link, send,
+ * receive, ...) are discarded in enabled/3, and so are those a generation's
+ * mode does not read (discard/2); anything that cannot be encoded is
+ * counted as unsupported.
+ *
+ * Each scheduler thread (normal, dirty CPU, dirty I/O) writes a ring of its
+ * own, claimed at its first event in the mapping and released when the
+ * thread exits (a thread-specific key's destructor); a thread that finds
+ * none free writes the shared last ring under that mapping's lock. A
+ * record's time is taken after the definitions it names, from one clock
+ * for all threads (ks_vm_clock.h): the order the sink merges the rings by.
  *
  * A meta pattern's tracer, trace_pattern(MFA, MS, [{meta, kprof_tracer,
  * {meta, Gen}}]), writes the same records marked KS_RECF_META: a flame
  * capture's trigger (its match spec turns the caller's flags on with
  * {{tracer, kprof_tracer, Gen}} and names the capture in the call's
- * message).
+ * message). In a trace session of kprof's own (OTP 27+), where the
+ * session's one tracer state serves its meta patterns too, a meta event is
+ * told by its options instead (session_meta).
  *
- * attach/2 maps the ring the sink created and makes Gen the live tracer
+ * attach/2 maps the rings the sink created and makes Gen the live tracer
  * state; a tracer whose state is not the live Gen (an older session), or any
  * tracer once detach/0 ran, answers `remove` and the VM drops it from the
  * process. detach/0 keeps the mapping, so resume/1 can make a new Gen live
@@ -39,6 +50,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,9 +60,10 @@
 #include "ks_budget.h"
 #include "ks_event.h"
 #include "ks_ring.h"
+#include "ks_vm_clock.h"
 
 static ERL_NIF_TERM am_trace, am_remove, am_discard, am_call, am_return_to, am_match_spec_result,
-    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined;
+    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined, am_timestamp;
 
 /* The tags of the event record, and the kind each becomes. */
 #define EVENT_TAGS(X)                                                                    \
@@ -69,103 +82,81 @@ static struct {
   uint8_t kind;
 } event_tags[NTAGS];
 
-static _Atomic(ks_ring_hdr *) live_ring;
+/*
+ * A mapping of the sink's rings, as attach/2 checked its header (the sizes
+ * are never read again from shared memory). `seq` is new for each mapping:
+ * a thread's claim is of one (a retired mapping's memory may be a new one's
+ * later, at the same address).
+ */
+typedef struct mapping {
+  ks_ring_hdr *h;
+  uint64_t size;               /* each ring's data bytes */
+  unsigned rings;
+  uint64_t seq;
+  ErlNifTime at;               /* when it was retired (seconds, monotonic) */
+  pthread_mutex_t lock;        /* the shared ring's writers, one at a time */
+  ks_ring_writer shared;       /* the last ring, under `lock` */
+} mapping;
+
+static _Atomic(mapping *) live_map;   /* the current mapping, from attach to release */
 static _Atomic uint64_t live_gen;     /* 0: none */
 static _Atomic uint64_t live_term;    /* the live Gen as a term (0: none) */
+static _Atomic uint64_t live_seq;     /* bumped by every change of the three above */
 /* The call budget of kprof:calls's max (include/ks_budget.h). */
 static ks_budget budget;
+/* The event tags generation discard_gen's enabled/3 answers `discard` to
+ * (discard/2), a bit per KS_EV_ kind: a mode that reads none of them (the
+ * tiers read no spawn, spawned, register or unregister) spares the VM
+ * building the event and the trace/5 call, the ring its record and the sink
+ * its decoding. Any other generation (the next mode) is not affected. */
+static _Atomic uint64_t discard_gen;
+static _Atomic uint64_t discard_mask;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RETIRED 8
 #define RETIRE_S 10
-static struct {
-  ks_ring_hdr *h;
-  uint64_t size;
-  ErlNifTime at;     /* when it was retired (seconds, monotonic) */
-} retired[RETIRED], current;
+static mapping *retired[RETIRED], *current;
+static uint64_t mapping_seq;
 
 /*
  * Per scheduler thread (one struct behind one TLS pointer: in a shared
  * object each __thread access is a call to __tls_get_addr, several per event
  * before; the pointer is initial-exec, a register read). Allocated at the
- * thread's first event, never freed: the VM's threads live as long as it.
+ * thread's first event; freed, and its ring released, when the thread exits
+ * (thread_key's destructor).
  *
- * The VM's monotonic time, cheaply: enif_monotonic_time costs ~100 ns here
- * (the VM's time correction), more than the rest of a record. The OS
- * monotonic clock (vDSO, ~20 ns) plus an offset to the VM's clock, which each
- * thread takes again from enif_monotonic_time every OFFSET_NS: the two clocks
- * drift by at most about 1 % (erts' time correction), so the error stays
- * under 0.1 ms, and a process's events (one thread at a time) stay in order
- * to within that.
- *
- * Words already defined in the ring of generation gen: pids in a small
+ * Words already defined in the rings of generation gen: pids in a small
  * direct-mapped cache per thread; atoms (thousands in a compile) in the
  * process-wide stamp table below, else (an atom word of another shape) in a
- * per-thread cache.
+ * per-thread cache. A word defined in any ring serves every ring: the sink
+ * reads a definition when it first walks over it, before it hands on any
+ * event written after it (port/ring/ring_drain.c).
  */
-#define OFFSET_NS 10000000
 #define CACHE 1024
 typedef struct thread_state {
+  uint64_t seq;                 /* live_seq when `term` was found live with `own` to write */
+  ERL_NIF_TERM term;            /* that tracer state (0: none): writer_of's fast path */
   uint64_t gen;                 /* the generation the caches are of */
-  uint64_t tail_cache;          /* this thread's last look at the ring's tail */
-  int64_t offset, offset_at;    /* VM time - OS time, and the OS time it was taken at */
-  int offset_set;
-  uint64_t tsc_at, tsc_mult, tsc_span;   /* use_tsc: the counter at offset_at, ns per tick
-                                          * (32.32), ticks in OFFSET_NS; tsc_mult 0: none */
+  const mapping *m;             /* the mapping `own` is of, and its seq */
+  uint64_t m_seq;
+  ks_ring_writer own;           /* its ring (own.r NULL: none free, it writes the shared one) */
+  ks_vm_epoch clock;            /* its copy of the clock's epoch */
   uint64_t atom_cache[CACHE], pid_cache[CACHE];
 } thread_state;
 
 static __thread thread_state *tls __attribute__((tls_model("initial-exec")));
+static pthread_key_t thread_key;    /* its destructor lets a thread's ring go */
+static int thread_key_made;
 
-/*
- * With the kernel's clocksource `tsc' (invariant and synchronised, or the
- * kernel would not use it), the time stamp counter itself (~10 ns) stands in
- * for clock_gettime (~20 ns, a third of the NIF's own cost per event): each
- * thread scales it by the rate it measured against the OS clock over the
- * last OFFSET_NS, from the VM time it took at the start of that span.
- */
-static int use_tsc;
+/* The VM's monotonic time for every thread (ks_vm_clock.h). */
+static ks_vm_clock vm_clock;
 
-#if defined(__x86_64__)
-static inline uint64_t tsc_now(void) {
-  uint32_t lo, hi;
-  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-  return (uint64_t)hi << 32 | lo;
-}
-#else
-static inline uint64_t tsc_now(void) {
-  return 0;
-}
-#endif
-
-static int64_t vm_now_slow(thread_state *t) {
-  struct timespec ts;
-  uint64_t tsc = use_tsc ? tsc_now() : 0;
-  int64_t os;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  os = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  if (t->offset_set && os - t->offset_at < OFFSET_NS)
-    return os + t->offset;
-  if (use_tsc && t->offset_set && tsc > t->tsc_at && os > t->offset_at) {
-    /* ns per tick as 32.32 fixed point, from the span just ended */
-    t->tsc_mult = (uint64_t)(((unsigned __int128)(uint64_t)(os - t->offset_at) << 32) /
-                             (tsc - t->tsc_at));
-    t->tsc_span = (tsc - t->tsc_at) * OFFSET_NS / (uint64_t)(os - t->offset_at);
-  }
-  t->offset = enif_monotonic_time(ERL_NIF_NSEC) - os;
-  t->offset_at = os;
-  t->tsc_at = tsc;
-  t->offset_set = 1;
-  return os + t->offset;
+static int64_t vm_time(void) {
+  return enif_monotonic_time(ERL_NIF_NSEC);
 }
 
-static inline int64_t vm_now(thread_state *t) {
-  if (t->tsc_mult != 0) {
-    uint64_t d = tsc_now() - t->tsc_at;
-    if (d < t->tsc_span)
-      return t->offset_at + t->offset + (int64_t)((d * t->tsc_mult) >> 32);
-  }
-  return vm_now_slow(t);
+/* A record's time: after the definitions it names, never before its ring's last. */
+static inline __attribute__((always_inline)) int64_t record_time(ks_ring_writer *w) {
+  return ks_ring_time(w, ks_vm_clock_now(&vm_clock, &tls->clock));
 }
 
 static inline size_t slot_of(uint64_t word) {
@@ -188,17 +179,19 @@ static _Atomic uint32_t *atom_stamps;
 static inline _Atomic uint32_t *atom_stamp(uint64_t w) {
   uint64_t index = w >> 6;
 
-  if ((w & ATOM_TAG_MASK) != ATOM_TAG || index >= ATOM_STAMPS || atom_stamps == NULL)
+  /* atom_stamps is made by load(), which fails without it */
+  if ((w & ATOM_TAG_MASK) != ATOM_TAG || index >= ATOM_STAMPS)
     return NULL;
   return &atom_stamps[index];
 }
 
-/* Whether an atom was defined in the ring (the stamp, or this thread's cache). */
+/* Whether an atom was defined (the stamp, or this thread's cache). */
 static inline int atom_defined(const thread_state *t, uint64_t w) {
   _Atomic uint32_t *stamp = atom_stamp(w);
 
-  return stamp != NULL ? atomic_load_explicit(stamp, memory_order_relaxed) == (uint32_t)t->gen
-                       : t->atom_cache[slot_of(w)] == w;
+  if (stamp != NULL)
+    return atomic_load_explicit(stamp, memory_order_acquire) == (uint32_t)t->gen;
+  return t->atom_cache[slot_of(w)] == w;
 }
 
 /* The most bytes an atom's name takes in UTF-8 (255 characters), and its NUL. */
@@ -241,60 +234,63 @@ static int atom_utf8(ErlNifEnv *env, ERL_NIF_TERM atom, char *buf, size_t cap) {
 }
 
 /* An atom's definition record: its name's n bytes, Latin-1 or UTF-8. */
-static int write_atom(ks_ring_hdr *h, uint64_t w, const char *name, size_t n, int utf8) {
+static int write_atom(ks_ring_writer *w, uint64_t word, const char *name, size_t n, int utf8) {
   size_t len = ks_ring_align(sizeof(ks_rec_atom) + n);
-  uint64_t pos;
   unsigned char *rec;
   ks_rec_atom *a;
 
-  if ((rec = ks_ring_reserve(h, len, &pos, &tls->tail_cache)) == NULL)
+  if ((rec = ks_ring_reserve(w, len)) == NULL)
     return 0;
   a = (ks_rec_atom *)(void *)rec;
-  a->atom = w;
+  a->atom = word;
   a->len = (uint16_t)n;
   a->utf8 = (uint8_t)utf8;
   memcpy(rec + sizeof(*a), name, n);
-  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
+  ks_ring_commit(w, rec, len, KS_REC_ATOM, 0);
   return 1;
 }
 
 /* A name outside Latin-1, from atom_utf8 (its buffer off the common path). */
-static __attribute__((noinline)) int define_atom_utf8(ErlNifEnv *env, ks_ring_hdr *h,
+static __attribute__((noinline)) int define_atom_utf8(ErlNifEnv *env, ks_ring_writer *w,
                                                       ERL_NIF_TERM atom) {
   char name[ATOM_UTF8_MAX];
   int n = atom_utf8(env, atom, name, sizeof(name));
 
-  return n > 1 && write_atom(h, (uint64_t)atom, name, (size_t)(n - 1), 1);
+  return n > 1 && write_atom(w, (uint64_t)atom, name, (size_t)(n - 1), 1);
 }
 
-/* Defines an atom in the ring (it was not, atom_defined says): its Latin-1
- * bytes, or its UTF-8 bytes when it has a character past U+00FF. */
-static int define_atom_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
+/* Defines an atom (it was not, atom_defined says): its Latin-1 bytes, or its
+ * UTF-8 bytes when it has a character past U+00FF. The stamp is stored after
+ * the record is published: a thread that sees it writes its records after. */
+static __attribute__((noinline)) int define_atom_slow(ErlNifEnv *env, ks_ring_writer *w,
+                                                      ERL_NIF_TERM atom) {
   thread_state *t = tls;
-  uint64_t w = (uint64_t)atom;
-  _Atomic uint32_t *stamp = atom_stamp(w);
+  uint64_t word = (uint64_t)atom;
+  _Atomic uint32_t *stamp = atom_stamp(word);
   char name[256];
   int n, ok;
 
   n = enif_get_atom(env, atom, name, sizeof(name), ERL_NIF_LATIN1);
-  ok = n > 1 ? write_atom(h, w, name, (size_t)(n - 1), 0) : define_atom_utf8(env, h, atom);
+  ok = n > 1 ? write_atom(w, word, name, (size_t)(n - 1), 0) : define_atom_utf8(env, w, atom);
   if (!ok)
     return 0;
   if (stamp != NULL)
-    atomic_store_explicit(stamp, (uint32_t)t->gen, memory_order_relaxed);
+    atomic_store_explicit(stamp, (uint32_t)t->gen, memory_order_release);
   else
-    t->atom_cache[slot_of(w)] = w;
+    t->atom_cache[slot_of(word)] = word;
   return 1;
 }
 
-/* Defines an atom in the ring unless it was already. */
-static inline int define_atom(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM atom) {
-  return atom_defined(tls, (uint64_t)atom) || define_atom_slow(env, h, atom);
+/* Defines an atom unless it was already. */
+static inline __attribute__((always_inline)) int define_atom(ErlNifEnv *env, ks_ring_writer *w,
+                                                             ERL_NIF_TERM atom) {
+  return atom_defined(tls, (uint64_t)atom) || define_atom_slow(env, w, atom);
 }
 
-static int define_pid_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
+static __attribute__((noinline)) int define_pid_slow(ErlNifEnv *env, ks_ring_writer *wr,
+                                                     ERL_NIF_TERM pid) {
   thread_state *t = tls;
-  uint64_t w = (uint64_t)pid, pos;
+  uint64_t w = (uint64_t)pid;
   size_t k = slot_of(w), len;
   ErlNifBinary bin;
   unsigned char *rec;
@@ -307,7 +303,7 @@ static int define_pid_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
     return 0;
   }
   len = ks_ring_align(sizeof(ks_rec_pid) + bin.size - 1);
-  if ((rec = ks_ring_reserve(h, len, &pos, &t->tail_cache)) == NULL) {
+  if ((rec = ks_ring_reserve(wr, len)) == NULL) {
     enif_release_binary(&bin);
     return 0;
   }
@@ -316,25 +312,31 @@ static int define_pid_slow(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
   p->len = (uint16_t)(bin.size - 1);
   memcpy(rec + sizeof(*p), bin.data + 1, bin.size - 1);   /* without the version byte */
   enif_release_binary(&bin);
-  ks_ring_commit(h, rec, pos, len, KS_REC_PID, 0);
+  ks_ring_commit(wr, rec, len, KS_REC_PID, 0);
   t->pid_cache[k] = w;
   return 1;
 }
 
-/* Defines a pid in the ring unless this thread already did. */
-static inline int define_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid) {
-  return tls->pid_cache[slot_of((uint64_t)pid)] == (uint64_t)pid || define_pid_slow(env, h, pid);
+/* Defines a pid unless this thread already did. */
+static inline int define_pid(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM pid) {
+  return tls->pid_cache[slot_of((uint64_t)pid)] == (uint64_t)pid || define_pid_slow(env, w, pid);
 }
 
-/* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. */
-static int get_mfa(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t, uint64_t *m, uint64_t *f,
-                   uint8_t *arity) {
+/* Whether a term is an atom: its word's tag (atom_stamp's shape), else the API's answer. */
+static inline int is_atom(ErlNifEnv *env, ERL_NIF_TERM t) {
+  return (t & ATOM_TAG_MASK) == ATOM_TAG || enif_is_atom(env, t);
+}
+
+/* {M, F, Arity} or {M, F, Args}: defines M and F; 0 if it is not one. Inlined: it is
+ * most of a call's work, and its callers' records are filled from its answers. */
+static inline __attribute__((always_inline)) int get_mfa(ErlNifEnv *env, ks_ring_writer *w,
+                                                         ERL_NIF_TERM t, uint64_t *m,
+                                                         uint64_t *f, uint8_t *arity) {
   const ERL_NIF_TERM *e;
   int n;
   unsigned a;
 
-  if (!enif_get_tuple(env, t, &n, &e) || n != 3 || !enif_is_atom(env, e[0]) ||
-      !enif_is_atom(env, e[1]))
+  if (!enif_get_tuple(env, t, &n, &e) || n != 3 || !is_atom(env, e[0]) || !is_atom(env, e[1]))
     return 0;
   /* A small integer's word is its value over the tag 0xF (erts' immediate;
    * anything else goes through the API). */
@@ -342,7 +344,7 @@ static int get_mfa(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t, uint64_t *m, 
     a = (unsigned)(e[2] >> 4);
   else if (!enif_get_uint(env, e[2], &a) && !enif_get_list_length(env, e[2], &a))
     return 0;
-  if (a > 255 || !define_atom(env, h, e[0]) || !define_atom(env, h, e[1]))
+  if (a > 255 || !define_atom(env, w, e[0]) || !define_atom(env, w, e[1]))
     return 0;
   *m = (uint64_t)e[0];
   *f = (uint64_t)e[1];
@@ -512,13 +514,8 @@ static int is_token(ErlNifEnv *env, ERL_NIF_TERM t, const ERL_NIF_TERM **e) {
   return enif_get_tuple(env, t, &n, e) && n == 5;
 }
 
-static void count_unsupported(ks_ring_hdr *h) {
-  atomic_fetch_add_explicit(&h->unsupported, 1, memory_order_relaxed);
-}
-
-
 /* A call with a match-spec extra ({caller}, a token, a payload): the full record. */
-static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM extra,
+static void trace_call_extra(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM pid, ERL_NIF_TERM extra,
                              unsigned flags, ks_rec_call c) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
   unsigned char label[UINT8_MAX], payload_buf[4096], *payload = payload_buf, *rec;
@@ -526,7 +523,6 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, E
   const ERL_NIF_TERM *x = NULL, *tok = NULL;
   ErlNifBinary big = {0};
   int nx = 0, have_big = 0;
-  uint64_t pos;
 
   {
     ERL_NIF_TERM token = 0, caller = 0, pay = 0;
@@ -545,13 +541,13 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, E
       flags |= KS_RECF_TOKEN;
       if (tok != NULL) {
         if (!etf_of(env, tok[1], label, sizeof(label), &label_len)) {
-          count_unsupported(h);
+          ks_ring_count_unsupported(w);
           return;
         }
         flags |= KS_RECF_LABEL;
       }
     }
-    if (caller != 0 && get_mfa(env, h, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
+    if (caller != 0 && get_mfa(env, w, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
       flags |= KS_RECF_CALLER;
     if (pay != 0) {
       /* The identity bounded before it is encoded: it may be anything. */
@@ -560,7 +556,7 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, E
           big.size > KS_RING_MAX_REC - sizeof(c) - sizeof(label)) {
         if (big.data != NULL)
           enif_release_binary(&big);
-        count_unsupported(h);
+        ks_ring_count_unsupported(w);
         return;
       }
       have_big = 1;
@@ -571,93 +567,105 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, E
   }
   c.label_len = (uint8_t)label_len;
   c.payload_len = (uint32_t)payload_len;
+  c.ts = record_time(w);
   len = ks_ring_align(sizeof(c) + label_len + payload_len);
-  if ((rec = ks_ring_reserve(h, len, &pos, &tls->tail_cache)) != NULL) {
+  if ((rec = ks_ring_reserve(w, len)) != NULL) {
     memcpy(rec + 8, (unsigned char *)&c + 8, sizeof(c) - 8);
     memcpy(rec + sizeof(c), label, label_len);
     memcpy(rec + sizeof(c) + label_len, payload, payload_len);
-    ks_ring_commit(h, rec, pos, len, KS_REC_CALL, flags);
+    ks_ring_commit(w, rec, len, KS_REC_CALL, flags);
   }
   if (have_big)
     enif_release_binary(&big);
 }
 
-static void trace_call(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa,
-                       ERL_NIF_TERM opts, unsigned flags) {
-  thread_state *t = tls;
+/*
+ * A meta pattern's event in a trace session (OTP 27+, kprof_trace_session):
+ * the session has one tracer, so its state cannot say meta as {meta, Gen}
+ * does on the legacy API. The VM fixes a meta tracer's flags to [call,
+ * timestamp], and gives its events `timestamp => timestamp` in the options;
+ * kprof never sets the `timestamp` flag itself (the NIF takes its own
+ * time), so no other event of kprof's has it. Asked only of a call with a
+ * match spec's message (a trigger's meta call always has one) and of
+ * return_from / exception_from: a plain call pays nothing.
+ */
+static int session_meta(ErlNifEnv *env, ERL_NIF_TERM opts) {
+  ERL_NIF_TERM ts;
+
+  return enif_get_map_value(env, opts, am_timestamp, &ts) && ts == am_timestamp;
+}
+
+static void trace_call(ErlNifEnv *env, thread_state *t, ks_ring_writer *w, ERL_NIF_TERM pid,
+                       ERL_NIF_TERM mfa, ERL_NIF_TERM opts, unsigned flags) {
   ERL_NIF_TERM extra;
   ks_rec_call c;
   ks_rec_mfa *r;
-  uint64_t pos;
-  int64_t ts;
 
-  /* ring_of made t->gen this event's (live) generation. */
+  /* writer_of made t->gen this event's (live) generation. */
   if (!ks_budget_take(&budget, t->gen))
     return;
-  ts = vm_now(t);
   memset(&c, 0, sizeof(c));
-  if (!get_mfa(env, h, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, h, pid)) {
-    count_unsupported(h);
+  if (!get_mfa(env, w, mfa, &c.m, &c.f, &c.arity) || !define_pid(env, w, pid)) {
+    ks_ring_count_unsupported(w);
     return;
   }
   /* {message, Extra} of the match spec; `true` when there was none (the
    * flame captures' pattern): then the short record, filled in place. */
   if (enif_get_map_value(env, opts, am_match_spec_result, &extra) && extra != am_true) {
-    c.ts = ts;
+    if (session_meta(env, opts))
+      flags |= KS_RECF_META;
     c.pid = (uint64_t)pid;
-    trace_call_extra(env, h, pid, extra, flags, c);
+    trace_call_extra(env, w, pid, extra, flags, c);
     return;
   }
-  if ((r = (ks_rec_mfa *)(void *)ks_ring_reserve(h, sizeof(*r), &pos, &t->tail_cache)) == NULL)
+  if ((r = (ks_rec_mfa *)(void *)ks_ring_reserve(w, sizeof(*r))) == NULL)
     return;
-  r->ts = ts;
+  r->ts = record_time(w);
   r->pid = (uint64_t)pid;
   r->m = c.m;
   r->f = c.f;
   memset(r->reserved, 0, sizeof(r->reserved));
   r->arity = c.arity;
-  ks_ring_commit(h, (unsigned char *)r, pos, sizeof(*r), KS_REC_CALL_MFA, flags);
+  ks_ring_commit(w, (unsigned char *)r, sizeof(*r), KS_REC_CALL_MFA, flags);
 }
 
-static void trace_return_to(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM pid, ERL_NIF_TERM mfa) {
+static void trace_return_to(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM pid,
+                            ERL_NIF_TERM mfa) {
   ks_rec_mfa r;
   unsigned flags = 0;
   unsigned char *rec;
-  uint64_t pos;
 
   memset(&r, 0, sizeof(r));
-  r.ts = vm_now(tls);
-  if (!define_pid(env, h, pid)) {
-    count_unsupported(h);
+  if (!define_pid(env, w, pid)) {
+    ks_ring_count_unsupported(w);
     return;
   }
   r.pid = (uint64_t)pid;
-  if (get_mfa(env, h, mfa, &r.m, &r.f, &r.arity))
+  if (get_mfa(env, w, mfa, &r.m, &r.f, &r.arity))
     flags |= KS_RECF_MFA;
-  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tls->tail_cache)) != NULL) {
+  r.ts = record_time(w);
+  if ((rec = ks_ring_reserve(w, sizeof(r))) != NULL) {
     memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
-    ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_RETURN_TO, flags);
+    ks_ring_commit(w, rec, sizeof(r), KS_REC_RETURN_TO, flags);
   }
 }
 
-/* A pid (spawn's child, spawned's parent) defined in the ring: its word, or 0. */
-static uint64_t other_pid(ErlNifEnv *env, ks_ring_hdr *h, ERL_NIF_TERM t) {
-  return enif_is_pid(env, t) && define_pid(env, h, t) ? (uint64_t)t : 0;
+/* A pid (spawn's child, spawned's parent) defined: its word, or 0. */
+static uint64_t other_pid(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM t) {
+  return enif_is_pid(env, t) && define_pid(env, w, t) ? (uint64_t)t : 0;
 }
 
 /* Every tag of event_tags: the record carries what flame reads of it. */
-static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned flags,
+static void trace_event(ErlNifEnv *env, ks_ring_writer *w, uint8_t kind, unsigned flags,
                         ERL_NIF_TERM pid, ERL_NIF_TERM term, ERL_NIF_TERM opts) {
   ERL_NIF_TERM extra;
   ks_rec_event r;
   unsigned char *rec;
-  uint64_t pos;
 
   memset(&r, 0, sizeof(r));
-  r.ts = vm_now(tls);
   r.kind = kind;
-  if (!define_pid(env, h, pid)) {
-    count_unsupported(h);
+  if (!define_pid(env, w, pid)) {
+    ks_ring_count_unsupported(w);
     return;
   }
   r.pid = (uint64_t)pid;
@@ -665,15 +673,15 @@ static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned f
   case KS_EV_SPAWN:
   case KS_EV_SPAWNED:
     /* {trace, Pid, spawn | spawned, OtherPid, {M, F, Args}} */
-    if ((r.other = other_pid(env, h, term)) != 0)
+    if ((r.other = other_pid(env, w, term)) != 0)
       flags |= KS_RECF_OTHER;
     if (enif_get_map_value(env, opts, am_extra, &extra) &&
-        get_mfa(env, h, extra, &r.m, &r.f, &r.arity))
+        get_mfa(env, w, extra, &r.m, &r.f, &r.arity))
       flags |= KS_RECF_MFA;
     break;
   case KS_EV_REGISTER:
   case KS_EV_UNREGISTER:
-    if (enif_is_atom(env, term) && define_atom(env, h, term)) {
+    if (enif_is_atom(env, term) && define_atom(env, w, term)) {
       r.other = (uint64_t)term;
       flags |= KS_RECF_NAME;
     }
@@ -686,13 +694,14 @@ static void trace_event(ErlNifEnv *env, ks_ring_hdr *h, uint8_t kind, unsigned f
     break;   /* the reason, the heap sizes: nothing flame reads */
   default:
     /* in, out, ...: {M, F, Arity} or 0; return_from, exception_from: {M, F, Arity} */
-    if (get_mfa(env, h, term, &r.m, &r.f, &r.arity))
+    if (get_mfa(env, w, term, &r.m, &r.f, &r.arity))
       flags |= KS_RECF_MFA;
     break;
   }
-  if ((rec = ks_ring_reserve(h, sizeof(r), &pos, &tls->tail_cache)) != NULL) {
+  r.ts = record_time(w);
+  if ((rec = ks_ring_reserve(w, sizeof(r))) != NULL) {
     memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
-    ks_ring_commit(h, rec, pos, sizeof(r), KS_REC_EVENT, flags);
+    ks_ring_commit(w, rec, sizeof(r), KS_REC_EVENT, flags);
   }
 }
 
@@ -720,26 +729,90 @@ static inline uint64_t live_state(ErlNifEnv *env, ERL_NIF_TERM state, int *meta)
   return 0;
 }
 
-/* The ring of this tracer state, with this thread's state made current
- * (NULL: not live, or no memory for the thread's state). */
-static ks_ring_hdr *ring_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta) {
+/* This thread's state, at its first event: its key's destructor frees it. */
+static thread_state *new_thread_state(void) {
+  thread_state *t = calloc(1, sizeof(*t));
+
+  if (t == NULL)
+    return NULL;
+  if (thread_key_made && pthread_setspecific(thread_key, t) != 0) {
+    free(t);
+    return NULL;
+  }
+  return tls = t;
+}
+
+/* The thread exits: its ring is free for another (if its mapping is still the live one:
+ * a retired mapping is not written again). */
+static void thread_gone(void *p) {
+  thread_state *t = p;
+  mapping *m = atomic_load_explicit(&live_map, memory_order_acquire);
+
+  if (m != NULL && m == t->m && m->seq == t->m_seq)
+    ks_ring_release(&t->own);
+  tls = NULL;
+  free(t);
+}
+
+/* A ring of its own for the thread in mapping m, if one is free (else own.r is NULL). */
+static void claim_ring(thread_state *t, mapping *m) {
+  t->m = m;
+  t->m_seq = m->seq;
+  if (ks_ring_claim(&t->own, m->h, m->size, m->rings, (uint64_t)(uintptr_t)t) < 0)
+    t->own.r = NULL;
+}
+
+/* writer_of, past its fast path: every check, and the fast path's cache set. */
+static __attribute__((noinline)) ks_ring_writer *writer_slow(ErlNifEnv *env, ERL_NIF_TERM state,
+                                                             int *meta, mapping **locked) {
+  uint64_t seq = atomic_load_explicit(&live_seq, memory_order_acquire);
   uint64_t live = live_state(env, state, meta);
   thread_state *t = tls;
+  mapping *m;
 
-  if (live == 0)
+  if (live == 0 || (t == NULL && (t = new_thread_state()) == NULL))
     return NULL;
-  if (t == NULL) {
-    if ((t = calloc(1, sizeof(*t))) == NULL)
-      return NULL;
-    tls = t;
-  }
+  t->term = 0;
   if (t->gen != live) {
     memset(t->atom_cache, 0, sizeof(t->atom_cache));
     memset(t->pid_cache, 0, sizeof(t->pid_cache));
-    t->tail_cache = 0;
     t->gen = live;
   }
-  return atomic_load_explicit(&live_ring, memory_order_acquire);
+  m = atomic_load_explicit(&live_map, memory_order_acquire);
+  /* An attach between the two looks at live_gen: this state's mapping is not m. */
+  if (m == NULL || atomic_load_explicit(&live_gen, memory_order_acquire) != live)
+    return NULL;
+  if (t->m != m || t->m_seq != m->seq)
+    claim_ring(t, m);
+  if (t->own.r != NULL) {
+    if (!*meta) {
+      t->seq = seq;
+      t->term = state;
+    }
+    return &t->own;
+  }
+  pthread_mutex_lock(&m->lock);
+  *locked = m;
+  return &m->shared;
+}
+
+/*
+ * The writer of this tracer state on this thread: its own ring, or the
+ * shared one with the mapping's lock held (*locked: unlock it after the
+ * event). NULL: not live, or no memory for the thread's state. The common
+ * case, the state this thread last wrote for and nothing changed since
+ * (live_seq), is one load and two compares.
+ */
+static inline ks_ring_writer *writer_of(ErlNifEnv *env, ERL_NIF_TERM state, int *meta,
+                                        mapping **locked) {
+  thread_state *t = tls;
+
+  *locked = NULL;
+  *meta = 0;
+  if (t != NULL && state == t->term &&
+      atomic_load_explicit(&live_seq, memory_order_acquire) == t->seq)
+    return &t->own;
+  return writer_slow(env, state, meta, locked);
 }
 
 /* The event record's kind of a tag, or -1. */
@@ -752,62 +825,92 @@ static int event_kind(ERL_NIF_TERM tag) {
   return -1;
 }
 
-/* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
- * carries (link, send, 'receive', ...), so trace/5 is not even called. */
-static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  int meta;
+static __attribute__((noinline)) ERL_NIF_TERM enabled_slow(ErlNifEnv *env,
+                                                            const ERL_NIF_TERM argv[]) {
+  int meta, kind;
+  uint64_t live = live_state(env, argv[1], &meta);
 
-  if (live_state(env, argv[1], &meta) == 0)
+  if (live == 0)
     return am_remove;
   /* Atoms are immediates: the same word in every env. */
-  if (argv[0] == am_call || argv[0] == am_return_to || argv[0] == am_trace_status ||
-      event_kind(argv[0]) >= 0)
+  if (argv[0] == am_call || argv[0] == am_return_to || argv[0] == am_trace_status)
     return am_trace;
-  return am_discard;
+  if ((kind = event_kind(argv[0])) < 0)
+    return am_discard;
+  if ((atomic_load_explicit(&discard_mask, memory_order_relaxed) >> kind & 1) &&
+      atomic_load_explicit(&discard_gen, memory_order_acquire) == live)
+    return am_discard;
+  return am_trace;
+}
+
+/* enabled(TraceTag, TracerState, Tracee): `discard` for the tags no record
+ * carries (link, send, 'receive', ...), so trace/5 is not even called. The
+ * common cases first, without a call: the VM asks twice per event, with
+ * `trace_status` and with the event's tag (`call`, most often), for the
+ * live Gen's term (0 when none is live: no state is that word). */
+static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  if (argv[1] == (ERL_NIF_TERM)atomic_load_explicit(&live_term, memory_order_acquire) &&
+      (argv[0] == am_trace_status || argv[0] == am_call))
+    return am_trace;
+  return enabled_slow(env, argv);
 }
 
 /* trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) */
 static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   int meta, kind;
-  ks_ring_hdr *h = ring_of(env, argv[1], &meta);
+  mapping *locked;
+  ks_ring_writer *w = writer_of(env, argv[1], &meta, &locked);
 
-  if (h == NULL)
+  if (w == NULL)
     return am_ok;
   if (argv[0] == am_call)
-    trace_call(env, h, argv[2], argv[3], argv[4], meta ? KS_RECF_META : 0);
+    trace_call(env, tls, w, argv[2], argv[3], argv[4], meta ? KS_RECF_META : 0);
   else if (argv[0] == am_return_to)
-    trace_return_to(env, h, argv[2], argv[3]);
-  else if ((kind = event_kind(argv[0])) >= 0)
-    trace_event(env, h, (uint8_t)kind, meta ? KS_RECF_META : 0, argv[2], argv[3], argv[4]);
+    trace_return_to(env, w, argv[2], argv[3]);
+  else if ((kind = event_kind(argv[0])) >= 0) {
+    if (!meta && (kind == KS_EV_RETURN_FROM || kind == KS_EV_EXCEPTION_FROM))
+      meta = session_meta(env, argv[4]);
+    trace_event(env, w, (uint8_t)kind, meta ? KS_RECF_META : 0, argv[2], argv[3], argv[4]);
+  }
   else
-    count_unsupported(h);
+    ks_ring_count_unsupported(w);
+  if (locked != NULL)
+    pthread_mutex_unlock(&locked->lock);
   return am_ok;
 }
 
+static void unmap(mapping *m) {
+  ks_ring_unmap(m->h, m->size, m->rings);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+/* The current mapping joins the retired ones (attach_lock held), and those
+ * retired RETIRE_S ago are unmapped. */
 static void retire_current(void) {
   ErlNifTime now = enif_monotonic_time(ERL_NIF_SEC);
-  int k, placed = current.h == NULL;
+  int k, placed = current == NULL;
 
   for (k = 0; k < RETIRED; k++) {
-    if (retired[k].h != NULL && now - retired[k].at >= RETIRE_S) {
-      ks_ring_unmap(retired[k].h, retired[k].size);
-      retired[k].h = NULL;
+    if (retired[k] != NULL && now - retired[k]->at >= RETIRE_S) {
+      unmap(retired[k]);
+      retired[k] = NULL;
     }
-    if (retired[k].h == NULL && !placed) {
+    if (retired[k] == NULL && !placed) {
       retired[k] = current;
-      retired[k].at = now;
+      retired[k]->at = now;
       placed = 1;
     }
   }
-  current.h = NULL;
-  current.size = 0;
+  current = NULL;
 }
 
-/* No state is live; the current ring stays mapped (attach_lock held). */
+/* No state is live; the current mapping stays (attach_lock held): the threads' claims
+ * in it hold for resume/1, and threads that exit give theirs back. */
 static void stop_live(void) {
   atomic_store_explicit(&live_term, 0, memory_order_relaxed);
   atomic_store_explicit(&live_gen, 0, memory_order_release);
-  atomic_store_explicit(&live_ring, NULL, memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
 }
 
 /* Gen is live: its term after it (stop_live zeroed both, term first), so a
@@ -817,21 +920,37 @@ static void go_live(ErlNifEnv *env, uint64_t gen) {
   atomic_store_explicit(&live_gen, gen, memory_order_release);
   if (gen < ((uint64_t)1 << 59))
     atomic_store_explicit(&live_term, (uint64_t)enif_make_uint64(env, gen), memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
 }
 
-/* Checks the shared object on fd is a ring of this version: its data size, or 0. */
-static uint64_t probe_ring(int fd) {
+/* Checks the shared object on fd holds rings of this version: sets each one's data
+ * size and their number, or returns 0. */
+static int probe_ring(int fd, uint64_t *size, unsigned *rings) {
   struct stat st;
   ks_ring_hdr probe;
 
   if (fstat(fd, &st) != 0 || st.st_size < (off_t)KS_RING_HDR ||
-      pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+      pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe) ||
+      !ks_ring_hdr_ok(&probe, (uint64_t)st.st_size))
     return 0;
-  if (probe.magic != KS_RING_MAGIC || probe.version != KS_RING_VERSION ||
-      probe.hdr_size != KS_RING_HDR || probe.size == 0 || (probe.size & (probe.size - 1)) != 0 ||
-      (off_t)(KS_RING_HDR + probe.size) != st.st_size)
-    return 0;
-  return probe.size;
+  *size = probe.size;
+  *rings = probe.rings;
+  return 1;
+}
+
+/* The mapping's descriptor, the shared ring's writer ready. */
+static mapping *new_mapping(ks_ring_hdr *h, uint64_t size, unsigned rings) {
+  mapping *m = calloc(1, sizeof(*m));
+
+  if (m == NULL)
+    return NULL;
+  m->h = h;
+  m->size = size;
+  m->rings = rings;
+  m->seq = ++mapping_seq;   /* attach_lock held */
+  pthread_mutex_init(&m->lock, NULL);
+  ks_ring_writer_init(&m->shared, h, size, rings - 1);
+  return m;
 }
 
 static ERL_NIF_TERM error_tuple(ErlNifEnv *env, const char *why) {
@@ -845,6 +964,8 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   char path[256];
   ks_ring_hdr *h;
   uint64_t size;
+  unsigned rings;
+  mapping *m;
   int fd;
 
   if (!enif_inspect_binary(env, argv[0], &name) || name.size == 0 || name.size >= sizeof(path) ||
@@ -854,20 +975,24 @@ static ERL_NIF_TERM nif_attach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   path[name.size] = 0;
   if ((fd = shm_open(path, O_RDWR, 0)) < 0)
     return error_tuple(env, "shm_open");
-  if ((size = probe_ring(fd)) == 0) {
+  if (!probe_ring(fd, &size, &rings)) {
     close(fd);
     return error_tuple(env, "bad_ring");
   }
-  h = ks_ring_map(fd, size);
+  h = ks_ring_map(fd, size, rings);
   close(fd);
   if (h == NULL)
     return error_tuple(env, "mmap");
   pthread_mutex_lock(&attach_lock);
+  if ((m = new_mapping(h, size, rings)) == NULL) {
+    pthread_mutex_unlock(&attach_lock);
+    ks_ring_unmap(h, size, rings);
+    return error_tuple(env, "enomem");
+  }
   stop_live();
   retire_current();
-  current.h = h;
-  current.size = size;
-  atomic_store_explicit(&live_ring, h, memory_order_release);
+  current = m;
+  atomic_store_explicit(&live_map, m, memory_order_release);
   go_live(env, gen);
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
@@ -882,12 +1007,10 @@ static ERL_NIF_TERM nif_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   if (!enif_get_uint64(env, argv[0], &gen) || gen == 0)
     return enif_make_badarg(env);
   pthread_mutex_lock(&attach_lock);
-  if (current.h == NULL || atomic_load_explicit(&current.h->closed, memory_order_acquire)) {
+  if (current == NULL || atomic_load_explicit(&current->h->closed, memory_order_acquire))
     r = error_tuple(env, "no_ring");
-  } else {
-    atomic_store_explicit(&live_ring, current.h, memory_order_release);
+  else
     go_live(env, gen);
-  }
   pthread_mutex_unlock(&attach_lock);
   return r;
 }
@@ -905,6 +1028,8 @@ static ERL_NIF_TERM nif_detach(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 static ERL_NIF_TERM nif_release(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   pthread_mutex_lock(&attach_lock);
   stop_live();
+  atomic_store_explicit(&live_map, NULL, memory_order_release);
+  atomic_fetch_add_explicit(&live_seq, 1, memory_order_acq_rel);
   retire_current();
   pthread_mutex_unlock(&attach_lock);
   return am_ok;
@@ -927,31 +1052,68 @@ static ERL_NIF_TERM nif_set_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
   return am_ok;
 }
 
+/* discard(Gen, Tags) -> ok: generation Gen's enabled/3 discards the events
+ * of these tags (of those a record carries); discard(0, []) -> ok: none. */
+static ERL_NIF_TERM nif_discard(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  ErlNifUInt64 gen;
+  ERL_NIF_TERM list = argv[1], head;
+  uint64_t mask = 0;
+  int kind;
+
+  if (!enif_get_uint64(env, argv[0], &gen))
+    return enif_make_badarg(env);
+  while (enif_get_list_cell(env, list, &head, &list)) {
+    if ((kind = event_kind(head)) < 0)
+      return enif_make_badarg(env);
+    mask |= (uint64_t)1 << kind;
+  }
+  if (!enif_is_empty_list(env, list))
+    return enif_make_badarg(env);
+  /* As ks_budget_set: no generation while the mask changes. */
+  atomic_store_explicit(&discard_gen, 0, memory_order_release);
+  atomic_store_explicit(&discard_mask, mask, memory_order_relaxed);
+  atomic_store_explicit(&discard_gen, gen, memory_order_release);
+  return am_ok;
+}
+
 static int put_u64(ErlNifEnv *env, ERL_NIF_TERM *map, const char *key, uint64_t v) {
   return enif_make_map_put(env, *map, enif_make_atom(env, key), enif_make_uint64(env, v), map);
 }
 
-/* ring_info() -> #{head, tail, reads, drops, unsupported, size, closed, live} |
- * undefined: the shared header's counters as they are now. Never blocks, never
- * asks the sink: a watcher compares two readings to see whether the reader moves. */
+/* ring_info() -> #{head, tail, reads, drops, unsupported, size, rings, claimed, closed,
+ * live} | undefined: the shared counters as they are now, head, tail, drops and
+ * unsupported summed over the rings. Never blocks, never asks the sink: a watcher
+ * compares two readings to see whether the reader moves. */
 static ERL_NIF_TERM nif_ring_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   ERL_NIF_TERM map = enif_make_new_map(env);
+  uint64_t head = 0, tail = 0, drops = 0, unsupported = 0, claimed = 0, size;
   ks_ring_hdr *h;
-  uint64_t size;
+  unsigned rings, k;
 
   pthread_mutex_lock(&attach_lock);
-  h = current.h;
-  size = current.size;
+  h = current != NULL ? current->h : NULL;
+  size = current != NULL ? current->size : 0;
+  rings = current != NULL ? current->rings : 0;
   pthread_mutex_unlock(&attach_lock);
   /* A retired mapping is unmapped only RETIRE_S after release: reading it here is safe. */
   if (h == NULL)
     return am_undefined;
-  put_u64(env, &map, "head", atomic_load_explicit(&h->head, memory_order_relaxed));
-  put_u64(env, &map, "tail", atomic_load_explicit(&h->tail, memory_order_relaxed));
+  for (k = 0; k < rings; k++) {
+    ks_ring *r = ks_ring_at(h, size, k);
+    head += atomic_load_explicit(&r->head, memory_order_relaxed);
+    tail += atomic_load_explicit(&r->tail, memory_order_relaxed);
+    drops += atomic_load_explicit(&r->drops, memory_order_relaxed);
+    unsupported += atomic_load_explicit(&r->unsupported, memory_order_relaxed);
+    claimed += k + 1 < rings && atomic_load_explicit(&r->owner, memory_order_relaxed) != 0;
+  }
+  put_u64(env, &map, "head", head);
+  put_u64(env, &map, "tail", tail);
   put_u64(env, &map, "reads", atomic_load_explicit(&h->reads, memory_order_relaxed));
-  put_u64(env, &map, "drops", atomic_load_explicit(&h->drops, memory_order_relaxed));
-  put_u64(env, &map, "unsupported", atomic_load_explicit(&h->unsupported, memory_order_relaxed));
+  put_u64(env, &map, "drops", drops);
+  put_u64(env, &map, "unsupported", unsupported);
   put_u64(env, &map, "size", size);
+  put_u64(env, &map, "rings", rings);
+  put_u64(env, &map, "claimed", claimed);
   put_u64(env, &map, "closed", atomic_load_explicit(&h->closed, memory_order_relaxed));
   put_u64(env, &map, "live", atomic_load_explicit(&live_gen, memory_order_acquire));
   return map;
@@ -968,27 +1130,20 @@ static ERL_NIF_TERM nif_budget(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   return map;
 }
 
-/* Whether the kernel's clocksource is the TSC (x86-64 only). */
-static int tsc_is_clocksource(void) {
-#if defined(__x86_64__)
-  char buf[32] = {0};
-  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY);
-  ssize_t n;
-
-  if (fd < 0)
-    return 0;
-  n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
-#else
-  return 0;
-#endif
-}
+/* Instances of this library loaded (load, upgrade) and not unloaded: the last one
+ * out deletes thread_key, whose destructor is code of this library. */
+static int instances;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   int k = 0;
 
-  use_tsc = tsc_is_clocksource();
+  if (!thread_key_made) {
+    if (pthread_key_create(&thread_key, thread_gone) != 0)
+      return 1;
+    thread_key_made = 1;
+    ks_vm_clock_init(&vm_clock, vm_time, ks_tsc_is_clocksource());
+  }
+  instances++;
   /* 4 MiB, touched only where atoms are used; kept for the VM's life (an
    * upgrade keeps the first one: a scheduler may be reading it). */
   if (atom_stamps == NULL && (atom_stamps = calloc(ATOM_STAMPS, sizeof(*atom_stamps))) == NULL)
@@ -1000,6 +1155,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_extra = enif_make_atom(env, "extra");
   am_trace_status = enif_make_atom(env, "trace_status");
   am_undefined = enif_make_atom(env, "undefined");
+  am_timestamp = enif_make_atom(env, "timestamp");
 #define X_TAG(tag, kind_)                            \
   event_tags[k].atom = enif_make_atom(env, #tag);    \
   event_tags[k++].kind = (uint8_t)(kind_);
@@ -1019,6 +1175,16 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
   return load(env, priv, info);
 }
 
+/* Purged: once no instance is left, no thread's exit may call into this library. The
+ * threads' states and claims are let go with the mappings (never unmapped while a
+ * ring may be live). */
+static void unload(ErlNifEnv *env, void *priv) {
+  if (--instances == 0 && thread_key_made) {
+    pthread_key_delete(thread_key);
+    thread_key_made = 0;
+  }
+}
+
 static ErlNifFunc funcs[] = {
     {"enabled", 3, nif_enabled, 0},
     {"trace", 5, nif_trace, 0},
@@ -1030,6 +1196,7 @@ static ErlNifFunc funcs[] = {
     {"ring_info", 0, nif_ring_info, 0},
     {"budget", 2, nif_set_budget, 0},
     {"budget", 0, nif_budget, 0},
+    {"discard", 2, nif_discard, 0},
 };
 
-ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, NULL)
+ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, unload)

@@ -9,7 +9,7 @@
  * reads it; the timer runs only while a ring is open.
  *
  * The sink lives as long as its stdin: at end of file it stops reading, lets
- * the writes it owes drain, and exits 0.
+ * the writes it owes drain (close_out), and exits 0.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 #include "core/ks_platform.h"
 #include "proto/ks_proto.h"
 #include "sink/ks_sink.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 typedef struct out_req {
   uv_write_t req;
@@ -138,8 +138,19 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   uv_close((uv_handle_t *)&ring_timer, NULL);
   uv_timer_stop(&sample_timer);
   uv_close((uv_handle_t *)&sample_timer, NULL);
-  if (out_is_pipe)
-    uv_close((uv_handle_t *)&out_pipe, NULL);   /* pending writes finish first */
+  /* stdout stays open: its queued writes keep the loop running until they
+   * are written (main closes it then). */
+}
+
+/* At end of input, once every reply queued on stdout is written. (Closing it
+ * with writes queued would cancel them: libuv calls their callbacks with
+ * UV_ECANCELED, and a slow reader lost the replies.) */
+static void close_out(void) {
+  uv_run(loop, UV_RUN_DEFAULT);
+  if (out_is_pipe) {
+    uv_close((uv_handle_t *)&out_pipe, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
 }
 
 /* Input that is a file (replays, tests): plain blocking reads. */
@@ -227,11 +238,8 @@ int main(int argc, char **argv) {
     uv_run(loop, UV_RUN_DEFAULT);
   } else {
     read_file_input();
-    if (out_is_pipe) {
-      uv_close((uv_handle_t *)&out_pipe, NULL);
-      uv_run(loop, UV_RUN_DEFAULT);
-    }
   }
+  close_out();
   uv_loop_close(loop);
   ks_sink_free(&sink);
   return 0;

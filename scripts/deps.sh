@@ -4,7 +4,7 @@
 # with the apt-get line to run.
 set -eu
 
-PKGS="gcc make pkg-config erlang-nox erlang-dev erlang-mochiweb erlang-p1-sqlite3 erlang-bbmustache libuv1-dev libzstd-dev check clang libclang-rt-14-dev llvm valgrind musl-tools"
+PKGS="gcc make pkg-config erlang-nox erlang-dev erlang-mochiweb erlang-p1-sqlite3 erlang-bbmustache libuv1-dev libzstd-dev check clang libclang-rt-dev llvm valgrind musl-tools"
 # `scripts/deps.sh browser` (make check-browser): chromium, and node/npm when missing.
 if [ "${1:-}" = browser ]; then
   PKGS="$PKGS chromium"

@@ -22,6 +22,10 @@
 %%     checked: my_* (the reader's own code in examples), a module of one
 %%     letter (the made-up frames of the C tests' comments) and the modules of
 %%     an optional dependency that is not installed, each printed as skipped;
+%%     on another OTP than ?DOCS_OTP, the one the transcripts were run on, a
+%%     function an OTP module does not have there (its internals change
+%%     between releases: erl_eval:eval_generate/8 on 25 is another arity on
+%%     29) is printed as not checked;
 %%   - `make Target...' in a code span or after a `$ ' prompt, or a line that
 %%     is only a make command (a comment after it aside): each Target must be
 %%     a rule of the Makefiles;
@@ -41,6 +45,8 @@
 %% only kprof's.
 -mode(compile).
 
+%% The OTP release the docs' transcripts were run on (README: Supported OTPs and systems).
+-define(DOCS_OTP, "25").
 %% Optional dependencies (README), absent from a CI machine: {Module, why}.
 -define(OPTIONAL, [{pgsql, "erlang-p1-pgsql, optional (doc/tiers.md: PostgreSQL instead of SQLite)"}]).
 -define(TOPS, "port|erlang|examples|include|nif|bench|fuzz|test|doc|scripts").
@@ -116,9 +122,14 @@ check_file(File, Targets) ->
         [{N, file, W} || {N, L} <- Lines, W <- file_names(L)] ++
         [{N, c_name, W} || {N, L} <- Lines, W <- c_names(L)],
     Script = [NL || doc_kind(File) =:= script, NL <- all_lines(File)],
+    Missing = [{N, MFA} || {N, function, {M, F, A} = MFA} <- Found, not exported(M, F, A)],
+    [io:format("doccheck: not checked: ~s:~s/~b (~s:~b: OTP ~s's ~s has no such function; "
+               "the transcripts ran on OTP ~s)~n",
+               [M, F, A, File, N, erlang:system_info(otp_release), M, ?DOCS_OTP])
+     || {N, {M, F, A}} <- Missing, other_otp(M)],
     Dead = [{File, N, "path", P} || {N, path, P} <- Found, not path_exists(P)] ++
         [{File, N, "function", io_lib:format("~s:~s/~b", [M, F, A])}
-         || {N, function, {M, F, A}} <- Found, not exported(M, F, A)] ++
+         || {N, {M, F, A}} <- Missing, not other_otp(M)] ++
         [{File, N, "make target", T} || {N, make, T} <- Found, not sets:is_element(T, Targets)] ++
         [{File, N, "file", W} || {N, file, W} <- Found, not known_file(W)] ++
         [{File, N, "C name", W} || {N, c_name, W} <- Found, not c_defined(W)] ++
@@ -257,6 +268,14 @@ exported(M, F, A) ->
         (erlang:function_exported(M, F, A) orelse
          ((not in_tree(M) orelse example(M)) andalso
           lists:member({F, A}, M:module_info(functions)))).
+
+%% On another OTP than the docs', an OTP module (not the tree's) found here.
+other_otp(M) ->
+    erlang:system_info(otp_release) =/= ?DOCS_OTP andalso
+        case code:which(M) of
+            Path when is_list(Path) -> not in_tree(M);
+            _ -> false
+        end.
 
 %% The examples' modules (examples/): the profiled code of the docs' transcripts,
 %% whose frames are local functions as often as not (tiers_shop:spin/1).

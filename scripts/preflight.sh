@@ -72,7 +72,7 @@ if [ $have_cc = 1 ]; then
   fi
 fi
 
-# libzstd: a capture's recording is compressed with it (port/flame/record_write.c).
+# libzstd: a capture's recording is compressed with it (port/record/record_write.c).
 if [ $have_cc = 1 ]; then
   printf '#include <zstd.h>\nint main(void) { return ZSTD_versionNumber() == 0; }\n' > "$tmp/zstd.c"
   # shellcheck disable=SC2086  # the flags are lists of words

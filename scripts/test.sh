@@ -9,7 +9,12 @@
 #   (chromium; the callgrind file in KCachegrind under Xvfb), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
 #   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a
 #   file:// clone of HEAD, offline), then the fuzzers for FUZZ_SECONDS (default 30),
-#   then the line coverage of port/ by Check and the fuzzers' corpora (each file at least 70 %).
+#   then the line coverage of port/ by Check and the fuzzers' corpora (each file at least 70 %);
+#   then the same tree on OTP 27 and OTP 29, each in a Debian root (test/otp.mk: the build
+#   with no warning, Check, EUnit by rebar3 eunit, the docs check, mix and rebar3 with that
+#   system's Elixir and rebar3), whose roots are built (or refreshed) in the background
+#   from the start (scripts/otp_root.sh). A line per OTP at the end: tests passed, failed,
+#   skipped. KPROF_OTPS="27" make test: only that one; KPROF_OTPS="": none.
 # A suite that cannot run here is not passed: it is reported SKIPPED, with why.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,7 +29,7 @@ run() {
   shift
   echo "==> $name"
   start=$(date +%s)
-  if "$@"; then
+  if { "$@"; echo $? > "_build/test-$name.rc"; } 2>&1 | tee "_build/test-$name.log"; [ "$(cat "_build/test-$name.rc")" -eq 0 ]; then
     passed=$((passed + 1))
     echo "<== $name: ok ($(( $(date +%s) - start )) s)"
   else
@@ -40,6 +45,13 @@ skip() {
   skipped="$skipped $1"
 }
 
+mkdir -p _build/otp
+# The Debian roots of OTP 27 and 29 (scripts/otp_root.sh: a few minutes each when
+# not cached, mostly download and unpacking), built while the C suites run.
+if [ "${KPROF_OTPS-27 29}" != "" ]; then
+  { for suite in trixie sid; do scripts/otp_root.sh $suite; done; } > _build/otp/roots.log 2>&1 &
+  roots_job=$!
+fi
 run check-c     $MAKE --no-print-directory check-c
 # The sink and the NIF with clang, with the POSIX fallbacks, and with musl.
 run portability $MAKE --no-print-directory check-portability
@@ -89,6 +101,37 @@ else
 fi
 run fuzz        $MAKE --no-print-directory fuzz-regress fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 run coverage    $MAKE --no-print-directory -j2 coverage
+
+# The same tree on the other OTPs, after everything of this one.
+if [ -n "${roots_job:-}" ]; then
+  echo "==> the roots of OTP 27 and 29 (scripts/otp_root.sh, started with the C suites)"
+  wait "$roots_job"
+  cat _build/otp/roots.log
+fi
+for v in ${KPROF_OTPS-27 29}; do
+  echo "==> otp-$v"
+  start=$(date +%s)
+  scripts/otp_test.sh "$v"
+  case $? in
+    0) passed=$((passed + 1)); echo "<== otp-$v: ok ($(( $(date +%s) - start )) s)" ;;
+    2) skip "otp-$v" "$(cat "_build/otp/$v/summary")" ;;
+    *) failed=$((failed + 1)); failures="$failures otp-$v"
+       echo "<== otp-$v: FAILED ($(( $(date +%s) - start )) s)" ;;
+  esac
+done
+
+# One line per OTP: this system's (the suites above), then each root's.
+echo "== tests per OTP =="
+otp_here=$(erl -noshell -eval '{ok, V} = file:read_file(filename:join([code:root_dir(), "releases",
+             erlang:system_info(otp_release), "OTP_VERSION"])), io:format("~s", [string:trim(V)]), halt().' 2>/dev/null)
+set -- $(scripts/test_counts.sh check _build/test-check-c.log) $(scripts/test_counts.sh eunit _build/test-eunit.log)
+if [ $# -eq 6 ]; then
+  echo "OTP $otp_here (this system): $(($1 + $4)) tests passed, $(($2 + $5)) failed, $(($3 + $6)) skipped" \
+       "(check-c $1/$(($1 + $2 + $3)), eunit $4/$(($4 + $5 + $6)))"
+else
+  echo "OTP $otp_here (this system): no counts (check-c or eunit did not report any)"
+fi
+for v in ${KPROF_OTPS-27 29}; do cat "_build/otp/$v/summary" 2>/dev/null || echo "OTP $v: not run"; done
 
 if [ -n "$failures" ]; then
   case "$failures" in

@@ -11,6 +11,10 @@
 -define(ACTIVE, 3).
 %% Patterns kprof_guard put back after a code reload, since start.
 -define(REAPPLIED, 4).
+%% The fraction of requests traced, in millionths: `sample', or what
+%% max_overhead lowered it to (kprof_tiers_cost).
+-define(SAMPLE_PPM, 5).
+-define(COUNTERS, 5).
 
 %% What kprof_tiers_plan:check/2 compiles and kprof_tiers_trace sets; kept in
 %% kprof_records while tracing is on (a restarted server undoes it).
@@ -23,10 +27,16 @@
                %% The same for kprof_guard: {module, M, MS, [local], Sentinel}.
                full_watch = [] :: [kprof_guard:pattern()],
                sample = 1.0 :: number(),
+               max_overhead :: undefined | number(),
+               %% kprof_tiers_cost:calibrate/1's, at start.
+               calibration = #{} :: map(),
                window :: undefined | number(),    % seconds
                slow_max = 20 :: non_neg_integer(),
                limits = #{} :: map(),              % kprof_guard's, given ones only
                %% The sink's event count before the flags were set, when a
                %% limit counts events (kprof_guard:events_baseline/1).
                events0 :: undefined | non_neg_integer(),
-               nodes = [] :: [node()]}).
+               nodes = [] :: [node()],
+               %% Where the tracing is set (kprof_trace_session), from the
+               %% start's session step: the server's plan holds it alive.
+               session :: undefined | kprof_trace_session:session()}).

@@ -38,4 +38,6 @@
                 restarted = false :: false | map(),
                 %% The sink's part of a stop or abort, under way (clean_sink/2).
                 cleaning :: undefined | {reference(), pid(), undefined | gen_server:from()},
-                sink_mon :: undefined | reference()}).
+                sink_mon :: undefined | reference(),
+                %% What the tracing costs the node, poll by poll (kprof_tiers_cost).
+                cost :: undefined | kprof_tiers_cost:cost()}).

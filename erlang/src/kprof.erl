@@ -432,7 +432,12 @@ unsubscribe() ->
 %% `other_tracers', the processes another tracer kept from kprof when the
 %% last mode started ({@link kprof_guard:other_tracers/0}), and
 %% `other_sessions', those other trace sessions trace too (OTP 27 and later,
-%% {@link kprof_sessions:others/0}).
+%% {@link kprof_sessions:others/0}); `tiers_overhead', while tiers run on
+%% this node, what their tracing costs it (`undefined' else): `share' of
+%% the CPU the VM and the sink spend, the sink's CPU and the VM's (the
+%% events the sink counted times the cost of one, calibrated at the start:
+%% `per_event_ns'), the `sample' in force and whether `max_overhead'
+%% lowered it ({@link kprof_tiers_cost:info/1}).
 -spec status() -> map() | {error, not_running}.
 status() ->
     case guard_call(fun kprof_guard:status/0) of
@@ -449,7 +454,7 @@ status() ->
                        error:Reason:Stack -> Health({'EXIT', {Reason, Stack}});
                        exit:Reason -> Health({'EXIT', Reason})
                    end,
-            S#{sink => Sink, web => kprof_web_gate:status()};
+            S#{sink => Sink, web => kprof_web_gate:status(), tiers_overhead => tiers_overhead()};
         Err ->
             Err
     end.
@@ -457,6 +462,16 @@ status() ->
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
+
+%% The tiers' estimate of their own cost on this node, while they run.
+-spec tiers_overhead() -> map() | undefined.
+tiers_overhead() ->
+    try kprof_tiers:info() of
+        #{active := true, overhead := Overhead} -> Overhead;
+        _ -> undefined
+    catch
+        _:_ -> undefined
+    end.
 
 guard_call(F) ->
     case whereis(kprof_guard) of

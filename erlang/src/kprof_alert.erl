@@ -14,8 +14,9 @@
 %%% ({@link kinds/0}):
 %%% <ul>
 %%% <li>`overload': `lag_ms' (the sink read a trace message this late;
-%%%     `lag_us', `max_lag_us', `events'), `ring_drops' (the tracer's ring
-%%%     was full: the events lost; `ring_size', `events' from the sink,
+%%%     `lag_us', `max_lag_us', `events'), `ring_drops' (a tracer ring (one
+%%%     per scheduler thread) was full: the events lost; `ring_size',
+%%%     `rings' (the drops of each ring by its index), `events' from the sink,
 %%%     `ring_size', `stalled_ms' from the guard), `ring_stalled' (the sink
 %%%     stopped reading the ring: ms; `unread_bytes'), `port_stalled' (the
 %%%     port did not answer: ms), `queue_bytes' (the port's queue),
@@ -79,10 +80,10 @@ kinds() ->
 -spec message(atom(), map()) -> iolist().
 message(Kind, #{what := ring_drops, value := N, ring_size := Size, stalled_ms := Ms})
   when Ms >= ?TICK ->
-    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost; the sink had not "
+    io_lib:format("~p (a tracer ring of ~s was full: ~b events lost; the sink had not "
                   "read it for ~ts)", [Kind, bytes(Size), N, secs(Ms)]);
 message(Kind, #{what := ring_drops, value := N, ring_size := Size}) ->
-    io_lib:format("~p (the tracer's ring of ~s was full: ~b events lost)",
+    io_lib:format("~p (a tracer ring of ~s was full: ~b events lost)",
                   [Kind, bytes(Size), N]);
 message(Kind, #{what := ring_stalled, value := Ms, bound := B, unread_bytes := U}) ->
     io_lib:format("~p (the sink stopped reading the tracer's ring: ~ts with ~s unread, "

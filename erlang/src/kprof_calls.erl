@@ -324,11 +324,25 @@ session(Plan) ->
         {error, Reason} ->
             {error, {sink, Reason}};
         Tracer ->
-            Ref = make_ref(),
-            case arm(Plan, Tracer, Ref) of
-                ok -> traced(Plan, Tracer, Ref);
-                {error, _} = Error -> Error
+            case kprof_trace_session:open(kprof_calls, Tracer) of
+                {ok, Session} ->
+                    try armed(Plan, Session)
+                    after kprof_trace_session:close(Session)
+                    end;
+                {error, _} = Error ->
+                    Error
             end
+    end.
+
+%% The count, in its trace session (closed by session/1 whatever happens
+%% here; the caller's death takes the session with it).
+-spec armed(#plan{}, kprof_trace_session:session()) ->
+          {ok, [row()], summary()} | {error, term()}.
+armed(Plan, Session) ->
+    Ref = make_ref(),
+    case arm(Plan, Session, Ref) of
+        ok -> traced(Plan, Session, Ref);
+        {error, _} = Error -> Error
     end.
 
 %% The guard first, alone (no other mode armed or claimed, no tracer on new
@@ -336,14 +350,16 @@ session(Plan) ->
 %% first pattern on; its abort tells this process and takes everything
 %% off, call_time and the budget included (the guard does the rest: the
 %% patterns, every kprof tracer's flags, the NIF's detach).
--spec arm(#plan{}, tracer(), reference()) -> ok | {error, term()}.
-arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Tracer, Ref) ->
+-spec arm(#plan{}, kprof_trace_session:session(), reference()) -> ok | {error, term()}.
+arm(Plan = #plan{specs = Specs, limits = Limits0, max = Max}, Session, Ref) ->
     Self = self(),
+    Weak = kprof_trace_session:weak(Session),
+    Tracer = kprof_trace_session:tracer(Session),
     Abort = fun(Kind, Info) ->
                     Self ! {kprof_calls_abort, Ref, Kind, Info},
-                    untrace(Plan)
+                    untrace(Plan, Weak)
             end,
-    Spec0 = #{abort => Abort, owner => Self,
+    Spec0 = #{abort => Abort, owner => Self, session => Weak,
               patterns => [{S, true, [local]} || S <- Specs]},
     %% The port tracer has no budget: the sink's max_events stops it (every
     %% event is a call), its limit alert read as soon as the sink reads the
@@ -383,25 +399,38 @@ min_events(Max, Given) -> min(Max, Given).
 port_bound(1) -> 1;
 port_bound(Max) -> Max - 1.
 
--spec traced(#plan{}, tracer(), reference()) -> {ok, [row()], summary()} | {error, term()}.
-traced(Plan = #plan{specs = Specs, time = Time}, Tracer, Ref) ->
+-spec traced(#plan{}, kprof_trace_session:session(), reference()) ->
+          {ok, [row()], summary()} | {error, term()}.
+traced(Plan, Session, Ref) ->
     Port = kprof_sink:port(),
+    Tracer = kprof_trace_session:tracer(Session),
     case kprof_sink:command(calls) of
         Base when is_list(Base) ->
             Budget = set_budget(Plan, Tracer),
-            [erlang:trace_pattern(S, true, [local]) || S <- Specs],
-            _ = Time andalso [erlang:trace_pattern(S, true, [call_time]) || S <- Specs],
-            Ours = ours(),
-            T0 = erlang:monotonic_time(microsecond),
-            _ = erlang:trace(all, true, [Tracer | flags(Tracer)]),
-            untrace_pids(Ours),
+            %% The guard, armed first, may abort (and destroy the session)
+            %% while this sets it up: its message ends the wait at once.
+            T0 = try set_up(Plan, Session)
+                 catch error:badarg -> erlang:monotonic_time(microsecond)
+                 end,
             Stopped = wait(Plan, Budget, Ref, T0),
             Elapsed = erlang:monotonic_time(microsecond) - T0,
-            finish(Plan, Tracer, Port, Base, Stopped, Elapsed);
+            finish(Plan, Session, Port, Base, Stopped, Elapsed);
         Other ->
             disarm(),
             {error, {sink, Other}}
     end.
+
+%% The patterns, call_time, then the flags (every process but kprof's own):
+%% the time the flags went on.
+-spec set_up(#plan{}, kprof_trace_session:session()) -> integer().
+set_up(#plan{specs = Specs, time = Time}, Session) ->
+    [kprof_trace_session:function(Session, S, true, [local]) || S <- Specs],
+    _ = Time andalso [kprof_trace_session:function(Session, S, true, [call_time]) || S <- Specs],
+    Ours = ours(),
+    T0 = erlang:monotonic_time(microsecond),
+    _ = kprof_trace_session:process(Session, all, true, flags(kprof_trace_session:tracer(Session))),
+    untrace_pids(Session, Ours),
+    T0.
 
 -spec flags(tracer()) -> [atom()].
 flags({tracer, _Port}) -> [monotonic_timestamp | ?FLAGS];
@@ -415,12 +444,12 @@ ours() ->
     [self() | [P || N <- registered(), lists:prefix("kprof", atom_to_list(N)),
                     P <- [whereis(N)], is_pid(P)]].
 
--spec untrace_pids([pid()]) -> ok.
-untrace_pids([]) ->
+-spec untrace_pids(kprof_trace_session:session(), [pid()]) -> ok.
+untrace_pids(_Session, []) ->
     ok;
-untrace_pids([P | Ps]) ->
-    _ = try erlang:trace(P, false, ?FLAGS) catch _:_ -> 0 end,
-    untrace_pids(Ps).
+untrace_pids(Session, [P | Ps]) ->
+    _ = try kprof_trace_session:process(Session, P, false, ?FLAGS) catch _:_ -> 0 end,
+    untrace_pids(Session, Ps).
 
 -spec set_budget(#plan{}, tracer()) -> budget().
 set_budget(#plan{max = Max}, {tracer, kprof_tracer, Gen}) when is_integer(Max) ->
@@ -478,15 +507,19 @@ spent(_Plan, _) ->
 %% Flags off, every event delivered, call_time and the budget read, the
 %% guard disarmed, patterns and budget off, the ring detached; then the
 %% sink's counts (it reads the ring before every command).
--spec finish(#plan{}, tracer(), port() | {error, term()}, [{mfa(), non_neg_integer()}], stopped(),
-             integer()) -> {ok, [row()], summary()} | {error, term()}.
-finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elapsed) ->
-    _ = try erlang:trace(all, false, [Tracer | flags(Tracer)]) catch _:_ -> 0 end,
-    _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
+-spec finish(#plan{}, kprof_trace_session:session(), port() | {error, term()},
+             [{mfa(), non_neg_integer()}], stopped(), integer()) ->
+          {ok, [row()], summary()} | {error, term()}.
+finish(Plan = #plan{mfas = MFAs, time = Time}, Session, Port, Base, Stopped, Elapsed) ->
+    Tracer = kprof_trace_session:tracer(Session),
+    Off = fun(Flags) ->
+                  try kprof_trace_session:process(Session, all, false, Flags) catch _:_ -> 0 end
+          end,
+    _ = Off(flags(Tracer)),
     Delivered = erlang:trace_delivered(all),
     receive {trace_delivered, all, Delivered} -> ok after ?DELIVERED_TIMEOUT -> ok end,
     Times = case Time of
-                true -> call_times(MFAs);
+                true -> call_times(Session, MFAs);
                 false -> #{}
             end,
     Over = case Tracer of
@@ -499,7 +532,8 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
            end,
     %% Disarmed first: an armed guard puts back patterns it sees gone.
     disarm(),
-    untrace(Plan),
+    untrace(Plan, Session),
+    kprof_trace_session:close(Session),
     _ = try kprof_tracer:detach() catch _:_ -> ok end,
     case kprof_sink:port() =:= Port andalso kprof_sink:command(calls, ?COUNT_TIMEOUT) of
         false ->
@@ -520,11 +554,13 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Tracer, Port, Base, Stopped, Elap
     end.
 
 %% What a session sets, off (also the guard's abort, from the guard).
--spec untrace(#plan{}) -> ok.
-untrace(#plan{specs = Specs, time = Time}) ->
-    _ = [try erlang:trace_pattern(S, false, [local]) catch _:_ -> 0 end || S <- Specs],
-    _ = Time andalso [try erlang:trace_pattern(S, false, [call_time]) catch _:_ -> 0 end
-                      || S <- Specs],
+-spec untrace(#plan{}, kprof_trace_session:session()) -> ok.
+untrace(#plan{specs = Specs, time = Time}, Session) ->
+    Off = fun(S, Flags) ->
+                  try kprof_trace_session:function(Session, S, false, Flags) catch _:_ -> 0 end
+          end,
+    _ = [Off(S, [local]) || S <- Specs],
+    _ = Time andalso [Off(S, [call_time]) || S <- Specs],
     _ = try kprof_tracer:budget(0, 0) catch _:_ -> ok end,
     ok.
 
@@ -535,13 +571,19 @@ disarm() ->
     ok.
 
 %% {TimeUs, Calls} per function that has any, summed over processes.
--spec call_times([mfa()]) -> #{mfa() => {non_neg_integer(), non_neg_integer()}}.
-call_times(MFAs) ->
+-spec call_times(kprof_trace_session:session(), [mfa()]) ->
+          #{mfa() => {non_neg_integer(), non_neg_integer()}}.
+call_times(Session, MFAs) ->
+    Info = fun(MFA) ->
+                   try kprof_trace_session:info(Session, MFA, call_time)
+                   catch error:badarg -> undefined   % the guard destroyed the session
+                   end
+           end,
     maps:from_list(
       [{MFA, {lists:sum([S * 1000000 + Us || {_, _, S, Us} <- PerPid]),
               lists:sum([N || {_, N, _, _} <- PerPid])}}
        || MFA <- MFAs,
-          {call_time, PerPid} <- [erlang:trace_info(MFA, call_time)],
+          {call_time, PerPid} <- [Info(MFA)],
           is_list(PerPid), PerPid =/= []]).
 
 %% The session's calls: the sink's counts now, less those before it.

@@ -588,8 +588,9 @@ hint(apply) ->
     "The function made no call the VM could trace (BIFs of modules loaded after "
     "the capture started are not traced), or returned at once.";
 hint(pid) ->
-    "The processes were not scheduled in during the capture (idle in a receive): "
-    "trace them for longer, or while they work.";
+    "The processes were idle in a receive for all of the capture (its SLEEP time "
+    "dropped with sleep => false), or were gone: trace them for longer, or while "
+    "they work.";
 hint(capture) ->
     "The trigger calls made no traceable call and took no time.".
 
@@ -598,7 +599,7 @@ hint(capture) ->
 warn_limits(Info) ->
     Said = [{dropped_procs, "processes beyond the capture's limit were left out"}],
     _ = [logger:notice("kprof flame: ~s (~b times)", [Text, N])
-         || {K, Text} <- Said, (N = maps:get(K, Info, 0)) > 0],
+         || {K, Text} <- Said, N <- [maps:get(K, Info, 0)], N > 0],
     ok.
 
 %% @private `open => speedscope': runs `speedscope File.speedscope.json' in a

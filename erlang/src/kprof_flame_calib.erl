@@ -5,7 +5,7 @@
 %%% or GC event) runs the VM's trace code and kprof's tracer in that process,
 %%% between its own instructions: the time between two events holds the
 %%% event's cost. The sink takes this cost off the graph's and the top
-%%% table's times (port/flame/flame_correct.c), in every output.
+%%% table's times (port/callpath/correct.c), in every output.
 %%%
 %%% The cost is measured, not assumed: a workload of real code from stdlib
 %%% (erl_scan, erl_parse, erl_lint and io_lib on a generated module, and a
@@ -24,7 +24,7 @@
 %%% intervals (per kind of event: calls and other events, return_tos), which
 %%% holds the cache misses and load of the real code traced: that measure is
 %%% the one taken off whenever the capture has enough intervals of a kind
-%%% (port/flame/flame_correct.c, doc/internals-flame.md); this one is for the kinds of
+%%% (port/callpath/correct.c, doc/internals-flame.md); this one is for the kinds of
 %%% small captures, at most the mean of their intervals. What a capture took
 %%% off, and from where, is in its summary (`correction') and said in each
 %%% file's header.
@@ -69,7 +69,7 @@ calibrate() ->
 %% erlang:monotonic_time(millisecond)).
 -spec calibrate(map()) -> {ok, map()} | {error, term()}.
 calibrate(Opts) ->
-    case kprof_flame_options:validate(Opts, apply) of
+    case kprof_flame:validate(Opts, apply) of
         {ok, Cfg} ->
             case kprof_app:ensure_started() of
                 ok ->
@@ -157,15 +157,15 @@ round_of(Kind, Spec) ->
 %% capture that is dropped: the events the sink counted and the time.
 -spec traced(ring | port, true | callers) -> {non_neg_integer(), non_neg_integer()}.
 traced(Kind, Spec) ->
-    {ok, Cfg0} = kprof_flame_options:validate(#{callers => Spec =:= callers, progress => false,
-                                                correct => false}, apply),
+    {ok, Cfg0} = kprof_flame:validate(#{callers => Spec =:= callers, progress => false,
+                                        correct => false}, apply),
     Id = erlang:unique_integer([positive]),
-    Cfg = Cfg0#{pids => [self()], hide => kprof_flame_run:hidden_frame(),
-                runs => {?MODULE, work, 1}, correct_ns => 0},
+    Cfg = Cfg0#{pids => [self()], hide => kprof_flame:hidden_frame(), runs => {?MODULE, work, 1},
+                correct_ns => 0},
     case kprof_flame_srv:open(Id, apply, Cfg) of
         {ok, Flags} ->
-            {{ok, Us}, _End} = kprof_flame_run:traced(fun() -> timed(fun() -> work(Kind) end) end,
-                                                      Flags),
+            {{ok, Us}, _End} = kprof_flame:traced(fun() -> timed(fun() -> work(Kind) end) end,
+                                                  Flags),
             _ = kprof_flame_srv:close(Id),
             %% Through a port, the events are counted once the VM has handed
             %% them over (as kprof_flame's write waits for them).

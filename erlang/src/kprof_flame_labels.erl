@@ -2,7 +2,7 @@
 %%% registered names and initial calls, which kprof_flame_srv sends the sink
 %%% with the processes it traces and, before the files are written, for the
 %%% processes that joined without it (children, flame_capture's callers).
-%%% The sink labels the others by what it saw (port/flame/flame_names.c).
+%%% The sink labels the others by what it saw (port/callpath/names.c).
 -module(kprof_flame_labels).
 
 -export([label_members/1, call_of/1, call_of/2, name_of/1]).
@@ -11,7 +11,7 @@
 %% @doc Before a capture's files are written: sends the sink the names and
 %% initial calls of its processes that joined without kprof_flame_srv
 %% knowing them (children, flame_capture's callers), those still alive; the
-%% sink labels the others by what it saw (port/flame/flame_names.c). At most
+%% sink labels the others by what it saw (port/callpath/names.c). At most
 %% 10,000 processes.
 -spec label_members(integer()) -> ok.
 label_members(Id) ->

@@ -1,6 +1,7 @@
 %%% @doc The function of a flame_apply capture run in the calling process,
 %%% with the capture's trace flags (as {@link kprof_flame_srv:open/3} gave
-%%% them) set on it for the call and taken off after. Its frame is hidden
+%%% them) set on it for the call, in the capture's trace session, and taken
+%%% off after ({@link kprof_flame_trace}). Its frame is hidden
 %%% (the sink's `hide' option, {@link hidden_frame/0}), so the capture's
 %%% stacks start at the function.
 %%%
@@ -16,7 +17,7 @@
 -spec traced(fun(() -> term()) | {module(), atom(), [term()]}, list()) ->
           {{ok, term()} | {raise, atom(), term(), list()}, integer()}.
 traced(What, Flags) ->
-    _ = kprof_flame_srv:set_flags(self(), Flags),
+    _ = kprof_flame_trace:set_flags(self(), Flags),
     try case What of
             {M, F, Args} -> erlang:apply(M, F, Args);
             Fun -> Fun()
@@ -24,12 +25,12 @@ traced(What, Flags) ->
     of
         Result ->
             End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
+            kprof_flame_trace:clear_flags(self(), Flags),
             {{ok, Result}, End}
     catch
         Class:Reason:Stack ->
             End = erlang:monotonic_time(nanosecond),
-            untrace_self(),
+            kprof_flame_trace:clear_flags(self(), Flags),
             {{raise, Class, Reason, Stack}, End}
     end.
 
@@ -39,7 +40,3 @@ traced(What, Flags) ->
 hidden_frame() ->
     {?MODULE, traced, 2}.
 
--spec untrace_self() -> ok.
-untrace_self() ->
-    _ = erlang:trace(self(), false, kprof_flame_srv:untrace_flags()),
-    ok.

@@ -11,7 +11,7 @@
 %%% traced or not (bench/RESULTS.md, "Web capture cost"). The tiers and calls
 %%% sessions ask for them to go at once ({@link release_patterns/0}). Their
 %%% match spec is `true' (no match spec: the VM's cheapest call event; the
-%%% sink builds stacks from calls and return_tos, port/flame/flame_stack.c), or
+%%% sink builds stacks from calls and return_tos, port/callpath/stacks.c), or
 %%% `[{'_', [], [{message, {caller}}]}]' while a capture with `callers =>
 %%% true' is open (every call's caller: the BEAM's own stacks, at a higher
 %%% cost per call). Processes traced by two captures
@@ -20,9 +20,15 @@
 %%%
 %%% The tracer is the one {@link kprof_sink:tracer/0} gives: by default the
 %%% `kprof_tracer' NIF, whose events go through the sink's ring, or the
-%%% sink's port (application env `{tracer, port}'). A trigger's meta pattern
-%%% has the matching meta tracer (`{meta, kprof_tracer, {meta, Gen}}' or
-%%% `{meta, Port}'). When the last capture closes, the NIF is detached: a
+%%% sink's port (application env `{tracer, port}'). On OTP 27 and later the
+%%% captures trace in a trace session of kprof's own, `kprof_flame'
+%%% ({@link kprof_trace_session}), opened with the first capture and
+%%% destroyed with the call patterns (the last close, or `keep_patterns_ms'
+%%% later): its flags, patterns and the triggers' meta patterns are
+%%% kprof's alone, and destroying it takes all of them off. Before OTP 27
+%%% they trace with `erlang:trace/3'; a trigger's meta pattern then has the
+%%% matching meta tracer (`{meta, kprof_tracer, {meta, Gen}}' or `{meta,
+%%% Port}'), and when the last capture closes the NIF is detached: a
 %%% process that kept flags somehow drops them at its next event.
 %%%
 %%% A permanent child of `kprof_sup', started with kprof. It monitors each
@@ -38,10 +44,12 @@
 %%% watched the old server as the captures' owner, does the same from its
 %%% side).
 %%%
-%%% A process has one tracer (before OTP 27): a capture of processes that
-%%% another tracer (dbg, recon_trace, the tracer NIF of kprof's tiers) has
-%%% already is refused with `{error, {traced_by_other, Pid, Tracer}}' and a
-%%% warning that says which, rather than tracing nothing and looking idle.
+%%% A process has one tracer per session: before OTP 27, a capture of
+%%% processes that another tracer (dbg, recon_trace, the tracer NIF of
+%%% kprof's tiers) has already is refused with `{error, {traced_by_other,
+%%% Pid, Tracer}}' and a warning that says which, rather than tracing
+%%% nothing and looking idle. From OTP 27 kprof's session is its own, and
+%%% the capture traces beside them.
 %%%
 %%% Each capture arms {@link kprof_guard} (when it runs) with its limits
 %%% and its patterns (the trigger's meta pattern among them, put back after
@@ -55,9 +63,9 @@
 -module(kprof_flame_srv).
 -behaviour(gen_server).
 
-%% PUBLIC (for the captures: kprof_flame, kprof_flame_run, kprof_flame_calib)
--export([open/3, close/1, done/1, stop_trigger/1, flags/2, untrace_flags/0, set_flags/2,
-         release_patterns/0]).
+%% PUBLIC (for the captures: kprof_flame, kprof_flame_calib; kprof_flame_run
+%% and kprof_flame_trace set a capture's flags)
+-export([open/3, close/1, done/1, stop_trigger/1, release_patterns/0]).
 %% PUBLIC (for kprof:cancel/0)
 -export([cancel/0]).
 %% Internal: the sink's start options, for their test.
@@ -68,12 +76,8 @@
 
 -define(SERVER, ?MODULE).
 -define(CALL_TIMEOUT, 60000).
-%% Every process flag a capture may set, to clear them all.
--define(ALL_FLAGS, [call, arity, return_to, running, procs, garbage_collection,
-                    set_on_spawn, monotonic_timestamp]).
--define(CALLER_MS, [{'_', [], [{message, {caller}}]}]).
 %% The call patterns' match spec: none, or {caller} for a capture with callers => true.
--type spec() :: true | callers.
+-type spec() :: kprof_flame_trace:spec().
 
 -record(cap, {owner :: pid(),
               mref :: reference(),
@@ -82,7 +86,9 @@
               trigger :: mfa() | undefined,
               children = false :: boolean(),
               callers = false :: boolean(),
-              tracer :: tuple()}).
+              tracer :: tuple(),
+              %% The trace session it traces in (kprof_trace_session).
+              session :: kprof_trace_session:session()}).
 
 -record(state, {caps = #{} :: #{integer() => #cap{}},
                 %% Closed captures whose files are being written: the
@@ -94,7 +100,11 @@
                 refs = #{} :: #{pid() => pos_integer()},    % pid mode flags, per process
                 patterns = none :: none | spec(),            % the call patterns set
                 %% No capture open, the patterns kept until this timer fires.
-                keep :: reference() | undefined}).
+                keep :: reference() | undefined,
+                %% Where the captures trace (kprof_trace_session): from the
+                %% first capture's open to the patterns' clearing; a new
+                %% one when the tracer changes or the guard destroyed it.
+                session :: kprof_trace_session:session() | undefined}).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -104,10 +114,11 @@
 %% VM for it. `Cfg' holds the validated options, and `pids' and `hide'
 %% (apply: the caller's wrapping frame, left out of the stacks), `pids'
 %% (pid), or `trigger' and `ncalls' (capture). Returns the trace flags of the
-%% capture (its tracer among them) for the caller to set on itself
-%% (flame_apply). A process of `pids' that has a tracer other than kprof's
-%% gives `{error, {traced_by_other, Pid, Tracer}}' and a warning; nothing
-%% is set up. From OTP 27, `gc => true' while another trace session traces
+%% capture (its tracer and its trace session among them) for the caller to
+%% set on itself (flame_apply, {@link kprof_flame_trace:set_flags/2}). Before OTP 27, a
+%% process of `pids' that has a tracer other than kprof's gives `{error,
+%% {traced_by_other, Pid, Tracer}}' and a warning; nothing is set up. From
+%% OTP 27, `gc => true' while another trace session traces
 %% garbage collection on a process the capture would trace gives
 %% `{error, {gc_traced_by_other_session, Pid | new, Tracer}}' and a warning
 %% (kprof_sessions: on OTP 27 to 29 that crashes the emulator). While the
@@ -135,7 +146,7 @@ claimed(Id, Mode, Cfg) ->
 
 -spec opened(integer(), apply | pid | capture, map()) -> {ok, list()} | {error, term()}.
 opened(Id, Mode, Cfg) ->
-    case traced_by_other(maps:get(pids, Cfg, [])) of
+    case kprof_flame_trace:traced_by_other(maps:get(pids, Cfg, [])) of
         [] ->
             case gc_conflict(Mode, Cfg) of
                 none ->
@@ -219,38 +230,6 @@ release_patterns() ->
         _ -> _ = call(release_patterns), ok
     end.
 
-%% @doc The process flags of a capture with options `Cfg' and this tracer
-%% (as {@link kprof_sink:tracer/0} gives it). The NIF takes its own
-%% timestamps; a port is asked for the VM's.
--spec flags(map(), tuple()) -> [atom() | tuple()].
-flags(Cfg, Tracer) ->
-    [call, arity, return_to, running, procs, Tracer]
-        ++ [monotonic_timestamp || tuple_size(Tracer) =:= 2]
-        ++ [garbage_collection || maps:get(gc, Cfg)]
-        ++ [set_on_spawn || maps:get(children, Cfg)].
-
-%% @doc Sets a capture's `Flags' on `Pid'; `true' if it took them. A process
-%% that still has a kprof tracer of an earlier session (a generation of the
-%% NIF that is no longer live: it would drop it at its next event) has it
-%% taken off first, since a process has one tracer.
--spec set_flags(pid(), list()) -> boolean().
-set_flags(Pid, Flags) ->
-    [Tracer] = [T || T <- Flags, is_tuple(T), element(1, T) =:= tracer],
-    Want = case Tracer of
-               {tracer, Port} -> Port;
-               {tracer, M, St} -> {M, St}
-           end,
-    case tracer_of(Pid) of
-        {tracer, T} when T =/= [], T =/= Want ->
-            case kprof_sessions:ours(T) of
-                true -> trace(Pid, false, ?ALL_FLAGS);
-                false -> false
-            end;
-        _ ->
-            ok
-    end,
-    trace(Pid, true, Flags).
-
 %% @doc End every open capture now, as a guard abort would, with the kind
 %% `cancelled': its tracing comes off here, at once (a flame_apply's
 %% function may run on, untraced), and its owner gets
@@ -261,11 +240,6 @@ set_flags(Pid, Flags) ->
 -spec cancel() -> non_neg_integer() | {error, term()}.
 cancel() ->
     call(cancel).
-
-%% @doc Every flag a capture may have set.
--spec untrace_flags() -> [atom()].
-untrace_flags() ->
-    ?ALL_FLAGS.
 
 %% @private
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -285,7 +259,7 @@ init([]) ->
             undo(R);
         #{kept := true} ->
             %% Between captures, the patterns kept: nobody's now.
-            clear_patterns();
+            kprof_flame_trace:undo([]);
         _ ->
             ok
     end,
@@ -297,11 +271,7 @@ undo(#{caps := Caps, writing := Writing}) ->
     logger:warning("kprof flame: the flame server was restarted with ~b capture(s) open; "
                    "their tracing is turned off, they end with what the sink has",
                    [map_size(Caps) + map_size(Writing)]),
-    _ = [try erlang:trace_pattern(T, false, [meta]) catch _:_ -> 0 end
-         || #{trigger := T} <- maps:values(Caps), T =/= undefined],
-    clear_patterns(),
-    sweep(),
-    _ = try kprof_tracer:detach() catch _:_ -> ok end,
+    kprof_flame_trace:undo([T || #{trigger := T} <- maps:values(Caps), T =/= undefined]),
     _ = [Owner ! {kprof_flame_aborted, Id, server_down}
          || {Id, Owner} <- [{I, O} || {I, #{owner := O}} <- maps:to_list(Caps)]
                 ++ maps:to_list(Writing)],
@@ -327,7 +297,7 @@ handle_call(Request, From, S) ->
 call_({open, Id, Mode, Cfg, Owner}, _From, S) ->
     case do_open(Id, Mode, Cfg, Owner, S) of
         {ok, Flags, S1} -> {reply, {ok, Flags}, S1};
-        {error, _} = Error -> {reply, Error, S}
+        {error, Error, S1} -> {reply, Error, S1}
     end;
 call_({close, Id}, _From, S = #state{caps = Caps}) ->
     Joins = case Caps of
@@ -338,7 +308,7 @@ call_({close, Id}, _From, S = #state{caps = Caps}) ->
     {reply, {ok, Joins}, do_close(Id, keep_guard, S)};
 call_({untrace, Pids}, _From, S) ->
     Keep = kept(S),
-    _ = [untrace(P) || P <- Pids, not maps:is_key(P, Keep)],
+    _ = [untrace(P, S#state.session) || P <- Pids, not maps:is_key(P, Keep)],
     {reply, ok, S};
 call_({done, Id}, _From, S = #state{writing = W}) ->
     case maps:take(Id, W) of
@@ -351,14 +321,14 @@ call_({done, Id}, _From, S = #state{writing = W}) ->
     end;
 call_({stop_trigger, Id}, _From, S = #state{caps = Caps}) ->
     case Caps of
-        #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
+        #{Id := #cap{trigger = MFA} = Cap} when MFA =/= undefined ->
             %% The guard first, or it would take the pattern for one a code
             %% reload dropped and put it back.
             _ = try kprof_guard:watch_patterns({kprof_flame, Id},
-                                               call_patterns(S#state.patterns))
+                                               kprof_flame_trace:call_patterns(S#state.patterns))
                 catch _:_ -> ok
                 end,
-            _ = erlang:trace_pattern(MFA, false, [meta]),
+            kprof_flame_trace:untrigger(MFA, Cap#cap.session),
             {reply, ok, S};
         _ ->
             {reply, ok, S}
@@ -373,7 +343,7 @@ call_(cancel, _From, S = #state{caps = Caps}) ->
                    end, S, Caps),
     %% Processes that joined as they ran (children, trigger calls): the
     %% last close swept them only when the server knew of them.
-    _ = map_size(Caps) > 0 andalso sweep(),
+    _ = map_size(Caps) > 0 andalso kprof_flame_trace:sweep(S1#state.session),
     {reply, map_size(Caps), S1};
 call_(release_patterns, _From, S) ->
     {reply, ok, unkeep(S)};
@@ -391,16 +361,28 @@ handle_info(Msg, S) ->
     {noreply, S1} = info_(Msg, S),
     {noreply, saved(S1)}.
 
-info_({guard_abort, Id, _Kind}, S = #state{caps = Caps}) ->
-    %% The guard took the flags off and the '_' pattern; the rest is ours.
-    _ = case Caps of
-        #{Id := #cap{trigger = MFA}} when MFA =/= undefined ->
-            _ = erlang:trace_pattern(MFA, false, [meta]);
-        _ ->
-            ok
-    end,
-    _ = erlang:trace_pattern(on_load, false, [local]),
-    {noreply, S#state{patterns = none}};
+info_({guard_abort, Id, _Kind}, S = #state{caps = Caps, session = Current}) ->
+    {Cap, Session} = case Caps of
+                         #{Id := C = #cap{session = Sn}} -> {C, Sn};
+                         _ -> {undefined, Current}
+                     end,
+    case Session =:= undefined orelse kprof_trace_session:legacy(Session) of
+        true ->
+            %% The guard took the flags off and the '_' pattern; the rest
+            %% is ours.
+            _ = Cap =/= undefined andalso kprof_flame_trace:untrigger(Cap#cap.trigger, Session),
+            _ = kprof_trace_session:supported()
+                orelse erlang:trace_pattern(on_load, false, [local]),
+            {noreply, S#state{patterns = none}};
+        false ->
+            %% The guard destroyed the capture's session (all of it off); a
+            %% session opened since is another's.
+            kprof_trace_session:close(Session),
+            case Session =:= Current of
+                true -> {noreply, S#state{session = undefined, patterns = none}};
+                false -> {noreply, S}
+            end
+    end;
 info_({'DOWN', MRef, process, _Pid, _Reason}, S = #state{caps = Caps, writing = W}) ->
     case [Id || {Id, #cap{mref = R}} <- maps:to_list(Caps), R =:= MRef] ++
          [Id || {Id, {_, R}} <- maps:to_list(W), R =:= MRef] of
@@ -455,11 +437,31 @@ call(Request) ->
 
 %% The VM's part of a capture: nothing here waits for the sink (the caller
 %% did that in open_in_sink/3, and tells the sink flame_arm after this).
+%% A capture that fails to open leaves the state as it found it, the kept
+%% patterns' timer again among it.
 -spec do_open(integer(), apply | pid | capture, map(), pid(), #state{}) ->
-          {ok, list(), #state{}} | {error, term()}.
+          {ok, list(), #state{}} | {error, {error, term()}, #state{}}.
 do_open(Id, Mode, Cfg, Owner, S0) ->
-    S = #state{caps = Caps} = cancel_keep(S0),
-    Tracer = maps:get(tracer, Cfg),
+    case session_for(maps:get(tracer, Cfg), cancel_keep(S0)) of
+        {ok, S} ->
+            try open_traced(Id, Mode, Cfg, Owner, S) of
+                {ok, _, _} = Opened -> Opened;
+                {error, _} = Error -> {error, Error, idle(S)}
+            catch
+                %% The guard destroyed the session meanwhile (an abort). (A
+                %% monitor of the owner may be left: its 'DOWN' names no
+                %% capture.)
+                error:badarg ->
+                    disarm(Id),
+                    {error, {error, {trace_session, destroyed}}, idle(S)}
+            end;
+        {error, Why, S} ->
+            {error, {error, {trace_session, Why}}, idle(S)}
+    end.
+
+-spec open_traced(integer(), apply | pid | capture, map(), pid(), #state{}) ->
+          {ok, list(), #state{}} | {error, term()}.
+open_traced(Id, Mode, Cfg, Owner, S = #state{caps = Caps, session = Session}) ->
     Trigger = maps:get(trigger, Cfg, undefined),
     Callers = maps:get(callers, Cfg, false),
     %% {caller} while any open capture wants it; never taken away from one
@@ -468,33 +470,64 @@ do_open(Id, Mode, Cfg, Owner, S0) ->
                true -> callers;
                false -> true
            end,
-    %% The trigger before the call patterns (see set_trigger/3).
-    case set_trigger(Trigger, Id, Cfg) of
+    %% The guard first: the sink counts max_events and rate from events0,
+    %% and a limit that trips on the first events (before the capture was
+    %% armed, the guard had nothing to abort, the sink went on refusing the
+    %% capture its events, and it waited for its timeout) finds it armed.
+    MRef = erlang:monitor(process, Owner),
+    arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined), Spec, Session),
+    %% The trigger before the call patterns (see set_trigger/4).
+    case kprof_flame_trace:set_trigger(Trigger, Id, Cfg, Session) of
         ok ->
-            Spec =/= S#state.patterns andalso set_patterns(Spec),
-            Cap = #cap{owner = Owner, mref = erlang:monitor(process, Owner),
+            Spec =/= S#state.patterns andalso kprof_flame_trace:set_patterns(Spec, Session),
+            Cap = #cap{owner = Owner, mref = MRef,
                        mode = Mode, trigger = Trigger, callers = Callers,
-                       children = maps:get(children, Cfg), tracer = Tracer},
-            arm_guard(Id, Owner, Cfg, maps:get(events0, Cfg, undefined), Spec),
+                       children = maps:get(children, Cfg), tracer = maps:get(tracer, Cfg),
+                       session = Session},
             S1 = S#state{caps = Caps#{Id => Cap}, patterns = Spec,
                          dynamic = S#state.dynamic orelse Mode =:= capture
                              orelse maps:get(children, Cfg)},
-            {ok, flags(Cfg, Tracer), trace_pids(Id, Mode, Cfg, S1)};
+            Flags = kprof_flame_trace:flags(Cfg, maps:get(tracer, Cfg))
+                ++ [{kprof_trace_session, kprof_trace_session:weak(Session)}],
+            {ok, Flags, trace_pids(Id, Mode, Cfg, Flags, S1)};
         {error, _} = Error ->
+            erlang:demonitor(MRef, [flush]),
+            disarm(Id),
             Error
     end.
 
-%% Processes whose tracer is neither none nor kprof's: the VM would refuse
-%% to trace them (`badarg', or "can only have one tracer per process").
--spec traced_by_other([pid()]) -> [{pid(), term()}].
-traced_by_other(Pids) ->
-    [{P, T} || P <- Pids, {tracer, T} <- [tracer_of(P)], T =/= [], not kprof_sessions:ours(T)].
+%% The session the captures trace in, for this tracer: the one open, or a
+%% new one when there is none, the tracer changed (a new generation of the
+%% NIF after a detach) or the guard destroyed it. A new session has none of
+%% the patterns (on the legacy API they stay: they name no tracer).
+-spec session_for(tuple(), #state{}) -> {ok, #state{}} | {error, term(), #state{}}.
+session_for(Tracer, S = #state{session = Old}) ->
+    Same = Old =/= undefined andalso kprof_trace_session:tracer(Old) =:= Tracer
+        andalso kprof_trace_session:alive(Old),
+    case Same of
+        true ->
+            {ok, S};
+        false ->
+            _ = Old =/= undefined andalso kprof_trace_session:close(Old),
+            case kprof_trace_session:open(kprof_flame, Tracer) of
+                {ok, New} ->
+                    Patterns = case kprof_trace_session:legacy(New) of
+                                   true -> S#state.patterns;
+                                   false -> none
+                               end,
+                    {ok, S#state{session = New, patterns = Patterns}};
+                {error, Why} ->
+                    {error, Why, S#state{session = undefined, patterns = none}}
+            end
+    end.
 
-%% erlang:trace_info(P, tracer), or `undefined' when it raises (as for a
-%% process that is gone: nothing to read).
--spec tracer_of(pid()) -> {tracer, term()} | undefined.
-tracer_of(P) ->
-    try erlang:trace_info(P, tracer) catch _:_ -> undefined end.
+%% No capture open after all (one failed to open): the patterns are kept
+%% again, or cleared.
+-spec idle(#state{}) -> #state{}.
+idle(S = #state{caps = Caps}) when map_size(Caps) > 0 ->
+    S;
+idle(S) ->
+    keep_or_clear(S).
 
 %% The guard lets capture Id go (a guard gone, or down: nothing to let go).
 -spec disarm(integer()) -> ok.
@@ -596,76 +629,15 @@ group(#{group := G}) -> G;
 group(#{children := true}) -> initial_call;
 group(_) -> pid.
 
--spec set_patterns(spec()) -> ok.
-set_patterns(Spec) ->
-    _ = [erlang:trace_pattern(What, MS, Flags) || {What, MS, Flags} <- call_patterns(Spec)],
-    ok.
-
--spec clear_patterns() -> ok.
-clear_patterns() ->
-    _ = erlang:trace_pattern({'_', '_', '_'}, false, [local]),
-    _ = erlang:trace_pattern(on_load, false, [local]),
-    ok.
-
-%% The trigger's meta pattern turns the calling process's flags on, and
-%% names the capture in the call's message: {[], Caller, {kprof_flame, Id}}.
-%% (A seq_trace label would do too, but asking for the token in the same
-%% match spec as setting it crashed OTP 25 under GC; the payload is enough.)
-%%
-%% Checked on OTP 25: a process whose call of the trigger runs this match
-%% spec while the meta pattern is being installed and local call patterns
-%% exist already loses the flags the match spec gave it a little later,
-%% and may make no event at all on its next calls. Installed before the
-%% call patterns it does not. So the first capture sets the trigger first,
-%% then the call patterns, then tells the sink (flame_arm) to take trigger
-%% calls: calls before that are counted as `calls_early', not traced. A
-%% capture starting while another one runs has the call patterns in place
-%% already; its trigger calls during the install may be lost (doc/internals-flame.md).
--spec set_trigger(mfa() | undefined, integer(), map()) -> ok | {error, term()}.
-set_trigger(undefined, _Id, _Cfg) ->
-    ok;
-set_trigger(MFA, Id, Cfg) ->
-    Tracer = maps:get(tracer, Cfg),
-    try erlang:trace_pattern(MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]) of
-        0 -> {error, {no_such_function, MFA}};
-        _ -> ok
-    catch
-        error:Reason -> {error, {trace_pattern, Reason}}
-    end.
-
-%% The meta tracer that goes with a capture's tracer: the NIF tells a meta
-%% event by its state (checked on OTP 25: trace_pattern/3 takes
-%% `{meta, Module, State}', and the match spec's `trace' action takes
-%% `{{tracer, Module, State}}' as it takes `{{tracer, Port}}').
--spec meta_tracer(tuple()) -> tuple().
-meta_tracer({tracer, Port}) -> {meta, Port};
-meta_tracer({tracer, kprof_tracer, Gen}) -> {meta, kprof_tracer, {meta, Gen}}.
-
--spec trigger_ms(integer(), map(), tuple()) -> [tuple()].
-trigger_ms(Id, Cfg, Tracer) ->
-    Flags = [F || F <- flags(Cfg, Tracer), not is_tuple(F)] ++ [{Tracer}],
-    [{'_', [], [{trace, [], Flags},
-                {message, {{[], {caller}, {{kprof_flame, Id}}}}},
-                {return_trace}, {exception_trace}]}].
-
-%% The call patterns every capture shares, as the guard holds them: every
-%% function, and modules loaded later (the guard clears both on an abort).
--spec call_patterns(none | spec()) -> [{{'_', '_', '_'} | on_load, true | list(), [local]}].
-call_patterns(none) ->
-    [];
-call_patterns(Spec) ->
-    MS = case Spec of
-             callers -> ?CALLER_MS;
-             true -> true
-         end,
-    [{{'_', '_', '_'}, MS, [local]}, {on_load, MS, [local]}].
-
 %% The guard's abort runs in the guard: it only sends messages. The trigger's
 %% meta pattern is the guard's to watch too: a code reload of its module
 %% drops it (the shared `'_'' pattern stands for every module, which the
-%% guard does not check one by one; `on_load' covers reloaded modules).
--spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined, spec()) -> ok.
-arm_guard(Id, Owner, Cfg, E0, Spec) ->
+%% guard does not check one by one; `on_load' covers reloaded modules). The
+%% guard gets the session (weak: it does not keep it alive), and destroys it
+%% when it aborts.
+-spec arm_guard(integer(), pid(), map(), non_neg_integer() | undefined, spec(),
+                kprof_trace_session:session()) -> ok.
+arm_guard(Id, Owner, Cfg, E0, Spec, Session) ->
     Srv = self(),
     Abort = fun(Kind, _Info) ->
                     Srv ! {guard_abort, Id, Kind},
@@ -673,11 +645,10 @@ arm_guard(Id, Owner, Cfg, E0, Spec) ->
             end,
     Trigger = case maps:get(trigger, Cfg, undefined) of
                   undefined -> [];
-                  MFA -> Tracer = maps:get(tracer, Cfg),
-                         [{MFA, trigger_ms(Id, Cfg, Tracer), [meta_tracer(Tracer)]}]
+                  MFA -> [{MFA, kprof_flame_trace:trigger_ms(Id, Cfg, Session), [meta]}]
               end,
-    Arm0 = #{abort => Abort, owner => Srv,
-             patterns => call_patterns(Spec) ++ Trigger},
+    Arm0 = #{abort => Abort, owner => Srv, session => kprof_trace_session:weak(Session),
+             patterns => kprof_flame_trace:call_patterns(Spec) ++ Trigger},
     Arm = case E0 of
               undefined -> Arm0;
               _ -> Arm0#{events0 => E0}
@@ -704,25 +675,21 @@ arm_guard(Id, Owner, Cfg, E0, Spec) ->
             end
     end.
 
--spec trace_pids(integer(), apply | pid | capture, map(), #state{}) -> #state{}.
-trace_pids(Id, pid, Cfg, S = #state{caps = Caps, refs = Refs}) ->
-    Flags = flags(Cfg, maps:get(tracer, Cfg)),
-    Traced = [P || P <- maps:get(pids, Cfg), set_flags(P, Flags)],
+-spec trace_pids(integer(), apply | pid | capture, map(), list(), #state{}) -> #state{}.
+trace_pids(Id, pid, Cfg, Flags, S = #state{caps = Caps, refs = Refs}) ->
+    %% Each process's state before its flags, as the event it stands for
+    %% (kprof_flame_trace:first_events/2): one inside a dirty NIF or waiting
+    %% for the whole window would make none.
+    States = kprof_flame_trace:start_states(maps:get(pids, Cfg)),
+    Traced = [P || P <- maps:get(pids, Cfg), kprof_flame_trace:set_flags(P, Flags)],
+    kprof_flame_trace:first_events([St || St = {P, _, _} <- States, lists:member(P, Traced)],
+                                   maps:get(tracer, Cfg)),
     Cap = maps:get(Id, Caps),
     Refs1 = lists:foldl(fun(P, R) -> maps:update_with(P, fun(N) -> N + 1 end, 1, R) end,
                         Refs, Traced),
     S#state{caps = Caps#{Id := Cap#cap{pids = Traced}}, refs = Refs1};
-trace_pids(_Id, _Mode, _Cfg, S) ->
+trace_pids(_Id, _Mode, _Cfg, _Flags, S) ->
     S.
-
--spec trace(pid(), boolean(), list()) -> boolean().
-trace(Pid, How, Flags) ->
-    try erlang:trace(Pid, How, Flags) of
-        1 -> true;
-        _ -> false
-    catch
-        error:badarg -> false   % gone already
-    end.
 
 %% keep_guard: the capture's files are still to be written, the guard stays
 %% armed (watching no pattern: they are off) until done/1.
@@ -744,13 +711,17 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
                          disarm(Id),
                          S
                  end,
-            Cap#cap.trigger =/= undefined
-                andalso erlang:trace_pattern(Cap#cap.trigger, false, [meta]),
+            kprof_flame_trace:untrigger(Cap#cap.trigger, Cap#cap.session),
             S1 = untrace_pids(Id, Cap, S0#state{caps = Rest}),
             case map_size(Rest) of
                 0 ->
-                    _ = S1#state.dynamic andalso sweep(),
-                    detach(Cap#cap.tracer),
+                    %% In a session, every process of the captures at once;
+                    %% on the legacy API, the processes kprof traces, when a
+                    %% capture joined processes as it ran; the NIF detached.
+                    Legacy = kprof_trace_session:legacy(Cap#cap.session),
+                    _ = (not Legacy orelse S1#state.dynamic)
+                        andalso kprof_flame_trace:sweep(S1#state.session),
+                    _ = Legacy andalso kprof_flame_trace:detach(Cap#cap.tracer),
                     keep_or_clear(S1#state{refs = #{}, dynamic = false});
                 _ ->
                     S1
@@ -763,15 +734,13 @@ do_close(Id, Guard, S = #state{caps = Caps}) ->
 keep_or_clear(S = #state{patterns = Spec}) when Spec =/= none ->
     case kprof_web_gate:keep_patterns_ms() of
         0 ->
-            clear_patterns(),
-            S#state{patterns = none};
+            clear_patterns(S);
         Ms ->
             S#state{keep = erlang:start_timer(Ms, self(), keep_patterns)}
     end;
 keep_or_clear(S) ->
     %% The guard took them off already (an abort).
-    clear_patterns(),
-    S.
+    clear_patterns(S).
 
 %% A capture opens: the kept patterns are its (no timer clears them).
 -spec cancel_keep(#state{}) -> #state{}.
@@ -788,17 +757,16 @@ unkeep(S = #state{keep = undefined}) ->
 unkeep(S = #state{caps = Caps}) when map_size(Caps) > 0 ->
     cancel_keep(S);
 unkeep(S) ->
-    clear_patterns(),
-    (cancel_keep(S))#state{patterns = none}.
+    clear_patterns(cancel_keep(S)).
 
 %% Flags come off a process when no other open capture wants it, as far as
 %% this server knows without asking the sink: pid mode counts its
 %% processes, flame_apply's caller is its capture's. Processes that joined by
 %% a trigger call or a spawn come off through close/1 (the sink lists those
 %% in no other capture); once the last capture is closed, every process still
-%% traced by kprof comes off (sweep/0), children spawned late included.
+%% traced by kprof comes off (sweep_last/1), children spawned late included.
 -spec untrace_pids(integer(), #cap{}, #state{}) -> #state{}.
-untrace_pids(_Id, #cap{pids = Pids}, S = #state{refs = Refs}) ->
+untrace_pids(_Id, #cap{pids = Pids, session = Session}, S = #state{refs = Refs}) ->
     {Off, Refs1} = lists:foldl(fun(P, {Off0, R}) ->
                                        case maps:get(P, R, 0) of
                                            N when N =< 1 -> {[P | Off0], maps:remove(P, R)};
@@ -807,7 +775,7 @@ untrace_pids(_Id, #cap{pids = Pids}, S = #state{refs = Refs}) ->
                                end, {[], Refs}, Pids),
     S1 = S#state{refs = Refs1},
     Keep = kept(S1),
-    [untrace(P) || P <- lists:usort(Off), not maps:is_key(P, Keep)],
+    [untrace(P, Session) || P <- lists:usort(Off), not maps:is_key(P, Keep)],
     S1.
 
 %% Processes other open captures need, as this server knows them.
@@ -816,34 +784,20 @@ kept(#state{caps = Caps, refs = Refs}) ->
     Owners = [O || #cap{mode = apply, owner = O} <- maps:values(Caps)],
     maps:merge(maps:from_list([{P, true} || P <- Owners]), maps:map(fun(_, _) -> true end, Refs)).
 
--spec untrace(pid()) -> boolean().
-untrace(Pid) ->
-    trace(Pid, false, ?ALL_FLAGS).
+%% (No session: in kprof's own nothing is left to take off; on the legacy
+%% API the flags are the process's, whatever session kprof had.)
+-spec untrace(pid(), kprof_trace_session:session() | undefined) -> boolean().
+untrace(Pid, undefined) ->
+    not kprof_trace_session:supported()
+        andalso (try erlang:trace(Pid, false, kprof_flame_trace:all_flags())
+                 catch error:badarg -> 0
+                 end) =:= 1;
+untrace(Pid, Session) ->
+    kprof_flame_trace:trace(Session, Pid, false, kprof_flame_trace:all_flags()).
 
-%% The last capture closed: the NIF writes no more for any process that
-%% kept its flags (it drops them at its next event).
--spec detach(tuple()) -> ok.
-detach({tracer, kprof_tracer, _Gen}) -> _ = try kprof_tracer:detach() catch _:_ -> ok end, ok;
-detach(_PortTracer) -> ok.
+%% The call patterns off, with no capture open: the session with them.
+-spec clear_patterns(#state{}) -> #state{}.
+clear_patterns(S = #state{session = Session}) ->
+    kprof_flame_trace:clear_patterns(Session),
+    S#state{session = undefined, patterns = none}.
 
-%% No capture is open: any process still traced by kprof for flame (a
-%% child spawned after its capture's members were listed, say) comes off.
--spec sweep() -> ok.
-sweep() ->
-    _ = [untrace(P) || P <- erlang:processes(), traced_by_us(P), has_our_flags(P)],
-    ok.
-
--spec traced_by_us(pid()) -> boolean().
-traced_by_us(P) ->
-    case tracer_of(P) of
-        {tracer, []} -> false;
-        {tracer, T} -> kprof_sessions:ours(T);
-        _ -> false
-    end.
-
--spec has_our_flags(pid()) -> boolean().
-has_our_flags(P) ->
-    case erlang:trace_info(P, flags) of
-        {flags, Fs} -> lists:member(call, Fs) andalso lists:member(return_to, Fs);
-        _ -> false
-    end.

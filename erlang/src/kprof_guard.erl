@@ -51,8 +51,10 @@
 %%% </ul>
 %%%
 %%% When a bound is crossed, every armed mode is aborted at once (its own
-%%% abort function, then, as a net, every trace flag whose tracer is kprof's,
-%%% the sink's port or the tracer NIF, and every pattern it armed), a
+%%% abort function, then, as a net, every pattern it armed and every trace
+%%% flag whose tracer is kprof's, the sink's port or the tracer NIF: on OTP
+%%% 27 and later the mode's trace session is destroyed, {@link
+%%% kprof_trace_session}), a
 %%% `logger' warning says what tripped with the measured figure and the
 %%% bound, subscribers get `{kprof_alert, Kind, Info}' (`Kind' is
 %%% `overload', `limit', `sink_down' or `owner_down'), and {@link status/0}
@@ -91,7 +93,7 @@
 -export([start_link/0, claim/1, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
          other_tracers/0, events_baseline/1, watch_patterns/2,
-         module_pattern/3, limit_keys/0, kprof_tracers/0]).
+         limit_keys/0, kprof_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -112,15 +114,20 @@
                     max_events => pos_integer() | infinity,
                     rate => {pos_integer(), pos_integer()} | infinity,
                     max_seconds => pos_integer() | infinity}.
-%% `{MFA, MatchSpec, Flags}': one `erlang:trace_pattern/3' call, checked on
-%% `MFA' (its module's first function for a wildcard). `{module, M,
+%% `{MFA, MatchSpec, Flags}': one `erlang:trace_pattern/3' call (in the
+%% mode's trace session, `meta' for its meta tracer), checked on `MFA' (its
+%% module's first function for a wildcard). `{module, M,
 %% MatchSpec, Flags, Sentinel}': the pattern on every function of `M', its
-%% BIFs aside, as {@link module_pattern/3} sets it and returns it; checked
+%% BIFs aside, as {@link kprof_guard_reload:module_pattern/4} sets it and returns it; checked
 %% on `Sentinel' alone (`undefined': never checked), and put back module-wide
 %% with a new sentinel should the old function be gone.
 -type pattern() :: {{module(), atom(), arity() | '_'}, term(), list()}
                  | {module, module(), term(), list(), mfa() | undefined}.
+%% `session': where the mode traces ({@link kprof_trace_session}; without
+%% it, the legacy API); its patterns are put back and taken off there, and
+%% an abort destroys it.
 -type arm_spec() :: #{abort := fun((abort_kind(), map()) -> any()),
+                      session => kprof_trace_session:session(),
                       patterns => [pattern()],
                       limits => limits(),
                       reapplied => fun((mfa() | {module(), '_', '_'}) -> any()),
@@ -129,6 +136,7 @@
 
 -type sink_limits() :: kprof_guard_watch:sink_limits().
 -record(armed, {abort, patterns = [], reapplied, since,
+                session :: kprof_trace_session:session() | undefined,
                 owner :: pid() | undefined,
                 owner_mon :: reference() | undefined}).
 -record(state, {armed = #{} :: #{atom() => #armed{}},
@@ -268,13 +276,19 @@ unsubscribe() ->
 %% only one before OTP 27): a process has one tracer there, so kprof cannot
 %% see their calls, and `erlang:trace(all, ...)' passes them over silently.
 %% kprof's own tracers (see {@link kprof_sessions:ours/1}) are never listed.
-%% Processes that other trace sessions trace (OTP 27 and later: dbg's, for
-%% one) are {@link kprof_sessions:others/0}.
+%% From OTP 27 kprof traces in sessions of its own, where no other tracer
+%% is: `[]'; processes that other trace sessions trace (the legacy API's,
+%% dbg's, ...) are {@link kprof_sessions:others/0}.
 -spec other_tracers() -> [{pid(), Tracer :: term()}].
 other_tracers() ->
-    [{P, T} || P <- processes(),
-               {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
-               T =/= [], not kprof_sessions:ours(T)].
+    case kprof_trace_session:supported() of
+        true ->
+            [];
+        false ->
+            [{P, T} || P <- processes(),
+                       {tracer, T} <- [try erlang:trace_info(P, tracer) catch _:_ -> undefined end],
+                       T =/= [], not kprof_sessions:ours(T)]
+    end.
 
 %% @doc Sets the sink's `max_events' and `rate' for a mode about to set its
 %% trace flags (the strictest of `Limits' and those of the modes armed
@@ -308,21 +322,6 @@ events_baseline(Limits) when is_map(Limits) ->
 -spec watch_patterns(term(), [pattern()]) -> ok.
 watch_patterns(Name, Patterns) when is_list(Patterns) ->
     gen_server:call(?MODULE, {watch_patterns, Name, Patterns}).
-
-%% @doc Sets `MatchSpec' with `Flags' on every function of module `M'
-%% (``erlang:trace_pattern({M, '_', '_'}, MatchSpec, Flags)''), then takes it
-%% off the BIFs among its exports (a traced BIF sends a `return_to' of its
-%% own), and returns the `{module, M, MatchSpec, Flags, Sentinel}' pattern
-%% the guard watches for it (see {@link arm/2}): `Sentinel' is the first
-%% function of `M', BIFs aside, that has the pattern now, `undefined'
-%% if none has (`M' not loaded, or only BIFs). The guard puts such a
-%% pattern back with this function after a code reload of `M'.
--spec module_pattern(module(), term(), list()) -> pattern().
-module_pattern(M, MS, Flags) when is_atom(M), is_list(Flags) ->
-    _ = try erlang:trace_pattern({M, '_', '_'}, MS, Flags) catch _:_ -> 0 end,
-    _ = [try erlang:trace_pattern({M, F, A}, false, Flags) catch _:_ -> 0 end
-         || {F, A} <- module_info(M, exports), erlang:is_builtin(M, F, A)],
-    {module, M, MS, Flags, sentinel(M, Flags)}.
 
 %%====================================================================
 %% gen_server
@@ -410,6 +409,18 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
+handle_info({sink_reply, {overload, _}, {error, Why}}, S) when Why =:= busy; Why =:= timeout ->
+    %% The lag bound did not reach the sink (a port busy with a backlog, or a
+    %% command going through its writer, meets nosuspend with busy): sent again
+    %% at the next tick, or the lag would go unwatched for the whole mode.
+    erlang:send_after(?TICK, self(), overload_bound),
+    {noreply, S};
+handle_info(overload_bound, S) ->
+    _ = case map_size(S#state.armed) of
+            0 -> async({overload, 0});
+            _ -> send_overload_bound(S)
+        end,
+    {noreply, S};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
 handle_info({port_queue, Ref, Answered, Queue}, S = #state{watch = W}) ->
@@ -453,6 +464,7 @@ handle_info(_Msg, S) ->
 terminate(_Reason, S) ->
     _ = [turn_off(Name, A, stopped, #{}, S#state.port)
          || {Name, A} <- maps:to_list(S#state.armed)],
+    kprof_trace_session:destroy_all(),
     kprof_records:delete(?MODULE),
     ok.
 
@@ -472,6 +484,7 @@ arm_mode(Name, Spec, S0) ->
             _ -> ok
         end,
     A = #armed{abort = maps:get(abort, Spec),
+               session = maps:get(session, Spec, undefined),
                patterns = maps:get(patterns, Spec, []),
                reapplied = maps:get(reapplied, Spec, undefined),
                since = erlang:monotonic_time(millisecond),
@@ -511,11 +524,12 @@ busy(Name, Pid, #state{armed = Armed, claims = Claims}) ->
         [First | _] -> {busy, mode_name(First)}
     end.
 
-%% A calls session sets flags on new processes too: not while a tracer has
-%% flags on them already (`{busy, kprof}': a mode of kprof's left them;
-%% else a tool of the user's).
+%% A calls session sets flags on new processes too: before OTP 27, not while
+%% a tracer has flags on them already (`{busy, kprof}': a mode of kprof's
+%% left them; else a tool of the user's). From OTP 27 the session is kprof's
+%% own: another session's flags on new processes do not keep it out.
 new_tracer(calls) ->
-    case erlang:trace_info(new, tracer) of
+    case not kprof_trace_session:supported() andalso erlang:trace_info(new, tracer) of
         {tracer, T} when T =/= [] -> {busy, case kprof_sessions:ours(T) of
                                               true -> kprof;
                                               false -> {tracer, T}
@@ -644,46 +658,14 @@ set_sink_limits(Want = {Max, RateMax, PerMs}, S) ->
     _ = try kprof_sink:send({limits, Max, RateMax, PerMs}) catch _:_ -> ok end,
     S#state{sink_limits = Want}.
 
-%% A mode's patterns on one function first, then its module-wide ones: a
-%% module put back gets the mode's own patterns on its functions again
-%% after it (they were set after it). Module patterns get a new sentinel.
-reload_mode(Name, A = #armed{patterns = Ps0}, S0) ->
-    S1 = lists:foldl(fun({on_load, _, _}, S) -> S;   % for modules loaded later: nothing to check
-                        (P = {_, _, _}, S) -> reapply({A, P}, S);
-                        (_, S) -> S
-                     end, S0, Ps0),
-    case lists:mapfoldl(fun(P = {module, _, _, _, _}, S) -> reapply_module(A, P, S);
-                           (P, S) -> {P, S}
-                        end, S1, Ps0) of
-        {Ps0, S2} -> S2;
-        {Ps, S2} -> S2#state{armed = maps:put(Name, A#armed{patterns = Ps}, S2#state.armed)}
-    end.
-
-reapply_module(A, P = {module, M, MS, Flags, Sentinel}, S) ->
-    case Sentinel =/= undefined andalso erlang:module_loaded(M)
-        andalso not has_pattern(Sentinel, Flags) of
-        true ->
-            P1 = module_pattern(M, MS, Flags),
-            _ = [try erlang:trace_pattern(MFA, MS1, Flags1) catch _:_ -> 0 end
-                 || {MFA = {M1, _, _}, MS1, Flags1} <- A#armed.patterns, M1 =:= M],
-            logger:notice("kprof: trace patterns on the functions of ~p were lost"
-                          " (code reload?); put back", [M]),
-            reapplied(A, {M, '_', '_'}),
-            {P1, S#state{reapplied = S#state.reapplied + 1}};
-        false ->
-            {P, S}
-    end.
-
-reapply({A, {MFA = {M, _, _}, MS, Flags}}, S) ->
-    case code:is_loaded(M) =/= false andalso not is_traced(MFA, Flags) of
-        true ->
-            _ = erlang:trace_pattern(MFA, MS, Flags),
-            logger:notice("kprof: trace pattern on ~p was lost (code reload?); put back",
-                          [MFA]),
-            reapplied(A, MFA),
-            S#state{reapplied = S#state.reapplied + 1};
-        false ->
-            S
+%% A mode's patterns put back where a code reload dropped them
+%% (kprof_guard_reload), each told to the mode and counted.
+reload_mode(Name, A = #armed{patterns = Ps0}, S) ->
+    {Ps, N} = kprof_guard_reload:check(session(A), Ps0, fun(Spec) -> reapplied(A, Spec) end),
+    S1 = S#state{reapplied = S#state.reapplied + N},
+    case Ps of
+        Ps0 -> S1;
+        _ -> S1#state{armed = maps:put(Name, A#armed{patterns = Ps}, S1#state.armed)}
     end.
 
 %% The mode's reapplied callback, told of a pattern put back: whatever it
@@ -694,62 +676,10 @@ reapplied(#armed{reapplied = F}, Spec) when is_function(F, 1) ->
 reapplied(_, _Spec) ->
     ok.
 
-%% A wildcard pattern is checked on the module's first function.
-is_traced({M, '_', _}, Flags) ->
-    case module_info(M, functions) of
-        [{F, A} | _] -> is_traced({M, F, A}, Flags);
-        _ -> true
-    end;
-is_traced({M, F, '_'}, Flags) ->
-    case [A || {F1, A} <- module_info(M, functions), F1 =:= F] of
-        [A | _] -> is_traced({M, F, A}, Flags);
-        [] -> true
-    end;
-is_traced(MFA, Flags) ->
-    case lists:any(fun is_meta/1, Flags) of
-        %% (A function reloaded under an `on_load' pattern shows
-        %% `{meta, []}' with no meta match spec: not meta traced.)
-        true -> erlang:trace_info(MFA, meta_match_spec) =/= {meta_match_spec, false};
-        false -> erlang:trace_info(MFA, traced) =/= {traced, false}
-    end.
-
-%% A sentinel has its pattern: not when it is gone from the module either
-%% (`{traced, undefined}'), the module reloaded without it.
-has_pattern(MFA, Flags) ->
-    Item = case lists:any(fun is_meta/1, Flags) of
-               true -> meta_match_spec;
-               false -> traced
-           end,
-    case erlang:trace_info(MFA, Item) of
-        {Item, false} -> false;
-        {Item, undefined} -> false;
-        _ -> true
-    end.
-
-%% The first function of M, BIFs aside, with a pattern of Flags' kind.
-sentinel(M, Flags) ->
-    sentinel(M, Flags, module_info(M, functions)).
-
-sentinel(_M, _Flags, []) ->
-    undefined;
-sentinel(M, Flags, [{F, A} | Rest]) ->
-    case not erlang:is_builtin(M, F, A) andalso has_pattern({M, F, A}, Flags) of
-        true -> {M, F, A};
-        false -> sentinel(M, Flags, Rest)
-    end.
-
-module_info(M, What) ->
-    try M:module_info(What) of
-        L when is_list(L) -> L;
-        _ -> []
-    catch
-        _:_ -> []
-    end.
-
-is_meta(meta) -> true;
-is_meta({meta, _}) -> true;
-is_meta({meta, _, _}) -> true;
-is_meta(_) -> false.
+%% Where a mode's patterns are: its session, or the legacy API (a mode armed
+%% without one set them with erlang:trace_pattern/3).
+session(#armed{session = undefined}) -> kprof_trace_session:legacy_api();
+session(#armed{session = Session}) -> Session.
 
 %%====================================================================
 %% PRIVATE: aborting
@@ -780,9 +710,11 @@ do_abort(Kind, Info, T0, S0, SinkLimits) ->
     saved(maybe_unwatch(S0#state{armed = #{}, aborted = Abort}, SinkLimits)).
 
 %% The mode's own abort first (so it can note why), then the net: the
-%% patterns it armed (`on_load' among them), and the flags of every process
+%% patterns it armed (`on_load' among them, first: a module loaded while
+%% `'_'' is cleared would get it again), and the flags of every process
 %% whose tracer is kprof's (the sink's port, the port watched until now,
-%% the tracer NIF).
+%% the tracer NIF); in a trace session of the mode's own, the session is
+%% destroyed, which takes all of that off at once.
 turn_off(Name, A, Kind, Info, Seen) ->
     %% Logged as a `catch' of the abort told: an exception, or an {'EXIT', _}.
     Failed = fun(Why) -> logger:error("kprof: abort of ~p failed: ~p", [Name, Why]) end,
@@ -795,12 +727,22 @@ turn_off(Name, A, Kind, Info, Seen) ->
             error:Reason:Stack -> Failed({Reason, Stack});
             exit:Reason -> Failed(Reason)
         end,
-    _ = [try erlang:trace_pattern(MFA, false, Flags) catch _:_ -> 0 end
-         || {MFA, _, Flags} <- A#armed.patterns],
-    All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
-    _ = [try erlang:trace_pattern({M, '_', '_'}, false, Flags) catch _:_ -> 0 end
-         || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
-    untrace_kprof(Seen),
+    Session = session(A),
+    case kprof_trace_session:legacy(Session) of
+        true ->
+            Off = fun(MFA, Flags) ->
+                          try kprof_trace_session:function(Session, MFA, false, Flags)
+                          catch _:_ -> 0
+                          end
+                  end,
+            _ = [Off(MFA, Flags) || {MFA, _, Flags} <- A#armed.patterns],
+            All = [Flags || {{'_', '_', '_'}, _, Flags} <- A#armed.patterns],
+            _ = [Off({M, '_', '_'}, Flags)
+                 || {module, M, _, Flags, _} <- A#armed.patterns, not lists:member(Flags, All)],
+            untrace_kprof(Seen);
+        false ->
+            kprof_trace_session:close(Session)
+    end,
     ok.
 
 %% Every trace flag whose tracer is kprof's comes off, before any alert is

@@ -10,8 +10,10 @@
 %%% process's last labelled call). {@link kprof:request/2} and
 %%% {@link kprof:set_token/1} call them; nothing else should.
 %%%
-%%% Both must stay remote calls into a loaded module so that the trace
-%%% pattern sees them: this module is loaded before its pattern is set.
+%%% They must stay remote calls into a loaded module: their trace patterns
+%%% are global (a global pattern sends no `return_to', two events fewer a
+%%% request), and a global pattern sees remote calls only; this module is
+%%% loaded before its patterns are set.
 -module(kprof_mark).
 
 -export([start/1, stop/0, resume/0]).

@@ -3,7 +3,7 @@
 %%% `:lists.seq/2' (a module `Elixir.Enum' is `Enum', any other module is
 %%% its atom, `:lists'; a name that is not an identifier is quoted, as
 %%% Elixir prints it: `Enum."-map/2-fun-0-"/3'). The flame files' frames
-%%% are named the same way by the sink (port/flame/flame_names.c).
+%%% are named the same way by the sink (port/callpath/names.c).
 %%% ```
 %%% 1> kprof_names:mfa({'Elixir.Enum', sum, 1}, elixir).
 %%% "Enum.sum/1"
@@ -23,7 +23,7 @@
 %% @doc `{M, F, Arity}' as text in the style; anything else as `~0tp'. A
 %% sampled profile's native frame, `{'[C]', Symbol, 0}' (and `'[JIT]'',
 %% `'[unknown]'', `'[scheduler]'', ...), is `[C]Symbol' in either style, as
-%% the sink names it in the files (port/flame/flame_names.c).
+%% the sink names it in the files (port/callpath/names.c).
 -spec mfa(term(), style()) -> string().
 mfa({M, F, 0}, _Style) when is_atom(M), is_atom(F) ->
     case atom_to_list(M) of

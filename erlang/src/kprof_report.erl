@@ -26,7 +26,11 @@
 %%%   reapplied => 0, ...,                     % patterns put back after a code reload
 %%%   all => Row, rows => [Row],               % most requests first
 %%%   slow => [#{identity, node, pid, start, wall, tiers, other}],
-%%%   full_trace => undefined | Full}          % option full_trace of start_tiers
+%%%   full_trace => undefined | Full,          % option full_trace of start_tiers
+%%%   overhead => [Overhead]}                  % what tracing costs, per node
+%%% Overhead = #{node, per_event_ns, events_per_s, vm_cpu, sink_cpu, % cores
+%%%              share,                        % of the VM's and the sink's CPU
+%%%              sample, max_overhead, lowered}  % kprof_tiers_cost:info/1
 %%% Abort = #{node, reason => overload, info => Info, time => <<"2026-...Z">>,
 %%%           message => <<"overload (lag 1.8 s > 1.0 s)">>}
 %%% Incomplete = #{node, reason => no_answer | sink_died, at => <<"2026-...Z">>,
@@ -228,7 +232,7 @@ build(Tiers, First, NodeReports, Opts) ->
                     message => abort_message(R, Reason, Info)}
                   || #{node := N, aborted := {Reason, Info, Time}} = R <- NodeReports],
       incomplete => [incomplete(N, I) || #{node := N} = R <- NodeReports,
-                                         (I = maps:get(incomplete, R, false)) =/= false],
+                                         I <- [maps:get(incomplete, R, false)], I =/= false],
       seen => Sum(seen),
       sampled => Sum(sampled),
       bytes => Sum(bytes),
@@ -251,7 +255,8 @@ build(Tiers, First, NodeReports, Opts) ->
       rows => Rows,
       slow => [slow(Tiers, S) || S <- maps:get(slow, Raw)],
       full_trace => full_trace([F || R <- NodeReports,
-                                     (F = maps:get(full_trace, R, undefined)) =/= undefined])},
+                                     F <- [maps:get(full_trace, R, undefined)], F =/= undefined]),
+      overhead => [O#{node => N} || #{node := N, overhead := O} <- NodeReports, is_map(O)]},
     maps:merge(Report, maps:from_list([{K, Sum(K)} || K <- ?TABLE_DROPS]
                                       ++ [{K, Opt(K)} || K <- ?RING_DROPS])).
 

@@ -127,7 +127,8 @@ header_line(R = #{nodes := Nodes, traced_s := Traced, requests := Requests,
     io_lib:format("kprof tiers on ~ts: ~ts s traced~ts, requests ~b recorded~ts, "
                   "~b in flight, events ~b, dropped ~b, ~ts~ts~ts",
                   [lists:join(", ", [atom_to_list(N) || N <- Nodes]), format_num(Traced),
-                   Window, Requests, SeenText, Inflight, Events, Dropped, state_text(R),
+                   Window, Requests, SeenText, Inflight, Events, Dropped,
+                   [state_text(R), overhead_text(R)],
                    incomplete_text(R), missing_text(R)]).
 
 %% "; INCOMPLETE: ...": a sink that did not answer in time, or died, and
@@ -189,6 +190,28 @@ state_text(#{active := true}) ->
     "tracing on";
 state_text(_) ->
     "tracing stopped".
+
+%% "; max_overhead 0.02: sample 0.25 (lowered), tracing 3.1 % of the CPU",
+%% on the nodes started with max_overhead (kprof_tiers_cost).
+-spec overhead_text(kprof_report:report()) -> iolist().
+overhead_text(R) ->
+    OnNode = length(maps:get(nodes, R, [])) > 1,
+    case [O || #{max_overhead := Max} = O <- maps:get(overhead, R, []), Max =/= undefined] of
+        [] ->
+            [];
+        Os ->
+            ["; ", lists:join("; ", [overhead_part(O, OnNode) || O <- Os])]
+    end.
+
+-spec overhead_part(map(), boolean()) -> iolist().
+overhead_part(#{node := N, max_overhead := Max, sample := Sample, lowered := Lowered} = O,
+              OnNode) ->
+    Share = case maps:get(share, O, undefined) of
+                undefined -> "";
+                X -> io_lib:format(", tracing ~ts % of the CPU", [format_num(100 * X)])
+            end,
+    [[[atom_to_list(N), " "] || OnNode], "max_overhead ", format_num(Max), ": sample ",
+     format_num(Sample), [" (lowered)" || Lowered], Share].
 
 -spec time_line(self | inclusive) -> string().
 %% "; sorted by ...", when the rows are not in the default order.

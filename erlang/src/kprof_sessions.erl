@@ -1,21 +1,22 @@
 %%% @doc Other trace sessions (OTP 27 and later), as far as kprof must know.
 %%%
 %%% From OTP 27 a process can be traced by several isolated trace sessions
-%%% (the `trace' module). kprof traces in the default session, the one of
-%%% `erlang:trace/3', where `erlang:trace_info(Pid, tracer)' sees only that
-%%% session's tracer: `dbg' of OTP 27, which traces in a session of its own,
-%%% is invisible there, and stopping it is no longer needed for kprof to
-%%% trace the same processes. Two things still matter:
+%%% (the `trace' module), and kprof traces in sessions of its own ({@link
+%%% kprof_trace_session}): the legacy API's (`erlang:trace/3', which
+%%% recon_trace and older tools use), dbg's, tprof's and any other are
+%%% others, and none keeps kprof out of a process. Two things still matter:
 %%%
 %%% <ul>
-%%% <li>kprof's list of other tracers (`kprof:status()', the warning when a
+%%% <li>kprof's list of other tracers (`kprof:status()', the notice when a
 %%%     mode starts) names the processes other sessions trace, since their
 %%%     cost adds to kprof's: {@link others/0};</li>
 %%% <li>on OTP 27 to 29, two sessions tracing garbage collection on the
-%%%     same process crash the emulator (issue 11624 in OTP's tracker): a flame
-%%%     capture with `gc => true' is refused, with that reason, while
-%%%     another session traces garbage collection on a process it would
-%%%     trace: {@link gc_conflict/1}.</li>
+%%%     same process crash the emulator (issue 11624 in OTP's tracker; the
+%%%     legacy API's session counts): a flame capture with `gc => true' is
+%%%     refused, with that reason, while another session traces garbage
+%%%     collection on a process it would trace: {@link gc_conflict/1}. (A
+%%%     session that starts tracing garbage collection during such a
+%%%     capture is not kprof's to stop.)</li>
 %%% </ul>
 %%%
 %%% Both are gated by `erlang:function_exported(trace, session_create, 3)'
@@ -66,9 +67,9 @@ supported() ->
             Supported
     end.
 
-%% @doc Processes traced by a trace session other than the default one,
-%% with that session's tracer: `[{Pid, Tracer}]', kprof's own tracers left
-%% out. `[]' before OTP 27.
+%% @doc Processes traced by a trace session other than kprof's, the legacy
+%% API's among them, with that session's tracer: `[{Pid, Tracer}]', kprof's
+%% own tracers left out. `[]' before OTP 27.
 -spec others() -> [{pid(), term()}].
 others() ->
     others(probe()).
@@ -82,14 +83,18 @@ gc_conflict(Target) ->
     gc_conflict(Target, probe()).
 
 %% @doc The VM's answers: `session_info/1' of the `trace' module for the
-%% sessions of a process, its `info/3' for a session's flags or tracer on it.
+%% sessions of a process, its `info/3' for a session's flags or tracer on it
+%% (the legacy API's session, `{legacy, default}', which `info/3' refuses
+%% with `badarg', through `erlang:trace_info/2').
 -spec probe() -> probe().
 probe() ->
     Mod = trace_module(),
     #{supported => supported(),
       processes => fun erlang:processes/0,
       sessions => fun(Who) -> Mod:session_info(Who) end,
-      info => fun(Session, Who, Item) -> Mod:info(Session, Who, Item) end,
+      info => fun({legacy, default}, Who, Item) -> erlang:trace_info(Who, Item);
+                 (Session, Who, Item) -> Mod:info(Session, Who, Item)
+              end,
       ours => fun ours/1}.
 
 %% @doc Whether a tracer, as `erlang:trace_info(Pid, tracer)' or a

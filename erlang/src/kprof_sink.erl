@@ -496,11 +496,10 @@ live_gen(Gen) ->
 
 -spec open_ring(gen_server:from(), #state{}) -> {noreply, #state{}} | {reply, term(), #state{}}.
 open_ring(From, S = #state{pending = Pending}) ->
-    %% 64 MiB: about a second of a busy traced process's events (48 to 64 bytes
-    %% each), so a sink the OS leaves off its core for a while loses none.
-    Bytes = application:get_env(kprof, ring_bytes, 64 bsl 20),
+    %% A ring per scheduler thread and a shared one (kprof_tracer:rings/1).
+    {Bytes, Rings} = kprof_tracer:rings(application:get_env(kprof, ring_bytes, default)),
     Ref = make_ref(),
-    case try_send(term_to_binary({kprof, Ref, {ring_open, Bytes}}), S) of
+    case try_send(term_to_binary({kprof, Ref, {ring_open, Bytes, Rings}}), S) of
         true ->
             P = pending(ring_open, default_timeout(), Ref),
             {noreply, S#state{pending = Pending#{Ref => P}, ring = {opening, [From]}}};

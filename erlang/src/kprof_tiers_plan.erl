@@ -13,7 +13,7 @@
 -include("kprof_tiers.hrl").
 
 -export([check/2, check_report_opts/1, check_flame_opts/1]).
--export([full_selection/1, tier_ms/0, sink_opts/1]).
+-export([full_selection/1, tier_ms/0, sink_opts/1, pattern_flags/1]).
 
 -export_type([pattern/0, sink_spec/0]).
 
@@ -216,6 +216,14 @@ check_entries(_) ->
 tier_ms() ->
     [{'_', [{is_seq_trace}], [{message, {{{get_seq_token}, {caller}}}}]}].
 
+%% @doc The flags of a pattern's trace_pattern/3 call: the request markers
+%% are called remotely (kprof_tiers), so a global pattern sees them, and a
+%% global pattern sends no return_to (two events fewer a request, which the
+%% sink never needed); everything else local (a tier's return_to is its end).
+-spec pattern_flags(mfa_spec()) -> [local | global].
+pattern_flags({kprof_mark, _, _}) -> [global];
+pattern_flags(_) -> [local].
+
 -spec start_ms() -> [tuple()].
 start_ms() ->
     [{['$1'], [{is_seq_trace}], [{message, {{{get_seq_token}, {caller}, '$1'}}}]}].
@@ -234,12 +242,13 @@ entry_ms(Head, Guards, IdentityExpr) ->
 plan(Checked, Entries, O) ->
     Indexed = lists:zip(lists:seq(0, length(Checked) - 1), Checked),
     TierPatterns = [{Spec, tier_ms()} || {_, {_, Specs}} <- Indexed, {Spec, _} <- Specs],
-    %% resume/0 is in no sink spec: its frame counts as `other'.
+    %% The markers are traced global (pattern_flags/1): no return_to follows
+    %% their calls, and the sink opens no frame for them (role mark: in no tier).
     Marks = [{{kprof_mark, start, 1}, start_ms()}, {{kprof_mark, stop, 0}, tier_ms()},
              {{kprof_mark, resume, 0}, tier_ms()}],
     SinkSpecs = [{M, F, A, I} || {I, {_, Specs}} <- Indexed, {{M, F, A}, _} <- Specs]
         ++ [{kprof_mark, start, 1, start}, {kprof_mark, stop, 0, stop},
-            {kprof_mark, resume, 0, traced}]
+            {kprof_mark, resume, 0, mark}]
         ++ [{M, F, A, entry} || {{M, F, A}, _} <- Entries],
     SlowMax = maps:get(slow_max, O, 20),
     #plan{tiers = [{Name, [Spec || {Spec, _} <- Specs]} || {Name, Specs} <- Checked],
@@ -248,6 +257,7 @@ plan(Checked, Entries, O) ->
           sink_opts = sink_opts(O),
           full = full_selection(maps:get(full_trace, O, false)),
           sample = maps:get(sample, O, 1.0),
+          max_overhead = maps:get(max_overhead, O, undefined),
           window = maps:get(window, O, undefined),
           slow_max = SlowMax,
           limits = maps:with(?GUARD_KEYS, O),

@@ -5,6 +5,11 @@
 %%% every way back: a failed start, a stop, an abort from any process, a
 %%% restarted server undoing what its killed predecessor left.
 %%%
+%%% On OTP 27 and later all of it is set in a trace session of kprof's own,
+%%% `kprof_tiers' ({@link kprof_trace_session}), opened by a step of the
+%%% start with the tracer; every way back destroys it, which takes the
+%%% flags and patterns off at once, and nothing of another session's.
+%%%
 %%% A start is a list of steps, each with its undo ({@link start/1});
 %%% {@link run_steps/2} runs them and, when one fails, undoes the ones done,
 %%% newest first. What is about to be set is written in {@link
@@ -72,8 +77,8 @@ start(Plan) ->
 -spec claimed(#plan{}, port() | {error, term()}) ->
           {ok, #plan{}, counters:counters_ref(), port()} | {error, term()}.
 claimed(Plan, Port) when is_port(Port) ->
-    Steps = [record_step(), sink_step(), full_patterns_step(), patterns_step(),
-             baseline_step(), flags_step(), publish_step()],
+    Steps = [record_step(), calibrate_step(), sink_step(), session_step(),
+             full_patterns_step(), patterns_step(), baseline_step(), flags_step(), publish_step()],
     case run_steps(Steps, #{plan => Plan, port => Port,
                             full_modules => full_modules(Plan#plan.full)}) of
         {ok, #{plan := Plan1, counters := C}} -> {ok, Plan1, C, Port};
@@ -115,6 +120,17 @@ record_step() ->
      end,
      fun(_) -> kprof_records:delete(?RECORD) end}.
 
+%% What an event costs here, with the tracer the flags will name: before
+%% the sink's tiers_start (it reads the calibration's events first, and
+%% takes them for nobody's) and before the events baseline.
+-spec calibrate_step() -> step().
+calibrate_step() ->
+    {fun(Ctx = #{plan := Plan, port := Port}) ->
+             Cal = kprof_tiers_cost:calibrate(tracer(Port)),
+             {ok, Ctx#{plan := Plan#plan{calibration = Cal}}}
+     end,
+     fun nothing/1}.
+
 -spec sink_step() -> step().
 sink_step() ->
     {fun(Ctx = #{plan := Plan}) ->
@@ -134,24 +150,40 @@ sink_step() ->
      end,
      fun(_) -> kprof_sink:command(tiers_stop) end}.
 
+%% The tracer, and the session that traces with it (its undo takes off
+%% whatever the later steps set there).
+-spec session_step() -> step().
+session_step() ->
+    {fun(Ctx = #{plan := Plan, port := Port}) ->
+             case kprof_trace_session:open(kprof_tiers, tracer(Port)) of
+                 {ok, Session} -> {ok, Ctx#{plan := Plan#plan{session = Session}}};
+                 {error, _} = Error -> Error
+             end
+     end,
+     fun(#{plan := #plan{session = Session}}) when Session =/= undefined ->
+             kprof_trace_session:close(Session);
+        (_) ->
+             ok
+     end}.
+
 -spec full_patterns_step() -> step().
 full_patterns_step() ->
     {fun(Ctx = #{plan := Plan, full_modules := Mods}) ->
-             Watch = set_full_patterns(Mods),
+             Watch = set_full_patterns(Plan#plan.session, Mods),
              Full = [{{M, '_', '_'}, MS} || {module, M, MS, _, _} <- Watch],
              {ok, Ctx#{plan := Plan#plan{full_patterns = Full, full_watch = Watch}}}
      end,
-     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.full_patterns) end}.
+     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.session, Plan#plan.full_patterns) end}.
 
 -spec patterns_step() -> step().
 patterns_step() ->
     {fun(Ctx = #{plan := Plan}) ->
-             case set_patterns(Plan#plan.patterns, []) of
+             case set_patterns(Plan#plan.session, Plan#plan.patterns, []) of
                  ok -> {ok, Ctx};
                  {error, _} = Error -> Error
              end
      end,
-     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.patterns) end}.
+     fun(#{plan := Plan}) -> remove_patterns(Plan#plan.session, Plan#plan.patterns) end}.
 
 %% max_events counts from here: the guard is armed after the flags are set.
 -spec baseline_step() -> step().
@@ -164,8 +196,8 @@ baseline_step() ->
 
 -spec flags_step() -> step().
 flags_step() ->
-    {fun(Ctx = #{port := Port}) ->
-             case set_flags(Port) of
+    {fun(Ctx = #{plan := Plan}) ->
+             case set_flags(Plan#plan.session) of
                  ok -> {ok, Ctx};
                  {error, _} = Error -> Error
              end
@@ -177,21 +209,22 @@ publish_step() ->
     {fun(Ctx = #{plan := Plan}) -> {ok, Ctx#{counters => publish(Plan)}} end,
      fun(_) -> unpublish() end}.
 
-set_patterns([], _Done) ->
+set_patterns(_Session, [], _Done) ->
     ok;
-set_patterns([{Spec, MS} | Rest], Done) ->
+set_patterns(Session, [{Spec, MS} | Rest], Done) ->
     %% What trace_pattern/3 raises is the error's reason, as a `catch' gives it.
     Failed = fun(Why) ->
-                     remove_patterns(Done),
+                     remove_patterns(Session, Done),
                      {error, {trace_pattern_failed, Spec, Why}}
              end,
-    try erlang:trace_pattern(Spec, MS, [local]) of
+    try kprof_trace_session:function(Session, Spec, MS, kprof_tiers_plan:pattern_flags(Spec)) of
         N when is_integer(N), N > 0 ->
-            set_patterns(Rest, [Spec | Done]);
+            set_patterns(Session, Rest, [Spec | Done]);
         Other ->
             Failed(Other)
     catch
-        throw:Thrown when is_integer(Thrown), Thrown > 0 -> set_patterns(Rest, [Spec | Done]);
+        throw:Thrown when is_integer(Thrown), Thrown > 0 ->
+            set_patterns(Session, Rest, [Spec | Done]);
         throw:Thrown -> Failed(Thrown);
         error:Reason:Stack -> Failed({'EXIT', {Reason, Stack}});
         exit:Reason -> Failed({'EXIT', Reason})
@@ -203,14 +236,14 @@ set_patterns([{Spec, MS} | Rest], Done) ->
 %% for the whole of it), yielding in between. BIFs are left out (`erlang',
 %% `erts_internal', and the BIFs of other modules): a traced BIF sends its
 %% own return_to, which the sink's chain model does not expect.
-%% kprof_guard:module_pattern/3 sets them, and gives the pattern the guard
+%% kprof_guard_reload:module_pattern/4 sets them, and gives the pattern the guard
 %% watches for a module (one sentinel function) and puts back the same way
 %% after a code reload of it.
--spec set_full_patterns([module()]) -> [kprof_guard:pattern()].
-set_full_patterns(Mods) ->
+-spec set_full_patterns(kprof_trace_session:session(), [module()]) -> [kprof_guard:pattern()].
+set_full_patterns(Session, Mods) ->
     MS = kprof_tiers_plan:tier_ms(),
     [begin
-         W = kprof_guard:module_pattern(M, MS, [local]),
+         W = kprof_guard_reload:module_pattern(Session, M, MS, [local]),
          erlang:yield(),
          W
      end || M <- Mods].
@@ -231,16 +264,27 @@ full_trace_modules() ->
     Skip = sets:from_list(Own ++ ?RESERVED_MODULES ++ ?FULL_SKIP, [{version, 2}]),
     lists:sort([M || {M, _} <- code:all_loaded(), not sets:is_element(M, Skip)]).
 
--spec set_flags(port()) -> ok | {error, term()}.
-set_flags(Port) ->
-    Tracer = tracer(Port),
-    try erlang:trace(all, true, [Tracer | flags_for(Tracer)]) of
+-spec set_flags(kprof_trace_session:session()) -> ok | {error, term()}.
+set_flags(Session) ->
+    Tracer = kprof_trace_session:tracer(Session),
+    ok = discard_unread(Tracer),
+    try kprof_trace_session:process(Session, all, true, flags_for(Tracer)) of
         _ -> ok
     catch
         error:Reason ->
             _ = release_ring(),
             {error, {trace_flags_failed, Reason}}
     end.
+
+%% `procs' is for the `exit' (the sink ends a killed process's requests,
+%% gives its pid id back); the tracer NIF drops the rest of what it brings
+%% before the VM builds it: a spawn and a spawned per process a server
+%% spawns per request.
+-spec discard_unread(tuple()) -> ok.
+discard_unread({tracer, kprof_tracer, Gen}) ->
+    kprof_tracer:discard(Gen, [spawn, spawned, register, unregister]);
+discard_unread({tracer, _Port}) ->
+    ok.
 
 %% The tracer NIF takes its own timestamps (the VM's, asked with
 %% monotonic_timestamp, would cost the traced process as much again): only a
@@ -269,28 +313,36 @@ release_ring() ->
     ok.
 
 %% Patterns (or bare specs) off, whatever of them is set.
--spec remove_patterns([mfa_spec() | pattern()]) -> ok.
-remove_patterns(Patterns) ->
-    lists:foreach(fun({Spec, MS}) when is_list(MS) -> pattern_off(Spec);
-                     (Spec) -> pattern_off(Spec)
+-spec remove_patterns(kprof_trace_session:session(), [mfa_spec() | pattern()]) -> ok.
+remove_patterns(Session, Patterns) ->
+    lists:foreach(fun({Spec, MS}) when is_list(MS) -> pattern_off(Session, Spec);
+                     (Spec) -> pattern_off(Session, Spec)
                   end, Patterns).
 
-%% A spec's local pattern off, whether it was set or not (a module gone, a
-%% spec the VM refuses: nothing to take off).
--spec pattern_off(mfa_spec()) -> ok.
-pattern_off(Spec) ->
-    _ = try erlang:trace_pattern(Spec, false, [local]) catch _:_ -> 0 end,
+%% A spec's pattern off (of its kind: pattern_flags/1), whether it was set or
+%% not (a module gone, a spec the VM refuses, the session destroyed: nothing
+%% to take off).
+-spec pattern_off(kprof_trace_session:session(), mfa_spec()) -> ok.
+pattern_off(Session, Spec) ->
+    _ = try kprof_trace_session:function(Session, Spec, false, kprof_tiers_plan:pattern_flags(Spec))
+        catch _:_ -> 0 end,
     ok.
 
 %% @doc What {@link kprof_tiers:abort/2} does at once: nothing that waits for the sink, which may be
 %% seconds behind (waiting for it there kept the patterns on for the whole
 %% command timeout after an overload). The NIF writes no more, flags and
-%% patterns come off.
+%% patterns come off: the tiers' session destroyed (any process may call
+%% this: it is found by its name), or on the legacy API each of them.
 -spec untrace_now([pattern()]) -> ok.
 untrace_now(Patterns) ->
     release_ring(),
-    _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
-    remove_patterns(Patterns).
+    case kprof_trace_session:supported() of
+        true ->
+            kprof_trace_session:destroy(kprof_tiers);
+        false ->
+            _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
+            remove_patterns(kprof_trace_session:legacy_api(), Patterns)
+    end.
 
 
 %%% Stop
@@ -339,15 +391,33 @@ untrace(Plan, C, _SinkLost) ->
 -spec clean(#plan{}, port() | undefined, boolean()) -> ok.
 clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
     disarm_guard(),
-    untrace_now(Patterns ++ Full),
+    %% Not when a session began since (after a sink's kill -9, on the new
+    %% sink): its tracer NIF generation is live, its flags and patterns are
+    %% its own, and kprof_tracer:detach/0 and erlang:trace(all, false, _)
+    %% took them (a flame capture started then got no events). The abort or
+    %% stop turned ours off already (untrace_at_once/2).
+    Newer = newer_session(),
+    _ = Newer orelse untrace_now(Patterns ++ Full),
     _ = case kprof_sink:port() of
             Port when not Lost ->
-                release_ring(),
+                _ = Newer orelse release_ring(),
                 try kprof_sink:send(tiers_stop) catch _:_ -> ok end;
             _ ->
                 ok    % gone, or a new sink: nothing of ours in it
         end,
     ok.
+
+%% Another run traces: the tracer NIF has a live generation again (ours was
+%% detached by the abort or stop), or the guard has something else armed.
+-spec newer_session() -> boolean().
+newer_session() ->
+    Live = try kprof_tracer:live() catch error:_ -> 0 end,
+    Armed = try kprof_guard:status() of
+                #{armed := A} -> A -- [tiers]
+            catch
+                exit:_ -> []
+            end,
+    Live =/= 0 orelse Armed =/= [].
 
 %%% The request path's term
 
@@ -356,8 +426,9 @@ clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
 %% request counters, active.
 -spec publish(#plan{}) -> counters:counters_ref().
 publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
-    C = counters:new(4, [write_concurrency]),
+    C = counters:new(?COUNTERS, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
+    counters:put(C, ?SAMPLE_PPM, max(1, round(Sample * 1000000))),
     %% abort/2 untraces these: full trace's too.
     persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full}),
     C.
@@ -384,17 +455,22 @@ unpublish() ->
 %% module (after {@link kprof_tiers:abort/2} has removed them itself).
 -spec arm_guard(#plan{}, counters:counters_ref(), fun((term(), term()) -> ok)) -> ok.
 arm_guard(#plan{patterns = Patterns, limits = Limits, full = Full, full_watch = Watch,
-                events0 = E0}, Counters, Abort) ->
+                events0 = E0, session = Session}, Counters, Abort) ->
     CatchAll = case Full of
                    false -> [];
                    _ -> [{{'_', '_', '_'}, kprof_tiers_plan:tier_ms(), [local]}]
                end,
     Arm0 = #{abort => Abort, owner => self(),
-             patterns => Watch ++ [{MFA, MS, [local]} || {MFA, MS} <- Patterns] ++ CatchAll,
+             patterns => Watch ++ [{MFA, MS, kprof_tiers_plan:pattern_flags(MFA)}
+                                   || {MFA, MS} <- Patterns] ++ CatchAll,
              reapplied => fun(_MFA) -> counters:add(Counters, ?REAPPLIED, 1) end},
+    Arm1 = case Session of
+               undefined -> Arm0;
+               _ -> Arm0#{session => kprof_trace_session:weak(Session)}
+           end,
     Arm = case E0 of
-              undefined -> Arm0;
-              _ -> Arm0#{events0 => E0}
+              undefined -> Arm1;
+              _ -> Arm1#{events0 => E0}
           end,
     case whereis(kprof_guard) of
         undefined ->
@@ -430,10 +506,11 @@ disarm_guard() ->
 %% requests' switch, the guard's watch, the tracer NIF's session, the flags
 %% of every process whose tracer is kprof's (the sink's port of the record,
 %% or the tracer NIF of any generation: flags another tracer set stay), and
-%% the patterns of the plan and of full trace's modules. Counts what it
-%% found set.
+%% the patterns of the plan and of full trace's modules; on OTP 27 and
+%% later the tiers' trace session (the record's copy of the plan kept it
+%% alive), destroyed once counted. Counts what it found set.
 -spec undo_record(map()) -> #{processes := non_neg_integer(), patterns := non_neg_integer()}.
-undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
+undo_record(Rec = #{plan := Plan = #plan{patterns = Patterns}}) ->
     Port = maps:get(port, Rec, undefined),
     _ = case maps:get(counters, Rec, undefined) of
             undefined -> ok;
@@ -441,21 +518,41 @@ undo_record(Rec = #{plan := #plan{patterns = Patterns}}) ->
         end,
     unpublish(),
     disarm_guard(),
+    Session = case Plan#plan.session of
+                  undefined -> kprof_trace_session:legacy_api();
+                  S -> S
+              end,
     %% Counted before the NIF's session goes: a stale NIF tracer is gone at
     %% the process's next event (or trace_info/2).
-    Procs = untrace_ours(Port),
+    Procs = untrace_ours(Session, Port),
     release_ring(),
     Specs = [Spec || {Spec, _} <- Patterns]
         ++ [{M, '_', '_'} || M <- maps:get(full_modules, Rec, [])],
-    Set = length([Spec || Spec <- Specs, has_local_pattern(Spec)]),
-    remove_patterns(Specs),
+    Set = length([Spec || Spec <- Specs, has_pattern(Session, Spec)]),
+    remove_patterns(Session, Specs),
+    kprof_trace_session:close(Session),
+    kprof_trace_session:destroy(kprof_tiers),
     #{processes => Procs, patterns => Set}.
 
--spec untrace_ours(port() | undefined) -> non_neg_integer().
-untrace_ours(Port) ->
-    Off = fun(Who) -> try erlang:trace(Who, false, ?FLAGS) catch _:_ -> 0 end end,
-    _ = traced_by_ours(new, Port) andalso Off(new),
-    length([P || P <- erlang:processes(), traced_by_ours(P, Port), Off(P) =:= 1]).
+-spec untrace_ours(kprof_trace_session:session(), port() | undefined) -> non_neg_integer().
+untrace_ours(Session, Port) ->
+    case kprof_trace_session:legacy(Session) of
+        true ->
+            Off = fun(Who) -> try erlang:trace(Who, false, ?FLAGS) catch _:_ -> 0 end end,
+            _ = traced_by_ours(new, Port) andalso Off(new),
+            length([P || P <- erlang:processes(), traced_by_ours(P, Port), Off(P) =:= 1]);
+        false ->
+            %% Every flag in the session is kprof's.
+            Flagged = fun(Who) ->
+                              try kprof_trace_session:info(Session, Who, flags) of
+                                  {flags, [_ | _]} -> true;
+                                  _ -> false
+                              catch
+                                  error:badarg -> false
+                              end
+                      end,
+            length([P || P <- erlang:processes(), Flagged(P)])
+    end.
 
 %% Whether Who's tracer is the tracer NIF or this sink's port. OTP 25's spec
 %% of erlang:trace_info/2 gives a tracer module as {tracer, Module, State};
@@ -470,16 +567,23 @@ traced_by_ours(Who, Port) ->
         _ -> false
     end.
 
-%% A local pattern on at least one function the spec names.
--spec has_local_pattern(mfa_spec()) -> boolean().
-has_local_pattern({M, F, A}) ->
+%% A pattern (of the spec's kind: pattern_flags/1) on at least one function
+%% the spec names.
+-spec has_pattern(kprof_trace_session:session(), mfa_spec()) -> boolean().
+has_pattern(Session, Spec = {M, F, A}) ->
+    [Kind] = kprof_tiers_plan:pattern_flags(Spec),
     Fns = case erlang:module_loaded(M) of
               true -> M:module_info(functions);
               false -> []
           end,
+    Local = fun(MFA) ->
+                    try kprof_trace_session:info(Session, MFA, traced) =:= {traced, Kind}
+                    catch error:badarg -> false
+                    end
+            end,
     lists:any(fun({F1, A1}) ->
                       (F =:= '_' orelse F1 =:= F) andalso (A =:= '_' orelse A1 =:= A)
-                          andalso erlang:trace_info({M, F1, A1}, traced) =:= {traced, local}
+                          andalso Local({M, F1, A1})
               end, Fns).
 
 %% The state of the run the killed server had: its plan, counters and what it

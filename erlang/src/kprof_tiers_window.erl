@@ -42,7 +42,8 @@
                   since := integer(), until := undefined | integer(),
                   snap := undefined | map(), slices := [slice()],
                   active := boolean(), aborted := term(), full := undefined | map(),
-                  polled_at := undefined | integer(), incomplete := false | map()}.
+                  polled_at := undefined | integer(), incomplete := false | map(),
+                  cost => undefined | kprof_tiers_cost:cost()}.
 
 %% @doc How often the sink is polled (ms): a window every tenth of it (its
 %% slices); at least once a second.
@@ -138,7 +139,8 @@ node_report(Plan, V = #{counters := C, stats := Stats, base := Base, since := Si
       reapplied => Get(?REAPPLIED),
       slow_max => Plan#plan.slow_max,
       incomplete => maps:get(incomplete, V),
-      polled_at => sys_ms(maps:get(polled_at, V))}.
+      polled_at => sys_ms(maps:get(polled_at, V)),
+      overhead => kprof_tiers_cost:info(maps:get(cost, V, undefined))}.
 
 -spec count(undefined | counters:counters_ref(), pos_integer()) -> non_neg_integer().
 count(undefined, _I) -> 0;
@@ -270,13 +272,20 @@ took(#poll{started = T}, Acc, S = #state{plan = Plan}) ->
     %% Anything else the sink says (an error) is not taken: the last
     %% answer stands.
     S2 = case Acc of
-             #{stats := #{} = Stats} -> S1#state{stats = Stats};
+             #{stats := #{} = Stats} -> S1#state{stats = Stats, cost = cost(Stats, S1)};
              _ -> S1
          end,
     case Acc of
         #{full := #{identities := _} = Full} -> S2#state{full = Full};
         _ -> S2
     end.
+
+%% The estimate of what tracing costs, with this poll's count of events.
+-spec cost(map(), #state{}) -> undefined | kprof_tiers_cost:cost().
+cost(#{trace_events := Events}, #state{cost = Cost, active = Active}) when Cost =/= undefined ->
+    kprof_tiers_cost:update(Events, Cost, Active);
+cost(_, #state{cost = Cost}) ->
+    Cost.
 
 %% @private Reports asked before this poll was sent have their answer; later ones
 %% wait for the next poll (sent at once).
@@ -330,7 +339,8 @@ state_report(Incomplete, S = #state{plan = Plan}) ->
               since => S#state.since, until => S#state.until, snap => S#state.snap,
               slices => S#state.slices, active => S#state.active,
               aborted => S#state.aborted, full => S#state.full,
-              polled_at => S#state.polled_at, incomplete => Incomplete}).
+              polled_at => S#state.polled_at, incomplete => Incomplete,
+              cost => S#state.cost}).
 
 %% @private A step of kprof_tiers' polls, on its state.
 -spec state_info(#state{}) -> map().
@@ -357,7 +367,8 @@ state_info(S = #state{plan = Plan, active = Active, nodes = Nodes, aborted = Abo
             sample => case Plan of undefined -> undefined; _ -> Plan#plan.sample end,
             window => case Plan of undefined -> undefined; _ -> Plan#plan.window end,
             polls => S#state.polls, polled_at => sys_ms(S#state.polled_at),
-            polled => Polled, sink_lost => S#state.sink_lost}.
+            polled => Polled, sink_lost => S#state.sink_lost,
+            overhead => kprof_tiers_cost:info(S#state.cost)}.
 
 -spec now_ns() -> integer().
 now_ns() ->

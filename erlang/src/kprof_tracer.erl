@@ -1,8 +1,9 @@
 %%% @doc The tracer module kprof traces with: a NIF that writes each trace
 %%% event (`call', `return_to', `in'/`out', `spawn'/`spawned'/`exit'/
 %%% `register', GC start and end, a meta pattern's `call', `return_from' and
-%%% `exception_from') into a ring of shared memory that `kprof_sink' reads
-%%% (include/ks_ring.h, doc/internals-ring.md). Tiers and flame
+%%% `exception_from') into rings of shared memory that `kprof_sink' reads,
+%%% one per scheduler thread (include/ks_ring.h, doc/internals-ring.md),
+%%% merged by time in the sink. Tiers and flame
 %%% captures use it; {@link kprof_sink:tracer/0} hands out the tracer.
 %%%
 %%% A port tracer costs the traced process a `term_to_binary' and a port
@@ -16,12 +17,12 @@
 %%% after {@link attach/2} (or {@link resume/1}) made `Gen' the live
 %%% generation, and as a meta tracer with the state `{meta, Gen}'; a tracer
 %%% of any other generation removes itself from the process at its next
-%%% event. {@link ring_info/0} reads the ring's counters without asking the
+%%% event. {@link ring_info/0} reads the rings' counters without asking the
 %%% sink anything: `kprof_guard' watches the reader with it.
 -module(kprof_tracer).
 
 -export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0,
-         budget/2, budget/0]).
+         budget/2, budget/0, discard/2, rings/1]).
 %% erl_tracer callbacks (the NIF)
 -export([enabled/3, trace/5]).
 
@@ -47,6 +48,26 @@ available() ->
     catch
         error:{not_loaded, ?MODULE} -> false
     end.
+
+%% @doc The rings to ask the sink for: `{Bytes, Rings}', a ring of `Bytes' for
+%% each scheduler thread that may write one (normal, dirty CPU, dirty I/O) and
+%% one they share when more threads come (include/ks_ring.h). `Bytes' is the
+%% application environment `ring_bytes' as it is (the sink refuses a size that
+%% is not a power of two of 64 KiB or more), or by `default' 64 MiB shared
+%% among the normal schedulers, a power of two from 1 to 32 MiB: at 2 million
+%% events a second a scheduler fills 1 MiB of 48-byte records in 10 ms, and
+%% only the pages a busy scheduler's ring goes through take memory.
+-spec rings(pos_integer() | default) -> {pos_integer(), pos_integer()}.
+rings(Bytes) ->
+    Threads = lists:sum([erlang:system_info(K) || K <- [schedulers, dirty_cpu_schedulers,
+                                                        dirty_io_schedulers]]),
+    {ring_bytes(Bytes), min(Threads + 1, 1024)}.   % KS_RING_MAX_RINGS
+
+ring_bytes(default) ->
+    Each = (64 bsl 20) div erlang:system_info(schedulers),
+    max(1 bsl 20, min(32 bsl 20, 1 bsl (length(integer_to_list(Each, 2)) - 1)));
+ring_bytes(Bytes) ->
+    Bytes.
 
 %% @doc Map the ring the sink created under the POSIX shared-memory name
 %% `ShmName', and make `Gen' (a positive integer, new for each session) the
@@ -79,11 +100,12 @@ release() ->
 live() ->
     ?NOT_LOADED.
 
-%% @doc The mapped ring's counters, read from shared memory as they are:
-%% `head' (bytes reserved by writers), `tail' (bytes the sink has read),
-%% `reads' (the sink's drains), `drops' (events lost: the ring was full),
-%% `unsupported', `written' (records), `size', `closed', `live'; or
-%% `undefined' when no ring is mapped.
+%% @doc The mapped rings' counters, read from shared memory as they are,
+%% summed over the rings: `head' (bytes written by writers), `tail' (bytes
+%% the sink has read), `drops' (events lost: a ring was full),
+%% `unsupported'; and `reads' (the sink's drains), `size' (each ring's data
+%% bytes), `rings', `claimed' (rings a scheduler thread holds), `closed',
+%% `live'; or `undefined' when no ring is mapped.
 -spec ring_info() -> #{atom() => non_neg_integer()} | undefined.
 ring_info() ->
     ?NOT_LOADED.
@@ -105,9 +127,22 @@ budget(_Gen, _N) ->
 budget() ->
     ?NOT_LOADED.
 
+%% @doc Generation `Gen''s events of these tags are discarded before the VM
+%% builds them (`enabled/3' answers `discard'): for a mode that reads none of
+%% them, e.g. the tiers, which read a process's `exit' of the `procs' flag
+%% but not its `spawn', `spawned', `register' or `unregister'. Tags: those a
+%% record carries (`in', `out', `spawn', `exit', `gc_minor_start', ...; not
+%% `call' or `return_to'), else `badarg'. One generation at a time:
+%% `discard(0, [])' clears it, and any other generation discards only the
+%% tags no record carries.
+-spec discard(non_neg_integer(), [atom()]) -> ok.
+discard(_Gen, _Tags) ->
+    ?NOT_LOADED.
+
 %% @private erl_tracer callback (the NIF): `trace' while `State' is the live
 %% generation (or `{meta, Gen}' of it) and the tag is one a record carries,
-%% `discard' for other tags, `remove' for a stale state.
+%% `discard' for other tags and those {@link discard/2} named for the
+%% generation, `remove' for a stale state.
 -spec enabled(atom(), term(), pid() | port()) -> trace | discard | remove.
 enabled(_TraceTag, _State, _Tracee) ->
     ?NOT_LOADED.

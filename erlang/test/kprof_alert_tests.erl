@@ -30,7 +30,7 @@ alert_test_() ->
 %% Started here; each test subscribes itself (eunit runs a foreach's setup
 %% in another process than its test).
 setup() ->
-    ok = kprof:start(#{tracer => port}).
+    ok = kprof_test_util:start(#{tracer => port}).
 
 cleanup(_) ->
     _ = erlang:trace(all, false, [all]),

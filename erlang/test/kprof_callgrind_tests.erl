@@ -29,7 +29,7 @@ callgrind_test_() ->
       end}}.
 
 setup() ->
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     work(),   % the code loaded: no error_handler frames
     kprof_test_util:tmp_dir("kprof-callgrind").
 

@@ -29,7 +29,7 @@ calls_test_() ->
 
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 cleanup(_) ->
@@ -59,7 +59,7 @@ worker(Parent, N) ->
                end).
 
 traced() ->
-    {flags, F} = erlang:trace_info(self(), flags),
+    {flags, F} = kprof_test_util:trace_info(self(), flags),
     lists:member(call, F).
 
 rounds(0) -> ok;
@@ -99,13 +99,15 @@ session(Spec, Opts) ->
 result(P) ->
     receive {calls, P, R} -> R after 60000 -> error(no_result) end.
 
-%% Nothing of a session is left: flags, patterns, call_time, the budget, the guard.
+%% Nothing of a session is left: its trace session (OTP 27+), flags,
+%% patterns, call_time, the budget, the guard.
 nothing_left(Pids) ->
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    [?assertEqual({P, {flags, []}}, {P, erlang:trace_info(P, flags)}) || P <- Pids,
+    ?assertEqual([], kprof_test_util:kprof_sessions()),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(new, flags)),
+    [?assertEqual({P, {flags, []}}, {P, kprof_test_util:trace_info(P, flags)}) || P <- Pids,
                                                                     is_process_alive(P)],
-    [?assertEqual({MFA, {traced, false}}, {MFA, erlang:trace_info(MFA, traced)}) || MFA <- [?A, ?B]],
-    [?assertEqual({MFA, {call_time, false}}, {MFA, erlang:trace_info(MFA, call_time)})
+    [?assertEqual({MFA, {traced, false}}, {MFA, kprof_test_util:trace_info(MFA, traced)}) || MFA <- [?A, ?B]],
+    [?assertEqual({MFA, {call_time, false}}, {MFA, kprof_test_util:trace_info(MFA, call_time)})
      || MFA <- [?A, ?B]],
     ?assertMatch(#{gen := 0}, kprof_tracer:budget()),
     ?assertMatch(#{armed := []}, kprof:status()),
@@ -273,12 +275,12 @@ no_calls() ->
 
 busy() ->
     ok = kprof:start_tiers([{a, [?B]}], #{}),
-    NewFlags = erlang:trace_info(new, flags),
+    NewFlags = kprof_test_util:trace_info(new, flags),
     ?assertEqual({error, {busy, tiers}}, kprof:calls(?A, #{ms => 50})),
     %% Nothing of the tiers changed, nothing of calls set.
-    ?assertEqual(NewFlags, erlang:trace_info(new, flags)),
-    ?assertEqual({traced, false}, erlang:trace_info(?A, traced)),
-    ?assertEqual({traced, local}, erlang:trace_info(?B, traced)),
+    ?assertEqual(NewFlags, kprof_test_util:trace_info(new, flags)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(?A, traced)),
+    ?assertEqual({traced, local}, kprof_test_util:trace_info(?B, traced)),
     ?assertMatch(#{armed := [tiers]}, kprof:status()),
     ok = kprof:stop_tiers(),
     %% A session running: the tiers and a flame capture are refused.
@@ -287,9 +289,9 @@ busy() ->
     ?assertEqual({error, {busy, calls}}, kprof:start_tiers([{a, [?B]}], #{})),
     ?assertEqual({error, {busy, calls}}, kprof:flame_capture(?B, 1, #{timeout => 100})),
     ?assertEqual({error, {busy, calls}}, kprof:calls(?B, #{ms => 50})),
-    ?assertEqual({traced, false}, erlang:trace_info(?B, traced)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(?B, traced)),
     %% One call ends it.
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(?A, traced) =:= {traced, local} end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(?A, traced) =:= {traced, local} end, 10000),
     spawn(fun() -> ok = kprof_test_util:wait_until(fun traced/0, 30000), ?MODULE:leaf_a(1) end),
     ?assertMatch({ok, [#{mfa := ?A, calls := 1}], #{stopped := max}}, result(S)),
     nothing_left([]).
@@ -299,13 +301,13 @@ busy() ->
 caller_dies() ->
     Sp = spinner(),
     S = session([?A, ?B], #{ms => 60000, max => infinity, time => true, print => false}),
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(?A, call_time) =/= {call_time, false} end,
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(?A, call_time) =/= {call_time, false} end,
                                     10000),
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =/= {flags, []} end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(Sp, flags) =/= {flags, []} end, 10000),
     exit(S, kill),
     ok = kprof_test_util:wait_until(fun() -> not calls_running() end, 10000),
     %% The spinner's next call drops a stale tracer, if it still had one.
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =:= {flags, []} end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(Sp, flags) =:= {flags, []} end, 10000),
     nothing_left([Sp]),
     ?assertMatch(#{aborted := #{kind := owner_down}}, kprof:status()),
     exit(Sp, kill).
@@ -315,10 +317,10 @@ caller_dies() ->
 sink_dies() ->
     Sp = spinner(),
     S = session(?A, #{ms => 60000, max => infinity, print => false}),
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =/= {flags, []} end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(Sp, flags) =/= {flags, []} end, 10000),
     ok = kprof_sink:restart(test),
     ?assertEqual({error, {sink, {restarted, {aborted, sink_down}}}}, result(S)),
-    ok = kprof_test_util:wait_until(fun() -> erlang:trace_info(Sp, flags) =:= {flags, []} end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:trace_info(Sp, flags) =:= {flags, []} end, 10000),
     nothing_left([Sp]),
     exit(Sp, kill),
     %% The new sink counts the next session.
@@ -332,7 +334,7 @@ sink_dies() ->
 %% max is polled (the counts may pass it, none is lost).
 port_tracer() ->
     ok = kprof:stop(),
-    ok = kprof:start(#{tracer => port}),
+    ok = kprof_test_util:start(#{tracer => port}),
     N = 200,
     S = session([?A, ?B], #{ms => 60000, max => 4 * N, print => false}),
     W = worker(self(), N),

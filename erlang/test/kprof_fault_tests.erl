@@ -177,7 +177,7 @@ capture_sink_frozen(Dir) ->
         receive {done, R} -> R after 60000 -> error({stuck, C}) end,
     [stop(W) || W <- Ws],
     has_files(Files),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, trig, 0}, meta)),
     ?assertEqual([], leftovers()),
     next_start_works().
 
@@ -266,12 +266,12 @@ flame_srv_killed_capture(Dir) ->
                                                              (opts(Dir))#{timeout => 30000})}
                    end),
     ok = wait_until(fun() -> sink_events() > 1000 andalso capture_open() end, 10000),
-    {meta, {kprof_tracer, _}} = erlang:trace_info({?MODULE, trig, 0}, meta),
-    {traced, local} = erlang:trace_info(on_load, traced),
+    {meta, {kprof_tracer, _}} = kprof_test_util:trace_info({?MODULE, trig, 0}, meta),
+    {traced, local} = kprof_test_util:trace_info(on_load, traced),
     exit(whereis(kprof_flame_srv), kill),
     ok = wait_until(fun() -> leftovers() =:= [] end, 5000),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 0}, meta)),
-    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, trig, 0}, meta)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(on_load, traced)),
     {error, {aborted, _, Files}} = receive {done, R} -> R after 30000 -> error(capture_stuck) end,
     has_files(Files),
     [stop(W) || W <- Ws],
@@ -312,13 +312,15 @@ stop_mid_capture(Dir) ->
     Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 2)],
     Self = self(),
     _ = spawn(fun() ->
-                      Self ! {done, catch kprof:flame_capture({?MODULE, trig, 0}, 100000,
-                                                              (opts(Dir))#{timeout => 30000})}
+                      Self ! {done, kprof_test_util:caught(
+                                      fun() -> kprof:flame_capture({?MODULE, trig, 0}, 100000,
+                                                                   (opts(Dir))#{timeout => 30000})
+                                      end)}
               end),
-    ok = wait_until(fun() -> erlang:trace_info(on_load, traced) =:= {traced, local} end, 10000),
+    ok = wait_until(fun() -> kprof_test_util:trace_info(on_load, traced) =:= {traced, local} end, 10000),
     ok = kprof:stop(),
     ?assertEqual([], leftovers()),
-    ?assertEqual({traced, false}, erlang:trace_info(on_load, traced)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info(on_load, traced)),
     _ = receive {done, _} -> ok after 30000 -> ok end,
     [stop(W) || W <- Ws],
     ok = kprof:start(),
@@ -336,7 +338,7 @@ stop_mid_capture(Dir) ->
 bounded_calls(_Dir) ->
     ok = kprof:stop(),
     T = 1000,
-    ok = kprof:start(#{call_timeout => T}),
+    ok = kprof_test_util:start(#{call_timeout => T}),
     %% A directory of its own: /tmp itself is root's, refused to anybody else.
     Out = "/tmp/kprof-fault-ring-" ++ os:getpid(),
     {ok, _, _} = kprof:flame_apply(fun() -> ok end,   % the ring is open before the freeze
@@ -396,7 +398,7 @@ run_all(Calls) ->
     Self = self(),
     _ = [spawn(fun() ->
                        T0 = erlang:monotonic_time(millisecond),
-                       R = (catch F()),
+                       R = kprof_test_util:caught(F),
                        Self ! {timed, N, erlang:monotonic_time(millisecond) - T0, R}
                end) || {N, _, F} <- Calls],
     Timed = [receive {timed, N, Ms, R} -> {N, Ms, R} after 60000 -> {N, stuck, stuck} end
@@ -413,7 +415,7 @@ run_all(Calls) ->
 setup() ->
     logger:set_handler_config(default, level, error),
     {module, _} = code:ensure_loaded(kprof_guard_work),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-fault-eunit-~s-~b",
                                                             [os:getpid(),
                                                              erlang:unique_integer([positive])]))),
@@ -421,9 +423,9 @@ setup() ->
     Dir.
 
 cleanup(Dir) ->
-    _ = (catch kprof:unsubscribe()),
+    _ = kprof_test_util:caught(fun kprof:unsubscribe/0),
     %% A sink left frozen by a failed test must not hang the next one.
-    _ = case catch kprof_sink:info() of
+    _ = case kprof_test_util:caught(fun kprof_sink:info/0) of
             #{os_pid := P} -> signal("CONT", P);
             _ -> ok
         end,
@@ -445,35 +447,8 @@ busy_capture(N, Dir) ->
     ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
     Ps.
 
-%% Every trace setting of kprof's still on the node: processes whose tracer
-%% is kprof's (the sink's port, the tracer NIF), patterns on the functions of
-%% loaded modules (one function of each, whose pattern a module-wide or
-%% node-wide one would have set), meta patterns, and on_load.
 leftovers() ->
-    Port = kprof_sink:port(),
-    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
-                              {tracer, T} <- [catch erlang:trace_info(P, tracer)],
-                              is_kprof(T, Port)],
-    Patterns = [{pattern, MFA, What}
-                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
-                   {What, V} <- [catch erlang:trace_info(MFA, traced),
-                                 catch erlang:trace_info(MFA, meta)],
-                   V =/= false, V =/= undefined, V =/= []],
-    OnLoad = case erlang:trace_info(on_load, traced) of
-                 {traced, false} -> [];
-                 Other -> [{on_load, Other}]
-             end,
-    Procs ++ Patterns ++ OnLoad.
-
-is_kprof({kprof_tracer, _}, _Port) -> true;
-is_kprof(Port, Port) when is_port(Port) -> true;
-is_kprof(_, _) -> false.
-
-first_function(M) ->
-    case catch M:module_info(functions) of
-        [{F, A} | _] -> [{M, F, A}];
-        _ -> []
-    end.
+    kprof_test_util:leftovers().
 
 next_start_works() ->
     ok = kprof:start(),
@@ -540,7 +515,7 @@ stall_bound() ->
     maps:get(max_stall_ms, kprof_guard:default_limits()).
 
 new_sink(Old) ->
-    case catch kprof_sink:info() of
+    case kprof_test_util:caught(fun kprof_sink:info/0) of
         #{os_pid := P} when P =/= Old -> kprof:sink_ping() =:= pong;
         _ -> false
     end.

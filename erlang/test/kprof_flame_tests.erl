@@ -16,7 +16,7 @@
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
          shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
          child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1, fifty/2,
-         worker/2, cancel_phase1/1, cancel_phase2/0, fifty_workers_here/2]).
+         worker/2, cancel_phase1/1, cancel_phase2/0, fifty_workers_here/2, idle/0]).
 %% logger handler callback.
 -export([log/2]).
 %% gen_server callbacks: a process whose label is its initial call.
@@ -135,6 +135,9 @@ busy_until(End, Bin) ->
 
 %% Busy until told to stop (setting trace patterns on a loaded machine can
 %% take longer than any fixed busy time).
+idle() ->
+    receive stop -> ok end.
+
 busy_forever() ->
     ok = ?MODULE:busy(5),
     receive stop -> ok after 0 -> busy_forever() end.
@@ -182,7 +185,7 @@ leaf2(N) ->
 %% events) and idles: all of its events come at once, before the guard's
 %% first look at the sink's count.
 burst_when_traced(Parent) ->
-    case erlang:trace_info(self(), flags) of
+    case kprof_test_util:trace_info(self(), flags) of
         {flags, [_ | _]} ->
             ok = ?MODULE:events_loop(200),
             Parent ! {burst_done, self()},
@@ -229,7 +232,8 @@ tests(Tracer) ->
               {"flame_capture: a function never called times out cleanly",
                fun capture_timeout/1},
               {"concurrent captures each get their own files", fun concurrent/1},
-              {"no events: {error, no_events}, no files", fun no_events/1},
+              {"an idle process: its wait shown (SLEEP); with sleep => false no events, no files",
+               fun no_events/1},
               {"an exception of the function goes through; files are written",
                fun apply_raises/1},
               {"bad options change nothing", fun bad_options/1},
@@ -319,8 +323,10 @@ mfa_name({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A])).
 %% at least one, and no more than the capture's measured time allows).
 progress_lines(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    %% (The stall bound too out of reach: at a load of 21 the guard aborted
+    %% the 600 ms capture on OTP 27, as on 25 at 17, before a progress line.)
     Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
-             max_queue_bytes => 64 bsl 20},
+             max_stall_ms => 30000, max_queue_bytes => 64 bsl 20},
     T0 = erlang:monotonic_time(millisecond),
     Text = kprof_test_util:capture_io(
              fun() -> {ok, _} = kprof:flame_pid(A, 600, Opts#{progress => 100}) end),
@@ -359,7 +365,7 @@ cancel_pid(Dir) ->
                                                              max_lag_ms => 30000,
                                                              max_queue_bytes => 64 bsl 20})}
                    end),
-    ok = kprof_test_util:wait_until(fun() -> traced_processes() =:= [A] end, 10000),
+    ok = kprof_test_util:wait_until(fun() -> kprof_test_util:kprof_traced(A) end, 10000),
     timer:sleep(50),
     ?assertEqual({ok, 1}, kprof:cancel()),
     T1 = erlang:monotonic_time(millisecond),
@@ -416,11 +422,11 @@ cancel_capture(Dir) ->
                                                                  timeout => 60000})}
                    end),
     ok = kprof_test_util:wait_until(
-           fun() -> erlang:trace_info({?MODULE, leaf, 0}, meta) =/= {meta, false} end, 10000),
+           fun() -> kprof_test_util:trace_info({?MODULE, leaf, 0}, meta) =/= {meta, false} end, 10000),
     ?assertEqual({ok, 1}, kprof:cancel()),
     %% No call came: nothing to write, and it says so.
     ?assertEqual({error, {aborted, cancelled, []}}, receive {result, R} -> R end),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, leaf, 0}, meta)).
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, leaf, 0}, meta)).
 
 elixir_names(Dir) ->
     %% (Raw times: lists:seq/2's own, a few events' worth, would be corrected
@@ -833,12 +839,10 @@ agree_totals(Files) ->
     {Period, Perf} = perf(file_of(".perf", Files)),
     ?assert(Period >= 10),
     ?assertEqual([], [S || [C, C | _] = S <- maps:keys(Perf)]),
-    %% A path of less than 1 us of self time rounds to no line of the folded
-    %% file, but a sample may land on it: its parent is there, and such
-    %% paths are a sliver of the samples.
-    Absent = [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)],
-    ?assertEqual([], [S || S <- Absent, incl(Folded, lists:droplast(S)) =:= 0]),
-    ?assert(lists:sum([maps:get(S, Perf) || S <- Absent]) * 100 =< lists:sum(maps:values(Perf))),
+    %% Every path sampled is in the folded file: a path of less than 1 us
+    %% may round to no line there, and perf's samples fall only where the
+    %% folded file's running sum rounds (port/flame/write_perf.c).
+    ?assertEqual([], [S || S <- maps:keys(Perf), not maps:is_key(S, Folded)]),
     P = maps:fold(fun([R | _], N, A) -> maps:update_with(unpct(R), fun(V) -> V + N end, N, A) end,
                   #{}, Perf),
     SS = speedscope_totals(file_of(".speedscope.json", Files)),
@@ -982,8 +986,8 @@ capture_n_calls(Dir) ->
     %% frame stays), leaf/0 and its sleep above.
     ?assert(lists:any(fun(S) -> lists:member("kprof_flame_tests:leaf/0", S) end,
                       maps:keys(Folded))),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, trig, 1}, meta)),
-    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, trig, 1}, meta)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?MODULE, leaf, 0}, traced)).
 
 capture_timeout(Dir) ->
     T0 = erlang:monotonic_time(millisecond),
@@ -991,8 +995,8 @@ capture_timeout(Dir) ->
                  kprof:flame_capture({?MODULE, child, 0}, 1,
                                      #{output_directory => Dir, timeout => 300})),
     ?assert(erlang:monotonic_time(millisecond) - T0 < 5000),
-    ?assertEqual({meta, false}, erlang:trace_info({?MODULE, child, 0}, meta)),
-    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
+    ?assertEqual({meta, false}, kprof_test_util:trace_info({?MODULE, child, 0}, meta)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?MODULE, leaf, 0}, traced)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
     ?assertEqual({error, {no_such_function, {?MODULE, nope, 0}}},
                  kprof:flame_capture({?MODULE, nope, 0}, 1, #{})).
@@ -1026,13 +1030,25 @@ concurrent(Dir) ->
     ?assert(incl(folded(hd(F1)), [Root1, mfa(shape_top)]) > 60 * ?MS),
     ?assertEqual(0, incl(folded(hd(F2)), [Root2, mfa(shape_top)])),
     ?assertEqual([], traced_processes()),
-    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)).
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?MODULE, leaf, 0}, traced)).
 
 %%% Errors
 
+%% A process idle in a receive for the whole capture makes no event of its
+%% own: its state at the start is its first (kprof_flame_trace:
+%% first_events/2), so the capture shows it waiting, in the function it
+%% waits in; without SLEEP frames there is nothing to show.
 no_events(Dir) ->
-    Idle = spawn_link(fun() -> receive stop -> ok end end),
-    ?assertEqual({error, no_events}, kprof:flame_pid(Idle, 100, #{output_directory => Dir})),
+    Idle = spawn_link(fun() -> ?MODULE:idle() end),
+    ok = kprof_test_util:wait_until(
+           fun() -> erlang:process_info(Idle, status) =:= {status, waiting} end, 5000),
+    {ok, [File]} = kprof:flame_pid(Idle, 100, #{output_directory => Dir, output_format => folded}),
+    Folded = folded(File),
+    ?assertMatch([[_Root, "kprof_flame_tests:idle/0", "SLEEP"]], maps:keys(Folded)),
+    ?assert(lists:sum(maps:values(Folded)) >= 90 * ?MS),
+    ok = file:delete(File),
+    ?assertEqual({error, no_events},
+                 kprof:flame_pid(Idle, 100, #{output_directory => Dir, sleep => false})),
     Idle ! stop,
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
     {Gone, MRef} = spawn_monitor(fun() -> ok end),
@@ -1055,7 +1071,7 @@ bad_options(Dir) ->
     [?assertMatch({error, _}, kprof:flame_apply(fun() -> ok end, B)) || B <- Bad],
     ?assertMatch({error, _}, kprof:flame_pid(self(), -1, #{})),
     ?assertMatch({error, _}, kprof:flame_capture({?MODULE, leaf, 0}, 0, #{})),
-    ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?MODULE, leaf, 0}, traced)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
     ?assertEqual({error, {bad_fun, 42}}, kprof:flame_apply(42, #{})),
     ?assertEqual({error, {unknown_options, [frobnicate]}},
@@ -1171,7 +1187,37 @@ guard_limit(Dir) ->
     ?assertMatch({error, {bad_option, max_lag_ms, -1}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
 
+%% Before OTP 27 a process has one tracer: kprof refuses it. From OTP 27 kprof
+%% traces in a session of its own, beside the other tracer, which keeps
+%% the process as it had it.
 traced_by_other(Dir) ->
+    case kprof_trace_session:supported() of
+        true -> traced_beside_other(Dir);
+        false -> refused_by_other(Dir)
+    end.
+
+traced_beside_other(Dir) ->
+    Dbg = spawn_link(fun() -> receive stop -> ok end end),
+    Victim = spawn_link(fun() -> ?MODULE:busy_forever() end),
+    1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
+    Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
+             max_queue_bytes => 64 bsl 20},
+    ?assertMatch({ok, [_]}, kprof:flame_pid(Victim, 100, Opts)),
+    ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
+    ?assertEqual({flags, [call]}, erlang:trace_info(Victim, flags)),
+    Self = self(),
+    Caller = spawn_link(fun() ->
+                                receive go -> ok end,
+                                Self ! {applied, kprof:flame_apply(fun() -> ?MODULE:leaf() end,
+                                                                   Opts)}
+                        end),
+    1 = erlang:trace(Caller, true, [call, {tracer, Dbg}]),
+    Caller ! go,
+    ?assertMatch({ok, _, [_]}, receive {applied, R} -> R after 10000 -> timeout end),
+    ?assertEqual([], traced_processes()),
+    [P ! stop || P <- [Victim, Dbg]].
+
+refused_by_other(Dir) ->
     Dbg = spawn_link(fun() -> receive stop -> ok end end),
     Victim = spawn_link(fun() -> ?MODULE:busy_forever() end),
     1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
@@ -1187,8 +1233,10 @@ traced_by_other(Dir) ->
     Self = self(),
     Caller = spawn_link(fun() ->
                                 receive go -> ok end,
-                                Self ! {applied, catch kprof:flame_apply(fun() -> ?MODULE:leaf() end,
-                                                                         #{output_directory => Dir})}
+                                Self ! {applied, kprof_test_util:caught(
+                                                  fun() -> kprof:flame_apply(fun() -> ?MODULE:leaf() end,
+                                                                             #{output_directory => Dir})
+                                                  end)}
                         end),
     1 = erlang:trace(Caller, true, [call, {tracer, Dbg}]),
     Caller ! go,
@@ -1272,7 +1320,7 @@ fifty_workers_in_peer(Dir) ->
         ok = erpc:call(Node, ?MODULE, fifty_workers_here, [Dir, self()], 140000)
     after
         unlink(Peer),
-        catch peer:stop(Peer),      % halt: the port's queue goes with the VM
+        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end),   % halt: the port's queue goes with the VM
         Started andalso net_kernel:stop()
     end.
 
@@ -1422,7 +1470,7 @@ volume(Dir, Want0, Tracer) ->
 
 setup(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{tracer => Tracer}),
+    ok = kprof_test_util:start(#{tracer => Tracer}),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-flame-eunit-~s-~b",
                                                             [os:getpid(), erlang:unique_integer([positive])]))),
     ok = filelib:ensure_path(Dir),
@@ -1518,11 +1566,8 @@ incl(Stacks, Path) ->
 
 %% Processes still traced (with our flags) to anything.
 traced_processes() ->
-    [P || P <- erlang:processes(), P =/= self(),
-          case erlang:trace_info(P, flags) of
-              {flags, Fs} -> lists:member(call, Fs);
-              _ -> false
-          end].
+    kprof_test_util:kprof_sessions()
+        ++ [P || P <- erlang:processes(), P =/= self(), kprof_test_util:kprof_traced(P)].
 
 vm_hwm_kb(OsPid) ->
     {ok, Status} = file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/status"),

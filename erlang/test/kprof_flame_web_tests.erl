@@ -208,7 +208,7 @@ full_disk(Dir, Full) ->
 
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     {ok, _} = application:ensure_all_started(inets),
     Dir = filename:join("/tmp", lists:flatten(io_lib:format("kprof-flame-web-~s-~b",
                                                             [os:getpid(), erlang:unique_integer([positive])]))),
@@ -224,7 +224,7 @@ cleanup(Dir) ->
 
 get(Url, Headers) ->
     {ok, {{_, Code, _}, RespHeaders, Body}} =
-        httpc:request(get, {Url, Headers}, [{timeout, 30000}], []),
+        kprof_test_util:http(get, {Url, Headers}, [{timeout, 30000}]),
     {Code, RespHeaders, Body}.
 
 start_httpd(Root, OutDir) ->

@@ -108,7 +108,7 @@ sink_agrees_test_() ->
     {setup,
      fun() ->
              logger:set_handler_config(default, level, error),
-             ok = kprof:start(#{}),
+             ok = kprof_test_util:start(#{}),
              ?W:start_times()
      end,
      fun(Times) ->

@@ -20,7 +20,8 @@
 %%%   parts of BIFs, called as the scheduler has it: demonitor(R, [flush])
 %%%   calls flush_monitor_messages/3 when the message may be there, 2 or 3
 %%%   times in one compile) and the functions whose count changes from run
-%%%   to run of the workload under any tool (?RUN_DEPENDENT);
+%%%   to run of the workload under any tool (batch_bound/1), which both
+%%%   tools must count all the same;
 %%% - a small memory budget (`max_bytes') shows the paths it could not keep
 %%%   as a frame named OVER_BUDGET... in the folded file.
 %%% And flame_apply's default follows the processes a call spawns: compile:file
@@ -36,12 +37,6 @@
 %% Modules that are a tool's own wrapper around the call, not the workload.
 -define(TOOL_MODULES, [eprof, erl_eval, kprof, kprof_flame, kprof_flame_srv, kprof_sink,
                        kprof_tracer, kprof_real_tests]).
-%% Functions whose calls are not the same from one run of the workload to
-%% the next, whatever the tool: maps:to_list/1 loops on
-%% erts_internal:map_next/3, which returns after as many elements as the
-%% process's reductions left allow (two eprof runs of compile:file in one VM
-%% counted 5,880 and 5,879 calls).
--define(RUN_DEPENDENT, [{maps, to_list_internal, 1}]).
 
 real_test_() ->
     {timeout, 900,
@@ -97,13 +92,19 @@ kprof_run(Fun) ->
     Text = kprof_test_util:capture_io(
              fun() ->
                      Self ! {kprof_result,
-                             kprof:flame_apply(Fun, #{children => true, top => 100000,
+                             kprof:flame_apply(Fun, (slack())#{children => true, top => 100000,
                                                       output_format => folded, info => true,
                                                       output_directory => Dir,
                                                       progress => false})}
              end),
     _ = file:del_dir_r(Dir),
     receive {kprof_result, R} -> {R, Text} end.
+
+%% The guard's bounds on the sink's stall and lag are its own tests' subject:
+%% a loaded machine must not abort these captures (compile's aborted on OTP
+%% 29 at a load of 20, and every count was then 0).
+slack() ->
+    #{max_stall_ms => 60000, max_lag_ms => 60000}.
 
 rows({ok, Expected, _Files, #{top := Top}}, Expected) -> Top;
 rows(_, _) -> [].
@@ -160,11 +161,47 @@ call_mismatches(K, E) ->
     EC = calls_less(eprof_table(E), eprof_sum(maps:get(baseline, E))),
     All = [MFA || MFA = {M, F, A} <- lists:usort(maps:keys(KC) ++ maps:keys(EC)),
                   not lists:member(M, ?TOOL_MODULES), not erlang:is_builtin(M, F, A),
-                  M =/= erts_internal, not lists:member(MFA, ?RUN_DEPENDENT)],
+                  M =/= erts_internal],
     %% The comparison covers the workload, not a handful of functions.
     ?assert(length(All) > 50),
-    lists:sublist([{MFA, #{kprof => maps:get(MFA, KC, 0), eprof => maps:get(MFA, EC, 0)}}
-                   || MFA <- All, maps:get(MFA, KC, 0) =/= maps:get(MFA, EC, 0)], 20).
+    Counts = fun(MFA) -> #{kprof => maps:get(MFA, KC, 0), eprof => maps:get(MFA, EC, 0)} end,
+    Differ = [MFA || MFA <- All, maps:get(MFA, KC, 0) =/= maps:get(MFA, EC, 0)],
+    Batched = batch_bound(lists:usort([M || {M, _, _} <- Differ])),
+    %% A function whose count depends on the run is still counted by both.
+    ?assertEqual([], [{MFA, Counts(MFA)} || MFA <- Batched, lists:member(MFA, All),
+                                            maps:get(MFA, KC, 0) =< 0 orelse maps:get(MFA, EC, 0) =< 0]),
+    lists:sublist([{MFA, Counts(MFA)} || MFA <- Differ, not lists:member(MFA, Batched)], 20).
+
+%% The functions of Mods whose calls change from one run of the workload to
+%% the next, whatever the tool: those that call a BIF returning as many of a
+%% map's elements as the process's reductions left allow, and are called
+%% again for the rest. erts_internal:map_next/3: maps:to_list/1's loop (two
+%% eprof runs of compile:file on OTP 25 counted 5,880 and 5,879 calls of
+%% maps:to_list_internal/1), and maps:next/1, whose callers step through
+%% its batch themselves from OTP 26 (maps:fold_1/4: untraced runs of compile
+%% on OTP 27 made 15,475 and 15,477 calls); erts_internal:mc_refill/1: the
+%% loop of a map generator (`K := V <- Map', OTP 26 and later: on OTP 27,
+%% kprof and eprof counted beam_ssa's -predecessors/1-lc$^0/1-0-/1 7,297
+%% and 7,299 times, two kprof runs 7,299 and 7,300). Found in the modules'
+%% object code, the same rule on every OTP.
+batch_bound(Mods) ->
+    Batching = [{extfunc, erts_internal, map_next, 3}, {extfunc, erts_internal, mc_refill, 1}],
+    [{M, F, A} || M <- Mods, {function, F, A, _, Is} <- object_code(M),
+                  lists:any(fun(I) -> is_tuple(I) andalso tuple_size(I) >= 3 andalso
+                                          lists:member(element(1, I), [call_ext, call_ext_only,
+                                                                       call_ext_last]) andalso
+                                          lists:member(element(3, I), Batching)
+                            end, Is)].
+
+object_code(M) ->
+    case code:which(M) of
+        File when is_list(File) ->
+            case beam_disasm:file(File) of
+                {beam_file, M, _, _, _, Code} -> Code;
+                _ -> []
+            end;
+        _ -> []
+    end.
 
 round1(X) -> round(X * 10) / 10.
 
@@ -174,7 +211,7 @@ round1(X) -> round(X * 10) / 10.
 %% never left uncorrected (skipped); what call paths shorter than their
 %% events' cost could not give (clamped) is counted, in paths and in time,
 %% and is less than what came off. (How much is clamped varies from run to
-%% run: what reaches a path that is no function's, port/flame/flame_correct.c;
+%% run: what reaches a path that is no function's, port/callpath/correct.c;
 %% on compile, 2.6 and 3.1 % of what came off in two runs, over 5 % in a
 %% third: no fixed share is a property of the correction.)
 correction_measured({ok, _, _, #{correction := C}}) ->
@@ -194,7 +231,8 @@ over_budget(Input) ->
     Dir = filename:join(["/tmp", "kprof-real-budget-" ++ os:getpid()]),
     Run = fun(Opts) ->
                   kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
-                                    Opts#{output_format => folded, output_directory => Dir,
+                                    (maps:merge(slack(), Opts))#{output_format => folded,
+                                                                 output_directory => Dir,
                                           progress => false, info => true})
           end,
     try
@@ -223,8 +261,9 @@ children_by_default() ->
     Passes = fun(Opts) ->
                      {ok, _, [Folded]} =
                          kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
-                                           Opts#{output_format => folded, output_directory => Dir,
-                                                 progress => false}),
+                                           (maps:merge(slack(), Opts))#{output_format => folded,
+                                                                        output_directory => Dir,
+                                                                        progress => false}),
                      {ok, Bin} = file:read_file(Folded),
                      ok = file:delete(Folded),
                      binary:matches(Bin, <<"beam_ssa_opt:">>) =/= []

@@ -40,8 +40,13 @@ label(digraph, N) -> lists:flatten(io_lib:format("digraph_utils(~b vertices)", [
 %% gives it (a file for compile, relative to the current directory).
 -spec input(name(), string() | pos_integer()) -> {name(), term()}.
 input(compile, File) ->
-    Inc = filename:join(filename:dirname(filename:dirname(File)), "include"),
-    {compile, {File, [binary, return_errors, {i, Inc}]}};
+    %% The include directory beside the sources (erlang/src, erlang/include),
+    %% and those kprof was compiled with: rebar3's build reaches the sources
+    %% through _build/*/lib/kprof/src, beside another include directory.
+    Built = proplists:get_value(options, kprof:module_info(compile), []),
+    Inc = [filename:join(filename:dirname(filename:dirname(File)), "include")
+           | [D || {i, D} <- Built]],
+    {compile, {File, [binary, return_errors | [{i, D} || D <- Inc]]}};
 input(xmerl, N) ->
     {xmerl, document(N)};
 input(digraph, N) ->

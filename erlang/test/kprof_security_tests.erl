@@ -38,7 +38,7 @@ as_second_user(User, Runuser) ->
     ok = file:make_dir(Base),
     {0, _} = run(tool(chmod), ["1777", Base]),
     Old = os:getenv("XDG_CACHE_HOME"),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     {ok, _} = application:ensure_all_started(inets),
     try
         Theirs = filename:join(Base, "theirs"),
@@ -92,8 +92,8 @@ web(Base, As) ->
     Port = proplists:get_value(port, httpd:info(Httpd)),
     Get = fun() ->
                   {ok, {{_, 200, _}, Hs, "ok"}} =
-                      httpc:request(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ "/",
-                                          [{"x-trace-request", "true"}]}, [], []),
+                      kprof_test_util:http(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ "/",
+                                                 [{"x-trace-request", "true"}]}, []),
                   Hs
           end,
     try
@@ -134,7 +134,7 @@ sink_path_absolute_test() ->
     %% The sink's path relative to this directory (make and rebar3 run here).
     Rel = string:prefix(Default, Cwd ++ "/"),
     ?assertNotEqual(nomatch, Rel),
-    ok = kprof:start(#{sink_path => Rel}),
+    ok = kprof_test_util:start(#{sink_path => Rel}),
     try
         %% A relative code path would not load modules from "/".
         [{module, _} = code:ensure_loaded(M) || M <- [kprof, kprof_sink, kprof_alert]],
@@ -152,7 +152,7 @@ sink_path_absolute_test() ->
 
 %% A frame naming an atom the node does not have: dropped, and no atom made.
 safe_frames_test() ->
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     try
         Name = list_to_binary("kprof_never_seen_" ++ integer_to_list(erlang:unique_integer([positive]))
                               ++ "_" ++ os:getpid()),

@@ -118,7 +118,7 @@ mochiweb_helper() ->
 setup() ->
     ok = ensure_shop(),
     logger:set_handler_config(default, level, emergency),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 -spec cleanup(ok) -> ok.

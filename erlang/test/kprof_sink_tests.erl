@@ -629,7 +629,7 @@ cannot_run() ->
 
 -spec sink_args() -> term().
 sink_args() ->
-    ok = kprof:start(#{sink_args => ["--max-frame", "4096"]}),
+    ok = kprof_test_util:start(#{sink_args => ["--max-frame", "4096"]}),
     S0 = kprof:sink_stats(),
     ?assertEqual(4096, maps:get(max_frame, S0)),
     Port = kprof:sink_port(),
@@ -640,7 +640,7 @@ sink_args() ->
     ?assertEqual(1, delta(oversized, S0, S1)),
     ?assertEqual(1, delta(unknown, S0, S1)),
     ok = kprof:stop(),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ?assertEqual(64 * 1024 * 1024, maps:get(max_frame, kprof:sink_stats())).
 
 %%% Bad arguments: every exported function of kprof
@@ -700,7 +700,7 @@ bad_argument_table() ->
      {flame_pid, [[x], [[self() | x]], [[]]]},
      {flame_pid, [[self(), x], [self(), -1]]},
      {flame_pid, [[self(), 10, x], [[self() | x], 10, #{}], [self(), 10, #{output_format => Improper}]]},
-     {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => maybe}]]},
+     {flame_calibrate, [[x], [#{output_format => Improper}], [#{correct => 'maybe'}]]},
      {help, [[x], [#{}]]},
      {replay, [[x], [42], [["a.kprec" | b]], [[]]]},
      {replay, [["a.kprec", x], ["a.kprec", #{output_format => Improper}],
@@ -744,7 +744,7 @@ flatten_msg({Format, Args}) -> lists:flatten(io_lib:format(Format, Args)).
 -spec setup() -> ok.
 setup() ->
     quiet_logger(),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 -spec cleanup(ok) -> ok.

@@ -1,7 +1,10 @@
 %%% @doc Helpers of the EUnit suites that read the tier report: the report
-%%% once every trace message sent so far has reached the sink (and the sink
-%%% answered it within the report's bound), an identity's row, a tier's calls
-%%% and mean self time (ms) in a row.
+%%% once every trace message sent so far has reached the sink, the sink
+%%% answered it within the report's bound, and no request is in flight (a
+%%% server's request may end after its client has the response: at a load of
+%%% 27, rebar3 eunit's report counted 170 of 200 GET /catalog, the rest
+%%% still running); an identity's row, a tier's calls and mean self time
+%%% (ms) in a row.
 -module(kprof_test_report).
 
 -export([report/0, complete/0, row/2, calls/2, self_mean/2]).
@@ -13,7 +16,8 @@ report() ->
     complete().
 
 %% The term report once its sinks answered within the report's bound (2 s
-%% each): asked again, 20 times at most, while one did not.
+%% each) and no request was in flight: asked again, 20 times at most (100 ms
+%% apart while requests end), while one did not.
 -spec complete() -> map().
 complete() ->
     complete(20).
@@ -21,8 +25,9 @@ complete() ->
 -spec complete(pos_integer()) -> map().
 complete(N) ->
     {ok, R} = kprof:report(#{format => term}),
-    case [I || #{reason := no_answer} = I <- maps:get(incomplete, R)] of
-        [_ | _] when N > 1 -> complete(N - 1);
+    case {[I || #{reason := no_answer} = I <- maps:get(incomplete, R)], maps:get(inflight, R)} of
+        {[_ | _], _} when N > 1 -> complete(N - 1);
+        {[], Inflight} when Inflight > 0, N > 1 -> timer:sleep(100), complete(N - 1);
         _ -> R
     end.
 

@@ -4,8 +4,32 @@
 -module(kprof_test_util).
 
 -export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
-         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2]).
+         distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1,
+         http/3, start/1]).
+-export([kprof_sessions/0, trace_info/2, kprof_traced/1, leftovers/0, kprof_tracers_left/0,
+         start_quiet/1, stop_quiet/1]).
 -export([with_second_user/3, tool/1, run/2]).
+
+%% @doc httpc:request/4 for the suites' loopback servers (plain http).
+%% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
+%% (public_key:cacerts_get/0) for every request, http too, and from OTP 26
+%% crash where the system has none (pubkey_os_cacerts
+%% conv_error_reason(no_cacerts_found)); a loopback http request needs none.
+-spec http(get | post, tuple(), list()) -> term().
+http(Method, Request, HttpOpts) ->
+    httpc:request(Method, Request, [{ssl, []} | HttpOpts], []).
+
+%% @doc What `catch F()' gives, without `catch Expr' (OTP 29 deprecates it):
+%% F's value, a thrown term, `{'EXIT', Reason}' of an exit, `{'EXIT',
+%% {Reason, Stack}}' of an error.
+-spec caught(fun(() -> T)) -> T | term().
+caught(F) ->
+    try F()
+    catch
+        throw:T -> T;
+        exit:R -> {'EXIT', R};
+        error:R:S -> {'EXIT', {R, S}}
+    end.
 
 %% @doc Polls `F' until it returns `true', sleeping 20 ms between calls;
 %% `error(timeout)' after `Ms' div 20 + 1 calls returned `false'. The bound is
@@ -72,11 +96,19 @@ fault_sink() ->
         false -> error({fault_sink_not_built, Path, "make _build/fault/kprof_sink"})
     end.
 
+%% @doc kprof started afresh with `Opts', whatever ran before: a suite sets
+%% up what it needs, in any order of the suites (rebar3 eunit runs them in
+%% another order than make eunit, and a suite that left kprof running made
+%% the next one's kprof:start/1 answer `{error, already_started}').
+-spec start(map()) -> ok.
+start(Opts) ->
+    ok = kprof:stop(),
+    ok = kprof:start(Opts).
+
 %% @doc kprof restarted with `Opts' on the fault-injection sink.
 -spec start_fault_sink(map()) -> ok.
 start_fault_sink(Opts) ->
-    ok = kprof:stop(),
-    ok = kprof:start(Opts#{sink_path => fault_sink()}).
+    start(Opts#{sink_path => fault_sink()}).
 
 %% @doc What `Fun' prints to its group leader, as a binary (a group leader of
 %% its own stands in while it runs).
@@ -128,6 +160,116 @@ distributed(Name) ->
 peer_args(Mod) ->
     ["-pa", filename:dirname(code:which(kprof)),
      "-pa", filename:dirname(code:which(Mod))].
+
+%% @doc The trace sessions of kprof's on this node, as
+%% `trace:session_info(all)' names them (`{Name, Id}'): OTP 27 and later
+%% (kprof_trace_session); `[]' before, where there are no sessions. Asked of
+%% the VM directly, not of the module under test.
+-spec kprof_sessions() -> [{atom(), term()}].
+kprof_sessions() ->
+    Trace = list_to_atom("trace"),
+    _ = code:ensure_loaded(Trace),
+    case erlang:function_exported(Trace, session_info, 1) of
+        true -> [S || S = {Name, _} <- Trace:session_info(all),
+                      lists:prefix("kprof_", atom_to_list(Name))];
+        false -> []
+    end.
+
+%% @doc `erlang:trace_info(What, Item)' as kprof set it: on OTP 27 and
+%% later kprof traces in sessions of its own, so the first of them whose
+%% answer is not an untraced one; else (and before OTP 27) the legacy API's
+%% answer, which on OTP 27 and later is the untraced one unless the test
+%% traced there itself.
+-spec trace_info(term(), atom()) -> term().
+trace_info(What, Item) ->
+    Trace = list_to_atom("trace"),
+    Ours = [R || S <- kprof_sessions(),
+                 R <- [try Trace:info(S, What, Item) catch error:badarg -> undefined end],
+                 not untraced(R)],
+    case Ours of
+        [R | _] -> R;
+        [] -> erlang:trace_info(What, Item)
+    end.
+
+%% @doc Whether kprof traces `P' with `call': in a session of its own (OTP
+%% 27+), or in the legacy API's with a tracer of kprof's (the NIF of any
+%% generation, or the sink's port).
+-spec kprof_traced(pid()) -> boolean().
+kprof_traced(P) ->
+    Call = fun({flags, Fs}) -> lists:member(call, Fs);
+              (_) -> false
+           end,
+    Trace = list_to_atom("trace"),
+    Port = try kprof_sink:port() catch _:_ -> undefined end,
+    lists:any(fun(S) -> Call(try Trace:info(S, P, flags) catch error:badarg -> [] end) end,
+              kprof_sessions())
+        orelse (case caught(fun() -> erlang:trace_info(P, tracer) end) of
+                    {tracer, {kprof_tracer, _}} -> true;
+                    {tracer, Port} -> is_port(Port);
+                    _ -> false
+                end andalso Call(caught(fun() -> erlang:trace_info(P, flags) end))).
+
+untraced(undefined) -> true;
+untraced({_, undefined}) -> true;
+untraced({_, false}) -> true;
+untraced({flags, []}) -> true;
+untraced({tracer, []}) -> true;
+untraced(_) -> false.
+
+%% @doc Every trace setting of kprof's still on the node: a trace session of
+%% kprof's (OTP 27+: all the rest of its settings are in one), and in the
+%% legacy API's session processes whose tracer is kprof's (the sink's port,
+%% the tracer NIF), patterns on the functions of loaded modules (one
+%% function of each, whose pattern a module-wide or node-wide one would have
+%% set), meta patterns, and on_load.
+-spec leftovers() -> list().
+leftovers() ->
+    Patterns = [{pattern, MFA, What}
+                || {M, _} <- code:all_loaded(), MFA <- first_function(M),
+                   {What, V} <- [caught(fun() -> erlang:trace_info(MFA, Item) end)
+                                 || Item <- [traced, meta]],
+                   V =/= false, V =/= undefined, V =/= []],
+    OnLoad = case erlang:trace_info(on_load, traced) of
+                 {traced, false} -> [];
+                 Other -> [{on_load, Other}]
+             end,
+    kprof_tracers_left() ++ Patterns ++ OnLoad.
+
+%% @doc As {@link leftovers/0} without the patterns (a test whose own tracer
+%% has patterns of the legacy API beside kprof's): kprof's sessions and the
+%% processes whose tracer in the legacy API's session is kprof's.
+-spec kprof_tracers_left() -> list().
+kprof_tracers_left() ->
+    Port = caught(fun() -> kprof_sink:port() end),
+    Procs = [{flags, P, T} || P <- processes(), P =/= self(),
+                              {tracer, T} <- [caught(fun() -> erlang:trace_info(P, tracer) end)],
+                              is_kprof(T, Port)],
+    kprof_sessions() ++ Procs.
+
+is_kprof({kprof_tracer, _}, _Port) -> true;
+is_kprof(Port, Port) when is_port(Port) -> true;
+is_kprof(_, _) -> false.
+
+first_function(M) ->
+    case caught(fun() -> M:module_info(functions) end) of
+        [{F, A} | _] -> [{M, F, A}];
+        _ -> []
+    end.
+
+%% @doc kprof started, warnings and below not logged (the suites provoke
+%% them), and a directory of the test's own (see {@link tmp_dir/1}).
+-spec start_quiet(string()) -> file:filename().
+start_quiet(Prefix) ->
+    logger:set_handler_config(default, level, error),
+    ok = start(#{}),
+    tmp_dir(Prefix).
+
+%% @doc kprof stopped, the directory gone, logging back.
+-spec stop_quiet(file:filename()) -> ok.
+stop_quiet(Dir) ->
+    _ = kprof:stop(),
+    _ = file:del_dir_r(Dir),
+    logger:set_handler_config(default, level, all).
 
 %% @doc A new directory under /tmp whose name starts with `Prefix' and is
 %% this VM's alone (its OS pid and a unique integer).

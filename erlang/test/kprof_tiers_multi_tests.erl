@@ -97,7 +97,7 @@ missing_module(Peer) ->
 setup() ->
     logger:set_handler_config(default, level, emergency),
     Started = kprof_test_util:distributed(kprof_test),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Paths = kprof_test_util:peer_args(?MODULE),
     {ok, PeerPid, Peer} = peer:start_link(#{name => peer:random_name(kprof_peer), args => Paths}),
     {ok, BadPid, Bad} = peer:start_link(#{name => peer:random_name(kprof_bad), args => Paths}),

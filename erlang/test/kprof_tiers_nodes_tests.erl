@@ -92,7 +92,7 @@ not_loaded(Bare) ->
 setup() ->
     logger:set_handler_config(default, level, emergency),
     Started = kprof_test_util:distributed(kprof_nodes_test),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     Paths = kprof_test_util:peer_args(?MODULE),
     {ok, LivePid, Live} = peer:start_link(#{name => peer:random_name(kprof_live), args => Paths}),
     %% Not linked: it is killed on purpose.
@@ -106,7 +106,7 @@ setup() ->
 -spec cleanup(map()) -> ok.
 cleanup(#{pids := Pids, doomed_pid := DoomedPid, started := Started}) ->
     _ = kprof:stop_tiers(),
-    [catch peer:stop(P) || P <- [DoomedPid | Pids]],
+    _ = [kprof_test_util:caught(fun() -> peer:stop(P) end) || P <- [DoomedPid | Pids]],
     ok = kprof:stop(),
     Started andalso net_kernel:stop(),
     logger:set_handler_config(default, level, all),

@@ -85,7 +85,7 @@ process_per_request_test_() ->
 -spec process_per_request(ring | port) -> term().
 process_per_request(Tracer) ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
+    ok = kprof_test_util:start(#{sink_args => ["--max-pids", "500"], tracer => Tracer}),
     try
         ok = kprof:start_tiers([{a, [{?W, small, 1}]}], #{}),
         %% 20 at a time, at most ~2,000 a second: the pids of 100 ms (the
@@ -298,7 +298,7 @@ busy_flame_tiers() ->
                                                                    output_directory => Dir})}
                     end),
     %% The capture has its slot in the sink before it sets its trigger.
-    wait_until(fun() -> erlang:trace_info(Trigger, meta) =/= {meta, false} end),
+    wait_until(fun() -> kprof_test_util:trace_info(Trigger, meta) =/= {meta, false} end),
     ?assertEqual({error, {busy, flame}}, kprof:start_tiers(?TIERS1, #{})),
     ?assertMatch(#{active := false}, kprof_tiers:info()),
     ?assertEqual(undefined, kprof_records:get(kprof_tiers)),
@@ -320,7 +320,7 @@ busy_flame_tiers() ->
 kprof_traced() ->
     Port = kprof:sink_port(),
     [P || P <- [new | erlang:processes()],
-          case catch erlang:trace_info(P, tracer) of
+          case kprof_test_util:caught(fun() -> kprof_test_util:trace_info(P, tracer) end) of
               {tracer, {kprof_tracer, _}} -> true;
               {tracer, Port} -> true;
               _ -> false
@@ -330,7 +330,7 @@ kprof_traced() ->
 tier_patterns() ->
     [{MFA, T} || MFA <- [{?W, sleep_a, 1}, {kprof_mark, start, 1}, {kprof_mark, stop, 0},
                          {kprof_mark, resume, 0}],
-                 {traced, T} <- [erlang:trace_info(MFA, traced)], T =/= false].
+                 {traced, T} <- [kprof_test_util:trace_info(MFA, traced)], T =/= false].
 
 -spec new_server(pid()) -> pid().
 new_server(Old) ->
@@ -445,7 +445,7 @@ killed_mid_start() ->
 -spec traced_modules() -> [module()].
 traced_modules() ->
     [M || {M, _} <- code:all_loaded(),
-          lists:any(fun({F, A}) -> erlang:trace_info({M, F, A}, traced) =:= {traced, local} end,
+          lists:any(fun({F, A}) -> kprof_test_util:trace_info({M, F, A}, traced) =:= {traced, local} end,
                     M:module_info(functions))].
 
 -spec shutdown_while_tracing() -> term().
@@ -540,7 +540,9 @@ ring_full_counted() ->
         ok = kprof:subscribe(),
         ok = kprof_sink:command({test_delay_us, 2000}),
         ok = kprof:start_tiers(?TIERS1, #{}),
-        Flood = spawn_link(fun kprof_tiers_work:flood/0),
+        %% On one scheduler: one ring of them fills (each is read at 2 ms an event).
+        Flood = spawn_link(fun() -> _ = erlang:process_flag(scheduler, 1),
+                                    kprof_tiers_work:flood() end),
         Alert = receive
                     {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
                 after 60000 -> error(no_alert)
@@ -872,7 +874,11 @@ entry_identities() ->
 %% costs what one returning `ok' costs.
 -spec bytes_per_request() -> term().
 bytes_per_request() ->
-    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}], #{}),
+    %% (The guard's bounds on the sink's stall and lag are not this test's
+    %% subject: at a load of 20, on OTP 27 and 29, it ended with 23 of 40
+    %% requests, 18.6 bytes a big one, as an abort midway would leave it.)
+    ok = kprof:start_tiers([{big, [{?W, big, 1}]}, {small, [{?W, small, 1}]}],
+                           #{max_stall_ms => 60000, max_lag_ms => 60000}),
     N = 20,
     PerRequest = fun(Fun) ->
                          settle(),
@@ -888,33 +894,42 @@ bytes_per_request() ->
     ?assert(Big < 2048),
     ?assert(abs(Big - Small) < 256),
     R = report(),
-    ?assertEqual(2 * N, maps:get(requests, R)),
+    ?assertEqual({2 * N, [], 0}, {maps:get(requests, R), maps:get(aborted, R), maps:get(dropped, R)}),
     ?assert(maps:get(bytes, R) < 2 * N * 2048).
 
--spec slow_requests() -> term().
-slow_requests() ->
+-spec slow_requests() ->
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}],
                            #{slow_ms => 30, slow_max => 3}),
     T0 = erlang:system_time(millisecond),
-    [begin
-         kprof:request(fast, fun() -> ?W:sleep_a(1) end),
-         kprof:request(slow, fun() -> ?W:sleep_a(50), ?W:sleep_b(2) end)
-     end || _ <- lists:seq(1, 5)],
+    Timed = fun(Id, F) -> {Us, _} = timer:tc(fun() -> kprof:request(Id, F) end), {Id, Us / 1000} end,
+    Measured = lists:append(
+                 [[Timed(fast, fun() -> ?W:sleep_a(1) end),
+                   Timed(slow, fun() -> ?W:sleep_a(50), ?W:sleep_b(2) end)]
+                  || _ <- lists:seq(1, 5)]),
     T1 = erlang:system_time(millisecond),
     #{slow := Slow} = report(),
     ?assertEqual(3, length(Slow)),
     Walls = [W || #{wall := W} <- Slow],
     ?assertEqual(lists:reverse(lists:sort(Walls)), Walls),
     Self = self(),
+    %% A fast request is among the slow ones only when this test saw it take
+    %% 30 ms or more (a loaded machine took the core from it).
+    SlowFast = length([Ms || {fast, Ms} <- Measured, Ms >= 30]),
+    ?assert(length([S || S = #{identity := fast} <- Slow]) =< SlowFast),
     [begin
-         ?assertMatch(#{identity := slow, pid := Self, node := _}, S),
+         ?assertMatch(#{pid := Self, node := _}, S),
          ?assert(Wall >= 30),
          Start = calendar:rfc3339_to_system_time(binary_to_list(Start0), [{unit, millisecond}]),
          ?assert(Start >= T0 andalso Start =< T1),
-         [#{tier := a, calls := 1, self := A}, #{tier := b, calls := 1, self := B}] = Tiers,
-         ?assert(A >= 50.0),
-         ?assert(B >= 2.0),
-         ?assert(abs(A + B + Other - Wall) < 0.01)
+         ?assert(abs(lists:sum([T || #{self := T} <- Tiers]) + Other - Wall) < 0.01),
+         case S of
+             #{identity := slow} ->
+                 [#{tier := a, calls := 1, self := A}, #{tier := b, calls := 1, self := B}] = Tiers,
+                 ?assert(A >= 50.0),
+                 ?assert(B >= 2.0);
+             #{identity := fast} ->
+                 ?assertMatch([#{tier := a, calls := 1}, #{tier := b, calls := 0}], Tiers)
+         end
      end || #{wall := Wall, start := Start0, tiers := Tiers, other := Other} = S <- Slow].
 
 %% Requests older than the window leave the report; those inside it,
@@ -938,14 +953,14 @@ abort() ->
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
     ?W:run_requests(5, x, fun() -> ?W:sleep_a(1) end),
     ok = kprof_tiers:abort(overload, #{lag_ms => 1800}),
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
-    ?assertEqual({match_spec, false}, erlang:trace_info({?W, sleep_a, 1}, match_spec)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(new, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(self(), flags)),
+    ?assertEqual({match_spec, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, match_spec)),
     ?W:run_requests(5, y, fun() -> ?W:sleep_a(1) end),      % untraced, not seen
     %% The guard was disarmed: its reload check (every second) does not put
     %% the patterns back.
     timer:sleep(1500),
-    ?assertEqual({match_spec, false}, erlang:trace_info({?W, sleep_a, 1}, match_spec)),
+    ?assertEqual({match_spec, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, match_spec)),
     ?assertMatch(#{armed := []}, kprof_guard:status()),
     R = report(),
     ?assertMatch(#{seen := 5, requests := 5, active := false,
@@ -1051,7 +1066,8 @@ drops_in_text() ->
 -spec nested_return() -> term().
 nested_return() ->
     ok = kprof:start_tiers([{a, [{?W, nest, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
-    erlang:trace_pattern({kprof_mark, resume, 0}, false, [local]),
+    erlang:trace_pattern({kprof_mark, resume, 0}, false, [global]),
+    ?assertEqual({traced, false}, erlang:trace_info({kprof_mark, resume, 0}, traced)),
     Self = self(),
     ?W:run_requests(10, outer, fun() ->
                                        T0 = erlang:monotonic_time(nanosecond),
@@ -1331,7 +1347,7 @@ text_report() ->
 -spec setup() -> pid().
 setup() ->
     logger:set_handler_config(default, level, error),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     _ = ?W:start_server(kprof_tiers_db),
     _ = ?W:start_server(kprof_tiers_tpl),
     ?W:start_times().
@@ -1437,9 +1453,9 @@ assert_tier(Asked, Keys, N, Sink) ->
 
 -spec assert_untraced() -> ok.
 assert_untraced() ->
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual({flags, []}, erlang:trace_info(whereis(kprof_tiers_db), flags)),
-    [?assertEqual({match_spec, false}, erlang:trace_info(MFA, match_spec))
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(new, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(whereis(kprof_tiers_db), flags)),
+    [?assertEqual({match_spec, false}, kprof_test_util:trace_info(MFA, match_spec))
      || MFA <- [{?W, sleep_a, 1}, {?W, sleep_b, 1}, {?W, entry, 2}, {kprof_mark, start, 1},
                 {kprof_mark, stop, 0}]],
     ?assertEqual(untraced, kprof_tiers:enter(x)),

@@ -17,7 +17,7 @@
 -export([start_server/1, stop_server/1, via/3, http/3, db/2, tpl/1]).
 %% Helpers of the tests
 -export([run_requests/3, run_mfa_requests/5, flood/0, settle/0, burn/1, burn_until/1,
-         start_times/0, stop_times/1, reset_times/0, measured_ms/2]).
+         start_times/0, stop_times/1, reset_times/0, measured_ms/2, setup/0, cleanup/1]).
 
 -define(TIMES, kprof_tiers_work_times).
 %% gen_server callbacks
@@ -204,6 +204,26 @@ start_times() ->
                 end),
     receive {times, Pid} -> Pid end.
 
+%% @doc A tiers test's setup: logs quiet, kprof started, the table of
+%% measured times; {@link cleanup/1} takes it all back.
+-spec setup() -> pid().
+setup() ->
+    logger:set_handler_config(default, level, error),
+    _ = application:load(kprof),
+    ok = kprof_test_util:start(#{}),
+    start_times().
+
+%% @doc A tiers test's cleanup: the times, the tiers, an alert subscription,
+%% kprof, the tracer's environment, the logs as they were.
+-spec cleanup(pid()) -> ok.
+cleanup(Times) ->
+    ok = stop_times(Times),
+    _ = kprof:stop_tiers(),
+    _ = kprof:unsubscribe(),
+    ok = kprof:stop(),
+    [application:unset_env(kprof, K) || K <- [tracer, ring_bytes]],
+    logger:set_handler_config(default, level, all).
+
 %% @doc Drop the table of measured times.
 -spec stop_times(pid()) -> ok.
 stop_times(Pid) ->
@@ -231,7 +251,7 @@ timed(Key, Fun) ->
     T0 = erlang:monotonic_time(nanosecond),
     Result = Fun(),
     Ns = erlang:monotonic_time(nanosecond) - T0,
-    _ = (catch ets:update_counter(?TIMES, Key, Ns, {Key, 0})),
+    _ = try ets:update_counter(?TIMES, Key, Ns, {Key, 0}) catch error:badarg -> no_table end,
     Result.
 
 %%% gen_server

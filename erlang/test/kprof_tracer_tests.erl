@@ -23,28 +23,28 @@ tracer_test_() ->
        {timeout, 120, fun ring_full/0}},
       {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
       {"a tracer of an old session answers remove", fun stale/0},
+      {"the tiers' generation drops spawn events, keeps exits; the next one has them",
+       fun discard_spawns/0},
       {"the tiers' own tracers are no other tracer; a process of dbg's is",
        {timeout, 30, fun other_tracers/0}},
       {"max_events counts the ring's events from the start",
-       {timeout, 60, fun ring_max_events/0}}]}.
+       {timeout, 60, fun ring_max_events/0}},
+      {"requests moved between schedulers mid-request: every event once, each "
+       "process's in order, a ring per scheduler", {timeout, 120, fun migrations/0}}]}.
+
+%% More scheduler threads than rings, without kprof (a sink of the test's own).
+shared_ring_test_() ->
+    {timeout, 60, fun shared_ring/0}.
 
 %% Every tier test again, traced through the sink's port.
 port_tracer_test_() ->
     kprof_tiers_tests:port_tracer_suite().
 
 setup() ->
-    logger:set_handler_config(default, level, error),
-    _ = application:load(kprof),
-    ok = kprof:start(#{}),
-    ?W:start_times().
+    ?W:setup().
 
 cleanup(Times) ->
-    ok = ?W:stop_times(Times),
-    _ = kprof:stop_tiers(),
-    _ = kprof:unsubscribe(),
-    ok = kprof:stop(),
-    [application:unset_env(kprof, K) || K <- [tracer, ring_bytes]],
-    logger:set_handler_config(default, level, all),
+    ?W:cleanup(Times),
     flush().
 
 flush() ->
@@ -63,16 +63,62 @@ ring_default() ->
     Self = self(),
     P = spawn_link(fun() -> requests(5, x), Self ! {done, self()}, receive stop -> ok end end),
     receive {done, P} -> ok end,
-    ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(P, tracer)),
+    ?assertMatch({tracer, {kprof_tracer, _}}, kprof_test_util:trace_info(P, tracer)),
     ?assertEqual({5, [{a, 5}, {b, 5}]}, calls(report(), x)),
     #{ring_records := Recs, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
       bytes := Bytes} = kprof:sink_stats(),
     ?assert(Recs >= 5 * 8),
     ?assert(Bytes < 2000),   % commands only: no trace message went to the port
     ok = kprof:stop_tiers(),
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
-    ?assertEqual({traced, false}, erlang:trace_info({?W, sleep_a, 1}, traced)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?W, sleep_a, 1}, traced)),
     P ! stop.
+
+%% The tiers read a process's exit of the procs flag, not its spawn or
+%% spawned: their generation's enabled/3 discards those (kprof_tracer:
+%% discard/2). A later generation (a new tracer session) is not affected.
+discard_spawns() ->
+    Kinds = fun() ->
+                    {synced, _} = kprof_sink:command(sync, 10000),
+                    maps:with([spawn, spawned, exit], maps:get(events, kprof:sink_stats()))
+            end,
+    Spawn = fun(N) ->
+                    Self = self(),
+                    [receive {'DOWN', _, process, _, normal} -> ok end
+                     || _ <- [spawn_monitor(fun() -> Self =:= self() end)
+                              || _ <- lists:seq(1, N)]],
+                    ok
+            end,
+    ok = kprof:start_tiers(?TIERS, #{}),
+    {tracer, {kprof_tracer, Gen}} = kprof_test_util:trace_info(new, tracer),
+    K0 = Kinds(),
+    Spawn(20),
+    K1 = Kinds(),
+    ?assertEqual(0, maps:get(spawn, K1) - maps:get(spawn, K0)),
+    ?assertEqual(0, maps:get(spawned, K1) - maps:get(spawned, K0)),
+    ?assert(maps:get(exit, K1) - maps:get(exit, K0) >= 20),
+    ok = kprof:stop_tiers(),
+    %% A generation of its own, flags with procs: spawns are written again.
+    {tracer, kprof_tracer, Gen2} = Tracer = kprof_sink:tracer(),
+    ?assertNotEqual(Gen, Gen2),
+    Self = self(),
+    P = spawn_link(fun() ->
+                           receive go -> ok end,
+                           Spawn(5),
+                           Self ! {spawned, self()},
+                           receive stop -> ok end
+                   end),
+    1 = erlang:trace(P, true, [procs, Tracer]),
+    P ! go,
+    receive {spawned, P} -> ok end,
+    K2 = Kinds(),
+    ?assertEqual(5, maps:get(spawn, K2) - maps:get(spawn, K1)),
+    1 = erlang:trace(P, false, [procs]),
+    P ! stop,
+    ?assertError(badarg, kprof_tracer:discard(Gen2, [call])),
+    ?assertError(badarg, kprof_tracer:discard(Gen2, [nonsense])),
+    ?assertError(badarg, kprof_tracer:discard(Gen2, spawn)),
+    ok = kprof_tracer:discard(0, []).
 
 same_as_port() ->
     Run = fun(Tracer) ->
@@ -89,14 +135,15 @@ same_as_port() ->
     ?assertEqual(Ring, Run(port)).
 
 ring_full() ->
-    %% A 64 KiB ring and a sink slowed to 500 events/s: the ring fills in
-    %% about a thousand events.
+    %% 64 KiB rings and a sink slowed to 500 events/s: the ring of the one
+    %% scheduler the flood is bound to fills in about a thousand events (the
+    %% sink reads them all, at 2 ms each, before it answers a command).
     ok = kprof_test_util:start_fault_sink(#{}),
     ok = application:set_env(kprof, ring_bytes, 65536),
     ok = kprof:subscribe(),
     ok = kprof_sink:command({test_delay_us, 2000}),
     ok = kprof:start_tiers(?TIERS, #{}),
-    P = spawn_link(fun kprof_tiers_work:flood/0),
+    P = spawn_link(fun() -> _ = erlang:process_flag(scheduler, 1), ?W:flood() end),
     Alert = receive
                 {kprof_alert, overload, Info} -> kprof_test_util:alert_conforms(overload, Info)
             after 60000 -> error(no_alert)
@@ -105,7 +152,7 @@ ring_full() ->
     ?assert(maps:get(value, Alert) > 0),
     #{aborted := #{kind := overload, message := Msg}} = kprof:status(),
     ?assertMatch({match, _}, re:run(Msg, "ring of 64 KiB was full: [0-9]+ events lost")),
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
     P ! stop,
     ok = kprof_sink:command({test_delay_us, 0}).
 
@@ -114,7 +161,7 @@ other_tracers() ->
     try
         ok = kprof:start_tiers(?TIERS, #{}),
         requests(2, o),
-        ?assertMatch({tracer, {kprof_tracer, _}}, erlang:trace_info(self(), tracer)),
+        ?assertMatch({tracer, {kprof_tracer, _}}, kprof_test_util:trace_info(self(), tracer)),
         ?assertEqual([], kprof_guard:other_tracers()),
         ?assertMatch(#{other_tracers := 0}, kprof:status()),
         ?assertEqual([], tracer_warnings()),
@@ -122,22 +169,35 @@ other_tracers() ->
         %% The same through the sink's port.
         ok = application:set_env(kprof, tracer, port),
         ok = kprof:start_tiers(?TIERS, #{}),
-        ?assertEqual({tracer, kprof:sink_port()}, erlang:trace_info(self(), tracer)),
+        ?assertEqual({tracer, kprof:sink_port()}, kprof_test_util:trace_info(self(), tracer)),
         ?assertMatch(#{other_tracers := 0}, kprof:status()),
         ?assertEqual([], tracer_warnings()),
         ok = kprof:stop_tiers(),
         ok = application:unset_env(kprof, tracer),
-        %% A process dbg-style traced by another process is named.
+        %% A process dbg-style traced by another process (legacy API) is
+        %% named: before OTP 27 kprof cannot trace it (a warning); from OTP
+        %% 27 kprof traces it too, in its own session (a notice: the costs
+        %% add up).
         Dbg = spawn_link(fun() -> receive stop -> ok end end),
         Victim = spawn_link(fun() -> receive stop -> ok end end),
         1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
         ok = kprof:start_tiers(?TIERS, #{}),
-        ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
-        ?assertMatch(#{other_tracers := 1}, kprof:status()),
-        [Warning] = tracer_warnings(),
-        ?assertMatch({match, _}, re:run(Warning, "^kprof: 1 process\\(es\\) already have another")),
-        ?assertMatch({match, _}, re:run(Warning, "e.g. " ++ pid_to_list(Victim) ++ " is traced by "
-                                        ++ pid_to_list(Dbg))),
+        case kprof_trace_session:supported() of
+            false ->
+                ?assertEqual([{Victim, Dbg}], kprof_guard:other_tracers()),
+                ?assertMatch(#{other_tracers := 1}, kprof:status()),
+                [Warning] = tracer_warnings(),
+                ?assertMatch({match, _},
+                             re:run(Warning, "^kprof: 1 process\\(es\\) already have another")),
+                ?assertMatch({match, _}, re:run(Warning, "e.g. " ++ pid_to_list(Victim)
+                                                ++ " is traced by " ++ pid_to_list(Dbg)));
+            true ->
+                ?assertEqual([], kprof_guard:other_tracers()),
+                ?assertMatch(#{other_tracers := 0, other_sessions := 1}, kprof:status()),
+                ?assertEqual([], tracer_warnings()),
+                ?assertMatch({tracer, {kprof_tracer, _}},
+                             kprof_test_util:trace_info(Victim, tracer))
+        end,
         ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
         ok = kprof:stop_tiers(),
         [P ! stop || P <- [Victim, Dbg]]
@@ -191,25 +251,98 @@ ring_max_events() ->
     ?assertMatch(#{what := max_events, bound := 200}, Info),
     #{value := Seen} = Info,
     ?assertEqual(201, Seen),   % the sink counts every event: the 201st trips
-    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
-    ?assertEqual({traced, false}, erlang:trace_info({?W, small, 1}, traced)),
+    ?assertEqual({flags, []}, kprof_test_util:trace_info(P, flags)),
+    ?assertEqual({traced, false}, kprof_test_util:trace_info({?W, small, 1}, traced)),
     #{ring_records := Recs} = kprof:sink_stats(),
     ?debugFmt("ring max_events => 200: tripped at ~b events (~b over; the ring had ~b "
               "records) ~b ms after the first request", [Seen, Seen - 200, Recs, Ms]),
     P ! stop.
 
+%% Requests whose process is moved to another scheduler between its tier
+%% calls (erlang:process_flag(scheduler, N), round the node's schedulers),
+%% from 4 processes at once: each request and tier call is counted once (the
+%% tiers pair every call with its return, per process, in the order the
+%% sink gets them), no event of a process reaches the sink before one it
+%% wrote earlier (ring_disorder), and the schedulers wrote rings of their own.
+migrations() ->
+    S = erlang:system_info(schedulers_online),
+    Move = fun(K) -> erlang:process_flag(scheduler, K rem S + 1) end,
+    Req = fun() ->
+                  Move(0), ?W:sleep_a(1), Move(1), ?W:burn_a(300),
+                  Move(2), ?W:burn_a(100), Move(3)
+          end,
+    ok = kprof:start_tiers(?TIERS, #{}),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             ?W:run_requests(50, moved, Req),
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || _ <- lists:seq(1, 4)],
+    [receive {done, P} -> ok end || P <- Ps],
+    ?assertEqual({200, [{a, 200}, {b, 400}]}, calls(report(), moved)),
+    #{ring_disorder := 0, ring_drops := 0, ring_unresolved := 0, ring_bad := 0,
+      ring_claimed := Claimed, ring_rings := Rings} = kprof:sink_stats(),
+    ?assert(Claimed >= min(2, S)),
+    ?assertEqual(element(2, kprof_tracer:rings(default)), Rings),
+    ?assertMatch(#{rings := Rings, claimed := Claimed}, kprof_tracer:ring_info()).
+
+%% Two rings only: the first scheduler thread to trace claims the first, every
+%% other writes the shared last ring under the NIF's lock. 4 processes on the
+%% node's schedulers in turn, 2,000 calls each: every call reaches the sink once,
+%% each process's in order, none dropped; one ring claimed.
+shared_ring() ->
+    _ = application:load(kprof),
+    _ = kprof:stop(),
+    {module, ?W} = code:ensure_loaded(?W),
+    S = erlang:system_info(schedulers_online),
+    Port = open_port({spawn_executable, kprof_sink:default_path()},
+                     [binary, {packet, 4}, use_stdio, exit_status]),
+    Cmd = fun(C) ->
+                  Ref = make_ref(),
+                  true = port_command(Port, term_to_binary({kprof, Ref, C})),
+                  receive {Port, {data, B}} -> {kprof_reply, Ref, R} = binary_to_term(B), R
+                  after 10000 -> error({no_reply, C})
+                  end
+          end,
+    {ok, Name} = Cmd({ring_open, 1 bsl 20, 2}),
+    Gen = erlang:unique_integer([positive]),
+    ok = kprof_tracer:attach(Name, Gen),
+    ok = Cmd(ring_unlink),
+    Self = self(),
+    Ps = [spawn_link(fun() ->
+                             receive go -> ok end,
+                             [begin
+                                  _ = I rem 100 =:= 0 andalso
+                                      erlang:process_flag(scheduler, (K + I div 100) rem S + 1),
+                                  ?W:small(I)
+                              end || I <- lists:seq(1, 2000)],
+                             _ = erlang:process_flag(scheduler, 0),
+                             Self ! {done, self()}
+                     end) || K <- lists:seq(1, 4)],
+    1 = erlang:trace_pattern({?W, small, 1}, true, [local]),
+    [1 = erlang:trace(P, true, [call, {tracer, kprof_tracer, Gen}]) || P <- Ps],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    erlang:trace_pattern({?W, small, 1}, false, [local]),
+    #{trace_events := 8000, ring_drops := 0, ring_disorder := 0, ring_bad := 0,
+      ring_unresolved := 0, ring_rings := 2, ring_claimed := 1,
+      events := #{call := 8000}} = Cmd(stats),
+    ?assertMatch(#{rings := 2, claimed := 1, drops := 0}, kprof_tracer:ring_info()),
+    ok = kprof_tracer:release(),
+    port_close(Port).
+
 fallback() ->
     ok = application:set_env(kprof, ring_bytes, 1000),   % not a power of two: refused
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(3, w),
-    ?assertMatch({tracer, Port} when is_port(Port), erlang:trace_info(self(), tracer)),
+    ?assertMatch({tracer, Port} when is_port(Port), kprof_test_util:trace_info(self(), tracer)),
     ?assertEqual({3, [{a, 3}, {b, 3}]}, calls(report(), w)).
 
 stale() ->
     ?assertEqual(remove, kprof_tracer:enabled(call, 123456789, self())),
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(1, s),
-    {tracer, {kprof_tracer, Gen}} = erlang:trace_info(self(), tracer),
+    {tracer, {kprof_tracer, Gen}} = kprof_test_util:trace_info(self(), tracer),
     ?assertEqual(trace, kprof_tracer:enabled(call, Gen, self())),
     ?assertEqual(remove, kprof_tracer:enabled(call, Gen + 1, self())),
     ok = kprof:stop_tiers(),
@@ -217,6 +350,6 @@ stale() ->
     %% A new session has a new generation.
     ok = kprof:start_tiers(?TIERS, #{}),
     requests(1, s),
-    {tracer, {kprof_tracer, Gen2}} = erlang:trace_info(self(), tracer),
+    {tracer, {kprof_tracer, Gen2}} = kprof_test_util:trace_info(self(), tracer),
     ?assertNotEqual(Gen, Gen2),
     ?assertEqual(remove, kprof_tracer:enabled(call, Gen, self())).

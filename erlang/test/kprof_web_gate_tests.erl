@@ -369,7 +369,7 @@ mod_get(#{dir := Dir}) ->
 
 keep_patterns(#{dir := Dir}) ->
     Probe = {lists, reverse, 1},
-    Traced = fun() -> erlang:trace_info(Probe, traced) =:= {traced, local} end,
+    Traced = fun() -> kprof_test_util:trace_info(Probe, traced) =:= {traced, local} end,
     ok = application:set_env(kprof, allow_tracing, #{keep_patterns_ms => 400, rate => infinity}),
     {Httpd, Port} = start_httpd([{kprof_flame_opts, #{output_directory => Dir}}]),
     try
@@ -404,7 +404,7 @@ setup() ->
     Cache = tmp_dir("cache"),
     Old = os:getenv("XDG_CACHE_HOME"),
     true = os:putenv("XDG_CACHE_HOME", Cache),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     {ok, _} = application:ensure_all_started(inets),
     #{cache => Cache, old => Old, dir => tmp_dir("out")}.
 
@@ -447,7 +447,7 @@ get(Port, Headers) ->
 get(Port, Path, Headers) ->
     Url = "http://127.0.0.1:" ++ integer_to_list(Port) ++ Path,
     {ok, {{_, Code, _}, RespHeaders, Body}} =
-        httpc:request(get, {Url, Headers}, [{timeout, 30000}], []),
+        kprof_test_util:http(get, {Url, Headers}, [{timeout, 30000}]),
     {Code, RespHeaders, Body}.
 
 sorted({ok, L}) -> {ok, lists:sort(L)}.

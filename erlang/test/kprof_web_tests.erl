@@ -144,7 +144,7 @@ app(Req) ->
 setup() ->
     logger:set_handler_config(default, level, emergency),
     {ok, _} = application:ensure_all_started(inets),
-    ok = kprof:start(#{}),
+    ok = kprof_test_util:start(#{}),
     ok.
 
 -spec cleanup(ok) -> ok.
@@ -167,12 +167,12 @@ start_httpd(Extra) ->
 
 -spec http_get(string()) -> {integer(), string()}.
 http_get(Url) ->
-    {ok, {{_, Code, _}, _, Body}} = httpc:request(get, {Url, []}, [], []),
+    {ok, {{_, Code, _}, _, Body}} = kprof_test_util:http(get, {Url, []}, []),
     {Code, Body}.
 
 -spec post(string(), string()) -> {integer(), string()}.
 post(Url, Body) ->
     {ok, {{_, Code, _}, _, RBody}} =
-        httpc:request(post, {Url, [], "application/x-www-form-urlencoded", Body}, [], []),
+        kprof_test_util:http(post, {Url, [], "application/x-www-form-urlencoded", Body}, []),
     {Code, RBody}.
 

@@ -12,43 +12,46 @@
 #define ATOM_MAX 1024        /* 255 characters, 4 UTF-8 bytes each, and a NUL */
 #define ARENA_MAX UINT32_MAX /* offsets are 32-bit */
 
+static uint64_t slot_hash(const void *e, const void *ctx) {
+  return ((const ks_itab_slot *)e)->hash;
+}
+
+static ks_itab_slot *slot_at(const ks_itab *t, uint32_t i) {
+  return ks_hmap_at(&t->map, sizeof(ks_itab_slot), i);
+}
+
 int ks_itab_init(ks_itab *t, size_t slots_hint) {
-  size_t n = 16, i;
+  size_t n = 16;
 
   while (n < slots_hint)
     n <<= 1;
   memset(t, 0, sizeof(*t));
-  t->slots = malloc(n * sizeof(*t->slots));
-  if (t->slots == NULL)
-    return KS_ENOMEM;
-  for (i = 0; i < n; i++)
-    t->slots[i].val = KS_NONE;
-  t->mask = n - 1;
-  return KS_OK;
+  return n > UINT32_MAX / 2 ? KS_ENOMEM : ks_hmap_init(&t->map, sizeof(ks_itab_slot), (uint32_t)n);
 }
 
 void ks_itab_free(ks_itab *t) {
-  free(t->slots);
+  ks_hmap_free(&t->map);
   free(t->arena);
   memset(t, 0, sizeof(*t));
 }
 
 int ks_itab_filter(ks_itab *t, int (*keep)(void *ctx, uint32_t val, uint32_t new_off), void *ctx) {
   ks_itab n;
-  size_t i, cap = 4096;
+  size_t cap = 4096;
+  uint32_t i;
   const ks_itab_slot *o;
 
   while (cap < t->arena_len)
     cap *= 2;
-  if (ks_itab_init(&n, t->used * 2) != KS_OK)
+  if (ks_itab_init(&n, (size_t)t->map.n * 2) != KS_OK)
     return KS_ENOMEM;
   if ((n.arena = malloc(cap)) == NULL) {
     ks_itab_free(&n);
     return KS_ENOMEM;
   }
   n.arena_cap = cap;   /* every kept key fits: no put below can fail */
-  for (i = 0; i <= t->mask; i++) {
-    o = &t->slots[i];
+  for (i = 0; i <= t->map.mask; i++) {
+    o = slot_at(t, i);
     if (o->val == KS_NONE || !keep(ctx, o->val, (uint32_t)n.arena_len))
       continue;
     ks_itab_put(&n, t->arena + o->off, o->len, o->hash, o->val, NULL);
@@ -63,49 +66,24 @@ const unsigned char *ks_itab_key(const ks_itab *t, uint32_t off) {
 }
 
 uint32_t ks_itab_get(const ks_itab *t, const void *key, size_t len, uint64_t hash) {
-  size_t i = hash & t->mask;
   const ks_itab_slot *s;
+  size_t i;
 
-  for (;;) {
-    s = &t->slots[i];
-    if (s->val == KS_NONE)
-      return KS_NONE;
+  for (s = ks_hmap_run(&t->map, sizeof(*s), hash, &i); s != NULL;
+       s = ks_hmap_step(&t->map, sizeof(*s), &i))
     if (s->hash == hash && s->len == len && ks_key_eq(t->arena + s->off, key, len))
       return s->val;
-    i = (i + 1) & t->mask;
-  }
-}
-
-static int grow_slots(ks_itab *t) {
-  size_t n = (t->mask + 1) * 2, i, j;
-  ks_itab_slot *slots = malloc(n * sizeof(*slots));
-
-  if (slots == NULL)
-    return KS_ENOMEM;
-  for (i = 0; i < n; i++)
-    slots[i].val = KS_NONE;
-  for (i = 0; i <= t->mask; i++) {
-    if (t->slots[i].val == KS_NONE)
-      continue;
-    j = t->slots[i].hash & (n - 1);
-    while (slots[j].val != KS_NONE)
-      j = (j + 1) & (n - 1);
-    slots[j] = t->slots[i];
-  }
-  free(t->slots);
-  t->slots = slots;
-  t->mask = n - 1;
-  return KS_OK;
+  return KS_NONE;
 }
 
 int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t val,
                 uint32_t *off) {
-  size_t i;
+  ks_itab_slot *s;
 
   if (val == KS_NONE)
     return KS_EINVAL;
   /* Keep the load under 1/2 so probes stay short. */
-  if ((t->used + 1) * 2 > t->mask + 1 && grow_slots(t) != KS_OK)
+  if (ks_hmap_full(&t->map) && ks_hmap_grow(&t->map, slot_hash, NULL) != KS_OK)
     return KS_ENOMEM;
   if (len > ARENA_MAX - t->arena_len)
     return KS_EFULL;
@@ -121,17 +99,14 @@ int ks_itab_put(ks_itab *t, const void *key, size_t len, uint64_t hash, uint32_t
     t->arena_cap = cap;
   }
   memcpy(t->arena + t->arena_len, key, len);
-  i = hash & t->mask;
-  while (t->slots[i].val != KS_NONE)
-    i = (i + 1) & t->mask;
-  t->slots[i].hash = hash;
-  t->slots[i].off = (uint32_t)t->arena_len;
-  t->slots[i].len = (uint32_t)len;
-  t->slots[i].val = val;
+  s = ks_hmap_put(&t->map, sizeof(*s), ks_hmap_end(&t->map, sizeof(*s), hash));
+  s->val = val;
+  s->off = (uint32_t)t->arena_len;
+  s->hash = hash;
+  s->len = (uint32_t)len;
   if (off != NULL)
     *off = (uint32_t)t->arena_len;
   t->arena_len += len;
-  t->used++;
   return KS_OK;
 }
 

@@ -4,19 +4,21 @@
 
 #include "ks.h"
 #include "ks_etf.h"
+#include "ks_hmap.h"
 
-/* Open addressing, linear probing; keys are copied into an arena once. */
+/* A table of byte-string keys (ks_hmap.h's); keys are copied into an arena once. */
 typedef struct ks_itab_slot {
-  uint64_t hash;
-  uint32_t off;   /* key offset in the arena */
-  uint32_t len;
   uint32_t val;   /* KS_NONE marks an empty slot */
+  uint32_t off;   /* key offset in the arena */
+  uint64_t hash;
+  uint32_t len;
 } ks_itab_slot;
 
 typedef struct ks_itab {
-  ks_itab_slot *slots;
-  size_t mask;          /* slot count - 1; slot count is a power of two */
-  size_t used;
+  union {
+    ks_hmap map;          /* of ks_itab_slot */
+    ks_itab_slot *slots;  /* the same slots as an array (map.v): NULL before init */
+  };
   unsigned char *arena;
   size_t arena_len, arena_cap;
 } ks_itab;

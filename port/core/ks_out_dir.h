@@ -15,7 +15,7 @@
  * it; the directory it leads to is checked like the others (the directories
  * on the way to it are not: the link's owner chose them). The files are
  * then created with openat() on the descriptor returned (mode 0600,
- * write_file.c): nothing can swap the directory between the check and the
+ * port/write/file.c): nothing can swap the directory between the check and the
  * write.
  */
 #ifndef KS_OUT_DIR_H

@@ -8,7 +8,7 @@
  *                      stdio leaves)
  *
  * A stream of ours (fopencookie, funopen) keeps the first errno of a write or
- * the close where it happens (port/flame/write_file.c); with fdopen it is the
+ * the close where it happens (port/write/file.c); with fdopen it is the
  * one stdio left when the stream was found in error. KS_PORTABLE builds the
  * last row on Linux, so that its code is compiled and tested here (make
  * check-portability).

@@ -19,12 +19,12 @@
  */
 #include <stdlib.h>
 
-#include "ks_record.h"
+#include "ks_flame.h"
 
 /* Calls per function, for the table flame_write's Info carries (top > 0). */
 static void count_call(ks_fcap *c, uint32_t mfa) {
-  if (c->o.top > 0 && mfa != c->o.hide)
-    ks_ffun_call(&c->fc, mfa);
+  if (c->cp.o.top > 0 && mfa != c->cp.o.hide)
+    ks_ffun_call(&c->cp.fc, mfa);
 }
 
 void ks_flame_init(ks_flame *fl) {
@@ -32,34 +32,26 @@ void ks_flame_init(ks_flame *fl) {
 }
 
 static void free_cap(ks_fcap *c) {
-  uint32_t k;
-
-  ks_record_free(c->rec);
-  for (k = 0; k < c->nprocs; k++) {
-    ks_stack_free(&c->procs[k].st);
-    ks_ffun_free_proc(&c->procs[k]);
-    free(c->procs[k].name);
-    free(c->procs[k].call);
-  }
-  free(c->procs);
-  free(c->pslots);
-  ks_ffun_free(&c->fc);
-  ks_ftails_free(&c->tails);
-  ks_ftree_free(&c->tree);
+  if (c->obs.self != NULL)
+    c->obs.free(c->obs.self);
+  ks_callpath_free(&c->cp);
   memset(c, 0, sizeof(*c));
 }
 
 void ks_flame_free(ks_flame *fl) {
   ks_switch sw;
+  ks_fobserve_fn record;
   int i;
 
   for (i = 0; i < KS_FLAME_MAX; i++)
     if (fl->cap[i].used)
       free_cap(&fl->cap[i]);
   free(fl->mask);
-  sw = fl->sw;   /* the registration stays */
+  sw = fl->sw;   /* the registrations stay */
+  record = fl->record;
   memset(fl, 0, sizeof(*fl));
   fl->sw = sw;
+  fl->record = record;
   ks_switch_set(&fl->sw, 0);
 }
 
@@ -67,7 +59,7 @@ ks_fcap *ks_flame_find(ks_flame *fl, int64_t id) {
   int i;
 
   for (i = 0; i < KS_FLAME_MAX; i++)
-    if (fl->cap[i].used && fl->cap[i].id == id)
+    if (fl->cap[i].used && fl->cap[i].cp.id == id)
       return &fl->cap[i];
   return NULL;
 }
@@ -84,111 +76,48 @@ int ks_flame_start(ks_flame *fl, int64_t id, const ks_fopts *o) {
   if (c == NULL)
     return KS_EFULL;
   memset(c, 0, sizeof(*c));
-  c->o = *o;
-  if (c->o.max_depth > 0 && c->o.max_stack < c->o.max_depth + 1)
-    c->o.max_stack = c->o.max_depth + 1;
-  if (ks_ftree_init(&c->tree, c->o.max_nodes, c->o.max_bytes) != KS_OK)
+  if (ks_callpath_init(&c->cp, id, o) != KS_OK)
     return KS_ENOMEM;
-  c->pmask = 63;
-  c->pslots = calloc(c->pmask + 1, sizeof(*c->pslots));
-  if (c->pslots == NULL) {
-    ks_ftree_free(&c->tree);
-    return KS_ENOMEM;
-  }
   c->used = 1;
-  c->id = id;
   c->last_pid = KS_NONE;
   ks_switch_set(&fl->sw, ++fl->active);
   return (int)(c - fl->cap);
 }
 
-/* Process index + 1 in the capture's pid table, 0 when absent; *slot: where it goes. */
-static uint32_t proc_slot(const ks_fcap *c, uint32_t pid, uint32_t *slot) {
-  uint32_t i = (uint32_t)((pid * 0x9e3779b97f4a7c15ull) >> 40) & c->pmask, k;
-
-  for (;;) {
-    k = c->pslots[i];
-    if (k == 0 || c->procs[k - 1].pid == pid) {
-      *slot = i;
-      return k;
-    }
-    i = (i + 1) & c->pmask;
-  }
+/* Whether the capture's observer (if any) is still given what it is. */
+static int watched(const ks_fcap *c) {
+  return c->obs.self != NULL && !c->stopped;
 }
 
 static ks_fproc *proc_find(ks_fcap *c, uint32_t pid) {
-  uint32_t slot, k;
+  ks_fproc *p;
 
   if (pid == c->last_pid)
-    return &c->procs[c->last_proc];
-  k = proc_slot(c, pid, &slot);
-  if (k == 0)
+    return &c->cp.procs[c->last_proc];
+  if ((p = ks_callpath_proc(&c->cp, pid)) == NULL)
     return NULL;
   c->last_pid = pid;
-  c->last_proc = k - 1;
-  return &c->procs[k - 1];
-}
-
-static int grow_pslots(ks_fcap *c) {
-  uint32_t n = (c->pmask + 1) * 2, k, slot;
-  uint32_t *old = c->pslots, oldmask = c->pmask;
-
-  c->pslots = calloc(n, sizeof(*c->pslots));
-  if (c->pslots == NULL) {
-    c->pslots = old;
-    return KS_ENOMEM;
-  }
-  c->pmask = n - 1;
-  for (k = 0; k <= oldmask; k++)
-    if (old[k] != 0) {
-      proc_slot(c, c->procs[old[k] - 1].pid, &slot);
-      c->pslots[slot] = old[k];
-    }
-  free(old);
-  return KS_OK;
-}
-
-static int set_mask(ks_flame *fl, uint32_t pid, uint32_t bit) {
-  if (pid >= fl->mask_cap && ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
-    return KS_ENOMEM;
-  fl->mask[pid] |= bit;
-  return KS_OK;
+  c->last_proc = (uint32_t)(p - c->cp.procs);
+  return p;
 }
 
 /* The capture's process for pid, added (not armed) when new; NULL at a cap. */
 static ks_fproc *proc_add(ks_flame *fl, ks_fcap *c, uint32_t pid) {
-  uint32_t slot, k = proc_slot(c, pid, &slot);
-  ks_fproc *p;
+  ks_fproc *p = ks_callpath_proc(&c->cp, pid);
 
-  if (k != 0)
-    return &c->procs[k - 1];
-  if (c->nprocs >= c->o.max_procs) {
-    c->k.dropped_procs++;
+  if (p != NULL)
+    return p;
+  if (c->cp.nprocs >= c->cp.o.max_procs) {
+    c->cp.k.dropped_procs++;
     return NULL;
   }
-  if (ks_grow(&c->procs, &c->cap_procs, c->nprocs, 8, sizeof(*c->procs)) != KS_OK)
+  if (pid >= fl->mask_cap &&
+      ks_grow(&fl->mask, &fl->mask_cap, pid, 1024, sizeof(*fl->mask)) != KS_OK)
     return NULL;
-  if (set_mask(fl, pid, 1u << (c - fl->cap)) != KS_OK)
-    return NULL;
-  p = &c->procs[c->nprocs];
-  memset(p, 0, sizeof(*p));
-  ks_fstack_init(p, c->o.max_stack);
-  p->pid = pid;
-  p->root = ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_PROC, pid));
-  p->cur = KS_NONE;
-  p->out_mfa = KS_NONE;
-  p->run_mfa = KS_NONE;
-  p->first_mfa = KS_NONE;
-  p->spawn_mfa = KS_NONE;
-  p->fc = c->o.top > 0 ? &c->fc : NULL;
-  c->pslots[slot] = ++c->nprocs;
-  if ((uint64_t)c->nprocs * 2 > (uint64_t)c->pmask + 1 && grow_pslots(c) != KS_OK &&
-      c->nprocs + 1 >= c->pmask) {
-    /* Nearly full and cannot grow: take no more (the table must keep a hole). */
-    c->o.max_procs = c->nprocs;
-  }
-  c->last_pid = KS_NONE;
-  return &c->procs[c->nprocs - 1];
+  c->last_pid = KS_NONE;   /* the processes may move */
+  if ((p = ks_callpath_add_proc(&c->cp, pid)) != NULL)
+    fl->mask[pid] |= 1u << (c - fl->cap);
+  return p;
 }
 
 static void set_name(ks_fproc *p, const char *name, size_t len) {
@@ -214,26 +143,24 @@ static char *dup_text(const char *s, size_t len) {
 }
 
 void ks_flame_set_call(ks_fcap *c, uint32_t pid, const char *call, size_t len) {
-  uint32_t slot, k = proc_slot(c, pid, &slot);
-  ks_fproc *p;
+  ks_fproc *p = ks_callpath_proc(&c->cp, pid);
   char *d;
 
-  if (c->rec != NULL && !c->stopped)
-    ks_record_set_call(c->rec, pid, call, len);
-  if (k == 0 || call == NULL || len == 0 || (d = dup_text(call, len)) == NULL)
+  if (watched(c))
+    c->obs.set_call(c->obs.self, pid, call, len);
+  if (p == NULL || call == NULL || len == 0 || (d = dup_text(call, len)) == NULL)
     return;
-  p = &c->procs[k - 1];
   free(p->call);
   p->call = d;
 }
 
 int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, size_t name_len) {
-  ks_fgraph g = ks_fcap_graph(c);
-  uint32_t slot, known = proc_slot(c, pid, &slot);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
+  int known = ks_callpath_proc(&c->cp, pid) != NULL;
   ks_fproc *p;
 
-  if (c->rec != NULL && !c->stopped)
-    ks_record_add_pid(c->rec, pid, name, name_len);
+  if (watched(c))
+    c->obs.add_pid(c->obs.self, pid, name, name_len);
   p = proc_add(fl, c, pid);
   if (p == NULL)
     return KS_EFULL;
@@ -241,29 +168,23 @@ int ks_flame_add_pid(ks_flame *fl, ks_fcap *c, uint32_t pid, const char *name, s
     set_name(p, name, name_len);
   if (known)
     return KS_OK;   /* names only: it is armed, done or dead as its events said */
-  if (c->o.trigger == KS_NONE && !c->stopped) {
+  if (c->cp.o.trigger == KS_NONE && !c->stopped) {
     p->armed = 1;
     /* flame_apply's caller starts its stack at the function applied; a
      * flame_pid process may be anywhere in its stack. */
-    p->bottom = c->o.hide != KS_NONE;
+    p->bottom = c->cp.o.hide != KS_NONE;
     ks_fstack_update(&g, p);
   }
   return KS_OK;
 }
 
-const ks_fproc *ks_flame_proc_of(const ks_fcap *c, uint32_t pid) {
-  uint32_t slot, k = proc_slot(c, pid, &slot);
-
-  return k ? &c->procs[k - 1] : NULL;
-}
-
 void ks_flame_drop(ks_flame *fl, ks_fcap *c) {
   uint32_t bit = 1u << (c - fl->cap), k;
 
-  for (k = 0; k < c->nprocs; k++)
-    if (c->procs[k].pid < fl->mask_cap)
-      fl->mask[c->procs[k].pid] &= ~bit;
-  fl->recording &= ~bit;
+  for (k = 0; k < c->cp.nprocs; k++)
+    if (c->cp.procs[k].pid < fl->mask_cap)
+      fl->mask[c->cp.procs[k].pid] &= ~bit;
+  fl->observed &= ~bit;
   free_cap(c);
   ks_switch_set(&fl->sw, --fl->active);
 }
@@ -272,9 +193,9 @@ void ks_flame_pin_pids(const ks_flame *fl, uint8_t *pin, uint32_t n) {
   uint32_t c, k;
 
   for (c = 0; c < KS_FLAME_MAX; c++)
-    for (k = 0; fl->cap[c].used && k < fl->cap[c].nprocs; k++)
-      if (fl->cap[c].procs[k].pid < n)
-        pin[fl->cap[c].procs[k].pid] = 1;
+    for (k = 0; fl->cap[c].used && k < fl->cap[c].cp.nprocs; k++)
+      if (fl->cap[c].cp.procs[k].pid < n)
+        pin[fl->cap[c].cp.procs[k].pid] = 1;
 }
 
 void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
@@ -285,22 +206,20 @@ void ks_flame_forget_pids(ks_flame *fl, const uint8_t *dead, uint32_t n) {
       fl->mask[id] = 0;
   for (c = 0; c < KS_FLAME_MAX; c++) {
     fl->cap[c].last_pid = KS_NONE;
-    if (fl->cap[c].rec != NULL)
-      ks_record_forget(fl->cap[c].rec, dead, n);
+    if (fl->cap[c].obs.self != NULL)
+      fl->cap[c].obs.forget_pids(fl->cap[c].obs.self, dead, n);
   }
 }
 
 void ks_flame_finish(ks_flame *fl, ks_fcap *c, int has_end, int64_t end_ts) {
-  ks_fgraph g = ks_fcap_graph(c);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   uint32_t bit = 1u << (c - fl->cap), k;
 
-  if (c->rec != NULL && !c->stopped) {
-    ks_record_finish(c->rec, has_end, end_ts);
-    ks_record_close(c->rec);
-  }
-  fl->recording &= ~bit;
-  for (k = 0; k < c->nprocs; k++) {
-    ks_fproc *p = &c->procs[k];
+  if (watched(c))
+    c->obs.finish(c->obs.self, has_end, end_ts);
+  fl->observed &= ~bit;
+  for (k = 0; k < c->cp.nprocs; k++) {
+    ks_fproc *p = &c->cp.procs[k];
     if (p->armed && !p->dead && has_end)
       ks_fstack_credit_end(&g, p, end_ts);
     if (p->fc != NULL)
@@ -320,7 +239,7 @@ static int is_meta(const ks_event *ev) {
 
 /* A meta event's time on the VM's monotonic clock, never back. */
 static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
-  int64_t t = (ev->flags & KS_EVF_WALL) ? ev->ts - c->o.time_offset : ev->ts;
+  int64_t t = (ev->flags & KS_EVF_WALL) ? ev->ts - c->cp.o.time_offset : ev->ts;
 
   if (p->has_ts && t < p->last_ts)
     t = p->last_ts;
@@ -328,7 +247,7 @@ static int64_t meta_ts(const ks_fcap *c, const ks_fproc *p, const ks_event *ev) 
 }
 
 static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
-  ks_fgraph g = ks_fcap_graph(c);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   int64_t t;
 
   if (!(ev->flags & KS_EVF_TS))
@@ -339,16 +258,16 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
       p->trig_depth++;   /* a recursive trigger call: its local call event pushed it */
       return;
     }
-    if (c->o.hold) {
-      c->k.calls_early++;   /* the trace patterns were still being set up */
+    if (c->cp.o.hold) {
+      c->cp.k.calls_early++;   /* the trace patterns were still being set up */
       return;
     }
-    if (c->k.calls_started >= c->o.ncalls) {
-      c->k.calls_refused++;
+    if (c->cp.k.calls_started >= c->cp.o.ncalls) {
+      c->cp.k.calls_refused++;
       return;
     }
-    c->k.calls_started++;
-    c->k.events++;
+    c->cp.k.calls_started++;
+    c->cp.k.events++;
     p->armed = 1;
     p->bottom = 1;
     p->out = p->gc = 0;
@@ -361,9 +280,9 @@ static void trigger_event(ks_fcap *c, ks_fproc *p, const ks_event *ev) {
   } else if (ev->kind == KS_EV_RETURN_FROM || ev->kind == KS_EV_EXCEPTION_FROM) {
     if (!p->armed || p->trig_depth == 0 || --p->trig_depth > 0)
       return;
-    c->k.events++;
+    c->cp.k.events++;
     ks_fstack_credit(&g, p, t);
-    c->k.calls_done++;
+    c->cp.k.calls_done++;
     p->armed = 0;
     ks_fstack_clear(p);
     ks_fstack_update(&g, p);
@@ -401,22 +320,22 @@ static void count_interval(ks_fcap *c, const ks_fproc *p, const ks_event *ev) {
   uint64_t dt, b;
   int kind;
 
-  if (!p->has_ts || p->cur == KS_NONE || p->out || (p->gc && c->o.gc) || ev->ts < p->last_ts)
+  if (!p->has_ts || p->cur == KS_NONE || p->out || (p->gc && c->cp.o.gc) || ev->ts < p->last_ts)
     return;
   kind = ev->kind == KS_EV_RETURN_TO ? KS_FIVL_RETURN : KS_FIVL_CALL;
   dt = (uint64_t)(ev->ts - p->last_ts);
   b = dt / KS_FIVL_BIN_NS;
-  c->ivl[kind].bin[b < KS_FIVL_BINS ? b : KS_FIVL_BINS - 1]++;
-  c->ivl[kind].n++;
-  c->ivl[kind].total += dt;
+  c->cp.ivl[kind].bin[b < KS_FIVL_BINS ? b : KS_FIVL_BINS - 1]++;
+  c->cp.ivl[kind].n++;
+  c->cp.ivl[kind].total += dt;
 }
 
 static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_decoded *d) {
-  ks_fgraph g = ks_fcap_graph(c);
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   const ks_event *ev = &d->ev;
 
   if (is_meta(ev)) {
-    if (c->o.trigger != KS_NONE && ev->mfa == c->o.trigger)
+    if (c->cp.o.trigger != KS_NONE && ev->mfa == c->cp.o.trigger)
       trigger_event(c, p, ev);
     return;   /* the trigger's own events: never a frame of the stacks */
   }
@@ -431,7 +350,7 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
     else
       ks_fstack_credit(&g, p, ev->ts);
   }
-  c->k.events++;
+  c->cp.k.events++;
   switch (ev->kind) {
   case KS_EV_CALL:
   case KS_EV_RETURN_TO:
@@ -446,22 +365,22 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
   }
   switch (ev->kind) {
   case KS_EV_CALL:
-    if (p->child && p->first_mfa == KS_NONE && ev->mfa != c->o.hide &&
+    if (p->child && p->first_mfa == KS_NONE && ev->mfa != c->cp.o.hide &&
         !spawn_wrapper(in, ev->mfa))
       p->first_mfa = ev->mfa;
-    if (c->o.callers)
+    if (c->cp.o.callers)
       ks_fstack_call(&g, p, ev->mfa, (ev->flags & KS_EVF_CALLER) ? ev->caller : KS_NONE);
     else
       ks_fstack_call_flow(&g, p, ev->mfa);
     count_call(c, ev->mfa);
     break;
   case KS_EV_RETURN_TO:
-    if (ev->mfa != KS_NONE && ev->mfa == c->o.hide) {
+    if (ev->mfa != KS_NONE && ev->mfa == c->cp.o.hide) {
       p->armed = 0;   /* flame_apply's function returned to the wrapper: done */
       ks_fstack_clear(p);
       break;
     }
-    if (c->o.callers)
+    if (c->cp.o.callers)
       ks_fstack_return_to(&g, p, ev->mfa);
     else
       ks_fstack_return_flow(&g, p, ev->mfa);
@@ -495,7 +414,7 @@ static void proc_event(ks_fcap *c, ks_fproc *p, const ks_intern *in, const ks_de
       p->spawn_mfa = ev->mfa;
     /* fall through */
   default:
-    c->k.events--;   /* links, sends, ...: not about stacks */
+    c->cp.k.events--;   /* links, sends, ...: not about stacks */
     if (!p->ran)
       ks_fstack_update(&g, p);   /* a child's first event (spawned): it waits from now */
     return;
@@ -521,10 +440,10 @@ static void join_trigger(ks_flame *fl, const ks_decoded *d) {
   ks_fcap *c;
 
   if (payload_id(d->payload, &id) != KS_OK || (c = ks_flame_find(fl, id)) == NULL ||
-      c->stopped || c->o.trigger == KS_NONE)
+      c->stopped || c->cp.o.trigger == KS_NONE)
     return;
   if (proc_add(fl, c, d->ev.pid) == NULL)
-    c->k.calls_refused++;
+    c->cp.k.calls_refused++;
 }
 
 static void join_child(ks_flame *fl, const ks_event *ev) {
@@ -537,11 +456,11 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
     i = __builtin_ctz(m);
     m &= m - 1;
     c = &fl->cap[i];
-    if (!c->o.children || c->stopped || (parent = proc_find(c, ev->other)) == NULL ||
+    if (!c->cp.o.children || c->stopped || (parent = proc_find(c, ev->other)) == NULL ||
         !parent->armed || parent->dead)
       continue;
     if ((p = proc_add(fl, c, ev->pid)) != NULL && !p->armed) {
-      ks_fgraph g = ks_fcap_graph(c);
+      ks_fgraph g = ks_callpath_graph(&c->cp);
       p->armed = 1;
       p->child = 1;   /* seen from its start: its first call is its initial call */
       p->bottom = 1;
@@ -550,11 +469,11 @@ static void join_child(ks_flame *fl, const ks_event *ev) {
   }
 }
 
-/* The recordings an event concerns get it first, as the capture will see it:
+/* The observers an event concerns get it first, as the capture will see it:
  * an event of its processes, a child of one spawned, its trigger's meta call. */
-static void record_event(ks_flame *fl, const ks_decoded *d) {
+static void observe_event(ks_flame *fl, const ks_decoded *d) {
   const ks_event *ev = &d->ev;
-  uint32_t m = fl->recording, bit, in_pid, in_parent;
+  uint32_t m = fl->observed, bit, in_pid, in_parent;
   int64_t id;
   int i, trigger;
 
@@ -567,9 +486,9 @@ static void record_event(ks_flame *fl, const ks_decoded *d) {
     bit = 1u << i;
     c = &fl->cap[i];
     trigger = ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev) &&
-              c->o.trigger != KS_NONE && payload_id(d->payload, &id) == KS_OK && id == c->id;
-    if (trigger || (in_pid & bit) || ((in_parent & bit) && c->o.children))
-      ks_record_event(c->rec, d, trigger);
+              c->cp.o.trigger != KS_NONE && payload_id(d->payload, &id) == KS_OK && id == c->cp.id;
+    if (trigger || (in_pid & bit) || ((in_parent & bit) && c->cp.o.children))
+      c->obs.event(c->obs.self, d, trigger);
   }
 }
 
@@ -580,8 +499,8 @@ void ks_flame_event(ks_flame *fl, const ks_intern *in, const ks_decoded *d) {
 
   if (ev->pid == KS_NONE || (ev->flags & KS_EVF_PORT))
     return;
-  if (__builtin_expect(fl->recording != 0, 0))
-    record_event(fl, d);
+  if (__builtin_expect(fl->observed != 0, 0))
+    observe_event(fl, d);
   if (ev->kind == KS_EV_CALL && d->payload.p != NULL && is_meta(ev))
     join_trigger(fl, d);
   else if (ev->kind == KS_EV_SPAWNED && ev->other != KS_NONE)
@@ -622,35 +541,37 @@ void ks_flame_consumer(ks_flame *fl, ks_consumer *c) {
                      .reset = NULL, .free = consumer_free};
 }
 
-int ks_flame_record(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *path,
-                    void *why) {
-  if (ks_record_open(&c->rec, path, c, in, why) != KS_OK)
-    return KS_EINVAL;
-  fl->recording |= 1u << (c - fl->cap);
-  return KS_OK;
+void ks_flame_observe(ks_flame *fl, ks_fcap *c, const ks_fobserver *obs) {
+  c->obs = *obs;
+  fl->observed |= 1u << (c - fl->cap);
 }
 
 void ks_flame_arm(ks_fcap *c) {
-  if (c->rec != NULL && !c->stopped)
-    ks_record_arm(c->rec);
-  c->o.hold = 0;
+  if (watched(c))
+    c->obs.arm(c->obs.self);
+  c->cp.o.hold = 0;
+}
+
+unsigned ks_flame_proc_state(const ks_fproc *p) {
+  return (p->armed ? KS_FPROC_ARMED : 0) | (p->child ? KS_FPROC_CHILD : 0) |
+         (p->bottom ? KS_FPROC_BOTTOM : 0) | (p->dead ? KS_FPROC_DEAD : 0) |
+         (p->named ? KS_FPROC_NAMED : 0);
 }
 
 void ks_flame_restore_proc(ks_flame *fl, ks_fcap *c, uint32_t pid, unsigned state,
                            const char *name, size_t name_n, const char *call, size_t call_n) {
-  uint32_t slot;
+  ks_fgraph g = ks_callpath_graph(&c->cp);
   ks_fproc *p;
-  ks_fgraph g = ks_fcap_graph(c);
 
-  if (c->stopped || proc_slot(c, pid, &slot) != 0 || (p = proc_add(fl, c, pid)) == NULL)
+  if (c->stopped || ks_callpath_proc(&c->cp, pid) != NULL || (p = proc_add(fl, c, pid)) == NULL)
     return;
-  p->armed = (state & KS_RPROC_ARMED) != 0;
-  p->child = (state & KS_RPROC_CHILD) != 0;
-  p->bottom = (state & KS_RPROC_BOTTOM) != 0;
-  p->dead = (state & KS_RPROC_DEAD) != 0;
+  p->armed = (state & KS_FPROC_ARMED) != 0;
+  p->child = (state & KS_FPROC_CHILD) != 0;
+  p->bottom = (state & KS_FPROC_BOTTOM) != 0;
+  p->dead = (state & KS_FPROC_DEAD) != 0;
   if (name_n > 0)
     set_name(p, name, name_n);
-  p->named = (state & KS_RPROC_NAMED) != 0;
+  p->named = (state & KS_FPROC_NAMED) != 0;
   if (call_n > 0)
     p->call = dup_text(call, call_n);
   ks_fstack_update(&g, p);

@@ -15,65 +15,14 @@
  *   {flame_dir, Dir}                          ok | {error, {unsafe_directory, Path, Why}}
  *                                             | {error, {open_failed, Path, Errno}}
  *
- * flame_write ends the capture whatever happens. Its directory is made (0700)
- * and checked as flame_dir does (port/core/ks_out_dir.h: ours, not a symlink, nobody
- * else can write to it) and the files are created in it with openat(), mode 0600,
- * O_EXCL: when Dir/Base.* exists, Base-1, Base-2, ... are tried, so two
- * captures never write over each other (or over anything else). A file that
- * cannot be created or written (a full disk, a quota, ...) is
- * {error, {open_failed | write_failed, Path, Errno}}, Errno the errno's atom
- * (enospc, edquot, efbig, eacces, ...), and every file of the capture is
- * removed: all of them or none.
+ * flame_write ends the capture whatever happens. Its files are the writers'
+ * (port/write/files.c: a directory checked, every file or none), as are
+ * flame_dir's checks of the directory.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 #include <ei.h>
 
-#include "core/ks_out_dir.h"
-#include "core/ks_platform.h"
 #include "ks_flame.h"
-#include "ks_record.h"
-
-#define PATH_MAX_LEN 4096
-#define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
-
-/* The formats, their bits (KS_FMT_name, port/flame/ks_flame.h), extensions and
- * writers: the KS_FORMAT rows of include/ks_options.h. */
-
-static const struct {
-  int bit;
-  const char *atom, *ext;
-  int (*write)(const ks_fout *, FILE *);
-} formats[] = {
-#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
-#define KS_FORMAT(name, ext, writer, all) {KS_FMT_##name, #name, ext, writer},
-#include "ks_options.h"
-#undef KS_FORMAT
-#undef KS_OPTION
-};
-#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
-
-int ks_flame_format_bit(const char *atom) {
-  size_t f;
-  int all = 0;
-
-  for (f = 0; f < NFORMATS; f++) {
-    if (atom != NULL && strcmp(atom, formats[f].atom) == 0)
-      return formats[f].bit;
-    all |= formats[f].bit;
-  }
-  return atom == NULL ? all : 0;
-}
-
-static int64_t now_us(void) {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* {M, F, Arity} at *idx into an MFA id. */
 static int decode_mfa(ks_intern *in, const char *b, size_t len, int *idx, uint32_t *id) {
@@ -99,33 +48,6 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
     return KS_EINVAL;
   *v = (uint32_t)n;
   return KS_OK;
-}
-
-/* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
-#define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
-#define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
-#define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
-const ks_option_field ks_flame_fields[] = {
-#include "proto/ks_option_fields.h"
-};
-#undef KS_FIELD_tiers
-#undef KS_FIELD_sample
-#undef KS_FIELD_flame
-_Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,
-               "one field per row");
-
-void ks_flame_default_opts(ks_fopts *o) {
-  memset(o, 0, sizeof(*o));
-  ks_option_defaults(KS_M_FLAME, ks_flame_fields, o);
-  /* What no option sets. */
-  o->max_depth = 0;
-  o->max_nodes = UINT32_MAX - 1;
-  o->trigger = KS_NONE;
-  o->hide = KS_NONE;
-  o->group = KS_GROUP_PID;
-  o->fold_depth = KS_FLAME_FOLD_DEPTH;
-  o->learn = 1;
-  o->record_at = -1;
 }
 
 /* The KS_T_TERM rows' values: group, trigger, hide, names. */
@@ -162,7 +84,8 @@ static int decode_names(ks_intern *in, const char *b, size_t len, int *idx, ks_f
   return KS_OK;
 }
 
-/* record: a binary, opened once the capture is made (record_control.c). */
+/* record: a binary, opened once the capture is made (the observer the sink
+ * registered, ks_flame.h: port/record/record_control.c's). */
 static int decode_record(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   int type, size;
 
@@ -205,7 +128,7 @@ static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len,
   ks_fopts o;
   int n, k, rc;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   if (ei_decode_longlong(b, idx, &id) != 0 || ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
   for (k = 0; k < n; k++)
@@ -215,7 +138,7 @@ static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len,
     return "badarg";
   /* Tiers running: port/sink/control.c answers {error, {busy, tiers}} before this. */
   for (k = 0; k < KS_FLAME_MAX && o.trigger != KS_NONE; k++)
-    if (fl->cap[k].used && fl->cap[k].o.trigger == o.trigger)
+    if (fl->cap[k].used && fl->cap[k].cp.o.trigger == o.trigger)
       return "busy";         /* one meta tracer per function */
   rc = ks_flame_start(fl, id, &o);
   *slot = rc;
@@ -227,25 +150,12 @@ static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len,
   return rc < 0 ? "enomem" : NULL;
 }
 
-/* A binary's bytes at *idx, copied into out (NUL-terminated). */
-static int decode_bin(const char *b, int *idx, char *out, size_t cap, size_t *n) {
-  int type, size;
-  long got;
-
-  if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size < 0 ||
-      (size_t)size >= cap || ei_decode_binary(b, idx, out, &got) != 0)
-    return KS_EINVAL;
-  out[got] = 0;
-  *n = (size_t)got;
-  return KS_OK;
-}
-
 /* A UTF-8 binary into out (*n bytes), or an atom (undefined) as *n = 0. */
 static int decode_text(const char *b, int *idx, char *out, size_t cap, size_t *n) {
   char atom[MAXATOMLEN];
 
   *n = 0;
-  if (decode_bin(b, idx, out, cap, n) == KS_OK)
+  if (ks_arg_bin(b, idx, out, cap, n) == KS_OK)
     return KS_OK;
   *n = 0;
   return ei_decode_atom(b, idx, atom) == 0 ? KS_OK : KS_EINVAL;
@@ -295,40 +205,40 @@ static void put_counters(ks_map *m, const void *ctx) {
   const ks_fcap *c = ctx;
   uint32_t armed = 0, k;
 
-  for (k = 0; k < c->nprocs; k++)
-    armed += c->procs[k].armed;
-  ks_map_u64(m, "events", c->k.events);
-  ks_map_u64(m, "calls_started", c->k.calls_started);
-  ks_map_u64(m, "calls_done", c->k.calls_done);
-  ks_map_u64(m, "calls_refused", c->k.calls_refused);
-  ks_map_u64(m, "calls_early", c->k.calls_early);
-  ks_map_u64(m, "lost_frames", c->k.lost_frames);
-  ks_map_u64(m, "unknown_callers", c->k.unknown_callers);
-  ks_map_u64(m, "stack_overflow", c->k.stack_overflow);
-  ks_map_u64(m, "dropped_procs", c->k.dropped_procs);
-  ks_map_u64(m, "over_budget_paths", c->tree.over_paths);
-  ks_map_u64(m, "over_budget_calls", c->k.over_budget_calls);
-  ks_map_u64(m, "nodes", c->tree.n);
-  ks_map_u64(m, "tree_bytes", c->tree.peak);
-  ks_map_u64(m, "procs", c->nprocs);
+  for (k = 0; k < c->cp.nprocs; k++)
+    armed += c->cp.procs[k].armed;
+  ks_map_u64(m, "events", c->cp.k.events);
+  ks_map_u64(m, "calls_started", c->cp.k.calls_started);
+  ks_map_u64(m, "calls_done", c->cp.k.calls_done);
+  ks_map_u64(m, "calls_refused", c->cp.k.calls_refused);
+  ks_map_u64(m, "calls_early", c->cp.k.calls_early);
+  ks_map_u64(m, "lost_frames", c->cp.k.lost_frames);
+  ks_map_u64(m, "unknown_callers", c->cp.k.unknown_callers);
+  ks_map_u64(m, "stack_overflow", c->cp.k.stack_overflow);
+  ks_map_u64(m, "dropped_procs", c->cp.k.dropped_procs);
+  ks_map_u64(m, "over_budget_paths", c->cp.tree.over_paths);
+  ks_map_u64(m, "over_budget_calls", c->cp.k.over_budget_calls);
+  ks_map_u64(m, "nodes", c->cp.tree.n);
+  ks_map_u64(m, "tree_bytes", c->cp.tree.peak);
+  ks_map_u64(m, "procs", c->cp.nprocs);
   ks_map_u64(m, "armed", armed);
-  ks_map_u64(m, "max_bytes", c->o.max_bytes);
-  ks_map_u64(m, "max_stack", c->o.max_stack);
-  ks_map_u64(m, "correct_ns", c->o.correct_ns);
-  ks_map_u64(m, "corrected", c->k.corrected);
-  ks_map_u64(m, "subtracted_ns", c->k.subtracted_ns);
-  ks_map_u64(m, "clamped", c->k.clamped);
-  ks_map_u64(m, "clamped_ns", c->k.clamped_ns);
-  ks_map_u64(m, "skipped_ns", c->k.skipped_ns);
-  ks_map_u64(m, "correct_per_event_ns", ks_flame_per_event_ns(c));
-  ks_map_u64(m, "correct_call_ns", c->k.cost_ns[KS_FIVL_CALL]);
-  ks_map_u64(m, "correct_return_ns", c->k.cost_ns[KS_FIVL_RETURN]);
-  ks_map_u64(m, "correct_call_measured", (uint64_t)c->k.cost_measured[KS_FIVL_CALL]);
-  ks_map_u64(m, "correct_return_measured", (uint64_t)c->k.cost_measured[KS_FIVL_RETURN]);
-  ks_map_u64(m, "intervals_call", c->ivl[KS_FIVL_CALL].n);
-  ks_map_u64(m, "intervals_return", c->ivl[KS_FIVL_RETURN].n);
-  if (c->rec != NULL)
-    ks_flame_put_record(m, c);
+  ks_map_u64(m, "max_bytes", c->cp.o.max_bytes);
+  ks_map_u64(m, "max_stack", c->cp.o.max_stack);
+  ks_map_u64(m, "correct_ns", c->cp.o.correct_ns);
+  ks_map_u64(m, "corrected", c->cp.k.corrected);
+  ks_map_u64(m, "subtracted_ns", c->cp.k.subtracted_ns);
+  ks_map_u64(m, "clamped", c->cp.k.clamped);
+  ks_map_u64(m, "clamped_ns", c->cp.k.clamped_ns);
+  ks_map_u64(m, "skipped_ns", c->cp.k.skipped_ns);
+  ks_map_u64(m, "correct_per_event_ns", ks_callpath_per_event_ns(&c->cp));
+  ks_map_u64(m, "correct_call_ns", c->cp.k.cost_ns[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_ns", c->cp.k.cost_ns[KS_FIVL_RETURN]);
+  ks_map_u64(m, "correct_call_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_CALL]);
+  ks_map_u64(m, "correct_return_measured", (uint64_t)c->cp.k.cost_measured[KS_FIVL_RETURN]);
+  ks_map_u64(m, "intervals_call", c->cp.ivl[KS_FIVL_CALL].n);
+  ks_map_u64(m, "intervals_return", c->cp.ivl[KS_FIVL_RETURN].n);
+  if (c->obs.self != NULL)
+    c->obs.put_info(c->obs.self, m);
 }
 
 /* The time in OVER_BUDGET and in TOO_DEEP nodes (with the SLEEP and GC above
@@ -353,7 +263,7 @@ static void cut_time(const ks_ftree *t, uint64_t *over, uint64_t *deep) {
 
 /* Whether process k of the capture is in no other capture (its routing bits). */
 static int own(const ks_flame *fl, const ks_fcap *c, uint32_t k) {
-  uint32_t pid = c->procs[k].pid, bit = 1u << (c - fl->cap);
+  uint32_t pid = c->cp.procs[k].pid, bit = 1u << (c - fl->cap);
 
   return pid >= fl->mask_cap || (fl->mask[pid] & ~bit) == 0;
 }
@@ -363,201 +273,21 @@ static int encode_members(ei_x_buff *x, const ks_flame *fl, const ks_intern *in,
   uint32_t k, n = 0;
   int e = 0;
 
-  if (from > c->nprocs)
-    from = c->nprocs;
-  for (k = from; k < c->nprocs; k++)
+  if (from > c->cp.nprocs)
+    from = c->cp.nprocs;
+  for (k = from; k < c->cp.nprocs; k++)
     n += !only_own || own(fl, c, k);
   if (n > 0)
     e = ei_x_encode_list_header(x, n);
-  for (k = from; k < c->nprocs && !e; k++)
+  for (k = from; k < c->cp.nprocs && !e; k++)
     if (!only_own || own(fl, c, k))
-      e = ks_enc_pid(x, in, c->procs[k].pid);
+      e = ks_enc_pid(x, in, c->cp.procs[k].pid);
   return e || ei_x_encode_empty_list(x);
-}
-
-/* Base.ext, or Base-Try.ext after a clash (Prefix.Base, Prefix.Base-Try for an
- * extension that is a prefix), into name; Dir/name into path:
- * KS_OK or -ENAMETOOLONG. */
-static int file_path(char *path, char *name, const char *dir, const char *base, int try,
-                     size_t f) {
-  const char *ext = formats[f].ext;
-  size_t n = strlen(ext);
-  int k;
-
-  /* An extension that ends in `.' is a prefix (callgrind.out.Base). */
-  if (n > 0 && ext[n - 1] == '.')
-    k = try == 0 ? snprintf(name, NAME_MAX_LEN, "%s%s", ext, base)
-                 : snprintf(name, NAME_MAX_LEN, "%s%s-%d", ext, base, try);
-  else if (try == 0)
-    k = snprintf(name, NAME_MAX_LEN, "%s%s", base, ext);
-  else
-    k = snprintf(name, NAME_MAX_LEN, "%s-%d%s", base, try, ext);
-  if (k < 0 || k >= NAME_MAX_LEN)
-    return -ENAMETOOLONG;
-  k = snprintf(path, PATH_MAX_LEN, "%s/%s", dir, name);
-  return k < 0 || k >= PATH_MAX_LEN ? -ENAMETOOLONG : KS_OK;
-}
-
-/* A capture's files: their directory (out_dir.c), names in it and full paths. */
-typedef struct fileset {
-  int dirfd;
-  ks_wfile w[NFORMATS];
-  char names[NFORMATS][NAME_MAX_LEN];
-  char paths[NFORMATS][PATH_MAX_LEN];
-} fileset;
-
-/* Closes whatever is still open and removes every file of the set: nothing is left. */
-static void discard_files(int fmts, fileset *fs) {
-  size_t f;
-
-  for (f = 0; f < NFORMATS; f++)
-    if (fmts & formats[f].bit) {
-      ks_wfile_close(&fs->w[f]);
-      unlinkat(fs->dirfd, fs->names[f], 0);
-    }
-}
-
-/*
- * Creates every requested file under one base name that is free for all of
- * them: KS_OK, or -errno with nothing created and *failed the format whose
- * file could not be (-1 when no path could even be made).
- */
-static int open_files(const char *dir, const char *base, int fmts, fileset *fs, int *failed) {
-  int try, rc = KS_OK, made;
-  size_t f;
-
-  for (try = 0; try < 1000; try++) {
-    made = 0;
-    *failed = -1;
-    for (f = 0; f < NFORMATS; f++) {
-      if (!(fmts & formats[f].bit))
-        continue;
-      if ((rc = file_path(fs->paths[f], fs->names[f], dir, base, try, f)) != KS_OK)
-        break;
-      if ((rc = ks_wfile_create_at(&fs->w[f], fs->dirfd, fs->names[f])) != KS_OK) {
-        *failed = (int)f;
-        break;
-      }
-      made |= formats[f].bit;
-    }
-    if (rc == KS_OK)
-      return KS_OK;
-    discard_files(made, fs);
-    if (rc != -EEXIST)
-      return rc;
-  }
-  *failed = -1;
-  return -EEXIST;
-}
-
-static int encode_path_error(ei_x_buff *x, const char *what, const char *path, int err) {
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, what) ||
-         ei_x_encode_binary(x, path, (long)strlen(path)) || ks_enc_errno(x, err);
-}
-
-/* Dir, Base and [Format] at *idx, the list possibly empty. */
-static int decode_dest_any(const char *b, int *idx, ks_fdest *d) {
-  char atom[MAXATOMLEN];
-  size_t f, len;
-  int n, k;
-
-  d->fmts = 0;
-  /* A NUL inside either would name another directory or file than asked. */
-  if (decode_bin(b, idx, d->dir, sizeof(d->dir) - 1100, &len) != KS_OK ||
-      memchr(d->dir, 0, len) != NULL ||
-      decode_bin(b, idx, d->base, sizeof(d->base), &len) != KS_OK || len == 0 ||
-      memchr(d->base, 0, len) != NULL || strchr(d->base, '/') != NULL ||
-      ei_decode_list_header(b, idx, &n) != 0)
-    return KS_EINVAL;
-  for (k = 0; k < n; k++) {
-    if (ei_decode_atom(b, idx, atom) != 0)
-      return KS_EINVAL;
-    for (f = 0; f < NFORMATS; f++)
-      if (strcmp(atom, formats[f].atom) == 0)
-        d->fmts |= formats[f].bit;
-  }
-  if (n > 0 && (ei_decode_list_header(b, idx, &n) != 0 || n != 0))
-    return KS_EINVAL;
-  return KS_OK;
-}
-
-int ks_flame_decode_dest(const char *b, int *idx, ks_fdest *d) {
-  return decode_dest_any(b, idx, d) == KS_OK && d->fmts != 0 ? KS_OK : KS_EINVAL;
-}
-
-/* One format into its file, closed whatever happens: KS_OK or -errno (the
- * stream's first, else ENOMEM from the writer). */
-static int write_one(const ks_fout *o, size_t f, ks_wfile *w) {
-  int rc = formats[f].write(o, w->f), closed = ks_wfile_close(w);
-
-  if (closed != KS_OK)
-    return closed;
-  if (rc == KS_ENOMEM)
-    return -ENOMEM;
-  return rc < 0 ? -EIO : KS_OK;
-}
-
-/* A directory refused (out_dir.c): {error, {open_failed, Path, Errno}} when a system
- * call failed, else {error, {unsafe_directory, Path, Why}}, Why one of relative,
- * symlink, not_directory, {owner, Uid}, {writable, "Mode"} (octal). */
-static int encode_dir_refusal(ei_x_buff *x, const ks_out_dir *r) {
-  if (r->why == KS_DIR_ERRNO)
-    return encode_path_error(x, "open_failed", r->path, r->err);
-  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "unsafe_directory") ||
-         ei_x_encode_binary(x, r->path, (long)strlen(r->path)) || ks_enc_dir_why(x, r);
-}
-
-int ks_flame_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
-                         void (*info)(ks_map *m, const void *ctx), const void *ctx) {
-  fileset fs;
-  int64_t took[NFORMATS] = {0}, t0;
-  int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts;
-  ks_out_dir refusal;
-  ks_map m, w;
-  size_t f;
-
-  if ((fs.dirfd = ks_out_dir_open(d->dir, 1, &refusal)) < 0)
-    return encode_dir_refusal(x, &refusal);
-  if ((rc = open_files(d->dir, d->base, fmts, &fs, &failed)) != KS_OK) {
-    close(fs.dirfd);
-    return encode_path_error(x, "open_failed", failed >= 0 ? fs.paths[failed] : d->dir, -rc);
-  }
-  for (f = 0; f < NFORMATS && failed < 0; f++) {
-    if (!(fmts & formats[f].bit))
-      continue;
-    t0 = now_us();
-    if ((rc = write_one(o, f, &fs.w[f])) != KS_OK)
-      failed = (int)f;
-    took[f] = now_us() - t0;
-  }
-  if (failed >= 0) {
-    discard_files(fmts, &fs);   /* a retry must not find half a capture */
-    close(fs.dirfd);
-    return encode_path_error(x, "write_failed", fs.paths[failed], -rc);
-  }
-  close(fs.dirfd);
-  e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
-      ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
-  for (f = 0; f < NFORMATS && !e; f++)
-    if (fmts & formats[f].bit)
-      e = ei_x_encode_binary(x, fs.paths[f], (long)strlen(fs.paths[f]));
-  e = e || ei_x_encode_empty_list(x);
-  ks_map_begin(&m, x);
-  info(&m, ctx);
-  ks_map_u64(&m, "total_us", (o->grand + 500) / 1000);
-  ks_map_key(&m, "write_us");
-  ks_map_begin(&w, x);
-  for (f = 0; f < NFORMATS; f++)
-    if (fmts & formats[f].bit)
-      ks_map_u64(&w, formats[f].atom, (uint64_t)took[f]);
-  return e | ks_map_end(&w) | ks_map_end(&m);
 }
 
 /* flame_write's Info: the counters, and with top > 0 the per-function table
  * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], most self time first,
- * at most top rows of `functions' (flame_top.c). */
+ * at most top rows of `functions' (port/callpath/top.c). */
 typedef struct write_info {
   const ks_fcap *c;
   const ks_intern *in;
@@ -573,14 +303,14 @@ static void put_info(ks_map *m, const void *ctx) {
   int e = 0;
 
   put_counters(m, w->c);
-  cut_time(&w->c->tree, &over, &deep);
+  cut_time(&w->c->cp.tree, &over, &deep);
   ks_map_u64(m, "over_budget_ns", over);
   ks_map_u64(m, "too_deep_ns", deep);
   if (w->extra != NULL)
     w->extra->put(m, w->extra->ctx);
-  if (w->c->o.top == 0)
+  if (w->c->cp.o.top == 0)
     return;
-  ks_map_u64(m, "calls_uncounted", w->c->fc.uncounted);
+  ks_map_u64(m, "calls_uncounted", w->c->cp.fc.uncounted);
   ks_map_u64(m, "functions", w->functions);
   ks_map_key(m, "top");
   if (w->n > 0)
@@ -593,10 +323,10 @@ static void put_info(ks_map *m, const void *ctx) {
   e = e || ei_x_encode_empty_list(m->x);
   m->e |= e;
 }
-static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra);
 
-/* {ok, [], Info}: the capture's counters and its recording's, no file but the
+/* {ok, [], Info}: the capture's counters and its observer's, no file but the
  * recording (closed with its end by ks_flame_finish). */
 static int record_only_reply(const ks_fcap *c, ei_x_buff *x) {
   ks_map m;
@@ -621,7 +351,7 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
   else if (ei_decode_atom(b, idx, atom) != 0)
     return ks_enc_error(x, "badarg");
   /* No format: a capture that records only (output_format => []). */
-  if (decode_dest_any(b, idx, &d) != KS_OK || (d.fmts == 0 && c->rec == NULL))
+  if (ks_write_decode_dest(b, idx, &d, 1) != KS_OK || (d.fmts == 0 && c->obs.self == NULL))
     return ks_enc_error(x, "badarg");
   ks_flame_finish(fl, c, has_end, end_ts);
   if (d.fmts == 0)
@@ -631,24 +361,24 @@ static int write_capture(ks_flame *fl, ks_intern *in, ks_fcap *c, const char *b,
 
 int ks_flame_write_files(const ks_intern *in, ks_fcap *c, const ks_fdest *d, ei_x_buff *x,
                          const ks_flame_extra *extra) {
-  ks_fcap view;
+  ks_callpath view;
   int e;
 
-  ks_flame_correct(c);
-  ks_ftree_order(&c->tree);
-  /* Grouped or folded: the writers read a view of the capture (flame_view.c). */
-  if (c->o.group != KS_GROUP_PID || c->o.fold_recursion) {
-    if (ks_flame_view(c, in, &view) != KS_OK)
+  ks_callpath_correct(&c->cp);
+  ks_ftree_order(&c->cp.tree);
+  /* Grouped or folded: the writers read a view of the graph (port/callpath/view.c). */
+  if (c->cp.o.group != KS_GROUP_PID || c->cp.o.fold_recursion) {
+    if (ks_callpath_view(&c->cp, in, &view) != KS_OK)
       return ks_enc_error(x, "enomem");
     e = write_tree(in, &view, d, x, c, extra);
-    ks_flame_view_free(&view);
+    ks_callpath_view_free(&view);
     return e;
   }
-  return write_tree(in, c, d, x, c, extra);
+  return write_tree(in, &c->cp, d, x, c, extra);
 }
 
-/* The files of a capture's graph (c itself or a view of it); counters from cap. */
-static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp, ei_x_buff *x,
+/* The files of a capture's graph (its own or a view of it); counters from cap. */
+static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest *dp, ei_x_buff *x,
                       const ks_fcap *cap, const ks_flame_extra *extra) {
   ks_fdest d = *dp;
   uint64_t *total;
@@ -657,15 +387,15 @@ static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp,
   ks_fout o;
   int e;
 
-  total = malloc((size_t)c->tree.n * sizeof(*total));
+  total = malloc((size_t)g->tree.n * sizeof(*total));
   if (total == NULL)
     return ks_enc_error(x, "enomem");
-  ks_ftree_totals(&c->tree, total);
-  o.c = c;
+  ks_ftree_totals(&g->tree, total);
+  o.g = g;
   o.in = in;
   o.total = total;
   o.grand = total[0];
-  if (cap->k.events == 0 || o.grand == 0) {
+  if (cap->cp.k.events == 0 || o.grand == 0) {
     ks_map m;
     free(total);
     e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "error") ||
@@ -680,10 +410,11 @@ static int write_tree(const ks_intern *in, const ks_fcap *c, const ks_fdest *dp,
   w.c = cap;
   w.in = in;
   w.extra = extra;
-  /* The table from the capture's exact per-function counters (flame_count.c). */
-  w.rows = rows = cap->o.top > 0 ? ks_ffun_rows(&cap->fc, cap->o.hide, &w.functions) : NULL;
-  w.n = w.functions < cap->o.top ? w.functions : cap->o.top;
-  e = ks_flame_write_reply(&o, &d, x, put_info, &w);
+  /* The table from the capture's exact per-function counters (port/callpath/counts.c). */
+  w.rows = rows =
+      cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
+  w.n = w.functions < cap->cp.o.top ? w.functions : cap->cp.o.top;
+  e = ks_write_reply(&o, &d, x, put_info, &w);
   free(rows);
   free(total);
   return e;
@@ -698,9 +429,17 @@ int ks_cmd_flame_start(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
 
   if (err)
     return ks_enc_error(x, err);
-  if (record_at >= 0)
-    return ks_flame_start_record(fl, cmd->in, &fl->cap[slot], (const char *)cmd->term.p, record_at,
-                                 x);
+  if (record_at < 0)
+    return ei_x_encode_atom(x, "ok");
+  /* record: the observer the sink registered, or none (badarg). */
+  if (fl->record == NULL) {
+    ks_flame_drop(fl, &fl->cap[slot]);
+    return ks_enc_error(x, "badarg");
+  }
+  if (fl->record(fl, &fl->cap[slot], cmd->in, (const char *)cmd->term.p, record_at, x) != KS_OK) {
+    ks_flame_drop(fl, &fl->cap[slot]);
+    return 0;   /* the error is in x */
+  }
   return ei_x_encode_atom(x, "ok");
 }
 
@@ -772,24 +511,20 @@ int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   return ei_x_encode_atom(x, "ok");
 }
 
-/* Ends the capture whatever happens. */
-/* {flame_dir, Dir}: the directory made and checked as flame_write will (out_dir.c),
- * so that a capture is refused before it starts rather than lost at its end. */
+/* {flame_dir, Dir}: the directory made and checked as flame_write will
+ * (port/write/files.c), so that a capture is refused before it starts rather
+ * than lost at its end. */
 int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   char dir[KS_OUT_DIR_MAX];
-  ks_out_dir refusal;
   size_t n;
-  int fd;
 
-  if (decode_bin((const char *)cmd->term.p, &cmd->idx, dir, sizeof(dir), &n) != KS_OK ||
+  if (ks_arg_bin((const char *)cmd->term.p, &cmd->idx, dir, sizeof(dir), &n) != KS_OK ||
       memchr(dir, 0, n) != NULL)
     return ks_enc_error(x, "badarg");
-  if ((fd = ks_out_dir_open(dir, 1, &refusal)) < 0)
-    return encode_dir_refusal(x, &refusal);
-  close(fd);
-  return ei_x_encode_atom(x, "ok");
+  return ks_write_dir_reply(dir, x);
 }
 
+/* Ends the capture whatever happens. */
 int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   int e = 0;
   ks_fcap *c = capture(fl, cmd, x, &e);

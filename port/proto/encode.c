@@ -56,16 +56,6 @@ int ks_enc_pid(ei_x_buff *x, const ks_intern *in, uint32_t id) {
   return ei_x_encode_pid(x, &p);
 }
 
-int ks_enc_u64_list(ei_x_buff *x, const uint64_t *v, int n) {
-  int k, e = 0;
-
-  if (n > 0)
-    e |= ei_x_encode_list_header(x, n);
-  for (k = 0; k < n; k++)
-    e |= ei_x_encode_ulonglong(x, (EI_ULONGLONG)v[k]);
-  return e | ei_x_encode_empty_list(x);
-}
-
 void ks_map_begin(ks_map *m, ei_x_buff *x) {
   m->x = x;
   m->at = x->index;

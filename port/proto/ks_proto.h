@@ -43,13 +43,17 @@ int ks_enc_atom_utf8(ei_x_buff *x, const char *s);
 int ks_enc_mfa(ei_x_buff *x, const ks_intern *in, uint32_t mfa);
 /* The pid, or undefined (KS_NONE, a port, an id the table does not hold). */
 int ks_enc_pid(ei_x_buff *x, const ks_intern *in, uint32_t id);
-int ks_enc_u64_list(ei_x_buff *x, const uint64_t *v, int n);
 /* An errno's name as Erlang's file module gives it (enospc, eacces, ...), or
  * `unknown' for one the table does not hold. */
 int ks_enc_errno(ei_x_buff *x, int err);
 /* Why a directory was refused (out_dir.c), r->why not KS_DIR_ERRNO: relative,
  * symlink, not_directory, {owner, Uid} or {writable, "Mode"} (octal). */
 int ks_enc_dir_why(ei_x_buff *x, const ks_out_dir *r);
+
+/* args.c: a binary at *idx copied into out, NUL-terminated (*n bytes, NULs
+ * inside it kept: the caller refuses them where they matter): KS_OK, or
+ * KS_EINVAL when it is no binary or does not fit in cap. */
+int ks_arg_bin(const char *b, int *idx, char *out, size_t cap, size_t *n);
 
 /* A map under construction: ks_map_begin, then keys, then ks_map_end. */
 typedef struct ks_map {
@@ -127,7 +131,8 @@ typedef struct ks_option_field {
   {(uint32_t)offsetof(type, m), (uint32_t)sizeof(((type *)0)->m), (scale)}
 #define KS_OPTION_NO_FIELD {0, 0, 0}
 
-/* The features' arrays (flame_control.c, tier_control.c). */
+/* The features' arrays (port/callpath/graph.c, port/tiers/tier_opts.c; the
+ * sampler's is port/sample/sample_control.c's own). */
 extern const ks_option_field ks_flame_fields[], ks_tier_fields[];
 
 /* One {Key, Value} of a start command of mode at *idx: a row with a field is

@@ -1,12 +1,13 @@
-/* ring.c: the sink's end of the shared-memory ring: create it, read its records as events.
+/* ring.c: the sink's end of the shared-memory rings: create them, read their records as events.
  *
  * The kprof_tracer NIF writes `call`, `return_to` and event records (in, out,
  * spawn, gc_*, ...) that name atoms and pids by the VM's term words, each
- * defined by an earlier record (include/ks_ring.h). Here the words are mapped to the sink's own MFA and
- * pid ids (the intern tables every frame goes through), so the tiers and
- * flame code see the same events whichever way they came. The ring is
- * untrusted input like stdin: every length is checked, an unknown word or a
- * bad record is counted, never followed.
+ * defined by a record in one ring or another (include/ks_ring.h). Here the
+ * words are mapped to the sink's own MFA and pid ids (the intern tables every
+ * frame goes through), so the tiers and flame code see the same events
+ * whichever way they came; ring_drain.c walks the rings and merges them. The
+ * rings are untrusted input like stdin: every length is checked, an unknown
+ * word or a bad record is counted, never followed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,11 +74,30 @@ static int create_shm(ks_ring_reader *r) {
   return -1;
 }
 
-int ks_ring_open(ks_ring_reader *r, uint64_t size) {
+/* The reader's cursors and merge heap for r->rings rings. */
+static int init_cursors(ks_ring_reader *r) {
+  unsigned k;
+
+  r->cur = calloc(r->rings, sizeof(*r->cur));
+  r->heap = calloc(r->rings, sizeof(*r->heap));
+  r->heap_ts = calloc(r->rings, sizeof(*r->heap_ts));
+  if (r->cur == NULL || r->heap == NULL || r->heap_ts == NULL)
+    return KS_ENOMEM;
+  for (k = 0; k < r->rings; k++) {
+    r->cur[k].r = ks_ring_at(r->h, r->size, k);
+    r->cur[k].data = ks_ring_data(r->cur[k].r);
+  }
+  r->watermark = INT64_MIN;
+  return KS_OK;
+}
+
+int ks_ring_open(ks_ring_reader *r, uint64_t size, unsigned rings) {
+  size_t bytes = ks_ring_object_bytes(size, rings);
   ks_ring_hdr *h;
   int fd;
 
-  if (size < (64u << 10) || size > (1ull << 32) || (size & (size - 1)) != 0)
+  if (size < KS_RING_MIN_SIZE || size > KS_RING_MAX_SIZE || (size & (size - 1)) != 0 ||
+      rings < 1 || rings > KS_RING_MAX_RINGS)
     return KS_EINVAL;
   ks_ring_close(r);
   if (init_maps(r) != KS_OK)
@@ -85,7 +105,7 @@ int ks_ring_open(ks_ring_reader *r, uint64_t size) {
   fd = create_shm(r);
   if (fd < 0)
     return KS_EINVAL;
-  if (ftruncate(fd, (off_t)(KS_RING_HDR + size)) != 0 || (h = ks_ring_map(fd, size)) == NULL) {
+  if (ftruncate(fd, (off_t)bytes) != 0 || (h = ks_ring_map(fd, size, rings)) == NULL) {
     close(fd);
     shm_unlink(r->name);
     return KS_ENOMEM;
@@ -95,9 +115,18 @@ int ks_ring_open(ks_ring_reader *r, uint64_t size) {
   h->version = KS_RING_VERSION;
   h->hdr_size = KS_RING_HDR;
   h->size = size;
+  h->rings = rings;
+  /* The last ring is for the writers that find none free, one at a time. */
+  atomic_store_explicit(&ks_ring_at(h, size, rings - 1)->owner, KS_RING_SHARED,
+                        memory_order_relaxed);
   r->h = h;
   r->size = size;
+  r->rings = rings;
   r->linked = 1;
+  if (init_cursors(r) != KS_OK) {
+    ks_ring_close(r);
+    return KS_ENOMEM;
+  }
   return KS_OK;
 }
 
@@ -111,11 +140,30 @@ void ks_ring_unlink(ks_ring_reader *r) {
 void ks_ring_close(ks_ring_reader *r) {
   if (r->h != NULL) {
     atomic_store_explicit(&r->h->closed, 1, memory_order_release);
-    ks_ring_unmap(r->h, r->size);
+    ks_ring_unmap(r->h, r->size, r->rings);
     r->h = NULL;
   }
   ks_ring_unlink(r);
   free_maps(r);
+  free(r->cur);
+  free(r->heap);
+  free(r->heap_ts);
+  free(r->pid_ts);
+  r->cur = NULL;
+  r->heap = NULL;
+  r->heap_ts = NULL;
+  r->pid_ts = NULL;
+  r->pid_ts_cap = 0;
+  r->rings = 0;
+  r->size = 0;
+}
+
+unsigned ks_ring_claimed(const ks_ring_reader *r) {
+  unsigned k, n = 0;
+
+  for (k = 0; r->h != NULL && k + 1 < r->rings; k++)
+    n += atomic_load_explicit(&r->cur[k].r->owner, memory_order_relaxed) != 0;
+  return n;
 }
 
 static int put_name(ks_ring_reader *r, uint64_t word, const unsigned char *s, size_t n, int utf8) {
@@ -194,7 +242,11 @@ static int pid_id(ks_ring_reader *r, uint64_t word, uint32_t *id) {
 
 int ks_ring_forget_pids(ks_ring_reader *r, const uint8_t *dead, uint32_t n) {
   ks_dead_ids d = {dead, n};
+  uint32_t id;
 
+  for (id = 0; id < n && id < r->pid_ts_cap; id++)
+    if (dead[id])
+      r->pid_ts[id] = INT64_MIN;   /* the id's next process starts afresh */
   if (r->pids.slots == NULL)
     return KS_OK;
   return ks_itab_filter(&r->pids, ks_keep_live_id, &d);
@@ -275,8 +327,8 @@ static int read_event(ks_ring_reader *r, ks_intern *in, const unsigned char *rec
 }
 
 /* A definition or an event. Returns KS_OK, or an error for the counters. */
-static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *rec, size_t len,
-                       unsigned type, unsigned flags, ks_ring_event_fn fn, void *ctx) {
+int ks_ring_read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *rec, size_t len,
+                        unsigned type, unsigned flags, ks_ring_event_fn fn, void *ctx) {
   ks_decoded d;
   int rc;
 
@@ -363,65 +415,13 @@ static int read_record(ks_ring_reader *r, ks_intern *in, const unsigned char *re
   return KS_OK;
 }
 
-static void count(ks_ring_reader *r, int rc) {
+void ks_ring_count(ks_ring_reader *r, int rc) {
   if (rc == KS_EUNKNOWN)
     r->unresolved++;
   else if (rc == KS_EFULL)
     r->full++;   /* an intern table at its cap: the event is lost, and counted there too */
   else if (rc != KS_OK)
     r->bad++;
-}
-
-size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn,
-                     void *ctx) {
-  ks_ring_hdr *h = r->h;
-  uint64_t tail, head, drops, published;
-  size_t n = 0;
-
-  if (h == NULL)
-    return 0;
-  tail = published = atomic_load_explicit(&h->tail, memory_order_relaxed);
-  head = atomic_load_explicit(&h->head, memory_order_acquire);
-  while (n < max && tail < head) {
-    unsigned char *rec = ks_ring_data(h) + (tail & (r->size - 1));
-    uint64_t w0 = atomic_load_explicit((_Atomic uint64_t *)(void *)rec, memory_order_acquire);
-    size_t len = (size_t)(w0 >> 32) & 0xffff;
-    if ((uint32_t)w0 != ks_ring_stamp(tail))
-      break;   /* reserved, not yet committed */
-    if (len < 8 || (len & 7) != 0 || len > head - tail) {
-      /* A writer broke the format: nothing after it can be trusted. */
-      r->bad++;
-      memset(rec, 0, (size_t)(head - tail) < r->size ? (size_t)(head - tail) : r->size);
-      atomic_store_explicit(&h->tail, head, memory_order_release);
-      tail = head;
-      break;
-    }
-    count(r, read_record(r, in, rec, len, (unsigned)(w0 >> 48) & 0xff, (unsigned)(w0 >> 56), fn,
-                         ctx));
-    memset(rec, 0, len);   /* so a stale stamp is never read as a record */
-    tail += len;
-    /* Published every 64 KiB and at the end, not per record: writers read it
-     * only when the ring looks full (ks_ring.h), and a line every core
-     * writes to per record is what a record cost. */
-    if (tail - published >= (64u << 10)) {
-      atomic_store_explicit(&h->tail, tail, memory_order_release);
-      published = tail;
-    }
-    r->records++;
-    r->bytes += len;
-    n++;
-  }
-  if (tail != published)
-    atomic_store_explicit(&h->tail, tail, memory_order_release);
-  /* Alive, whether or not there was anything to read (ks_ring.h, `reads`). */
-  atomic_fetch_add_explicit(&h->reads, 1, memory_order_relaxed);
-  drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
-  if (drops > r->drops_seen) {
-    r->drops_seen = drops;
-    r->drops_pending = 1;
-  }
-  r->unsupported_seen = atomic_load_explicit(&h->unsupported, memory_order_relaxed);
-  return n;
 }
 
 size_t ks_ring_replay(ks_ring_reader *r, ks_intern *in, const unsigned char *data, size_t n,
@@ -439,8 +439,8 @@ size_t ks_ring_replay(ks_ring_reader *r, ks_intern *in, const unsigned char *dat
       r->bad++;
       break;
     }
-    count(r, read_record(r, in, data + at, len, (unsigned)(w0 >> 48) & 0xff,
-                         (unsigned)(w0 >> 56), fn, ctx));
+    ks_ring_count(r, ks_ring_read_record(r, in, data + at, len, (unsigned)(w0 >> 48) & 0xff,
+                                         (unsigned)(w0 >> 56), fn, ctx));
     at += len;
     r->records++;
     count_read++;

@@ -19,7 +19,7 @@
  * Native frames are MFA ids of the intern table under the reserved modules
  * `[C]' and `[JIT]' (function: the symbol, arity 0), so that every writer
  * and the top table take them as functions; their names are written as
- * `[C]symbol' (port/flame/flame_names.c). A sample whose process is not
+ * `[C]symbol' (port/callpath/names.c). A sample whose process is not
  * known hangs from a root of its thread's kind instead of a process's:
  * [scheduler], [dirty_cpu_scheduler], [dirty_io_scheduler].
  *

@@ -183,7 +183,7 @@ static const char *decode_start(ks_intern *in, const char *b, size_t len, int *i
   int n, k;
 
   memset(o, 0, sizeof(*o));
-  ks_flame_default_opts(&o->f);
+  ks_fopts_default(&o->f);
   ks_option_defaults(KS_M_SAMPLE, fields, o);
   if (ei_decode_longlong(b, idx, id) != 0 || ei_decode_list_header(b, idx, &n) != 0)
     return "badarg";
@@ -375,7 +375,7 @@ int ks_cmd_sample_write(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x) {
     sm->stopped_at = ks_sample_clock();
   }
   sm->has = 0;
-  if (ks_flame_decode_dest(b, &cmd->idx, &d) != KS_OK) {
+  if (ks_write_decode_dest(b, &cmd->idx, &d, 0) != KS_OK) {
     ks_flame_drop(sm->fl, c);
     return ks_enc_error(x, "badarg");
   }

@@ -1,6 +1,6 @@
-/* sample_feed.c: resolved samples into the call-path model of a flame
- * capture (ks_sample.h; port/flame/ks_flame.h), so that a sampled profile
- * is written, named, grouped and tabled by the same code as a traced one.
+/* sample_feed.c: resolved samples into the call-path graph (port/callpath/)
+ * of a flame capture (port/flame/ks_flame.h), so that a sampled profile is
+ * written, named, grouped and tabled by the same code as a traced one.
  *
  * A sample adds its period (1/frequency of CPU time) to the self time of
  * its path: its process's root (`name(<0.N.S>)', as for a trace), or, when
@@ -24,20 +24,20 @@ static uint32_t root_of(ks_sampling *sm, ks_fcap *c, const ks_sstack *st) {
                       ? (uint32_t)st->thread_kind : KS_THR_SCHED;
 
   if (st->pid != KS_NONE) {
-    if ((p = ks_flame_proc_of(c, st->pid)) == NULL) {
+    if ((p = ks_callpath_proc(&c->cp, st->pid)) == NULL) {
       if (ks_flame_add_pid(sm->fl, c, st->pid, NULL, 0) != KS_OK)
         return KS_NONE;   /* past max_procs: counted by the capture */
       /* Its trace events, should any other capture trace it, are not ours. */
       if (st->pid < sm->fl->mask_cap)
         sm->fl->mask[st->pid] &= ~(1u << (c - sm->fl->cap));
-      p = ks_flame_proc_of(c, st->pid);
+      p = ks_callpath_proc(&c->cp, st->pid);
     }
     return p != NULL ? p->root : KS_NONE;
   }
   if (sm->roots[kind] == KS_NONE)
     sm->roots[kind] = ks_sampler_native(&sm->smp, kind_names[kind], "");
   return sm->roots[kind] == KS_NONE ? KS_NONE
-                                    : ks_ftree_child(&c->tree, 0, KS_FR(KS_FR_MFA, sm->roots[kind]));
+                                    : ks_ftree_child(&c->cp.tree, 0, KS_FR(KS_FR_MFA, sm->roots[kind]));
 }
 
 /* Each function of the path once: its inclusive time. */
@@ -52,20 +52,20 @@ static void count_path(ks_sampling *sm, ks_fcap *c, const ks_sstack *st) {
     mfa = st->mfas[k];
     if (mfa >= sm->capseen &&
         ks_grow(&sm->seen, &sm->capseen, mfa, 1024, sizeof(*sm->seen)) != KS_OK) {
-      c->fc.uncounted++;
+      c->cp.fc.uncounted++;
       continue;
     }
     if (sm->seen[mfa] == sm->stamp)
       continue;
     sm->seen[mfa] = sm->stamp;
-    ks_ffun_self(&c->fc, mfa, 0, KS_FEV_NONE);   /* makes its counters */
-    if (mfa < c->fc.cap)
-      c->fc.v[mfa].incl += sm->smp.period_ns;
+    ks_ffun_self(&c->cp.fc, mfa, 0, KS_FEV_NONE);   /* makes its counters */
+    if (mfa < c->cp.fc.cap)
+      c->cp.fc.v[mfa].incl += sm->smp.period_ns;
   }
   mfa = st->mfas[st->n - 1];
-  ks_ffun_self(&c->fc, mfa, sm->smp.period_ns, KS_FEV_NONE);
-  if (mfa < c->fc.cap)
-    c->fc.v[mfa].calls++;
+  ks_ffun_self(&c->cp.fc, mfa, sm->smp.period_ns, KS_FEV_NONE);
+  if (mfa < c->cp.fc.cap)
+    c->cp.fc.v[mfa].calls++;
 }
 
 void ks_sampling_feed(void *ctx, const ks_sstack *st) {
@@ -78,11 +78,11 @@ void ks_sampling_feed(void *ctx, const ks_sstack *st) {
   if ((node = root_of(sm, c, st)) == KS_NONE)
     return;
   if (st->flags & KS_SS_TRUNCATED)
-    node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
+    node = ks_ftree_child(&c->cp.tree, node, KS_FR(KS_FR_PSEUDO, KS_PSEUDO_TRUNCATED));
   for (k = 0; k < st->n; k++)
-    node = ks_ftree_child(&c->tree, node, KS_FR(KS_FR_MFA, st->mfas[k]));
-  c->tree.v[node].self += sm->smp.period_ns;
-  c->k.events++;
-  if (c->o.top > 0)
+    node = ks_ftree_child(&c->cp.tree, node, KS_FR(KS_FR_MFA, st->mfas[k]));
+  c->cp.tree.v[node].self += sm->smp.period_ns;
+  c->cp.k.events++;
+  if (c->cp.o.top > 0)
     count_path(sm, c, st);
 }

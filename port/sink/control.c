@@ -14,7 +14,7 @@
 #include <ei.h>
 
 #include "ks_sink.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 /* {Tag, ... : the caller encodes the other two elements, then finish(). */
 static int begin(ei_x_buff *x, const char *tag) {
@@ -50,6 +50,20 @@ static void finish(ks_sink *s, ei_x_buff *x, int failed) {
   ei_x_free(x);
 }
 
+/* #{Ring => Drops} of the rings that dropped events (ring_drops is their sum). */
+static void encode_ring_drops(const ks_ring_reader *r, ks_map *m) {
+  ks_map d;
+  unsigned k;
+
+  ks_map_begin(&d, m->x);
+  for (k = 0; k < r->rings; k++)
+    if (r->cur[k].drops_seen > 0) {
+      d.n++;
+      d.e |= ei_x_encode_ulong(d.x, k) | ei_x_encode_ulonglong(d.x, r->cur[k].drops_seen);
+    }
+  m->e |= ks_map_end(&d);
+}
+
 static int encode_stats(const ks_sink *s, ei_x_buff *x) {
   const ks_stats *st = &s->st;
   const struct { const char *key; uint64_t v; } top[] = {
@@ -70,13 +84,17 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"ring_size", s->ring.size}, {"ring_records", s->ring.records},
     {"ring_bytes", s->ring.bytes}, {"ring_drops", s->ring.drops_seen},
     {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
-    {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full}};
+    {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full},
+    {"ring_rings", s->ring.rings}, {"ring_claimed", ks_ring_claimed(&s->ring)},
+    {"ring_disorder", s->ring.disorder}};
   ks_map m, ev;
   size_t k;
 
   ks_map_begin(&m, x);
   for (k = 0; k < sizeof(top) / sizeof(top[0]); k++)
     ks_map_u64(&m, top[k].key, top[k].v);
+  ks_map_key(&m, "ring_drops_per_ring");
+  encode_ring_drops(&s->ring, &m);
   ks_map_key(&m, "events");
   ks_map_begin(&ev, x);
   for (k = 0; k < KS_EV__COUNT; k++)
@@ -165,7 +183,7 @@ static int64_t rss_now(void) {
 /* memory: #{rss, peak_rss, flame_trees, flame_captures, ring} in bytes: the
  * sink's resident memory from the OS (undefined where it is not known), and the
  * parts it counts itself: the captures' call-path trees (what max_bytes
- * bounds, nodes and slots) and the ring's mapping. */
+ * bounds, nodes and slots) and the rings' shared object. */
 static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   uint64_t trees = 0, captures = 0;
   int64_t rss = rss_now(), peak = -1;
@@ -175,7 +193,7 @@ static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
 
   for (k = 0; k < KS_FLAME_MAX; k++)
     if (s->flame.cap[k].used) {
-      trees += s->flame.cap[k].tree.bytes;
+      trees += s->flame.cap[k].cp.tree.bytes;
       captures++;
     }
   if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -191,7 +209,8 @@ static int cmd_memory(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_map_i64_or_undefined(&m, "peak_rss", peak, -1);
   ks_map_u64(&m, "flame_trees", trees);
   ks_map_u64(&m, "flame_captures", captures);
-  ks_map_u64(&m, "ring", s->ring.size);
+  ks_map_u64(&m, "ring", s->ring.h != NULL ? ks_ring_object_bytes(s->ring.size, s->ring.rings)
+                                             : 0);
   return ks_map_end(&m);
 }
 
@@ -318,15 +337,19 @@ static int cmd_tiers_report(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return e;
 }
 
-/* {ring_open, Bytes}: {ok, ShmName} | {error, badarg | enomem}. */
+/* {ring_open, Bytes} | {ring_open, Bytes, Rings}: {ok, ShmName} | {error, badarg | enomem}.
+ * Rings of Bytes each, the last one shared (one ring: every writer shares it). */
 static int cmd_ring_open(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   unsigned long long size;
+  unsigned long rings = 1;
   int rc;
 
-  if (ei_decode_ulonglong((const char *)c->term.p, &c->idx, &size) != 0)
+  if (ei_decode_ulonglong((const char *)c->term.p, &c->idx, &size) != 0 ||
+      (c->arity == 3 && ei_decode_ulong((const char *)c->term.p, &c->idx, &rings) != 0) ||
+      rings > KS_RING_MAX_RINGS)
     rc = KS_EINVAL;
   else
-    rc = ks_ring_open(&s->ring, size);
+    rc = ks_ring_open(&s->ring, size, (unsigned)rings);
   if (rc != KS_OK)
     return ks_enc_ok_or_error(x, rc);
   return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "ok") ||
@@ -370,7 +393,7 @@ static const ks_command commands[] = {
   {"test_delay_us", 2, 2, .sink = cmd_test_delay_us},
 #endif
   {"limits", 4, 4, .sink = cmd_limits},
-  {"ring_open", 2, 2, .sink = cmd_ring_open},
+  {"ring_open", 2, 3, .sink = cmd_ring_open},
   {"ring_unlink", 0, 0, .sink = cmd_ring_unlink},
   {"ring_close", 0, 0, .sink = cmd_ring_close},
   {"tiers_start", 3, 3, .sink = cmd_tiers_start},
@@ -470,6 +493,8 @@ static void ring_alert(ks_sink *s) {
   if (begin_alert(s, &x, &m, "overload", "ring_drops", s->ring.drops_seen, 0) != KS_OK)
     return;
   ks_map_u64(&m, "ring_size", s->ring.size);
+  ks_map_key(&m, "rings");
+  encode_ring_drops(&s->ring, &m);
   ks_map_u64(&m, "events", s->st.trace_events);
   finish(s, &x, ks_map_end(&m));
 }

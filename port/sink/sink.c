@@ -1,5 +1,6 @@
 /* sink.c: routes each frame to the decoder, then to the counters or to the control protocol. */
 #include "ks_sink.h"
+#include "record/ks_record.h"
 
 void ks_sink_default_opts(ks_sink_opts *o) {
   o->read_buf = 1u << 20;
@@ -56,6 +57,8 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_consumers_add(&s->cons, &c);
   ks_flame_consumer(&s->flame, &c);
   ks_consumers_add(&s->cons, &c);
+  /* A capture's recording is an observer of its events (flame_start's record). */
+  s->flame.record = ks_record_attach;
   s->in.pids_full = pids_full;
   s->in.pids_full_ctx = s;
   s->emit = emit;

@@ -1,7 +1,8 @@
 /* ks_stack.h: one process's BEAM call stack, as call and return_to events show it.
  *
  * The one model of a call stack behind the tier walk (tier_walk.c), the full
- * trace's chains (tier_full.c, tiers.c) and the flame stacks (flame_stack.c).
+ * trace's chains (tier_full.c, tiers.c) and the call-path model's stacks
+ * (port/callpath/stacks.c).
  *
  * Frames are the BEAM's own: a body call pushes a frame, a tail call replaces
  * the function of the top frame (the frame, and what it returns to, stay).
@@ -51,7 +52,7 @@
  *     loop of tail calls come round, as a server's, or a deep recursion:
  *     folded back to its first frame, so no loop grows the stack for ever).
  *     The user may take a call as a tail call it learnt (ks_stack_tail_flow:
- *     flame_tails.c). A return_to pops to the
+ *     port/callpath/tails.c). A return_to pops to the
  *     topmost frame running its function; when no frame runs it (a loop
  *     folded it away), the top frame takes it (bottom known) or the stack
  *     starts again from it (tracing began in the middle of a stack).

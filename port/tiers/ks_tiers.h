@@ -4,26 +4,31 @@
 
 #include "core/ks_consumer.h"
 #include "core/ks_decode.h"
-#include "flame/ks_flame.h"
+#include "callpath/ks_callpath.h"
 #include "core/ks_hist.h"
+#include "core/ks_hmap.h"
 #include "proto/ks_proto.h"
 #include "stack/ks_stack.h"
 
 #define KS_TIER_MAX 32
 
-/* What an MFA is to the tier profiler. */
+/* What an MFA is to the tier profiler. The request markers (start, stop,
+ * mark) are traced global: no return_to follows their calls, so they open
+ * no frame (KS_ROLE_IS_MARK). */
 enum {
+  KS_ROLE_MARK = -5,     /* a marker in no tier (kprof_mark:resume/0) */
   KS_ROLE_UNSEEN = -4,   /* not classified yet */
-  KS_ROLE_NONE = -3,     /* traced but in no tier (markers' own frames count here) */
+  KS_ROLE_NONE = -3,     /* traced but in no tier */
   KS_ROLE_START = -2,    /* kprof_mark:start/1: opens a request */
   KS_ROLE_STOP = -1      /* kprof_mark:stop/0: ends it */
   /* >= 0: a tier index */
 };
+#define KS_ROLE_IS_MARK(r) ((r) == KS_ROLE_START || (r) == KS_ROLE_STOP || (r) == KS_ROLE_MARK)
 
 typedef struct ks_tier_spec {
   char *m, *f;           /* UTF-8; f == NULL: any function */
   int arity;             /* -1: any arity */
-  int role;              /* tier index or KS_ROLE_START / KS_ROLE_STOP */
+  int role;              /* tier index, KS_ROLE_START, _STOP, _MARK or _NONE */
   int entry;             /* calls of this MFA open a request by themselves */
 } ks_tier_spec;
 
@@ -156,7 +161,6 @@ typedef struct ks_full {
   uint32_t *pid_slot, *pid_gen; /* per pid id: the request of its last labelled call */
   uint32_t pid_cap;
   ks_fproc *procs;              /* scratch of the walk */
-  uint32_t *skip_ret;           /* per proc: the return_to of a marker call, not a frame */
   uint32_t nprocs, cap_procs;
   uint64_t dropped_requests;    /* finalised without an aggregate (identity cap, memory) */
   uint64_t dropped_events;      /* past full_max_events */
@@ -173,10 +177,9 @@ typedef struct ks_tiers {
   int8_t *roles;                /* per MFA id; KS_ROLE_UNSEEN until classified */
   uint8_t *is_entry;
   uint32_t roles_cap;
-  /* In-flight requests: slots, and an open-addressing index of label -> slot + 1. */
+  /* In-flight requests: slots, and a hash table of label -> slot (of uint32_t). */
   ks_req *reqs;
-  uint32_t *index;
-  uint32_t index_mask;
+  ks_hmap index;
   uint32_t n_inflight;
   uint32_t *free_slots, n_free;
   uint32_t ended_head, ended_tail;   /* slot + 1, 0 = none */
@@ -189,6 +192,7 @@ typedef struct ks_tiers {
   uint32_t seq;
   uint32_t sweep_tick;          /* events since start: stale requests are swept every 64k */
   int64_t last_ts;
+  int64_t stale_at;             /* no open request is stale before this event time */
   /* Identities: raw bytes -> row. Row max_identities is the fold row. */
   ks_itab identities;
   uint32_t n_identities;

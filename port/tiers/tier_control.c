@@ -39,29 +39,6 @@ static int decode_full(const char *b, int *idx, full_sel *fs) {
   return ei_decode_list_header(b, idx, &n) == 0 && n == 0 ? KS_OK : KS_EINVAL;
 }
 
-/* The tiers rows' fields in ks_tier_opts (KS_FIELD(tiers, ...) in include/ks_options.h). */
-#define KS_FIELD_tiers(m, scale) KS_OPTION_FIELD(ks_tier_opts, m, scale)
-#define KS_FIELD_flame(m, scale) KS_OPTION_NO_FIELD
-#define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
-const ks_option_field ks_tier_fields[] = {
-#include "proto/ks_option_fields.h"
-};
-#undef KS_FIELD_flame
-#undef KS_FIELD_sample
-#undef KS_FIELD_tiers
-_Static_assert(sizeof(ks_tier_fields) / sizeof(ks_tier_fields[0]) == KS_NOPTIONS, "one field per row");
-
-/* Requests in flight by default: the table's max_inflight, but the fuzzer
- * builds with fewer (every input starts the tiers afresh). */
-void ks_tiers_default_opts(ks_tier_opts *o) {
-  memset(o, 0, sizeof(*o));
-  ks_option_defaults(KS_M_TIERS, ks_tier_fields, o);
-  o->slow_ns = UINT64_MAX;   /* slow_us has no default: no request is slow */
-#ifdef KS_TIERS_INFLIGHT
-  o->max_inflight = KS_TIERS_INFLIGHT;
-#endif
-}
-
 /* Bounds and fields: the table's (include/ks_options.h); here only full_trace. */
 static int decode_opts(const char *b, int *idx, ks_tier_opts *o, full_sel *fs) {
   const ks_option *term;
@@ -95,7 +72,7 @@ static int decode_name(const char *b, int *idx, char **out) {
   return *out != NULL ? KS_OK : KS_ENOMEM;
 }
 
-/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | entry | traced */
+/* [{M, F | '_', A | '_', Role}], Role: tier index | start | stop | mark | entry | traced */
 static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *nout,
                         int *ntiers) {
   int n, k, ar, type, size;
@@ -144,6 +121,8 @@ static int decode_specs(const char *b, int *idx, ks_tier_spec **out, uint32_t *n
         s->role = KS_ROLE_START;
       else if (strcmp(role, "stop") == 0)
         s->role = KS_ROLE_STOP;
+      else if (strcmp(role, "mark") == 0)
+        s->role = KS_ROLE_MARK;   /* a marker in no tier: no return_to, no frame */
       else if (strcmp(role, "entry") == 0) {
         s->role = KS_ROLE_NONE;
         s->entry = 1;
@@ -227,7 +206,7 @@ int ks_tiers_encode_identity(ei_x_buff *x, const ks_tiers *t, uint32_t row) {
   size_t i;
 
   if (row < t->n_identities)
-    for (i = 0; i <= it->mask; i++)
+    for (i = 0; i <= it->map.mask; i++)
       if (it->slots[i].val == row) {
         const char *key = (const char *)ks_itab_key(it, it->slots[i].off);
         return ei_x_append_buf(x, key, (int)it->slots[i].len);

@@ -15,8 +15,9 @@
  * it ends had one.
  *
  * Requests of selected identities also keep every event, and when finalised
- * they are walked with the flame stack rules (flame_stack.c) into their
- * identity's call-path tree (flame_tree.c): one tree per identity, every
+ * they are walked with the call-path model's stack rules
+ * (port/callpath/stacks.c) into their identity's call-path tree
+ * (port/callpath/tree.c): one tree per identity, every
  * process of the request a stack from the root, time per process. Calls are
  * counted per MFA; self and inclusive time per MFA come from the tree.
  */
@@ -69,7 +70,6 @@ void ks_full_free(ks_full *f, uint32_t nrows) {
   free(f->pid_slot);
   free(f->pid_gen);
   free(f->procs);
-  free(f->skip_ret);
   ks_itab_free(&f->selected);
   memset(f, 0, sizeof(*f));
 }
@@ -119,7 +119,7 @@ void ks_full_row_added(ks_tiers *t, uint32_t row, ks_slice id) {
  * full stream has no scheduling events), a depth cap of 256 (TRUNCATED), a node
  * cap and no byte budget. */
 static void agg_opts(const ks_tiers *t, ks_fopts *o) {
-  ks_flame_default_opts(o);
+  ks_fopts_default(o);
   o->sleep = 0;
   o->gc = 0;
   o->max_depth = 256;
@@ -154,16 +154,13 @@ static ks_fproc *proc_of(ks_full *f, uint32_t pid) {
     if (f->procs[k].pid == pid)
       return &f->procs[k];
   if (f->nprocs == f->cap_procs) {
-    uint32_t cap = f->cap_procs, old = f->cap_procs;
-    /* skip_ret first: procs' capacity is both arrays'. */
-    if (ks_grow(&f->skip_ret, &cap, f->nprocs, 8, sizeof(*f->skip_ret)) != KS_OK ||
-        ks_grow(&f->procs, &f->cap_procs, f->nprocs, 8, sizeof(*f->procs)) != KS_OK)
+    uint32_t old = f->cap_procs;
+    if (ks_grow(&f->procs, &f->cap_procs, f->nprocs, 8, sizeof(*f->procs)) != KS_OK)
       return NULL;
-    ks_flame_default_opts(&o);   /* the aggregates' (agg_of) */
+    ks_fopts_default(&o);   /* the aggregates' (agg_of) */
     for (k = old; k < f->cap_procs; k++)   /* freed with procs from here on */
       ks_fstack_init(&f->procs[k], o.max_stack);
   }
-  f->skip_ret[f->nprocs] = KS_NONE;
   p = &f->procs[f->nprocs++];
   {
     ks_stack st = p->st;
@@ -217,20 +214,11 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
       end = at;
     ks_fstack_credit(&g, p, at);
     if (e->kind == KS_EV_CALL) {
-      if (e->role == KS_ROLE_START || e->role == KS_ROLE_STOP) {
-        /* kprof's markers are not the request's code: neither their call
-         * nor their return into kprof (not traced, it would be inferred). */
-        f->skip_ret[p - f->procs] = e->caller;
-        continue;
-      }
-      f->skip_ret[p - f->procs] = KS_NONE;
+      if (KS_ROLE_IS_MARK(e->role))
+        continue;   /* kprof's markers are not the request's code (no return_to follows) */
       (void)ks_fcount_call(&a->calls, &a->calls_cap, e->mfa);
       ks_fstack_call(&g, p, e->mfa, e->caller);
     } else {
-      uint32_t skip = f->skip_ret[p - f->procs];
-      f->skip_ret[p - f->procs] = KS_NONE;
-      if (skip != KS_NONE && skip == e->mfa)
-        continue;
       ks_fstack_return_to(&g, p, e->mfa);
     }
     update(&g, p);
@@ -245,7 +233,7 @@ void ks_full_walk(ks_tiers *t, ks_req *r) {
   a->truncated += r->full_truncated != 0;
 }
 
-/* ---- per-MFA totals, from the tree (flame_top.c) ---- */
+/* ---- per-MFA totals, from the tree (port/callpath/top.c) ---- */
 
 ks_fmfa *ks_full_mfas(const ks_full_agg *a, uint32_t *nout) {
   const ks_ftree *tr = &a->tree;

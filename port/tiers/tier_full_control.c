@@ -11,7 +11,7 @@
  *   {tiers_full_write, Identity, Dir, Base, [Format]}
  *                             {ok, [Path], Info} | {error, not_found | no_events | ...}
  *                             | {error, {open_failed | write_failed, Path, Errno}}
- *        the files as flame_write writes them (ks_flame_write_reply): a failed one
+ *        the files as flame_write writes them (ks_write_reply): a failed one
  *        leaves none of the identity's files
  *
  * Commands were bounds-checked by the decoder, so ei reads them safely.
@@ -19,6 +19,7 @@
 #include <ei.h>
 #include <stdlib.h>
 
+#include "write/ks_write.h"
 #include "ks_tiers.h"
 
 static uint64_t tree_total(const ks_ftree *tr) {
@@ -124,14 +125,14 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   uint64_t *total;
   ks_fdest d;
   ks_fout o;
-  ks_fcap view;
+  ks_callpath view;
   uint32_t row;
   int start = *idx, end, e;
 
   if (ei_skip_term(b, idx) != 0)
     return ks_enc_error(x, "badarg");
   end = *idx;
-  if (ks_flame_decode_dest(b, idx, &d) != KS_OK)
+  if (ks_write_decode_dest(b, idx, &d, 0) != KS_OK)
     return ks_enc_error(x, "badarg");
   /* Never started: no identity table to look in (it was read before this check,
    * and the sink crashed on a tiers_full_write before tiers_start). */
@@ -147,22 +148,21 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   if ((total = malloc((size_t)a->tree.n * sizeof(*total))) == NULL)
     return ks_enc_error(x, "enomem");
   ks_ftree_totals(&a->tree, total);
-  /* The writers read a capture: a view of the aggregate as one (the tree
+  /* The writers read a graph: a view of the aggregate as one (the tree
    * shared, read only), its options the aggregates' and its id the row. */
   memset(&view, 0, sizeof(view));
-  ks_flame_default_opts(&view.o);
+  ks_fopts_default(&view.o);
   view.o.sleep = 0;
   view.o.gc = 0;
   view.o.max_nodes = t->o.full_max_nodes;
-  view.used = 1;
   view.id = row;
   view.tree = a->tree;
   view.k = a->k;
-  o.c = &view;
+  o.g = &view;
   o.in = in;
   o.total = total;
   o.grand = total[0];
-  e = o.grand == 0 ? ks_enc_error(x, "no_events") : ks_flame_write_reply(&o, &d, x, write_info, a);
+  e = o.grand == 0 ? ks_enc_error(x, "no_events") : ks_write_reply(&o, &d, x, write_info, a);
   free(total);
   return e;
 }

@@ -1,7 +1,8 @@
 /* tier_walk.c: from one request's events to its time per tier.
  *
  * Call stacks come from `call` events (with the caller from the match spec)
- * and `return_to` events, by the top rules of the stack model (ks_stack.h):
+ * and `return_to` events, by the top rules of the stack model (ks_stack.h;
+ * the request markers' calls, which no return_to follows, open no frame):
  * a traced tail call replaces the top frame's function, and every tier that
  * ran in a frame stays open until the frame's return_to.
  *
@@ -115,8 +116,8 @@ int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res) {
     if (e->kind == KS_EV_CALL) {
       if (e->role >= 0)
         res->calls[e->role]++;
-      if (walk_call(s, e) != KS_OK)
-        return KS_ENOMEM;
+      if (!KS_ROLE_IS_MARK(e->role) && walk_call(s, e) != KS_OK)
+        return KS_ENOMEM;   /* a marker opens no frame: no return_to ends one */
     } else {
       ks_stack_return_base(s, e->mfa);
     }

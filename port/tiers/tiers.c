@@ -51,10 +51,9 @@ static void free_inflight(ks_tiers *t) {
     for (k = 0; k < t->o.max_inflight; k++)
       free_req(&t->reqs[k]);
   free(t->reqs);
-  free(t->index);
+  ks_hmap_free(&t->index);
   free(t->free_slots);
   t->reqs = NULL;
-  t->index = NULL;
   t->free_slots = NULL;
   t->n_free = 0;
   t->n_inflight = 0;
@@ -108,12 +107,11 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
   while (n < o->max_inflight * 2)
     n <<= 1;
   t->reqs = calloc(o->max_inflight, sizeof(*t->reqs));
-  t->index = calloc(n, sizeof(*t->index));
-  if (t->reqs == NULL || t->index == NULL || ks_itab_init(&t->identities, 64) != KS_OK) {
+  if (t->reqs == NULL || ks_hmap_init(&t->index, sizeof(uint32_t), n) != KS_OK ||
+      ks_itab_init(&t->identities, 64) != KS_OK) {
     ks_tiers_free(t);
     return KS_ENOMEM;
   }
-  t->index_mask = n - 1;
   t->rows = calloc((size_t)o->max_identities + 1, sizeof(*t->rows));
   t->slow = calloc(o->slow_max ? o->slow_max : 1, sizeof(*t->slow));
   if (t->rows == NULL || t->slow == NULL) {
@@ -130,6 +128,7 @@ int ks_tiers_start(ks_tiers *t, const ks_intern *in, ks_tier_spec *specs, uint32
   t->n_free = o->max_inflight;
   t->first_ts = INT64_MIN;
   t->last_ts = INT64_MIN;
+  t->stale_at = INT64_MAX;
   t->specs = specs;   /* owned from here on; on failure the caller keeps them */
   t->nspecs = nspecs;
   set_active(t, 1);
@@ -182,39 +181,36 @@ static int role_of(ks_tiers *t, const ks_intern *in, uint32_t mfa, int *entry) {
   return role;
 }
 
-/* ---- the in-flight table: label bytes -> slot ---- */
+/* ---- the in-flight table: label bytes -> slot (port/core/ks_hmap.h, sized at
+ * start for every slot at half load: it never grows) ---- */
+
+static uint64_t slot_hash(const void *e, const void *reqs) {
+  return ((const ks_req *)reqs)[*(const uint32_t *)e].hash;
+}
 
 static uint32_t find_slot(const ks_tiers *t, ks_slice label, uint64_t h) {
-  uint32_t i = (uint32_t)h & t->index_mask, s;
+  const uint32_t *e;
+  const ks_req *r;
+  size_t i;
 
-  while ((s = t->index[i]) != 0) {
-    const ks_req *r = &t->reqs[s - 1];
+  for (e = ks_hmap_run(&t->index, sizeof(*e), h, &i); e != NULL;
+       e = ks_hmap_step(&t->index, sizeof(*e), &i)) {
+    r = &t->reqs[*e];
     if (r->hash == h && r->label_len == label.n && memcmp(r->label, label.p, label.n) == 0)
-      return s - 1;
-    i = (i + 1) & t->index_mask;
+      return *e;
   }
   return KS_NONE;
 }
 
 static void index_remove(ks_tiers *t, uint32_t slot) {
-  uint32_t i = (uint32_t)t->reqs[slot].hash & t->index_mask, j, k;
+  const uint32_t *e;
+  size_t i;
 
-  while (t->index[i] != slot + 1)
-    i = (i + 1) & t->index_mask;
-  /* Backward-shift deletion keeps probe runs unbroken. */
-  t->index[i] = 0;
-  j = i;
-  for (;;) {
-    j = (j + 1) & t->index_mask;
-    if (t->index[j] == 0)
-      break;
-    k = (uint32_t)t->reqs[t->index[j] - 1].hash & t->index_mask;
-    if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-      t->index[i] = t->index[j];
-      t->index[j] = 0;
-      i = j;
-    }
-  }
+  for (e = ks_hmap_run(&t->index, sizeof(*e), t->reqs[slot].hash, &i); e != NULL && *e != slot;
+       e = ks_hmap_step(&t->index, sizeof(*e), &i))
+    ;
+  if (e != NULL)
+    ks_hmap_remove(&t->index, sizeof(*e), i, slot_hash, t->reqs);
 }
 
 static void release(ks_tiers *t, uint32_t slot);
@@ -267,18 +263,30 @@ static void unlink_entry(ks_tiers *t, uint32_t slot) {
  * A request that never ends, its process's exit not seen (not traced, or lost
  * with the events of a full ring): past max_age it is dropped and counted as
  * abandoned, so its slot comes back. Swept when slots run out and every 64k
- * events.
+ * events, but only once the oldest open request can be stale (stale_at: the
+ * oldest start the last sweep saw, or a request opened since, plus
+ * max_request_ms): with every slot taken, a sweep of them all for each new
+ * request made the sink 10 times slower per event, and later still, just
+ * when requests were piling up.
  */
 static void sweep_stale(ks_tiers *t) {
+  int64_t oldest = INT64_MAX;
   uint32_t k;
 
+  if (t->last_ts < t->stale_at)
+    return;
   for (k = 0; k < t->o.max_inflight; k++) {
     ks_req *r = &t->reqs[k];
-    if (r->used && !r->ended && (uint64_t)(t->last_ts - r->start_ts) > t->o.max_age_ns) {
+    if (!r->used || r->ended)
+      continue;
+    if ((uint64_t)(t->last_ts - r->start_ts) > t->o.max_age_ns) {
       t->abandoned++;
       release(t, k);
+    } else if (r->start_ts < oldest) {
+      oldest = r->start_ts;
     }
   }
+  t->stale_at = oldest == INT64_MAX ? INT64_MAX : oldest + (int64_t)t->o.max_age_ns;
 }
 
 /* Out of slots: first the ended requests past their grace (flushed after each
@@ -495,7 +503,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
                              int by_entry) {
   static const unsigned char nil[1] = {106};
   unsigned char mfa_buf[2 * 1024 + 16];
-  uint32_t slot = find_slot(t, d->label, h), i;
+  uint32_t slot = find_slot(t, d->label, h);
+  size_t i;
   ks_req *r;
   ks_slice ident = d->payload;
 
@@ -528,6 +537,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   r->entry_pid = d->ev.pid;
   link_entry(t, slot);
   r->start_ts = d->ev.ts;
+  if (r->start_ts < t->stale_at - (int64_t)t->o.max_age_ns)
+    t->stale_at = r->start_ts + (int64_t)t->o.max_age_ns;
   if (ident.p == NULL && by_entry)
     ident = mfa_term(in, d->ev.mfa, mfa_buf, sizeof(mfa_buf));
   if (ident.p == NULL) {
@@ -536,10 +547,8 @@ static uint32_t open_request(ks_tiers *t, const ks_intern *in, const ks_decoded 
   }
   r->identity = identity_row(t, ident);
   r->full = t->full.on && t->full.row_on[r->identity];
-  i = (uint32_t)h & t->index_mask;
-  while (t->index[i] != 0)
-    i = (i + 1) & t->index_mask;
-  t->index[i] = slot + 1;
+  i = ks_hmap_end(&t->index, sizeof(uint32_t), h);
+  *(uint32_t *)ks_hmap_put(&t->index, sizeof(uint32_t), i) = slot;
   t->n_inflight++;
   if (t->first_ts == INT64_MIN)
     t->first_ts = d->ev.ts;
@@ -699,7 +708,8 @@ static void on_call(ks_tiers *t, const ks_intern *in, const ks_decoded *d) {
   uint64_t h;
   uint32_t slot;
   int entry, role = role_of(t, in, d->ev.mfa, &entry), tiered = (entry & KS_MFA_TIERED) != 0;
-  ks_chain *c = chain_call(t, d, tiered);
+  /* A marker's call has no return_to: it opens no frame. */
+  ks_chain *c = KS_ROLE_IS_MARK(role) ? NULL : chain_call(t, d, tiered);
   ks_req *r;
 
   if (t->full.on && !tiered) {

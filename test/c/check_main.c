@@ -10,12 +10,14 @@ int main(void) {
   ei_init();
   srunner_add_suite(sr, etf_suite());
   srunner_add_suite(sr, intern_suite());
+  srunner_add_suite(sr, hmap_suite());
   srunner_add_suite(sr, decode_suite());
   srunner_add_suite(sr, replay_suite());
   srunner_add_suite(sr, control_suite());
   srunner_add_suite(sr, tiers_suite());
   srunner_add_suite(sr, flame_suite());
   srunner_add_suite(sr, ring_suite());
+  srunner_add_suite(sr, vm_clock_suite());
   srunner_add_suite(sr, full_trace_suite());
   srunner_add_suite(sr, overload_suite());
   srunner_add_suite(sr, stack_suite());

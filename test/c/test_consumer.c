@@ -126,7 +126,7 @@ START_TEST(sink_switches_follow_the_features) {
   start_tiers(&s);   /* still registered after a free */
   ck_assert_uint_eq(s.cons.on, 1);
   ks_tiers_stop(&s.tiers);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   c1 = ks_flame_start(&s.flame, 1, &o);
   c2 = ks_flame_start(&s.flame, 2, &o);
   ck_assert(c1 >= 0 && c2 >= 0);

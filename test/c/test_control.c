@@ -666,7 +666,7 @@ START_TEST(memory_counts_captures) {
   txt = tb_out_reply(&out, 2);
   ck_assert_int_eq(map_int(txt, "flame_captures"), 1);
   ck_assert_int_gt(map_int(txt, "flame_trees"), 0);
-  ck_assert_int_eq(map_int(txt, "flame_trees"), (long long)sink.flame.cap[0].tree.bytes);
+  ck_assert_int_eq(map_int(txt, "flame_trees"), (long long)sink.flame.cap[0].cp.tree.bytes);
   free(txt);
   command_flame(4, "flame_drop", 7);
   command(5, "memory");

@@ -2,7 +2,7 @@
  * known: body and tail calls, exceptions unwinding several frames, return_to undefined,
  * scheduling (SLEEP), GC, the depth cap, inferred callers, trigger calls, children,
  * shared processes, the node cap; then every writer, the escapes, and the commands; then
- * write errors: each writer on a stream that fails, and ks_flame_write_reply on a full
+ * write errors: each writer on a stream that fails, and ks_write_reply on a full
  * tmpfs and over RLIMIT_FSIZE (the reason is the errno's, and no file is left). */
 #include <dirent.h>
 #include <errno.h>
@@ -61,7 +61,7 @@ static ks_fcap *start(int both) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   c = start_with(&o, 1);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
@@ -72,7 +72,7 @@ static ks_fcap *start(int both) {
 
 /* The function of process k's frame i in capture c. */
 static uint32_t entry_at_test(const ks_fcap *c, uint32_t k, uint32_t i) {
-  return ks_stack_at(&c->procs[k].st, i)->mfa;
+  return ks_stack_at(&c->cp.procs[k].st, i)->mfa;
 }
 
 static void ev_full(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller, uint32_t other,
@@ -105,17 +105,17 @@ static void ev(int kind, uint32_t p, int64_t us, uint32_t m, uint32_t caller) {
 #define IN(p, t, m) ev(KS_EV_IN, p, t, m, KS_NONE)
 
 /* Runs a writer on the finished capture into a string (caller frees). */
-static char *write_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
+static char *write_with(ks_callpath *g, int (*writer)(const ks_fout *, FILE *)) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  uint64_t *total = malloc(c->tree.n * sizeof(*total));
+  uint64_t *total = malloc(g->tree.n * sizeof(*total));
   ks_fout o;
 
   ck_assert_ptr_nonnull(f);
-  ks_ftree_order(&c->tree);
-  ks_ftree_totals(&c->tree, total);
-  o.c = c;
+  ks_ftree_order(&g->tree);
+  ks_ftree_totals(&g->tree, total);
+  o.g = g;
   o.in = &in;
   o.total = total;
   o.grand = total[0];
@@ -140,7 +140,7 @@ static char *no_comment(char *all) {
 
 static char *folded(ks_fcap *c, int64_t end_us) {
   ks_flame_finish(&fl, c, end_us >= 0, end_us * US);
-  return no_comment(write_with(c, ks_write_folded));
+  return no_comment(write_with(&c->cp, ks_write_folded));
 }
 
 #define EXPECT_FOLDED(c, end, want)            \
@@ -160,14 +160,14 @@ START_TEST(body_and_tail_calls) {
   CALL(pid_a, 45, M("d"), M("a"));     /* c: 10; c tail-calls d: d replaces c */
   CALL(pid_a, 50, M("e"), M("a"));     /* d: 5; d tail-calls e */
   RET(pid_a, 60, M("a"));              /* e: 10 */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   EXPECT_FOLDED(c, 70,                 /* a: 10 more */
                 "<0.1.0>;m:a/0 25\n"
                 "<0.1.0>;m:a/0;m:b/0 20\n"
                 "<0.1.0>;m:a/0;m:c/0 10\n"
                 "<0.1.0>;m:a/0;m:d/0 5\n"
                 "<0.1.0>;m:a/0;m:e/0 10\n");
-  ck_assert_uint_eq(c->k.lost_frames, 0);
+  ck_assert_uint_eq(c->cp.k.lost_frames, 0);
 }
 END_TEST
 
@@ -183,7 +183,7 @@ START_TEST(flow_learns_tail_calls) {
   uint32_t n, k;
   uint64_t want[][3] = {{0, 30, 100}, {0, 20, 20}, {0, 20, 35}, {0, 10, 20}, {0, 20, 20}};
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");   /* flame_apply's: the stack starts at the function applied */
   o.top = 10;
   c = start_with(&o, 1);
@@ -195,13 +195,13 @@ START_TEST(flow_learns_tail_calls) {
   CALL(pid_a, 45, M("d"), KS_NONE);     /* a tail call: not known yet */
   CALL(pid_a, 50, M("e"), KS_NONE);
   RET(pid_a, 60, M("a"));               /* c, d, e: one chain, c a body call */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   CALL(pid_a, 70, M("c"), KS_NONE);
   CALL(pid_a, 80, M("d"), KS_NONE);     /* known: d replaces c */
-  ck_assert_uint_eq(c->procs[0].st.n, 2);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 2);
   CALL(pid_a, 85, M("e"), KS_NONE);
   RET(pid_a, 95, M("a"));
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   EXPECT_FOLDED(c, 100,
                 "<0.1.0>;m:a/0 30\n"
                 "<0.1.0>;m:a/0;m:b/0 20\n"
@@ -210,7 +210,7 @@ START_TEST(flow_learns_tail_calls) {
                 "<0.1.0>;m:a/0;m:c/0;m:d/0;m:e/0 10\n"
                 "<0.1.0>;m:a/0;m:d/0 5\n"
                 "<0.1.0>;m:a/0;m:e/0 10\n");
-  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  rows = ks_ffun_rows(&c->cp.fc, o.hide, &n);
   ck_assert_uint_eq(n, 5);
   for (k = 0; k < n; k++) {
     uint32_t f = rows[k].mfa == M("a") ? 0 : rows[k].mfa == M("b") ? 1 : rows[k].mfa == M("c") ? 2
@@ -234,7 +234,7 @@ START_TEST(flow_server_loop) {
   uint32_t flat = 0;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");
   o.fold_depth = 8;
   c = start_with(&o, 1);
@@ -247,13 +247,13 @@ START_TEST(flow_server_loop) {
     CALL(pid_a, 10 * k + 4, M("cb"), KS_NONE);
     CALL(pid_a, 10 * k + 5, M("cb"), KS_NONE);   /* recursion: the same frame */
     RET(pid_a, 10 * k + 6, M("handle"));
-    ck_assert_uint_le(c->procs[0].st.n, 8);
+    ck_assert_uint_le(c->cp.procs[0].st.n, 8);
     if (k == 10)
-      flat = c->procs[0].st.n;
+      flat = c->cp.procs[0].st.n;
   }
   /* After the fold: init, the first round's loop, and one frame running the
    * loop's functions in turn: flat. */
-  ck_assert_uint_eq(c->procs[0].st.n, 3);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 3);
   ck_assert_uint_eq(flat, 3);
   ck_assert_uint_eq(entry_at_test(c, 0, 2), M("handle"));
 }
@@ -265,14 +265,14 @@ START_TEST(flow_mid_stack) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   IN(pid_a, 0, M("b"));
   CALL(pid_a, 10, M("c"), KS_NONE);
   RET(pid_a, 20, M("b"));
   RET(pid_a, 30, M("z"));   /* b returned into z, never seen: z is the bottom */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   EXPECT_FOLDED(c, 40,
                 "<0.1.0>;m:b/0 20\n"
                 "<0.1.0>;m:b/0;m:c/0 10\n"
@@ -302,7 +302,7 @@ START_TEST(correction) {
   ks_fmfa *rows;
   uint32_t n, k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");
   o.top = 10;
   o.correct_ns = 2 * US;
@@ -316,23 +316,23 @@ START_TEST(correction) {
   CALL(pid_a, 34, M("c"), KS_NONE);  /* c: 1 us, shorter than an event's 2 */
   RET(pid_a, 35, M("a"));
   ks_flame_finish(&fl, c, 1, 45 * US);   /* a: 10 us more, no event at the end */
-  ks_flame_correct(c);
+  ks_callpath_correct(&c->cp);
   /* The calls ended four intervals of 1 us: a call costs 1 us here (the
    * calibration's 2 is more than they hold); the return_tos' four average
    * 7.75 us: 2. b: 30 us, 3 intervals an event ended: 24; c: 1 in 1: 0, 1
    * us short, which a gives; a: 1 + 1 + 1 + 1 + 10 = 14 us, 4 intervals a
    * call ended: 14 - 4 - 1 = 9. (The first event ends no interval.) */
-  ck_assert_uint_eq(c->k.corrected, 8);
-  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_CALL], 1 * US);
-  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_RETURN], 2 * US);
-  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_CALL], 0);
-  ck_assert_uint_eq(c->k.clamped, 0);
-  ck_assert_uint_eq(c->k.clamped_ns, 0);
-  ck_assert_uint_eq(c->k.subtracted_ns, (5 + 6 + 1) * US);
+  ck_assert_uint_eq(c->cp.k.corrected, 8);
+  ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_CALL], 1 * US);
+  ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_RETURN], 2 * US);
+  ck_assert_int_eq(c->cp.k.cost_measured[KS_FIVL_CALL], 0);
+  ck_assert_uint_eq(c->cp.k.clamped, 0);
+  ck_assert_uint_eq(c->cp.k.clamped_ns, 0);
+  ck_assert_uint_eq(c->cp.k.subtracted_ns, (5 + 6 + 1) * US);
   EXPECT_FOLDED(c, -1,
                 "<0.1.0>;m:a/0 9\n"
                 "<0.1.0>;m:a/0;m:b/0 24\n");
-  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  rows = ks_ffun_rows(&c->cp.fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
   EXPECT_ROW(&rows[0], "b", 24 * US, 24 * US);
   EXPECT_ROW(&rows[1], "a", 9 * US, (45 - 4 * 1 - 4 * 2) * US);   /* every event inside it */
@@ -347,7 +347,7 @@ START_TEST(correction_clamped) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");
   o.correct_ns = 5 * US;
   c = start_with(&o, 1);
@@ -358,11 +358,11 @@ START_TEST(correction_clamped) {
   CALL(pid_a, 20, M("d"), KS_NONE);  /* a: 8 us: calls cost 5 (their mean) */
   RET(pid_a, 21, M("a"));            /* d: 1 us, 4 short: a's, which is 4 short */
   ks_flame_finish(&fl, c, 1, 21 * US);
-  ks_flame_correct(c);
-  ck_assert_uint_eq(c->k.corrected, 4);
-  ck_assert_uint_eq(c->k.clamped, 1);
-  ck_assert_uint_eq(c->k.clamped_ns, 4 * US);
-  ck_assert_uint_eq(c->k.subtracted_ns, 16 * US);
+  ks_callpath_correct(&c->cp);
+  ck_assert_uint_eq(c->cp.k.corrected, 4);
+  ck_assert_uint_eq(c->cp.k.clamped, 1);
+  ck_assert_uint_eq(c->cp.k.clamped_ns, 4 * US);
+  ck_assert_uint_eq(c->cp.k.subtracted_ns, 16 * US);
   EXPECT_FOLDED(c, -1, "<0.1.0>;m:a/0;m:b/0 5\n");
 }
 END_TEST
@@ -377,7 +377,7 @@ START_TEST(correction_inclusive) {
   ks_fmfa *rows;
   uint32_t n;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");
   o.top = 10;
   o.correct_ns = 2 * US;
@@ -391,13 +391,13 @@ START_TEST(correction_inclusive) {
   RET(pid_a, 21, M("c"));            /* b under c: 1 us for 2: c gives 1 */
   RET(pid_a, 22, M("a"));
   ks_flame_finish(&fl, c, 1, 30 * US);
-  ks_flame_correct(c);
-  ck_assert_uint_eq(c->k.clamped, 0);
+  ks_callpath_correct(&c->cp);
+  ck_assert_uint_eq(c->cp.k.clamped, 0);
   EXPECT_FOLDED(c, -1,
                 "<0.1.0>;m:a/0 6\n"
                 "<0.1.0>;m:a/0;m:b/0 8\n"
                 "<0.1.0>;m:a/0;m:c/0 4\n");
-  rows = ks_ffun_rows(&c->fc, o.hide, &n);
+  rows = ks_ffun_rows(&c->cp.fc, o.hide, &n);
   ck_assert_uint_eq(n, 3);
   EXPECT_ROW(&rows[0], "b", 8 * US, 8 * US);
   EXPECT_ROW(&rows[1], "a", 6 * US, 18 * US);
@@ -416,7 +416,7 @@ START_TEST(correction_skipped) {
   ks_fcap *c;
   char head[256];
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.hide = M("wrap");
   o.correct_ns = 50 * US;
   c = start_with(&o, 1);
@@ -427,13 +427,13 @@ START_TEST(correction_skipped) {
   OUT(pid_a, 12, M("a"));            /* runs 1: events cost 5.5 us (the mean) */
   IN(pid_a, 13, M("a"));
   ks_flame_finish(&fl, c, 1, 13 * US);
-  ks_flame_correct(c);
-  ck_assert_uint_eq(c->k.corrected, 0);
-  ck_assert_uint_eq(c->k.subtracted_ns, 0);
-  ck_assert_uint_eq(c->k.clamped, 0);
-  ck_assert_uint_eq(c->k.skipped_ns, 50 * US);
-  ck_assert_uint_eq(c->o.correct_ns, 0);
-  ks_flame_correction_text(c, head, sizeof head);
+  ks_callpath_correct(&c->cp);
+  ck_assert_uint_eq(c->cp.k.corrected, 0);
+  ck_assert_uint_eq(c->cp.k.subtracted_ns, 0);
+  ck_assert_uint_eq(c->cp.k.clamped, 0);
+  ck_assert_uint_eq(c->cp.k.skipped_ns, 50 * US);
+  ck_assert_uint_eq(c->cp.o.correct_ns, 0);
+  ks_callpath_correction_text(&c->cp, head, sizeof head);
   ck_assert_msg(strstr(head, "kprof correction: none, skipped_per_event_ns=50000 ") == head,
                 "got %s", head);
   EXPECT_FOLDED(c, -1,
@@ -468,20 +468,20 @@ START_TEST(correction_measured) {
   ks_fcap *c;
   int64_t end;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.correct_ns = 400;
   o.hide = M("wrap");
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   end = a_calls_b(KS_FCORR_MIN_INTERVALS + 200);
   ks_flame_finish(&fl, c, 1, end * US);
-  ks_flame_correct(c);
-  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_CALL], 1 * US);
-  ck_assert_uint_eq(c->k.cost_ns[KS_FIVL_RETURN], 3 * US);
-  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_CALL], 1);
-  ck_assert_int_eq(c->k.cost_measured[KS_FIVL_RETURN], 1);
-  ck_assert_uint_eq(c->k.clamped, 0);
-  ks_flame_correction_text(c, head, sizeof head);
+  ks_callpath_correct(&c->cp);
+  ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_CALL], 1 * US);
+  ck_assert_uint_eq(c->cp.k.cost_ns[KS_FIVL_RETURN], 3 * US);
+  ck_assert_int_eq(c->cp.k.cost_measured[KS_FIVL_CALL], 1);
+  ck_assert_int_eq(c->cp.k.cost_measured[KS_FIVL_RETURN], 1);
+  ck_assert_uint_eq(c->cp.k.clamped, 0);
+  ks_callpath_correction_text(&c->cp, head, sizeof head);
   ck_assert_msg(strstr(head, "kprof correction: per_event_ns=2000 events=2400 call_ns=1000 "
                              "call_from=capture return_ns=3000 return_from=capture "
                              "calibration_ns=400 ") == head, "got %s", head);
@@ -497,11 +497,11 @@ START_TEST(recursion) {
   CALL(pid_a, 0, M("loop"), KS_NONE);
   for (k = 1; k <= 100; k++)
     CALL(pid_a, k, M("loop"), KS_NONE);   /* tail recursion from the bottom frame */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   CALL(pid_a, 200, M("f"), M("loop"));
   CALL(pid_a, 210, M("f"), M("f"));
   CALL(pid_a, 220, M("f"), M("f"));
-  ck_assert_uint_eq(c->procs[0].st.n, 4);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 4);
   RET(pid_a, 230, M("f"));
   RET(pid_a, 240, M("f"));
   RET(pid_a, 250, M("loop"));
@@ -523,8 +523,8 @@ START_TEST(exception_unwinds_several) {
   CALL(pid_a, 30, M("d"), M("c"));
   CALL(pid_a, 40, M("e"), M("d"));
   RET(pid_a, 50, M("a"));
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
-  ck_assert_uint_eq(c->k.lost_frames, 3);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.k.lost_frames, 3);
   CALL(pid_a, 60, M("f"), M("a"));
   RET(pid_a, 70, M("a"));
   EXPECT_FOLDED(c, 70,
@@ -542,15 +542,15 @@ START_TEST(lost_frames_and_unknown_callers) {
   ks_fcap *c = start(0);
 
   CALL(pid_a, 0, M("b"), M("a"));      /* empty stack: a is inferred */
-  ck_assert_uint_eq(c->procs[0].st.n, 2);
-  ck_assert_uint_eq(c->k.unknown_callers, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 2);
+  ck_assert_uint_eq(c->cp.k.unknown_callers, 1);
   CALL(pid_a, 10, M("x"), M("u"));     /* u is nowhere: inferred above b */
-  ck_assert_uint_eq(c->procs[0].st.n, 4);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 4);
   CALL(pid_a, 20, M("g"), M("a"));     /* returns to a: u and x were left, b replaced */
-  ck_assert_uint_eq(c->procs[0].st.n, 2);
-  ck_assert_uint_eq(c->k.lost_frames, 2);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 2);
+  ck_assert_uint_eq(c->cp.k.lost_frames, 2);
   RET(pid_a, 30, M("z"));              /* back into z, never seen: z is the new bottom */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   EXPECT_FOLDED(c, 40,
                 "<0.1.0>;m:a/0;m:b/0 10\n"
                 "<0.1.0>;m:a/0;m:b/0;m:u/0;m:x/0 10\n"
@@ -565,7 +565,7 @@ START_TEST(return_to_undefined) {
   CALL(pid_a, 0, M("a"), KS_NONE);
   CALL(pid_a, 10, M("b"), M("a"));
   ev(KS_EV_RETURN_TO, pid_a, 20, KS_NONE, KS_NONE);
-  ck_assert_uint_eq(c->procs[0].st.n, 0);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 0);
   /* After it, the process runs no frame (it exits): its last 30 us are not
    * counted, and the process's own node never has time. */
   EXPECT_FOLDED(c, 50,
@@ -597,7 +597,7 @@ START_TEST(sleep_dropped) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.sleep = 0;
   o.gc = 0;
   c = start_with(&o, 1);
@@ -631,7 +631,7 @@ START_TEST(depth_cap) {
   ks_fcap *c;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.max_depth = 3;
   c = start_with(&o, 1);
@@ -639,11 +639,11 @@ START_TEST(depth_cap) {
   CALL(pid_a, 0, M("r"), KS_NONE);
   for (k = 1; k < 10; k++)
     CALL(pid_a, k * 10, M("r"), M("r"));
-  ck_assert_uint_eq(c->procs[0].st.n, 10);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 10);
   for (k = 9; k >= 1; k--)
     RET(pid_a, 100 + (10 - k) * 10, M("r"));
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
-  ck_assert_uint_eq(c->k.depth_capped, 7);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.k.depth_capped, 7);
   EXPECT_FOLDED(c, 190,
                 "<0.1.0>;m:r/0 10\n"
                 "<0.1.0>;m:r/0;m:r/0 20\n"
@@ -663,7 +663,7 @@ START_TEST(processes_apart) {
   CALL(pid_c, 30, M("other"), KS_NONE);   /* not in the capture */
   RET(pid_a, 40, M("a"));
   RET(pid_b, 45, M("b"));
-  ck_assert_uint_eq(c->nprocs, 2);
+  ck_assert_uint_eq(c->cp.nprocs, 2);
   EXPECT_FOLDED(c, 50,
                 "<0.1.0>;m:a/0 20\n"
                 "<0.1.0>;m:a/0;m:a2/0 30\n"
@@ -682,7 +682,7 @@ START_TEST(trigger_calls) {
   int64_t off = 1000000000000ll;   /* wall = monotonic + off */
   uint32_t trig = M("trig"), loop = M("loop");
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.trigger = trig;
   o.ncalls = 2;
@@ -692,11 +692,11 @@ START_TEST(trigger_calls) {
   CALL(pid_a, 0, M("x"), KS_NONE);
   /* First call in pid_a: only the meta call (flags come on inside it). */
   ev_full(KS_EV_CALL, pid_a, 10 * US + off, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
-  ck_assert_uint_eq(c->nprocs, 1);
+  ck_assert_uint_eq(c->cp.nprocs, 1);
   CALL(pid_a, 20, M("w"), trig);
   RET(pid_a, 50, trig);
   ev_full(KS_EV_RETURN_FROM, pid_a, 55 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_done, 1);
+  ck_assert_uint_eq(c->cp.k.calls_done, 1);
   /* Outside a trigger call: not counted. */
   RET(pid_a, 60, loop);
   CALL(pid_a, 70, M("y"), loop);
@@ -707,15 +707,15 @@ START_TEST(trigger_calls) {
   ev_full(KS_EV_CALL, pid_b, 110 * US + off, trig, trig, KS_NONE, 1, payload7, sizeof(payload7));
   RET(pid_b, 140, trig);
   ev_full(KS_EV_RETURN_FROM, pid_b, 140 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_done, 1);
+  ck_assert_uint_eq(c->cp.k.calls_done, 1);
   ev_full(KS_EV_RETURN_FROM, pid_b, 150 * US + off, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_done, 2);
+  ck_assert_uint_eq(c->cp.k.calls_done, 2);
   /* A third call is refused. */
   ev_full(KS_EV_CALL, pid_c, 200 * US + off, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
   CALL(pid_c, 210, M("z"), trig);
-  ck_assert_uint_eq(c->k.calls_started, 2);
-  ck_assert_uint_eq(c->k.calls_refused, 1);
-  ck_assert_uint_eq(c->nprocs, 3);   /* pid_c is known, to be untraced */
+  ck_assert_uint_eq(c->cp.k.calls_started, 2);
+  ck_assert_uint_eq(c->cp.k.calls_refused, 1);
+  ck_assert_uint_eq(c->cp.nprocs, 3);   /* pid_c is known, to be untraced */
   EXPECT_FOLDED(c, 300,
                 "<0.1.0>;m:trig/0 15\n"
                 "<0.1.0>;m:trig/0;m:w/0 30\n"
@@ -731,7 +731,7 @@ START_TEST(trigger_tail_calls) {
   ks_fcap *c;
   uint32_t trig = M("trig"), loop = M("loop"), lc = M("lc");
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.trigger = trig;
   o.ncalls = 1;
   c = start_with(&o, 7);
@@ -741,9 +741,9 @@ START_TEST(trigger_tail_calls) {
   RET(pid_a, 30, lc);
   CALL(pid_a, 35, lc, loop);           /* lc tail-recurses */
   RET(pid_a, 40, loop);                /* lc returns into trig's return_trace frame */
-  ck_assert_uint_eq(c->procs[0].st.n, 1);
+  ck_assert_uint_eq(c->cp.procs[0].st.n, 1);
   ev_full(KS_EV_RETURN_FROM, pid_a, 45 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_done, 1);
+  ck_assert_uint_eq(c->cp.k.calls_done, 1);
   EXPECT_FOLDED(c, 100,
                 "<0.1.0>;m:trig/0 15\n"
                 "<0.1.0>;m:trig/0;m:lc/0 20\n"
@@ -757,7 +757,7 @@ START_TEST(trigger_hold) {
   ks_fcap *c;
   uint32_t trig = M("trig"), loop = M("loop");
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.trigger = trig;
   o.ncalls = 1;
   o.hold = 1;
@@ -765,15 +765,15 @@ START_TEST(trigger_hold) {
   ev_full(KS_EV_CALL, pid_a, 0, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
   CALL(pid_a, 10, M("early"), trig);
   ev_full(KS_EV_RETURN_FROM, pid_a, 20 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_early, 1);
-  ck_assert_uint_eq(c->k.calls_started, 0);
-  c->o.hold = 0;   /* what flame_arm does */
+  ck_assert_uint_eq(c->cp.k.calls_early, 1);
+  ck_assert_uint_eq(c->cp.k.calls_started, 0);
+  c->cp.o.hold = 0;   /* what flame_arm does */
   CALL(pid_a, 30, trig, loop);
   ev_full(KS_EV_CALL, pid_a, 30 * US, trig, loop, KS_NONE, 1, payload7, sizeof(payload7));
   CALL(pid_a, 40, M("late"), trig);
   RET(pid_a, 50, trig);
   ev_full(KS_EV_RETURN_FROM, pid_a, 50 * US, trig, KS_NONE, KS_NONE, 1, NULL, 0);
-  ck_assert_uint_eq(c->k.calls_done, 1);
+  ck_assert_uint_eq(c->cp.k.calls_done, 1);
   EXPECT_FOLDED(c, 60,
                 "<0.1.0>;m:trig/0 10\n"
                 "<0.1.0>;m:trig/0;m:late/0 10\n");
@@ -784,7 +784,7 @@ START_TEST(children_follow) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
@@ -795,7 +795,7 @@ START_TEST(children_follow) {
   ev_full(KS_EV_EXIT, pid_b, 50 * US, KS_NONE, KS_NONE, KS_NONE, 0, NULL, 0);
   CALL(pid_b, 60, M("late"), KS_NONE);   /* after its exit: ignored */
   ev_full(KS_EV_SPAWNED, pid_c, 70 * US, KS_NONE, KS_NONE, pid_b, 0, NULL, 0);
-  ck_assert_uint_eq(c->nprocs, 2);   /* a dead parent spawns nothing we follow */
+  ck_assert_uint_eq(c->cp.nprocs, 2);   /* a dead parent spawns nothing we follow */
   EXPECT_FOLDED(c, 100,
                 "<0.1.0>;m:a/0 100\n"
                 "m:child/0(<0.2.0>);WAITING_TO_RUN 8\n"
@@ -809,7 +809,7 @@ START_TEST(children_not_followed) {
   CALL(pid_a, 0, M("a"), KS_NONE);
   ev_full(KS_EV_SPAWNED, pid_b, 12 * US, KS_NONE, KS_NONE, pid_a, 0, NULL, 0);
   CALL(pid_b, 20, M("child"), KS_NONE);
-  ck_assert_uint_eq(c->nprocs, 1);
+  ck_assert_uint_eq(c->cp.nprocs, 1);
   EXPECT_FOLDED(c, 30, "<0.1.0>;m:a/0 30\n");
 }
 END_TEST
@@ -819,7 +819,7 @@ START_TEST(shared_process) {
   ks_fopts o;
   ks_fcap *c1, *c2;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   c1 = start_with(&o, 1);
   c2 = start_with(&o, 2);
   ck_assert_int_eq(ks_flame_start(&fl, 2, &o), KS_EINVAL);
@@ -840,7 +840,7 @@ START_TEST(too_many_captures) {
   ks_fopts o;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   for (k = 0; k < KS_FLAME_MAX; k++)
     ck_assert_int_ge(ks_flame_start(&fl, k, &o), 0);
   ck_assert_int_eq(ks_flame_start(&fl, 1000, &o), KS_EFULL);
@@ -941,19 +941,19 @@ START_TEST(over_budget_capture) {
   uint32_t n, n_whole, k, over_calls;
   char *got, *line;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.top = 10;
   whole = start_with(&o, 1);
   many_paths(whole, pid_b, 3000);
   o.max_bytes = 80000;
   c = start_with(&o, 2);
   many_paths(c, pid_a, 3000);
-  over_calls = (uint32_t)c->k.over_budget_calls;
+  over_calls = (uint32_t)c->cp.k.over_budget_calls;
   ck_assert_uint_gt(over_calls, 1000);
   ck_assert_uint_lt(over_calls, 3000);
-  ck_assert_uint_eq(c->tree.over_paths, over_calls);
-  ck_assert_uint_eq(whole->k.over_budget_calls, 0);
-  ck_assert_uint_le(c->tree.peak, 80000);
+  ck_assert_uint_eq(c->cp.tree.over_paths, over_calls);
+  ck_assert_uint_eq(whole->cp.k.over_budget_calls, 0);
+  ck_assert_uint_le(c->cp.tree.peak, 80000);
   got = folded(c, 60000);
   /* Their 10 us each under m:a/0, as one visible frame. */
   line = strstr(got, "<0.1.0>;m:a/0;OVER_BUDGET ");
@@ -963,8 +963,8 @@ START_TEST(over_budget_capture) {
   ck_assert_ptr_nonnull(strstr(got, "<0.1.0>;m:a/0;m:n/0 10\n"));   /* the first paths kept */
   free(got);
   ks_flame_finish(&fl, whole, 1, 60000 * US);
-  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
-  rows_whole = ks_ffun_rows(&whole->fc, KS_NONE, &n_whole);
+  rows = ks_ffun_rows(&c->cp.fc, KS_NONE, &n);
+  rows_whole = ks_ffun_rows(&whole->cp.fc, KS_NONE, &n_whole);
   ck_assert_uint_eq(n, 3001);
   ck_assert_uint_eq(n, n_whole);
   for (k = 0; k < n; k++) {
@@ -992,7 +992,7 @@ START_TEST(too_deep) {
   uint32_t n;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.max_stack = 3;
   o.top = 10;
   c = start_with(&o, 1);
@@ -1005,13 +1005,13 @@ START_TEST(too_deep) {
   RET(pid_a, 50, M("d"));
   RET(pid_a, 60, M("c"));
   RET(pid_a, 70, M("b"));
-  ck_assert_uint_eq(c->k.stack_overflow, 2);
+  ck_assert_uint_eq(c->cp.k.stack_overflow, 2);
   EXPECT_FOLDED(c, 100,
                 "<0.1.0>;m:a/0 10\n"
                 "<0.1.0>;m:a/0;m:b/0 40\n"
                 "<0.1.0>;m:a/0;m:b/0;m:c/0 20\n"
                 "<0.1.0>;m:a/0;m:b/0;m:c/0;TOO_DEEP 30\n");
-  rows = ks_ffun_rows(&c->fc, KS_NONE, &n);
+  rows = ks_ffun_rows(&c->cp.fc, KS_NONE, &n);
   ck_assert_uint_eq(n, 5);
   for (k = 0; k < 5; k++) {
     ck_assert_uint_eq(rows[k].calls, 1);
@@ -1092,7 +1092,7 @@ START_TEST(elixir_names) {
   ks_fcap *c;
   char *got;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.elixir_names = 1;
   c = start_with(&o, 1);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
@@ -1155,7 +1155,7 @@ START_TEST(speedscope_events) {
   char *got;
 
   small_capture(c);
-  got = write_with(c, ks_write_speedscope);
+  got = write_with(&c->cp, ks_write_speedscope);
   ck_assert_ptr_nonnull(strstr(got, "\"$schema\":\"https://www.speedscope.app/file-format-schema.json\""));
   ck_assert_ptr_nonnull(strstr(got, "\"frames\":[{\"name\":\"m:a/0\"},{\"name\":\"m:b/0\"},"
                                     "{\"name\":\"SLEEP\"},{\"name\":\"m:c/0\"}]"));
@@ -1179,7 +1179,7 @@ static ks_fcap *two_workers(int group) {
   ks_fopts o;
   ks_fcap *c;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.group = group;
   c = start_with(&o, 1);
@@ -1198,18 +1198,18 @@ static ks_fcap *two_workers(int group) {
 }
 
 static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
-  ks_fcap view;
+  ks_callpath view;
   char *got;
 
-  ck_assert_int_eq(ks_flame_view(c, &in, &view), KS_OK);
+  ck_assert_int_eq(ks_callpath_view(&c->cp, &in, &view), KS_OK);
   got = write_with(&view, writer);
-  ks_flame_view_free(&view);
+  ks_callpath_view_free(&view);
   return got;
 }
 
 START_TEST(labels_and_groups) {
   ks_fcap *c = two_workers(KS_GROUP_PID);
-  char *got = no_comment(write_with(c, ks_write_folded));
+  char *got = no_comment(write_with(&c->cp, ks_write_folded));
 
   /* Children are labelled by their first call past the spawn wrapper. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -1222,8 +1222,8 @@ START_TEST(labels_and_groups) {
   ks_flame_set_call(c, pid_a, "my_worker:init/1", 16);
   ks_flame_set_call(c, pid_c, "x:y/2", 5);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_c, "reg", 3), KS_OK);
-  ck_assert_uint_eq(c->nprocs, 3);
-  got = no_comment(write_with(c, ks_write_folded));
+  ck_assert_uint_eq(c->cp.nprocs, 3);
+  got = no_comment(write_with(&c->cp, ks_write_folded));
   ck_assert_ptr_nonnull(strstr(got, "my_worker:init/1(<0.1.0>);m:a/0 50\n"));
   ck_assert_ptr_nonnull(strstr(got, "reg(<0.3.0>);m:w/0 10\n"));
   free(got);
@@ -1264,7 +1264,7 @@ START_TEST(group_all_and_name) {
                         "all(3_processes);m:w/0 10\n");
   free(got);
   /* name: only processes that share a registered name merge. */
-  c->o.group = KS_GROUP_NAME;
+  c->cp.o.group = KS_GROUP_NAME;
   ks_flame_add_pid(&fl, c, pid_b, "w", 1);
   ks_flame_add_pid(&fl, c, pid_c, "w", 1);
   got = no_comment(view_with(c, ks_write_folded));
@@ -1281,7 +1281,7 @@ START_TEST(fold_recursion) {
   ks_fcap *c;
   char *got;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.fold_recursion = 1;
   c = start_with(&o, 1);
@@ -1292,7 +1292,7 @@ START_TEST(fold_recursion) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  got = no_comment(write_with(c, ks_write_folded));
+  got = no_comment(write_with(&c->cp, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 10\n<0.1.0>;m:a/0;m:a/0 10\n<0.1.0>;m:a/0;m:a/0;m:a/0 10\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0 5\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0;m:a/0 5\n");
@@ -1332,7 +1332,7 @@ START_TEST(callgrind_graph) {
 
   a_b_b_c();
   ks_flame_finish(&fl, c, 1, 700 * US);
-  got = callgrind_body(write_with(c, ks_write_callgrind));
+  got = callgrind_body(write_with(&c->cp, ks_write_callgrind));
   /* Self cost per function, calls and inclusive cost per callee; names compressed. */
   ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 700\n\n"
                         "fl=(1)\nfn=(2)\n0 300\ncfi=(1)\ncfn=(3) m:b/0\ncalls=2 0\n0 400\n\n"
@@ -1352,7 +1352,7 @@ START_TEST(folded_calls_counts_calls) {
   CALL(pid_a, 610, M("c"), M("a"));
   RET(pid_a, 611, M("a"));   /* 1 us: no time to speak of, still a call */
   ks_flame_finish(&fl, c, 1, 700 * US);
-  got = write_with(c, ks_write_folded_calls);
+  got = write_with(&c->cp, ks_write_folded_calls);
   body = strchr(got, '\n');
   ck_assert_ptr_nonnull(body);
   ck_assert_msg(strncmp(got, "# kprof folded_calls: ", 22) == 0, "got %.60s", got);
@@ -1372,9 +1372,9 @@ START_TEST(callgrind_sums_paths) {
   ks_fcap *c;
   char *got, *fold, *p;
   unsigned long sum = 0;
-  ks_fcap view;
+  ks_callpath view;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.fold_recursion = 1;
   c = start_with(&o, 1);
@@ -1385,11 +1385,12 @@ START_TEST(callgrind_sums_paths) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  ck_assert_int_eq(ks_flame_view(c, &in, &view), KS_OK);
+  ck_assert_int_eq(ks_callpath_view(&c->cp, &in, &view), KS_OK);
   got = callgrind_body(write_with(&view, ks_write_callgrind));
   fold = no_comment(write_with(&view, ks_write_folded));
-  ks_flame_view_free(&view);
-  ck_assert_str_eq(got, "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
+  ks_callpath_view_free(&view);
+  ck_assert_str_eq(got,
+                   "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
                         "fl=(1)\nfn=(2)\n0 35\ncfi=(1)\ncfn=(3) m:b/0\ncalls=1 0\n0 10\n\n"
                         "fl=(1)\nfn=(3)\n0 5\ncfi=(1)\ncfn=(2)\ncalls=1 0\n0 5\n\ntotals: 40\n");
   for (p = fold; (p = strchr(p, ' ')) != NULL; p++)
@@ -1405,13 +1406,13 @@ START_TEST(perf_samples) {
   ks_fcap *c;
   char *got;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.perf_period_us = 10;
   c = start_with(&o, 1);
   ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
   ks_flame_add_pid(&fl, c, pid_b, "worker", 6);
   small_capture(c);
-  got = write_with(c, ks_write_perf);
+  got = write_with(&c->cp, ks_write_perf);
   /* a: 400 us in all, 40 samples; b's sleep 100 us: 10 samples; c: 40. */
   ck_assert_int_eq(count(got, "cpu-clock:\n"), 80);
   ck_assert_int_eq(count(got, "<0.1.0> 1/1 [000] "), 40);
@@ -1433,12 +1434,54 @@ START_TEST(perf_samples) {
 }
 END_TEST
 
+/* Issue 30: a path the perf script file samples is in the folded file too. A
+ * path under 1 us may round to no line of the folded file (its count is the
+ * running sum's, rounded 500 ns past each whole us of the capture's timeline);
+ * perf's samples fell on whole us of each process's own timeline, so such a
+ * path could take one: b at [4.6, 5.4) us took the sample at 5 us, e at
+ * [4.9, 5.1) us of the second process (which starts at 39.7 us) too, and
+ * neither is in the folded file. */
+START_TEST(perf_paths_in_folded) {
+  static const char *names[] = {"m:b/0", "m:e/0", "m:d/0", "m:c/0"};
+  ks_fopts o;
+  ks_fcap *c;
+  char *perf, *fold;
+  size_t k;
+
+  ks_fopts_default(&o);
+  o.perf_period_us = 10;
+  c = start_with(&o, 1);
+  ks_flame_add_pid(&fl, c, pid_a, NULL, 0);
+  ks_flame_add_pid(&fl, c, pid_b, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 300, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 300, M("c"), M("a"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_a, 4900, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_a, 4900, M("b"), M("a"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_a, 5700, M("a"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 0, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 0, M("d"), M("x"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_b, 4900, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_CALL, pid_b, 4900, M("e"), M("x"), KS_NONE, 0, NULL, 0);
+  ev_full(KS_EV_RETURN_TO, pid_b, 5100, M("x"), KS_NONE, KS_NONE, 0, NULL, 0);
+  ks_flame_finish(&fl, c, 1, 40 * US);
+  perf = write_with(&c->cp, ks_write_perf);
+  fold = write_with(&c->cp, ks_write_folded);
+  for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+    ck_assert_msg(strstr(perf, names[k]) == NULL || strstr(fold, names[k]) != NULL,
+                  "%s sampled in perf, not in folded:\n%s\n%s", names[k], fold, perf);
+  /* Still a sample every 10 us of each process's 39.7 and 40 us. */
+  ck_assert_int_eq(count(perf, "cpu-clock:\n"), 8);
+  free(perf);
+  free(fold);
+}
+END_TEST
+
 START_TEST(svg_frames) {
   ks_fcap *c = start(1);
   char *got;
 
   small_capture(c);
-  got = write_with(c, ks_write_svg);
+  got = write_with(&c->cp, ks_write_svg);
   ck_assert_ptr_nonnull(strstr(got, "<svg version=\"1.1\""));
   ck_assert_ptr_nonnull(strstr(got, "<g data-d=\"0\" data-n=\"all\"><title>all (800 us, 100.00%)"));
   ck_assert_ptr_nonnull(strstr(got, "data-n=\"m:b/0\"><title>m:b/0 (200 us, 25.00%)</title>"));
@@ -1458,15 +1501,15 @@ START_TEST(escapes) {
   size_t len = 0;
   FILE *f;
 
-  ck_assert_uint_eq(ks_flame_escape_folded("(a b;c%\n", 8, out, sizeof(out)), 18);
+  ck_assert_uint_eq(ks_write_escape_folded("(a b;c%\n", 8, out, sizeof(out)), 18);
   ck_assert_str_eq(out, "%28a%20b%3Bc%25%0A");
   CALL(pid_a, 0, odd, KS_NONE);
   got = folded(c, 5);
   ck_assert_str_eq(got, "<0.1.0>;my%20mod%3Bx:f\"<1>%25/2 5\n");
   free(got);
   f = open_memstream(&buf, &len);
-  ks_flame_put_json(f, "a\"b\\c\x01", 6);
-  ks_flame_put_xml(f, "<&>\"'\x02", 6);
+  ks_write_put_json(f, "a\"b\\c\x01", 6);
+  ks_write_put_xml(f, "<&>\"'\x02", 6);
   fclose(f);
   ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u0001\"&lt;&amp;&gt;&quot;&#39;\xef\xbf\xbd");
   free(buf);
@@ -1474,24 +1517,24 @@ START_TEST(escapes) {
    * sequence cut short): U+FFFD in JSON and XML, %XX in folded; UTF-8 passes. */
   buf = NULL;
   f = open_memstream(&buf, &len);
-  ks_flame_put_json(f, "\x80\xc0\xaf\xed\xa0\x80\xc3\xa9\xe2\x82", 10);
-  ks_flame_put_xml(f, "\xff\xe6\x97\xa5", 4);
+  ks_write_put_json(f, "\x80\xc0\xaf\xed\xa0\x80\xc3\xa9\xe2\x82", 10);
+  ks_write_put_xml(f, "\xff\xe6\x97\xa5", 4);
   fclose(f);
   ck_assert_str_eq(buf, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
                         "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\""
                         "\xef\xbf\xbd\xe6\x97\xa5");
   free(buf);
-  ck_assert_uint_eq(ks_flame_escape_folded("\xff\xc3\xa9;", 4, out, sizeof(out)), 8);
+  ck_assert_uint_eq(ks_write_escape_folded("\xff\xc3\xa9;", 4, out, sizeof(out)), 8);
   ck_assert_str_eq(out, "%FF\xc3\xa9%3B");
   /* Cut at out's end: a character whole or not at all. */
-  ck_assert_uint_eq(ks_flame_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
+  ck_assert_uint_eq(ks_write_escape_folded("ab\xe6\x97\xa5", 5, out, 5), 2);
   ck_assert_str_eq(out, "ab");
   /* A callgrind name: one line of UTF-8, no `(' first, never empty; spaces and `;' stay. */
   buf = NULL;
   f = open_memstream(&buf, &len);
-  ks_flame_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
+  ks_write_put_line(f, "(a b;c\n\x7f\xff\xc3\xa9", 11);
   putc('|', f);
-  ks_flame_put_line(f, "", 0);
+  ks_write_put_line(f, "", 0);
   fclose(f);
   ck_assert_str_eq(buf, "[a b;c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9|''");
   free(buf);
@@ -1525,13 +1568,13 @@ static int failing_close(void *cookie) {
   return 0;
 }
 
-static void finished(ks_fcap *c, ks_fout *o) {
-  uint64_t *total = malloc(c->tree.n * sizeof(*total));
+static void finished(ks_callpath *g, ks_fout *o) {
+  uint64_t *total = malloc(g->tree.n * sizeof(*total));
 
   ck_assert_ptr_nonnull(total);
-  ks_ftree_order(&c->tree);
-  ks_ftree_totals(&c->tree, total);
-  o->c = c;
+  ks_ftree_order(&g->tree);
+  ks_ftree_totals(&g->tree, total);
+  o->g = g;
   o->in = &in;
   o->total = total;
   o->grand = total[0];
@@ -1566,7 +1609,7 @@ START_TEST(writers_stop_at_a_failed_write) {
   size_t k, len, cut;
 
   wide_capture(c, 300);
-  finished(c, &o);
+  finished(&c->cp, &o);
   for (k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, &len);
@@ -1605,7 +1648,7 @@ static void write_reply(const ks_fout *o, const char *dir, const char *base, int
   snprintf(d.base, sizeof(d.base), "%s", base);
   d.fmts = fmts;
   ck_assert_int_eq(ei_x_new(x), 0);
-  ck_assert_int_eq(ks_flame_write_reply(o, &d, x, no_info, NULL), 0);
+  ck_assert_int_eq(ks_write_reply(o, &d, x, no_info, NULL), 0);
 }
 
 /* x holds {error, {What, Dir/File, Reason}}; freed. */
@@ -1797,15 +1840,15 @@ START_TEST(full_disk) {
     return;
   }
   wide_capture(wide, 3000);
-  text = no_comment(write_with(wide, ks_write_folded));
+  text = no_comment(write_with(&wide->cp, ks_write_folded));
   folded_len = strlen(text);
   free(text);
-  text = write_with(wide, ks_write_svg);
+  text = write_with(&wide->cp, ks_write_svg);
   svg_len = strlen(text);
   free(text);
   ck_assert_uint_lt(folded_len, 200 * 1024);
   ck_assert_uint_gt(svg_len, 512 * 1024);
-  finished(wide, &big);
+  finished(&wide->cp, &big);
   expect_path_error(&big, h.dir, "wide", KS_FMT_folded | KS_FMT_svg, "write_failed",
                     "wide.svg", "enospc");
   EXPECT_NO_FILES(h.dir, NULL);
@@ -1816,7 +1859,7 @@ START_TEST(full_disk) {
   ks_flame_drop(&fl, wide);
   small = start(1);
   small_capture(small);
-  finished(small, &little);
+  finished(&small->cp, &little);
   fill(h.dir);
   expect_path_error(&little, h.dir, "small", KS_FMT_folded, "write_failed", "small.folded",
                     "enospc");
@@ -1850,7 +1893,7 @@ START_TEST(file_too_big) {
 
   tb_tmpdir(dir, sizeof(dir), "fsize");
   wide_capture(c, 200);
-  finished(c, &o);
+  finished(&c->cp, &o);
   ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
   lim = old;
   lim.rlim_cur = 1000;
@@ -2064,6 +2107,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, folded_rounding);
   tcase_add_test(tc, speedscope_events);
   tcase_add_test(tc, perf_samples);
+  tcase_add_test(tc, perf_paths_in_folded);
   tcase_add_test(tc, top_by_function);
   tcase_add_test(tc, elixir_names);
   tcase_add_test(tc, labels_and_groups);

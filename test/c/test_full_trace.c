@@ -82,16 +82,15 @@ static void ev(int tier, int kind, uint32_t p, int64_t us, uint32_t m, uint32_t 
 #define T_RET(p, us, to) ev(1, KS_EV_RETURN_TO, p, us, to, KS_NONE, NULL, NULL)
 #define F_RET(p, us, to) ev(0, KS_EV_RETURN_TO, p, us, to, KS_NONE, NULL, NULL)
 
+/* The markers are traced global: no return_to follows them. */
 static void start(uint32_t p, int64_t us, const unsigned char *label, const unsigned char *id) {
   uint32_t req = mfa("app", "req", 2);
   ev(1, KS_EV_CALL, p, us, mfa("kprof_mark", "start", 1), req, label, id);
-  T_RET(p, us, req);
 }
 
 static void stop(uint32_t p, int64_t us, const unsigned char *label) {
   uint32_t req = mfa("app", "req", 2);
   T_CALL(p, us, mfa("kprof_mark", "stop", 0), req, label);
-  T_RET(p, us, req);
 }
 
 /* Every column of every row of both sinks alike: full trace changed nothing. */
@@ -139,15 +138,15 @@ static char *folded(const ks_full_agg *a) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   ks_fout o;
-  ks_fcap view;   /* the writers read a capture: the aggregate's tree as one */
+  ks_callpath view;   /* the writers read a graph: the aggregate's tree as one */
 
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(tr);
   ks_ftree_totals(tr, total);
   memset(&view, 0, sizeof(view));
-  ks_flame_default_opts(&view.o);
+  ks_fopts_default(&view.o);
   view.tree = *tr;
-  o.c = &view;
+  o.g = &view;
   o.in = &in;
   o.total = total;
   o.grand = total[0];
@@ -397,13 +396,11 @@ START_TEST(commands) {
   start = tb_intern_mfa(&sink.in, "kprof_mark", "start", 1);
   stop = tb_intern_mfa(&sink.in, "kprof_mark", "stop", 0);
   sink_ev(KS_EV_CALL, p, 0, start, req, label1, GET_UTF8, sizeof(GET_UTF8));
-  sink_ev(KS_EV_RETURN_TO, p, 0, req, KS_NONE, NULL, NULL, 0);
   sink_ev(KS_EV_CALL, p, 100, run, req, label1, NULL, 0);
   sink_ev(KS_EV_CALL, p, 200, q, run, label1, NULL, 0);
   sink_ev(KS_EV_RETURN_TO, p, 1200, run, KS_NONE, NULL, NULL, 0);
   sink_ev(KS_EV_RETURN_TO, p, 1300, req, KS_NONE, NULL, NULL, 0);
   sink_ev(KS_EV_CALL, p, 1400, stop, req, label1, NULL, 0);
-  sink_ev(KS_EV_RETURN_TO, p, 1400, req, KS_NONE, NULL, NULL, 0);
   tb_cmd_begin(&x, 4, "tiers_full_report", 2);
   ei_x_encode_long(&x, 2);
   tb_feed(&sink, &x);

@@ -163,7 +163,7 @@ START_TEST(through_pipes) {
   const char *q;
   struct timespec pause = {0, 5 * 1000 * 1000};
   ks_ring_hdr *h;
-  uint64_t tail_cache = 0;   /* the writer's (tb_ring_atom) */
+  ks_ring_writer w;
   int fd, k;
   long records = 0;
 
@@ -171,7 +171,8 @@ START_TEST(through_pipes) {
   r = read_reply(c.out);
   ck_assert_msg(strncmp(r, "{kprof_sink, ", 13) == 0, "got %s", r);
   free(r);
-  /* A ring: opened by command, written here as the NIF writes, read by the timer. */
+  /* A ring: opened by command ({ring_open, Bytes}: one ring, the shared one), written
+   * here as the NIF writes, read by the timer. */
   command(c.in, 2, "ring_open", 64 << 10);
   r = read_reply(c.out);
   ck_assert_msg(strncmp(r, "{ok, #Bin<", 10) == 0, "got %s", r);
@@ -185,13 +186,16 @@ START_TEST(through_pipes) {
   free(r);
   fd = shm_open(name, O_RDWR, 0);
   ck_assert_int_ge(fd, 0);
-  h = ks_ring_map(fd, 64 << 10);
+  h = ks_ring_map(fd, 64 << 10, 1);
   ck_assert_ptr_nonnull(h);
   close(fd);
-  tb_ring_atom(h, 0x1000b, "shop_db", &tail_cache);
-  tb_ring_atom(h, 0x2000b, "query", &tail_cache);
+  ck_assert_uint_eq(h->rings, 1);
+  ck_assert_uint_eq(atomic_load(&ks_ring_at(h, 64 << 10, 0)->owner), KS_RING_SHARED);
+  ks_ring_writer_init(&w, h, 64 << 10, 0);
+  tb_ring_atom(&w, 0x1000b, "shop_db");
+  tb_ring_atom(&w, 0x2000b, "query");
   /* The timer reads it without any command (stats would read it too: wait first). */
-  for (k = 0; k < 2000 && atomic_load(&h->tail) != atomic_load(&h->head); k++)
+  for (k = 0; k < 2000 && atomic_load(&w.r->tail) != atomic_load(&w.r->head); k++)
     nanosleep(&pause, NULL);
   command(c.in, 3, "stats", -1);
   r = read_reply(c.out);
@@ -208,7 +212,7 @@ START_TEST(through_pipes) {
   r = read_reply(c.out);
   ck_assert_str_eq(r, "ok");
   free(r);
-  ks_ring_unmap(h, 64 << 10);
+  ks_ring_unmap(h, 64 << 10, 1);
   shm_unlink(name);
   /* End of input: the replies still owed go out, then status 0. */
   command(c.in, 5, "ping", -1);

@@ -160,7 +160,7 @@ static uint64_t field_value(const void *opts, const ks_option_field *f) {
 }
 
 /* The C defaults are the table's: every row with a field and a DEFAULT holds
- * it (times its scale) in ks_flame_default_opts's and ks_tiers_default_opts's
+ * it (times its scale) in ks_fopts_default's and ks_tiers_default_opts's
  * structs, so no default is written twice. */
 START_TEST(c_defaults_are_the_tables) {
   ks_fopts fo;
@@ -169,7 +169,7 @@ START_TEST(c_defaults_are_the_tables) {
   long long v;
   int checked = 0;
 
-  ks_flame_default_opts(&fo);
+  ks_fopts_default(&fo);
   ks_tiers_default_opts(&to);
   for (k = 0; k < ks_noptions; k++) {
     const ks_option *o = &ks_options[k];
@@ -195,7 +195,7 @@ START_TEST(c_defaults_are_the_tables) {
   /* The spot checks of what the rows say (grace_ms "100" into ns, a boolean). */
   ck_assert_uint_eq(to.grace_ns, 100 * 1000000ull);
   ck_assert_int_eq(fo.sleep, 1);
-  ck_assert_uint_eq(fo.max_bytes, KS_FLAME_MAX_BYTES);
+  ck_assert_uint_eq(fo.max_bytes, (uint64_t)2 << 30);   /* the row's "2147483648" */
   ck_assert_uint_eq(to.slow_ns, UINT64_MAX);   /* slow_us has none: off */
 }
 END_TEST

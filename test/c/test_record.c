@@ -1,4 +1,4 @@
-/* test_record.c: a flame capture recorded to a file (port/flame/record_write.c) and replayed
+/* test_record.c: a flame capture recorded to a file (port/record/record_write.c) and replayed
  * (record_read.c, replay.c): the replay's files are byte-identical to the live capture's
  * (every format, flow and caller rules, children, names, the correction measured in the
  * capture); the bound with and without rotation (what is cut is counted); the files
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "flame/ks_record.h"
+#include "record/ks_record.h"
 
 static ks_intern in;
 static ks_flame fl;
@@ -102,7 +102,7 @@ static ks_fcap *start_opts(const ks_fopts *o, const char *rec) {
   c = &fl.cap[slot];
   if (rec != NULL) {
     snprintf(path, sizeof(path), "%s/%s", dir, rec);
-    ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+    ck_assert_int_eq(ks_record_capture(&fl, c, &in, path, &why), KS_OK);
   }
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pids[0], "main", 4), KS_OK);
   ks_flame_set_call(c, pids[0], "app:main/0", 10);
@@ -113,7 +113,7 @@ static ks_fcap *start_opts(const ks_fopts *o, const char *rec) {
 static ks_fcap *start_rec(const char *rec, uint64_t max_bytes, uint32_t rotate) {
   ks_fopts o;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.correct_ns = 150;
   o.top = 10;
@@ -132,7 +132,7 @@ static char *write_files(const ks_intern *tin, ks_fcap *c, const char *sub, ks_r
   memset(&d, 0, sizeof(d));
   snprintf(d.dir, sizeof(d.dir), "%s/%s", dir, sub);
   snprintf(d.base, sizeof(d.base), "cap");
-  d.fmts = ks_flame_format_bit(NULL);
+  d.fmts = ks_write_format_bit(NULL);
   ck_assert_int_eq(ei_x_new(&x), 0);
   if (rp != NULL)
     ck_assert_int_eq(ks_replay_write(rp, &d, &x), 0);
@@ -172,8 +172,8 @@ static void rec_path(char *out, size_t cap, const char *name) {
 }
 
 static void status(const ks_fcap *c, ks_record_status *st) {
-  ck_assert_ptr_nonnull(c->rec);
-  ks_record_get_status(c->rec, st);
+  ck_assert_ptr_nonnull(ks_record_of(c));
+  ks_record_get_status(ks_record_of(c), st);
 }
 
 /* Live files and the replay's, byte for byte; the replay's counts are the recording's. */
@@ -236,11 +236,11 @@ START_TEST(record_level_sizes) {
   ks_replay rp;
   ks_replay_opts ro;
 
-  ck_assert_uint_eq(c->o.record_level, 1);   /* the table's default */
+  ck_assert_uint_eq(c->cp.o.record_level, 1);   /* the table's default */
   workload(60000, 1000000);
   check_identical(c, &events);
   ks_flame_drop(&fl, c);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.children = 1;
   o.correct_ns = 150;
   o.top = 10;
@@ -274,7 +274,7 @@ START_TEST(replay_trigger_callers) {
   ks_record_refusal why;
   int k;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   o.callers = 1;
   o.trigger = fns[0];
   o.ncalls = 50;
@@ -282,7 +282,7 @@ START_TEST(replay_trigger_callers) {
   o.max_record_bytes = (uint64_t)1 << 30;
   c = &fl.cap[ks_flame_start(&fl, 1, &o)];
   rec_path(path, sizeof(path), "r.rec");
-  ck_assert_int_eq(ks_flame_record(&fl, c, &in, path, &why), KS_OK);
+  ck_assert_int_eq(ks_record_capture(&fl, c, &in, path, &why), KS_OK);
   for (k = 0; k < 3000; k++) {
     int64_t t = 1000000 + (int64_t)k * 10000;
     if (k == 5)
@@ -311,7 +311,7 @@ START_TEST(replay_trigger_callers) {
     d.ev.ts = t + 4000 + k % 5;
     ks_flame_event(&fl, &in, &d);
   }
-  ck_assert_uint_gt(c->k.calls_early, 0);
+  ck_assert_uint_gt(c->cp.k.calls_early, 0);
   check_identical(c, &events);
 }
 END_TEST
@@ -375,7 +375,7 @@ START_TEST(rotation) {
   ck_assert_int_eq(rp.err, 0);
   ck_assert_uint_gt(rp.events, 0);
   ck_assert_uint_eq(rp.events, st.events);   /* events: those in the files kept */
-  ck_assert_uint_gt(rp.c->k.events, 0);   /* the later files' processes came back (proc ops) */
+  ck_assert_uint_gt(rp.c->cp.k.events, 0);   /* the later files' processes came back (proc ops) */
   ks_replay_free(&rp);
 }
 END_TEST
@@ -384,11 +384,11 @@ static int refused(const char *path, ks_record_refusal *why) {
   ks_fopts o;
   int slot, rc;
 
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   slot = ks_flame_start(&fl, 9, &o);
   ck_assert_int_ge(slot, 0);
-  rc = ks_flame_record(&fl, &fl.cap[slot], &in, path, why);
-  ck_assert_int_eq(fl.recording, rc == KS_OK ? 1u << slot : 0);
+  rc = ks_record_capture(&fl, &fl.cap[slot], &in, path, why);
+  ck_assert_int_eq(fl.observed, rc == KS_OK ? 1u << slot : 0);
   ks_flame_drop(&fl, &fl.cap[slot]);
   return rc;
 }
@@ -441,7 +441,7 @@ START_TEST(write_error_mid_capture) {
       _exit(10);
     c = start_rec("r.rec", (uint64_t)1 << 30, 0);
     workload(400000, 1000000);
-    ks_record_get_status(c->rec, &st);
+    ks_record_get_status(ks_record_of(c), &st);
     if (st.err != EFBIG)
       _exit(11);
     rec_path(path, sizeof(path), "r.rec");
@@ -645,6 +645,16 @@ START_TEST(commands) {
   reply_has(&o, 6, "{error, no_events, #{", "replay => #{events => 0, truncated => false");
   reply_has(&o, 7, "ok", NULL);
   reply_has(&o, 8, "{error, badarg}", NULL);   /* no format and no recording */
+  /* No observer registered for the record option: refused, and no capture left. */
+  sk.flame.record = NULL;
+  rec_path(path, sizeof(path), "t.rec");
+  command_rec(&sk, 10, "flame_start", 5, path, 0);
+  command_rec(&sk, 11, "flame_status", 5, NULL, 0);
+  ck_assert_int_eq(o.frames, 11);
+  reply_has(&o, 9, "{error, badarg}", NULL);
+  reply_has(&o, 10, "{error, not_found}", NULL);
+  ck_assert_int_eq(access(path, F_OK), -1);
+  ck_assert_int_eq(sk.flame.active, 0);
   ks_sink_free(&sk);
   tb_out_free(&o);
 }

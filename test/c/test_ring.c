@@ -1,18 +1,19 @@
-/* test_ring.c: the shared-memory ring: records written as the kprof_tracer NIF writes them
- * (include/ks_ring.h), read back by port/ring/ring.c as events. */
+/* test_ring.c: the shared-memory rings: records written as the kprof_tracer NIF writes them
+ * (include/ks_ring.h), read back by port/ring/ring.c and ring_drain.c as events, merged by
+ * time across the rings of several writers. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include "test_util.h"
 #include "ring/ks_ring_reader.h"
+#include "../../nif/ks_vm_clock.h"
 
 #define M_WORD 0x1000bULL   /* atom words (any distinct values) */
 #define F_WORD 0x2000bULL
 #define G_WORD 0x3000bULL
 #define PID_WORD 0x4003ULL
 #define PID2_WORD 0x5003ULL
-
-static uint64_t tail_cache;   /* the writers' cache of the ring's tail (ks_ring_reserve) */
 
 typedef struct got {
   ks_decoded d[64];
@@ -26,7 +27,7 @@ static void collect(void *ctx, ks_decoded *d) {
 
   ck_assert_int_lt(g->n, 64);
   g->d[g->n] = *d;
-  /* The slices point into the ring, which the reader zeroes after the call. */
+  /* The slices point into the ring, which the writer reuses once the tail moves. */
   ck_assert_uint_le(d->label.n, sizeof(g->label[0]));
   ck_assert_uint_le(d->payload.n, sizeof(g->payload[0]));
   if (d->label.n > 0)
@@ -43,35 +44,34 @@ static void collect_none(void *ctx, ks_decoded *d) {
   (void)d;
 }
 
-static void put_pid(ks_ring_hdr *h, uint64_t word, unsigned num) {
+static void put_pid(ks_ring_writer *w, uint64_t word, unsigned num) {
   ei_x_buff x;
   ks_rec_pid p;
-  uint64_t pos;
   size_t len;
   unsigned char *rec;
 
   tb_begin(&x);
   tb_pid(&x, "n@h", num, 0, 1);   /* as tb_intern_pid makes it */
   len = ks_ring_align(sizeof(p) + (size_t)x.index - 1);
-  rec = ks_ring_reserve(h, len, &pos, &tail_cache);
+  rec = ks_ring_reserve(w, len);
   ck_assert_ptr_nonnull(rec);
   memset(&p, 0, sizeof(p));
   p.pid = word;
   p.len = (uint16_t)(x.index - 1);
   memcpy(rec + 8, (unsigned char *)&p + 8, sizeof(p) - 8);
   memcpy(rec + sizeof(p), x.buff + 1, (size_t)x.index - 1);
-  ks_ring_commit(h, rec, pos, len, KS_REC_PID, 0);
+  ks_ring_commit(w, rec, len, KS_REC_PID, 0);
   ei_x_free(&x);
 }
 
+#define CALL_LEN (ks_ring_align(sizeof(ks_rec_call) + 2 + 5))
+#define CALL_FLAGS (KS_RECF_TOKEN | KS_RECF_LABEL | KS_RECF_CALLER | KS_RECF_PAYLOAD)
+
 /* A call of M:F/1 from M:G/0 with label 7 (SMALL_INTEGER_EXT) and a payload;
- * commit = 0 leaves it reserved, not committed (its address is returned). */
-static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commit,
-                               uint64_t *pos_out) {
+ * commit = 0 leaves it filled but not published (its address is returned). */
+static unsigned char *put_call(ks_ring_writer *w, int64_t ts, uint64_t m, int commit) {
   static const unsigned char label[] = {97, 7}, payload[] = {100, 0, 2, 'h', 'i'};
-  size_t len = ks_ring_align(sizeof(ks_rec_call) + sizeof(label) + sizeof(payload));
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, &tail_cache);
+  unsigned char *rec = ks_ring_reserve(w, CALL_LEN);
   ks_rec_call c;
 
   ck_assert_ptr_nonnull(rec);
@@ -90,59 +90,82 @@ static unsigned char *put_call(ks_ring_hdr *h, int64_t ts, uint64_t m, int commi
   memcpy(rec + sizeof(c), label, sizeof(label));
   memcpy(rec + sizeof(c) + sizeof(label), payload, sizeof(payload));
   if (commit)
-    ks_ring_commit(h, rec, pos, len, KS_REC_CALL,
-                   KS_RECF_TOKEN | KS_RECF_LABEL | KS_RECF_CALLER | KS_RECF_PAYLOAD);
-  if (pos_out != NULL)
-    *pos_out = pos;
+    ks_ring_commit(w, rec, CALL_LEN, KS_REC_CALL, CALL_FLAGS);
   return rec;
 }
 
-/* A return_to, or (type KS_REC_CALL_MFA) a call with nothing but its function. */
-static void put_mfa_record(ks_ring_hdr *h, int64_t ts, unsigned type, unsigned flags) {
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_mfa), &pos, &tail_cache);
+/* A return_to, or (type KS_REC_CALL_MFA) a call with nothing but its function;
+ * pid's word and arity given. */
+static void put_mfa_of(ks_ring_writer *w, uint64_t pid, int64_t ts, unsigned type,
+                       unsigned flags, uint8_t arity) {
+  unsigned char *rec = ks_ring_reserve(w, sizeof(ks_rec_mfa));
   ks_rec_mfa r;
 
   ck_assert_ptr_nonnull(rec);
   memset(&r, 0, sizeof(r));
   r.ts = ts;
-  r.pid = PID_WORD;
+  r.pid = pid;
   r.m = M_WORD;
   r.f = G_WORD;
-  r.arity = 0;
+  r.arity = arity;
   memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
-  ks_ring_commit(h, rec, pos, sizeof(r), type, flags);
+  ks_ring_commit(w, rec, sizeof(r), type, flags);
 }
 
-static void put_return_to(ks_ring_hdr *h, int64_t ts) {
-  put_mfa_record(h, ts, KS_REC_RETURN_TO, KS_RECF_MFA);
+static void put_mfa_record(ks_ring_writer *w, int64_t ts, unsigned type, unsigned flags) {
+  put_mfa_of(w, PID_WORD, ts, type, flags, 0);
 }
 
-static void define_all(ks_ring_hdr *h) {
-  tb_ring_atom(h, M_WORD, "shop_db", &tail_cache);
-  tb_ring_atom(h, F_WORD, "query", &tail_cache);
-  tb_ring_atom(h, G_WORD, "run", &tail_cache);
-  put_pid(h, PID_WORD, 42);
+static void put_return_to(ks_ring_writer *w, int64_t ts) {
+  put_mfa_record(w, ts, KS_REC_RETURN_TO, KS_RECF_MFA);
 }
 
+static void define_all(ks_ring_writer *w) {
+  tb_ring_atom(w, M_WORD, "shop_db");
+  tb_ring_atom(w, F_WORD, "query");
+  tb_ring_atom(w, G_WORD, "run");
+  put_pid(w, PID_WORD, 42);
+}
+
+/* A reader of `rings` rings, and a writer on each: the first rings - 1 claimed
+ * (tokens 1, 2, ...: ring k by writer k), the last the shared one. */
+#define MAX_W 8
 typedef struct fixture {
   ks_ring_reader r;
   ks_intern in;
   got g;
+  ks_ring_writer w[MAX_W];
 } fixture;
 
-static void setup(fixture *f, uint64_t size) {
+static void setup_rings(fixture *f, uint64_t size, unsigned rings) {
+  unsigned k;
+
   memset(f, 0, sizeof(*f));
-  tail_cache = 0;
   ks_ring_reader_init(&f->r);
   ck_assert_int_eq(ks_intern_init(&f->in, NULL), KS_OK);
-  ck_assert_int_eq(ks_ring_open(&f->r, size), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&f->r, size, rings), KS_OK);
   ck_assert_ptr_nonnull(f->r.h);
+  ck_assert_uint_le(rings, MAX_W);
+  for (k = 0; k + 1 < rings; k++)
+    ck_assert_int_eq(ks_ring_claim(&f->w[k], f->r.h, size, rings, k + 1), (int)k);
+  ks_ring_writer_init(&f->w[rings - 1], f->r.h, size, rings - 1);
+}
+
+static void setup(fixture *f, uint64_t size) {
+  setup_rings(f, size, 2);
 }
 
 static void teardown(fixture *f) {
   ks_ring_close(&f->r);
   ks_intern_free(&f->in);
+}
+
+static uint64_t ring_tail(const ks_ring_writer *w) {
+  return atomic_load(&w->r->tail);
+}
+
+static uint64_t ring_head(const ks_ring_writer *w) {
+  return atomic_load(&w->r->head);
 }
 
 START_TEST(test_events) {
@@ -151,10 +174,11 @@ START_TEST(test_events) {
   uint32_t pid = KS_NONE;
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
-  put_call(f.r.h, -5000, M_WORD, 1, NULL);
-  put_return_to(f.r.h, -4000);
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 6);
+  define_all(&f.w[0]);
+  put_call(&f.w[0], -5000, M_WORD, 1);
+  put_return_to(&f.w[0], -4000);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  ck_assert_uint_eq(f.r.records, 6);
   ck_assert_int_eq(f.g.n, 2);
   /* The call: the same ids the decoder would give, label and payload bytes. */
   ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);
@@ -176,7 +200,7 @@ START_TEST(test_events) {
   ck_assert_uint_eq(f.g.d[1].ev.mfa, tb_intern_mfa(&f.in, "shop_db", "run", 0));
   ck_assert_uint_eq(f.g.d[1].ev.pid, pid);
   ck_assert_uint_eq(f.r.unresolved + f.r.bad, 0);
-  ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
+  ck_assert_uint_eq(ring_tail(&f.w[0]), ring_head(&f.w[0]));
   teardown(&f);
 }
 END_TEST
@@ -188,11 +212,11 @@ START_TEST(test_call_mfa) {
   fixture f;
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
-  put_mfa_record(f.r.h, 7000, KS_REC_CALL_MFA, 0);
-  put_mfa_record(f.r.h, 7100, KS_REC_CALL_MFA, KS_RECF_META);
-  put_mfa_record(f.r.h, 7200, KS_REC_CALL_MFA, KS_RECF_CALLER);
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 7);
+  define_all(&f.w[0]);
+  put_mfa_record(&f.w[0], 7000, KS_REC_CALL_MFA, 0);
+  put_mfa_record(&f.w[0], 7100, KS_REC_CALL_MFA, KS_RECF_META);
+  put_mfa_record(&f.w[0], 7200, KS_REC_CALL_MFA, KS_RECF_CALLER);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 3);
   ck_assert_int_eq(f.g.n, 2);
   ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);
   ck_assert_int_eq(f.g.d[0].ev.ts, 7000);
@@ -207,10 +231,9 @@ START_TEST(test_call_mfa) {
 END_TEST
 
 /* An event record as the NIF writes one (kind: a ks_event_kind). */
-static void put_event_of(ks_ring_hdr *h, uint64_t pid, int64_t ts, uint8_t kind,
+static void put_event_of(ks_ring_writer *w, uint64_t pid, int64_t ts, uint8_t kind,
                          unsigned flags, uint64_t m, uint64_t f, uint8_t arity, uint64_t other) {
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, sizeof(ks_rec_event), &pos, &tail_cache);
+  unsigned char *rec = ks_ring_reserve(w, sizeof(ks_rec_event));
   ks_rec_event e;
 
   ck_assert_ptr_nonnull(rec);
@@ -223,12 +246,12 @@ static void put_event_of(ks_ring_hdr *h, uint64_t pid, int64_t ts, uint8_t kind,
   e.other = other;
   e.kind = kind;
   memcpy(rec + 8, (unsigned char *)&e + 8, sizeof(e) - 8);
-  ks_ring_commit(h, rec, pos, sizeof(e), KS_REC_EVENT, flags);
+  ks_ring_commit(w, rec, sizeof(e), KS_REC_EVENT, flags);
 }
 
-static void put_event(ks_ring_hdr *h, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
+static void put_event(ks_ring_writer *w, int64_t ts, uint8_t kind, unsigned flags, uint64_t m,
                       uint64_t f, uint8_t arity, uint64_t other) {
-  put_event_of(h, PID_WORD, ts, kind, flags, m, f, arity, other);
+  put_event_of(w, PID_WORD, ts, kind, flags, m, f, arity, other);
 }
 
 /* The same event as a port tracer sends it: {trace_ts, <42>, What, Args..., 1234},
@@ -307,10 +330,10 @@ START_TEST(test_event_records_match_the_decoder) {
   size_t k;
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
-  put_pid(f.r.h, PID2_WORD, 43);
+  define_all(&f.w[0]);
+  put_pid(&f.w[0], PID2_WORD, 43);
   for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
-    put_event(f.r.h, 1234, cases[k].kind, cases[k].flags, cases[k].m, cases[k].f,
+    put_event(&f.w[0], 1234, cases[k].kind, cases[k].flags, cases[k].m, cases[k].f,
               cases[k].arity, cases[k].other);
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
   ck_assert_int_eq(f.g.n, (int)(sizeof(cases) / sizeof(cases[0])));
@@ -332,16 +355,16 @@ START_TEST(test_bad_event_records) {
   fixture f;
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
-  put_event(f.r.h, 1, KS_EV_CALL, 0, 0, 0, 0, 0);               /* calls have their own record */
-  put_event(f.r.h, 1, KS_EV__COUNT + 3, 0, 0, 0, 0, 0);         /* no such kind */
-  put_event(f.r.h, 1, KS_EV_SEND, 0, 0, 0, 0, 0);               /* discarded by the NIF */
-  put_event(f.r.h, 1, KS_EV_SPAWN, KS_RECF_OTHER | KS_RECF_NAME, 0, 0, 0, PID_WORD);
+  define_all(&f.w[0]);
+  put_event(&f.w[0], 1, KS_EV_CALL, 0, 0, 0, 0, 0);               /* calls have their own record */
+  put_event(&f.w[0], 1, KS_EV__COUNT + 3, 0, 0, 0, 0, 0);         /* no such kind */
+  put_event(&f.w[0], 1, KS_EV_SEND, 0, 0, 0, 0, 0);               /* discarded by the NIF */
+  put_event(&f.w[0], 1, KS_EV_SPAWN, KS_RECF_OTHER | KS_RECF_NAME, 0, 0, 0, PID_WORD);
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
   ck_assert_uint_eq(f.r.bad, 4);
-  put_event(f.r.h, 1, KS_EV_SPAWN, KS_RECF_OTHER, 0, 0, 0, 0x7777ULL);   /* unknown pid */
-  put_event(f.r.h, 1, KS_EV_REGISTER, KS_RECF_NAME, 0, 0, 0, 0x8887ULL); /* unknown atom */
-  put_event(f.r.h, 1, KS_EV_IN, KS_RECF_MFA, 0x9997ULL, F_WORD, 0, 0);   /* unknown module */
+  put_event(&f.w[0], 1, KS_EV_SPAWN, KS_RECF_OTHER, 0, 0, 0, 0x7777ULL);   /* unknown pid */
+  put_event(&f.w[0], 1, KS_EV_REGISTER, KS_RECF_NAME, 0, 0, 0, 0x8887ULL); /* unknown atom */
+  put_event(&f.w[0], 1, KS_EV_IN, KS_RECF_MFA, 0x9997ULL, F_WORD, 0, 0);   /* unknown module */
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
   ck_assert_uint_eq(f.r.unresolved, 3);
   ck_assert_int_eq(f.g.n, 0);
@@ -369,95 +392,77 @@ START_TEST(test_reads_and_names) {
 }
 END_TEST
 
-START_TEST(test_uncommitted_stops_the_read) {
+/* A record filled but not published is not read; nor does a slow writer hold
+ * back another ring. */
+START_TEST(test_unpublished_is_not_read) {
   fixture f;
-  uint64_t pos;
   unsigned char *rec;
-  size_t len = ks_ring_align(sizeof(ks_rec_call) + 2 + 5);
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
-  rec = put_call(f.r.h, 1, M_WORD, 0, &pos);    /* reserved by a slow writer */
-  put_return_to(f.r.h, 2);                      /* committed after it */
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 4);
-  ck_assert_int_eq(f.g.n, 0);
-  ks_ring_commit(f.r.h, rec, pos, len, KS_REC_CALL,
-                 KS_RECF_TOKEN | KS_RECF_LABEL | KS_RECF_CALLER | KS_RECF_PAYLOAD);
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  define_all(&f.w[0]);
+  rec = put_call(&f.w[0], 1, M_WORD, 0);        /* filled by a slow writer */
+  put_return_to(&f.w[1], 2);                    /* another writer's, published */
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
+  ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_RETURN_TO);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 0);
+  ks_ring_commit(&f.w[0], rec, CALL_LEN, KS_REC_CALL, CALL_FLAGS);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
   ck_assert_int_eq(f.g.n, 2);
-  ck_assert_int_eq(f.g.d[0].ev.kind, KS_EV_CALL);   /* in ring order */
-  ck_assert_int_eq(f.g.d[1].ev.kind, KS_EV_RETURN_TO);
+  ck_assert_int_eq(f.g.d[1].ev.kind, KS_EV_CALL);
   teardown(&f);
 }
 END_TEST
 
+/* A full ring drops and counts, in its own header: the other rings are not full. */
 START_TEST(test_full_ring_counts_drops) {
   fixture f;
   int k, written = 0;
-  uint64_t pos;
 
-  setup(&f, 64u << 10);
-  define_all(f.r.h);
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
   for (k = 0; k < 2000; k++) {
-    if (ks_ring_reserve(f.r.h, 48, &pos, &tail_cache) == NULL)
+    unsigned char *rec = ks_ring_reserve(&f.w[1], sizeof(ks_rec_mfa));
+    ks_rec_mfa r;
+    if (rec == NULL)
       continue;
-    /* commit a return_to in place */
-    {
-      unsigned char *rec = ks_ring_data(f.r.h) + (pos & (f.r.size - 1));
-      ks_rec_mfa r;
-      memset(&r, 0, sizeof(r));
-      r.pid = PID_WORD;
-      memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
-      ks_ring_commit(f.r.h, rec, pos, sizeof(r), KS_REC_RETURN_TO, 0);
-      written++;
-    }
+    memset(&r, 0, sizeof(r));
+    r.pid = PID_WORD;
+    memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
+    ks_ring_commit(&f.w[1], rec, sizeof(r), KS_REC_RETURN_TO, 0);
+    written++;
   }
-  ck_assert_int_lt(written, 2000);
-  ck_assert_uint_eq(atomic_load(&f.r.h->drops), (uint64_t)(2000 - written));
-  while (ks_ring_drain(&f.r, &f.in, 64, collect, &f.g) > 0)
-    f.g.n = 0;
+  ck_assert_int_eq(written, (64 << 10) / 48);
+  ck_assert_uint_eq(atomic_load(&f.w[1].r->drops), (uint64_t)(2000 - written));
+  ck_assert_uint_eq(atomic_load(&f.w[0].r->drops), 0);
+  ck_assert_ptr_nonnull(ks_ring_reserve(&f.w[0], 48));   /* another writer's ring has room */
+  ks_ring_drain(&f.r, &f.in, 64, collect_none, NULL);
   ck_assert_int_eq(f.r.drops_pending, 1);
   ck_assert_uint_eq(f.r.drops_seen, (uint64_t)(2000 - written));
-  /* Room again once read. */
-  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tail_cache));
+  ck_assert_uint_eq(f.r.cur[1].drops_seen, (uint64_t)(2000 - written));
+  ck_assert_uint_eq(f.r.cur[0].drops_seen + f.r.cur[2].drops_seen, 0);
+  /* Room again once read; a drop on another ring adds to the total. */
+  while (ks_ring_drain(&f.r, &f.in, 64, collect_none, NULL) > 0)
+    ;
+  ck_assert_ptr_nonnull(ks_ring_reserve(&f.w[1], 48));
+  atomic_store(&f.w[2].r->drops, 3);
+  ks_ring_drain(&f.r, &f.in, 64, collect_none, NULL);
+  ck_assert_uint_eq(f.r.drops_seen, (uint64_t)(2000 - written) + 3);
+  ck_assert_uint_eq(f.r.cur[2].drops_seen, 3);
   teardown(&f);
 }
 END_TEST
 
-/* A writer whose head was read before other writers moved on and the reader
- * caught up must not take the ring for full (bench-tiers saw 1-2 such false
- * drops abort a run). */
-START_TEST(test_stale_head_is_not_full) {
-  fixture f;
-  uint64_t pos, stale;
-  int k;
-
-  setup(&f, 64u << 10);
-  define_all(f.r.h);
-  stale = atomic_load(&f.r.h->head);
-  for (k = 0; k < 100; k++)
-    put_return_to(f.r.h, k);
-  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL);
-  ck_assert_uint_gt(atomic_load(&f.r.h->tail), stale);
-  tail_cache = atomic_load(&f.r.h->tail);   /* a writer that saw the reader catch up */
-  ck_assert_ptr_nonnull(ks_ring_reserve_from(f.r.h, 48, &pos, stale, &tail_cache));
-  ck_assert_uint_eq(pos, atomic_load(&f.r.h->tail));
-  ck_assert_uint_eq(atomic_load(&f.r.h->drops), 0);
-  teardown(&f);
-}
-END_TEST
-
-/* A writer's cached tail from another ring (ahead of this one's head: the
- * fuzzer's ring was made anew under it) must not hang it or look full. */
+/* A writer's cached tail from another ring (ahead of this one's head) must not
+ * hang it or look full. */
 START_TEST(test_foreign_tail_cache) {
   fixture f;
-  uint64_t pos;
 
   setup(&f, 64u << 10);
-  tail_cache = 1ull << 40;
-  ck_assert_ptr_nonnull(ks_ring_reserve(f.r.h, 48, &pos, &tail_cache));
-  ck_assert_uint_eq(pos, 0);
-  ck_assert_uint_eq(tail_cache, 0);
+  f.w[0].tail = 1ull << 40;
+  ck_assert_ptr_nonnull(ks_ring_reserve(&f.w[0], 48));
+  ck_assert_uint_eq(f.w[0].head, 0);
+  ck_assert_uint_eq(f.w[0].tail, 0);
+  ck_assert_uint_eq(atomic_load(&f.w[0].r->drops), 0);
   teardown(&f);
 }
 END_TEST
@@ -467,12 +472,12 @@ START_TEST(test_wraps_around) {
   int lap, k, total = 0;
 
   setup(&f, 64u << 10);
-  define_all(f.r.h);
+  define_all(&f.w[0]);
   ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
   /* 72-byte records over 16 laps and more: records straddle the end of the data. */
   for (lap = 0; lap < 20 * 64; lap++) {
     for (k = 0; k < 12; k++)
-      put_call(f.r.h, lap * 100 + k, M_WORD, 1, NULL);
+      put_call(&f.w[0], lap * 100 + k, M_WORD, 1);
     f.g.n = 0;
     ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 12);
     for (k = 0; k < 12; k++) {
@@ -481,7 +486,7 @@ START_TEST(test_wraps_around) {
     }
     total += f.g.n;
   }
-  ck_assert_uint_gt(atomic_load(&f.r.h->head), 16 * (64u << 10));
+  ck_assert_uint_gt(ring_head(&f.w[0]), 16 * (64u << 10));
   ck_assert_int_eq(total, 20 * 64 * 12);
   ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
   teardown(&f);
@@ -490,64 +495,121 @@ END_TEST
 
 START_TEST(test_unknown_words_and_bad_records) {
   fixture f;
-  uint64_t pos;
   unsigned char *rec;
+  uint64_t w0;
 
   setup(&f, 64u << 10);
   /* A call naming atoms never defined: counted, no event. */
-  put_pid(f.r.h, PID_WORD, 1);
-  put_call(f.r.h, 1, 0x9999bULL, 1, NULL);
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  put_pid(&f.w[0], PID_WORD, 1);
+  put_call(&f.w[0], 1, 0x9999bULL, 1);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
   ck_assert_int_eq(f.g.n, 0);
   ck_assert_uint_eq(f.r.unresolved, 1);
   /* A call whose lengths run past its record: bad. */
-  rec = ks_ring_reserve(f.r.h, 64, &pos, &tail_cache);
+  rec = ks_ring_reserve(&f.w[0], 64);
   ck_assert_ptr_nonnull(rec);
   if (rec == NULL)
     return;
   memset(rec + 8, 0, 56);
   rec[8 + 48] = 200;   /* label_len */
-  ks_ring_commit(f.r.h, rec, pos, 64, KS_REC_CALL, KS_RECF_LABEL);
+  ks_ring_commit(&f.w[0], rec, 64, KS_REC_CALL, KS_RECF_LABEL);
   /* A record of an unknown type: bad. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos, &tail_cache);
-  ks_ring_commit(f.r.h, rec, pos, 16, 99, 0);
+  rec = ks_ring_reserve(&f.w[0], 16);
+  ks_ring_commit(&f.w[0], rec, 16, 99, 0);
   ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
   ck_assert_uint_eq(f.r.bad, 2);
-  /* A length the reader cannot trust: it gives up to the head, counted. */
-  rec = ks_ring_reserve(f.r.h, 16, &pos, &tail_cache);
-  atomic_store((_Atomic uint64_t *)(void *)rec, ks_ring_word0(pos, 4, KS_REC_CALL, 0));
-  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 0);
+  /* A length the reader cannot trust: it gives up to the head, counted; another
+   * ring is read as before, and so is this one past the head it skipped to. */
+  rec = ks_ring_reserve(&f.w[0], 16);
+  ks_ring_commit(&f.w[0], rec, 16, KS_REC_CALL, 0);
+  w0 = ks_ring_word0(f.w[0].head - 16, 4, KS_REC_CALL, 0);
+  memcpy(rec, &w0, 8);
+  define_all(&f.w[1]);
+  put_return_to(&f.w[1], 5);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
   ck_assert_uint_eq(f.r.bad, 3);
-  ck_assert_uint_eq(atomic_load(&f.r.h->tail), atomic_load(&f.r.h->head));
-  ck_assert_int_eq(f.g.n, 0);
+  ck_assert_uint_eq(ring_tail(&f.w[0]), ring_head(&f.w[0]));
+  put_return_to(&f.w[0], 6);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
+  ck_assert_int_eq(f.g.n, 2);
+  ck_assert_uint_eq(f.r.bad, 3);
   teardown(&f);
 }
 END_TEST
 
+/* A ring whose head no writer could have written (behind the reader, or further
+ * ahead than the ring holds) is given up, counted once; the others are read. */
+START_TEST(test_dead_ring) {
+  fixture f;
+  int k;
+
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
+  atomic_store(&f.w[1].r->head, (64u << 10) + 8);
+  for (k = 0; k < 3; k++) {
+    put_return_to(&f.w[0], k);
+    ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 1);
+  }
+  ck_assert_uint_eq(f.r.bad, 1);
+  ck_assert_int_eq(f.r.cur[1].dead, 1);
+  ck_assert_uint_eq(f.r.cur[1].tail, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* Writers for a sink's rings (ks_ring_open'd here): ring k by sink_w[k], the last shared. */
+static ks_ring_writer sink_w[4];
+
+static void open_sink_rings(ks_sink *s, uint64_t size, unsigned rings) {
+  unsigned k;
+
+  ck_assert_int_eq(ks_ring_open(&s->ring, size, rings), KS_OK);
+  for (k = 0; k + 1 < rings; k++)
+    ck_assert_int_eq(ks_ring_claim(&sink_w[k], s->ring.h, size, rings, k + 1), (int)k);
+  ks_ring_writer_init(&sink_w[rings - 1], s->ring.h, size, rings - 1);
+}
+
 START_TEST(test_sink_routes_ring_events) {
   ks_sink s;
   tb_out out = {0};
+  char *r;
 
   tb_sink_open(&s, NULL, &out);
-  ck_assert_int_eq(ks_ring_open(&s.ring, 64u << 10), KS_OK);
-  define_all(s.ring.h);
-  put_call(s.ring.h, 10, M_WORD, 1, NULL);
-  put_return_to(s.ring.h, 20);
+  open_sink_rings(&s, 64u << 10, 3);
+  define_all(&sink_w[0]);
+  put_call(&sink_w[0], 10, M_WORD, 1);
+  put_return_to(&sink_w[1], 20);
   ks_sink_poll_ring(&s);
   ck_assert_uint_eq(s.st.trace_events, 2);
   ck_assert_uint_eq(s.st.events[KS_EV_CALL], 1);
   ck_assert_uint_eq(s.st.events[KS_EV_RETURN_TO], 1);
-  /* A full ring makes an overload alert. */
-  atomic_store(&s.ring.h->drops, 5);
+  /* A full ring makes an overload alert: the total, and each ring's that dropped. */
+  atomic_store(&sink_w[1].r->drops, 5);
+  atomic_store(&sink_w[2].r->drops, 2);
   ks_sink_poll_ring(&s);
   ck_assert_int_eq(out.frames, 1);
+  r = tb_out_reply(&out, 0);
+  ck_assert_ptr_nonnull(strstr(r, "what => ring_drops"));
+  ck_assert_ptr_nonnull(strstr(r, "value => 7,"));
+  ck_assert_ptr_nonnull(strstr(r, "bound => 0,"));
+  ck_assert_msg(strstr(r, "rings => #{1 => 5, 2 => 2}") != NULL, "got %s", r);
+  free(r);
+  /* The stats say it too, with the rings claimed (the shared one is nobody's). */
   {
-    char *alert = tb_out_reply(&out, 0);
-    ck_assert_ptr_nonnull(strstr(alert, "what => ring_drops"));
-    ck_assert_ptr_nonnull(strstr(alert, "value => 5,"));
-    ck_assert_ptr_nonnull(strstr(alert, "bound => 0,"));
-    free(alert);
+    ei_x_buff x;
+    tb_begin(&x);
+    ei_x_encode_tuple_header(&x, 3);
+    tb_atom(&x, "kprof");
+    ei_x_encode_long(&x, 7);
+    tb_atom(&x, "stats");
+    tb_feed(&s, &x);
   }
+  r = tb_out_reply(&out, 1);
+  ck_assert_msg(strstr(r, "ring_drops => 7,") != NULL, "got %s", r);
+  ck_assert_ptr_nonnull(strstr(r, "ring_drops_per_ring => #{1 => 5, 2 => 2}"));
+  ck_assert_ptr_nonnull(strstr(r, "ring_rings => 3,"));
+  ck_assert_ptr_nonnull(strstr(r, "ring_claimed => 2,"));
+  free(r);
   tb_sink_close(&s, &out);
 }
 END_TEST
@@ -562,10 +624,14 @@ static void short_lived(ks_sink *s, unsigned k, int64_t at_ms) {
   uint64_t word = word_of(k);
   int64_t ts = at_ms * 1000000;
 
-  put_pid(s->ring.h, word, 1000 + k);
-  put_event_of(s->ring.h, word, ts, KS_EV_IN, 0, 0, 0, 0, 0);
-  put_event_of(s->ring.h, word, ts + 1000, KS_EV_EXIT, 0, 0, 0, 0, 0);
-  put_event_of(s->ring.h, word, ts + 2000, KS_EV_OUT_EXITED, 0, 0, 0, 0, 0);
+  ks_ring_writer *w = &sink_w[k % 2], *next = &sink_w[(k + 1) % 2];
+
+  /* Each process moves to the other ring for its last event. */
+  put_pid(w, word, 1000 + k);
+  put_event_of(w, word, ts, KS_EV_IN, 0, 0, 0, 0, 0);
+  put_event_of(w, word, ts + 1000, KS_EV_EXIT, 0, 0, 0, 0, 0);
+  put_pid(next, word, 1000 + k);
+  put_event_of(next, word, ts + 2000, KS_EV_OUT_EXITED, 0, 0, 0, 0, 0);
 }
 
 static ks_sink *pid_capped_sink(uint32_t max_pids, tb_out *out) {
@@ -576,7 +642,7 @@ static ks_sink *pid_capped_sink(uint32_t max_pids, tb_out *out) {
   ks_sink_default_opts(&o);
   o.limits.max_pids = max_pids;
   tb_sink_open(s, &o, out);
-  ck_assert_int_eq(ks_ring_open(&s->ring, 256u << 10), KS_OK);
+  open_sink_rings(s, 256u << 10, 3);
   return s;
 }
 
@@ -615,8 +681,8 @@ START_TEST(test_live_pids_past_the_cap_are_counted) {
   unsigned k;
 
   for (k = 0; k < 60; k++) {
-    put_pid(s->ring.h, word_of(k), 1000 + k);
-    put_event_of(s->ring.h, word_of(k), 5000000 * (int64_t)k, KS_EV_IN, 0, 0, 0, 0, 0);
+    put_pid(&sink_w[k % 3], word_of(k), 1000 + k);
+    put_event_of(&sink_w[k % 3], word_of(k), 5000000 * (int64_t)k, KS_EV_IN, 0, 0, 0, 0, 0);
   }
   ks_sink_poll_ring(s);
   ck_assert_uint_eq(s->in.dropped_pids, 10);
@@ -643,16 +709,16 @@ START_TEST(test_captured_pid_is_kept_until_the_capture_goes) {
   unsigned k;
   int slot;
 
-  put_pid(s->ring.h, PID_WORD, 42);
-  put_event(s->ring.h, 1000000, KS_EV_IN, 0, 0, 0, 0, 0);
+  put_pid(&sink_w[2], PID_WORD, 42);
+  put_event(&sink_w[2], 1000000, KS_EV_IN, 0, 0, 0, 0, 0);
   ks_sink_poll_ring(s);
   id = id_of_word(s, PID_WORD);
   ck_assert_uint_ne(id, KS_NONE);
-  ks_flame_default_opts(&o);
+  ks_fopts_default(&o);
   slot = ks_flame_start(&s->flame, 1, &o);
   ck_assert_int_ge(slot, 0);
   ck_assert_int_eq(ks_flame_add_pid(&s->flame, &s->flame.cap[slot], id, NULL, 0), KS_OK);
-  put_event(s->ring.h, 2000000, KS_EV_EXIT, 0, 0, 0, 0, 0);
+  put_event(&sink_w[2], 2000000, KS_EV_EXIT, 0, 0, 0, 0, 0);
   /* 25 ms apart: 4 processes within a grace period, and the captured one: room for 8. */
   for (k = 0; k < 200; k++) {
     short_lived(s, k, 10 + 25 * (int64_t)k);
@@ -686,7 +752,7 @@ START_TEST(test_ring_names_are_unpredictable) {
 
   for (k = 0; k < 8; k++) {
     ks_ring_reader_init(&r[k]);
-    ck_assert_int_eq(ks_ring_open(&r[k], 64u << 10), KS_OK);
+    ck_assert_int_eq(ks_ring_open(&r[k], 64u << 10, 2), KS_OK);
     ck_assert_uint_ge(strlen(r[k].name), strlen("/kprof-1-") + 16);
     snprintf(path, sizeof(path), "/dev/shm%s", r[k].name);
     ck_assert_int_eq(stat(path, &st), 0);
@@ -718,6 +784,377 @@ START_TEST(test_replay_garbage) {
 }
 END_TEST
 
+/* Ring claims: a writer thread takes a free ring and keeps it; the last ring is
+ * never claimed (its owner says shared); a released ring is claimed again and
+ * written on from where its last writer stopped. */
+START_TEST(test_claims) {
+  fixture f;
+  ks_ring_writer w, again;
+
+  setup_rings(&f, 64u << 10, 4);
+  ck_assert_uint_eq(ks_ring_claimed(&f.r), 3);
+  ck_assert_uint_eq(atomic_load(&f.w[3].r->owner), KS_RING_SHARED);
+  ck_assert_int_eq(ks_ring_claim(&w, f.r.h, 64u << 10, 4, 99), -1);   /* none free */
+  define_all(&f.w[1]);
+  put_return_to(&f.w[1], 1);
+  ks_ring_release(&f.w[1]);
+  ck_assert_ptr_null(f.w[1].r);
+  ck_assert_uint_eq(ks_ring_claimed(&f.r), 2);
+  ck_assert_int_eq(ks_ring_claim(&again, f.r.h, 64u << 10, 4, 99), 1);
+  ck_assert_uint_eq(atomic_load(&again.r->owner), 99);
+  ck_assert_uint_eq(again.head, ring_head(&again));
+  ck_assert_uint_gt(again.head, 0);
+  put_return_to(&again, 2);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 2);
+  ck_assert_int_eq(f.g.d[0].ev.ts, 1);
+  ck_assert_int_eq(f.g.d[1].ev.ts, 2);
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* The rings are merged by time (ring order among equal times), and a word
+ * defined in one ring names events in another. */
+START_TEST(test_merge_by_time) {
+  static const int64_t want[] = {5, 10, 20, 20, 30, 40, 50};
+  static const int ring_of[] = {2, 0, 0, 1, 0, 1, 0};
+  fixture f;
+  size_t k;
+
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
+  for (k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+    put_mfa_of(&f.w[ring_of[k]], PID_WORD, want[k], KS_REC_RETURN_TO, KS_RECF_MFA,
+               (uint8_t)k);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g), 7);
+  for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+    ks_mfa_view v;
+    ck_assert_int_eq(f.g.d[k].ev.ts, want[k]);
+    ck_assert_int_eq(ks_intern_mfa_get(&f.in, f.g.d[k].ev.mfa, &v), KS_OK);
+    ck_assert_uint_eq(v.arity, k);   /* the record written k-th */
+  }
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* A process's event older than one of its own already handed on (a writer
+ * whose clock is behind another's) is handed on, and counted. */
+START_TEST(test_disorder_is_counted) {
+  fixture f;
+
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
+  put_return_to(&f.w[0], 100);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  put_return_to(&f.w[1], 90);
+  put_pid(&f.w[1], PID2_WORD, 43);
+  put_mfa_of(&f.w[1], PID2_WORD, 95, KS_REC_RETURN_TO, KS_RECF_MFA, 0);   /* another's */
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_int_eq(f.g.n, 3);
+  ck_assert_int_eq(f.g.d[1].ev.ts, 90);
+  ck_assert_uint_eq(f.r.disorder, 1);
+  teardown(&f);
+}
+END_TEST
+
+/* Writers interleaved with a drain's steps (the reader's `look` hook, after its
+ * first look at ring k's head). */
+typedef struct interleave {
+  fixture *f;
+  unsigned ring;                    /* act after the first look at this ring */
+  void (*act)(fixture *f);
+  int done;
+} interleave;
+
+static void look(void *ctx, unsigned k) {
+  interleave *i = ctx;
+
+  if (k == i->ring && !i->done) {
+    i->done = 1;
+    i->act(i->f);
+  }
+}
+
+static void drain_with(fixture *f, interleave *i) {
+  f->r.look = look;
+  f->r.look_ctx = i;
+  ks_ring_drain(&f->r, &f->in, SIZE_MAX, collect, &f->g);
+  f->r.look = NULL;
+}
+
+/* A process on ring 0's writer writes at t=100 just after the drain looked at
+ * ring 0, then moves to ring 1's writer and writes at t=200, which the drain's
+ * first look at ring 1 sees: read in that order, ring 1's record alone would be
+ * handed on first (and ring 0's a drain later). The drain hands on both, in
+ * order, at once. */
+static void migrate(fixture *f) {
+  put_pid(&f->w[0], PID_WORD, 42);
+  put_mfa_of(&f->w[0], PID_WORD, 100, KS_REC_CALL_MFA, 0, 1);
+  put_pid(&f->w[1], PID_WORD, 42);
+  put_mfa_of(&f->w[1], PID_WORD, 200, KS_REC_CALL_MFA, 0, 2);
+}
+
+START_TEST(test_migration_during_a_drain) {
+  fixture f;
+  interleave i = {&f, 0, migrate, 0};
+
+  setup_rings(&f, 64u << 10, 3);
+  tb_ring_atom(&f.w[2], M_WORD, "shop_db");
+  tb_ring_atom(&f.w[2], G_WORD, "run");
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  drain_with(&f, &i);
+  ck_assert_int_eq(f.g.n, 2);
+  ck_assert_int_eq(f.g.d[0].ev.ts, 100);
+  ck_assert_int_eq(f.g.d[1].ev.ts, 200);
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved + f.r.disorder, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* The same with the definitions: the atoms and the pid are defined in ring 0
+ * after the drain looked at it, and named by ring 1's record it then sees. */
+static void define_then_use(fixture *f) {
+  define_all(&f->w[0]);
+  put_call(&f->w[1], 300, M_WORD, 1);
+}
+
+START_TEST(test_definition_during_a_drain) {
+  fixture f;
+  interleave i = {&f, 0, define_then_use, 0};
+
+  setup_rings(&f, 64u << 10, 3);
+  drain_with(&f, &i);
+  ck_assert_int_eq(f.g.n, 1);
+  ck_assert_int_eq(f.g.d[0].ev.ts, 300);
+  ck_assert_uint_eq(f.g.d[0].ev.mfa, tb_intern_mfa(&f.in, "shop_db", "query", 1));
+  ck_assert_uint_eq(f.r.bad + f.r.unresolved, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* A record published after the drain's first looks, later than any it saw
+ * then, waits for the next drain: an earlier record of another ring, not yet
+ * published, may still be due before it. */
+static void late(fixture *f) {
+  put_mfa_of(&f->w[0], PID_WORD, 900, KS_REC_CALL_MFA, 0, 9);
+}
+
+START_TEST(test_past_the_watermark_waits) {
+  fixture f;
+  interleave i = {&f, 2, late, 0};
+
+  setup_rings(&f, 64u << 10, 3);
+  define_all(&f.w[0]);
+  put_mfa_of(&f.w[1], PID_WORD, 500, KS_REC_CALL_MFA, 0, 5);
+  drain_with(&f, &i);
+  ck_assert_int_eq(f.g.n, 1);
+  ck_assert_int_eq(f.g.d[0].ev.ts, 500);
+  /* Walked (its ring's tail stays before it), handed on by the next drain after
+   * one of another ring published in between with an earlier time. */
+  ck_assert_uint_lt(ring_tail(&f.w[0]), ring_head(&f.w[0]));
+  put_mfa_of(&f.w[1], PID_WORD, 800, KS_REC_CALL_MFA, 0, 8);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect, &f.g);
+  ck_assert_int_eq(f.g.n, 3);
+  ck_assert_int_eq(f.g.d[1].ev.ts, 800);
+  ck_assert_int_eq(f.g.d[2].ev.ts, 900);
+  ck_assert_uint_eq(ring_tail(&f.w[0]), ring_head(&f.w[0]));
+  teardown(&f);
+}
+END_TEST
+
+/*
+ * Writers on threads of their own, as the VM's schedulers: NPROC processes
+ * move between NWRITERS threads (a thread takes a free process from a pool
+ * under a lock, writes a burst of its calls, puts it back: the lock is the
+ * hand-over a run queue makes), with times from the NIF's clock (ks_vm_clock.h
+ * over the real ticks), the first writers on rings of their own, the last two
+ * sharing the shared ring under a lock as the NIF's threads without a ring do.
+ * The main thread drains all the while. Each process's calls carry its own
+ * count (in the arity, mod 256): every process's events must come out in the
+ * order written, none lost, none twice, and each drain's in time order.
+ */
+#define NWRITERS 5
+#define NPROC 16
+#define PER_WRITER 20000
+#define STRESS_SIZE (256u << 10)
+
+typedef struct stress {
+  ks_ring_reader r;
+  ks_intern in;
+  ks_vm_clock clock;
+  pthread_mutex_t pool_lock, shared_lock;
+  int busy[NPROC], last_writer[NPROC];
+  unsigned seq[NPROC];
+  long migrations;
+  ks_ring_writer shared;
+  _Atomic int running, started;
+  /* the reader's: */
+  int64_t last_ts[NPROC], drain_last;
+  unsigned got[NPROC];
+  uint32_t pid_id[NPROC];
+} stress;
+
+typedef struct writer_arg {
+  stress *st;
+  int id;
+} writer_arg;
+
+static int64_t os_vm_time(void) {
+  return (int64_t)ks_os_ns();
+}
+
+static uint64_t proc_word(int p) {
+  return 0x700003ULL + ((uint64_t)p << 8);
+}
+
+/* Waits until w's ring has room (the reader runs beside): no drops in this test. */
+static void wait_room(ks_ring_writer *w, size_t len) {
+  while (w->head + len - atomic_load_explicit(&w->r->tail, memory_order_acquire) > w->size)
+    sched_yield();
+}
+
+static void stress_write(stress *st, ks_ring_writer *w, ks_vm_epoch *mine, int p,
+                         uint8_t *defined) {
+  if (!defined[p]) {
+    wait_room(w, 64);
+    put_pid(w, proc_word(p), 2000 + (unsigned)p);
+    defined[p] = 1;
+  }
+  wait_room(w, sizeof(ks_rec_mfa));
+  put_mfa_of(w, proc_word(p), ks_ring_time(w, ks_vm_clock_now(&st->clock, mine)),
+             KS_REC_CALL_MFA, 0, (uint8_t)st->seq[p]++);
+}
+
+static void *stress_writer(void *arg) {
+  writer_arg *a = arg;
+  stress *st = a->st;
+  ks_ring_writer own, *w = &own;
+  ks_vm_epoch mine = {0, 0, 0, 0};
+  uint8_t defined[NPROC] = {0};
+  uint32_t rnd = 2654435761u * (uint32_t)(a->id + 1);
+  int done = 0, shared = ks_ring_claim(&own, st->r.h, STRESS_SIZE, st->r.rings,
+                                       (uint64_t)a->id + 1) < 0;
+
+  if (shared)
+    w = &st->shared;
+  if (a->id == 0) {   /* the atoms, before any writer names them */
+    tb_ring_atom(w, M_WORD, "shop_db");
+    tb_ring_atom(w, G_WORD, "run");
+    atomic_store(&st->started, 1);
+  }
+  while (!atomic_load(&st->started))
+    sched_yield();
+  while (done < PER_WRITER) {
+    int p, k, burst;
+    rnd = rnd * 1103515245u + 12345u;
+    pthread_mutex_lock(&st->pool_lock);
+    for (p = (int)(rnd >> 16) % NPROC, k = 0; k < NPROC && st->busy[p]; k++)
+      p = (p + 1) % NPROC;
+    if (k == NPROC) {
+      pthread_mutex_unlock(&st->pool_lock);
+      continue;
+    }
+    st->busy[p] = 1;
+    st->migrations += st->last_writer[p] != a->id;
+    st->last_writer[p] = a->id;
+    pthread_mutex_unlock(&st->pool_lock);
+    burst = 1 + (int)((rnd >> 8) % 8);
+    for (k = 0; k < burst && done < PER_WRITER; k++, done++) {
+      if (shared)
+        pthread_mutex_lock(&st->shared_lock);
+      stress_write(st, w, &mine, p, defined);
+      if (shared)
+        pthread_mutex_unlock(&st->shared_lock);
+    }
+    pthread_mutex_lock(&st->pool_lock);
+    st->busy[p] = 0;
+    pthread_mutex_unlock(&st->pool_lock);
+  }
+  if (!shared)
+    ks_ring_release(&own);
+  atomic_fetch_sub(&st->running, 1);
+  return NULL;
+}
+
+static void stress_event(void *ctx, ks_decoded *d) {
+  stress *st = ctx;
+  ks_mfa_view v;
+  int p;
+
+  for (p = 0; p < NPROC && st->pid_id[p] != d->ev.pid; p++)
+    ;
+  if (p == NPROC) {   /* a process seen for the first time: its id */
+    ks_pid_view pv;
+    ck_assert_int_eq(ks_intern_pid_get(&st->in, d->ev.pid, &pv), KS_OK);
+    p = (int)pv.num - 2000;
+    ck_assert_int_ge(p, 0);
+    ck_assert_int_lt(p, NPROC);
+    ck_assert_uint_eq(st->pid_id[p], KS_NONE);
+    st->pid_id[p] = d->ev.pid;
+  }
+  ck_assert_int_eq(ks_intern_mfa_get(&st->in, d->ev.mfa, &v), KS_OK);
+  ck_assert_msg(v.arity == (st->got[p] & 0xff), "process %d: call %u came as %u", p,
+                st->got[p], v.arity);
+  ck_assert_int_ge(d->ev.ts, st->last_ts[p]);
+  ck_assert_int_ge(d->ev.ts, st->drain_last);
+  st->last_ts[p] = st->drain_last = d->ev.ts;
+  st->got[p]++;
+}
+
+START_TEST(test_writers_on_threads) {
+  stress *st = calloc(1, sizeof(*st));
+  pthread_t th[NWRITERS];
+  writer_arg args[NWRITERS];
+  unsigned total = 0;
+  int k, drains = 0;
+
+  ck_assert_ptr_nonnull(st);
+  ks_ring_reader_init(&st->r);
+  ck_assert_int_eq(ks_intern_init(&st->in, NULL), KS_OK);
+  ck_assert_int_eq(ks_ring_open(&st->r, STRESS_SIZE, NWRITERS - 1), KS_OK);
+  ks_ring_writer_init(&st->shared, st->r.h, STRESS_SIZE, NWRITERS - 2);
+  ks_vm_clock_init(&st->clock, os_vm_time, ks_tsc_is_clocksource());
+  pthread_mutex_init(&st->pool_lock, NULL);
+  pthread_mutex_init(&st->shared_lock, NULL);
+  for (k = 0; k < NPROC; k++) {
+    st->pid_id[k] = KS_NONE;
+    st->last_ts[k] = INT64_MIN;
+    st->last_writer[k] = -1;
+  }
+  atomic_store(&st->running, NWRITERS);
+  for (k = 0; k < NWRITERS; k++) {
+    args[k] = (writer_arg){st, k};
+    ck_assert_int_eq(pthread_create(&th[k], NULL, stress_writer, &args[k]), 0);
+  }
+  while (atomic_load(&st->running) > 0) {
+    st->drain_last = INT64_MIN;
+    ks_ring_drain(&st->r, &st->in, SIZE_MAX, stress_event, st);
+    drains++;
+  }
+  for (k = 0; k < NWRITERS; k++)
+    pthread_join(th[k], NULL);
+  st->drain_last = INT64_MIN;
+  ks_ring_drain(&st->r, &st->in, SIZE_MAX, stress_event, st);
+  for (k = 0; k < NPROC; k++) {
+    ck_assert_uint_eq(st->got[k], st->seq[k]);
+    total += st->got[k];
+  }
+  ck_assert_uint_eq(total, NWRITERS * PER_WRITER);
+  ck_assert_uint_eq(st->r.bad + st->r.unresolved + st->r.full + st->r.drops_seen, 0);
+  ck_assert_uint_eq(st->r.disorder, 0);
+  /* Processes did move, and the rings were read while being written. */
+  ck_assert_int_gt(st->migrations, NPROC);
+  ck_assert_int_gt(drains, 1);
+  ks_ring_close(&st->r);
+  ks_intern_free(&st->in);
+  pthread_mutex_destroy(&st->pool_lock);
+  pthread_mutex_destroy(&st->shared_lock);
+  pthread_mutex_destroy(&st->clock.lock);
+  free(st);
+}
+END_TEST
+
 Suite *ring_suite(void) {
   Suite *s = suite_create("ring");
   TCase *tc = tcase_create("ring");
@@ -727,10 +1164,17 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_event_records_match_the_decoder);
   tcase_add_test(tc, test_bad_event_records);
   tcase_add_test(tc, test_reads_and_names);
-  tcase_add_test(tc, test_uncommitted_stops_the_read);
+  tcase_add_test(tc, test_unpublished_is_not_read);
   tcase_add_test(tc, test_full_ring_counts_drops);
-  tcase_add_test(tc, test_stale_head_is_not_full);
   tcase_add_test(tc, test_foreign_tail_cache);
+  tcase_add_test(tc, test_dead_ring);
+  tcase_add_test(tc, test_claims);
+  tcase_add_test(tc, test_merge_by_time);
+  tcase_add_test(tc, test_disorder_is_counted);
+  tcase_add_test(tc, test_migration_during_a_drain);
+  tcase_add_test(tc, test_definition_during_a_drain);
+  tcase_add_test(tc, test_past_the_watermark_waits);
+  tcase_add_test(tc, test_writers_on_threads);
   tcase_add_test(tc, test_wraps_around);
   tcase_add_test(tc, test_unknown_words_and_bad_records);
   tcase_add_test(tc, test_sink_routes_ring_events);

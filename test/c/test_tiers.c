@@ -31,7 +31,7 @@ static ks_tier_spec spec(const char *m, const char *f, int role, int entry) {
 
 static void setup(void) {
   ks_tier_opts o;
-  ks_tier_spec *specs = calloc(6, sizeof(*specs));
+  ks_tier_spec *specs = calloc(7, sizeof(*specs));
 
   ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
   ks_tiers_init(&tiers);
@@ -41,11 +41,12 @@ static void setup(void) {
   specs[3] = spec("kprof_mark", "start", KS_ROLE_START, 0);
   specs[4] = spec("kprof_mark", "stop", KS_ROLE_STOP, 0);
   specs[5] = spec("web", "entry", KS_ROLE_NONE, 1);
+  specs[6] = spec("kprof_mark", "resume", KS_ROLE_MARK, 0);
   ks_tiers_default_opts(&o);
   o.grace_ns = 1000;
   o.slow_ns = 0;
   o.slow_max = 2;
-  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 6, 3, &o), KS_OK);
+  ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 7, 3, &o), KS_OK);
   pid_a = pid(1);
   pid_b = pid(2);
 }
@@ -69,17 +70,16 @@ static void ev(int kind, uint32_t p, int64_t ts, uint32_t m, uint32_t caller,
 static const unsigned char ID_GET[] = {100, 0, 3, 'g', 'e', 't'};
 static const unsigned char ID_PUT[] = {100, 0, 3, 'p', 'u', 't'};
 
-/* start marker at t0, called from `req`; stop at t1. */
+/* start marker at t0, called from `req`; stop at t1. The markers are traced
+ * global: no return_to follows them. */
 static void start(uint32_t p, int64_t t, const unsigned char *label, const unsigned char *id) {
   uint32_t req = mfa("app", "req", 2);
   ev(KS_EV_CALL, p, t, mfa("kprof_mark", "start", 1), req, label, id, 6);
-  RET(p, t, req);
 }
 
 static void stop(uint32_t p, int64_t t, const unsigned char *label) {
   uint32_t req = mfa("app", "req", 2);
   CALL(p, t, mfa("kprof_mark", "stop", 0), req, label);
-  RET(p, t, req);
 }
 
 /* The row of identity `id` (0-based order of first appearance). */
@@ -116,6 +116,30 @@ START_TEST(nested_tiers_and_other) {
   ck_assert_uint_eq(incl_total(0, HTTP), 4500);
   ck_assert_uint_eq(incl_total(0, DB), 3000);
   ck_assert_uint_eq(row(0)->cols[HTTP].calls, 1);
+  ck_assert_uint_eq(row(0)->cols[DB].calls, 1);
+}
+END_TEST
+
+/* A marker's call (kprof_mark, traced global) has no return_to after it: it
+ * opens no frame. The time after the resume marker in db is db's until db's
+ * return_to, as is the time after the start marker until http's call: other. */
+START_TEST(markers_open_no_frame) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1);
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 100, http, req, label1);
+  CALL(pid_a, 1000, db, http, label1);
+  CALL(pid_a, 1500, mfa("kprof_mark", "resume", 0), db, label1);
+  RET(pid_a, 2500, http);
+  RET(pid_a, 3000, req);
+  stop(pid_a, 3200, label1);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(tiers.orphan_events, 0);
+  ck_assert_uint_eq(self_total(0, HTTP), 1400);
+  ck_assert_uint_eq(self_total(0, DB), 1500);
+  ck_assert_uint_eq(self_total(0, 3), 300);    /* other: before http and after it */
+  ck_assert_uint_eq(incl_total(0, HTTP), 2900);
   ck_assert_uint_eq(row(0)->cols[DB].calls, 1);
 }
 END_TEST
@@ -269,11 +293,9 @@ START_TEST(return_after_nested_request_goes_to_outer) {
   CALL(pid_a, 100, http, req, label1);
   /* http runs the inner request (its markers called from app:inner). */
   ev(KS_EV_CALL, pid_a, 200, mfa("kprof_mark", "start", 1), inner, label2, ID_PUT, 6);
-  RET(pid_a, 200, inner);
   CALL(pid_a, 300, db, inner, label2);
   RET(pid_a, 1300, inner);
   CALL(pid_a, 1400, mfa("kprof_mark", "stop", 0), inner, label2);
-  RET(pid_a, 1400, inner);
   RET(pid_a, 1500, req);                /* out of http: no label, no resume marker */
   stop(pid_a, 5500, label1);
   ks_tiers_flush(&tiers, 1);
@@ -377,11 +399,10 @@ START_TEST(entry_opens_and_ends) {
 END_TEST
 
 /* Requests whose process died never end: past max_age they give their slot back. */
-START_TEST(stale_requests_are_abandoned) {
+/* The tiers again with one tier, 4 slots, a 10 ns grace and 1 ms max age. */
+static void restart_small(void) {
   ks_tier_opts o;
   ks_tier_spec *specs = calloc(3, sizeof(*specs));
-  uint32_t req, http, k;
-  unsigned char label[2] = {97, 0};
 
   ks_tiers_free(&tiers);
   ks_tiers_init(&tiers);
@@ -393,6 +414,13 @@ START_TEST(stale_requests_are_abandoned) {
   o.grace_ns = 10;
   o.max_age_ns = 1000000;   /* 1 ms */
   ck_assert_int_eq(ks_tiers_start(&tiers, &in, specs, 3, 1, &o), KS_OK);
+}
+
+START_TEST(stale_requests_are_abandoned) {
+  uint32_t req, http, k;
+  unsigned char label[2] = {97, 0};
+
+  restart_small();
   req = mfa("app", "req", 2);
   http = mfa("http", "handle", 1);
   for (k = 0; k < 4; k++) {   /* four requests whose processes are killed */
@@ -412,6 +440,43 @@ START_TEST(stale_requests_are_abandoned) {
   ck_assert_uint_eq(tiers.requests, 7);
   ck_assert_uint_eq(tiers.abandoned, 4);
   ck_assert_uint_eq(tiers.dropped_requests, 0);
+}
+END_TEST
+
+/* Every slot taken by fresh requests: new ones are dropped (no sweep can free
+ * a slot before the oldest is max_request_ms old, and none is run); at that
+ * age the oldest is abandoned at once and its slot taken. */
+START_TEST(full_table_sweeps_when_one_can_be_stale) {
+  uint32_t req, http, k;
+  unsigned char label[2] = {97, 0};   /* labels are 2 bytes here (tb_tier_event) */
+
+  restart_small();
+  req = mfa("app", "req", 2);
+  http = mfa("http", "handle", 1);
+  for (k = 0; k < 4; k++) {   /* open at 0, 1000, 2000, 3000 ns */
+    label[1] = (unsigned char)k;
+    start(pid_a, (int64_t)k * 1000, label, ID_GET);
+    CALL(pid_a, (int64_t)k * 1000, http, req, label);
+  }
+  for (k = 0; k < 1000; k++) {   /* no slot: dropped */
+    label[0] = (unsigned char)(100 + k / 250);
+    label[1] = (unsigned char)(k % 250);
+    start(pid_b, 500000 + k, label, ID_GET);
+  }
+  ck_assert_uint_eq(tiers.dropped_requests, 1000);
+  ck_assert_uint_eq(tiers.abandoned, 0);
+  label[1] = 0;
+  /* 1 ms and a bit after the first: it is abandoned, the new one takes its slot. */
+  label[0] = 98;
+  start(pid_b, 1000500, label, ID_GET);
+  CALL(pid_b, 1000500, http, req, label);
+  RET(pid_b, 1000600, req);
+  stop(pid_b, 1000700, label);
+  ck_assert_uint_eq(tiers.abandoned, 1);
+  ck_assert_uint_eq(tiers.dropped_requests, 1000);
+  ks_tiers_flush(&tiers, 1);
+  ck_assert_uint_eq(tiers.requests, 1);
+  ck_assert_uint_eq(tiers.n_inflight, 3);
 }
 END_TEST
 
@@ -471,12 +536,10 @@ static void msg_exit(unsigned num, const char *reason, long long ts) {
 
 static void msg_request_start(unsigned num, long label, const char *identity, long long ts) {
   msg_call(num, "kprof_mark", "start", 1, label, identity, ts);
-  msg_return_to(num, ts);
 }
 
 static void msg_request_stop(unsigned num, long label, long long ts) {
   msg_call(num, "kprof_mark", "stop", 0, label, NULL, ts);
-  msg_return_to(num, ts);
 }
 
 static uint32_t sink_pid(unsigned num) {
@@ -762,6 +825,7 @@ Suite *tiers_suite(void) {
 
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, nested_tiers_and_other);
+  tcase_add_test(tc, markers_open_no_frame);
   tcase_add_test(tc, tail_call_chain);
   tcase_add_test(tc, recursion_and_repeated_calls);
   tcase_add_test(tc, calls_per_request_histogram);
@@ -772,6 +836,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, entry_opens_and_ends);
   tcase_add_test(tc, orphans_and_caps);
   tcase_add_test(tc, stale_requests_are_abandoned);
+  tcase_add_test(tc, full_table_sweeps_when_one_can_be_stale);
   tcase_add_test(tc, hist_quantile_error_bound);
   tcase_add_test(tc, hist_shared_vectors);
   tcase_add_test(tc, requests_pin_their_pids);

@@ -241,10 +241,10 @@ void tb_tmpdir_remove(const char *dir) {
   ck_assert_int_eq(system(cmd), 0);
 }
 
-uint64_t tb_ring_atom(ks_ring_hdr *h, uint64_t word, const char *name, uint64_t *tail_cache) {
+uint64_t tb_ring_atom(ks_ring_writer *w, uint64_t word, const char *name) {
   size_t n = strlen(name), len = ks_ring_align(sizeof(ks_rec_atom) + n);
-  uint64_t pos;
-  unsigned char *rec = ks_ring_reserve(h, len, &pos, tail_cache);
+  uint64_t pos = w->head;
+  unsigned char *rec = ks_ring_reserve(w, len);
   ks_rec_atom a;
 
   ck_assert_ptr_nonnull(rec);
@@ -253,7 +253,7 @@ uint64_t tb_ring_atom(ks_ring_hdr *h, uint64_t word, const char *name, uint64_t 
   a.len = (uint16_t)n;
   memcpy(rec + 8, (unsigned char *)&a + 8, sizeof(a) - 8);
   memcpy(rec + sizeof(a), name, n);
-  ks_ring_commit(h, rec, pos, len, KS_REC_ATOM, 0);
+  ks_ring_commit(w, rec, len, KS_REC_ATOM, 0);
   return pos;
 }
 

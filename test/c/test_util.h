@@ -60,9 +60,9 @@ void tb_flame_write(ks_sink *s, long ref, long id, const char *dir, const char *
 void tb_tmpdir(char *dir, size_t cap, const char *what);
 void tb_tmpdir_remove(const char *dir);
 
-/* An atom's name record in the ring, as the tracer NIF writes one (ks_rec_atom);
- * tail_cache is the writer's cache of the tail (ks_ring_reserve). Its position. */
-uint64_t tb_ring_atom(ks_ring_hdr *h, uint64_t word, const char *name, uint64_t *tail_cache);
+/* An atom's name record in w's ring, as the tracer NIF writes one (ks_rec_atom).
+ * Its position. */
+uint64_t tb_ring_atom(ks_ring_writer *w, uint64_t word, const char *name);
 
 /* Reads a whole file; NULL if missing. */
 unsigned char *read_file(const char *path, size_t *len);
@@ -71,12 +71,14 @@ const char *test_data_dir(void);
 Suite *frame_suite(void);
 Suite *etf_suite(void);
 Suite *intern_suite(void);
+Suite *hmap_suite(void);
 Suite *decode_suite(void);
 Suite *replay_suite(void);
 Suite *control_suite(void);
 Suite *tiers_suite(void);
 Suite *flame_suite(void);
 Suite *ring_suite(void);
+Suite *vm_clock_suite(void);
 Suite *full_trace_suite(void);
 Suite *overload_suite(void);
 Suite *stack_suite(void);
