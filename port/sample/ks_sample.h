@@ -221,9 +221,7 @@ uint32_t ks_sampler_native(ks_sampler *s, const char *module, const char *name);
 uint32_t ks_sampler_name(void *ctx, const ks_pname *name);
 
 /* sample_record.c: a session written as it happens (a file of the format
- * the file's top comment describes), and read back into a sampler whose
- * intern table and emit are set: KS_OK, or KS_EBADTERM for a file that is
- * not one or is cut (what came before it is resolved). */
+ * the file's top comment describes). */
 int ks_srec_open(ks_srec *r, const char *path, const struct ks_sampler *s, const ks_playout *lay);
 void ks_srec_ring(ks_srec *r, int kind, const unsigned char *rec, size_t len);
 void ks_srec_map(ks_srec *r, int64_t t, const char *p, size_t n);
@@ -233,6 +231,9 @@ void ks_srec_drain(ks_srec *r, int64_t t);
 void ks_srec_layout(ks_srec *r, const ks_playout *lay, int64_t from);
 void ks_srec_only(ks_srec *r, const ks_intern *in, const uint32_t *only, uint32_t n);
 int ks_srec_close(ks_srec *r);
+/* sample_replay.c: a recording read back into a sampler whose intern table
+ * and emit are set: KS_OK, or KS_EBADTERM for a file that is not one or is
+ * cut (what came before it is resolved). */
 int ks_srec_replay(struct ks_sampler *s, const unsigned char *p, size_t n);
 
 /* sampler.c: a session on a live VM. */
