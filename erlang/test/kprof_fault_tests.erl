@@ -475,17 +475,18 @@ opts(Dir) ->
     #{output_directory => Dir, output_format => folded}.
 
 %% N busy processes under flame_pid (20 s), in a process that sends
-%% {done, Result}; returns once they are traced and the sink has taken a
-%% thousand events. (The calibration's rounds before the capture count
-%% events too: a kill -9 meant for the capture hit a round, and the capture
-%% then ran on the new sink and returned its files.)
+%% {done, Result}; returns once the sink has taken a thousand events. No
+%% correction: the calibration's rounds before a capture count events too,
+%% and a kill -9 meant for the capture hit a round (the capture then ran on
+%% the new sink and returned its files). (Waiting for the processes to be
+%% traced instead polled code:ensure_loaded(trace) on OTP 25, which the
+%% code server answered only after the test's 90 s.)
 busy_capture(N, Dir) ->
     Ps = [spawn_link(fun ?MODULE:spin_forever/0) || _ <- lists:seq(1, N)],
     Self = self(),
-    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, opts(Dir))} end),
-    ok = wait_until(fun() -> lists:all(fun kprof_test_util:kprof_traced/1, Ps) end, 10000),
-    E0 = sink_events(),
-    ok = wait_until(fun() -> sink_events() > E0 + 1000 end, 10000),
+    Opts = (opts(Dir))#{correct => false},
+    _ = spawn_link(fun() -> Self ! {done, kprof:flame_pid(Ps, 20000, Opts)} end),
+    ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
     Ps.
 
 leftovers() ->
