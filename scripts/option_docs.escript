@@ -107,7 +107,7 @@ rows(user, Mode) -> [R || {Modes, _, _, _, _, _, _, _} = R <- kprof_opts:rows(Mo
 rows(sink, Mode) -> kprof_opts:sink_rows(Mode).
 
 body(Style, Kind, Mode, F, LineNo) ->
-    case lists:member(Mode, [tiers, flame, guard, calls]) andalso lists:member(Kind, [user, sink])
+    case lists:member(Mode, [tiers, flame, sample, guard, calls]) andalso lists:member(Kind, [user, sink])
         andalso rows(Kind, Mode) of
         false -> die(F, LineNo, "not a block: " ++ atom_to_list(Kind) ++ " " ++ atom_to_list(Mode));
         [] -> die(F, LineNo, "no rows for " ++ atom_to_list(Kind) ++ " " ++ atom_to_list(Mode));
