@@ -6,6 +6,8 @@
 #   make bench-overhead           cost per event in the traced process, tracer by tracer,
 #                                 beside a null NIF tracer (the VM's dispatch floor)
 #   make bench-nif-instructions   instructions per traced call by callgrind (OTP 26+)
+#   make bench-ir                 the sink's instructions per event by callgrind (bench/ir.sh):
+#                                 sink_modes on the stream, flame_sink on the compile recording
 #   make bench-ring               a record's cost to its writer, 1 and 2 writers on cores of
 #                                 their own: the shared ring of format 3 against rings per
 #                                 writer, and the projection to 8, 32, 128 busy schedulers
@@ -67,6 +69,18 @@ $(BENCH_DIR)/null_tracer.so: bench/null_tracer_nif.c | $(BENCH_DIR)
 bench-nif-instructions: $(SINK) $(NIF) erl $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/null_tracer.beam \
                         $(BENCH_DIR)/null_tracer.so
 	B=$(B) bench/nif_instructions.sh
+
+# The sink's instructions per event by callgrind (bench/ir.sh): sink_modes' decoded,
+# flame_stacks and tier_aggregated on the recorded stream, and flame_sink on the
+# compile recording (recorded first when missing, as bench-flame-sink does). Prints;
+# bench/RESULTS.md quotes it by hand ("port/ reorganisation: Ir per event before and after").
+.PHONY: bench-ir
+bench-ir: $(BENCH_DIR)/sink_modes $(BENCH_DIR)/flame_sink $(BENCH_DIR)/flame_real.beam
+	B=$(B) BENCH_MSGS=$(BENCH_MSGS) bench/run.sh --stream-only
+	mkdir -p $(FLAME_TRACES)
+	test -s $(FLAME_TRACES)/compile.trace || erl -noshell -pa erlang/ebin -pa $(BENCH_DIR) \
+	  -run flame_real main record compile $(FLAME_TRACES)/compile.trace
+	bench/ir.sh $(BENCH_DIR) $(BENCH_DIR)/stream.bin $(FLAME_TRACES)/compile.trace
 
 # A ring's record against the shared ring of format 3 (bench/ring_bench.c); RING_FLOOR_NS is
 # the VM's own cost per event for the projection (bench-overhead's null tracer row).

@@ -9,8 +9,8 @@
  * names (any bytes, up to 255 * 4). Every capture is written in all five formats
  * into a directory of the harness's own (mkdtemp), through flame_write as
  * kprof_flame asks for it, then each file is checked:
- *   folded      the correction's comment line, then lines "frames count": no space or
- *               control byte in the frames, UTF-8;
+ *   folded      only lines "frames count": no space or control byte in the frames,
+ *               UTF-8;
  *   perf        no control byte but tab and newline, UTF-8;
  *   speedscope  JSON (a full parse) in valid UTF-8;
  *   svg         well-formed XML as far as names can break it (tags balanced,
@@ -19,7 +19,8 @@
  *   callgrind   (callgrind.out.cap) UTF-8 lines a callgrind reader takes: header
  *               lines, then fl=/fn=/cfi=/cfn= with an id named at its first use and
  *               only then, calls=N 0, cost lines `0 N', totals: the sum of the self
- *               cost lines; no control byte.
+ *               cost lines; no control byte;
+ *   meta        (cap.meta.json, beside the folded file) JSON in valid UTF-8.
  * flame_start must answer ok (an option the sink no longer takes would leave
  * every input without a capture). Any other reply to flame_write than
  * {ok, Paths, Info} or {error, no_events | enomem, _} aborts.
@@ -359,18 +360,8 @@ static void check_folded(const unsigned char *b, size_t n) {
   size_t i = 0, start, space;
 
   check_utf8("folded", b, n);
-  /* The header's comment lines ("# kprof correction: ..."), first: lines
-   * flamegraph.pl and speedscope skip (they end in no count). */
-  while (i + 1 < n && b[i] == '#' && b[i + 1] == ' ') {
-    while (i < n && b[i] != '\n') {
-      if (b[i] < 0x20 || b[i] == 0x7f)
-        bad("folded", "a control byte in a comment", b, n, i);
-      i++;
-    }
-    if (i == n || (i > 0 && b[i - 1] >= '0' && b[i - 1] <= '9'))
-      bad("folded", "a comment without its newline, or ending in a count", b, n, i);
-    i++;
-  }
+  /* Only "frames count" lines: no comment, no header (flamegraph.pl and
+   * difffolded.pl take any other line for a bad one). */
   while (i < n) {
     start = i;
     space = SIZE_MAX;
@@ -752,7 +743,7 @@ static void check_files(void) {
     void (*check)(const unsigned char *, size_t);
   } files[] = {{"cap.folded", check_folded}, {"cap.perf", check_perf},
                {"cap.speedscope.json", check_json}, {"cap.svg", check_svg},
-               {"callgrind.out.cap", check_callgrind}};
+               {"callgrind.out.cap", check_callgrind}, {"cap.meta.json", check_json}};
   char path[128];
   unsigned char *b;
   size_t k, n;

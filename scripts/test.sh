@@ -5,7 +5,9 @@
 #   end-to-end tests (EUnit), the docs (edoc with no warning and every export
 #   documented; every name the docs give exists, and the checker's own test; the docs'
 #   shell sessions run, the shapes they print compared with the docs'),
-#   the flame capture at 10 M events, the flame outputs in real viewers
+#   the flame capture at 10 M events, every flame format in its own reader with
+#   warnings on (callgrind_annotate; FlameGraph's scripts when FLAMEGRAPH_DIR or PATH
+#   has them), the flame outputs in real viewers
 #   (chromium; the callgrind file in KCachegrind under Xvfb), rebar3's xref, dialyzer and edoc, the Elixir example (mix), kprof taken as a
 #   dependency the way a user takes it (rebar3, mix, a release, the hex file list, from a
 #   file:// clone of HEAD, offline), then the fuzzers for FUZZ_SECONDS (default 30),
@@ -60,6 +62,16 @@ run check-mem   $MAKE --no-print-directory check-mem
 run eunit       $MAKE --no-print-directory eunit
 run docs        $MAKE --no-print-directory docs doccheck doccheck-selftest readme-check sizecheck SIZECHECK=--check
 run flame-volume $MAKE --no-print-directory check-flame-volume
+# Every format in its own reader, warnings on (test/readers.mk): callgrind_annotate
+# comes with valgrind (scripts/deps.sh); FlameGraph's scripts are no Debian package,
+# so that half runs when FLAMEGRAPH_DIR or PATH has them, and is reported SKIPPED
+# otherwise.
+run readers     $MAKE --no-print-directory check-readers
+if [ -n "${FLAMEGRAPH_DIR:-}" ] || command -v flamegraph.pl >/dev/null 2>&1; then
+  run flamegraph $MAKE --no-print-directory check-flamegraph
+else
+  skip check-flamegraph "FlameGraph's flamegraph.pl, difffolded.pl and stackcollapse-perf.pl not found (no Debian package; set FLAMEGRAPH_DIR to a FlameGraph checkout)"
+fi
 # chromium is not among the packages `make deps` installs: installed here for
 # the browser check (scripts/deps.sh browser), which is skipped, loudly, only
 # when that cannot be done (not root, no package source).

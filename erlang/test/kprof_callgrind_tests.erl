@@ -153,14 +153,13 @@ wait_file(File, N) ->
         _ -> timer:sleep(100), ok
     end.
 
-%% [{Frames, Count}] of a folded file, its comment line left out.
+%% [{Frames, Count}] of a folded file (only "frames count" lines).
 folded_lines(File) ->
     {ok, Bin} = file:read_file(File),
     [begin
          [Count, Path] = [lists:reverse(P) || P <- string:split(lists:reverse(L), " ")],
          {string:split(Path, ";", all), list_to_integer(Count)}
-     end || L <- string:split(unicode:characters_to_list(Bin), "\n", all),
-            L =/= "", hd(L) =/= $#].
+     end || L <- string:split(unicode:characters_to_list(Bin), "\n", all), L =/= ""].
 
 %% The folded file's inclusive cost per function, as callgrind_annotate counts it.
 inclusive(Lines) ->

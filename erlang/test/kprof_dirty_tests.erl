@@ -124,8 +124,7 @@ dirty_window(Kind, Dir) ->
                                             progress => false}),
     P ! stop,
     {ok, Bin} = file:read_file(File),
-    Lines = [L || L <- binary:split(Bin, <<"\n">>, [global]), L =/= <<>>,
-              binary:first(L) =/= $#],
+    Lines = [L || L <- binary:split(Bin, <<"\n">>, [global]), L =/= <<>>],
     Name = iolist_to_binary(io_lib:format("erts_debug:~s/2", [Kind])),
     Us = lists:sum([binary_to_integer(lists:last(binary:split(L, <<" ">>, [global])))
                     || L <- Lines, binary:match(L, Name) =/= nomatch]),

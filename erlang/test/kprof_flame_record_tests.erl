@@ -101,6 +101,8 @@ same_folded(Env) ->
     {ok, Live} = file:read_file(Folded),
     ?assert(byte_size(Live) > 1000),
     ?assertEqual(Live, element(2, file:read_file(Again))),
+    %% The meta file beside it too, but for its id: the replay's own.
+    ?assertEqual(without_id(read(D, "live.meta.json")), without_id(read(D, "again.meta.json"))),
     %% callgrind from the file: its totals line is the folded file's sum.
     {ok, [CG]} = kprof:replay(Rec, #{output_directory => D, name => "cg",
                                      output_format => [callgrind]}),
@@ -259,6 +261,7 @@ command_line(Env) ->
     {0, Out} = run(Sink, ["--replay", Rec, "--out", D, "--name", "cli", "--format", "folded"]),
     ?assertEqual(filename:join(D, "cli.folded"), string:trim(Out)),
     ?assertEqual(read(D, "live.folded"), read(D, "cli.folded")),
+    ?assertEqual(without_id(read(D, "live.meta.json")), without_id(read(D, "cli.meta.json"))),
     {2, _} = run(Sink, ["--replay"]),
     ok = file:write_file(filename:join(D, "bad.kprec"), <<"not a recording">>),
     {1, _} = run(Sink, ["--replay", filename:join(D, "bad.kprec"), "--out", D]).
@@ -273,10 +276,19 @@ read(D, Name) ->
     {ok, Bin} = file:read_file(filename:join(D, Name)),
     Bin.
 
-%% The sum of a folded file's counts (its `#' lines are comments).
+%% A .meta.json with its "id" (the capture's, or a replay's own) taken out, the
+%% rest (processes, total_us, formats, the correction's figures) as written.
+without_id(Meta) ->
+    {match, [Pre, Post]} = re:run(Meta, "^(.*)\"id\":[0-9]+,(.*)$",
+                                  [{capture, all_but_first, binary}, dotall]),
+    ?assertNotEqual(nomatch, binary:match(Post, <<"\"correction\":{\"applied\":">>)),
+    <<Pre/binary, Post/binary>>.
+
+%% The sum of a folded file's counts (only "frames count" lines: any other
+%% fails the count's parse).
 folded_total(Bin) ->
     lists:sum([binary_to_integer(lists:last(binary:split(L, <<" ">>, [global])))
-               || L <- binary:split(Bin, <<"\n">>, [global, trim_all]), binary:first(L) =/= $#]).
+               || L <- binary:split(Bin, <<"\n">>, [global, trim_all])]).
 
 %% What Fun returns, and what it printed.
 with_io(Fun) ->

@@ -654,12 +654,19 @@ known_tree_flow(Dir) ->
     ?assertEqual(0, incl(Folded, Thrower ++ [mfa(shape_deep), mfa(shape_deep)])),
     ?assertEqual(0, incl(Folded, P([shape_top, shape_burner]) ++ ["kprof_flame_tests:spin/1",
                                                                  "kprof_flame_tests:spin/1"])),
-    %% Every file says the correction, with the same figures.
+    %% Every file says the correction, with the same figures; the folded
+    %% file's is in Base.meta.json beside it (not in the list of files).
     Said = io_lib:format("kprof correction: per_event_ns=~b events=~b ", [Ns, Events]),
+    Meta = iolist_to_binary([filename:rootname(file_of(".folded", Files), ".folded"),
+                             ".meta.json"]),
+    ?assertEqual([], [F || F <- Files, iolist_to_binary(F) =:= Meta]),
+    {ok, MetaBin} = file:read_file(Meta),
+    ?assertNotEqual(nomatch, string:find(MetaBin, io_lib:format("\"applied\":true,\"per_event_ns\":~b,"
+                                                                "\"events\":~b,", [Ns, Events]))),
     [begin
          {ok, Bin} = file:read_file(F),
          ?assertNotEqual(nomatch, string:find(Bin, lists:flatten(Said)))
-     end || F <- Files].
+     end || F <- [Meta | Files -- [file_of(".folded", Files)]]].
 
 no_sleep(Dir) ->
     _ = steps(),
@@ -1047,6 +1054,7 @@ no_events(Dir) ->
     ?assertMatch([[_Root, "kprof_flame_tests:idle/0", "SLEEP"]], maps:keys(Folded)),
     ?assert(lists:sum(maps:values(Folded)) >= 90 * ?MS),
     ok = file:delete(File),
+    ok = file:delete(filename:rootname(File, ".folded") ++ ".meta.json"),
     ?assertEqual({error, no_events},
                  kprof:flame_pid(Idle, 100, #{output_directory => Dir, sleep => false})),
     Idle ! stop,
@@ -1386,8 +1394,7 @@ fifty_files(Files, Result, Ms, Unwritten, Origin) ->
     ?assertMatch({[_, _], _, none}, {Files, Result, Unwritten}),
     %% The folded file is tens of MB (deep stacks of 50 processes): read as
     %% lines of bytes, not parsed into paths (folded/1 would take seconds).
-    {ok, Bin0} = file:read_file(file_of(".folded", Files)),
-    Bin = without_comment(Bin0),
+    {ok, Bin} = file:read_file(file_of(".folded", Files)),
     Lines = binary:split(Bin, <<"\n">>, [global, trim_all]),
     Roots = lists:usort([hd(binary:split(L, [<<";">>, <<" ">>])) || L <- Lines]),
     say(Origin, "50 workers, children => true: ~0p after ~b ms, ~b processes in the graph, "
@@ -1591,8 +1598,8 @@ folded(File) ->
     %% Binaries, not string:split/3 on the whole file: a 50-process capture
     %% has tens of thousands of lines, which string:split took most of a
     %% minute to parse on a loaded machine.
-    {ok, Bin0} = file:read_file(File),
-    Bin = without_comment(Bin0),
+    %% Only "frames count" lines: a comment would fail the count's parse.
+    {ok, Bin} = file:read_file(File),
     lists:foldl(fun(L, Acc) ->
                         {Sp, 1} = lists:last(binary:matches(L, <<" ">>)),
                         Stack = binary:part(L, 0, Sp),
@@ -1603,8 +1610,8 @@ folded(File) ->
                         Acc#{Path => binary_to_integer(Count)}
                 end, #{}, binary:split(Bin, <<"\n">>, [global, trim_all])).
 
-%% A folded or perf file's first line: the comment saying whether the times
-%% are corrected for tracing's cost (checked), then the rest.
+%% A perf file's first line: the comment saying whether the times are
+%% corrected for tracing's cost (checked), then the rest.
 without_comment(<<"# kprof correction: ", _/binary>> = Bin) ->
     [_, Rest] = binary:split(Bin, <<"\n">>),
     Rest.

@@ -395,6 +395,7 @@ static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest 
   o.in = in;
   o.total = total;
   o.grand = total[0];
+  o.processes = cap->cp.nprocs;
   if (cap->cp.k.events == 0 || o.grand == 0) {
     ks_map m;
     free(total);

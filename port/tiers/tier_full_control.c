@@ -126,7 +126,7 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   ks_fdest d;
   ks_fout o;
   ks_callpath view;
-  uint32_t row;
+  uint32_t row, k;
   int start = *idx, end, e;
 
   if (ei_skip_term(b, idx) != 0)
@@ -162,6 +162,10 @@ static int write_files(ks_tiers *t, const ks_intern *in, const char *b, int *idx
   o.in = in;
   o.total = total;
   o.grand = total[0];
+  /* Every process of a request is a stack from the root (tier_full.c). */
+  o.processes = 0;
+  for (k = a->tree.v[0].child; k != KS_NONE; k = a->tree.v[k].sibling)
+    o.processes++;
   e = o.grand == 0 ? ks_enc_error(x, "no_events") : ks_write_reply(&o, &d, x, write_info, a);
   free(total);
   return e;

@@ -240,10 +240,14 @@ int ks_write_callgrind(const ks_fout *o, FILE *f) {
   memset(&w, 0, sizeof(w));
   w.o = o;
   w.f = f;
-  /* The first line says the format (desktops and KCachegrind look for it); then the
-   * correction, a comment every reader skips. */
+  /* The first line says the format (desktops and KCachegrind look for it). The
+   * header's cmd: says what made it and its desc: (type "kprof correction") the
+   * correction (one line of ASCII, port/callpath/names.c); callgrind_annotate
+   * prints both, KCachegrind shows them. No capture id: a replay (its own id)
+   * writes the same bytes as the capture. */
   ks_callpath_correction_text(o->g, w.name, sizeof(w.name));
-  fprintf(f, "# callgrind format\n# %s\nversion: 1\ncreator: kprof\npositions: line\n"
+  fprintf(f, "# callgrind format\nversion: 1\ncreator: kprof " KS_VERSION "\n"
+             "cmd: kprof flame\ndesc: %s\npositions: line\n"
              "event: us : Time (microseconds)\nevents: us\n\n",
           w.name);
   rc = ks_fwalk(o, 0, open_node, NULL, &w);

@@ -24,7 +24,8 @@
 #define NAME_MAX_LEN 256   /* a file name, NAME_MAX + 1 */
 
 /* The formats, their bits (KS_FMT_name, ks_write.h), extensions and
- * writers: the KS_FORMAT rows of include/ks_options.h. */
+ * writers: the KS_FORMAT rows of include/ks_options.h, then the meta file
+ * (meta.c), which no one asks for by name: it goes with a folded file. */
 
 static const struct {
   int bit;
@@ -36,8 +37,11 @@ static const struct {
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_OPTION
+    {KS_FMT_META, "meta", ".meta.json", ks_write_meta},
 };
-#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
+#define NFILES (sizeof(formats) / sizeof(formats[0]))
+#define NFORMATS ((size_t)KS_NFORMATS)   /* the rows a user names */
+#define FOLDED (KS_FMT_folded | KS_FMT_folded_calls)
 
 int ks_write_format_bit(const char *atom) {
   size_t f;
@@ -49,6 +53,15 @@ int ks_write_format_bit(const char *atom) {
     all |= formats[f].bit;
   }
   return atom == NULL ? all : 0;
+}
+
+const char *ks_write_format_name(int bit) {
+  size_t f;
+
+  for (f = 0; f < NFORMATS; f++)
+    if (formats[f].bit == bit)
+      return formats[f].atom;
+  return "";
 }
 
 static int64_t now_us(void) {
@@ -84,16 +97,16 @@ static int file_path(char *path, char *name, const char *dir, const char *base, 
 /* A write's files: their directory (out_dir.c), names in it and full paths. */
 typedef struct fileset {
   int dirfd;
-  ks_wfile w[NFORMATS];
-  char names[NFORMATS][NAME_MAX_LEN];
-  char paths[NFORMATS][PATH_MAX_LEN];
+  ks_wfile w[NFILES];
+  char names[NFILES][NAME_MAX_LEN];
+  char paths[NFILES][PATH_MAX_LEN];
 } fileset;
 
 /* Closes whatever is still open and removes every file of the set: nothing is left. */
 static void discard_files(int fmts, fileset *fs) {
   size_t f;
 
-  for (f = 0; f < NFORMATS; f++)
+  for (f = 0; f < NFILES; f++)
     if (fmts & formats[f].bit) {
       ks_wfile_close(&fs->w[f]);
       unlinkat(fs->dirfd, fs->names[f], 0);
@@ -112,7 +125,7 @@ static int open_files(const char *dir, const char *base, int fmts, fileset *fs, 
   for (try = 0; try < 1000; try++) {
     made = 0;
     *failed = -1;
-    for (f = 0; f < NFORMATS; f++) {
+    for (f = 0; f < NFILES; f++) {
       if (!(fmts & formats[f].bit))
         continue;
       if ((rc = file_path(fs->paths[f], fs->names[f], dir, base, try, f)) != KS_OK)
@@ -190,9 +203,10 @@ static int encode_dir_refusal(ei_x_buff *x, const ks_out_dir *r) {
 int ks_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
                    void (*info)(ks_map *m, const void *ctx), const void *ctx) {
   fileset fs;
-  int64_t took[NFORMATS] = {0}, t0;
-  int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts;
+  int64_t took[NFILES] = {0}, t0;
+  int e = 0, rc = KS_OK, failed = -1, fmts = d->fmts | (d->fmts & FOLDED ? KS_FMT_META : 0);
   ks_out_dir refusal;
+  ks_fout with = *o;
   ks_map m, w;
   size_t f;
 
@@ -202,11 +216,12 @@ int ks_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
     close(fs.dirfd);
     return encode_path_error(x, "open_failed", failed >= 0 ? fs.paths[failed] : d->dir, -rc);
   }
-  for (f = 0; f < NFORMATS && failed < 0; f++) {
+  with.fmts = d->fmts;
+  for (f = 0; f < NFILES && failed < 0; f++) {
     if (!(fmts & formats[f].bit))
       continue;
     t0 = now_us();
-    if ((rc = write_one(o, f, &fs.w[f])) != KS_OK)
+    if ((rc = write_one(&with, f, &fs.w[f])) != KS_OK)
       failed = (int)f;
     took[f] = now_us() - t0;
   }
@@ -217,9 +232,9 @@ int ks_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
   }
   close(fs.dirfd);
   e = ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "ok") ||
-      ei_x_encode_list_header(x, __builtin_popcount((unsigned)fmts));
+      ei_x_encode_list_header(x, __builtin_popcount((unsigned)d->fmts));
   for (f = 0; f < NFORMATS && !e; f++)
-    if (fmts & formats[f].bit)
+    if (d->fmts & formats[f].bit)
       e = ei_x_encode_binary(x, fs.paths[f], (long)strlen(fs.paths[f]));
   e = e || ei_x_encode_empty_list(x);
   ks_map_begin(&m, x);
@@ -228,7 +243,7 @@ int ks_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
   ks_map_key(&m, "write_us");
   ks_map_begin(&w, x);
   for (f = 0; f < NFORMATS; f++)
-    if (fmts & formats[f].bit)
+    if (d->fmts & formats[f].bit)
       ks_map_u64(&w, formats[f].atom, (uint64_t)took[f]);
   return e | ks_map_end(&w) | ks_map_end(&m);
 }

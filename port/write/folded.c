@@ -9,7 +9,9 @@
  * width is the calls made in it and below; paths with no call are left out
  * (`flamegraph.pl --countname=calls').
  * Lines come parent first, siblings in first-seen order. flamegraph.pl,
- * inferno, speedscope and Firefox Profiler read this.
+ * inferno, speedscope and Firefox Profiler read this. Nothing else is in the
+ * file: those readers take any other line for a bad one (a comment too), so
+ * the correction and the capture's identity go into Base.meta.json (meta.c).
  */
 #include <stdlib.h>
 
@@ -85,12 +87,6 @@ static int write_lines(const ks_fout *o, FILE *f, int calls) {
 }
 
 int ks_write_folded(const ks_fout *o, FILE *f) {
-  char text[2048];
-
-  /* A comment first: flamegraph.pl, inferno and speedscope skip a line that
-   * does not end in a space and a count. */
-  ks_callpath_correction_text(o->g, text, sizeof(text));
-  fprintf(f, "# %s\n", text);
   return write_lines(o, f, 0);
 }
 
@@ -110,8 +106,6 @@ int ks_write_folded_calls(const ks_fout *o, FILE *f) {
     total[t->v[k].parent] += total[k];
   by_calls.total = total;
   by_calls.grand = total[0];
-  fprintf(f, "# kprof folded_calls: each count is the calls of its last frame on its path, "
-             "not time (flamegraph.pl --countname=calls)\n");
   rc = write_lines(&by_calls, f, 1);
   free(total);
   return rc;

@@ -29,6 +29,8 @@ enum {
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_OPTION
+  /* Base.meta.json (meta.c): no format of its own, written with a folded one. */
+  KS_FMT_META = 1 << KS_NFORMATS
 };
 
 /* What a writer gets: a finished graph, totals, and its names. */
@@ -37,6 +39,8 @@ typedef struct ks_fout {
   const ks_intern *in;
   const uint64_t *total;       /* inclusive ns per node */
   uint64_t grand;              /* total[0] */
+  uint64_t processes;          /* the processes the graph was made of (meta.c) */
+  int fmts;                    /* the formats written (KS_FMT_*; files.c sets it) */
 } ks_fout;
 
 /*
@@ -60,6 +64,9 @@ int ks_fwalk(const ks_fout *o, uint32_t start, ks_fvisit_fn open, ks_fvisit_fn c
 #include "ks_options.h"
 #undef KS_FORMAT
 #undef KS_OPTION
+/* meta.c: Base.meta.json, beside the folded files: the capture's identity and
+ * correction, which a folded file has no room for. */
+int ks_write_meta(const ks_fout *o, FILE *f);
 
 /* escape.c: names for the writers (raw UTF-8, port/callpath/names.c) as each
  * format takes them. out gets at most cap-1 bytes and a NUL. */
@@ -92,11 +99,15 @@ typedef struct ks_fdest {
 
 /* A format's bit (KS_FMT_*), 0 for none; NULL: every format's. */
 int ks_write_format_bit(const char *atom);
+/* A format's name (its atom) from its bit; "" for none. */
+const char *ks_write_format_name(int bit);
 /* Dir (binary), Base (binary), [Format] at *idx: KS_OK, or KS_EINVAL (no format
  * named: KS_EINVAL too, unless may_be_empty). */
 int ks_write_decode_dest(const char *b, int *idx, ks_fdest *d, int may_be_empty);
 /* Writes the files and encodes {ok, [Path], Info} or {error, Reason} into x;
- * info() adds Info's first keys to m (total_us and write_us follow). */
+ * info() adds Info's first keys to m (total_us and write_us follow). [Path]
+ * has one path per format asked, in the KS_FORMAT order; Base.meta.json,
+ * written when folded or folded_calls is asked, is not in it. */
 int ks_write_reply(const ks_fout *o, const ks_fdest *d, ei_x_buff *x,
                    void (*info)(ks_map *m, const void *ctx), const void *ctx);
 /* The directory made and checked as ks_write_reply will (port/core/out_dir.c):

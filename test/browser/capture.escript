@@ -36,7 +36,7 @@ main(_) ->
     halt(2).
 
 %% D/expect.json: {"roots": {Root: microseconds}}, each root's total from the
-%% folded file (%XX escapes undone; its `# kprof correction' line skipped),
+%% folded file (%XX escapes undone),
 %% for check.js to find in the viewers.
 totals(D, Files) ->
     [Folded] = [F || F <- Files, filename:extension(F) =:= ".folded"],
@@ -46,8 +46,7 @@ totals(D, Files) ->
                                [Root | _] = binary:split(Stack, <<";">>),
                                maps:update_with(unpct(Root), fun(V) -> V + binary_to_integer(N) end,
                                                 binary_to_integer(N), M)
-                       end, #{}, [L || L <- binary:split(Bin, <<"\n">>, [global, trim_all]),
-                                       binary:first(L) =/= $#]),
+                       end, #{}, binary:split(Bin, <<"\n">>, [global, trim_all])),
     Json = ["{\"roots\": {",
             lists:join(", ", [io_lib:format("\"~ts\": ~b", [R, N]) || {R, N} <- maps:to_list(Sums)]),
             "}}\n"],

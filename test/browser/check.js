@@ -8,8 +8,9 @@
 // "profile": "name of the first speedscope profile", "zoom": "a frame name
 // to click in the SVG", "search": "a regular expression"}. Checks:
 //   - speedscope (the npm package's own build, served on 127.0.0.1) loads
-//     the JSON, the perf script text and the folded stacks, shows the
-//     profile's name, and lists every expected frame in its Sandwich table;
+//     the JSON, the perf script text and the folded stacks with no page error
+//     and no console warning, shows the profile's name, and lists every
+//     expected frame in its Sandwich table;
 //   - the SVG: clicking a frame zooms (the frame takes the full width,
 //     frames outside it hide, Reset Zoom shows), hovering fills the details
 //     line, search colours matches and reports a percentage, and Reset Zoom
@@ -71,6 +72,14 @@ async function speedscope(browser, base, file, expect, what) {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  // The importer's warnings too: a line or field it could not take fails. Not
+  // Chromium's own GPU driver messages ("[.WebGL-0x...]GL Driver Message ..."),
+  // which software rendering logs whatever the page draws.
+  page.on('console', (m) => {
+    if ((m.type() === 'warning' || m.type() === 'error') && !/^\[\.WebGL-/.test(m.text())) {
+      errors.push(`console ${m.type()}: ${m.text()}`);
+    }
+  });
   const url = `${base}/#profileURL=${encodeURIComponent(`${base}/profiles/${file}`)}`;
   await page.goto(url);
   // The toolbar names the profile once it is imported.
@@ -88,7 +97,7 @@ async function speedscope(browser, base, file, expect, what) {
       .catch(() => fail(`${what}: speedscope's table has no ${name}`));
   }
   ok(true, `${what}: speedscope lists ${expect.frames.length} expected frames`);
-  ok(errors.length === 0, `${what}: no page errors (${errors.join('; ')})`);
+  ok(errors.length === 0, `${what}: no page errors or console warnings (${errors.join('; ')})`);
   await page.close();
 }
 

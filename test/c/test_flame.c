@@ -110,7 +110,7 @@ static char *write_with(ks_callpath *g, int (*writer)(const ks_fout *, FILE *)) 
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   uint64_t *total = malloc(g->tree.n * sizeof(*total));
-  ks_fout o;
+  ks_fout o = {0};
 
   ck_assert_ptr_nonnull(f);
   ks_ftree_order(&g->tree);
@@ -125,22 +125,25 @@ static char *write_with(ks_callpath *g, int (*writer)(const ks_fout *, FILE *)) 
   return buf;
 }
 
-/* A folded file after its comment line (which says whether times are
- * corrected for tracing's cost: checked here for every test). */
-static char *no_comment(char *all) {
-  char *nl, *rest;
+/* A folded file, checked to hold only `frame;...;frame COUNT' lines (no
+ * comment: flamegraph.pl and difffolded.pl take any other line for a bad one). */
+static char *only_stacks(char *all) {
+  const char *line = all, *nl, *sp;
 
-  ck_assert_msg(strncmp(all, "# kprof correction: ", 20) == 0, "got %.60s", all);
-  nl = strchr(all, '\n');
-  ck_assert_ptr_nonnull(nl);
-  rest = strdup(nl + 1);
-  free(all);
-  return rest;
+  for (; *line != 0; line = nl + 1) {
+    nl = strchr(line, '\n');
+    ck_assert_msg(nl != NULL, "no newline after %.60s", line);
+    for (sp = nl; sp > line && sp[-1] >= '0' && sp[-1] <= '9'; sp--)
+      ;
+    ck_assert_msg(sp < nl && sp - 1 > line && sp[-1] == ' ' && line[0] != '#', "bad line %.*s",
+                  (int)(nl - line), line);
+  }
+  return all;
 }
 
 static char *folded(ks_fcap *c, int64_t end_us) {
   ks_flame_finish(&fl, c, end_us >= 0, end_us * US);
-  return no_comment(write_with(&c->cp, ks_write_folded));
+  return only_stacks(write_with(&c->cp, ks_write_folded));
 }
 
 #define EXPECT_FOLDED(c, end, want)            \
@@ -1209,7 +1212,7 @@ static char *view_with(ks_fcap *c, int (*writer)(const ks_fout *, FILE *)) {
 
 START_TEST(labels_and_groups) {
   ks_fcap *c = two_workers(KS_GROUP_PID);
-  char *got = no_comment(write_with(&c->cp, ks_write_folded));
+  char *got = only_stacks(write_with(&c->cp, ks_write_folded));
 
   /* Children are labelled by their first call past the spawn wrapper. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -1223,7 +1226,7 @@ START_TEST(labels_and_groups) {
   ks_flame_set_call(c, pid_c, "x:y/2", 5);
   ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_c, "reg", 3), KS_OK);
   ck_assert_uint_eq(c->cp.nprocs, 3);
-  got = no_comment(write_with(&c->cp, ks_write_folded));
+  got = only_stacks(write_with(&c->cp, ks_write_folded));
   ck_assert_ptr_nonnull(strstr(got, "my_worker:init/1(<0.1.0>);m:a/0 50\n"));
   ck_assert_ptr_nonnull(strstr(got, "reg(<0.3.0>);m:w/0 10\n"));
   free(got);
@@ -1232,7 +1235,7 @@ END_TEST
 
 START_TEST(group_by_call) {
   ks_fcap *c = two_workers(KS_GROUP_CALL);
-  char *got = no_comment(view_with(c, ks_write_folded));
+  char *got = only_stacks(view_with(c, ks_write_folded));
 
   /* b and c both run m:w/0: one root, their stacks merged, times summed. */
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
@@ -1256,7 +1259,7 @@ END_TEST
 
 START_TEST(group_all_and_name) {
   ks_fcap *c = two_workers(KS_GROUP_ALL);
-  char *got = no_comment(view_with(c, ks_write_folded));
+  char *got = only_stacks(view_with(c, ks_write_folded));
 
   ck_assert_str_eq(got, "all(3_processes);m:a/0 50\n"
                         "all(3_processes);WAITING_TO_RUN 7\n"
@@ -1267,7 +1270,7 @@ START_TEST(group_all_and_name) {
   c->cp.o.group = KS_GROUP_NAME;
   ks_flame_add_pid(&fl, c, pid_b, "w", 1);
   ks_flame_add_pid(&fl, c, pid_c, "w", 1);
-  got = no_comment(view_with(c, ks_write_folded));
+  got = only_stacks(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 50\n"
                         "w(2_processes);WAITING_TO_RUN 7\n"
                         "w(2_processes);erlang:apply/2;m:w/0 20\n"
@@ -1292,12 +1295,12 @@ START_TEST(fold_recursion) {
   CALL(pid_a, 30, M("b"), M("a"));
   CALL(pid_a, 35, M("a"), M("b"));   /* not direct: a under b stays */
   ks_flame_finish(&fl, c, 1, 40 * US);
-  got = no_comment(write_with(&c->cp, ks_write_folded));
+  got = only_stacks(write_with(&c->cp, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 10\n<0.1.0>;m:a/0;m:a/0 10\n<0.1.0>;m:a/0;m:a/0;m:a/0 10\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0 5\n"
                         "<0.1.0>;m:a/0;m:a/0;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
-  got = no_comment(view_with(c, ks_write_folded));
+  got = only_stacks(view_with(c, ks_write_folded));
   ck_assert_str_eq(got, "<0.1.0>;m:a/0 30\n<0.1.0>;m:a/0;m:b/0 5\n<0.1.0>;m:a/0;m:b/0;m:a/0 5\n");
   free(got);
 }
@@ -1307,8 +1310,9 @@ END_TEST
 static char *callgrind_body(char *all) {
   char *at = strstr(all, "\nevents: us\n\n"), *body;
 
-  ck_assert_msg(strncmp(all, "# callgrind format\n# kprof correction: ", 39) == 0, "got %.60s",
-                all);
+  ck_assert_msg(strncmp(all, "# callgrind format\nversion: 1\ncreator: kprof ", 42) == 0,
+                "got %.60s", all);
+  ck_assert_msg(strstr(all, "\ndesc: kprof correction: ") != NULL, "got %.200s", all);
   ck_assert_ptr_nonnull(at);
   body = strdup(at + 13);
   free(all);
@@ -1346,17 +1350,14 @@ END_TEST
  * call of its own (the process) only prefixes the others; not in `all'. */
 START_TEST(folded_calls_counts_calls) {
   ks_fcap *c = start(0);
-  char *got, *body;
+  char *got;
 
   a_b_b_c();
   CALL(pid_a, 610, M("c"), M("a"));
   RET(pid_a, 611, M("a"));   /* 1 us: no time to speak of, still a call */
   ks_flame_finish(&fl, c, 1, 700 * US);
-  got = write_with(&c->cp, ks_write_folded_calls);
-  body = strchr(got, '\n');
-  ck_assert_ptr_nonnull(body);
-  ck_assert_msg(strncmp(got, "# kprof folded_calls: ", 22) == 0, "got %.60s", got);
-  ck_assert_str_eq(body + 1, "<0.1.0>;m:a/0 1\n"
+  got = only_stacks(write_with(&c->cp, ks_write_folded_calls));
+  ck_assert_str_eq(got, "<0.1.0>;m:a/0 1\n"
                              "<0.1.0>;m:a/0;m:b/0 2\n"
                              "<0.1.0>;m:a/0;m:b/0;m:c/0 1\n"
                              "<0.1.0>;m:a/0;m:c/0 1\n");
@@ -1387,7 +1388,7 @@ START_TEST(callgrind_sums_paths) {
   ks_flame_finish(&fl, c, 1, 40 * US);
   ck_assert_int_eq(ks_callpath_view(&c->cp, &in, &view), KS_OK);
   got = callgrind_body(write_with(&view, ks_write_callgrind));
-  fold = no_comment(write_with(&view, ks_write_folded));
+  fold = only_stacks(write_with(&view, ks_write_folded));
   ks_callpath_view_free(&view);
   ck_assert_str_eq(got,
                    "fl=(0) ???\nfn=(1) <0.1.0>\n0 0\ncfi=(1) m\ncfn=(2) m:a/0\ncalls=1 0\n0 40\n\n"
@@ -1574,10 +1575,12 @@ static void finished(ks_callpath *g, ks_fout *o) {
   ck_assert_ptr_nonnull(total);
   ks_ftree_order(&g->tree);
   ks_ftree_totals(&g->tree, total);
+  memset(o, 0, sizeof(*o));
   o->g = g;
   o->in = &in;
   o->total = total;
   o->grand = total[0];
+  o->processes = g->nprocs;
 }
 
 /* pid_a calls n functions of its own from m:root/0, 5 us each: n + 2 call paths. */
@@ -1840,7 +1843,7 @@ START_TEST(full_disk) {
     return;
   }
   wide_capture(wide, 3000);
-  text = no_comment(write_with(&wide->cp, ks_write_folded));
+  text = only_stacks(write_with(&wide->cp, ks_write_folded));
   folded_len = strlen(text);
   free(text);
   text = write_with(&wide->cp, ks_write_svg);
@@ -1982,10 +1985,10 @@ START_TEST(members_own) {
 END_TEST
 
 START_TEST(commands) {
-  char dir[64], path[256], *r;
+  char dir[64], path[256], *r, *at;
   unsigned char *file;
   ei_x_buff x;
-  size_t len;
+  size_t len, k;
 
   tb_tmpdir(dir, sizeof(dir), "flame-test");
   tb_sink_open(&sink, NULL, &outb);
@@ -2032,10 +2035,25 @@ START_TEST(commands) {
   snprintf(path, sizeof(path), "%s/cap.folded", dir);
   file = read_file(path, &len);
   ck_assert_ptr_nonnull(file);
-  ck_assert_str_eq((char *)file, "# kprof correction: none (raw times: each event's tracing cost "
-                                 "is in them)\nsrv(<0.9.0>);w:top/0 500\n"
+  ck_assert_str_eq((char *)file, "srv(<0.9.0>);w:top/0 500\n"
                                  "srv(<0.9.0>);w:top/0;w:leaf/0 500\n");
   free(file);
+  /* Beside it, what the folded file has no room for; the reply lists only the
+   * formats asked (two paths). */
+  snprintf(path, sizeof(path), "%s/cap.meta.json", dir);
+  file = read_file(path, &len);
+  ck_assert_ptr_nonnull(file);
+  ck_assert_str_eq((char *)file,
+                   "{\"kprof\":\"" KS_VERSION "\",\"id\":42,\"processes\":1,\"total_us\":1000,"
+                   "\"formats\":[\"folded\",\"svg\"],\"units\":{\"folded\":\"us\"},"
+                   "\"correction\":{\"applied\":false,\"text\":\"kprof correction: none (raw "
+                   "times: each event's tracing cost is in them)\"}}\n");
+  free(file);
+  r = reply(5);
+  for (k = 0, at = r; (at = strstr(at, "#Bin<")) != NULL; at++)
+    k++;
+  ck_assert_msg(k == 2, "got %s", r);
+  free(r);
   /* Same base again: the files are not overwritten, the name gets -1. */
   start_cmd(9, 43);
   tb_cmd_begin(&x, 10, "flame_pids", 3);
@@ -2054,6 +2072,8 @@ START_TEST(commands) {
   snprintf(path, sizeof(path), "%s/cap-1.folded", dir);
   ck_assert_int_eq(access(path, F_OK), 0);
   snprintf(path, sizeof(path), "%s/cap-1.svg", dir);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  snprintf(path, sizeof(path), "%s/cap-1.meta.json", dir);
   ck_assert_int_eq(access(path, F_OK), 0);
   /* No events: no files. */
   start_cmd(12, 44);

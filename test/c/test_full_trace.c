@@ -223,7 +223,6 @@ START_TEST(known_tree_per_mfa_and_path) {
 
   text = folded(agg);
   ck_assert_str_eq(text,
-                   "# kprof correction: none (raw times: each event's tracing cost is in them)\n"
                    "app:req/2 100\n"
                    "app:req/2;app:run/0 200\n"
                    "app:req/2;app:run/0;app:a/0 300\n"
@@ -445,9 +444,7 @@ START_TEST(commands) {
   snprintf(path, sizeof(path), "%s/full.folded", dir);
   file = read_file(path, &len);
   ck_assert_ptr_nonnull(file);
-  ck_assert_str_eq((char *)file, "# kprof correction: none (raw times: each event's tracing cost "
-                                 "is in them)\n"
-                                 "app:req/2 100\napp:req/2;app:run/0 200\n"
+  ck_assert_str_eq((char *)file, "app:req/2 100\napp:req/2;app:run/0 200\n"
                                  "app:req/2;app:run/0;db:q/1 1000\n");
   free(file);
   tb_tmpdir_remove(dir);

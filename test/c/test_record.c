@@ -153,7 +153,7 @@ static unsigned char *file_at(const char *sub, const char *name, size_t *n) {
 /* Every format's file of sub a and sub b, byte for byte. */
 static void same_files(const char *a, const char *b) {
   static const char *const names[] = {"cap.folded", "cap.perf", "cap.speedscope.json",
-                                      "cap.svg", "callgrind.out.cap"};
+                                      "cap.svg", "callgrind.out.cap", "cap.meta.json"};
   size_t k, na, nb;
 
   for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
