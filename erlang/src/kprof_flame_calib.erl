@@ -69,7 +69,7 @@ calibrate() ->
 %% erlang:monotonic_time(millisecond)).
 -spec calibrate(map()) -> {ok, map()} | {error, term()}.
 calibrate(Opts) ->
-    case kprof_flame:validate(Opts, apply) of
+    case kprof_flame_options:validate(Opts, apply) of
         {ok, Cfg} ->
             case kprof_app:ensure_started() of
                 ok ->
@@ -157,14 +157,14 @@ round_of(Kind, Spec) ->
 %% capture that is dropped: the events the sink counted and the time.
 -spec traced(ring | port, true | callers) -> {non_neg_integer(), non_neg_integer()}.
 traced(Kind, Spec) ->
-    {ok, Cfg0} = kprof_flame:validate(#{callers => Spec =:= callers, progress => false,
+    {ok, Cfg0} = kprof_flame_options:validate(#{callers => Spec =:= callers, progress => false,
                                         correct => false}, apply),
     Id = erlang:unique_integer([positive]),
-    Cfg = Cfg0#{pids => [self()], hide => kprof_flame:hidden_frame(), runs => {?MODULE, work, 1},
+    Cfg = Cfg0#{pids => [self()], hide => kprof_flame_run:hidden_frame(), runs => {?MODULE, work, 1},
                 correct_ns => 0},
     case kprof_flame_srv:open(Id, apply, Cfg) of
         {ok, Flags} ->
-            {{ok, Us}, _End} = kprof_flame:traced(fun() -> timed(fun() -> work(Kind) end) end,
+            {{ok, Us}, _End} = kprof_flame_run:traced(fun() -> timed(fun() -> work(Kind) end) end,
                                                   Flags),
             _ = kprof_flame_srv:close(Id),
             %% Through a port, the events are counted once the VM has handed
