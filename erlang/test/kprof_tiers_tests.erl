@@ -897,7 +897,8 @@ bytes_per_request() ->
     ?assertEqual({2 * N, [], 0}, {maps:get(requests, R), maps:get(aborted, R), maps:get(dropped, R)}),
     ?assert(maps:get(bytes, R) < 2 * N * 2048).
 
--spec slow_requests() ->
+-spec slow_requests() -> term().
+slow_requests() ->
     ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}, {b, [{?W, sleep_b, 1}]}],
                            #{slow_ms => 30, slow_max => 3}),
     T0 = erlang:system_time(millisecond),
