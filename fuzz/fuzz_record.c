@@ -24,17 +24,17 @@ static size_t header(unsigned char *p, unsigned o) {
   uint32_t v = KS_REC_VERSION, seg = 0, len;
   size_t n = 20;
 
-  n += ks_record_put_varint(p + n, KS_RKEY_CHILDREN);
+  n += ks_record_put_varint(p + n, KS_RKEY_children);
   n += ks_record_put_varint(p + n, o & 1);
-  n += ks_record_put_varint(p + n, KS_RKEY_CALLERS);
+  n += ks_record_put_varint(p + n, KS_RKEY_callers);
   n += ks_record_put_varint(p + n, (o >> 1) & 1);
-  n += ks_record_put_varint(p + n, KS_RKEY_GROUP);
+  n += ks_record_put_varint(p + n, KS_RKEY_group);
   n += ks_record_put_varint(p + n, (o >> 2) & 3);
-  n += ks_record_put_varint(p + n, KS_RKEY_TOP);
+  n += ks_record_put_varint(p + n, KS_RKEY_top);
   n += ks_record_put_varint(p + n, (o >> 4) & 1 ? 5 : 0);
-  n += ks_record_put_varint(p + n, KS_RKEY_CORRECT_NS);
+  n += ks_record_put_varint(p + n, KS_RKEY_correct_ns);
   n += ks_record_put_varint(p + n, (o >> 5) * 100u);
-  n += ks_record_put_varint(p + n, KS_RKEY_MAX_BYTES);
+  n += ks_record_put_varint(p + n, KS_RKEY_max_bytes);
   n += ks_record_put_varint(p + n, 1u << 16);
   memcpy(p, KS_REC_MAGIC, 8);
   ks_record_put_u32le(p + 8, v);

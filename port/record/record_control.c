@@ -188,73 +188,6 @@ static int default_dest(ks_fdest *d, const char *first) {
   return getcwd(d->dir, sizeof(d->dir) - 1100) != NULL ? KS_OK : KS_EINVAL;
 }
 
-/* One {Key, Value} of flame_replay's options. */
-static int decode_replay_opt(const char *b, int *idx, ks_fdest *d, ks_replay_opts *ro) {
-  char key[MAXATOMLEN], atom[MAXATOMLEN];
-  int ar, n, k, bit;
-  long long v;
-  long got;
-
-  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
-    return KS_EINVAL;
-  if (strcmp(key, "output_directory") == 0 || strcmp(key, "name") == 0) {
-    char *out = key[0] == 'o' ? d->dir : d->base;
-    size_t cap = key[0] == 'o' ? sizeof(d->dir) - 1100 : sizeof(d->base);
-    int type, size;
-    if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size <= 0 ||
-        (size_t)size >= cap || ei_decode_binary(b, idx, out, &got) != 0 ||
-        memchr(out, 0, (size_t)got) != NULL)
-      return KS_EINVAL;
-    out[got] = 0;
-    return key[0] == 'n' && strchr(d->base, '/') != NULL ? KS_EINVAL : KS_OK;
-  }
-  if (strcmp(key, "output_format") == 0) {
-    if (ei_decode_list_header(b, idx, &n) != 0)
-      return KS_EINVAL;
-    for (k = 0; k < n; k++) {
-      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_write_format_bit(atom)) == 0)
-        return KS_EINVAL;
-      d->fmts |= bit;
-    }
-    return n > 0 && ei_decode_list_header(b, idx, &n) != 0 ? KS_EINVAL : KS_OK;
-  }
-  if (strcmp(key, "top") == 0 || strcmp(key, "max_bytes") == 0) {
-    if (ei_decode_longlong(b, idx, &v) != 0 || v < 0 ||
-        (key[0] == 't' ? v > 100000 : v < (1 << 16) || v > (1LL << 40)))
-      return KS_EINVAL;
-    if (key[0] == 't')
-      ro->top = v;
-    else
-      ro->max_bytes = (uint64_t)v;
-    return KS_OK;
-  }
-  if (ei_decode_atom(b, idx, atom) != 0)
-    return KS_EINVAL;
-  return ks_replay_opt_atom(key, atom, ro);
-}
-
-int ks_replay_opt_atom(const char *key, const char *atom, ks_replay_opts *ro) {
-  static const char *const groups[] = {"pid", "name", "initial_call", "all"};
-  int g;
-
-  if (strcmp(key, "group") == 0) {
-    for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
-      ;
-    ro->group = g;
-    return g < 4 ? KS_OK : KS_EINVAL;
-  }
-  if (strcmp(key, "fold_recursion") == 0 &&
-      (strcmp(atom, "true") == 0 || strcmp(atom, "false") == 0)) {
-    ro->fold_recursion = strcmp(atom, "true") == 0;
-    return KS_OK;
-  }
-  if (strcmp(key, "names") == 0 && (strcmp(atom, "erlang") == 0 || strcmp(atom, "elixir") == 0)) {
-    ro->elixir_names = strcmp(atom, "elixir") == 0;
-    return KS_OK;
-  }
-  return KS_EINVAL;
-}
-
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   const char *b = (const char *)cmd->term.p, *paths[MAX_FILES];
   int idx = cmd->idx;
@@ -270,7 +203,7 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
       default_dest(&d, paths[0]) != KS_OK || ei_decode_list_header(b, &idx, &count) != 0)
     return ks_enc_error(x, "badarg");
   for (k = 0; k < count; k++)
-    if (decode_replay_opt(b, &idx, &d, &ro) != KS_OK)
+    if (ks_replay_opt_term(b, &idx, &d, &ro) != KS_OK)
       return ks_enc_error(x, "badarg");
   if (d.fmts == 0)
     d.fmts = ks_write_format_bit(NULL);
