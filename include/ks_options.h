@@ -155,6 +155,7 @@ KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope, 1)
 KS_FORMAT(svg, ".svg", ks_write_svg, 1)
 KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind, 1)
 KS_FORMAT(folded_calls, ".calls.folded", ks_write_folded_calls, 0)
+KS_FORMAT(flat, ".flat.tsv", ks_write_flat, 0)
 
 /* The values of the enum rows (KS_T_ENUM). */
 KS_VALUE(group, pid, 0)

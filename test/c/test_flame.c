@@ -1365,6 +1365,24 @@ START_TEST(folded_calls_counts_calls) {
 }
 END_TEST
 
+/* flat: one line per function, most self time first, the top table's counts;
+ * not in `all'. */
+START_TEST(flat_lists_functions) {
+  ks_fcap *c = start(0);
+  char *got;
+
+  a_b_b_c();
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  got = write_with(&c->cp, ks_write_flat);
+  ck_assert_str_eq(got, "function\tcalls\tself_ns\tinclusive_ns\n"
+                        "m:a/0\t1\t300000\t700000\n"
+                        "m:b/0\t2\t300000\t400000\n"
+                        "m:c/0\t1\t100000\t100000\n");
+  free(got);
+  ck_assert_int_eq(ks_write_format_bit("flat"), KS_FMT_flat);
+}
+END_TEST
+
 /* A function on several paths: one entry, its costs summed; folded recursion's
  * calls are not calls from its caller; totals are the folded file's. */
 START_TEST(callgrind_sums_paths) {
@@ -2116,6 +2134,7 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, fold_recursion);
   tcase_add_test(tc, callgrind_graph);
   tcase_add_test(tc, folded_calls_counts_calls);
+  tcase_add_test(tc, flat_lists_functions);
   tcase_add_test(tc, callgrind_sums_paths);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);
