@@ -198,7 +198,7 @@
 -export([full_trace_flame/2]).
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
          flame_pid/1, flame_pid/2, flame_pid/3, cancel/0, flame_calibrate/0, flame_calibrate/1]).
--export([replay/1, replay/2]).
+-export([replay/1, replay/2, recorded_options/1]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -839,6 +839,16 @@ replay(Path) ->
           kprof_flame:written() | {error, term()}.
 replay(Path, Opts) ->
     with_opts(Opts, fun(O) -> kprof_flame_replay:replay(Path, O) end).
+
+%% @doc The options a recording (`record => Path') was made with, read from
+%% its header without replaying it: `{ok, #{sleep => true, top => 10,
+%% group => pid, names => erlang, trigger => {M, F, A} | undefined, ...}}',
+%% every key a recording keeps (doc/reference.md, "A recording's header"),
+%% the defaults of a {@link replay/2}. A file that is not there or not a
+%% recording: `{error, {replay_failed, Path, Why}}'.
+-spec recorded_options(file:filename_all()) -> {ok, map()} | {error, term()}.
+recorded_options(Path) ->
+    kprof_flame_replay:recorded_options(Path).
 
 %% @equiv flame_calibrate(#{})
 -spec flame_calibrate() -> {ok, map()} | {error, term()}.

@@ -8,7 +8,7 @@
 -module(kprof_flame_replay).
 
 %% PUBLIC (through kprof)
--export([replay/2]).
+-export([replay/2, recorded_options/1]).
 
 %% The options kprof:replay/2 takes (what shapes the outputs) and those sent
 %% to the sink only when given (the recorded value otherwise) are the table's
@@ -32,6 +32,20 @@ replay(Paths0, Opts) when is_map(Opts) ->
     end;
 replay(_Paths, Opts) ->
     {error, {bad_options, Opts}}.
+
+%% @doc The options a recording was made with (its header: the capture's
+%% options that shape a replay), read by the sink without replaying it.
+-spec recorded_options(file:filename_all()) -> {ok, map()} | {error, term()}.
+recorded_options(Path) ->
+    case one(Path) of
+        error ->
+            {error, {badarg, Path}};
+        [Bin] ->
+            case kprof_app:ensure_started() of
+                ok -> kprof_sink:command({record_header, Bin});
+                Error -> Error
+            end
+    end.
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%

@@ -248,6 +248,9 @@ int ks_record_attach(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *
 const ks_record *ks_record_of(const ks_fcap *c);
 /* {flame_replay, Paths, Opts} (doc/internals-record.md). */
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* {record_header, Path}: {ok, #{Key => Value}}, the recording's options (its
+ * header's keys, each as its row's type), or {error, {replay_failed, Path, Reason}}. */
+int ks_cmd_record_header(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 /* A replay's files (ks_flame_write_files) with replay => #{...} in Info, or
  * {error, {replay_failed, Path, Reason}} when it made no capture. */
 int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x);

@@ -6,6 +6,9 @@
  *   {flame_replay, Path | [Path], Opts}             flame_write's reply, Info with
  *                                                   replay => #{events, truncated, error}
  *                                                   | {error, {replay_failed, Path, Reason}}
+ *   {record_header, Path}                           {ok, #{Key => Value}}: the options
+ *                                                   the file was recorded with
+ *                                                   | {error, {replay_failed, Path, Reason}}
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -136,21 +139,26 @@ static void put_replay(ks_map *m, const void *ctx) {
   m->e |= ks_map_end(&r);
 }
 
-/* A replay's fault as a term: its atom, or {open_failed, Errno}. */
-static int encode_replay_error(ei_x_buff *x, const ks_replay *rp) {
-  if (rp->err == KS_RERR_OPEN)
+/* A reader's fault as a term: its atom, or {open_failed, Errno}. */
+static int encode_read_error(ei_x_buff *x, int err, int err_errno) {
+  if (err == KS_RERR_OPEN)
     return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "open_failed") ||
-           ks_enc_errno(x, rp->err_errno);
-  return ei_x_encode_atom(x, ks_rread_error_name(rp->err));
+           ks_enc_errno(x, err_errno);
+  return ei_x_encode_atom(x, ks_rread_error_name(err));
+}
+
+/* {error, {replay_failed, Path, Reason}} */
+static int encode_replay_failed(ei_x_buff *x, const char *path, int err, int err_errno) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "replay_failed") ||
+         encode_bin(x, path) || encode_read_error(x, err, err_errno);
 }
 
 int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x) {
   ks_flame_extra extra = {put_replay, rp};
 
   if (rp->c == NULL)
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-           ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "replay_failed") ||
-           encode_bin(x, rp->err_path ? rp->err_path : "") || encode_replay_error(x, rp);
+    return encode_replay_failed(x, rp->err_path ? rp->err_path : "", rp->err, rp->err_errno);
   return ks_flame_write_files(&rp->in, rp->c, d, x, &extra);
 }
 
@@ -213,5 +221,60 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   }
   e = ks_replay_write(&rp, &d, x);
   ks_replay_free(&rp);
+  return e;
+}
+
+/* A header key's value as its row's type: an MFA or undefined, a boolean, an
+ * enum's atom, an integer. */
+static int encode_key(ei_x_buff *x, const ks_intern *in, const ks_record_key *k,
+                      const ks_fopts *o) {
+  uint64_t v = ks_option_load(o, k->field);
+  size_t j;
+
+  if (ks_record_key_is_mfa(k))
+    return ks_enc_mfa(x, in, (uint32_t)v);
+  if (k->row->type == KS_T_BOOL)
+    return ei_x_encode_boolean(x, v != 0);
+  for (j = 0; j < ks_noption_values && k->row->type == KS_T_ENUM; j++)
+    if (strcmp(ks_option_values[j].key, k->row->key) == 0 && (uint64_t)ks_option_values[j].value == v)
+      return ei_x_encode_atom(x, ks_option_values[j].atom);
+  if (k->row->min < 0)
+    return ei_x_encode_longlong(x, ks_record_unzigzag(ks_record_key_get(k, o)));
+  return ei_x_encode_ulonglong(x, v);
+}
+
+int ks_cmd_record_header(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
+  char path[KS_OUT_DIR_MAX];
+  const char *b = (const char *)cmd->term.p;
+  ks_record_key k;
+  ks_intern in;
+  ks_fopts o;
+  ks_rread *r;
+  ks_map m;
+  size_t n, i;
+  int idx = cmd->idx, e;
+
+  if (ks_arg_bin(b, &idx, path, sizeof(path), &n) != KS_OK || n == 0 ||
+      memchr(path, 0, n) != NULL)
+    return ks_enc_error(x, "badarg");
+  if (ks_intern_init(&in, NULL) != KS_OK)
+    return ks_enc_error(x, "enomem");
+  if ((r = ks_rread_open(path, &in, &o)) == NULL) {
+    ks_intern_free(&in);
+    return ks_enc_error(x, "enomem");
+  }
+  if (ks_rread_error(r) != 0) {
+    e = encode_replay_failed(x, path, ks_rread_error(r), ks_rread_errno(r));
+  } else {
+    e = ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "ok");
+    ks_map_begin(&m, x);
+    for (i = 0; ks_record_key_at(i, &k) == KS_OK; i++) {
+      ks_map_key(&m, k.row->key);
+      m.e |= encode_key(x, &in, &k, &o);
+    }
+    e = e || ks_map_end(&m);
+  }
+  ks_rread_close(r);
+  ks_intern_free(&in);
   return e;
 }

@@ -402,6 +402,7 @@ static const ks_command commands[] = {
   {"flame_write", 6, 6, .flame = ks_cmd_flame_write},
   {"flame_dir", 2, 2, .flame = ks_cmd_flame_dir},
   {"flame_replay", 3, 3, .flame = ks_cmd_flame_replay},
+  {"record_header", 2, 2, .flame = ks_cmd_record_header},
 };
 
 static const ks_command *find_command(const char *name, int arity) {

@@ -972,6 +972,45 @@ START_TEST(replay_command_options) {
 }
 END_TEST
 
+/* {record_header, Path}: the options the file was recorded with, each as its row's
+ * type; a file that is not there and a path that is no binary refused. */
+START_TEST(record_header_command) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], missing[300];
+  const char *paths[] = {path, missing};
+  ks_sink sk;
+  ei_x_buff x;
+  tb_out o;
+  int k;
+
+  free(data);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(missing, sizeof(missing), "missing.rec");
+  memset(&o, 0, sizeof(o));
+  ck_assert_int_eq(ks_sink_init(&sk, NULL, tb_out_emit, &o), KS_OK);
+  for (k = 0; k < 3; k++) {
+    tb_cmd_begin(&x, k + 1, "record_header", 2);
+    if (k < 2)
+      ei_x_encode_binary(&x, paths[k], (long)strlen(paths[k]));
+    else
+      ei_x_encode_long(&x, 42);
+    tb_feed(&sk, &x);
+  }
+  ck_assert_int_eq(o.frames, 3);
+  /* start_rec's capture: children, top 10, correct_ns 150, no trigger, no hidden frame. */
+  reply_has(&o, 0, "{ok, #{sleep => true, gc => true, children => true, max_bytes => 2147483648,",
+            "top => 10, names => erlang, group => pid, fold_recursion => false,");
+  reply_has(&o, 0, "hold => false, time_offset => 0,", "correct_ns => 150, trigger => undefined, "
+                                                       "hide => undefined}}");
+  reply_has(&o, 1, "{error, {replay_failed, #Bin<", "{open_failed, enoent}}}");
+  reply_has(&o, 2, "{error, badarg}", NULL);
+  ks_sink_free(&sk);
+  tb_out_free(&o);
+}
+END_TEST
+
 Suite *record_suite(void) {
   Suite *s = suite_create("record");
   TCase *tc = tcase_create("record");
@@ -993,6 +1032,7 @@ Suite *record_suite(void) {
   tcase_add_test(tc, old_recording_reads);
   tcase_add_test(tc, header_keys_round_trip);
   tcase_add_test(tc, command_line_table);
+  tcase_add_test(tc, record_header_command);
   suite_add_tcase(s, tc);
   return s;
 }
