@@ -114,6 +114,7 @@ KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, KS_NO_FIELD,
 KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, KS_NO_FIELD, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
 KS_OPTION(KS_M_FLAME, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_BOTH, KS_FIELD(flame, elixir_names, 1), "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
 KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, KS_FIELD(flame, top, 1), "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME, top_by, KS_T_ENUM, 0, 0, "self", KS_BY_BOTH, KS_FIELD(flame, top_by, 1), "the order of the top table (and which N it keeps): most self time, inclusive time or calls first")
 KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
 KS_OPTION(KS_M_FLAME, group, KS_T_ENUM, 0, 0, "", KS_BY_BOTH, KS_FIELD(flame, group, 1), "processes merged at the root (default initial_call with children => true, else pid)")
 KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, fold_recursion, 1), "direct recursion f;f;f written as one f")
@@ -164,6 +165,9 @@ KS_VALUE(group, initial_call, 2)
 KS_VALUE(group, all, 3)
 KS_VALUE(names, erlang, 0)
 KS_VALUE(names, elixir, 1)
+KS_VALUE(top_by, self, 0)
+KS_VALUE(top_by, inclusive, 1)
+KS_VALUE(top_by, calls, 2)
 
 /* kprof:replay/2's options and kprof_sink --replay's flags, in the usage line's order. */
 KS_REPLAY(output_directory, "out", KS_R_DIR)

@@ -256,7 +256,7 @@ static int encode_members(ei_x_buff *x, const ks_flame *fl, const ks_intern *in,
 }
 
 /* flame_write's Info: the counters, and with top > 0 the per-function table
- * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], most self time first,
+ * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], in option top_by's order,
  * at most top rows of `functions' (port/callpath/top.c). */
 typedef struct write_info {
   const ks_fcap *c;
@@ -383,6 +383,7 @@ static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest 
   /* The table from the capture's exact per-function counters (port/callpath/counts.c). */
   w.rows = rows =
       cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
+  ks_fmfa_sort(rows, w.functions, cap->cp.o.top_by);   /* the N the table keeps */
   w.n = w.functions < cap->cp.o.top ? w.functions : cap->cp.o.top;
   e = ks_write_reply(&o, &d, x, put_info, &w);
   free(rows);

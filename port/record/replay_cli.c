@@ -23,11 +23,13 @@ static int usage(void) {
   return 2;
 }
 
-/* The top table of a replayed capture, most self time first. */
+/* The top table of a replayed capture, in option top_by's order. */
 static void print_top(const ks_replay *rp) {
   const ks_fcap *c = rp->c;
   uint32_t n, k;
   ks_fmfa *rows = ks_ffun_rows(&c->cp.fc, c->cp.o.hide, &n);
+
+  ks_fmfa_sort(rows, n, c->cp.o.top_by);
   char name[1024];
 
   printf("%-60s %12s %14s %14s\n", "function", "calls", "incl_us", "self_us");
