@@ -16,9 +16,8 @@
 %% (`%%% ' before each in a module). Kind `user': the options a user gives in
 %% Mode (the table's KS_BY_ERLANG and KS_BY_BOTH rows; the guard's limits only
 %% for Mode guard); kind `sink': the keys of Mode's start command to the sink
-%% (KS_BY_BOTH and KS_BY_SINK rows); kind `replay' (Mode flame, Markdown only):
-%% kprof:replay/2's options and `kprof_sink --replay''s flags (the KS_REPLAY
-%% lines). A Markdown file gets a table, a module a list. The prose around a block is written by hand and left as it is.
+%% (KS_BY_BOTH and KS_BY_SINK rows); kind `replay' (Mode flame): kprof:replay/2's
+%% options and `kprof_sink --replay''s flags (the KS_REPLAY lines). A Markdown file gets a table, a module a list. The prose around a block is written by hand and left as it is.
 %%
 %% It also writes doc/reference.md whole (?REFERENCE): every user function's
 %% options (type, bounds, default, what it does), kprof:replay/2's and
@@ -118,6 +117,14 @@ rows(sink, Mode) -> kprof_opts:sink_rows(Mode).
 
 body(markdown, replay, flame, _F, _LineNo) ->
     replay_table();
+body(edoc, replay, flame, _F, _LineNo) ->
+    ["<ul>" |
+     [lists:flatten(io_lib:format("<li>`~ts' (~ts; ~ts): ~ts</li>",
+                                  [K, case How of
+                                          override -> "default the recorded value";
+                                          _ -> edoc_default(D)
+                                      end, xml(V), xml(Doc)]))
+      || {K, How, {_, D, V, Doc}} <- replay_fields()]] ++ ["</ul>"];
 body(Style, Kind, Mode, F, LineNo) ->
     case lists:member(Mode, [tiers, flame, guard, calls]) andalso lists:member(Kind, [user, sink])
         andalso rows(Kind, Mode) of
@@ -198,14 +205,17 @@ replay_section() ->
 
 %% kprof:replay/2's options and their flags (kind `replay', mode `flame', of a block).
 replay_table() ->
-    Rows = maps:from_list([{element(2, R), R} || R <- kprof_opts:rows(flame)]),
+    Flags = maps:from_list([{K, F} || {K, F, _} <- kprof_opts:replay()]),
     ["| Option | Flag | Default | Values | What it does |", "|---|---|---|---|---|" |
-     [begin
-          {K, D, V, Doc} = kprof_opts:doc_fields(maps:get(Key, Rows)),
-          lists:flatten(io_lib:format("| `~ts` | ~ts | ~ts | ~ts | ~ts |",
-                                      [K, flag_text(Flag), replay_default(How, D), md(V),
-                                       md(Doc)]))
-      end || {Key, Flag, How} <- kprof_opts:replay()]].
+     [lists:flatten(io_lib:format("| `~ts` | ~ts | ~ts | ~ts | ~ts |",
+                                  [K, flag_text(maps:get(K, Flags)), replay_default(How, D),
+                                   md(V), md(Doc)]))
+      || {K, How, {_, D, V, Doc}} <- replay_fields()]].
+
+%% kprof:replay/2's options: each key, how the sink takes it, its row's doc fields.
+replay_fields() ->
+    Rows = maps:from_list([{element(2, R), R} || R <- kprof_opts:rows(flame)]),
+    [{Key, How, kprof_opts:doc_fields(maps:get(Key, Rows))} || {Key, _, How} <- kprof_opts:replay()].
 
 flag_text("") -> "none";
 flag_text(Flag) -> "`--" ++ Flag ++ "`".
