@@ -178,6 +178,7 @@ KS_REPLAY(fold_recursion, "fold-recursion", KS_R_OVERRIDE)
 KS_REPLAY(names, "names", KS_R_OVERRIDE)
 KS_REPLAY(top, "top", KS_R_OVERRIDE)
 KS_REPLAY(max_bytes, "max-bytes", KS_R_OVERRIDE)
+KS_REPLAY(sleep, "sleep", KS_R_OVERRIDE)
 KS_REPLAY(info, "", KS_R_ERLANG)
 
 /* A recording's header: the options that shape its replay, in the order written. */

@@ -843,6 +843,7 @@ replay(Path) ->
 %% <li>`names' (default the recorded value; erlang | elixir): functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table</li>
 %% <li>`top' (default the recorded value; integer 0..100000): print the N functions with the most self time after the capture, and return them</li>
 %% <li>`max_bytes' (default the recorded value; integer 65536..1099511627776): memory of the call-path tree; paths past it go to OVER_BUDGET frames</li>
+%% <li>`sleep' (default the recorded value; boolean): SLEEP frames</li>
 %% <li>`info' (default `false'; boolean): return the capture's summary (kprof_flame_summary) after its files, the top table in it</li>
 %% </ul>
 %% <!-- END option-docs replay flame -->

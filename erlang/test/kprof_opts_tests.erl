@@ -41,7 +41,7 @@ replay_and_record_keys_test() ->
     Flame = [K || {_, K, _, _, _, _, _, _} <- kprof_opts:rows(flame)],
     Replay = kprof_opts:replay(),
     ?assertEqual([], [K || {K, _, _} <- Replay, not lists:member(K, Flame)]),
-    ?assertEqual([group, fold_recursion, names, top, max_bytes],
+    ?assertEqual([group, fold_recursion, names, top, max_bytes, sleep],
                  [K || {K, _, override} <- Replay]),
     ?assertEqual([{info, "", erlang}], [R || {_, _, erlang} = R <- Replay]),
     Ids = [I || {I, _} <- kprof_opts:record_keys()],

@@ -712,6 +712,48 @@ START_TEST(command_line_table) {
 }
 END_TEST
 
+/* sleep at replay: a recording with SLEEP frames (the capture's default) replayed
+ * without them (--no-sleep, the table's KS_REPLAY line): the same stacks but
+ * SLEEP's, and less time in all by SLEEP's; --sleep gives them back. */
+START_TEST(replay_without_sleep) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], out[300], *file, *line, *save;
+  char *keep[] = {path, "--out", out, "--name", "on", "--format", "folded", "--sleep"};
+  char *drop[] = {path, "--out", out, "--name", "off", "--format", "folded", "--no-sleep"};
+  const char *names[] = {"on.folded", "off.folded"};
+  int64_t total[2] = {0, 0}, sleep = 0, paths = 0, diff;
+  int k;
+
+  free(data);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(out, sizeof(out), "sleep");
+  ck_assert_int_eq(ks_replay_main(8, keep), 0);
+  ck_assert_int_eq(ks_replay_main(8, drop), 0);
+  for (k = 0; k < 2; k++) {
+    file = (char *)file_at("sleep", names[k], &n);
+    ck_assert(k == 1 || strstr(file, ";SLEEP ") != NULL);
+    ck_assert(k == 0 || strstr(file, "SLEEP") == NULL);
+    save = NULL;
+    for (line = strtok_r(file, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+      if (line[0] == '#')
+        continue;
+      total[k] += (int64_t)strtoull(strrchr(line, ' ') + 1, NULL, 10);
+      if (strstr(line, ";SLEEP ") != NULL)
+        sleep += (int64_t)strtoull(strrchr(line, ' ') + 1, NULL, 10);
+      paths++;
+    }
+    free(file);
+  }
+  ck_assert_int_gt(sleep, 0);
+  /* The rest is the same time: each file's counts are rounded on its own running
+   * sum, no path off by more than 1 us. */
+  diff = total[0] - sleep - total[1];
+  ck_assert_int_le(diff < 0 ? -diff : diff, paths);
+}
+END_TEST
+
 /* The commands: flame_start's record option, flame_status's record map, flame_replay. */
 static void command_rec(ks_sink *sk, long ref, const char *cmd, long id, const char *path,
                         int bad_path) {
@@ -1033,6 +1075,7 @@ Suite *record_suite(void) {
   tcase_add_test(tc, header_keys_round_trip);
   tcase_add_test(tc, command_line_table);
   tcase_add_test(tc, record_header_command);
+  tcase_add_test(tc, replay_without_sleep);
   suite_add_tcase(s, tc);
   return s;
 }
