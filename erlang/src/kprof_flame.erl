@@ -529,6 +529,10 @@ write(Id, End, Cfg, Mode, Flags) ->
                            [hint(Mode)]),
             {error, no_events};
         {error, timeout} ->
+            %% The guard lets go of the capture before its sink is killed:
+            %% armed, it took the kill for the sink's own death and aborted
+            %% the capture with sink_down, which then hid this reason.
+            _ = kprof_flame_srv:done(Id),
             _ = kprof_sink:restart({flame_write_timeout, Id, ?WRITE_TIMEOUT}),
             {error, {sink, {no_answer_ms, ?WRITE_TIMEOUT}}};
         {error, {unsafe_directory, _, _} = Reason} ->

@@ -158,14 +158,14 @@ round_of(Kind, Spec) ->
 -spec traced(ring | port, true | callers) -> {non_neg_integer(), non_neg_integer()}.
 traced(Kind, Spec) ->
     {ok, Cfg0} = kprof_flame_options:validate(#{callers => Spec =:= callers, progress => false,
-                                        correct => false}, apply),
+                                                correct => false}, apply),
     Id = erlang:unique_integer([positive]),
-    Cfg = Cfg0#{pids => [self()], hide => kprof_flame_run:hidden_frame(), runs => {?MODULE, work, 1},
-                correct_ns => 0},
+    Cfg = Cfg0#{pids => [self()], hide => kprof_flame_run:hidden_frame(),
+                runs => {?MODULE, work, 1}, correct_ns => 0},
     case kprof_flame_srv:open(Id, apply, Cfg) of
         {ok, Flags} ->
             {{ok, Us}, _End} = kprof_flame_run:traced(fun() -> timed(fun() -> work(Kind) end) end,
-                                                  Flags),
+                                                      Flags),
             _ = kprof_flame_srv:close(Id),
             %% Through a port, the events are counted once the VM has handed
             %% them over (as kprof_flame's write waits for them).
