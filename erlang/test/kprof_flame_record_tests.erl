@@ -208,7 +208,7 @@ bad_args(Env) ->
     D = sub(Env, "badargs"),
     ?assertEqual({error, {badarg, 42}}, kprof:replay(42, #{})),
     ?assertEqual({error, {badarg, []}}, kprof:replay([], #{})),
-    ?assertEqual({error, {unknown_options, [sleep]}}, kprof:replay("x", #{sleep => true})),
+    ?assertEqual({error, {unknown_options, [children]}}, kprof:replay("x", #{children => true})),
     ?assertEqual({error, {bad_option, output_format, []}},
                  kprof:replay("x", #{output_format => []})),
     ?assertMatch({error, {replay_failed, _, _}},
