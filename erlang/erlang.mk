@@ -70,6 +70,12 @@ REC_BEAM := $(REC_SRC:test/record/%.erl=$(B)/record/%.beam)
 recordings: $(REC_BEAM)
 	erl -noshell -pa $(B)/record -s kprof_trace_recorder main test/data
 
+# Sampling sessions of the real VM for the C tests: test/data/sample_*.{ksr,txt}
+# (test/record/kprof_sample_recorder.erl; by hand, as above, on each OTP).
+sample-recordings: $(REC_BEAM) erl sink $(B)/test/ebin/kprof_sample_tests.beam
+	erl +JPperf map -noshell -pa erlang/ebin -pa $(B)/test/ebin -pa $(B)/record \
+	  -s kprof_sample_recorder main test/data
+
 $(B)/record/%.beam: test/record/%.erl | $(B)/record
 	erlc $(ERLC_FLAGS) -o $(B)/record $<
 

@@ -9,10 +9,11 @@
 #                                 TARGET=fuzz-otp-corpus OTP_BRING=fuzz/otp/27
 # Built with clang (libFuzzer + ASan + UBSan) from the library sources, not from
 # $(B)/libkprof_sink.a: every object needs the fuzzer's coverage instrumentation.
-# Seed corpora are made at run time into $(B)/fuzz/corpus-{sink,decode,ring,writers,record}/ from
+# Seed corpora are made at run time into $(B)/fuzz/corpus-{sink,decode,ring,writers,record,sample}/ from
 # the VM's recorded streams (test/data/*.bin and a small bench/gen_stream.erl recording),
 # command frames (fuzz/mkcorpus.escript), ring records (fuzz/mkring.escript) and capture
-# scripts with hostile names (fuzz/mkwriters.escript), recorded captures (fuzz/regress/record-*); the corpora grow across runs. Crash inputs
+# scripts with hostile names (fuzz/mkwriters.escript), recorded captures (fuzz/regress/record-*),
+# recorded sampling sessions (test/data/sample_*.ksr, fuzz/mksample.escript); the corpora grow across runs. Crash inputs
 # are written to $(B)/fuzz/. KPROF_FUZZ_LAX_ECHO=1: see fuzz/fuzz_sink.c.
 FUZZ_DIR     := $(B)/fuzz
 FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
@@ -23,12 +24,12 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -DKS_TIERS_INFLIGHT=512 $(KS_INC) $(EI_CFLAGS)
 FUZZ_BINS    := $(FUZZ_DIR)/fuzz_sink $(FUZZ_DIR)/fuzz_decode $(FUZZ_DIR)/fuzz_ring $(FUZZ_DIR)/fuzz_writers \
-                $(FUZZ_DIR)/fuzz_record
+                $(FUZZ_DIR)/fuzz_record $(FUZZ_DIR)/fuzz_sample
 
 FUZZ_COV_FLAGS := -std=c11 -D_GNU_SOURCE -g -O0 -fsanitize=fuzzer -DKS_TIERS_INFLIGHT=512 \
                   -fprofile-instr-generate -fcoverage-mapping $(KS_INC) $(EI_CFLAGS)
 FUZZ_COV_BINS  := $(FUZZ_DIR)/cov/fuzz_sink $(FUZZ_DIR)/cov/fuzz_decode $(FUZZ_DIR)/cov/fuzz_ring \
-                  $(FUZZ_DIR)/cov/fuzz_writers $(FUZZ_DIR)/cov/fuzz_record
+                  $(FUZZ_DIR)/cov/fuzz_writers $(FUZZ_DIR)/cov/fuzz_record $(FUZZ_DIR)/cov/fuzz_sample
 
 .PHONY: fuzz-build fuzz-run fuzz-regress fuzz-cov
 fuzz-build: $(FUZZ_BINS)

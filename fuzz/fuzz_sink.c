@@ -19,7 +19,9 @@
  *
  * Inputs naming `flame_write`, `tiers_full_write` or `flame_dir` (they make
  * directories and write files wherever the input says) are skipped: fuzz_writers
- * drives the writers into a directory of its own. (The product sink it links has no `test_delay_us`:
+ * drives the writers into a directory of its own; so are the `sample_'
+ * commands (they sample whatever process the input names, and record where
+ * it says): fuzz_sample fuzzes what a sampler reads. (The product sink it links has no `test_delay_us`:
  * that hook is only in the fault-injection build, `make` FAULT_SINK.)
  * KPROF_FUZZ_LAX_ECHO=1 tolerates one known class of bad reply: the sink
  * echoes the command's Ref (and an unknown Command) verbatim, so a Ref that
@@ -201,7 +203,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* These make directories and write files wherever the input says. */
   if (memmem(data, size, "flame_write", 11) != NULL ||
       memmem(data, size, "tiers_full_write", 15) != NULL ||
-      memmem(data, size, "flame_dir", 9) != NULL)
+      memmem(data, size, "flame_dir", 9) != NULL ||
+      memmem(data, size, "sample_", 7) != NULL)
     return 0;
   mode = data[0];
   a = data[1];

@@ -13,7 +13,7 @@ set -uo pipefail
 
 FUZZ_DIR=${FUZZ_DIR:-_build/fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers fuzz_record"
+TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers fuzz_record fuzz_sample"
 COMMON=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -46,7 +46,10 @@ seed() {
     # Recorded captures, each behind a 0 byte (fuzz_record: the rest is a whole file).
     for f in fuzz/regress/record-*; do
       cp "$f" "$FUZZ_DIR/corpus-record/"
-    done
+    done &&
+    # Recorded sampling sessions: whole, their records, their map text.
+    ERL_CRASH_DUMP=$FUZZ_DIR/erl_crash.dump escript fuzz/mksample.escript "$FUZZ_DIR/corpus-sample" \
+      test/data/sample_*.ksr
 }
 
 corpus_of() {
@@ -55,6 +58,7 @@ corpus_of() {
     fuzz_ring) echo "$FUZZ_DIR/corpus-ring" ;;
     fuzz_writers) echo "$FUZZ_DIR/corpus-writers" ;;
     fuzz_record) echo "$FUZZ_DIR/corpus-record" ;;
+    fuzz_sample) echo "$FUZZ_DIR/corpus-sample" ;;
     *) echo "$FUZZ_DIR/corpus-decode" ;;
   esac
 }
@@ -79,7 +83,7 @@ run() {
       "$(sed -E 's/^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+//; s/[[:space:]]+(lim|exec\/s|rss|L|MS):.*//' <<< "$done_line")")
     if [ $r -ne 0 ]; then
       rc=1
-      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record):|runtime error|Test unit written' "$log" | head -20 >&2
+      grep -E 'ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record|sample):|runtime error|Test unit written' "$log" | head -20 >&2
     fi
   done
   echo "fuzz: summary (libFuzzer's cov = edges covered, ft = features):$summary"
@@ -112,7 +116,7 @@ regress_one() {
     echo "fuzz: $t: $# $what pass"
   else
     echo "fuzz: $t: FAILED on one of the $what (log: $FUZZ_DIR/$t-regress.log)" >&2
-    grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
+    grep -E 'Running:|ERROR|SUMMARY|fuzz_(sink|decode|ring|writers|record|sample):|runtime error' "$FUZZ_DIR/$t-regress.log" | tail -8 >&2
     return 1
   fi
 }

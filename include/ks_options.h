@@ -2,14 +2,16 @@
  *
  * An X-macro list, no include guard: the includer defines KS_OPTION, KS_FIELD
  * and KS_FORMAT, includes this file, and undefines them (port/proto/options.c,
- * port/proto/ks_option_fields.h for port/callpath/graph.c and
- * port/tiers/tier_opts.c, port/write/ks_write.h, port/write/files.c).
+ * port/proto/ks_option_fields.h for port/callpath/graph.c,
+ * port/tiers/tier_opts.c and port/sample/sample_control.c,
+ * port/write/ks_write.h, port/write/files.c).
  * scripts/gen_options.escript reads the same lines and writes
  * erlang/include/kprof_options.hrl (kprof_opts.erl); `make' rebuilds it when
  * this file changes. So each line must stay on one line, in this shape:
  *
  *   KS_OPTION(MODES, key, TYPE, MIN, MAX, "DEFAULT", CHECKED_BY, FIELD, "doc")
- *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_GUARD, KS_M_CALLS joined with |: the modes
+ *     MODES       KS_M_TIERS, KS_M_FLAME, KS_M_SAMPLE, KS_M_GUARD, KS_M_CALLS joined
+ *                 with |: the modes
  *                 whose options (Erlang side) or start command (sink side) take it
  *     TYPE        KS_T_INT  integer in [MIN, MAX]
  *                 KS_T_NUMX number (integer or float) in ]MIN, MAX]
@@ -27,8 +29,9 @@
  *                 KS_BY_BOTH: the same key on both sides, same bounds
  *     FIELD       KS_FIELD(feature, member, scale): where the sink stores an integer
  *                 or boolean row, member of the feature's options struct (tiers:
- *                 ks_tier_opts, flame: ks_fopts), value times scale (grace_ms into
- *                 grace_ns: 1000000); its default is the DEFAULT above
+ *                 ks_tier_opts, flame: ks_fopts, sample: port/sample/sample_control.c's,
+ *                 which holds a ks_fopts for the flame rows), value times scale
+ *                 (grace_ms into grace_ns: 1000000); its default is the DEFAULT above
  *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
  *                 or a KS_T_TERM row the feature's own decoder takes; a KS_T_TERM
  *                 row's field is where that decoder stores it (an MFA id: trigger)
@@ -100,24 +103,24 @@ KS_OPTION(KS_M_TIERS, full_max_nodes, KS_T_INT, 16, 1 << 26, "100000", KS_BY_SIN
 KS_OPTION(KS_M_TIERS, full_max_identities, KS_T_INT, 1, 100000, "20", KS_BY_SINK, KS_FIELD(tiers, full_max_identities, 1), "full_trace_max_identities")
 
 /* flame: flame_apply, flame_capture, flame_pid and the web captures (kprof_flame_options:validate/2) */
-KS_OPTION(KS_M_FLAME, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, KS_NO_FIELD, "a format, a list of them, or all")
-KS_OPTION(KS_M_FLAME, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, KS_NO_FIELD, "where the files go")
-KS_OPTION(KS_M_FLAME, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the files' base name (default kprof-Mode-Time-Id)")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, output_format, KS_T_TERM, 0, 0, "all", KS_BY_ERLANG, KS_NO_FIELD, "a format, a list of them, or all")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, output_directory, KS_T_TERM, 0, 0, "\".\"", KS_BY_ERLANG, KS_NO_FIELD, "where the files go")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, name, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "the files' base name (default kprof-Mode-Time-Id)")
 KS_OPTION(KS_M_FLAME, sleep, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, KS_FIELD(flame, sleep, 1), "SLEEP frames")
 KS_OPTION(KS_M_FLAME, gc, KS_T_BOOL, 0, 1, "true", KS_BY_BOTH, KS_FIELD(flame, gc, 1), "GC frames")
 KS_OPTION(KS_M_FLAME, children, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, children, 1), "follow spawned processes (flame_apply: true unless given false)")
-KS_OPTION(KS_M_FLAME, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, KS_FIELD(flame, max_bytes, 1), "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, max_bytes, KS_T_INT, 1 << 16, 1099511627776, "2147483648", KS_BY_BOTH, KS_FIELD(flame, max_bytes, 1), "memory of the call-path tree; paths past it go to OVER_BUDGET frames")
 KS_OPTION(KS_M_FLAME, perf_period_us, KS_T_INT, 0, 60000000, "0", KS_BY_BOTH, KS_FIELD(flame, perf_period_us, 1), "perf sample period; 0: automatic")
-KS_OPTION(KS_M_FLAME, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, KS_FIELD(flame, max_procs, 1), "processes of one capture; more are left out, counted in dropped_procs")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, max_procs, KS_T_INT, 1, 1 << 22, "100000", KS_BY_BOTH, KS_FIELD(flame, max_procs, 1), "processes of one capture; more are left out, counted in dropped_procs")
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, KS_NO_FIELD, "flame_capture's wait (ms)")
-KS_OPTION(KS_M_FLAME, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, KS_NO_FIELD, "speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, KS_NO_FIELD, "speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open")
 KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, KS_NO_FIELD, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
-KS_OPTION(KS_M_FLAME, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_BOTH, KS_FIELD(flame, elixir_names, 1), "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
-KS_OPTION(KS_M_FLAME, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, KS_FIELD(flame, top, 1), "print the N functions with the most self time after the capture, and return them")
-KS_OPTION(KS_M_FLAME, top_by, KS_T_ENUM, 0, 0, "self", KS_BY_BOTH, KS_FIELD(flame, top_by, 1), "the order of the top table (and which N it keeps): most self time, inclusive time or calls first")
-KS_OPTION(KS_M_FLAME, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
-KS_OPTION(KS_M_FLAME, group, KS_T_ENUM, 0, 0, "", KS_BY_BOTH, KS_FIELD(flame, group, 1), "processes merged at the root (default initial_call with children => true, else pid)")
-KS_OPTION(KS_M_FLAME, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, fold_recursion, 1), "direct recursion f;f;f written as one f")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_BOTH, KS_FIELD(flame, elixir_names, 1), "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, KS_FIELD(flame, top, 1), "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, top_by, KS_T_ENUM, 0, 0, "self", KS_BY_BOTH, KS_FIELD(flame, top_by, 1), "the order of the top table (and which N it keeps): most self time, inclusive time or calls first")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, group, KS_T_ENUM, 0, 0, "", KS_BY_BOTH, KS_FIELD(flame, group, 1), "processes merged at the root (default initial_call with children => true, else pid)")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, fold_recursion, 1), "direct recursion f;f;f written as one f")
 KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, callers, 1), "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
 KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIELD, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
 KS_OPTION(KS_M_FLAME, record, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "also write the capture's event stream to this file (absolute; replayed by kprof:replay/2)")
@@ -133,6 +136,19 @@ KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_FIELD(flame, hid
 KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, KS_FIELD(flame, time_offset, 1), "erlang:time_offset(nanosecond)")
 KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, KS_FIELD(flame, correct_ns, 1), "tracing's cost per event, taken off the time before each event (0: none)")
 
+/* sample: kprof:sample/2's options (Erlang); the flame rows above marked KS_M_SAMPLE too */
+KS_OPTION(KS_M_SAMPLE, frequency, KS_T_INT, 1, 10000, "97", KS_BY_ERLANG, KS_NO_FIELD, "samples a second of each scheduler thread's CPU time (sent as hz; cost: doc/sampling.md)")
+KS_OPTION(KS_M_SAMPLE, pid, KS_T_TERM, 0, 0, "", KS_BY_ERLANG, KS_NO_FIELD, "Pid | [Pid] | all: keep only these processes' samples (default all: every process)")
+KS_OPTION(KS_M_SAMPLE, raw_record, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "also write what the sampler read from the VM to this file (absolute; bug reports, test recordings)")
+/* sample: what kprof_sample sends the sink in {sample_start, Id, Opts} */
+KS_OPTION(KS_M_SAMPLE, hz, KS_T_INT, 1, 10000, "97", KS_BY_SINK, KS_FIELD(sample, hz, 1), "frequency")
+KS_OPTION(KS_M_SAMPLE, os_pid, KS_T_INT, 1, 4194304, "", KS_BY_SINK, KS_FIELD(sample, os_pid, 1), "the VM's OS process (os:getpid())")
+KS_OPTION(KS_M_SAMPLE, pid_template, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "a pid of the node (self()): its node name and creation")
+KS_OPTION(KS_M_SAMPLE, pid_bits, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{NumberBits, SerialBits} of the node's pids (what list_to_pid/1 takes)")
+KS_OPTION(KS_M_SAMPLE, layout, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{Offset, Shift}: where the running process's pid is, calibrated before")
+KS_OPTION(KS_M_SAMPLE, beacons, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "[Pid]: busy processes to calibrate the layout with (without layout)")
+KS_OPTION(KS_M_SAMPLE, pids, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "[Pid]: pid")
+
 /* calls: kprof_calls:run/2's options (Erlang); ms and max not both infinity */
 KS_OPTION(KS_M_CALLS, ms, KS_T_INTINF, 1, KS_INF, "5000", KS_BY_ERLANG, KS_NO_FIELD, "stop counting after this many ms (or at max calls)")
 KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, KS_NO_FIELD, "stop counting after this many calls in all (or at ms)")
@@ -142,13 +158,13 @@ KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, KS_NO_FIELD,
 KS_OPTION(KS_M_CALLS, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIELD, "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
 
 /* guard: kprof_guard's limits, taken by the tiers, the flame modes and calls too */
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink stops reading this long")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many bytes queued to the sink")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many events")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
-KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_stall_ms, KS_T_INTINF, 1, KS_INF, "500", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink stops reading this long")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_queue_bytes, KS_T_INTINF, 1, KS_INF, "4194304", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many bytes queued to the sink")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_memory_bytes, KS_T_TERM, 0, 0, "default", KS_BY_ERLANG, KS_NO_FIELD, "abort past this much node memory, erlang:memory(total): bytes | infinity | default (at arming + 1 GiB)")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_events, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort past this many events")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, rate, KS_T_TERM, 0, 0, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "{Max, PerMs} | infinity: abort past this event rate")
+KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_seconds, KS_T_INTINF, 1, KS_INF, "infinity", KS_BY_ERLANG, KS_NO_FIELD, "abort after this long")
 
 KS_FORMAT(folded, ".folded", ks_write_folded, 1)
 KS_FORMAT(perf, ".perf", ks_write_perf, 1)

@@ -30,8 +30,8 @@ typedef struct out_req {
 
 static uv_loop_t *loop;
 static uv_pipe_t in_pipe, out_pipe;
-static uv_timer_t ring_timer;
-static int ring_timer_on;
+static uv_timer_t ring_timer, sample_timer;
+static int ring_timer_on, sample_timer_on;   /* sample_timer_on: its period in ms */
 static int out_is_pipe;
 static ks_sink sink;
 
@@ -93,14 +93,31 @@ static void on_ring_timer(uv_timer_t *t) {
   ks_sink_poll_ring(&sink);
 }
 
-/* A command may have opened or closed the ring. */
+static void watch_ring(void);
+
+static void on_sample_timer(uv_timer_t *t) {
+  ks_sink_poll_sample(&sink);
+  watch_ring();   /* the session may have ended by itself (the VM gone) */
+}
+
+/* A command may have opened or closed the ring, or started or stopped sampling. */
 static void watch_ring(void) {
+  int sampling = ks_sampling_active(&sink.sampling);
+
   if (sink.ring.h != NULL && !ring_timer_on) {
     uv_timer_start(&ring_timer, on_ring_timer, 1, 1);
     ring_timer_on = 1;
   } else if (sink.ring.h == NULL && ring_timer_on) {
     uv_timer_stop(&ring_timer);
     ring_timer_on = 0;
+  }
+  if (sampling && sample_timer_on != ks_sampling_drain_ms(&sink.sampling)) {
+    sample_timer_on = ks_sampling_drain_ms(&sink.sampling);
+    uv_timer_start(&sample_timer, on_sample_timer, (uint64_t)sample_timer_on,
+                   (uint64_t)sample_timer_on);
+  } else if (!sampling && sample_timer_on) {
+    uv_timer_stop(&sample_timer);
+    sample_timer_on = 0;
   }
 }
 
@@ -119,6 +136,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   uv_close((uv_handle_t *)stream, NULL);
   uv_timer_stop(&ring_timer);
   uv_close((uv_handle_t *)&ring_timer, NULL);
+  uv_timer_stop(&sample_timer);
+  uv_close((uv_handle_t *)&sample_timer, NULL);
   /* stdout stays open: its queued writes keep the loop running until they
    * are written (main closes it then). */
 }
@@ -210,7 +229,8 @@ int main(int argc, char **argv) {
   }
   if (uv_guess_handle(STDIN_FILENO) == UV_NAMED_PIPE) {
     sink.pipe_size = ks_pipe_enlarge(STDIN_FILENO, pipe_size);
-    if ((rc = uv_timer_init(loop, &ring_timer)) || (rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
+    if ((rc = uv_timer_init(loop, &ring_timer)) || (rc = uv_timer_init(loop, &sample_timer)) ||
+        (rc = uv_pipe_init(loop, &in_pipe, 0)) || (rc = uv_pipe_open(&in_pipe, STDIN_FILENO)) ||
         (rc = uv_read_start((uv_stream_t *)&in_pipe, on_alloc, on_read))) {
       fprintf(stderr, "kprof_sink: stdin: %s\n", uv_strerror(rc));
       return 1;

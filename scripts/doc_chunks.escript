@@ -10,7 +10,7 @@ main([AppDir | Sources]) when Sources =/= [] ->
     Opts = [{doclet, edoc_doclet_chunks}, {layout, edoc_layout_chunks},
             {dir, filename:join(AppDir, "doc")}, {preprocess, true},
             {includes, ["erlang/include"]}, {application, kprof}],
-    case catch edoc:files(Sources, Opts) of
+    case try edoc:files(Sources, Opts) catch Class:Reason -> {Class, Reason} end of
         ok -> ok;
         Other -> io:format(standard_error, "doc_chunks: edoc failed: ~p~n", [Other]),
                  halt(1)

@@ -111,6 +111,7 @@ mode("KS_M_TIERS", _) -> tiers;
 mode("KS_M_FLAME", _) -> flame;
 mode("KS_M_GUARD", _) -> guard;
 mode("KS_M_CALLS", _) -> calls;
+mode("KS_M_SAMPLE", _) -> sample;
 mode(M, N) -> die(N, "unknown mode " ++ M).
 
 type("KS_T_INT", _) -> int;

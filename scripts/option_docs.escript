@@ -126,7 +126,7 @@ body(edoc, replay, flame, _F, _LineNo) ->
                                       end, xml(V), xml(Doc)]))
       || {K, How, {_, D, V, Doc}} <- replay_fields()]] ++ ["</ul>"];
 body(Style, Kind, Mode, F, LineNo) ->
-    case lists:member(Mode, [tiers, flame, guard, calls]) andalso lists:member(Kind, [user, sink])
+    case lists:member(Mode, [tiers, flame, sample, guard, calls]) andalso lists:member(Kind, [user, sink])
         andalso rows(Kind, Mode) of
         false -> die(F, LineNo, "not a block: " ++ atom_to_list(Kind) ++ " " ++ atom_to_list(Mode));
         [] -> die(F, LineNo, "no rows for " ++ atom_to_list(Kind) ++ " " ++ atom_to_list(Mode));

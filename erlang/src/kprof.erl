@@ -199,6 +199,8 @@
 -export([flame_apply/1, flame_apply/2, flame_capture/2, flame_capture/3,
          flame_pid/1, flame_pid/2, flame_pid/3, cancel/0, flame_calibrate/0, flame_calibrate/1]).
 -export([replay/1, replay/2, recorded_options/1]).
+%% SAMPLE
+-export([sample/1, sample/2]).
 
 -export_type([start_opts/0, error/0, stats/0]).
 
@@ -287,6 +289,7 @@ help() ->
       "  kprof:flame_pid(Pid, Ms, #{})                   a process for Ms milliseconds\n"
       "  kprof:cancel()                                  end running captures, with files\n"
       "  #{record => \"c.kprec\"} then kprof:replay(\"c.kprec\", #{})  a capture to a file, later\n"
+      "  kprof:sample(5000, #{pid => Pid})               sampled (erl +JPperf map): kprof:help(sample)\n"
       "  options: output_directory, output_format, top => 10 (the top functions\n"
       "           by self time, printed and returned), ...: kprof:help(flame)\n"
       "Tiers (per request kind, time per tier):\n"
@@ -317,11 +320,13 @@ help() ->
 %% ...
 %% '''
 %% Another mode: `{error, {unknown_mode, Mode}}'.
--spec help(tiers | flame | calls | guard) -> ok | {error, {unknown_mode, term()}}.
-help(Mode) when Mode =:= tiers; Mode =:= flame; Mode =:= calls; Mode =:= guard ->
+-spec help(tiers | flame | sample | calls | guard) -> ok | {error, {unknown_mode, term()}}.
+help(Mode) when Mode =:= tiers; Mode =:= flame; Mode =:= sample; Mode =:= calls;
+                Mode =:= guard ->
     Who = #{tiers => "kprof:start_tiers/2",
             flame => "kprof:flame_apply/2, flame_capture/3 and flame_pid/3",
-            calls => "kprof:calls/2", guard => "Every mode's (the guard's limits)"},
+            sample => "kprof:sample/2", calls => "kprof:calls/2",
+            guard => "Every mode's (the guard's limits)"},
     io:format("~ts options (a map or a keyword list):~n", [maps:get(Mode, Who)]),
     lists:foreach(fun(Line) -> io:format("  ~ts~n", [Line]) end, kprof_opts:doc(Mode));
 help(Mode) ->
@@ -892,6 +897,34 @@ cancel() ->
         N when is_integer(N) -> {ok, N};
         {error, _} = Error -> Error
     end.
+
+%%%%%%%%%%%%%%
+%%% SAMPLE %%%
+%%%%%%%%%%%%%%
+%%% Sampled flame graphs of the whole node (or some of its processes):
+%%% the sink samples the VM's scheduler threads with perf_event_open and
+%%% names Erlang frames from the JIT's perf map, C frames from beam.smp's
+%%% symbols and the process from the VM's memory. The node must run with
+%%% `+JPperf map'. See kprof_sample and doc/sampling.md.
+
+%% @equiv sample(Ms, #{})
+-spec sample(pos_integer()) -> kprof_flame:written() | {error, term()}.
+sample(Ms) ->
+    sample(Ms, #{}).
+
+%% @doc Sample every scheduler thread of this node for `Ms' milliseconds
+%% (at most 600000) at `frequency' samples a second of each thread's CPU
+%% time (doc/sampling.md says what each rate costs); write the same files
+%% as a flame capture (`{ok, Files}', `{ok, Files, Top}' with `top',
+%% `{ok, Files, Summary}' with `info'). `pid => Pid | [Pid]' keeps those
+%% processes' samples only. Refusals: `{error, {needs_emulator_flag,
+%% "+JPperf map"}}', `{error, {not_supported, emu}}', `{error,
+%% {perf_event_open, eacces, Hint}}' (the kernel's permissions: `Hint' says
+%% which to change), `{error, {busy, Mode}}' (another mode runs). Options:
+%% kprof_sample's module doc (`h(kprof_sample)').
+-spec sample(pos_integer(), kprof_sample:opts()) -> kprof_flame:written() | {error, term()}.
+sample(Ms, Opts) ->
+    with_opts(Opts, fun(O) -> kprof_sample:run(Ms, O) end).
 
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% VALIDATION: the shape of arguments %%%

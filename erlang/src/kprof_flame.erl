@@ -65,8 +65,9 @@
 
 %% PUBLIC (through kprof)
 -export([apply/2, capture/3, pid/3, planned_files/1]).
-%% Internal: open => speedscope and the list of formats (kprof_tiers_full too).
--export([maybe_open/2, formats/1, paths/2, out_dir/1]).
+%% Internal: open => speedscope and the list of formats (kprof_tiers_full too);
+%% the files' default base name (kprof_sample's too).
+-export([maybe_open/2, formats/1, paths/2, out_dir/1, base_name/2]).
 %% Internal: a capture's result from the sink's answer (kprof_flame_replay's too).
 -export([result/3]).
 %% Internal: a progress line, for its test.
@@ -694,7 +695,8 @@ drain(Port) ->
     after 60000 -> ok
     end.
 
--spec base_name(apply | pid | capture, integer()) -> string().
+%% @private The files' default base name: kprof-Mode-Time-Id (kprof_sample's too).
+-spec base_name(apply | pid | capture | sample, integer()) -> string().
 base_name(Mode, Id) ->
     {{Y, Mo, D}, {H, Mi, S}} = calendar:local_time(),
     lists:flatten(io_lib:format("kprof-~s-~4..0b~2..0b~2..0b-~2..0b~2..0b~2..0b-~b",

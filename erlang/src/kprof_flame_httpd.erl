@@ -52,7 +52,8 @@ do(ModData = #mod{config_db = Db, parsed_header = Header, data = Data}) ->
                                    {kprof_tiers_httpd:run_rest(?MODULE, ModData),
                                     kprof_flame_web:refusal()}
                            end,
-                    case kprof_flame_web:run(Rest, Opts) of
+                    Mode = kprof_flame_web:mode(proplists:get_value("x-kprof-sample", Header)),
+                    case kprof_flame_web:run(Rest, Opts, Mode) of
                         {{Outcome, undefined}, Files} ->
                             logger:info("kprof flame: traced ~s ~s: ~p",
                                         [ModData#mod.method, path(ModData#mod.request_uri),

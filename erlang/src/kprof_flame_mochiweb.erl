@@ -24,7 +24,10 @@ loop(Loop, Opts) when is_function(Loop, 1), is_map(Opts) ->
     fun(Req) ->
             Asked = mochiweb_request:get_header_value("x-trace-request", Req),
             case Asked =/= undefined andalso kprof_flame_web:decide(Asked, mochiweb_peer(Req)) of
-                trace -> element(1, kprof_flame_web:run(fun() -> Loop(Req) end, Opts));
+                trace ->
+                    Mode = kprof_flame_web:mode(mochiweb_request:get_header_value("x-kprof-sample",
+                                                                                  Req)),
+                    element(1, kprof_flame_web:run(fun() -> Loop(Req) end, Opts, Mode));
                 {refused, Reason, true} -> kprof_flame_web:with_refusal(Reason, fun() -> Loop(Req) end);
                 _ -> Loop(Req)
             end

@@ -38,12 +38,18 @@
 %%% </ul>
 %%% `Opts' are flame_apply's; `max_seconds' defaults to the gate's.
 %%%
+%%% A request that also carries `x-kprof-sample: true' is sampled instead of
+%%% traced (on a node started with `+JPperf map'): its process's samples
+%%% while it runs, at 997 a second, the same files and headers
+%%% ({@link run/3}, {@link kprof_sample:apply/2}; doc/sampling.md). Sampling
+%%% costs the request what the rate costs, not what tracing each call does.
+%%%
 %%% The capture is {@link kprof_flame:apply/2}'s, with the options checked
 %%% by {@link kprof_flame_options:validate/2} first: kprof's own modules never call
 %%% the facade ({@link kprof}), which is the user's.
 -module(kprof_flame_web).
 
--export([decide/2, run/2, with_refusal/2, headers/0, refusal/0, refused/0]).
+-export([decide/2, run/2, run/3, mode/1, with_refusal/2, headers/0, refusal/0, refused/0]).
 
 -define(HEADER, "x-trace-request").
 -define(REPLY_HEADER, "x-kprof-files").
@@ -68,10 +74,33 @@ decide(Value, Peer) ->
 %% refused to start. After the capture, the oldest kprof files of the
 %% directory go until what is left fits the gate's `max_bytes'.
 -spec run(fun(() -> Result), kprof_flame:opts()) -> {Result, [file:filename()]}.
-run(Fun, Opts0) ->
+run(Fun, Opts) ->
+    run(Fun, Opts, trace).
+
+%% @doc {@link run/2} traced (`trace'), or sampled (`sample'): the request's
+%% process sampled while `Fun' runs (kprof_sample:apply/2, at 997 samples a
+%% second unless `Opts' give a `frequency'; the node needs `+JPperf map'),
+%% its files named and pruned alike. `Opts' are flame_apply's: a sampled
+%% request takes those sampling takes too (kprof_sample's options), and
+%% leaves the others.
+-spec run(fun(() -> Result), map(), trace | sample) -> {Result, [file:filename()]}.
+run(Fun, Opts0, Mode) when Mode =:= trace; Mode =:= sample ->
     case web_opts(Opts0) of
-        {ok, Opts, MaxBytes} -> run(Fun, Opts, MaxBytes);
+        {ok, Opts, MaxBytes} -> run(Fun, mode_opts(Mode, Opts), MaxBytes, Mode);
         error -> {refused_run(output_directory, Fun), []}
+    end.
+
+%% @doc The mode a request asks for with its `x-kprof-sample' header (its
+%% value, `undefined' when absent): `sample' for any value but "", "false"
+%% and "0", else `trace'. (Whether it may ask at all is the gate's, on
+%% `x-trace-request'.)
+-spec mode(undefined | string() | binary()) -> trace | sample.
+mode(undefined) ->
+    trace;
+mode(Value) ->
+    case string:lowercase(string:trim(unicode:characters_to_binary(Value))) of
+        V when V =:= <<>>; V =:= <<"false">>; V =:= <<"0">> -> trace;
+        _ -> sample
     end.
 
 %% @doc Inside a request: `[{"x-kprof-files", BaseNames}]' once its
@@ -113,9 +142,26 @@ refused() ->
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
 
--spec run(fun(() -> Result), map(), pos_integer() | infinity) -> {Result, [file:filename()]}.
-run(Fun, Opts, MaxBytes) ->
-    case kprof_flame_options:validate(Opts, apply) of
+%% A sampled request's options: sampling's of the web options, at 997 a second.
+-spec mode_opts(trace | sample, map()) -> map().
+mode_opts(trace, Opts) ->
+    Opts;
+mode_opts(sample, Opts) ->
+    Keys = [K || {_, K, _, _, _, _, _, _} <- kprof_opts:rows(sample)],
+    maps:merge(#{frequency => 997}, maps:with(Keys, Opts)).
+
+-spec validated(map(), trace | sample) -> {ok, map()} | {error, term()}.
+validated(Opts, trace) -> kprof_flame_options:validate(Opts, apply);
+validated(Opts, sample) -> kprof_sample:validate(Opts).
+
+-spec captured(fun(() -> term()), map(), trace | sample) -> term().
+captured(Traced, Opts, trace) -> kprof_flame:apply(Traced, Opts);
+captured(Traced, Opts, sample) -> kprof_sample:apply(Traced, Opts).
+
+-spec run(fun(() -> Result), map(), pos_integer() | infinity, trace | sample) ->
+          {Result, [file:filename()]}.
+run(Fun, Opts, MaxBytes, Mode) ->
+    case validated(Opts, Mode) of
         {ok, Cfg} ->
             Planned = kprof_flame:planned_files(Cfg),
             %% Whether Fun ran, when flame_apply says no: it must not run twice.
@@ -132,7 +178,7 @@ run(Fun, Opts, MaxBytes) ->
                                  restore(Old)
                              end
                      end,
-            try kprof_flame:apply(Traced, Opts) of
+            try captured(Traced, Opts, Mode) of
                 {ok, Result, Files} ->
                     {Result, written(Files, Planned, Ran, Cfg, MaxBytes)};
                 {ok, Result, Files, _Top} ->

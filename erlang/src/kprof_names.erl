@@ -20,14 +20,26 @@
 
 -type style() :: erlang | elixir.
 
-%% @doc `{M, F, Arity}' as text in the style; anything else as `~0tp'.
+%% @doc `{M, F, Arity}' as text in the style; anything else as `~0tp'. A
+%% sampled profile's native frame, `{'[C]', Symbol, 0}' (and `'[JIT]'',
+%% `'[unknown]'', `'[scheduler]'', ...), is `[C]Symbol' in either style, as
+%% the sink names it in the files (port/callpath/names.c).
 -spec mfa(term(), style()) -> string().
-mfa({M, F, A}, erlang) when is_atom(M), is_atom(F), is_integer(A) ->
+mfa({M, F, 0}, _Style) when is_atom(M), is_atom(F) ->
+    case atom_to_list(M) of
+        [$[ | _] = Native -> lists:flatten([Native | atom_to_list(F)]);
+        _ -> plain({M, F, 0}, _Style)
+    end;
+mfa(MFA, Style) ->
+    plain(MFA, Style).
+
+-spec plain(term(), style()) -> string().
+plain({M, F, A}, erlang) when is_atom(M), is_atom(F), is_integer(A) ->
     lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A]));
-mfa({M, F, A}, elixir) when is_atom(M), is_atom(F), is_integer(A) ->
+plain({M, F, A}, elixir) when is_atom(M), is_atom(F), is_integer(A) ->
     lists:flatten([module(atom_to_list(M)), $., function(atom_to_list(F)), $/,
                    integer_to_list(A)]);
-mfa(Other, _Style) ->
+plain(Other, _Style) ->
     lists:flatten(io_lib:format("~0tp", [Other])).
 
 %%%%%%%%%%%%%%%

@@ -27,7 +27,7 @@
 
 -include("kprof_options.hrl").
 
--type mode() :: tiers | flame | guard | calls.
+-type mode() :: tiers | flame | sample | guard | calls.
 -type bound() :: number() | infinity | neg_infinity.
 -type row() :: {[mode()], atom(), int | num | numx | intinf | bool | term | enum, bound(), bound(),
                 term(), erlang | sink | both, string()}.
@@ -260,6 +260,11 @@ valid_term(record, P) when is_list(P); is_binary(P) ->
     Chars = unicode:characters_to_list(P),
     is_list(Chars) andalso Chars =/= [] andalso not lists:member(0, Chars);
 valid_term(record, _) -> false;
+valid_term(raw_record, P) -> valid_term(record, P);
+valid_term(pid, all) -> true;
+valid_term(pid, P) when is_pid(P) -> true;
+valid_term(pid, [_ | _] = Ps) -> lists:all(fun is_pid/1, Ps);
+valid_term(pid, _) -> false;
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);
 valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);

@@ -78,6 +78,8 @@
 %% A sink that exited before it answered is run once more for its words:
 %% for at most this long, and this much of what it printed is kept.
 -define(PROBE_MS, 2000).
+%% Commands whose answers may name atoms this node does not know (decode/2).
+-define(ATOM_MAKERS, [flame_replay, sample_write]).
 -define(PROBE_BYTES, 2048).
 
 -type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
@@ -353,7 +355,7 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
     Ref = make_ref(),
     Bin = term_to_binary({kprof, Ref, Cmd}),
     P = (pending(From, Timeout, Ref))#pending{atoms = is_tuple(Cmd) andalso
-                                                  element(1, Cmd) =:= flame_replay},
+                                                  lists:member(element(1, Cmd), ?ATOM_MAKERS)},
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
             {noreply, S#state{pending = Pending#{Ref => P}}};
@@ -555,9 +557,10 @@ decode(Bin) ->
     end.
 
 %% A replay's answer (kprof:replay/2) names the recorded code's modules and
-%% functions (its top rows), which this node may not know: while one is
-%% pending, a frame `safe' refuses is read anyway, making at most a few atoms
-%% per row asked for.
+%% functions (its top rows), which this node may not know, and so does a
+%% sampled profile's (kprof_sample: C functions as `{'[C]', Symbol, 0}'):
+%% while one is pending, a frame `safe' refuses is read anyway, making at
+%% most a few atoms per row asked for.
 -spec decode(binary(), #state{}) -> {ok, term()} | {error, bad_frame}.
 decode(Bin, #state{pending = Pending}) ->
     Replay = lists:any(fun(#pending{atoms = A}) -> A end, maps:values(Pending)),

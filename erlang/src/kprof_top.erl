@@ -58,15 +58,20 @@ rows(Raw, TotalUs) ->
           iolist().
 text(Rows, Info = #{total_us := Total, functions := N}) ->
     Names = maps:get(names, Info, erlang),
+    %% A sampled profile (kprof_sample) counts samples where a trace counts calls.
+    {Who, Count} = case Info of
+                       #{sampled := true} -> {"sample", "samples"};
+                       _ -> {"flame", "calls"}
+                   end,
     Order = case maps:get(top_by, Info, self) of
                 self -> "self time";
                 inclusive -> "inclusive time";
-                calls -> "calls"
+                calls -> Count
             end,
-    [io_lib:format("kprof flame: ~b of ~b functions, most ~s first (~ts ms in all)~n",
-                   [length(Rows), N, Order, ms(Total)]),
+    [io_lib:format("kprof ~s: ~b of ~b functions, most ~s first (~ts ms in all)~n",
+                   [Who, length(Rows), N, Order, ms(Total)]),
      io_lib:format("~ts~ts~ts~ts  function~n",
-                   [lpad("calls", 11), lpad("self ms", 11), lpad("self %", 8),
+                   [lpad(Count, 11), lpad("self ms", 11), lpad("self %", 8),
                     lpad("incl ms", 11)])
      | [io_lib:format("~ts~ts~ts~ts  ~ts~n",
                       [lpad(integer_to_list(C), 11), lpad(ms(S), 11),

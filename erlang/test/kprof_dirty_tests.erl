@@ -65,7 +65,7 @@ stress_in_peer() ->
         ?assertEqual(?CAPTURES, Ok + length(Aborted)),
         _ = file:del_dir_r(Dir)
     after
-        catch peer:stop(Peer)
+        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end)
     end.
 
 %% In the peer: the loops, then the captures, one after the other; the

@@ -117,9 +117,8 @@ tiers_sink_frozen(_Dir) ->
     ok = wait_until(fun() -> sink_events() > 500 end, 10000),
     {Stopped, Alert, Ms} = freeze_until_alert(3000),
     stalled(Alert),
-    ?debugFmt("tiers: the sink frozen, tracing aborted ~b ms later (bound ~b ms): ~s",
-              [Ms, stall_bound(), message(Alert)]),
-    ?assert(Ms =< stall_bound() + 500),
+    ?debugFmt("tiers: the sink frozen: ~s", [message(Alert)]),
+    within_stall_bound(Ms),
     stop(W),
     ok = thaw(Stopped),
     ?assertEqual([], leftovers()),
@@ -133,8 +132,7 @@ pid_sink_frozen(Dir) ->
     Ps = busy_capture(4, Dir),
     {Stopped, Alert, Ms} = freeze_until_alert(3000),
     stalled(Alert),
-    ?debugFmt("flame_pid: the sink frozen, tracing aborted ~b ms later", [Ms]),
-    ?assert(Ms =< stall_bound() + 500),
+    within_stall_bound(Ms),
     ok = thaw(Stopped),
     {error, {aborted, overload, Files}} = receive {done, R} -> R after 60000 -> error(stuck) end,
     [stop(P) || P <- Ps],
@@ -152,8 +150,7 @@ apply_sink_frozen(Dir) ->
     ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
     {Stopped, Alert, Ms} = freeze_until_alert(3000),
     stalled(Alert),
-    ?debugFmt("flame_apply: the sink frozen, tracing aborted ~b ms later", [Ms]),
-    ?assert(Ms =< stall_bound() + 500),
+    within_stall_bound(Ms),
     ok = thaw(Stopped),
     {error, {aborted, overload, 42, Files}} =
         receive {done, R} -> R after 60000 -> error({stuck, C}) end,
@@ -172,8 +169,7 @@ capture_sink_frozen(Dir) ->
     ok = wait_until(fun() -> sink_events() > 1000 andalso capture_open() end, 10000),
     {Stopped, Alert, Ms} = freeze_until_alert(3000),
     stalled(Alert),
-    ?debugFmt("flame_capture: the sink frozen, tracing aborted ~b ms later", [Ms]),
-    ?assert(Ms =< stall_bound() + 500),
+    within_stall_bound(Ms),
     ok = thaw(Stopped),
     {error, {aborted, overload, Files}} =
         receive {done, R} -> R after 60000 -> error({stuck, C}) end,
@@ -516,13 +512,43 @@ next_start_works() ->
 %% from the freeze to tracing off.
 freeze_until_alert(HoldMs) ->
     #{os_pid := OsPid} = kprof_sink:info(),
-    T0 = erlang:monotonic_time(millisecond),
+    Probe = start_probe(),
     signal("STOP", OsPid),
+    %% From when the kill returned: the sink stopped no later.
+    T0 = erlang:monotonic_time(millisecond),
     ok = wait_until(fun() -> kprof_tracer:live() =:= 0 end, 10000),
     Ms = erlang:monotonic_time(millisecond) - T0,
+    Late = stop_probe(Probe),
     Alert = alert(10000),
     timer:sleep(max(0, HoldMs - (erlang:monotonic_time(millisecond) - T0))),
-    {OsPid, Alert, Ms}.
+    {OsPid, Alert, {Ms, Late}}.
+
+%% The abort comes within the stall bound, plus the guard's tick that first
+%% sees the tail stand still, its tick that judges it, and this test's poll,
+%% each as late as this node was measured to run a timer's wake-up while the
+%% sink was frozen (a loaded machine's delays).
+within_stall_bound({Ms, Late}) ->
+    Bound = stall_bound() + 3 * Late,
+    ?debugFmt("aborted ~b ms after the freeze; bound ~b ms (stall bound ~b, wake-ups up to "
+              "~b ms late)", [Ms, Bound, stall_bound(), Late]),
+    ?assert(Ms =< Bound).
+
+%% A process waking every 50 ms (the guard's tick) records its longest
+%% interval between wake-ups until stopped.
+start_probe() ->
+    spawn_link(fun() -> probe(erlang:monotonic_time(millisecond), 0) end).
+
+probe(Last, Max) ->
+    receive
+        {stop, From} -> From ! {probe, Max}
+    after 50 ->
+        Now = erlang:monotonic_time(millisecond),
+        probe(Now, max(Max, Now - Last))
+    end.
+
+stop_probe(P) ->
+    P ! {stop, self()},
+    receive {probe, Max} -> Max end.
 
 thaw(OsPid) ->
     signal("CONT", OsPid),

@@ -8,7 +8,7 @@
 -include_lib("eunit/include/eunit.hrl").
 -include("kprof_options.hrl").
 
--define(MODES, [tiers, flame, guard, calls]).
+-define(MODES, [tiers, flame, sample, guard, calls]).
 -define(TIERS, [{t, [{lists, reverse, 1}]}]).
 
 %% Values on and just past each bound of a row: {accepted, refused}.
@@ -59,6 +59,8 @@ term_edges(name) -> {["run"], ["", "a/b", run]};
 term_edges(open) -> {[speedscope, browser, false], [true, firefox, "browser"]};
 term_edges(progress) -> {[true, false, 1, 5000], [0, -1, 1.5, "yes"]};
 term_edges(record) -> {["/tmp/x.rec", <<"/tmp/x.rec">>, "rel.rec"], ["", <<>>, 42, x, [0]]};
+term_edges(raw_record) -> term_edges(record);
+term_edges(pid) -> {[all, self(), [self()], [self(), self()]], [[], foo, [foo], "<0.1.0>"]};
 term_edges(max_memory_bytes) -> {[1, infinity, default], [0, -1, x]};
 term_edges(rate) -> {[infinity, {1, 1}], [10, {0, 1}, {1, 0}]}.
 
@@ -194,6 +196,17 @@ flame_sink_keys_test() ->
     [?assertEqual([], Keys -- Table) || Keys <- PerMode],
     ?assertEqual(lists:sort(Table -- [max_stack]), lists:usort(lists:append(PerMode))).
 
+sample_sink_keys_test() ->
+    %% raw_record has no default: sent only when given; layout and pids when known and asked.
+    Cfg = (kprof_opts:defaults(sample))#{raw_record => "/tmp/x.ksr", pids => [self()],
+                                         frequency => 97},
+    Keys = [K || {K, _} <- kprof_sample:start_opts(Cfg, {0, 4})],
+    Table = [K || {_, K, _, _, _, _, _, _} <- kprof_opts:sink_rows(sample)],
+    ?assertEqual(lists:usort(Keys), lists:sort(Keys)),
+    ?assertEqual([], Keys -- Table),
+    %% beacons are the calibration's (kprof_sample:layout/0), not a session's.
+    ?assertEqual(lists:sort(Table -- [beacons]), lists:sort(Keys)).
+
 doc_test() ->
     [?assertEqual(length(kprof_opts:rows(M)), length(kprof_opts:doc(M))) || M <- ?MODES],
     ?assert(lists:member("max_bytes (default 2147483648, 65536..1099511627776): memory of the "
@@ -221,6 +234,8 @@ today_ok(flame, K, V) ->
     not bad_option(kprof_flame_options:validate(#{K => V}, apply));
 today_ok(guard, K, V) ->
     element(1, kprof_guard:validate_limits(#{K => V})) =:= ok;
+today_ok(sample, K, V) ->
+    not bad_option(kprof_sample:validate(#{K => V}));
 today_ok(calls, K, V) ->
     not bad_option(kprof_calls:validate({lists, seq, 2}, #{K => V})).
 
@@ -240,6 +255,8 @@ mode_check(tiers, K) ->
     {error, R} = kprof_tiers_plan:check(?TIERS, #{K => 1}), R;
 mode_check(flame, K) ->
     {error, R} = kprof_flame_options:validate(#{K => 1}, apply), R;
+mode_check(sample, K) ->
+    {error, R} = kprof_sample:validate(#{K => 1}), R;
 mode_check(calls, K) ->
     {error, R} = kprof_calls:validate({lists, seq, 2}, #{K => 1}), R;
 mode_check(guard, K) ->

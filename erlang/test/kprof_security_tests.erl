@@ -27,23 +27,7 @@ second_user_test_() ->
     {timeout, 120, fun second_user/0}.
 
 second_user() ->
-    case {os:cmd("/usr/bin/id -u"), tool(useradd), tool(userdel), tool(runuser)} of
-        {"0\n", UA, UD, RU} when UA =/= false, UD =/= false, RU =/= false ->
-            User = "kprofsec" ++ integer_to_list(erlang:unique_integer([positive]) rem 100000000),
-            {0, _} = run(UA, ["--system", "--no-create-home", "--user-group",
-                              "--shell", "/usr/sbin/nologin", User]),
-            try
-                as_second_user(User, RU)
-            after
-                {0, _} = run(UD, [User])
-            end;
-        {"0\n", _, _, _} ->
-            io:format(user, "~n*** kprof_security_tests: SKIPPED: useradd, userdel or runuser "
-                      "missing (package passwd, util-linux) ***~n", []);
-        {Uid, _, _, _} ->
-            io:format(user, "~n*** kprof_security_tests: SKIPPED: needs root to make a second "
-                      "user (uid here: ~ts) ***~n", [string:trim(Uid)])
-    end.
+    kprof_test_util:with_second_user(?MODULE, "kprofsec", fun as_second_user/2).
 
 as_second_user(User, Runuser) ->
     {0, UidText} = run(tool(id), ["-u", User]),
@@ -191,25 +175,10 @@ catch_badarg(F) ->
     try F() of V -> {ok, V} catch error:badarg -> {error, badarg} end.
 
 tool(Name) ->
-    Dirs = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"],
-    case [P || D <- Dirs, P <- [filename:join(D, atom_to_list(Name))], filelib:is_regular(P)] of
-        [P | _] -> P;
-        [] -> false
-    end.
+    kprof_test_util:tool(Name).
 
-%% {ExitStatus, Output} of an executable by its absolute path, no shell.
 run(Exe, Args) ->
-    Port = open_port({spawn_executable, Exe}, [{args, Args}, exit_status, stderr_to_stdout,
-                                               binary]),
-    collect(Port, []).
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [Acc, D]);
-        {Port, {exit_status, S}} -> {S, unicode:characters_to_list(iolist_to_binary(Acc))}
-    after 30000 ->
-            error({timeout, Port})
-    end.
+    kprof_test_util:run(Exe, Args).
 
 mode(Path) ->
     {ok, #file_info{mode = M}} = file:read_link_info(Path),

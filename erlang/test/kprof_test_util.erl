@@ -8,6 +8,7 @@
          http/3, start/1]).
 -export([kprof_sessions/0, trace_info/2, kprof_traced/1, leftovers/0, kprof_tracers_left/0,
          start_quiet/1, stop_quiet/1]).
+-export([with_second_user/3, tool/1, run/2]).
 
 %% @doc httpc:request/4 for the suites' loopback servers (plain http).
 %% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
@@ -278,3 +279,52 @@ tmp_dir(Prefix) ->
                             integer_to_list(erlang:unique_integer([positive]))),
     ok = filelib:ensure_path(Dir),
     Dir.
+
+%% @doc `Fun(User, Runuser)' as root with a system user made for it (`Prefix'
+%% and a number; no home, no shell) and removed after, whatever happens (its
+%% processes may take a moment to exit first). Not root, or without useradd,
+%% userdel or runuser: `Suite' says SKIPPED, loudly, and Fun does not run.
+-spec with_second_user(module(), string(), fun((string(), string()) -> term())) -> term().
+with_second_user(Suite, Prefix, Fun) ->
+    case {os:cmd("/usr/bin/id -u"), tool(useradd), tool(userdel), tool(runuser)} of
+        {"0\n", UA, UD, RU} when UA =/= false, UD =/= false, RU =/= false ->
+            User = Prefix ++ integer_to_list(erlang:unique_integer([positive]) rem 100000000),
+            {0, _} = run(UA, ["--system", "--no-create-home", "--user-group",
+                              "--shell", "/usr/sbin/nologin", User]),
+            try
+                Fun(User, RU)
+            after
+                ok = wait_until(fun() -> element(1, run(UD, [User])) =:= 0 end, 10000)
+            end;
+        {"0\n", _, _, _} ->
+            io:format(user, "~n*** ~s: SKIPPED: useradd, userdel or runuser missing "
+                      "(packages passwd, util-linux) ***~n", [Suite]);
+        {Uid, _, _, _} ->
+            io:format(user, "~n*** ~s: SKIPPED: needs root to make a second user (uid "
+                      "here: ~ts) ***~n", [Suite, string:trim(Uid)])
+    end.
+
+%% @doc A system tool's absolute path, or `false'.
+-spec tool(atom()) -> file:filename() | false.
+tool(Name) ->
+    Dirs = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"],
+    case [P || D <- Dirs, P <- [filename:join(D, atom_to_list(Name))], filelib:is_regular(P)] of
+        [P | _] -> P;
+        [] -> false
+    end.
+
+%% @doc Runs `Exe' (an absolute path, no shell) with `Args': `{ExitStatus,
+%% Output}', the output a string (stderr too); `error({timeout, Port})' after 30 s.
+-spec run(file:filename(), [string()]) -> {non_neg_integer(), string()}.
+run(Exe, Args) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, exit_status, stderr_to_stdout,
+                                               binary]),
+    collect(Port, []).
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [Acc, D]);
+        {Port, {exit_status, S}} -> {S, unicode:characters_to_list(iolist_to_binary(Acc))}
+    after 30000 ->
+            error({timeout, Port})
+    end.

@@ -8,9 +8,11 @@
 /* The flame rows' fields in ks_fopts (KS_FIELD(flame, ...) in include/ks_options.h). */
 #define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
 #define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+#define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
 const ks_option_field ks_flame_fields[] = {
 #include "proto/ks_option_fields.h"
 };
+#undef KS_FIELD_sample
 #undef KS_FIELD_tiers
 #undef KS_FIELD_flame
 _Static_assert(sizeof(ks_flame_fields) / sizeof(ks_flame_fields[0]) == KS_NOPTIONS,

@@ -72,6 +72,7 @@ typedef struct ks_fopts {
   uint32_t record_level;       /* zstd's compression level of its frames */
   int record_at;               /* flame_start's decode: where the record path is in the
                                 * command (port/flame/flame_control.c), -1: none */
+  uint32_t sample_hz;          /* a sampled profile's rate (port/sample/); 0: traced */
 } ks_fopts;
 
 /* The depth past which the flow rules fold loops and recursion (doc/internals-flame.md

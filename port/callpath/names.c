@@ -2,7 +2,11 @@
  *
  *   an MFA          Module:Function/Arity; with the option names => elixir as
  *                   Elixir prints it: Enum.sum/1, :lists.seq/2, Enum."-map/2-fun-0-"/3
- *                   (erlang/src/kprof_names.erl does the same for the text tables)
+ *                   (erlang/src/kprof_names.erl does the same for the text tables);
+ *                   a sampled profile's native frame (port/sample/ks_sample.h:
+ *                   module [C], [JIT], [unknown], [scheduler], ..., arity 0) as
+ *                   its module and function, no space (no escape in folded
+ *                   stacks): [C]erts_garbage_collect, [JIT]global::call_bif_shared
  *   a process       name(<0.N.S>) with a registered name, else call(<0.N.S>) with
  *                   what it runs (ks_callpath_proc_call: M:F/A), else <0.N.S>
  *   a group         key(N_processes): processes merged by the option group
@@ -115,6 +119,8 @@ size_t ks_callpath_frame_name(const ks_callpath *g, const ks_intern *in, uint32_
   case KS_FR_MFA:
     if (ks_intern_mfa_get(in, v, &m) != KS_OK)
       return put(buf, cap, snprintf(buf, cap, "?"));
+    if (m.m[0] == '[' && m.arity == 0 && strchr(m.m, ']') != NULL)   /* a sample's native frame */
+      return put(buf, cap, snprintf(buf, cap, "%s%s", m.m, m.f));
     if (g->o.elixir_names)
       return elixir_mfa(&m, buf, cap);
     return put(buf, cap, snprintf(buf, cap, "%s:%s/%u", m.m, m.f, m.arity));
@@ -171,6 +177,10 @@ size_t ks_callpath_correction_text(const ks_callpath *g, char *buf, size_t cap) 
 
   if (cap == 0)
     return 0;
+  if (g->o.sample_hz > 0)   /* a sampled profile (port/sample/): no tracing in it */
+    return put(buf, cap, snprintf(buf, cap, "kprof sampled: hz=%u (each sample one period of "
+                                            "a scheduler thread's CPU time; no tracing cost)",
+                                  g->o.sample_hz));
   if (g->o.correct_ns == 0 && k->skipped_ns > 0)
     return put(buf, cap, snprintf(buf, cap, "kprof correction: none, skipped_per_event_ns=%llu "
                                             "(raw times: the capture's whole time was less than "

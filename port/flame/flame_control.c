@@ -77,19 +77,23 @@ static const struct {
 } term_rows[] = {
   {"trigger", decode_trigger}, {"hide", decode_hide}, {"record", decode_record}};
 
+int ks_flame_decode_term(ks_intern *in, const char *key, const char *b, size_t len, int *idx,
+                         ks_fopts *o) {
+  size_t k;
+
+  for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
+    if (strcmp(key, term_rows[k].key) == 0)
+      return term_rows[k].decode(in, b, len, idx, o);
+  return KS_EINVAL;
+}
+
 /* Bounds and fields: the table's (include/ks_options.h); here only the terms. */
 static int decode_opt(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   const ks_option *term;
-  size_t k;
 
   if (ks_option_decode(KS_M_FLAME, ks_flame_fields, b, idx, o, &term) != KS_OK)
     return KS_EINVAL;
-  if (term == NULL)
-    return KS_OK;
-  for (k = 0; k < sizeof(term_rows) / sizeof(term_rows[0]); k++)
-    if (strcmp(term->key, term_rows[k].key) == 0)
-      return term_rows[k].decode(in, b, len, idx, o);
-  return KS_EINVAL;
+  return term == NULL ? KS_OK : ks_flame_decode_term(in, term->key, b, len, idx, o);
 }
 
 static const char *start(ks_flame *fl, ks_intern *in, const char *b, size_t len, int *idx,

@@ -119,6 +119,11 @@ int ks_cmd_flame_arm(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_drop(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_write(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 int ks_cmd_flame_dir(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* The value of a flame row of type KS_T_TERM (group, names, trigger, hide,
+ * record) at *idx into o: KS_OK or KS_EINVAL (sampled captures take the
+ * same rows, port/sample/sample_control.c). */
+int ks_flame_decode_term(ks_intern *in, const char *key, const char *b, size_t len, int *idx,
+                         ks_fopts *o);
 /* More keys for a write's Info (a replay's `replay' map). */
 typedef struct ks_flame_extra {
   void (*put)(ks_map *m, const void *ctx);

@@ -79,7 +79,7 @@ int ks_map_end(ks_map *m);
  * and flame_control.c only decode and store: the bounds are the table's. */
 #define KS_INF 1e300   /* no bound; doubles hold every integer bound exactly */
 
-enum { KS_M_TIERS = 1, KS_M_FLAME = 2, KS_M_GUARD = 4, KS_M_CALLS = 8 };
+enum { KS_M_TIERS = 1, KS_M_FLAME = 2, KS_M_GUARD = 4, KS_M_CALLS = 8, KS_M_SAMPLE = 16 };
 enum { KS_T_INT, KS_T_NUM, KS_T_NUMX, KS_T_INTINF, KS_T_BOOL, KS_T_TERM, KS_T_ENUM };
 /* How a replay takes its option (KS_REPLAY rows). */
 enum { KS_R_OVERRIDE, KS_R_DIR, KS_R_NAME, KS_R_FORMATS, KS_R_ERLANG };
@@ -136,6 +136,7 @@ typedef struct ks_option_field {
 /* The fields array's initialiser lines for the feature whose struct is `type`:
  *   #define KS_FIELD_flame(m, scale) KS_OPTION_FIELD(ks_fopts, m, scale)
  *   #define KS_FIELD_tiers(m, scale) KS_OPTION_NO_FIELD
+ *   #define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
  *   static const ks_option_field fields[] = {
  *   #include "ks_option_fields.h"
  *   };  */
@@ -143,7 +144,8 @@ typedef struct ks_option_field {
   {(uint32_t)offsetof(type, m), (uint32_t)sizeof(((type *)0)->m), (scale)}
 #define KS_OPTION_NO_FIELD {0, 0, 0}
 
-/* The features' arrays (port/callpath/graph.c, port/tiers/tier_opts.c). */
+/* The features' arrays (port/callpath/graph.c, port/tiers/tier_opts.c; the
+ * sampler's is port/sample/sample_control.c's own). */
 extern const ks_option_field ks_flame_fields[], ks_tier_fields[];
 
 /* One {Key, Value} of a start command of mode at *idx: a row with a field is

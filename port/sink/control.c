@@ -304,6 +304,14 @@ static int cmd_flame_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return ks_cmd_flame_start(&s->flame, c, x);
 }
 
+/* A sampled profile is a flame capture too: the tiers refuse it, as they
+ * refuse a traced one (and tiers_start answers {busy, flame} while it runs). */
+static int cmd_sample_start(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  if (s->tiers.active)
+    return ks_enc_error2(x, "busy", "tiers");
+  return ks_cmd_sample_start(&s->sampling, c, x);
+}
+
 static int cmd_tiers_stop(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_tiers_stop(&s->tiers);
   return ei_x_encode_atom(x, "ok");
@@ -368,6 +376,7 @@ typedef struct ks_command {
   int (*sink)(ks_sink *s, ks_cmd *c, ei_x_buff *x);
   int (*tiers)(ks_tiers *t, ks_cmd *c, ei_x_buff *x);
   int (*flame)(ks_flame *f, ks_cmd *c, ei_x_buff *x);
+  int (*sample)(ks_sampling *sm, ks_cmd *c, ei_x_buff *x);
 } ks_command;
 
 static const ks_command commands[] = {
@@ -403,6 +412,11 @@ static const ks_command commands[] = {
   {"flame_dir", 2, 2, .flame = ks_cmd_flame_dir},
   {"flame_replay", 3, 3, .flame = ks_cmd_flame_replay},
   {"record_header", 2, 2, .flame = ks_cmd_record_header},
+  {"sample_start", 3, 3, .sink = cmd_sample_start},
+  {"sample_status", 2, 2, .sample = ks_cmd_sample_status},
+  {"sample_window", 2, 2, .sample = ks_cmd_sample_window},
+  {"sample_stop", 2, 2, .sample = ks_cmd_sample_stop},
+  {"sample_write", 5, 5, .sample = ks_cmd_sample_write},
 };
 
 static const ks_command *find_command(const char *name, int arity) {
@@ -420,6 +434,8 @@ static int run(const ks_command *r, ks_sink *s, ks_cmd *c, ei_x_buff *x) {
     return r->tiers(&s->tiers, c, x);
   if (r->flame != NULL)
     return r->flame(&s->flame, c, x);
+  if (r->sample != NULL)
+    return r->sample(&s->sampling, c, x);
   return r->sink(s, c, x);
 }
 

@@ -9,6 +9,7 @@
 #include "ks_pid_reclaim.h"
 #include "proto/ks_proto.h"
 #include "ring/ks_ring_reader.h"
+#include "sample/ks_sample.h"
 #include "core/ks_stats.h"
 #include "tiers/ks_tiers.h"
 
@@ -32,6 +33,7 @@ typedef struct ks_sink {
   ks_ring_reader ring;   /* events of the kprof_tracer NIF (ring.c) */
   ks_pid_reclaim pids;   /* exited processes whose ids are to be released (pid_reclaim.c) */
   ks_consumers cons;     /* what takes the events: the tiers and the flame captures */
+  ks_sampling sampling;  /* a sampled profile of the VM (port/sample/) */
   ks_emit_fn emit;
   void *emit_ctx;
   size_t pipe_size;      /* what ks_pipe_enlarge gave (0: unknown), for stats */
@@ -52,6 +54,10 @@ void ks_sink_eof(ks_sink *s);
 /* Reads what the ring holds (the event loop calls it every millisecond while
  * a ring is open, and before every command), then sends owed alerts. */
 void ks_sink_poll_ring(ks_sink *s);
+/* Drains the sampler's rings (the event loop calls it every
+ * ks_sampling_drain_ms while it samples, and before every command), then
+ * sends owed alerts. */
+void ks_sink_poll_sample(ks_sink *s);
 /* One decoded trace event, from a frame or the ring: counted, then handed to
  * every active consumer unless the limits say it is past a bound. */
 void ks_sink_trace(ks_sink *s, ks_decoded *d);

@@ -14,6 +14,19 @@ static int pids_full(void *ctx) {
   return ks_sink_reclaim_pids(ctx, 1);
 }
 
+/* A sample is an event for the guard's bounds: its age when read (max_lag_ms,
+ * on the sink's own clock: the samples' clock), max_events and rate. */
+static int admit_sample(void *ctx, int64_t t) {
+  ks_sink *s = ctx;
+  ks_event ev;
+
+  memset(&ev, 0, sizeof(ev));
+  ev.flags = KS_EVF_TS;
+  ev.ts = t + s->ov.offset_ns;
+  ks_overload_event(&s->ov, &ev);
+  return !ks_limits_event(&s->lim, &s->ov, &ev, s->sampling.smp.k.read);
+}
+
 int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_ctx) {
   ks_sink_opts d;
   ks_consumer c;
@@ -36,6 +49,9 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
   ks_flame_init(&s->flame);
   ks_ring_reader_init(&s->ring);
   ks_pid_reclaim_init(&s->pids);
+  ks_sampling_init(&s->sampling, &s->flame, &s->in);
+  s->sampling.admit = admit_sample;
+  s->sampling.admit_ctx = s;
   /* The features that take events; the loops below name none of them. */
   ks_tiers_consumer(&s->tiers, &c);
   ks_consumers_add(&s->cons, &c);
@@ -55,6 +71,7 @@ void ks_sink_free(ks_sink *s) {
   ks_intern_free(&s->in);
   ks_stats_free(&s->st);
   ks_consumers_free(&s->cons);
+  ks_sampling_free(&s->sampling);
   ks_ring_close(&s->ring);
   ks_pid_reclaim_free(&s->pids);
 }
@@ -88,6 +105,14 @@ void ks_sink_poll_ring(ks_sink *s) {
   ks_control_alerts(s);
 }
 
+void ks_sink_poll_sample(ks_sink *s) {
+  if (!ks_sampling_active(&s->sampling))
+    return;
+  s->ov.now_ns = ks_overload_clock();
+  ks_sampling_poll(&s->sampling, s->ov.now_ns);
+  ks_control_alerts(s);
+}
+
 void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
   ks_sink *s = ctx;
   ks_decoded d;
@@ -97,8 +122,9 @@ void ks_sink_frame(void *ctx, const unsigned char *frame, size_t len) {
     ks_sink_trace(s, &d);
     break;
   case KS_FRAME_COMMAND:
-    /* Everything the ring holds came before this command. */
+    /* Everything the ring holds came before this command, and the samples too. */
     ks_sink_poll_ring(s);
+    ks_sink_poll_sample(s);
     /* The reply carries Ref verbatim: one the owner could not decode gets none. */
     if (!ks_etf_echoable(d.ref)) {
       s->st.decode_errors++;

@@ -5,9 +5,11 @@
 /* The tiers rows' fields in ks_tier_opts (KS_FIELD(tiers, ...) in include/ks_options.h). */
 #define KS_FIELD_tiers(m, scale) KS_OPTION_FIELD(ks_tier_opts, m, scale)
 #define KS_FIELD_flame(m, scale) KS_OPTION_NO_FIELD
+#define KS_FIELD_sample(m, scale) KS_OPTION_NO_FIELD
 const ks_option_field ks_tier_fields[] = {
 #include "proto/ks_option_fields.h"
 };
+#undef KS_FIELD_sample
 #undef KS_FIELD_flame
 #undef KS_FIELD_tiers
 _Static_assert(sizeof(ks_tier_fields) / sizeof(ks_tier_fields[0]) == KS_NOPTIONS,

@@ -27,6 +27,8 @@ int main(void) {
   srunner_add_suite(sr, out_dir_suite());
   srunner_add_suite(sr, main_suite());
   srunner_add_suite(sr, record_suite());
+  srunner_add_suite(sr, sample_suite());
+  srunner_add_suite(sr, sample_sink_suite());
   srunner_run_all(sr, CK_NORMAL);
   failed = srunner_ntests_failed(sr);
   srunner_free(sr);

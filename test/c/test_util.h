@@ -88,5 +88,7 @@ Suite *budget_suite(void);
 Suite *out_dir_suite(void);
 Suite *main_suite(void);
 Suite *record_suite(void);
+Suite *sample_suite(void);
+Suite *sample_sink_suite(void);
 
 #endif

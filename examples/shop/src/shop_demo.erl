@@ -6,8 +6,10 @@
 %%% '''
 %%% Starts the shop on a free port of 127.0.0.1, loads it without kprof,
 %%% again with tiers (http, database, templating), prints the tier report,
-%%% captures a flame graph of one `GET /report', stops everything and
-%%% halts the VM (status 1 if a step failed, or after `?DEADLINE_MS').
+%%% captures a flame graph of one `GET /report', samples the whole node
+%%% under load for a sampled flame graph beside it (scripts/demo.sh starts
+%%% the VM with `+JPperf map'), stops everything and halts the VM (status 1
+%%% if a step failed, or after `?DEADLINE_MS').
 -module(shop_demo).
 
 -export([main/0, main/1, tiers/0, tier_opts/0]).
@@ -33,7 +35,9 @@ main(Opts) ->
                      1
              after
                  _ = shop:stop(),
-                 _ = kprof:stop()
+                 _ = kprof:stop(),
+                 %% The perf map +JPperf map made for step 8: nobody's after this VM.
+                 _ = file:delete("/tmp/perf-" ++ os:getpid() ++ ".map")
              end,
     erlang:halt(Status).
 
@@ -91,8 +95,9 @@ run(Opts) ->
     io:format("ok~n"),
 
     flame(Port),
+    sampled(Load),
 
-    step("8> shop:stop(), kprof:stop()."),
+    step("9> shop:stop(), kprof:stop()."),
     ok = shop:stop(),
     ok = kprof:stop(),
     io:format("ok~n~ndemo done in ~.1f s~n",
@@ -170,6 +175,30 @@ flame(Port) ->
         false ->
             step("7> kprof:flame_capture({shop_http, report, 1}, 1, Opts)."),
             io:format("   flame graphs: not available in this build~n")
+    end.
+
+%% The whole node sampled while the shop is under load: a sampled flame
+%% graph beside the traced one (doc/sampling.md). A node or a kernel that does
+%% not allow it (no +JPperf map, the kernel's perf_event_paranoid) is said,
+%% and the demo goes on.
+-spec sampled(map()) -> ok.
+sampled(Load) ->
+    Opts = #{output_directory => ?FLAME_DIR, output_format => [svg, speedscope],
+             group => initial_call, frequency => 997},
+    step(io_lib:format("8> kprof:sample(~b, ~s).   % while ~s runs",
+                       [maps:get(duration_ms, Load), show(Opts),
+                        show({shop_load, run, [Load]})])),
+    Loader = spawn_link(fun() -> shop_load:run(Load) end),
+    Result = kprof:sample(maps:get(duration_ms, Load), Opts),
+    unlink(Loader),
+    exit(Loader, kill),
+    io:format("~p~n", [Result]),
+    case Result of
+        {ok, _} ->
+            io:format("   sampled flame graph of the shop under load, every process (the "
+                      "CPU's view: Erlang and C code), beside the traced one~n");
+        {error, _} ->
+            io:format("   no sampled flame graph here (see doc/sampling.md for what it needs)~n")
     end.
 
 %% GET /report every 100 ms until killed (the capture may start after the
