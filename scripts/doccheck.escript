@@ -36,7 +36,7 @@
 %%     must have it, not only their comments;
 %%   - an option (in a text or a module's doc; include/ks_options.h, through
 %%     kprof_opts, is the table): a key of the map given to kprof:start_tiers,
-%%     kprof:flame_apply, flame_capture, flame_pid, calls or replay on the same
+%%     kprof:flame_apply, flame_capture, flame_pid, calls, replay or sample on the same
 %%     line must be an option of that function; the value after `group =>' or
 %%     `names =>' one of the enum's values, a format after `output_format =>'
 %%     one of the formats; a flag after `kprof_sink --replay' one of the replay's
@@ -63,7 +63,8 @@
 -define(KINDS, [path, function, make, file, c_name, option, script_line]).
 %% The user functions whose options map doccheck reads, and the table's mode of each.
 -define(OPTION_FUNS, [{"start_tiers", tiers}, {"flame_apply", flame}, {"flame_capture", flame},
-                      {"flame_pid", flame}, {"calls", calls}, {"replay", replay}]).
+                      {"flame_pid", flame}, {"calls", calls}, {"replay", replay},
+                      {"sample", sample}]).
 
 main(Args) ->
     Files = case Args of

@@ -172,6 +172,8 @@ reference_lines() ->
               "The options of tiered request profiling (doc/tiers.md)."},
              {"Flame graphs: `kprof:flame_apply/2`, `kprof:flame_capture/3`, `kprof:flame_pid/3`",
               user, flame, "The options of every flame capture (doc/flame.md)."},
+             {"Sampling: `kprof:sample/2`", user, sample,
+              "The options of a sampled profile (doc/sampling.md)."},
              {"Call counts: `kprof:calls/2`", user, calls, "The options of a count (doc/calls.md)."},
              {"The limits: every mode above", user, guard,
               "Taken by `kprof:start_tiers/2`, the flame captures and `kprof:calls/2` alike; "
