@@ -1,7 +1,10 @@
 /* fuzz_record.c: libFuzzer target for the reader and the replay of recorded captures
- * (port/record/record_read.c, replay.c).
+ * (port/record/record_read.c, record_keys.c, replay.c, replay_opts.c).
  *
- * First byte even: the rest is a whole file as given (header, zstd frames): the
+ * First byte with bit 7 set: the rest is a replay's options (replay_opts.c), with
+ * bit 6 kprof_sink --replay's arguments (NUL-separated), else flame_replay's option
+ * list (term_to_binary); no override may land outside its row's bounds.
+ * Otherwise, first byte even: the rest is a whole file as given (header, zstd frames): the
  * header's checks, zstd's errors, files cut anywhere. First byte odd: the rest is
  * a stream of ops that the harness puts behind a valid header (options from the
  * next byte) in one zstd frame, so that the fuzzer spends its time on the ops'
@@ -24,17 +27,17 @@ static size_t header(unsigned char *p, unsigned o) {
   uint32_t v = KS_REC_VERSION, seg = 0, len;
   size_t n = 20;
 
-  n += ks_record_put_varint(p + n, KS_RKEY_CHILDREN);
+  n += ks_record_put_varint(p + n, KS_RKEY_children);
   n += ks_record_put_varint(p + n, o & 1);
-  n += ks_record_put_varint(p + n, KS_RKEY_CALLERS);
+  n += ks_record_put_varint(p + n, KS_RKEY_callers);
   n += ks_record_put_varint(p + n, (o >> 1) & 1);
-  n += ks_record_put_varint(p + n, KS_RKEY_GROUP);
+  n += ks_record_put_varint(p + n, KS_RKEY_group);
   n += ks_record_put_varint(p + n, (o >> 2) & 3);
-  n += ks_record_put_varint(p + n, KS_RKEY_TOP);
+  n += ks_record_put_varint(p + n, KS_RKEY_top);
   n += ks_record_put_varint(p + n, (o >> 4) & 1 ? 5 : 0);
-  n += ks_record_put_varint(p + n, KS_RKEY_CORRECT_NS);
+  n += ks_record_put_varint(p + n, KS_RKEY_correct_ns);
   n += ks_record_put_varint(p + n, (o >> 5) * 100u);
-  n += ks_record_put_varint(p + n, KS_RKEY_MAX_BYTES);
+  n += ks_record_put_varint(p + n, KS_RKEY_max_bytes);
   n += ks_record_put_varint(p + n, 1u << 16);
   memcpy(p, KS_REC_MAGIC, 8);
   ks_record_put_u32le(p + 8, v);
@@ -80,6 +83,41 @@ static void write_outputs(ks_replay *rp) {
   free(total);
 }
 
+/* A replay's options (port/record/replay_opts.c): data as flame_replay's option list
+ * (term_to_binary), or as kprof_sink --replay's arguments (NUL-separated); what was
+ * decoded applied to a capture's options. */
+static void options(const uint8_t *data, size_t size, int argv_form) {
+  static char buf[4096];
+  char *argv[64];
+  ks_replay_opts ro;
+  ks_fopts o;
+  ks_fdest d;
+  int idx = 0, ver, n = 0, k, argc = 0;
+
+  if (size >= sizeof(buf))
+    return;
+  memcpy(buf, data, size);
+  buf[size] = 0;
+  memset(&d, 0, sizeof(d));
+  ks_replay_default_opts(&ro);
+  if (argv_form) {
+    for (k = 0; k < (int)size && argc < 64; k += (int)strlen(buf + k) + 1)
+      argv[argc++] = buf + k;
+    for (k = 0; k < argc; k++)
+      if (strncmp(argv[k], "--", 2) == 0 && ks_replay_opt_arg(argc, argv, &k, &d, &ro) != KS_OK)
+        break;
+  } else if (ei_decode_version(buf, &idx, &ver) == 0 && ei_decode_list_header(buf, &idx, &n) == 0) {
+    for (k = 0; k < n && idx < (int)size; k++)
+      if (ks_replay_opt_term(buf, &idx, &d, &ro) != KS_OK)
+        break;
+  }
+  ks_fopts_default(&o);
+  ks_replay_override(&ro, &o);
+  if (o.group < KS_GROUP_PID || o.group > KS_GROUP_ALL || o.top > 100000 ||
+      o.max_bytes < (1u << 16))
+    abort();   /* an override past its row's bounds */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static unsigned char file[20 + 256 + 70000 + 1024];
   ks_replay_opts ro;
@@ -89,6 +127,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   if (size < 2 || size > 65536)
     return 0;
+  if (data[0] & 0x80) {   /* the options, not a file */
+    options(data + 1, size - 1, data[0] & 0x40);
+    return 0;
+  }
   ks_replay_default_opts(&ro);
   if (data[0] & 1) {
     n = header(file, data[1]);

@@ -18,6 +18,7 @@
  *                 KS_T_NUM  number in [MIN, MAX]
  *                 KS_T_INTINF integer in [MIN, MAX] or the atom infinity
  *                 KS_T_BOOL true | false (MIN, MAX: 0, 1)
+ *                 KS_T_ENUM one of the atoms of the key's KS_VALUE lines (MIN, MAX: 0, 0)
  *                 KS_T_TERM anything else: checked by the key's own handler
  *                 (kprof_opts:check/2 through its valid_term, the sink's decoder); MIN, MAX: 0, 0
  *     MIN, MAX    integer or decimal literals, `N << M', or KS_INF / -KS_INF
@@ -32,7 +33,8 @@
  *                 which holds a ks_fopts for the flame rows), value times scale
  *                 (grace_ms into grace_ns: 1000000); its default is the DEFAULT above
  *                 (ks_option_defaults). KS_NO_FIELD: the sink does not store it,
- *                 or a KS_T_TERM row the feature's own decoder takes
+ *                 or a KS_T_TERM row the feature's own decoder takes; a KS_T_TERM
+ *                 row's field is where that decoder stores it (an MFA id: trigger)
  *   KS_FORMAT(name, "ext", writer, ALL)   a flame output format, its file
  *                 extension (a prefix when it ends in `.': callgrind.out.Base,
  *                 the name KCachegrind looks for), the function of port/write/
@@ -41,11 +43,40 @@
  *                 `output_format => all' writes it (0: only when named);
  *                 the order is the order of the format bits (KS_FMT_name).
  *                 doc/flame.md, "The formats", says what each file holds.
+ *   KS_VALUE(key, atom, value)   a value of the KS_T_ENUM rows of key: the atom a
+ *                 user gives and the number the sink stores in the row's field (the
+ *                 model's own constant: KS_GROUP_* in port/callpath/ks_callpath.h)
+ *   KS_REPLAY(key, "flag", how)  an option of kprof:replay/2 and of
+ *                 `kprof_sink --replay' (--flag): a flame row's key, how the sink takes
+ *                 it: KS_R_OVERRIDE, its value replaces the recorded one (an integer,
+ *                 boolean or enum row with a field: decoded, bounded and applied by
+ *                 the table's loop, port/record/replay_opts.c); KS_R_DIR, KS_R_NAME,
+ *                 KS_R_FORMATS, where and as what the files are written; KS_R_ERLANG,
+ *                 kprof's alone (flag ""), never sent to the sink
+ *   KS_RECORD_KEY(id, key)       a key of a recording's header
+ *                 (doc/internals-record.md): the flame row key's field, under the
+ *                 number id in the file. Never renumber or reuse an id: the files
+ *                 written before must read (test/data/flame_v1.kprec)
+ * The includer defines the kinds it reads; one it leaves undefined expands to
+ * nothing here.
  *
  * Adding an option: one line here, then the code that uses it (the decode,
  * the default and the key kprof sends come from the line): CONTRIBUTING.md,
  * "Add an option".
  */
+
+#ifndef KS_VALUE
+#define KS_VALUE(key, atom, value)
+#define KS_OPTIONS_NO_VALUE
+#endif
+#ifndef KS_REPLAY
+#define KS_REPLAY(key, flag, how)
+#define KS_OPTIONS_NO_REPLAY
+#endif
+#ifndef KS_RECORD_KEY
+#define KS_RECORD_KEY(id, key)
+#define KS_OPTIONS_NO_RECORD_KEY
+#endif
 
 /* tiers: kprof:start_tiers/2's options (Erlang; kprof_tiers_plan:check/2) */
 KS_OPTION(KS_M_TIERS, sample, KS_T_NUMX, 0, 1, "1.0", KS_BY_ERLANG, KS_NO_FIELD, "fraction of kprof:request/2 and set_token/1 calls traced")
@@ -84,10 +115,11 @@ KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, max_procs, KS_T_INT, 1, 1 << 22, "100000", K
 KS_OPTION(KS_M_FLAME, timeout, KS_T_INTINF, 0, KS_INF, "30000", KS_BY_ERLANG, KS_NO_FIELD, "flame_capture's wait (ms)")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, open, KS_T_TERM, 0, 0, "false", KS_BY_ERLANG, KS_NO_FIELD, "speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open")
 KS_OPTION(KS_M_FLAME, progress, KS_T_TERM, 0, 0, "true", KS_BY_ERLANG, KS_NO_FIELD, "true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs")
-KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, names, KS_T_TERM, 0, 0, "erlang", KS_BY_BOTH, KS_NO_FIELD, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_BOTH, KS_FIELD(flame, elixir_names, 1), "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, top, KS_T_INT, 0, 100000, "0", KS_BY_BOTH, KS_FIELD(flame, top, 1), "print the N functions with the most self time after the capture, and return them")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, top_by, KS_T_ENUM, 0, 0, "self", KS_BY_BOTH, KS_FIELD(flame, top_by, 1), "the order of the top table (and which N it keeps): most self time, inclusive time or calls first")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, info, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "return the capture's summary (kprof_flame_summary) after its files, the top table in it")
-KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, group, KS_T_TERM, 0, 0, "", KS_BY_BOTH, KS_NO_FIELD, "pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)")
+KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, group, KS_T_ENUM, 0, 0, "", KS_BY_BOTH, KS_FIELD(flame, group, 1), "processes merged at the root (default initial_call with children => true, else pid)")
 KS_OPTION(KS_M_FLAME | KS_M_SAMPLE, fold_recursion, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, fold_recursion, 1), "direct recursion f;f;f written as one f")
 KS_OPTION(KS_M_FLAME, callers, KS_T_BOOL, 0, 1, "false", KS_BY_BOTH, KS_FIELD(flame, callers, 1), "trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call")
 KS_OPTION(KS_M_FLAME, correct, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIELD, "take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time")
@@ -99,8 +131,8 @@ KS_OPTION(KS_M_FLAME, record_level, KS_T_INT, 1, 19, "1", KS_BY_BOTH, KS_FIELD(f
 KS_OPTION(KS_M_FLAME, hold, KS_T_BOOL, 0, 1, "false", KS_BY_SINK, KS_FIELD(flame, hold, 1), "count trigger calls only after flame_arm")
 KS_OPTION(KS_M_FLAME, max_stack, KS_T_INT, 1, 1 << 24, "65536", KS_BY_SINK, KS_FIELD(flame, max_stack, 1), "frames on one process's stack")
 KS_OPTION(KS_M_FLAME, ncalls, KS_T_INT, 1, 4294967295, "", KS_BY_SINK, KS_FIELD(flame, ncalls, 1), "trigger calls captured")
-KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{M, F, Arity} whose calls are captured")
-KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_NO_FIELD, "{M, F, Arity} whose frame is left out")
+KS_OPTION(KS_M_FLAME, trigger, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_FIELD(flame, trigger, 1), "{M, F, Arity} whose calls are captured")
+KS_OPTION(KS_M_FLAME, hide, KS_T_TERM, 0, 0, "", KS_BY_SINK, KS_FIELD(flame, hide, 1), "{M, F, Arity} whose frame is left out")
 KS_OPTION(KS_M_FLAME, time_offset, KS_T_INT, -KS_INF, KS_INF, "0", KS_BY_SINK, KS_FIELD(flame, time_offset, 1), "erlang:time_offset(nanosecond)")
 KS_OPTION(KS_M_FLAME, correct_ns, KS_T_INT, 0, 100000, "0", KS_BY_SINK, KS_FIELD(flame, correct_ns, 1), "tracing's cost per event, taken off the time before each event (0: none)")
 
@@ -123,7 +155,7 @@ KS_OPTION(KS_M_CALLS, max, KS_T_INTINF, 1, KS_INF, "100000", KS_BY_ERLANG, KS_NO
 KS_OPTION(KS_M_CALLS, time, KS_T_BOOL, 0, 1, "false", KS_BY_ERLANG, KS_NO_FIELD, "per function time too (the VM's call_time)")
 KS_OPTION(KS_M_CALLS, print, KS_T_BOOL, 0, 1, "true", KS_BY_ERLANG, KS_NO_FIELD, "print the table to the caller's group leader")
 KS_OPTION(KS_M_CALLS, top, KS_T_INT, 0, KS_INF, "20", KS_BY_ERLANG, KS_NO_FIELD, "rows printed (all are returned)")
-KS_OPTION(KS_M_CALLS, names, KS_T_TERM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIELD, "erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
+KS_OPTION(KS_M_CALLS, names, KS_T_ENUM, 0, 0, "erlang", KS_BY_ERLANG, KS_NO_FIELD, "functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table")
 
 /* guard: kprof_guard's limits, taken by the tiers, the flame modes and calls too */
 KS_OPTION(KS_M_GUARD | KS_M_TIERS | KS_M_FLAME | KS_M_SAMPLE | KS_M_CALLS, max_lag_ms, KS_T_INTINF, 1, KS_INF, "1000", KS_BY_ERLANG, KS_NO_FIELD, "abort when the sink lags this far behind")
@@ -140,3 +172,60 @@ KS_FORMAT(speedscope, ".speedscope.json", ks_write_speedscope, 1)
 KS_FORMAT(svg, ".svg", ks_write_svg, 1)
 KS_FORMAT(callgrind, "callgrind.out.", ks_write_callgrind, 1)
 KS_FORMAT(folded_calls, ".calls.folded", ks_write_folded_calls, 0)
+KS_FORMAT(flat, ".flat.tsv", ks_write_flat, 0)
+
+/* The values of the enum rows (KS_T_ENUM). */
+KS_VALUE(group, pid, 0)
+KS_VALUE(group, name, 1)
+KS_VALUE(group, initial_call, 2)
+KS_VALUE(group, all, 3)
+KS_VALUE(names, erlang, 0)
+KS_VALUE(names, elixir, 1)
+KS_VALUE(top_by, self, 0)
+KS_VALUE(top_by, inclusive, 1)
+KS_VALUE(top_by, calls, 2)
+
+/* kprof:replay/2's options and kprof_sink --replay's flags, in the usage line's order. */
+KS_REPLAY(output_directory, "out", KS_R_DIR)
+KS_REPLAY(name, "name", KS_R_NAME)
+KS_REPLAY(output_format, "format", KS_R_FORMATS)
+KS_REPLAY(group, "group", KS_R_OVERRIDE)
+KS_REPLAY(fold_recursion, "fold-recursion", KS_R_OVERRIDE)
+KS_REPLAY(names, "names", KS_R_OVERRIDE)
+KS_REPLAY(top, "top", KS_R_OVERRIDE)
+KS_REPLAY(max_bytes, "max-bytes", KS_R_OVERRIDE)
+KS_REPLAY(sleep, "sleep", KS_R_OVERRIDE)
+KS_REPLAY(info, "", KS_R_ERLANG)
+
+/* A recording's header: the options that shape its replay, in the order written. */
+KS_RECORD_KEY(1, sleep)
+KS_RECORD_KEY(2, gc)
+KS_RECORD_KEY(3, children)
+KS_RECORD_KEY(4, max_bytes)
+KS_RECORD_KEY(5, max_stack)
+KS_RECORD_KEY(6, max_procs)
+KS_RECORD_KEY(7, ncalls)
+KS_RECORD_KEY(8, hold)
+KS_RECORD_KEY(9, time_offset)
+KS_RECORD_KEY(10, perf_period_us)
+KS_RECORD_KEY(11, top)
+KS_RECORD_KEY(12, names)
+KS_RECORD_KEY(13, group)
+KS_RECORD_KEY(14, fold_recursion)
+KS_RECORD_KEY(15, callers)
+KS_RECORD_KEY(16, correct_ns)
+KS_RECORD_KEY(17, trigger)
+KS_RECORD_KEY(18, hide)
+
+#ifdef KS_OPTIONS_NO_VALUE
+#undef KS_VALUE
+#undef KS_OPTIONS_NO_VALUE
+#endif
+#ifdef KS_OPTIONS_NO_REPLAY
+#undef KS_REPLAY
+#undef KS_OPTIONS_NO_REPLAY
+#endif
+#ifdef KS_OPTIONS_NO_RECORD_KEY
+#undef KS_RECORD_KEY
+#undef KS_OPTIONS_NO_RECORD_KEY
+#endif

@@ -34,6 +34,14 @@
 %%     placeholder);
 %%   - a C name (ks_tier_opts, KS_FIELD): the code of the tree's C sources
 %%     must have it, not only their comments;
+%%   - an option (in a text or a module's doc; include/ks_options.h, through
+%%     kprof_opts, is the table): a key of the map given to kprof:start_tiers,
+%%     kprof:flame_apply, flame_capture, flame_pid, calls, replay or sample on the same
+%%     line must be an option of that function; the value after `group =>' or
+%%     `names =>' one of the enum's values, a format after `output_format =>'
+%%     one of the formats; a flag after `kprof_sink --replay' one of the replay's
+%%     flags (`--no-' before a boolean's) and a format after its `--format' one
+%%     of the formats;
 %%   - in a script, on every line (code too): an absolute path outside the
 %%     system's own folders (?SYSTEM_DIRS), such as a tool beside the
 %%     checkout: a script runs from any clone, on any machine.
@@ -52,7 +60,11 @@
 -define(TOPS, "port|erlang|examples|include|nif|bench|fuzz|test|doc|scripts").
 %% The absolute paths a script may name: the system's own folders.
 -define(SYSTEM_DIRS, "bin|dev|etc|lib|opt|proc|run|sbin|sys|tmp|usr|var").
--define(KINDS, [path, function, make, file, c_name, script_line]).
+-define(KINDS, [path, function, make, file, c_name, option, script_line]).
+%% The user functions whose options map doccheck reads, and the table's mode of each.
+-define(OPTION_FUNS, [{"start_tiers", tiers}, {"flame_apply", flame}, {"flame_capture", flame},
+                      {"flame_pid", flame}, {"calls", calls}, {"replay", replay},
+                      {"sample", sample}]).
 
 main(Args) ->
     Files = case Args of
@@ -69,7 +81,8 @@ main(Args) ->
     [io:format("doccheck: not checked: ~s:* (~s)~n", [M, Why]) || {M, Why} <- Skipped],
     [io:format("~s:~b: ~s ~s~n", [F, L, Kind, Name]) || {F, L, Kind, Name} <- Dead],
     io:format("doccheck: ~b dead names in ~b files (~b paths, ~b functions, ~b make targets, "
-              "~b file names, ~b C names; ~b script lines read for paths outside the tree)~n",
+              "~b file names, ~b C names, ~b options; ~b script lines read for paths outside "
+              "the tree)~n",
               [length(Dead), length(Files) | Counts]),
     halt(case Dead of [] -> 0; _ -> 1 end).
 
@@ -120,7 +133,9 @@ check_file(File, Targets) ->
         [{N, function, MFA} || {N, L} <- Lines, {M, _, _} = MFA <- mfas(L), skipped(M) =:= false] ++
         [{N, make, T} || {N, L} <- Lines, T <- make_words(L)] ++
         [{N, file, W} || {N, L} <- Lines, W <- file_names(L)] ++
-        [{N, c_name, W} || {N, L} <- Lines, W <- c_names(L)],
+        [{N, c_name, W} || {N, L} <- Lines, W <- c_names(L)] ++
+        [{N, option, O} || lists:member(doc_kind(File), [text, erlang]), {N, L} <- Lines,
+                           O <- options(L)],
     Script = [NL || doc_kind(File) =:= script, NL <- all_lines(File)],
     Missing = [{N, MFA} || {N, function, {M, F, A} = MFA} <- Found, not exported(M, F, A)],
     [io:format("doccheck: not checked: ~s:~s/~b (~s:~b: OTP ~s's ~s has no such function; "
@@ -133,6 +148,7 @@ check_file(File, Targets) ->
         [{File, N, "make target", T} || {N, make, T} <- Found, not sets:is_element(T, Targets)] ++
         [{File, N, "file", W} || {N, file, W} <- Found, not known_file(W)] ++
         [{File, N, "C name", W} || {N, c_name, W} <- Found, not c_defined(W)] ++
+        [{File, N, What, W} || {N, option, {What, W, false}} <- Found] ++
         [{File, N, "path outside the tree", P} || {N, L} <- Script, P <- outside_paths(L)],
     Counts = lists:foldl(fun({_, Kind, _}, Acc) -> maps:update_with(Kind, fun(C) -> C + 1 end, 1, Acc) end,
                          #{script_line => length(Script)}, Found),
@@ -296,6 +312,46 @@ skipped(M) ->
                  {M, Why} -> {code:which(M) =:= non_existing, Why};
                  false -> false
              end
+    end.
+
+%% The options a line names, each {What, Name, Known}: the keys of a user
+%% function's options map, the values of the enum options and of
+%% output_format, the flags of `kprof_sink --replay'.
+options(Line) ->
+    map_keys(Line) ++
+        [{"option value", K ++ " => " ++ V, lists:member(list_to_atom(V), kprof_opts:values(list_to_atom(K)))}
+         || [K, V] <- matches(Line, "\\b(group|names)\\s*=>\\s*([a-z][a-z0-9_]*)")] ++
+        [{"output format", F, is_format(F)}
+         || [Fs | _] <- matches(Line, "\\boutput_format\\s*=>\\s*(?|\\[([a-z0-9_, ]*)\\]|([a-z][a-z0-9_]*))"),
+            F <- string:lexemes(Fs, ", ")] ++
+        replay_flags(Line).
+
+is_format(F) -> F =:= "all" orelse lists:member(list_to_atom(F), kprof_opts:formats()).
+
+%% kprof:Fun(..., #{Key => ...}): the keys of the last map after the call, up to
+%% the next call of kprof's on the line.
+map_keys(Line) ->
+    lists:append([case matches(hd(string:split(After, "kprof:")), "#\\{([^{}]*(?:\\{[^{}]*\\}[^{}]*)*)\\}") of
+                      [] -> [];
+                      Maps -> [{"option of kprof:" ++ Fun, K, is_option(Mode, K)}
+                               || [K] <- matches(lists:last(Maps) , "(?:^|[,\\s])([a-z][a-z0-9_]*)\\s*=>")]
+                  end || {Fun, Mode} <- ?OPTION_FUNS,
+                         [After] <- matches(Line, "kprof:" ++ Fun ++ "\\((.*)$")]).
+
+is_option(replay, K) -> lists:keymember(list_to_atom(K), 1, kprof_opts:replay());
+is_option(Mode, K) -> lists:keymember(list_to_atom(K), 2, kprof_opts:rows(Mode)).
+
+%% `kprof_sink --replay FILE... --flag ...': each flag, and --format's formats.
+replay_flags(Line) ->
+    Flags = [F || {_, F, _} <- kprof_opts:replay(), F =/= ""],
+    case matches(Line, "kprof_sink --replay(.*)$") of
+        [[Rest]] ->
+            [{"replay flag", "--" ++ F, lists:member(F, Flags) orelse
+                  lists:member(string:prefix(F, "no-"), Flags)}
+             || [F] <- matches(Rest, "(?:^|\\s)--([a-z][a-z-]*)")] ++
+                [{"output format", F, is_format(F)}
+                 || [Fs] <- matches(Rest, "--format\\s+([a-z_,]+)"), F <- string:lexemes(Fs, ",")];
+        _ -> []
     end.
 
 %% `make Target... VAR=x' in a code span or after a `$ ' prompt, or a line

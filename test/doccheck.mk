@@ -8,7 +8,8 @@
 #   make doccheck-selftest  the checker on test/doccheck/dead.{md,c,sh} (a doc, a C file's
 #                           comments, a script's comments, usage text and paths) must exit 1
 #                           and print exactly test/doccheck/dead.expected: each dead name,
-#                           no live one, nothing from C code or string literals
+#                           no live one (options: the keys, values, formats and replay flags the
+#                           table has), nothing from C code or string literals
 .PHONY: doccheck doccheck-selftest
 doccheck: all
 	scripts/option_docs.escript check

@@ -59,7 +59,7 @@
 %%% <li>`time' (default `false'; boolean): per function time too (the VM's call_time)</li>
 %%% <li>`print' (default `true'; boolean): print the table to the caller's group leader</li>
 %%% <li>`top' (default `20'; integer >= 0): rows printed (all are returned)</li>
-%%% <li>`names' (default `erlang'; term): erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table</li>
+%%% <li>`names' (default `erlang'; erlang | elixir): functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the table</li>
 %%% </ul>
 %%% <!-- END option-docs user calls -->
 %%% and the guard's limits (`max_lag_ms', ..., {@link kprof_guard}). The

@@ -45,10 +45,11 @@
 %%% <li>`timeout' (default `30000'; integer >= 0 or infinity): flame_capture's wait (ms)</li>
 %%% <li>`open' (default `false'; term): speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open</li>
 %%% <li>`progress' (default `true'; term): true | false | Ms: a progress line to the caller's group leader every Ms (true: 5000) while the capture runs</li>
-%%% <li>`names' (default `erlang'; term): erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table</li>
+%%% <li>`names' (default `erlang'; erlang | elixir): functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table</li>
 %%% <li>`top' (default `0'; integer 0..100000): print the N functions with the most self time after the capture, and return them</li>
+%%% <li>`top_by' (default `self'; self | inclusive | calls): the order of the top table (and which N it keeps): most self time, inclusive time or calls first</li>
 %%% <li>`info' (default `false'; boolean): return the capture's summary (kprof_flame_summary) after its files, the top table in it</li>
-%%% <li>`group' (no default; term): pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)</li>
+%%% <li>`group' (no default; pid | name | initial_call | all): processes merged at the root (default initial_call with children => true, else pid)</li>
 %%% <li>`fold_recursion' (default `false'; boolean): direct recursion f;f;f written as one f</li>
 %%% <li>`callers' (default `false'; boolean): trace each call's caller: the BEAM's own stacks (tail calls replace their caller), at a higher cost per call</li>
 %%% <li>`correct' (default `true'; boolean): take tracing's cost per event (measured on this machine, kprof:flame_calibrate/0) off every time</li>
@@ -566,7 +567,8 @@ result(Files, Info, Cfg) ->
     Summary = kprof_flame_summary:from_info(Info, Rows),
     _ = maps:is_key(top, Info) andalso
         begin
-            kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang)}),
+            kprof_top:print(Rows, Info#{names => maps:get(names, Cfg, erlang),
+                                        top_by => maps:get(top_by, Cfg, self)}),
             io:put_chars(kprof_flame_summary:correction_text(Summary))
         end,
     kprof_flame_summary:print(Summary),

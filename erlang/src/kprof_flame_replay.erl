@@ -8,13 +8,11 @@
 -module(kprof_flame_replay).
 
 %% PUBLIC (through kprof)
--export([replay/2]).
+-export([replay/2, recorded_options/1]).
 
-%% The options kprof:replay/2 takes: what shapes the outputs.
--define(REPLAY_KEYS, [output_format, output_directory, name, group, fold_recursion, names,
-                      top, max_bytes, info]).
-%% Keys sent to the sink only when given: the recorded value otherwise.
--define(OVERRIDES, [group, fold_recursion, names, top, max_bytes]).
+%% The options kprof:replay/2 takes (what shapes the outputs) and those sent
+%% to the sink only when given (the recorded value otherwise) are the table's
+%% KS_REPLAY lines: kprof_opts:replay/0.
 %% How long a replay may take in the sink: about 5 s a GiB of file.
 -define(REPLAY_TIMEOUT, 120000).
 
@@ -34,6 +32,20 @@ replay(Paths0, Opts) when is_map(Opts) ->
     end;
 replay(_Paths, Opts) ->
     {error, {bad_options, Opts}}.
+
+%% @doc The options a recording was made with (its header: the capture's
+%% options that shape a replay), read by the sink without replaying it.
+-spec recorded_options(file:filename_all()) -> {ok, map()} | {error, term()}.
+recorded_options(Path) ->
+    case one(Path) of
+        error ->
+            {error, {badarg, Path}};
+        [Bin] ->
+            case kprof_app:ensure_started() of
+                ok -> kprof_sink:command({record_header, Bin});
+                Error -> Error
+            end
+    end.
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
@@ -69,15 +81,20 @@ abs_bin(P) ->
 %% a replay writes outputs).
 -spec check_replay(map()) -> {ok, map()} | {error, term()}.
 check_replay(Opts) ->
-    case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, ?REPLAY_KEYS)]) of
+    Keys = [K || {K, _, _} <- kprof_opts:replay()],
+    case lists:sort([K || K <- maps:keys(Opts), not lists:member(K, Keys)]) of
         [_ | _] = Unknown ->
             {error, {unknown_options, Unknown}};
         [] ->
             case kprof_opts:check(flame, Opts) of
-                {ok, Checked} -> {ok, maps:with(?REPLAY_KEYS, Checked)};
+                {ok, Checked} -> {ok, maps:with(Keys, Checked)};
                 Error -> Error
             end
     end.
+
+-spec overrides() -> [atom()].
+overrides() ->
+    [K || {K, _, override} <- kprof_opts:replay()].
 
 -spec with_out_dir(map(), fun(() -> Result)) -> Result | {error, term()}.
 with_out_dir(Cfg, Fun) ->
@@ -95,7 +112,7 @@ run_replay(Paths, Cfg, Given) ->
            end,
     Opts = [{output_directory, unicode:characters_to_binary(Dir)},
             {output_format, kprof_flame:formats(maps:get(output_format, Cfg))}
-            | Base] ++ [{K, V} || {K, V} <- maps:to_list(maps:with(?OVERRIDES, Given))],
+            | Base] ++ [{K, V} || {K, V} <- maps:to_list(maps:with(overrides(), Given))],
     Arg = case Paths of [One] -> One; _ -> Paths end,
     case kprof_sink:command({flame_replay, Arg, Opts}, ?REPLAY_TIMEOUT) of
         {ok, Out, Info} ->

@@ -20,7 +20,8 @@
 -module(kprof_opts).
 
 -export([check/2, defaults/1, rows/1, forwarded/1, sink_rows/1, sent/1, formats/0, all_formats/0,
-         extension/1, file_name/2, base_name/2, doc/1, doc_fields/1]).
+         extension/1, file_name/2, base_name/2, doc/1, doc_fields/1, values/1, replay/0,
+         record_keys/0]).
 
 -export_type([mode/0, row/0]).
 
@@ -28,7 +29,7 @@
 
 -type mode() :: tiers | flame | sample | guard | calls.
 -type bound() :: number() | infinity | neg_infinity.
--type row() :: {[mode()], atom(), int | num | numx | intinf | bool | term, bound(), bound(),
+-type row() :: {[mode()], atom(), int | num | numx | intinf | bool | term | enum, bound(), bound(),
                 term(), erlang | sink | both, string()}.
 
 %% @doc Checks a mode's options: every key must be a user option of the
@@ -145,11 +146,33 @@ base_name(Format, Name) ->
         Base -> {ok, Base}
     end.
 
+%% @doc The atoms an enum option takes (`group', `names'), in the table's order.
+-spec values(atom()) -> [atom()].
+values(Key) ->
+    {Key, Values} = lists:keyfind(Key, 1, ?KPROF_VALUES),
+    Values.
+
+%% @doc The options of {@link kprof:replay/2}, in the table's order: each key,
+%% its flag on `kprof_sink --replay' (`""': none) and how the sink takes it:
+%% `override' replaces the recorded value when given, `dir', `name' and
+%% `formats' say where and as what the files are written, `erlang' is kprof's
+%% alone (never sent).
+-spec replay() -> [{atom(), string(), override | dir | name | formats | erlang}].
+replay() ->
+    ?KPROF_REPLAY.
+
+%% @doc A recording header's keys: `{Id, Key}', the flame option `Key' under
+%% the number `Id' in the file (doc/internals-record.md).
+-spec record_keys() -> [{pos_integer(), atom()}].
+record_keys() ->
+    ?KPROF_RECORD_KEYS.
+
 %% @doc One line of text per user option of a mode: key, default, bounds
 %% and what it does, for docs and help texts.
 -spec doc(mode()) -> [string()].
 doc(Mode) ->
-    [lists:flatten(io_lib:format("~ts (~ts~ts): ~ts", [K, default_text(D), bounds_text(T, Lo, Hi), Doc]))
+    [lists:flatten(io_lib:format("~ts (~ts~ts): ~ts", [K, default_text(D),
+                                                        bounds_text(enum_key(T, K), Lo, Hi), Doc]))
      || {_, K, T, Lo, Hi, D, _, Doc} <- rows(Mode)].
 
 %% @doc A row as the option tables of the docs show it (make option-docs,
@@ -161,13 +184,17 @@ doc_fields({_, K, T, Lo, Hi, D, _, Doc}) ->
                   none -> none;
                   _ -> lists:flatten(io_lib:format("~0tp", [D]))
               end,
-    {K, Default, lists:flatten(values_text(T, Lo, Hi)), Doc}.
+    {K, Default, lists:flatten(values_text(enum_key(T, K), Lo, Hi)), Doc}.
+
+enum_key(enum, K) -> {enum, K};
+enum_key(T, _) -> T.
 
 values_text(int, Lo, Hi) -> ["integer", range_text(Lo, Hi)];
 values_text(num, Lo, Hi) -> ["number", range_text(Lo, Hi)];
 values_text(intinf, Lo, Hi) -> ["integer", range_text(Lo, Hi), " or infinity"];
 values_text(numx, Lo, Hi) -> io_lib:format("number over ~ts up to ~ts", [bound_text(Lo), bound_text(Hi)]);
 values_text(bool, _, _) -> "boolean";
+values_text({enum, K}, _, _) -> lists:join(" | ", [atom_to_list(A) || A <- values(K)]);
 values_text(term, _, _) -> "term".
 
 range_text(neg_infinity, infinity) -> "";
@@ -182,6 +209,7 @@ bounds_text(T, Lo, Hi) when T =:= int; T =:= num; T =:= intinf ->
                                     case T of intinf -> " or infinity"; _ -> "" end]);
 bounds_text(numx, Lo, Hi) -> io_lib:format(", over ~ts up to ~ts", [bound_text(Lo), bound_text(Hi)]);
 bounds_text(bool, _, _) -> ", boolean";
+bounds_text({enum, K}, _, _) -> [", ", values_text({enum, K}, 0, 0)];
 bounds_text(term, _, _) -> "".
 
 bound_text(infinity) -> "";
@@ -196,6 +224,7 @@ valid({_, _, numx, Lo, Hi, _, _, _}, V) -> is_number(V) andalso V > Lo andalso b
 valid({_, _, intinf, _, _, _, _, _}, infinity) -> true;
 valid({_, _, intinf, Lo, Hi, _, _, _}, V) -> is_integer(V) andalso within(V, Lo, Hi);
 valid({_, _, bool, _, _, _, _, _}, V) -> is_boolean(V);
+valid({_, K, enum, _, _, _, _, _}, V) -> lists:member(V, values(K));
 valid({_, K, term, _, _, _, _, _}, V) -> valid_term(K, V).
 
 within(V, Lo, Hi) -> above(V, Lo) andalso below(V, Hi).
@@ -237,9 +266,7 @@ valid_term(pid, P) when is_pid(P) -> true;
 valid_term(pid, [_ | _] = Ps) -> lists:all(fun is_pid/1, Ps);
 valid_term(pid, _) -> false;
 valid_term(open, O) -> O =:= speedscope orelse O =:= browser orelse O =:= false;
-valid_term(names, N) -> N =:= erlang orelse N =:= elixir;
 valid_term(progress, P) -> is_boolean(P) orelse (is_integer(P) andalso P > 0);
-valid_term(group, G) -> lists:member(G, [pid, name, initial_call, all]);
 valid_term(max_memory_bytes, V) -> V =:= default orelse V =:= infinity orelse (is_integer(V) andalso V > 0);
 valid_term(rate, infinity) -> true;
 valid_term(rate, {Max, PerMs}) -> is_integer(Max) andalso Max > 0 andalso is_integer(PerMs) andalso PerMs > 0;

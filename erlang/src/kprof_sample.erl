@@ -47,10 +47,11 @@
 %%% <li>`max_bytes' (default `2147483648'; integer 65536..1099511627776): memory of the call-path tree; paths past it go to OVER_BUDGET frames</li>
 %%% <li>`max_procs' (default `100000'; integer 1..4194304): processes of one capture; more are left out, counted in dropped_procs</li>
 %%% <li>`open' (default `false'; term): speedscope | browser | false: open the result in the speedscope CLI, or the SVG in $BROWSER or xdg-open</li>
-%%% <li>`names' (default `erlang'; term): erlang | elixir: functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table</li>
+%%% <li>`names' (default `erlang'; erlang | elixir): functions named lists:seq/2, or Enum.sum/1 and :lists.seq/2, in the files and the top table</li>
 %%% <li>`top' (default `0'; integer 0..100000): print the N functions with the most self time after the capture, and return them</li>
+%%% <li>`top_by' (default `self'; self | inclusive | calls): the order of the top table (and which N it keeps): most self time, inclusive time or calls first</li>
 %%% <li>`info' (default `false'; boolean): return the capture's summary (kprof_flame_summary) after its files, the top table in it</li>
-%%% <li>`group' (no default; term): pid | name | initial_call | all: processes merged at the root (default initial_call with children => true, else pid)</li>
+%%% <li>`group' (no default; pid | name | initial_call | all): processes merged at the root (default initial_call with children => true, else pid)</li>
 %%% <li>`fold_recursion' (default `false'; boolean): direct recursion f;f;f written as one f</li>
 %%% <li>`frequency' (default `97'; integer 1..10000): samples a second of each scheduler thread's CPU time (sent as hz; cost: doc/sampling.md)</li>
 %%% <li>`pid' (no default; term): Pid | [Pid] | all: keep only these processes' samples (default all: every process)</li>

@@ -39,8 +39,8 @@
                  inclusive_us := non_neg_integer(),
                  self_pct := float()}.
 
-%% @doc Rows from the sink's `[{MFA, Calls, InclusiveNs, SelfNs}]' (most
-%% self time first) and the capture's total microseconds.
+%% @doc Rows from the sink's `[{MFA, Calls, InclusiveNs, SelfNs}]' (in the
+%% capture's `top_by' order) and the capture's total microseconds.
 -spec rows([{term(), non_neg_integer(), non_neg_integer(), non_neg_integer()}],
            non_neg_integer()) -> [row()].
 rows(Raw, TotalUs) ->
@@ -51,7 +51,8 @@ rows(Raw, TotalUs) ->
 %% @doc The table as text: a header line naming how many functions of how
 %% many, then a row per function. `Info' is the capture's: `total_us' and
 %% the number of functions (`functions'); `names => elixir' names the
-%% functions as Elixir does (kprof_names).
+%% functions as Elixir does (kprof_names); `top_by' (self, inclusive or
+%% calls) the order the header line names.
 -spec text([row()], #{total_us := non_neg_integer(), functions := non_neg_integer(),
                       atom() => term()}) ->
           iolist().
@@ -62,8 +63,13 @@ text(Rows, Info = #{total_us := Total, functions := N}) ->
                        #{sampled := true} -> {"sample", "samples"};
                        _ -> {"flame", "calls"}
                    end,
-    [io_lib:format("kprof ~s: ~b of ~b functions, most self time first (~ts ms in all)~n",
-                   [Who, length(Rows), N, ms(Total)]),
+    Order = case maps:get(top_by, Info, self) of
+                self -> "self time";
+                inclusive -> "inclusive time";
+                calls -> Count
+            end,
+    [io_lib:format("kprof ~s: ~b of ~b functions, most ~s first (~ts ms in all)~n",
+                   [Who, length(Rows), N, Order, ms(Total)]),
      io_lib:format("~ts~ts~ts~ts  function~n",
                    [lpad(Count, 11), lpad("self ms", 11), lpad("self %", 8),
                     lpad("incl ms", 11)])

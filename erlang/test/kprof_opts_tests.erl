@@ -22,8 +22,31 @@ edges({_, _, intinf, Lo, Hi, _, _, _}) ->
     {[Lo, infinity] ++ [Hi || Hi =/= infinity], [Lo - 1, 1.5, x] ++ [Hi + 1 || Hi =/= infinity]};
 edges({_, _, bool, _, _, _, _, _}) ->
     {[true, false], [0, 1, yes]};
+edges({_, K, enum, _, _, _, _, _}) ->
+    Values = kprof_opts:values(K),
+    {Values, [0, length(Values), true, atom_to_list(hd(Values)), {hd(Values)}, not_a_value]};
 edges({_, K, term, _, _, _, _, _}) ->
     term_edges(K).
+
+%% The enum rows' values, as the sink stores them in this order (KS_GROUP_*).
+values_test() ->
+    ?assertEqual([pid, name, initial_call, all], kprof_opts:values(group)),
+    ?assertEqual([erlang, elixir], kprof_opts:values(names)),
+    ?assertEqual(["no default, pid | name | initial_call | all)"],
+                 [lists:sublist(L, 44) || "group (" ++ L <- kprof_opts:doc(flame)]).
+
+%% kprof:replay/2's options are flame user options; the sink gets the overrides
+%% when given; the header's keys are numbered once each.
+replay_and_record_keys_test() ->
+    Flame = [K || {_, K, _, _, _, _, _, _} <- kprof_opts:rows(flame)],
+    Replay = kprof_opts:replay(),
+    ?assertEqual([], [K || {K, _, _} <- Replay, not lists:member(K, Flame)]),
+    ?assertEqual([group, fold_recursion, names, top, max_bytes, sleep],
+                 [K || {K, _, override} <- Replay]),
+    ?assertEqual([{info, "", erlang}], [R || {_, _, erlang} = R <- Replay]),
+    Ids = [I || {I, _} <- kprof_opts:record_keys()],
+    ?assertEqual(lists:seq(1, 18), lists:usort(Ids)),
+    ?assertEqual({12, names}, lists:keyfind(12, 1, kprof_opts:record_keys())).
 
 term_edges(entry) -> {[{lists, reverse, 1}, [{lists, reverse, 1}]], [[], lists]};
 term_edges(identity) -> {[mfa, {arg, 1}, {arg, 255}, {ms, [{['$1'], [], ['$1']}]}],
@@ -34,12 +57,10 @@ term_edges(output_format) -> {[all, svg, [folded, perf]], [[], jpeg, [svg, jpeg]
 term_edges(output_directory) -> {[".", <<"/tmp">>], ["", <<>>, 42]};
 term_edges(name) -> {["run"], ["", "a/b", run]};
 term_edges(open) -> {[speedscope, browser, false], [true, firefox, "browser"]};
-term_edges(names) -> {[erlang, elixir], [true, "elixir", ex]};
 term_edges(progress) -> {[true, false, 1, 5000], [0, -1, 1.5, "yes"]};
 term_edges(record) -> {["/tmp/x.rec", <<"/tmp/x.rec">>, "rel.rec"], ["", <<>>, 42, x, [0]]};
 term_edges(raw_record) -> term_edges(record);
 term_edges(pid) -> {[all, self(), [self()], [self(), self()]], [[], foo, [foo], "<0.1.0>"]};
-term_edges(group) -> {[pid, name, initial_call, all], [true, process, "pid", {name}]};
 term_edges(max_memory_bytes) -> {[1, infinity, default], [0, -1, x]};
 term_edges(rate) -> {[infinity, {1, 1}], [10, {0, 1}, {1, 0}]}.
 

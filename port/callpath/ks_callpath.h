@@ -58,6 +58,7 @@ typedef struct ks_fopts {
   int64_t time_offset;         /* erlang:time_offset(nanosecond): meta (wall) ts -> monotonic */
   uint32_t perf_period_us;     /* 0: chosen from the total time */
   uint32_t top;                /* rows of the per-function table in flame_write's Info; 0: none */
+  int top_by;                  /* its order: KS_FMFA_BY_SELF, _INCL or _CALLS (option top_by) */
   int elixir_names;            /* frames named as Elixir does (names => elixir) */
   int group;                   /* KS_GROUP_*: processes merged at the root when written */
   int fold_recursion;          /* f;f;f written as one f (direct recursion) */
@@ -364,7 +365,10 @@ typedef struct ks_fmfa {
   uint32_t mfa;
   uint64_t calls, incl, self;
 } ks_fmfa;
-enum { KS_FMFA_BY_INCL = 0, KS_FMFA_BY_SELF = 1 };
+/* Orders of the rows; BY_SELF, BY_INCL and BY_CALLS are option top_by's values. */
+enum { KS_FMFA_BY_SELF = 0, KS_FMFA_BY_INCL = 1, KS_FMFA_BY_CALLS = 2 };
+/* The rows in an order: most self time, inclusive time or calls first. */
+void ks_fmfa_sort(ks_fmfa *rows, uint32_t n, int order);
 ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t *calls,
                        uint32_t calls_cap, int order, uint32_t *n);
 /* One call of mfa into a per-MFA counter vector (grown as needed; KS_NONE is

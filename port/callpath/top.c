@@ -31,6 +31,20 @@ int ks_fmfa_by_self(const void *a, const void *b) {
   return x->mfa < y->mfa ? -1 : x->mfa > y->mfa;
 }
 
+static int by_calls(const void *a, const void *b) {
+  const ks_fmfa *x = a, *y = b;
+
+  if (x->calls != y->calls)
+    return x->calls > y->calls ? -1 : 1;
+  return ks_fmfa_by_self(a, b);
+}
+
+void ks_fmfa_sort(ks_fmfa *rows, uint32_t n, int order) {
+  if (rows != NULL)
+    qsort(rows, n, sizeof(*rows),
+          order == KS_FMFA_BY_CALLS ? by_calls : order == KS_FMFA_BY_INCL ? by_incl : ks_fmfa_by_self);
+}
+
 /* Adds each node's self time, and the inclusive time of outermost nodes. */
 static void walk(const ks_ftree *tr, const uint64_t *total, uint32_t *open, uint64_t *self,
                  uint64_t *incl) {
@@ -98,7 +112,7 @@ ks_fmfa *ks_ftree_mfas(const ks_ftree *tr, const uint64_t *total, const uint64_t
     out[n].self = self[k];
     n++;
   }
-  qsort(out, n, sizeof(*out), order == KS_FMFA_BY_SELF ? ks_fmfa_by_self : by_incl);
+  ks_fmfa_sort(out, n, order);
   *nout = n;
 done:
   free(self);

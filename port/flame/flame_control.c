@@ -50,38 +50,13 @@ static int decode_u32(const char *b, int *idx, uint32_t lo, uint32_t hi, uint32_
   return KS_OK;
 }
 
-/* The KS_T_TERM rows' values: group, trigger, hide, names. */
-static int decode_group(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
-  static const char *const groups[] = {"pid", "name", "initial_call", "all"};
-  char atom[MAXATOMLEN];
-  int g;
-
-  if (ei_decode_atom(b, idx, atom) != 0)
-    return KS_EINVAL;
-  for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
-    ;
-  if (g == 4)
-    return KS_EINVAL;
-  o->group = g;
-  return KS_OK;
-}
-
+/* The KS_T_TERM rows' values: trigger, hide, record. */
 static int decode_trigger(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   return decode_mfa(in, b, len, idx, &o->trigger);
 }
 
 static int decode_hide(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
   return decode_mfa(in, b, len, idx, &o->hide);
-}
-
-static int decode_names(ks_intern *in, const char *b, size_t len, int *idx, ks_fopts *o) {
-  char style[MAXATOMLEN];
-
-  if (ei_decode_atom(b, idx, style) != 0 ||
-      (strcmp(style, "elixir") != 0 && strcmp(style, "erlang") != 0))
-    return KS_EINVAL;
-  o->elixir_names = strcmp(style, "elixir") == 0;
-  return KS_OK;
 }
 
 /* record: a binary, opened once the capture is made (the observer the sink
@@ -100,8 +75,7 @@ static const struct {
   const char *key;
   int (*decode)(ks_intern *, const char *, size_t, int *, ks_fopts *);
 } term_rows[] = {
-  {"group", decode_group}, {"trigger", decode_trigger}, {"hide", decode_hide},
-  {"names", decode_names}, {"record", decode_record}};
+  {"trigger", decode_trigger}, {"hide", decode_hide}, {"record", decode_record}};
 
 int ks_flame_decode_term(ks_intern *in, const char *key, const char *b, size_t len, int *idx,
                          ks_fopts *o) {
@@ -286,7 +260,7 @@ static int encode_members(ei_x_buff *x, const ks_flame *fl, const ks_intern *in,
 }
 
 /* flame_write's Info: the counters, and with top > 0 the per-function table
- * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], most self time first,
+ * top => [{{M, F, Arity}, Calls, InclusiveNs, SelfNs}], in option top_by's order,
  * at most top rows of `functions' (port/callpath/top.c). */
 typedef struct write_info {
   const ks_fcap *c;
@@ -414,6 +388,7 @@ static int write_tree(const ks_intern *in, const ks_callpath *g, const ks_fdest 
   /* The table from the capture's exact per-function counters (port/callpath/counts.c). */
   w.rows = rows =
       cap->cp.o.top > 0 ? ks_ffun_rows(&cap->cp.fc, cap->cp.o.hide, &w.functions) : NULL;
+  ks_fmfa_sort(rows, w.functions, cap->cp.o.top_by);   /* the N the table keeps */
   w.n = w.functions < cap->cp.o.top ? w.functions : cap->cp.o.top;
   e = ks_write_reply(&o, &d, x, put_info, &w);
   free(rows);

@@ -80,7 +80,9 @@ int ks_map_end(ks_map *m);
 #define KS_INF 1e300   /* no bound; doubles hold every integer bound exactly */
 
 enum { KS_M_TIERS = 1, KS_M_FLAME = 2, KS_M_GUARD = 4, KS_M_CALLS = 8, KS_M_SAMPLE = 16 };
-enum { KS_T_INT, KS_T_NUM, KS_T_NUMX, KS_T_INTINF, KS_T_BOOL, KS_T_TERM };
+enum { KS_T_INT, KS_T_NUM, KS_T_NUMX, KS_T_INTINF, KS_T_BOOL, KS_T_TERM, KS_T_ENUM };
+/* How a replay takes its option (KS_REPLAY rows). */
+enum { KS_R_OVERRIDE, KS_R_DIR, KS_R_NAME, KS_R_FORMATS, KS_R_ERLANG };
 enum { KS_BY_ERLANG = 1, KS_BY_SINK = 2, KS_BY_BOTH = 3 };
 
 typedef struct ks_option {
@@ -98,8 +100,19 @@ extern const size_t ks_noptions;
 
 /* The row of key in a start command of mode (KS_M_TIERS, KS_M_FLAME), or NULL. */
 const ks_option *ks_option_find(unsigned mode, const char *key);
-/* KS_OK when v is within the row's bounds (KS_T_INT, KS_T_BOOL), else KS_EINVAL. */
+/* KS_OK when v is within the row's bounds (KS_T_INT, KS_T_BOOL) or one of its
+ * values (KS_T_ENUM), else KS_EINVAL. */
 int ks_option_check(const ks_option *o, long long v);
+
+/* An enum row's value (KS_VALUE lines): the key's atoms and what the sink stores. */
+typedef struct ks_option_value {
+  const char *key, *atom;
+  int value;
+} ks_option_value;
+extern const ks_option_value ks_option_values[];
+extern const size_t ks_noption_values;
+/* The value of atom for key: KS_OK and *v, or KS_EINVAL when key has no such atom. */
+int ks_option_value_of(const char *key, const char *atom, long long *v);
 
 /* The rows of the table, as a constant (a feature's fields array has as many). */
 enum {
@@ -136,14 +149,23 @@ typedef struct ks_option_field {
 extern const ks_option_field ks_flame_fields[], ks_tier_fields[];
 
 /* One {Key, Value} of a start command of mode at *idx: a row with a field is
- * checked against the table's bounds and stored into opts (*term NULL); a
- * KS_T_TERM row is left at its value for the feature's decoder (*term: the
- * row). KS_EINVAL for an unknown key, a wrong type or a value out of bounds. */
+ * checked against the table's bounds (an enum's atom against its values) and
+ * stored into opts (*term NULL); a KS_T_TERM row is left at its value for the
+ * feature's decoder (*term: the row). KS_EINVAL for an unknown key, a wrong
+ * type or a value out of bounds. */
 int ks_option_decode(unsigned mode, const ks_option_field *fields, const char *b, int *idx,
                      void *opts, const ks_option **term);
+/* The same from text (a command line's value): an integer, true | false, or an
+ * enum's atom, for row o (a row with a field) into opts. */
+int ks_option_parse(const ks_option *o, const ks_option_field *f, const char *text, void *opts);
+/* A field's value (its size's unsigned integer), and one stored: v times the
+ * field's scale, saturated. */
+uint64_t ks_option_load(const void *opts, const ks_option_field *f);
+void ks_option_store(void *opts, const ks_option_field *f, long long v);
 /* Every field of mode set to its row's DEFAULT (rows without one are left). */
 void ks_option_defaults(unsigned mode, const ks_option_field *fields, void *opts);
-/* The row's DEFAULT as an integer (true 1, false 0); KS_EINVAL when it has none. */
+/* The row's DEFAULT as an integer (true 1, false 0, an enum's value); KS_EINVAL
+ * when it has none. */
 int ks_option_default(const ks_option *o, long long *v);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "core/ks_out_dir.h"
 #include "flame/ks_flame.h"
+#include "proto/ks_proto.h"
 
 #define KS_REC_MAGIC "KPROFREC"
 #define KS_REC_VERSION 1u
@@ -47,13 +48,38 @@ enum {
   KS_RHAS_TRIGGER = 0x80
 };
 /* A proc op's state bits: the capture's, KS_FPROC_* (port/flame/ks_flame.h). */
-/* The header's option keys. */
+/* The header's option keys: KS_RKEY_<key> = its id (include/ks_options.h's
+ * KS_RECORD_KEY lines). */
 enum {
-  KS_RKEY_SLEEP = 1, KS_RKEY_GC, KS_RKEY_CHILDREN, KS_RKEY_MAX_BYTES, KS_RKEY_MAX_STACK,
-  KS_RKEY_MAX_PROCS, KS_RKEY_NCALLS, KS_RKEY_HOLD, KS_RKEY_TIME_OFFSET, KS_RKEY_PERF_PERIOD,
-  KS_RKEY_TOP, KS_RKEY_NAMES, KS_RKEY_GROUP, KS_RKEY_FOLD, KS_RKEY_CALLERS, KS_RKEY_CORRECT_NS,
-  KS_RKEY_TRIGGER, KS_RKEY_HIDE, KS_RKEY_LAST = KS_RKEY_HIDE
+#define KS_OPTION(modes, key, type, min, max, def, by, field, doc)
+#define KS_FORMAT(name, ext, writer, all)
+#define KS_RECORD_KEY(id, key) KS_RKEY_##key = (id),
+#include "ks_options.h"
+#undef KS_RECORD_KEY
+#undef KS_FORMAT
+#undef KS_OPTION
+  KS_RKEY_NONE = 0
 };
+
+/* record_keys.c: a header key's row and how its value is written. */
+typedef struct ks_record_key {
+  unsigned id;
+  const ks_option *row;           /* its flame row */
+  const ks_option_field *field;   /* where ks_fopts holds it */
+} ks_record_key;
+/* The i-th key in the order written (KS_OK), KS_EINVAL past the last. */
+int ks_record_key_at(size_t i, ks_record_key *k);
+/* The key of an id read from a file: KS_OK, or KS_EINVAL for an id the table lacks. */
+int ks_record_key_of(unsigned id, ks_record_key *k);
+/* Whether the key's value is an MFA id (a KS_T_TERM row: trigger, hide). */
+static inline int ks_record_key_is_mfa(const ks_record_key *k) {
+  return k->row->type == KS_T_TERM;
+}
+/* A number key's value as written: its field, zigzagged when the row is signed. */
+uint64_t ks_record_key_get(const ks_record_key *k, const ks_fopts *o);
+/* A number key's value read: in the row's bounds (0 too for a row with no
+ * default: off), stored into o: KS_OK, else KS_EINVAL. */
+int ks_record_key_set(const ks_record_key *k, ks_fopts *o, uint64_t v);
 
 /* LEB128 and zigzag, shared by the writer and the reader. */
 static inline size_t ks_record_put_varint(unsigned char *p, uint64_t v) {
@@ -180,14 +206,25 @@ typedef struct ks_replay {
   const char *err_path;        /* that file */
 } ks_replay;
 
-/* Output-shaping overrides; a field < 0 (max_bytes 0) keeps the recorded value. */
+/* A replay's options (include/ks_options.h's KS_REPLAY lines): the values of
+ * the overrides given, in a ks_fopts; a row not given keeps the recorded value. */
 typedef struct ks_replay_opts {
-  int group, fold_recursion, elixir_names;
-  int64_t top;
-  uint64_t max_bytes;
+  ks_fopts o;
+  unsigned char given[KS_NOPTIONS];   /* row k of ks_options given */
 } ks_replay_opts;
 
+/* replay_opts.c */
 void ks_replay_default_opts(ks_replay_opts *ro);
+/* The overrides given into the first file's options. */
+void ks_replay_override(const ks_replay_opts *ro, ks_fopts *o);
+/* One {Key, Value} of flame_replay's options at *idx into d and ro: KS_OK or KS_EINVAL. */
+int ks_replay_opt_term(const char *b, int *idx, ks_fdest *d, ks_replay_opts *ro);
+/* One command-line flag (argv[*i], "--flag") and its value (argv[*i + 1], taken:
+ * *i moves past it; a boolean row's flag alone is true, --no-flag false). */
+int ks_replay_opt_arg(int argc, char **argv, int *i, ks_fdest *d, ks_replay_opts *ro);
+/* kprof_sink --replay's usage line, from the table. */
+void ks_replay_usage(FILE *f);
+
 /* Replays the files in order into rp (ks_replay_free frees it): KS_OK when a
  * capture could be made (its outputs may still be partial: rp->truncated),
  * KS_EINVAL when the first file's header could not be read, KS_ENOMEM. */
@@ -211,11 +248,12 @@ int ks_record_attach(ks_flame *fl, ks_fcap *c, const ks_intern *in, const char *
 const ks_record *ks_record_of(const ks_fcap *c);
 /* {flame_replay, Paths, Opts} (doc/internals-record.md). */
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
+/* {record_header, Path}: {ok, #{Key => Value}}, the recording's options (its
+ * header's keys, each as its row's type), or {error, {replay_failed, Path, Reason}}. */
+int ks_cmd_record_header(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x);
 /* A replay's files (ks_flame_write_files) with replay => #{...} in Info, or
  * {error, {replay_failed, Path, Reason}} when it made no capture. */
 int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x);
-/* group, fold_recursion, names: an atom's value into ro; KS_OK or KS_EINVAL. */
-int ks_replay_opt_atom(const char *key, const char *atom, ks_replay_opts *ro);
 /* replay_cli.c: kprof_sink --replay FILE... (argv after --replay): the exit code. */
 int ks_replay_main(int argc, char **argv);
 

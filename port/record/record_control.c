@@ -6,6 +6,9 @@
  *   {flame_replay, Path | [Path], Opts}             flame_write's reply, Info with
  *                                                   replay => #{events, truncated, error}
  *                                                   | {error, {replay_failed, Path, Reason}}
+ *   {record_header, Path}                           {ok, #{Key => Value}}: the options
+ *                                                   the file was recorded with
+ *                                                   | {error, {replay_failed, Path, Reason}}
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -136,21 +139,26 @@ static void put_replay(ks_map *m, const void *ctx) {
   m->e |= ks_map_end(&r);
 }
 
-/* A replay's fault as a term: its atom, or {open_failed, Errno}. */
-static int encode_replay_error(ei_x_buff *x, const ks_replay *rp) {
-  if (rp->err == KS_RERR_OPEN)
+/* A reader's fault as a term: its atom, or {open_failed, Errno}. */
+static int encode_read_error(ei_x_buff *x, int err, int err_errno) {
+  if (err == KS_RERR_OPEN)
     return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "open_failed") ||
-           ks_enc_errno(x, rp->err_errno);
-  return ei_x_encode_atom(x, ks_rread_error_name(rp->err));
+           ks_enc_errno(x, err_errno);
+  return ei_x_encode_atom(x, ks_rread_error_name(err));
+}
+
+/* {error, {replay_failed, Path, Reason}} */
+static int encode_replay_failed(ei_x_buff *x, const char *path, int err, int err_errno) {
+  return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
+         ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "replay_failed") ||
+         encode_bin(x, path) || encode_read_error(x, err, err_errno);
 }
 
 int ks_replay_write(ks_replay *rp, const ks_fdest *d, ei_x_buff *x) {
   ks_flame_extra extra = {put_replay, rp};
 
   if (rp->c == NULL)
-    return ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "error") ||
-           ei_x_encode_tuple_header(x, 3) || ei_x_encode_atom(x, "replay_failed") ||
-           encode_bin(x, rp->err_path ? rp->err_path : "") || encode_replay_error(x, rp);
+    return encode_replay_failed(x, rp->err_path ? rp->err_path : "", rp->err, rp->err_errno);
   return ks_flame_write_files(&rp->in, rp->c, d, x, &extra);
 }
 
@@ -188,73 +196,6 @@ static int default_dest(ks_fdest *d, const char *first) {
   return getcwd(d->dir, sizeof(d->dir) - 1100) != NULL ? KS_OK : KS_EINVAL;
 }
 
-/* One {Key, Value} of flame_replay's options. */
-static int decode_replay_opt(const char *b, int *idx, ks_fdest *d, ks_replay_opts *ro) {
-  char key[MAXATOMLEN], atom[MAXATOMLEN];
-  int ar, n, k, bit;
-  long long v;
-  long got;
-
-  if (ei_decode_tuple_header(b, idx, &ar) != 0 || ar != 2 || ei_decode_atom(b, idx, key) != 0)
-    return KS_EINVAL;
-  if (strcmp(key, "output_directory") == 0 || strcmp(key, "name") == 0) {
-    char *out = key[0] == 'o' ? d->dir : d->base;
-    size_t cap = key[0] == 'o' ? sizeof(d->dir) - 1100 : sizeof(d->base);
-    int type, size;
-    if (ei_get_type(b, idx, &type, &size) != 0 || type != ERL_BINARY_EXT || size <= 0 ||
-        (size_t)size >= cap || ei_decode_binary(b, idx, out, &got) != 0 ||
-        memchr(out, 0, (size_t)got) != NULL)
-      return KS_EINVAL;
-    out[got] = 0;
-    return key[0] == 'n' && strchr(d->base, '/') != NULL ? KS_EINVAL : KS_OK;
-  }
-  if (strcmp(key, "output_format") == 0) {
-    if (ei_decode_list_header(b, idx, &n) != 0)
-      return KS_EINVAL;
-    for (k = 0; k < n; k++) {
-      if (ei_decode_atom(b, idx, atom) != 0 || (bit = ks_write_format_bit(atom)) == 0)
-        return KS_EINVAL;
-      d->fmts |= bit;
-    }
-    return n > 0 && ei_decode_list_header(b, idx, &n) != 0 ? KS_EINVAL : KS_OK;
-  }
-  if (strcmp(key, "top") == 0 || strcmp(key, "max_bytes") == 0) {
-    if (ei_decode_longlong(b, idx, &v) != 0 || v < 0 ||
-        (key[0] == 't' ? v > 100000 : v < (1 << 16) || v > (1LL << 40)))
-      return KS_EINVAL;
-    if (key[0] == 't')
-      ro->top = v;
-    else
-      ro->max_bytes = (uint64_t)v;
-    return KS_OK;
-  }
-  if (ei_decode_atom(b, idx, atom) != 0)
-    return KS_EINVAL;
-  return ks_replay_opt_atom(key, atom, ro);
-}
-
-int ks_replay_opt_atom(const char *key, const char *atom, ks_replay_opts *ro) {
-  static const char *const groups[] = {"pid", "name", "initial_call", "all"};
-  int g;
-
-  if (strcmp(key, "group") == 0) {
-    for (g = 0; g < 4 && strcmp(atom, groups[g]) != 0; g++)
-      ;
-    ro->group = g;
-    return g < 4 ? KS_OK : KS_EINVAL;
-  }
-  if (strcmp(key, "fold_recursion") == 0 &&
-      (strcmp(atom, "true") == 0 || strcmp(atom, "false") == 0)) {
-    ro->fold_recursion = strcmp(atom, "true") == 0;
-    return KS_OK;
-  }
-  if (strcmp(key, "names") == 0 && (strcmp(atom, "erlang") == 0 || strcmp(atom, "elixir") == 0)) {
-    ro->elixir_names = strcmp(atom, "elixir") == 0;
-    return KS_OK;
-  }
-  return KS_EINVAL;
-}
-
 int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   const char *b = (const char *)cmd->term.p, *paths[MAX_FILES];
   int idx = cmd->idx;
@@ -270,7 +211,7 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
       default_dest(&d, paths[0]) != KS_OK || ei_decode_list_header(b, &idx, &count) != 0)
     return ks_enc_error(x, "badarg");
   for (k = 0; k < count; k++)
-    if (decode_replay_opt(b, &idx, &d, &ro) != KS_OK)
+    if (ks_replay_opt_term(b, &idx, &d, &ro) != KS_OK)
       return ks_enc_error(x, "badarg");
   if (d.fmts == 0)
     d.fmts = ks_write_format_bit(NULL);
@@ -280,5 +221,60 @@ int ks_cmd_flame_replay(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
   }
   e = ks_replay_write(&rp, &d, x);
   ks_replay_free(&rp);
+  return e;
+}
+
+/* A header key's value as its row's type: an MFA or undefined, a boolean, an
+ * enum's atom, an integer. */
+static int encode_key(ei_x_buff *x, const ks_intern *in, const ks_record_key *k,
+                      const ks_fopts *o) {
+  uint64_t v = ks_option_load(o, k->field);
+  size_t j;
+
+  if (ks_record_key_is_mfa(k))
+    return ks_enc_mfa(x, in, (uint32_t)v);
+  if (k->row->type == KS_T_BOOL)
+    return ei_x_encode_boolean(x, v != 0);
+  for (j = 0; j < ks_noption_values && k->row->type == KS_T_ENUM; j++)
+    if (strcmp(ks_option_values[j].key, k->row->key) == 0 && (uint64_t)ks_option_values[j].value == v)
+      return ei_x_encode_atom(x, ks_option_values[j].atom);
+  if (k->row->min < 0)
+    return ei_x_encode_longlong(x, ks_record_unzigzag(ks_record_key_get(k, o)));
+  return ei_x_encode_ulonglong(x, v);
+}
+
+int ks_cmd_record_header(ks_flame *fl, ks_cmd *cmd, ei_x_buff *x) {
+  char path[KS_OUT_DIR_MAX];
+  const char *b = (const char *)cmd->term.p;
+  ks_record_key k;
+  ks_intern in;
+  ks_fopts o;
+  ks_rread *r;
+  ks_map m;
+  size_t n, i;
+  int idx = cmd->idx, e;
+
+  if (ks_arg_bin(b, &idx, path, sizeof(path), &n) != KS_OK || n == 0 ||
+      memchr(path, 0, n) != NULL)
+    return ks_enc_error(x, "badarg");
+  if (ks_intern_init(&in, NULL) != KS_OK)
+    return ks_enc_error(x, "enomem");
+  if ((r = ks_rread_open(path, &in, &o)) == NULL) {
+    ks_intern_free(&in);
+    return ks_enc_error(x, "enomem");
+  }
+  if (ks_rread_error(r) != 0) {
+    e = encode_replay_failed(x, path, ks_rread_error(r), ks_rread_errno(r));
+  } else {
+    e = ei_x_encode_tuple_header(x, 2) || ei_x_encode_atom(x, "ok");
+    ks_map_begin(&m, x);
+    for (i = 0; ks_record_key_at(i, &k) == KS_OK; i++) {
+      ks_map_key(&m, k.row->key);
+      m.e |= encode_key(x, &in, &k, &o);
+    }
+    e = e || ks_map_end(&m);
+  }
+  ks_rread_close(r);
+  ks_intern_free(&in);
   return e;
 }

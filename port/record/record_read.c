@@ -164,33 +164,22 @@ static int header_mfa(cur *c, ks_intern *in, uint32_t *id) {
   return ks_intern_mfa(in, &m, &f, arity, id) == KS_OK ? KS_OK : KS_EINVAL;
 }
 
-/* One key of the header's options, in its bounds (include/ks_options.h's). */
-static int header_key(cur *c, unsigned key, ks_intern *in, ks_fopts *o) {
-  switch (key) {
-  case KS_RKEY_SLEEP: o->sleep = (int)get_u32(c, 1); break;
-  case KS_RKEY_GC: o->gc = (int)get_u32(c, 1); break;
-  case KS_RKEY_CHILDREN: o->children = (int)get_u32(c, 1); break;
-  case KS_RKEY_MAX_BYTES:
-    o->max_bytes = get_varint(c);
-    c->bad |= o->max_bytes < (1u << 16) || o->max_bytes > ((uint64_t)1 << 40);
-    break;
-  case KS_RKEY_MAX_STACK: o->max_stack = get_u32(c, 1u << 24); c->bad |= o->max_stack < 1; break;
-  case KS_RKEY_MAX_PROCS: o->max_procs = get_u32(c, 1u << 22); c->bad |= o->max_procs < 1; break;
-  case KS_RKEY_NCALLS: o->ncalls = get_u32(c, UINT32_MAX); break;
-  case KS_RKEY_HOLD: o->hold = (int)get_u32(c, 1); break;
-  case KS_RKEY_TIME_OFFSET: o->time_offset = ks_record_unzigzag(get_varint(c)); break;
-  case KS_RKEY_PERF_PERIOD: o->perf_period_us = get_u32(c, 60000000); break;
-  case KS_RKEY_TOP: o->top = get_u32(c, 100000); break;
-  case KS_RKEY_NAMES: o->elixir_names = (int)get_u32(c, 1); break;
-  case KS_RKEY_GROUP: o->group = (int)get_u32(c, KS_GROUP_ALL); break;
-  case KS_RKEY_FOLD: o->fold_recursion = (int)get_u32(c, 1); break;
-  case KS_RKEY_CALLERS: o->callers = (int)get_u32(c, 1); break;
-  case KS_RKEY_CORRECT_NS: o->correct_ns = get_u32(c, 100000); break;
-  case KS_RKEY_TRIGGER: return header_mfa(c, in, &o->trigger);
-  case KS_RKEY_HIDE: return header_mfa(c, in, &o->hide);
-  default: return KS_EINVAL;
+/* One key of the header's options (record_keys.c), in its row's bounds. */
+static int header_key(cur *c, unsigned id, ks_intern *in, ks_fopts *o) {
+  ks_record_key k;
+  uint32_t mfa;
+  uint64_t v;
+
+  if (ks_record_key_of(id, &k) != KS_OK)
+    return KS_EINVAL;
+  if (ks_record_key_is_mfa(&k)) {
+    if (header_mfa(c, in, &mfa) != KS_OK)
+      return KS_EINVAL;
+    ks_option_store(o, k.field, mfa);
+    return KS_OK;
   }
-  return c->bad ? KS_EINVAL : KS_OK;
+  v = get_varint(c);
+  return c->bad ? KS_EINVAL : ks_record_key_set(&k, o, v);
 }
 
 static int read_header(ks_rread *r, ks_intern *in, ks_fopts *o) {
@@ -218,7 +207,7 @@ static int read_header(ks_rread *r, ks_intern *in, ks_fopts *o) {
     return KS_EINVAL;
   c = (cur){opts, 0, len, 0};
   while (c.i < c.n)
-    if (header_key(&c, (unsigned)get_u32(&c, KS_RKEY_LAST), in, o) != KS_OK) {
+    if (header_key(&c, get_u32(&c, UINT32_MAX), in, o) != KS_OK) {
       r->err = KS_RERR_HEADER;
       return KS_EINVAL;
     }

@@ -174,30 +174,19 @@ static void header_mfa(unsigned char *p, size_t *n, const ks_intern *in, unsigne
   *n += ks_record_put_varint(p + *n, m.arity);
 }
 
-/* The header: magic, version, segment, the options that shape the outputs. */
+/* The header: magic, version, segment, the options that shape the outputs
+ * (the table's KS_RECORD_KEY lines, in their order). */
 static int write_header(ks_record *r) {
   unsigned char p[20 + KS_REC_HEADER_MAX];
   const ks_fopts *o = &r->c->cp.o;
-  size_t n = 20;
+  ks_record_key k;
+  size_t n = 20, i;
 
-  header_kv(p, &n, KS_RKEY_SLEEP, (uint64_t)o->sleep);
-  header_kv(p, &n, KS_RKEY_GC, (uint64_t)o->gc);
-  header_kv(p, &n, KS_RKEY_CHILDREN, (uint64_t)o->children);
-  header_kv(p, &n, KS_RKEY_MAX_BYTES, o->max_bytes);
-  header_kv(p, &n, KS_RKEY_MAX_STACK, o->max_stack);
-  header_kv(p, &n, KS_RKEY_MAX_PROCS, o->max_procs);
-  header_kv(p, &n, KS_RKEY_NCALLS, o->ncalls);
-  header_kv(p, &n, KS_RKEY_HOLD, (uint64_t)o->hold);
-  header_kv(p, &n, KS_RKEY_TIME_OFFSET, ks_record_zigzag(o->time_offset));
-  header_kv(p, &n, KS_RKEY_PERF_PERIOD, o->perf_period_us);
-  header_kv(p, &n, KS_RKEY_TOP, o->top);
-  header_kv(p, &n, KS_RKEY_NAMES, (uint64_t)o->elixir_names);
-  header_kv(p, &n, KS_RKEY_GROUP, (uint64_t)o->group);
-  header_kv(p, &n, KS_RKEY_FOLD, (uint64_t)o->fold_recursion);
-  header_kv(p, &n, KS_RKEY_CALLERS, (uint64_t)o->callers);
-  header_kv(p, &n, KS_RKEY_CORRECT_NS, o->correct_ns);
-  header_mfa(p, &n, r->in, KS_RKEY_TRIGGER, o->trigger);
-  header_mfa(p, &n, r->in, KS_RKEY_HIDE, o->hide);
+  for (i = 0; ks_record_key_at(i, &k) == KS_OK; i++)
+    if (ks_record_key_is_mfa(&k))
+      header_mfa(p, &n, r->in, k.id, (uint32_t)ks_option_load(o, k.field));
+    else
+      header_kv(p, &n, k.id, ks_record_key_get(&k, o));
   memcpy(p, KS_REC_MAGIC, 8);
   ks_record_put_u32le(p + 8, KS_REC_VERSION);
   ks_record_put_u32le(p + 12, r->segment);

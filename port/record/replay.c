@@ -52,14 +52,6 @@ static void fmaps_free(fmaps *f) {
   memset(f, 0, sizeof(*f));
 }
 
-void ks_replay_default_opts(ks_replay_opts *ro) {
-  ro->group = -1;
-  ro->fold_recursion = -1;
-  ro->elixir_names = -1;
-  ro->top = -1;
-  ro->max_bytes = 0;
-}
-
 /* A pid's text as the external term format's NEW_PID_EXT, interned. */
 static int def_pid(ks_replay *rp, const ks_rop *op, uint32_t *id) {
   unsigned char raw[4 + KS_REC_NAME_MAX + 12];
@@ -168,16 +160,7 @@ static int apply(ks_replay *rp, fmaps *fm, const ks_rop *op) {
 static int make_capture(ks_replay *rp, ks_fopts *o, const ks_replay_opts *ro) {
   int slot;
 
-  if (ro->group >= 0)
-    o->group = ro->group;
-  if (ro->fold_recursion >= 0)
-    o->fold_recursion = ro->fold_recursion;
-  if (ro->elixir_names >= 0)
-    o->elixir_names = ro->elixir_names;
-  if (ro->top >= 0)
-    o->top = (uint32_t)ro->top;
-  if (ro->max_bytes > 0)
-    o->max_bytes = ro->max_bytes;
+  ks_replay_override(ro, o);
   if ((slot = ks_flame_start(&rp->fl, REPLAY_ID, o)) < 0)
     return KS_ENOMEM;
   rp->c = &rp->fl.cap[slot];

@@ -411,6 +411,7 @@ static const ks_command commands[] = {
   {"flame_write", 6, 6, .flame = ks_cmd_flame_write},
   {"flame_dir", 2, 2, .flame = ks_cmd_flame_dir},
   {"flame_replay", 3, 3, .flame = ks_cmd_flame_replay},
+  {"record_header", 2, 2, .flame = ks_cmd_record_header},
   {"sample_start", 3, 3, .sink = cmd_sample_start},
   {"sample_status", 2, 2, .sample = ks_cmd_sample_status},
   {"sample_window", 2, 2, .sample = ks_cmd_sample_window},

@@ -96,6 +96,7 @@ typedef struct ks_req_result {
   int64_t start_ts;
   uint64_t wall;
   uint64_t calls[KS_TIER_MAX];
+  uint64_t entries[KS_TIER_MAX];    /* calls made from outside the tier (tier_walk.c) */
   uint64_t self[KS_TIER_MAX + 1];   /* [ntiers] is `other` */
   uint64_t incl[KS_TIER_MAX];
 } ks_req_result;
@@ -108,7 +109,8 @@ typedef struct ks_req_result {
 #define KS_TIER_STATS(X) \
   X(self, ns, self)      /* time in the tier's own code */ \
   X(inclusive, ns, incl) /* time with a frame of the tier open */ \
-  X(calls_per_request, count, calls) /* the tier's calls in one request (N+1 queries) */
+  X(calls_per_request, count, calls) /* the tier's calls in one request (N+1 queries) */ \
+  X(entries_per_request, count, entries) /* of them, those from outside the tier */
 
 enum {
 #define KS_X(key, unit, field) KS_TSTAT_##key,

@@ -6,6 +6,10 @@
  * a traced tail call replaces the top frame's function, and every tier that
  * ran in a frame stays open until the frame's return_to.
  *
+ * A call of a tier while no frame of the tier is open in any process of the
+ * request enters it (the tier's entries: round trips to the database, not its
+ * own calls, nor its pool worker's on the caller's behalf).
+ *
  * Time between two events goes to the most recently opened frame still open
  * in any process of the request (its tier's self time), or to `other`;
  * inclusive time goes to every tier with a frame open.
@@ -42,6 +46,19 @@ static ks_stack *stack_of(ks_tiers *t, uint32_t pid) {
   t->stack_pids[t->n_stacks] = pid;
   ks_stack_clear(&t->stacks[t->n_stacks]);
   return &t->stacks[t->n_stacks++];
+}
+
+/* Whether a frame that ran the tier is open in a process of the request: a
+ * call of the tier is then the tier's own (or its worker's on its behalf), not
+ * an entry into it. */
+static int role_open(const ks_tiers *t, int role) {
+  uint32_t k, i;
+
+  for (k = 0; k < t->n_stacks; k++)
+    for (i = 0; i < t->stacks[k].n; i++)
+      if (((const ks_wframe *)ks_stack_at(&t->stacks[k], i))->roles & 1u << role)
+        return 1;
+  return 0;
 }
 
 /* A call: a new frame, or the tail call joins the top frame. */
@@ -114,8 +131,10 @@ int ks_tiers_walk(ks_tiers *t, ks_req *r, ks_req_result *res) {
     if ((s = stack_of(t, e->pid)) == NULL)
       return KS_ENOMEM;
     if (e->kind == KS_EV_CALL) {
-      if (e->role >= 0)
+      if (e->role >= 0) {
         res->calls[e->role]++;
+        res->entries[e->role] += !role_open(t, e->role);
+      }
       if (!KS_ROLE_IS_MARK(e->role) && walk_call(s, e) != KS_OK)
         return KS_ENOMEM;   /* a marker opens no frame: no return_to ends one */
     } else {

@@ -1366,6 +1366,65 @@ START_TEST(folded_calls_counts_calls) {
 }
 END_TEST
 
+/* flat: one line per function, most self time first, the top table's counts;
+ * not in `all'. */
+START_TEST(flat_lists_functions) {
+  ks_fcap *c = start(0);
+  char *got;
+
+  a_b_b_c();
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  got = write_with(&c->cp, ks_write_flat);
+  ck_assert_str_eq(got, "function\tcalls\tself_ns\tinclusive_ns\n"
+                        "m:a/0\t1\t300000\t700000\n"
+                        "m:b/0\t2\t300000\t400000\n"
+                        "m:c/0\t1\t100000\t100000\n");
+  free(got);
+  ck_assert_int_eq(ks_write_format_bit("flat"), KS_FMT_flat);
+}
+END_TEST
+
+/* top_by: the top table's order, and so which N it keeps; decoded from the
+ * table's values like any enum row. */
+START_TEST(top_by_orders_the_table) {
+  const int orders[] = {KS_FMFA_BY_SELF, KS_FMFA_BY_INCL, KS_FMFA_BY_CALLS};
+  const char *firsts[] = {"a", "a", "b"};   /* a: 300 self, 700 incl; b: 2 calls */
+  const ks_option *term;
+  ks_fmfa *rows;
+  ks_fopts o;
+  ks_fcap *c;
+  ei_x_buff x;
+  uint32_t n;
+  int k, idx = 0, ver;
+
+  ks_fopts_default(&o);
+  ck_assert_int_eq(o.top_by, KS_FMFA_BY_SELF);   /* the row's default, "self" */
+  ei_x_new_with_version(&x);
+  ei_x_encode_tuple_header(&x, 2);
+  ei_x_encode_atom(&x, "top_by");
+  ei_x_encode_atom(&x, "calls");
+  ei_decode_version(x.buff, &idx, &ver);
+  ck_assert_int_eq(ks_option_decode(KS_M_FLAME, ks_flame_fields, x.buff, &idx, &o, &term), KS_OK);
+  ck_assert_int_eq(o.top_by, KS_FMFA_BY_CALLS);
+  ei_x_free(&x);
+  o.callers = 1;
+  o.top = 10;
+  c = start_with(&o, 1);
+  ck_assert_int_eq(ks_flame_add_pid(&fl, c, pid_a, NULL, 0), KS_OK);
+  a_b_b_c();
+  ks_flame_finish(&fl, c, 1, 700 * US);
+  for (k = 0; k < 3; k++) {
+    rows = ks_ffun_rows(&c->cp.fc, o.hide, &n);
+    ck_assert_uint_eq(n, 3);
+    ks_fmfa_sort(rows, n, orders[k]);
+    ck_assert_uint_eq(rows[0].mfa, M(firsts[k]));
+    ck_assert(k != 2 || (rows[0].calls == 2 && rows[1].calls == 1));
+    ck_assert(k != 1 || (rows[0].incl >= rows[1].incl && rows[1].incl >= rows[2].incl));
+    free(rows);
+  }
+}
+END_TEST
+
 /* A function on several paths: one entry, its costs summed; folded recursion's
  * calls are not calls from its caller; totals are the folded file's. */
 START_TEST(callgrind_sums_paths) {
@@ -2136,6 +2195,8 @@ Suite *flame_suite(void) {
   tcase_add_test(tc, fold_recursion);
   tcase_add_test(tc, callgrind_graph);
   tcase_add_test(tc, folded_calls_counts_calls);
+  tcase_add_test(tc, flat_lists_functions);
+  tcase_add_test(tc, top_by_orders_the_table);
   tcase_add_test(tc, callgrind_sums_paths);
   tcase_add_test(tc, svg_frames);
   tcase_add_test(tc, escapes);

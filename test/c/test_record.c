@@ -558,6 +558,202 @@ START_TEST(command_line) {
 }
 END_TEST
 
+/* The stack lines of a folded file (a comment line, if any, left out). */
+static char *stack_lines(const char *text) {
+  char *out = calloc(1, strlen(text) + 1), *w = out;
+  const char *l = text, *nl;
+
+  for (; *l != 0; l = nl + 1) {
+    nl = strchr(l, '\n');
+    if (nl == NULL)
+      nl = l + strlen(l) - 1;
+    if (*l != '#') {
+      memcpy(w, l, (size_t)(nl - l + 1));
+      w += nl - l + 1;
+    }
+  }
+  return out;
+}
+
+/* A recording written before the header's keys came from the table (by the
+ * sink of main 1e6389e: flame_apply with group => name, names => elixir,
+ * fold_recursion => true, top => 3, max_bytes => 1048576) reads with the same
+ * options, replays whole and writes the stacks that sink wrote. */
+START_TEST(old_recording_reads) {
+  char path[512], folded[512], out[300];
+  char *argv[] = {path, "--out", out, "--name", "v1", "--format", "folded"};
+  unsigned char *want, *got;
+  char *want_s, *got_s;
+  ks_intern in2;
+  ks_fopts o;
+  ks_rread *r;
+  size_t n;
+
+  snprintf(path, sizeof(path), "%s/flame_v1.kprec", test_data_dir());
+  snprintf(folded, sizeof(folded), "%s/flame_v1.folded", test_data_dir());
+  ck_assert_int_eq(ks_intern_init(&in2, NULL), KS_OK);
+  r = ks_rread_open(path, &in2, &o);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(ks_rread_error(r), 0);
+  ck_assert_int_eq(o.group, KS_GROUP_NAME);
+  ck_assert_int_eq(o.elixir_names, 1);
+  ck_assert_int_eq(o.fold_recursion, 1);
+  ck_assert_uint_eq(o.top, 3);
+  ck_assert_uint_eq(o.max_bytes, 1048576);
+  ck_assert_uint_ne(o.hide, KS_NONE);     /* flame_apply's wrapper */
+  ck_assert_uint_eq(o.trigger, KS_NONE);
+  ks_rread_close(r);
+  ks_intern_free(&in2);
+  rec_path(out, sizeof(out), "v1");
+  ck_assert_int_eq(ks_replay_main(7, argv), 0);
+  got = file_at("v1", "v1.folded", &n);
+  want = read_file(folded, &n);
+  ck_assert_ptr_nonnull(want);
+  want_s = stack_lines((const char *)want);
+  got_s = stack_lines((const char *)got);
+  ck_assert_str_eq(got_s, want_s);
+  free(want_s);
+  free(got_s);
+  free(want);
+  free(got);
+}
+END_TEST
+
+/* Every header key of the table is written and read back: a capture whose
+ * every key is off its default records a header that gives the same options. */
+START_TEST(header_keys_round_trip) {
+  char path[300];
+  ks_record_refusal why;
+  ks_record_key k;
+  ks_intern in2;
+  ks_fopts o, back;
+  ks_mfa_view a, b;
+  ks_rread *r;
+  ks_fcap *c;
+  size_t i;
+  int slot;
+
+  ks_fopts_default(&o);
+  o.sleep = 0;
+  o.gc = 0;
+  o.children = 1;
+  o.max_bytes = 3u << 20;
+  o.max_stack = 999;
+  o.max_procs = 77;
+  o.trigger = fns[4];
+  o.ncalls = 5;
+  o.hold = 1;
+  o.time_offset = -1234567890123LL;
+  o.perf_period_us = 250;
+  o.top = 9;
+  o.elixir_names = 1;
+  o.group = KS_GROUP_ALL;
+  o.fold_recursion = 1;
+  o.callers = 1;
+  o.correct_ns = 321;
+  o.hide = fns[13];
+  slot = ks_flame_start(&fl, 1, &o);
+  ck_assert_int_ge(slot, 0);
+  c = &fl.cap[slot];
+  rec_path(path, sizeof(path), "keys.rec");
+  ck_assert_int_eq(ks_record_capture(&fl, c, &in, path, &why), KS_OK);
+  ks_flame_finish(&fl, c, 1, 1000);
+  ks_flame_drop(&fl, c);
+  ck_assert_int_eq(ks_intern_init(&in2, NULL), KS_OK);
+  r = ks_rread_open(path, &in2, &back);
+  ck_assert_int_eq(ks_rread_error(r), 0);
+  for (i = 0; ks_record_key_at(i, &k) == KS_OK; i++) {
+    if (!ks_record_key_is_mfa(&k)) {
+      ck_assert_msg(ks_option_load(&back, k.field) == ks_option_load(&o, k.field), "%s",
+                    k.row->key);
+      continue;
+    }
+    ck_assert_int_eq(ks_intern_mfa_get(&in, (uint32_t)ks_option_load(&o, k.field), &a), KS_OK);
+    ck_assert_int_eq(ks_intern_mfa_get(&in2, (uint32_t)ks_option_load(&back, k.field), &b), KS_OK);
+    ck_assert_str_eq(a.f, b.f);
+  }
+  ck_assert_uint_eq(i, 18);   /* every KS_RECORD_KEY line resolved to a flame row */
+  ks_rread_close(r);
+  ks_intern_free(&in2);
+}
+END_TEST
+
+/* The command line's flags, bounds and usage are the table's. */
+START_TEST(command_line_table) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], out[300], *text = NULL;
+  char *no[] = {path, "--out", out, "--no-fold-recursion", "--group", "initial_call"};
+  char *top_past[] = {path, "--top", "100001"};
+  char *mb_under[] = {path, "--max-bytes", "65535"};
+  char *value_bad[] = {path, "--names", "python"};
+  char *no_int[] = {path, "--no-top"};
+  FILE *f;
+
+  free(data);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(out, sizeof(out), "cli2");
+  ck_assert_int_eq(ks_replay_main(6, no), 0);
+  ck_assert_int_eq(ks_replay_main(3, top_past), 2);
+  ck_assert_int_eq(ks_replay_main(3, mb_under), 2);
+  ck_assert_int_eq(ks_replay_main(3, value_bad), 2);
+  ck_assert_int_eq(ks_replay_main(2, no_int), 2);
+  f = open_memstream(&text, &n);
+  ks_replay_usage(f);
+  fclose(f);
+  ck_assert_ptr_nonnull(strstr(text, "folded,perf,speedscope,svg,callgrind,folded_calls"));
+  ck_assert_ptr_nonnull(strstr(text, "[--top 0..100000]"));
+  ck_assert_ptr_nonnull(strstr(text, "[--max-bytes 65536..1099511627776]"));
+  ck_assert_ptr_nonnull(strstr(text, "[--group pid|name|initial_call|all]"));
+  ck_assert_ptr_nonnull(strstr(text, "[--fold-recursion]"));
+  ck_assert_ptr_null(strstr(text, "info"));
+  free(text);
+}
+END_TEST
+
+/* sleep at replay: a recording with SLEEP frames (the capture's default) replayed
+ * without them (--no-sleep, the table's KS_REPLAY line): the same stacks but
+ * SLEEP's, and less time in all by SLEEP's; --sleep gives them back. */
+START_TEST(replay_without_sleep) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], out[300], *file, *line, *save;
+  char *keep[] = {path, "--out", out, "--name", "on", "--format", "folded", "--sleep"};
+  char *drop[] = {path, "--out", out, "--name", "off", "--format", "folded", "--no-sleep"};
+  const char *names[] = {"on.folded", "off.folded"};
+  int64_t total[2] = {0, 0}, sleep = 0, paths = 0, diff;
+  int k;
+
+  free(data);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(out, sizeof(out), "sleep");
+  ck_assert_int_eq(ks_replay_main(8, keep), 0);
+  ck_assert_int_eq(ks_replay_main(8, drop), 0);
+  for (k = 0; k < 2; k++) {
+    file = (char *)file_at("sleep", names[k], &n);
+    ck_assert(k == 1 || strstr(file, ";SLEEP ") != NULL);
+    ck_assert(k == 0 || strstr(file, "SLEEP") == NULL);
+    save = NULL;
+    for (line = strtok_r(file, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+      if (line[0] == '#')
+        continue;
+      total[k] += (int64_t)strtoull(strrchr(line, ' ') + 1, NULL, 10);
+      if (strstr(line, ";SLEEP ") != NULL)
+        sleep += (int64_t)strtoull(strrchr(line, ' ') + 1, NULL, 10);
+      paths++;
+    }
+    free(file);
+  }
+  ck_assert_int_gt(sleep, 0);
+  /* The rest is the same time: each file's counts are rounded on its own running
+   * sum, no path off by more than 1 us. */
+  diff = total[0] - sleep - total[1];
+  ck_assert_int_le(diff < 0 ? -diff : diff, paths);
+}
+END_TEST
+
 /* The commands: flame_start's record option, flame_status's record map, flame_replay. */
 static void command_rec(ks_sink *sk, long ref, const char *cmd, long id, const char *path,
                         int bad_path) {
@@ -818,6 +1014,45 @@ START_TEST(replay_command_options) {
 }
 END_TEST
 
+/* {record_header, Path}: the options the file was recorded with, each as its row's
+ * type; a file that is not there and a path that is no binary refused. */
+START_TEST(record_header_command) {
+  uint64_t events;
+  size_t n;
+  unsigned char *data = recorded(&n, &events);
+  char path[300], missing[300];
+  const char *paths[] = {path, missing};
+  ks_sink sk;
+  ei_x_buff x;
+  tb_out o;
+  int k;
+
+  free(data);
+  rec_path(path, sizeof(path), "r.rec");
+  rec_path(missing, sizeof(missing), "missing.rec");
+  memset(&o, 0, sizeof(o));
+  ck_assert_int_eq(ks_sink_init(&sk, NULL, tb_out_emit, &o), KS_OK);
+  for (k = 0; k < 3; k++) {
+    tb_cmd_begin(&x, k + 1, "record_header", 2);
+    if (k < 2)
+      ei_x_encode_binary(&x, paths[k], (long)strlen(paths[k]));
+    else
+      ei_x_encode_long(&x, 42);
+    tb_feed(&sk, &x);
+  }
+  ck_assert_int_eq(o.frames, 3);
+  /* start_rec's capture: children, top 10, correct_ns 150, no trigger, no hidden frame. */
+  reply_has(&o, 0, "{ok, #{sleep => true, gc => true, children => true, max_bytes => 2147483648,",
+            "top => 10, names => erlang, group => pid, fold_recursion => false,");
+  reply_has(&o, 0, "hold => false, time_offset => 0,", "correct_ns => 150, trigger => undefined, "
+                                                       "hide => undefined}}");
+  reply_has(&o, 1, "{error, {replay_failed, #Bin<", "{open_failed, enoent}}}");
+  reply_has(&o, 2, "{error, badarg}", NULL);
+  ks_sink_free(&sk);
+  tb_out_free(&o);
+}
+END_TEST
+
 Suite *record_suite(void) {
   Suite *s = suite_create("record");
   TCase *tc = tcase_create("record");
@@ -836,6 +1071,11 @@ Suite *record_suite(void) {
   tcase_add_test(tc, command_line);
   tcase_add_test(tc, commands);
   tcase_add_test(tc, replay_command_options);
+  tcase_add_test(tc, old_recording_reads);
+  tcase_add_test(tc, header_keys_round_trip);
+  tcase_add_test(tc, command_line_table);
+  tcase_add_test(tc, record_header_command);
+  tcase_add_test(tc, replay_without_sleep);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -260,6 +260,34 @@ START_TEST(calls_per_request_histogram) {
 }
 END_TEST
 
+/* entries_per_request: a tier's calls from outside it. One request's db:q calls
+ * db:encode and a pool worker runs db:exec for it (db's own: 3 calls, 1 entry);
+ * the next calls db:q 3 times from http (3 and 3). */
+START_TEST(entries_per_request_histogram) {
+  uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
+           enc = mfa("db", "encode", 1), exec = mfa("db", "exec", 2);
+  const ks_hist *calls, *entries;
+
+  start(pid_a, 0, label1, ID_GET);
+  CALL(pid_a, 100, http, req, label1);
+  CALL(pid_a, 200, db, http, label1);
+  CALL(pid_b, 220, exec, KS_NONE, label1);
+  CALL(pid_a, 250, enc, db, label1);
+  RET(pid_a, 280, db);
+  RET(pid_a, 300, http);
+  RET(pid_a, 400, req);
+  stop(pid_a, 500, label1);
+  db_calls(label2, 1000, 3);
+  ks_tiers_flush(&tiers, 1);
+  calls = &row(0)->cols[DB].h[KS_TSTAT_calls_per_request];
+  entries = &row(0)->cols[DB].h[KS_TSTAT_entries_per_request];
+  ck_assert(calls->count == 2 && calls->total == 6 && calls->min == 3 && calls->max == 3);
+  ck_assert(entries->count == 2 && entries->total == 4 && entries->min == 1 && entries->max == 3);
+  entries = &row(0)->cols[HTTP].h[KS_TSTAT_entries_per_request];
+  ck_assert(entries->count == 2 && entries->total == 2);
+}
+END_TEST
+
 /* An exception thrown in db, through tpl, caught in http: one return_to to http unwinds both. */
 START_TEST(exception_unwinds_several_chains) {
   uint32_t req = mfa("app", "req", 2), http = mfa("http", "handle", 1), db = mfa("db", "q", 1),
@@ -829,6 +857,7 @@ Suite *tiers_suite(void) {
   tcase_add_test(tc, tail_call_chain);
   tcase_add_test(tc, recursion_and_repeated_calls);
   tcase_add_test(tc, calls_per_request_histogram);
+  tcase_add_test(tc, entries_per_request_histogram);
   tcase_add_test(tc, exception_unwinds_several_chains);
   tcase_add_test(tc, work_in_another_process);
   tcase_add_test(tc, out_of_order_and_stragglers);
