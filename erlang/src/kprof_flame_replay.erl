@@ -69,13 +69,20 @@ paths(_) ->
 -spec one(term()) -> [binary()] | error.
 one(P) ->
     case kprof_opts:check(flame, #{record => P}) of
-        {ok, _} -> [abs_bin(P)];
+        {ok, _} -> abs_bin(P);
         {error, _} -> error
     end.
 
--spec abs_bin(file:filename_all()) -> binary().
+%% (A chardata list the table lets through but no file name is, such as
+%% ["a" | b], is an error here, not an exception.)
+-spec abs_bin(file:filename_all()) -> [binary()] | error.
 abs_bin(P) ->
-    unicode:characters_to_binary(filename:absname(P)).
+    try unicode:characters_to_binary(filename:absname(P)) of
+        Bin when is_binary(Bin) -> [Bin];
+        _ -> error
+    catch
+        error:_ -> error
+    end.
 
 %% The flame table's checks on replay's keys (output_format [] is refused:
 %% a replay writes outputs).

@@ -243,7 +243,7 @@ written(Files, Planned, Ran, Cfg, MaxBytes) ->
     ok = kprof_web_gate:traced(),
     _ = Files =/= [] andalso
         kprof_web_gate:prune(filename:absname(maps:get(output_directory, Cfg)), MaxBytes,
-                             [filename:basename(F) || F <- Files]),
+                             [filename:basename(F) || F <- kprof_web_gate:with_meta(Files)]),
     Checked.
 
 %% A refusal after the gate let the request through: counted, and Fun run

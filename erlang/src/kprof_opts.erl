@@ -257,7 +257,8 @@ valid_term(name, N) ->
     is_list(N) andalso N =/= [] andalso io_lib:printable_unicode_list(N)
         andalso not lists:member($/, N);
 valid_term(record, P) when is_list(P); is_binary(P) ->
-    Chars = unicode:characters_to_list(P),
+    %% characters_to_list/1 raises on an improper list (["a" | b]).
+    Chars = try unicode:characters_to_list(P) catch error:_ -> error end,
     is_list(Chars) andalso Chars =/= [] andalso not lists:member(0, Chars);
 valid_term(record, _) -> false;
 valid_term(raw_record, P) -> valid_term(record, P);

@@ -54,7 +54,7 @@
 -include_lib("kernel/include/file.hrl").
 
 -export([config/0, decide/3, refused/2, traced/0, status/0, keep_patterns_ms/0,
-         default_dir/0, prune/3, is_loopback/1]).
+         default_dir/0, prune/3, with_meta/1, is_loopback/1]).
 
 -export_type([config/0, reason/0, peer/0]).
 
@@ -72,6 +72,7 @@
 %% a proxy's forwarding header.
 -type peer() :: {inet:ip_address() | undefined, Forwarded :: boolean()}.
 
+-define(META, ".meta.json").
 -define(REASONS, [off, bad_config, address, forwarded, secret, rate, output_directory, busy]).
 %% What the gate counts, one atomics slot each, numbered by their place here:
 %% every refusal reason, then the traced requests and the files pruned.
@@ -454,14 +455,30 @@ kprof_files(Dir0) ->
     end.
 
 %% The files prune/3 may remove: kprof's own names (kprof-...) in one of its
-%% formats (the option table's, kprof_opts:formats/0).
+%% formats (the option table's, kprof_opts:formats/0), and the Base.meta.json
+%% a folded file is written with.
 is_kprof_file(N) ->
-    lists:any(fun(F) ->
-                      case kprof_opts:base_name(F, N) of
-                          {ok, "kprof-" ++ _} -> true;
-                          _ -> false
-                      end
-              end, kprof_opts:formats()).
+    lists:suffix(?META, N) andalso lists:prefix("kprof-", N)
+        orelse lists:any(fun(F) ->
+                                 case kprof_opts:base_name(F, N) of
+                                     {ok, "kprof-" ++ _} -> true;
+                                     _ -> false
+                                 end
+                         end, kprof_opts:formats()).
+
+%% @doc The files a capture's `Files' came with: each folded file's
+%% Base.meta.json (its correction and identity, port/write/meta.c), when
+%% written, after `Files'.
+-spec with_meta([file:filename_all()]) -> [file:filename_all()].
+with_meta(Files) ->
+    Metas = [Meta || F <- Files, Base <- folded_base(F),
+                     Meta <- [Base ++ ?META], filelib:is_regular(Meta)],
+    Files ++ lists:usort(Metas) -- Files.
+
+folded_base(F) ->
+    Name = unicode:characters_to_list(F),
+    [string:slice(Name, 0, length(Name) - length(Ext))
+     || Ext <- [".calls.folded", ".folded"], lists:suffix(Ext, Name)] -- [[]].
 
 remove(_Dir, _Files, Total, Max, N) when Total =< Max ->
     N;

@@ -202,7 +202,8 @@ full_disk(Dir, Full) ->
     ok = file:delete(Filler),
     {ok, worked, Files} = kprof:flame_apply(fun work/0, Opts),
     ?assertEqual([filename:join(Full, F) || F <- ["full.folded", "full.svg"]], Files),
-    ?assertEqual({ok, ["full.folded", "full.svg"]}, sorted(file:list_dir(Full))).
+    %% And the folded file's Base.meta.json (doc/flame.md, "The formats").
+    ?assertEqual({ok, ["full.folded", "full.meta.json", "full.svg"]}, sorted(file:list_dir(Full))).
 
 %%% Helpers
 
@@ -307,7 +308,12 @@ assert_named_exist(Dir, Answers, Expect) ->
     ?assertEqual(Names, [filename:basename(N) || N <- Names]),
     ?assertEqual([], [N || N <- Names, not filelib:is_regular(filename:join(Dir, N))]),
     {ok, InDir} = file:list_dir(Dir),
-    ?assertEqual(lists:sort(InDir), lists:sort(Names)),
+    %% With each folded file, its Base.meta.json, which the header does not name.
+    WithMeta = [filename:basename(F)
+                || F <- kprof_web_gate:with_meta([filename:join(Dir, N) || N <- Names])],
+    ?assertEqual(length([N || N <- Names, lists:suffix(".folded", N)]),
+                 length(WithMeta) - length(Names)),
+    ?assertEqual(lists:sort(InDir), lists:sort(WithMeta)),
     Busy = [R || {_, Hs, _} <- Answers, {"x-kprof-refused", R} <- Hs],
     ?assertEqual([], [R || R <- Busy, R =/= "busy"]),
     ?assertEqual(length(Answers), length(Named) + length(Busy)),

@@ -705,6 +705,10 @@ bad_argument_table() ->
      {replay, [[x], [42], [["a.kprec" | b]], [[]]]},
      {replay, [["a.kprec", x], ["a.kprec", #{output_format => Improper}],
                ["a.kprec", #{sleep => true}], ["/nonexistent/a.kprec", #{}]]},
+     {recorded_options, [[x], [42], [["a.kprec" | b]], [[]], ["/nonexistent/a.kprec"]]},
+     {sample, [[x], [0], [-1]]},
+     {sample, [[10, x], [x, #{}], [10, #{frequency => 0}], [10, #{output_format => Improper}],
+               [10, #{pid => [self() | x]}]]},
      {calls, [[x], [{'_', f, 1}], [[W | x]], [{no_such_module_here, f, 1}]]},
      {calls, [[W, x], [W, #{ms => 0}], [W, #{ms => infinity, max => infinity}],
               [W, [{ms, 1} | x]], [W, #{nope => 1}], [[W, 3], #{}]]}].
