@@ -405,7 +405,6 @@ hold_baseline(St, _Event, _Name) ->
 -spec killed_mid_start() -> term().
 killed_mid_start() ->
     Guard = whereis(kprof_guard),
-    Old = whereis(kprof_tiers),
     Self = self(),
     Hold = make_ref(),
     ok = sys:install(Guard, {hold_baseline, fun hold_baseline/3, {Self, Hold}}),
@@ -413,13 +412,16 @@ killed_mid_start() ->
                       Self ! {started, kprof:start_tiers(?TIERS1, #{full_trace => all,
                                                                     max_events => 1000000})}
               end),
-    {Rec, Traced} =
+    {Rec, Traced, Old} =
         try
             receive {held, Hold} -> ok after 30000 -> error(baseline_never_asked) end,
             wait_until(fun() -> length(tier_patterns()) =:= 4 end),
             Found = {kprof_records:get(kprof_tiers), traced_modules()},
-            exit(Old, kill),
-            Found
+            %% The server held in the start now (not one read before: the
+            %% previous test's may still have been restarting then).
+            Held = whereis(kprof_tiers),
+            exit(Held, kill),
+            erlang:append_element(Found, Held)
         after
             Guard ! {Hold, go}
         end,
