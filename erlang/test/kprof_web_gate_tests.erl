@@ -295,9 +295,13 @@ quota(#{dir := Dir}) ->
                      {_, V} = lists:keyfind("x-kprof-files", 1, H),
                      lists:sort(string:split(V, ",", all))
                  end || _ <- [1, 2, 3]],
-        ?assertEqual({ok, lists:last(Named)}, sorted(file:list_dir(Dir))),
+        %% The newest capture's files and its folded file's Base.meta.json.
+        Newest = [filename:basename(F)
+                  || F <- kprof_web_gate:with_meta([filename:join(Dir, N) || N <- lists:last(Named)])],
+        ?assertEqual(length(lists:last(Named)) + 1, length(Newest)),
+        ?assertEqual({ok, lists:sort(Newest)}, sorted(file:list_dir(Dir))),
         #{web := #{deleted_files := D1}} = kprof:status(),
-        ?assertEqual(4, D1 - D0)
+        ?assertEqual(2 * length(Newest), D1 - D0)
     after
         inets:stop(httpd, Httpd)
     end.
@@ -354,7 +358,8 @@ mod_get(#{dir := Dir}) ->
     try
         {200, H, "<p>static</p>"} = get(Port, "/page.html", [{"x-trace-request", "true"}]),
         ?assertEqual(false, lists:keyfind("x-kprof-files", 1, H)),
-        ok = kprof_test_util:wait_until(fun() -> length(element(2, file:list_dir(Dir))) =:= 2 end,
+        %% The folded file, the SVG and the folded file's Base.meta.json.
+        ok = kprof_test_util:wait_until(fun() -> length(element(2, file:list_dir(Dir))) =:= 3 end,
                                         5000),
         %% Bad kprof_flame_opts stop the server's start, with the reason.
         ?assertMatch({error, _},
