@@ -405,6 +405,7 @@ hold_baseline(St, _Event, _Name) ->
 -spec killed_mid_start() -> term().
 killed_mid_start() ->
     Guard = whereis(kprof_guard),
+    Old = whereis(kprof_tiers),
     Self = self(),
     Hold = make_ref(),
     ok = sys:install(Guard, {hold_baseline, fun hold_baseline/3, {Self, Hold}}),
@@ -412,16 +413,13 @@ killed_mid_start() ->
                       Self ! {started, kprof:start_tiers(?TIERS1, #{full_trace => all,
                                                                     max_events => 1000000})}
               end),
-    {Rec, Traced, Old} =
+    {Rec, Traced} =
         try
             receive {held, Hold} -> ok after 30000 -> error(baseline_never_asked) end,
             wait_until(fun() -> length(tier_patterns()) =:= 4 end),
             Found = {kprof_records:get(kprof_tiers), traced_modules()},
-            %% The server held in the start now (not one read before: the
-            %% previous test's may still have been restarting then).
-            Held = whereis(kprof_tiers),
-            exit(Held, kill),
-            erlang:append_element(Found, Held)
+            exit(Old, kill),
+            Found
         after
             Guard ! {Hold, go}
         end,
