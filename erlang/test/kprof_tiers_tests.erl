@@ -416,6 +416,11 @@ killed_mid_start() ->
     {Rec, Traced} =
         try
             receive {held, Hold} -> ok after 30000 -> error(baseline_never_asked) end,
+            %% The server waits for the guard's answer only so long (the
+            %% call's timeout), and then starts without a baseline: held,
+            %% it is suspended as well, so that the scans below, slow on a
+            %% loaded machine, do not outlast that wait.
+            true = erlang:suspend_process(whereis(kprof_tiers)),
             wait_until(fun() -> length(tier_patterns()) =:= 4 end),
             Found = {kprof_records:get(kprof_tiers), traced_modules()},
             exit(Old, kill),
