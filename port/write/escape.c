@@ -41,6 +41,23 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 
 #define REPLACEMENT "\xef\xbf\xbd"   /* U+FFFD */
 
+/* The character s starts with, as it is (ASCII, or a whole UTF-8 sequence),
+ * or U+FFFD for a byte that starts none: the bytes it took. */
+static size_t put_utf8(FILE *f, const unsigned char *s, size_t n) {
+  size_t len;
+
+  if (s[0] < 0x80) {
+    putc(s[0], f);
+    return 1;
+  }
+  if ((len = utf8_len(s, n)) > 0) {
+    fwrite(s, 1, len, f);
+    return len;
+  }
+  fputs(REPLACEMENT, f);
+  return 1;
+}
+
 /*
  * Folded stacks and perf script: `;` separates frames, spaces end them and
  * a leading `(` is a process name to Firefox's importer. Those, `%`, control
@@ -120,14 +137,8 @@ void ks_write_put_xml(FILE *f, const char *s, size_t n) {
     default:
       if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
         fputs(REPLACEMENT, f);
-      else if (ch < 0x80)
-        putc(ch, f);
-      else if ((len = utf8_len(u + i, n - i)) > 0)
-        fwrite(u + i, 1, len, f);
-      else {
-        fputs(REPLACEMENT, f);
-        len = 1;
-      }
+      else
+        len = put_utf8(f, u + i, n - i);
     }
   }
 }
@@ -149,13 +160,7 @@ void ks_write_put_line(FILE *f, const char *s, size_t n) {
       fputs(REPLACEMENT, f);
     else if (i == 0 && ch == '(')
       putc('[', f);
-    else if (ch < 0x80)
-      putc(ch, f);
-    else if ((len = utf8_len(u + i, n - i)) > 0)
-      fwrite(u + i, 1, len, f);
-    else {
-      fputs(REPLACEMENT, f);
-      len = 1;
-    }
+    else
+      len = put_utf8(f, u + i, n - i);
   }
 }
