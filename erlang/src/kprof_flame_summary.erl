@@ -57,7 +57,9 @@
                      nodes := non_neg_integer(), max_stack := non_neg_integer(),
                      over_budget := cut(), too_deep := cut(), correction := correction(),
                      top => [kprof_top:row()], functions => non_neg_integer(),
-                     record => map(), replay => map()}.
+                     record => map(), replay => map(),
+                     %% a sampling profile's (kprof_sample): how many samples, read, lost
+                     sample => map()}.
 
 %% @doc The summary of the sink's `Info' (flame_write's reply) and the top
 %% table's rows (`[]' without `top').
