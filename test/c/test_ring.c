@@ -1,6 +1,7 @@
 /* test_ring.c: the shared-memory rings: records written as the kprof_tracer NIF writes them
  * (include/ks_ring.h), read back by port/ring/ring.c and ring_drain.c as events, merged by
  * time across the rings of several writers. */
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -96,12 +97,13 @@ static unsigned char *put_call(ks_ring_writer *w, int64_t ts, uint64_t m, int co
 
 /* A return_to, or (type KS_REC_CALL_MFA) a call with nothing but its function;
  * pid's word and arity given. */
-static void put_mfa_of(ks_ring_writer *w, uint64_t pid, int64_t ts, unsigned type,
-                       unsigned flags, uint8_t arity) {
+static int write_mfa_of(ks_ring_writer *w, uint64_t pid, int64_t ts, unsigned type,
+                        unsigned flags, uint8_t arity) {
   unsigned char *rec = ks_ring_reserve(w, sizeof(ks_rec_mfa));
   ks_rec_mfa r;
 
-  ck_assert_ptr_nonnull(rec);
+  if (rec == NULL)
+    return -1;
   memset(&r, 0, sizeof(r));
   r.ts = ts;
   r.pid = pid;
@@ -110,6 +112,12 @@ static void put_mfa_of(ks_ring_writer *w, uint64_t pid, int64_t ts, unsigned typ
   r.arity = arity;
   memcpy(rec + 8, (unsigned char *)&r + 8, sizeof(r) - 8);
   ks_ring_commit(w, rec, sizeof(r), type, flags);
+  return 0;
+}
+
+static void put_mfa_of(ks_ring_writer *w, uint64_t pid, int64_t ts, unsigned type,
+                       unsigned flags, uint8_t arity) {
+  ck_assert_int_eq(write_mfa_of(w, pid, ts, type, flags, arity), 0);
 }
 
 static void put_mfa_record(ks_ring_writer *w, int64_t ts, unsigned type, unsigned flags) {
@@ -973,6 +981,12 @@ END_TEST
  * The main thread drains all the while. Each process's calls carry its own
  * count (in the arity, mod 256): every process's events must come out in the
  * order written, none lost, none twice, and each drain's in time order.
+ * The writers and the reader's callback note what is wrong (the first
+ * message, and a count) and the test asserts once at its end: a Check
+ * assertion is a write to a pipe, which valgrind turns into a hand-over of
+ * its one lock between the threads (with an assertion per record, check-mem
+ * ran 3,004 s in CI, and this test alone over 16 minutes here), and an
+ * assertion that fails on a writer's thread has no test to end.
  */
 #define NWRITERS 5
 #define NPROC 16
@@ -993,7 +1007,23 @@ typedef struct stress {
   int64_t last_ts[NPROC], drain_last;
   unsigned got[NPROC];
   uint32_t pid_id[NPROC];
+  /* what was wrong: */
+  _Atomic unsigned failures;
+  pthread_mutex_t fail_lock;
+  char first_failure[160];
 } stress;
+
+static void stress_fail(stress *st, const char *fmt, ...) {
+  va_list ap;
+
+  pthread_mutex_lock(&st->fail_lock);
+  if (atomic_fetch_add(&st->failures, 1) == 0) {
+    va_start(ap, fmt);
+    vsnprintf(st->first_failure, sizeof(st->first_failure), fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&st->fail_lock);
+}
 
 typedef struct writer_arg {
   stress *st;
@@ -1022,8 +1052,9 @@ static void stress_write(stress *st, ks_ring_writer *w, ks_vm_epoch *mine, int p
     defined[p] = 1;
   }
   wait_room(w, sizeof(ks_rec_mfa));
-  put_mfa_of(w, proc_word(p), ks_ring_time(w, ks_vm_clock_now(&st->clock, mine)),
-             KS_REC_CALL_MFA, 0, (uint8_t)st->seq[p]++);
+  if (write_mfa_of(w, proc_word(p), ks_ring_time(w, ks_vm_clock_now(&st->clock, mine)),
+                   KS_REC_CALL_MFA, 0, (uint8_t)st->seq[p]++) != 0)
+    stress_fail(st, "process %d: no room for a call after waiting for room", p);
 }
 
 static void *stress_writer(void *arg) {
@@ -1086,18 +1117,27 @@ static void stress_event(void *ctx, ks_decoded *d) {
     ;
   if (p == NPROC) {   /* a process seen for the first time: its id */
     ks_pid_view pv;
-    ck_assert_int_eq(ks_intern_pid_get(&st->in, d->ev.pid, &pv), KS_OK);
+    if (ks_intern_pid_get(&st->in, d->ev.pid, &pv) != KS_OK) {
+      stress_fail(st, "pid id %u not interned", d->ev.pid);
+      return;
+    }
     p = (int)pv.num - 2000;
-    ck_assert_int_ge(p, 0);
-    ck_assert_int_lt(p, NPROC);
-    ck_assert_uint_eq(st->pid_id[p], KS_NONE);
+    if (p < 0 || p >= NPROC || st->pid_id[p] != KS_NONE) {
+      stress_fail(st, "pid <0.%u.0>: no process of the test's, or a second id for one", pv.num);
+      return;
+    }
     st->pid_id[p] = d->ev.pid;
   }
-  ck_assert_int_eq(ks_intern_mfa_get(&st->in, d->ev.mfa, &v), KS_OK);
-  ck_assert_msg(v.arity == (st->got[p] & 0xff), "process %d: call %u came as %u", p,
-                st->got[p], v.arity);
-  ck_assert_int_ge(d->ev.ts, st->last_ts[p]);
-  ck_assert_int_ge(d->ev.ts, st->drain_last);
+  if (ks_intern_mfa_get(&st->in, d->ev.mfa, &v) != KS_OK)
+    stress_fail(st, "process %d: mfa id %u not interned", p, d->ev.mfa);
+  else if (v.arity != (st->got[p] & 0xff))
+    stress_fail(st, "process %d: call %u came as %u", p, st->got[p], v.arity);
+  if (d->ev.ts < st->last_ts[p])
+    stress_fail(st, "process %d: call %u at %lld, before its previous call (%lld)", p,
+                st->got[p], (long long)d->ev.ts, (long long)st->last_ts[p]);
+  if (d->ev.ts < st->drain_last)
+    stress_fail(st, "a drain out of time order: %lld after %lld", (long long)d->ev.ts,
+                (long long)st->drain_last);
   st->last_ts[p] = st->drain_last = d->ev.ts;
   st->got[p]++;
 }
@@ -1117,6 +1157,7 @@ START_TEST(test_writers_on_threads) {
   ks_vm_clock_init(&st->clock, os_vm_time, ks_tsc_is_clocksource());
   pthread_mutex_init(&st->pool_lock, NULL);
   pthread_mutex_init(&st->shared_lock, NULL);
+  pthread_mutex_init(&st->fail_lock, NULL);
   for (k = 0; k < NPROC; k++) {
     st->pid_id[k] = KS_NONE;
     st->last_ts[k] = INT64_MIN;
@@ -1136,6 +1177,8 @@ START_TEST(test_writers_on_threads) {
     pthread_join(th[k], NULL);
   st->drain_last = INT64_MIN;
   ks_ring_drain(&st->r, &st->in, SIZE_MAX, stress_event, st);
+  ck_assert_msg(atomic_load(&st->failures) == 0, "%u things wrong, the first: %s",
+                atomic_load(&st->failures), st->first_failure);
   for (k = 0; k < NPROC; k++) {
     ck_assert_uint_eq(st->got[k], st->seq[k]);
     total += st->got[k];
@@ -1150,6 +1193,7 @@ START_TEST(test_writers_on_threads) {
   ks_intern_free(&st->in);
   pthread_mutex_destroy(&st->pool_lock);
   pthread_mutex_destroy(&st->shared_lock);
+  pthread_mutex_destroy(&st->fail_lock);
   pthread_mutex_destroy(&st->clock.lock);
   free(st);
 }
