@@ -7,7 +7,7 @@
 #                               the root's Elixir, rebar3 with its rebar3;
 #                               OTP=25 (bookworm), 27 (trixie) or 29 (sid);
 #                               OTP_SUITES="check-c eunit" runs some only
-#   make test-otps              OTP 27 then 29, a line each (make test runs it)
+#   make test-otps              OTP 27 then 29, a line each (make test runs them side by side)
 #   make bench-otp OTP=27 BENCH=bench-overhead [BENCH_VARS="REAL_RUNS=1"]
 #                               a bench target of the tree's, run in the root
 #                               (scripts/otp_make.sh); the OTPs' rows side by
