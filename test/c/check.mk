@@ -1,7 +1,8 @@
 # Check unit tests of the sink (included by the top-level Makefile).
 #   make check-c      the suites, optimised build
 #   make check-asan   the same suites built with ASan + UBSan
-#   make check-mem    the suites under valgrind (memcheck, leak check)
+#   make check-mem    the suites under valgrind (memcheck, leak check; fair
+#                     scheduling of threads, for the ring's writers on threads)
 # The suite of port/main.c runs the sink program itself: KPROF_SINK names it.
 CHECK_SRC  := $(wildcard test/c/*.c)
 CHECK_BIN  := $(B)/test/check_kprof
@@ -24,5 +25,5 @@ check-asan: $(ASAN_BIN) $(SINK)
 	  KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) $(ASAN_BIN)
 
 check-mem: $(CHECK_BIN) $(SINK)
-	CK_FORK=no KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) valgrind -q --error-exitcode=3 \
+	CK_FORK=no KPROF_SINK=$(SINK) KPROF_TEST_DATA=$(TEST_DATA) valgrind -q --error-exitcode=3 --fair-sched=yes \
 	  --leak-check=full --errors-for-leak-kinds=definite,indirect $(CHECK_BIN)
