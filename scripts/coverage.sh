@@ -11,7 +11,7 @@ set -uo pipefail
 COV_DIR=${COV_DIR:-_build/cov}
 FUZZ_DIR=${FUZZ_DIR:-_build/fuzz}
 COV_MIN=${COV_MIN:-70}
-TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers"
+TARGETS="fuzz_sink fuzz_decode fuzz_ring fuzz_writers fuzz_record fuzz_sample"
 llvm=$(command -v llvm-profdata-14 > /dev/null && echo -14 || echo "")
 PROFDATA=llvm-profdata$llvm
 LLVMCOV=llvm-cov$llvm

@@ -512,6 +512,82 @@ START_TEST(test_resolve_samples) {
 }
 END_TEST
 
+/* A pid word as the VM keeps it (tag 0x3, number then serial above it):
+ * made and decoded back for OTP 25's 15-bit numbers and for wider ones;
+ * other tags, widths and OTP 25's serials past 13 bits refused. */
+START_TEST(test_pid_words) {
+  static const struct { uint32_t num, serial, bits; } ok[] = {
+    {0, 0, 15}, {88, 0, 15}, {32767, 8191, 15}, {88, 3, 28}, {(1u << 28) - 1, 7, 28},
+    {5, (1u << 28) - 1, 32}};
+  uint32_t num, serial;
+  size_t k;
+
+  for (k = 0; k < sizeof(ok) / sizeof(ok[0]); k++) {
+    uint64_t w = ks_pid_word_make(ok[k].num, ok[k].serial, ok[k].bits);
+    ck_assert_uint_eq(w & 0xf, 0x3);
+    ck_assert_int_eq(ks_pid_word_decode(w, ok[k].bits, &num, &serial), KS_OK);
+    ck_assert_uint_eq(num, ok[k].num);
+    ck_assert_uint_eq(serial, ok[k].serial);
+  }
+  ck_assert_int_eq(ks_pid_word_decode(ks_pid_word_make(1, 1, 15) ^ 0x1, 15, &num, &serial),
+                   KS_EINVAL);   /* another tag */
+  ck_assert_int_eq(ks_pid_word_decode(0x3, 0, &num, &serial), KS_EINVAL);
+  ck_assert_int_eq(ks_pid_word_decode(0x3, 33, &num, &serial), KS_EINVAL);
+  ck_assert_int_eq(ks_pid_word_decode(ks_pid_word_make(1, 1u << 13, 15), 15, &num, &serial),
+                   KS_EINVAL);
+  ck_assert_int_eq(ks_pid_word_decode(((uint64_t)1 << 40 << 4) | 0x3, 4, &num, &serial),
+                   KS_EINVAL);   /* a serial past 32 bits */
+}
+END_TEST
+
+/* This process's own words, read as the sampler reads the VM's: more than
+ * one call's batch, with unmapped addresses (page 0) at the start, in a
+ * batch and at the end, each left unread and the rest read. Without
+ * perf_event_open (KS_PORTABLE) nothing is read. */
+START_TEST(test_vm_read_words) {
+  enum { N = 1200 };
+  uint64_t *src = malloc(N * sizeof(*src)), *addrs = malloc(N * sizeof(*addrs));
+  uint64_t *got = calloc(N, sizeof(*got));
+  uint8_t *ok = malloc(N);
+  uint32_t k;
+  int rc;
+
+  ck_assert(src != NULL && addrs != NULL && got != NULL && ok != NULL);
+  for (k = 0; k < N; k++) {
+    src[k] = 0x5eed0000u + k;
+    addrs[k] = (uint64_t)(uintptr_t)&src[k];
+  }
+  addrs[0] = 8;
+  addrs[700] = 16;
+  addrs[N - 1] = 24;
+  rc = ks_vm_read_words((int)getpid(), addrs, N, got, ok);
+#if KS_PERF_EVENTS
+  ck_assert_int_eq(rc, N - 3);
+  for (k = 0; k < N; k++) {
+    if (k == 0 || k == 700 || k == N - 1) {
+      ck_assert_uint_eq(ok[k], 0);
+      continue;
+    }
+    ck_assert_msg(ok[k] == 1 && got[k] == src[k], "word %u: ok %u, %llx", k, ok[k],
+                  (unsigned long long)got[k]);
+  }
+  /* None readable: the error of the last call. */
+  for (k = 0; k < 4; k++)
+    addrs[k] = 8;
+  ck_assert_int_lt(ks_vm_read_words((int)getpid(), addrs, 4, got, ok), 0);
+  ck_assert_uint_eq(ok[0] + ok[1] + ok[2] + ok[3], 0);
+#else
+  ck_assert_int_eq(rc, KS_PERF_ENOTSUP);
+  for (k = 0; k < N; k++)
+    ck_assert_uint_eq(ok[k], 0);
+#endif
+  free(src);
+  free(addrs);
+  free(got);
+  free(ok);
+}
+END_TEST
+
 Suite *sample_suite(void) {
   Suite *s = suite_create("sample");
   TCase *tc = tcase_create("core");
@@ -524,6 +600,8 @@ Suite *sample_suite(void) {
   tcase_add_test(tc, test_elf_names_own_code);
   tcase_add_test(tc, test_calibration);
   tcase_add_test(tc, test_resolve_samples);
+  tcase_add_test(tc, test_pid_words);
+  tcase_add_test(tc, test_vm_read_words);
   suite_add_tcase(s, tc);
   return s;
 }

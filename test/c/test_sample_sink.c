@@ -402,6 +402,155 @@ static void replay_recording(const char *name) {
   ks_intern_free(&in);
 }
 
+/* A recorded session of a real VM through the sink's own feed into a
+ * capture, as a live session's samples go (ks_sampling_feed): each stack
+ * under its process's root, the top table counting samples, and the
+ * written folded file holding every stack the replay named, under its
+ * process, with its count of samples. */
+START_TEST(test_recorded_into_a_capture) {
+  char path[512], dir[256], line[8300], *r, *want, *w, *nl;
+  static char text[1 << 16];
+  unsigned char *bytes;
+  size_t n, wn;
+  ks_sink s;
+  tb_out out;
+  ks_fopts o;
+  ks_sampling *sm;
+  unsigned lines = 0;
+
+  tb_tmpdir(dir, sizeof(dir), "sample-capture");
+  snprintf(path, sizeof(path), "%s/sample_reload_otp25.ksr", test_data_dir());
+  ck_assert_ptr_nonnull(bytes = read_file(path, &n));
+  snprintf(path, sizeof(path), "%s/sample_reload_otp25.txt", test_data_dir());
+  ck_assert_ptr_nonnull(want = (char *)read_file(path, &wn));
+  tb_sink_open(&s, NULL, &out);
+  sm = &s.sampling;
+  ks_fopts_default(&o);
+  o.top = 5;
+  o.sample_hz = 997;
+  ck_assert_int_ge(ks_flame_start(sm->fl, 9, &o), 0);
+  ks_sampler_init(&sm->smp, &s.in);
+  sm->smp.hz = 997;   /* as sample_start sets them */
+  sm->smp.period_ns = 1000000000ull / 997;
+  sm->smp.emit = ks_sampling_feed;
+  sm->smp.emit_ctx = sm;
+  sm->id = 9;
+  sm->has = 1;
+  for (int k = 0; k < KS_THR_KINDS; k++)
+    sm->roots[k] = KS_NONE;
+  ck_assert_int_eq(ks_srec_replay(&sm->smp, bytes, n), KS_OK);
+  ck_assert_uint_gt(sm->smp.k.samples, 100);
+  write_cmd(&s, 1, 9, dir, "rec");
+  r = reply(&out, 0);
+  ck_assert_msg(strstr(r, "{ok, [") != NULL && strstr(r, "top") != NULL, "%s", r);
+  free(r);
+  text[0] = '\n';   /* each line after a newline, the first too */
+  folded(dir, "rec", text + 1, sizeof(text) - 1);
+  /* "<0.88.0>;frames count" in the replay's stacks: the same line, the
+   * process (unnamed) its root. */
+  for (w = want; (nl = strchr(w, '\n')) != NULL; w = nl + 1) {
+    const char *space = nl, *hit;
+    size_t len;
+
+    while (space > w && *space != ' ')
+      space--;
+    ck_assert_uint_lt((size_t)(space - w) + 32, sizeof(line));
+    /* ";frames T": T the samples' time in microseconds, a period each (the
+     * writer rounds each line so that the lines add up to the whole: within
+     * 1 us of it) */
+    len = (size_t)snprintf(line, sizeof(line), "\n%.*s ", (int)(space - w), w);
+    hit = strstr(text, line);
+    ck_assert_msg(hit != NULL, "the replay's stack %.*s is not in the folded file:\n%s",
+                  (int)(nl - w), w, text);
+    {
+      double got = strtod(hit + len, NULL);
+      double t = strtod(space + 1, NULL) * (double)sm->smp.period_ns / 1000;
+      ck_assert_msg(got >= t - 1 && got <= t + 1, "%.*s: %.0f us in the folded file, %.1f wanted",
+                    (int)(nl - w), w, got, t);
+    }
+    lines++;
+  }
+  ck_assert_uint_gt(lines, 10);
+  ck_assert_ptr_nonnull(strstr(text, "<0.88.0>"));
+  tb_sink_close(&s, &out);
+  tb_tmpdir_remove(dir);
+  free(want);
+  free(bytes);
+}
+END_TEST
+
+/* A recording written by the recorder's own calls, read back: the
+ * processes asked for, the words read from the VM, the window's layout and a
+ * drain, on the header of a real session's sampler (its pid template); a
+ * recording that cannot be opened is refused. */
+START_TEST(test_recorder_round_trip) {
+  static ks_sampler a, b;
+  char path[512], dir[256];
+  unsigned char *bytes;
+  size_t n;
+  ks_intern in;
+  ks_srec rec = {NULL, 0};
+  uint32_t ids[2];
+  uint64_t addrs[3] = {0x1000, 0x1008, 0x1010}, words[3] = {0x883, 0, 0x903};
+  uint8_t ok[3] = {1, 0, 1};
+  ks_pid_view v;
+  tally tl = {0, 0, NULL};
+
+  tb_tmpdir(dir, sizeof(dir), "sample-rec");
+  ck_assert_int_eq(ks_intern_init(&in, NULL), KS_OK);
+  tl.in = &in;
+  snprintf(path, sizeof(path), "%s/sample_reload_otp25.ksr", test_data_dir());
+  ck_assert_ptr_nonnull(bytes = read_file(path, &n));
+  ks_sampler_init(&a, &in);
+  a.emit = count_stack;
+  a.emit_ctx = &tl;
+  ck_assert_int_eq(ks_srec_replay(&a, bytes, n), KS_OK);
+  free(bytes);
+  ids[0] = ks_sampler_pid(&a, 88, 0);
+  ids[1] = ks_sampler_pid(&a, 4000, 2);
+  ck_assert_uint_ne(ids[0], KS_NONE);
+  ck_assert_uint_ne(ids[1], KS_NONE);
+  snprintf(path, sizeof(path), "%s/no/such/dir/x.ksr", dir);
+  ck_assert_int_ne(ks_srec_open(&rec, path, &a, &a.lay), KS_OK);
+  snprintf(path, sizeof(path), "%s/round.ksr", dir);
+  ck_assert_int_eq(ks_srec_open(&rec, path, &a, &a.lay), KS_OK);
+  ks_srec_only(&rec, &in, ids, 2);
+  ks_srec_words(&rec, addrs, words, ok, 3);
+  ks_srec_layout(&rec, &a.lay, 5);
+  ks_srec_drain(&rec, 6);
+  ck_assert_int_eq(ks_srec_close(&rec), KS_OK);
+  ck_assert_ptr_nonnull(bytes = read_file(path, &n));
+  ks_sampler_init(&b, &in);
+  b.emit = count_stack;
+  b.emit_ctx = &tl;
+  ck_assert_int_eq(ks_srec_replay(&b, bytes, n), KS_OK);
+  ck_assert_uint_eq(b.nonly, 2);
+  ck_assert_int_eq(ks_intern_pid_get(&in, b.only[0] == ids[0] ? b.only[1] : b.only[0], &v), KS_OK);
+  ck_assert_uint_eq(v.num, 4000);
+  ck_assert_uint_eq(v.serial, 2);
+  ck_assert(b.only[0] == ids[0] || b.only[1] == ids[0]);
+  ck_assert_int_eq(b.lay.known, a.lay.known);
+  if (a.lay.known) {
+    ck_assert_uint_eq(b.lay.offset, a.lay.offset);
+    ck_assert_uint_eq(b.lay.shift, a.lay.shift);
+  }
+  /* Cut anywhere: refused or read up to the cut, never past it. */
+  for (size_t cut = 0; cut < n; cut++) {
+    ks_sampler_free(&b);
+    ks_sampler_init(&b, &in);
+    b.emit = count_stack;
+    b.emit_ctx = &tl;
+    (void)ks_srec_replay(&b, bytes, cut);
+    ck_assert_uint_le(b.nonly, 2);
+  }
+  free(bytes);
+  ks_sampler_free(&a);
+  ks_sampler_free(&b);
+  ks_intern_free(&in);
+  tb_tmpdir_remove(dir);
+}
+END_TEST
+
 START_TEST(test_recorded_otp25) {
   replay_recording("sample_reload_otp25");
 }
@@ -418,6 +567,8 @@ Suite *sample_sink_suite(void) {
 
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_recorded_into_a_capture);
+  tcase_add_test(tc, test_recorder_round_trip);
   tcase_add_test(tc, test_live_session);
   tcase_add_test(tc, test_recorded_otp25);
   tcase_add_test(tc, test_recorded_otp29);
