@@ -707,13 +707,16 @@ open_checked(Path, Args) ->
 %% can run exits 0 at once on an empty stdin, saying nothing.
 -spec why_not_running({ok, port()} | {error, term()}, file:filename_all(), [string()]) ->
           {ok, port()} | {error, term()}.
+%% A port closed by the failed write of the version command ({exit, epipe},
+%% before its exit status came: seen on OTP 29 under load) is such a program too.
 why_not_running({error, {sink_not_answering, Path, Why}} = Error, Path, Args)
-  when Why =:= closed; element(1, Why) =:= exit_status, element(2, Why) =/= 0 ->
+  when Why =:= closed; Why =:= {exit, epipe};
+       element(1, Why) =:= exit_status, element(2, Why) =/= 0 ->
     case run_once(Path, Args) of
         {Probe, Output} when is_integer(Probe), Probe =/= 0, Output =/= <<>> ->
             Status = case Why of
                          {exit_status, S} -> S;
-                         closed -> Probe
+                         _ -> Probe
                      end,
             {error, {sink_cannot_run, Path, #{exit_status => Status, output => Output}}};
         _ ->
