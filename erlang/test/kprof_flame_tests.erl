@@ -16,7 +16,8 @@
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
          shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
          child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1, fifty/2,
-         worker/2, cancel_phase1/1, cancel_phase2/0, fifty_workers_here/2, idle/0]).
+         worker/2, cancel_phase1/1, cancel_phase2/0, fifty_workers_here/2, fifty_workers_lines/1,
+         idle/0]).
 %% logger handler callback.
 -export([log/2]).
 %% gen_server callbacks: a process whose label is its initial call.
@@ -1168,7 +1169,9 @@ one_format(Dir) ->
      || Over <- Overs, Parent <- [lists:droplast(Over)]],
     InOver = [S || S <- maps:keys(Folded), lists:member("OVER_BUDGET", S)],
     ?assert(abs(lists:sum([maps:get(S, Folded) || S <- InOver]) - OverUs) =< length(InOver)),
-    ?assert(abs(Share - OverUs * 100 / Total) < 0.01),
+    %% The share is of the time in ns, to 2 decimals; OverUs is that time
+    %% rounded to a microsecond: they differ by up to 0.005 and 0.5 us of Total.
+    ?assert(abs(Share - OverUs * 100 / Total) =< 0.005 + 50 / Total + 1.0e-9),
     ?assertMatch({match, _}, re:run(Printed, "% of the time \\([0-9.]+ ms\\) is in OVER_BUDGET "
                                              "frames: [0-9]+ call paths were cut where the graph "
                                              "passed max_bytes \\([^)]+\\), [0-9]+ calls")),
@@ -1318,18 +1321,33 @@ fifty_workers(Dir) ->
     end,
     print_reports().
 
+%% The peer is reached over its standard I/O, not by distribution: a VM
+%% busy for minutes with its port's backlog answers no distribution tick,
+%% and under two busy loops this node then took the peer for gone
+%% ({erpc, noconnection}, 2 runs). Its lines come back with the answer.
 fifty_workers_in_peer(Dir) ->
-    Started = kprof_test_util:distributed(kprof_flame_fifty),
     Paths = kprof_test_util:peer_args(?MODULE),
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(kprof_fifty), args => Paths}),
+    {ok, Peer, _} = peer:start_link(#{args => Paths, connection => standard_io}),
     try
-        ok = erpc:call(Node, logger, set_handler_config, [default, level, error]),
-        ok = erpc:call(Node, kprof, start, [#{tracer => port}]),
-        ok = erpc:call(Node, ?MODULE, fifty_workers_here, [Dir, self()], 140000)
+        ok = peer:call(Peer, logger, set_handler_config, [default, level, error], 60000),
+        ok = peer:call(Peer, kprof, start, [#{tracer => port}], 60000),
+        Lines = peer:call(Peer, ?MODULE, fifty_workers_lines, [Dir], 140000),
+        [self() ! {fifty_report, Line} || Line <- Lines],
+        ok
     after
         unlink(Peer),
-        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end),   % halt: the port's queue goes with the VM
-        Started andalso net_kernel:stop()
+        _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end)   % halt: the port's queue goes with the VM
+    end.
+
+%% @private In the peer: the test, and the lines it said.
+fifty_workers_lines(Dir) ->
+    ok = fifty_workers_here(Dir, self()),
+    lines().
+
+lines() ->
+    receive
+        {fifty_report, Text} -> [Text | lines()]
+    after 0 -> []
     end.
 
 %% The test's lines, sent by fifty_workers_here/2 wherever it ran.
