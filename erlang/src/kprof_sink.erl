@@ -732,8 +732,7 @@ why_not_running(Result, _Path, _Args) ->
 exited(Port) ->
     receive
         {Port, {exit_status, Status}} -> {exit_status, Status}
-    after 0 ->
-        closed
+    after 0 -> closed
     end.
 
 %% Path run with Args through /bin/sh, stdin from /dev/null, stderr into its
