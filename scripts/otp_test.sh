@@ -64,7 +64,13 @@ if [ "$otp" = --in-root ]; then
     esac
     echo "$s $rc $(( $(date +%s) - start )) ${counts:-- - -}" >> ../results
     [ "$rc" -eq 0 ] && echo "  $s: ok ($(( $(date +%s) - start )) s)" ||
-      { echo "  $s: FAILED ($(( $(date +%s) - start )) s), the end of ${log#../}:"; tail -40 "$log" | sed 's/^/    /'; }
+      { echo "  $s: FAILED ($(( $(date +%s) - start )) s)"
+        # Which tests failed and why (a log's end names none of them).
+        if grep -q '\*failed\*\|\*timed out\*\|\*\*\* context' "$log"; then
+          echo "  the failures in ${log#../}:"
+          grep -n -B2 -A30 '\*failed\*\|\*timed out\*\|\*\*\* context' "$log" | head -150 | sed 's/^/    /'
+        fi
+        echo "  the end of ${log#../}:"; tail -40 "$log" | sed 's/^/    /'; }
   done
   exit 0
 fi
