@@ -319,6 +319,9 @@ void ks_sampling_poll(ks_sampling *sm, int64_t now);
 static inline int ks_sampling_active(const ks_sampling *sm) {
   return sm->smp.active;
 }
+/* sample_control.c: the session's sampler, started (or replaying a recording),
+ * feeds capture `id' from now on: a session exists, running, with no roots yet. */
+void ks_sampling_attach(ks_sampling *sm, int64_t id);
 /* sample_feed.c: a resolved sample into the session's capture (ks_sstack_fn). */
 void ks_sampling_feed(void *ctx, const ks_sstack *st);
 /* sample_control.c: the sample_* commands (port/sink/control.c's table). */

@@ -259,6 +259,11 @@ int ks_cmd_sample_start(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x) {
     ks_sampler_free(&sm->smp);
     return e;
   }
+  ks_sampling_attach(sm, id);
+  return ei_x_encode_atom(x, "ok");
+}
+
+void ks_sampling_attach(ks_sampling *sm, int64_t id) {
   sm->smp.emit = ks_sampling_feed;
   sm->smp.emit_ctx = sm;
   sm->smp.admit = sm->admit != NULL ? sm->admit : admit_all;
@@ -267,9 +272,8 @@ int ks_cmd_sample_start(ks_sampling *sm, ks_cmd *cmd, ei_x_buff *x) {
   sm->has = 1;
   sm->stopped_at = 0;
   sm->gone = 0;
-  for (rc = 0; rc < KS_THR_KINDS; rc++)
-    sm->roots[rc] = KS_NONE;
-  return ei_x_encode_atom(x, "ok");
+  for (int k = 0; k < KS_THR_KINDS; k++)
+    sm->roots[k] = KS_NONE;
 }
 
 /* ---- the session's figures ---- */

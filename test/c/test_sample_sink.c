@@ -432,12 +432,7 @@ START_TEST(test_recorded_into_a_capture) {
   ks_sampler_init(&sm->smp, &s.in);
   sm->smp.hz = 997;   /* as sample_start sets them */
   sm->smp.period_ns = 1000000000ull / 997;
-  sm->smp.emit = ks_sampling_feed;
-  sm->smp.emit_ctx = sm;
-  sm->id = 9;
-  sm->has = 1;
-  for (int k = 0; k < KS_THR_KINDS; k++)
-    sm->roots[k] = KS_NONE;
+  ks_sampling_attach(sm, 9);
   ck_assert_int_eq(ks_srec_replay(&sm->smp, bytes, n), KS_OK);
   ck_assert_uint_gt(sm->smp.k.samples, 100);
   write_cmd(&s, 1, 9, dir, "rec");
