@@ -297,14 +297,17 @@ other_tracers() ->
 %% events at that point, for {@link arm/2} as `events0'; `undefined' when
 %% nothing was sent (`Limits' count no events and no limits are set, or the
 %% armed modes' limits stand as they are), the guard is not running, or the
-%% sink does not answer within a second. The sink counts what comes through
+%% sink does not answer within the `call_timeout' (5000 ms by default, as
+%% every command). A mode that starts without the answer may set its flags
+%% before the sink reads the command, and those first events are then not
+%% counted against `max_events'. The sink counts what comes through
 %% the port and what the tracer NIF writes to its ring alike, and reads the
 %% ring before every command.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
     try gen_server:call(?MODULE, {sink_limits, Limits}) of
         {send, {Max, RateMax, PerMs}} ->
-            try kprof_sink:command({limits, Max, RateMax, PerMs}, 1000) of
+            try kprof_sink:command({limits, Max, RateMax, PerMs}) of
                 {ok, N} when is_integer(N) -> N;
                 _ -> undefined
             catch
