@@ -279,8 +279,11 @@ endings_test_() ->
 ended(Mode, End, Dir) ->
     Workers = workers(Mode),
     Runner = run(fun() -> start(Mode, End, limits(End), Dir, Workers) end),
-    %% Tracing set (a limit may end it at once), or the run over already.
-    ok = wait_until(fun() -> kprof_set() orelse has_result(Runner) end, 20000),
+    %% Tracing set, or the run over already, or a limit tripped: it may end
+    %% the tracing before any poll sees it set, and flame_apply's run then
+    %% goes on for 30 s (the polls only outlasted it while each was slow).
+    ok = wait_until(fun() -> kprof_set() orelse has_result(Runner) orelse limit_tripped(End) end,
+                    20000),
     finish(End, Mode, Runner),
     Result = case {Mode, End} of
                  {tiers, _} -> result(Runner);
@@ -362,6 +365,14 @@ finish(_End, _Mode, _Runner) ->
 kprof_set() ->
     kprof_test_util:kprof_sessions() =/= []
         orelse lists:any(fun({flags, _, _}) -> true; (_) -> false end, left()).
+
+limit_tripped(End) when End =:= max_events; End =:= rate ->
+    case kprof:status() of
+        #{aborted := #{kind := limit}} -> true;
+        _ -> false
+    end;
+limit_tripped(_) ->
+    false.
 
 tiers_off() ->
     case kprof_tiers:info() of
