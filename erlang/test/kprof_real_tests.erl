@@ -110,10 +110,15 @@ rows({ok, Expected, _Files, #{top := Top}}, Expected) -> Top;
 rows(_, _) -> [].
 
 eprof_run(Fun, Expected) ->
-    {ok, _} = eprof:start(),
+    {ok, Eprof} = eprof:start(),
     {ok, Expected} = eprof:profile([], Fun, {'_', '_', '_'}),
     PerProcess = eprof:dump(),
+    %% eprof:stop/0 answers before its server has exited and let go of its
+    %% name: the next eprof:start/0 could then find it `already_started'
+    %% (a quiet clean-clone run, once).
+    Ref = monitor(process, Eprof),
     stopped = eprof:stop(),
+    receive {'DOWN', Ref, process, Eprof, _} -> ok end,
     PerProcess.
 
 %% kprof's calls and self times per function.
