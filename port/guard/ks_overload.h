@@ -40,6 +40,9 @@ void ks_overload_sync(ks_overload *o, int64_t vm_ns);
 void ks_overload_event(ks_overload *o, const ks_event *ev);
 /* The owner's `reset`: the worst lag starts again (the bound and clock stay). */
 void ks_overload_reset(ks_overload *o);
+/* Nothing is traced any more ({overload, 0}): an alert owed is not sent, and
+ * the next bound's first alert is not held back by the last one's gap. */
+void ks_overload_forget(ks_overload *o);
 
 /*
  * recon_trace-style limits on the trace events the sink reads, set by the

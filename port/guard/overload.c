@@ -51,6 +51,12 @@ void ks_overload_reset(ks_overload *o) {
   o->worst_lag_ns = 0;
 }
 
+void ks_overload_forget(ks_overload *o) {
+  o->pending = 0;
+  o->pending_lag_ns = 0;
+  o->last_alert_ns = INT64_MIN / 2;
+}
+
 void ks_overload_event(ks_overload *o, const ks_event *ev) {
 #ifdef KS_FAULT_INJECTION
   /* A slow sink, for the guard's tests (_build/fault/kprof_sink only). */

@@ -249,13 +249,22 @@ static int cmd_clock(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   return ei_x_encode_atom(x, "ok");
 }
 
-/* {overload, MaxLagMs}: 0 turns the bound off. */
+/* {overload, MaxLagMs}: 0 turns the bound off. kprof_guard sends 0 when
+ * nothing is traced any more: an alert still owed then (a lag, or drops held
+ * back by the one-a-second gap) is about events of what was traced, and would
+ * come during the next mode and abort it (a capture ended with no files). It
+ * is not sent (the drops stay counted), and the next mode's first alert is
+ * not held back by the last one's gap. */
 static int cmd_overload(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   long long v;
 
   if (decode_arg(c, 0, 3600000000ll, &v) != KS_OK)
     return ks_enc_error(x, "badarg");
   s->ov.max_lag_ns = v * 1000000;
+  if (v == 0) {
+    ks_overload_forget(&s->ov);
+    s->ring.drops_pending = 0;
+  }
   return ei_x_encode_atom(x, "ok");
 }
 

@@ -325,6 +325,36 @@ START_TEST(overload_alert_on_lag) {
 }
 END_TEST
 
+/* {overload, 0}, sent as the last traced mode ends: ring drops the gap held
+ * back are not sent later (they would abort the next mode), and the next
+ * bound's first alert is not held back by the last one's gap. */
+START_TEST(overload_off_forgets_owed_alerts) {
+  long long vm_now = -576460751000000000LL;
+  char *txt;
+
+  command_int(1, "clock", vm_now);
+  command_int(2, "overload", 100);
+  call_at(vm_now - 2000000000LL);         /* the lag's alert */
+  ck_assert_int_eq(out.frames, 3);
+  sink.ring.drops_pending = 1;            /* drops within the second: held back */
+  ks_control_alerts(&sink);
+  ck_assert_int_eq(out.frames, 3);
+  command_int(3, "overload", 0);
+  expect_reply(3, "ok");
+  sink.ov.now_ns = ks_overload_clock() + 2000000000LL;   /* past the gap */
+  ks_control_alerts(&sink);
+  ck_assert_int_eq(out.frames, 4);        /* nothing owed any more */
+  ck_assert_int_eq(sink.ring.drops_pending, 0);
+  command_int(4, "overload", 100);        /* the next mode */
+  call_at(vm_now - 3000000000LL);
+  ck_assert_int_eq(out.frames, 6);        /* its alert, at once */
+  txt = tb_out_reply(&out, 5);
+  ck_assert_ptr_nonnull(strstr(txt, "what => lag_ms"));
+  free(txt);
+  ck_assert_uint_eq(sink.ov.alerts, 2);
+}
+END_TEST
+
 /* A FLOAT_EXT whose text is not a number: ei and binary_to_term refuse it, so the
  * sink must not copy it into a reply (found by fuzz_sink). */
 START_TEST(unechoable_terms_are_not_echoed) {
@@ -691,6 +721,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, badly_shaped_commands);
   tcase_add_test(tc, truncated_input_at_eof);
   tcase_add_test(tc, overload_alert_on_lag);
+  tcase_add_test(tc, overload_off_forgets_owed_alerts);
   tcase_add_test(tc, unechoable_terms_are_not_echoed);
   tcase_add_test(tc, limits_max_events);
   tcase_add_test(tc, limits_rate);
