@@ -412,18 +412,6 @@ handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
 handle_info(tick, S0) ->
     erlang:send_after(?TICK, self(), tick),
     {noreply, check(S0)};
-handle_info({sink_reply, {overload, _}, {error, Why}}, S) when Why =:= busy; Why =:= timeout ->
-    %% The lag bound did not reach the sink (a port busy with a backlog, or a
-    %% command going through its writer, meets nosuspend with busy): sent again
-    %% at the next tick, or the lag would go unwatched for the whole mode.
-    erlang:send_after(?TICK, self(), overload_bound),
-    {noreply, S};
-handle_info(overload_bound, S) ->
-    _ = case map_size(S#state.armed) of
-            0 -> async({overload, 0});
-            _ -> send_overload_bound(S)
-        end,
-    {noreply, S};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
 handle_info({port_queue, Ref, Answered, Queue}, S = #state{watch = W}) ->
@@ -596,7 +584,7 @@ maybe_unwatch(S0 = #state{sink_mon = Mon}, SinkLimits) ->
             clear -> set_sink_limits(?NO_SINK_LIMITS, S0);
             keep -> S0
         end,
-    async({overload, 0}),
+    send_bound(0),
     _ = try kprof_sink:unsubscribe() catch _:_ -> ok end,
     _ = Mon =/= undefined andalso demonitor(Mon, [flush]),
     S#state{sink_mon = undefined, limits = #{},
@@ -895,11 +883,20 @@ async(Cmd) ->
 sync_clock() ->
     async({clock, erlang:monotonic_time(nanosecond)}).
 
+%% The lag bound, written in order with every other command (kprof_sink:send/1,
+%% which never waits behind the port): a bound of 0 sent as the last mode
+%% ends must reach the sink before the next mode's, or that mode would run
+%% unwatched, and the sink drops the alerts it still owed when it reads the
+%% 0 (port/sink/control.c), which were about events read before.
 send_overload_bound(#state{limits = #{max_lag_ms := infinity}}) ->
-    async({overload, 0});
+    send_bound(0);
 send_overload_bound(#state{limits = #{max_lag_ms := Ms}}) ->
-    async({overload, Ms});
+    send_bound(Ms);
 send_overload_bound(_) ->
+    ok.
+
+send_bound(Ms) ->
+    _ = try kprof_sink:send({overload, Ms}) catch _:_ -> ok end,
     ok.
 
 sink_port() ->

@@ -90,7 +90,7 @@
                      | {exit, term()}         % the port exited without a status
                      | {killed, term()}.      % restart/1 killed it, for this reason
 
--record(pending, {from :: gen_server:from() | ring_open,
+-record(pending, {from :: gen_server:from() | ring_open | {fence, pid()},
                   timer :: reference(),
                   atoms = false :: boolean()}).   % a replay's: see decode/2
 
@@ -99,6 +99,9 @@
                 args :: [string()],
                 pending = #{} :: #{reference() => #pending{}},
                 subs = #{} :: #{pid() => reference()},
+                %% Subscribers whose fence (subscribe/0) the sink has not
+                %% answered yet: the fence's ref.
+                fenced = #{} :: #{pid() => reference()},
                 %% Sends the commands a busy port did not take, in order.
                 writer :: pid() | undefined,
                 restarts = [] :: [integer()],     % monotonic ms of reopens
@@ -204,7 +207,12 @@ restart(Why) ->
 
 %% @doc Send `{kprof_alert, Kind, Info}' to the caller for every alert of
 %% the sink, `Kind = sink_down' included (`Info': see {@link kprof_alert}), until {@link unsubscribe/0} or
-%% the caller's death.
+%% the caller's death. Only the alerts of what the sink read after the call:
+%% a fence (a `ping', in order with every command) goes to the sink, and
+%% until its answer comes back the sink's alerts are not passed on to the
+%% caller, as they were about events and commands before it (an overload
+%% alert about the ring's drops in a capture that ended would abort the
+%% next one). `sink_down' is always passed on.
 -spec subscribe() -> ok | {error, not_running}.
 subscribe() ->
     safe_call({subscribe, self()}, ?DEFAULT_TIMEOUT).
@@ -215,11 +223,13 @@ unsubscribe() ->
     safe_call({unsubscribe, self()}, ?DEFAULT_TIMEOUT).
 
 %% @doc What the server holds: the port, its OS pid, the binary's path,
-%% the number of pending calls, the subscribers and the number of reopens
-%% in the last 10 s.
+%% the number of pending calls, the subscribers, those whose fence the sink
+%% has not answered yet ({@link subscribe/0}) and the number of reopens in
+%% the last 10 s.
 -spec info() -> #{port := port(), os_pid := integer() | undefined,
                   path := file:filename_all(), pending := non_neg_integer(),
-                  subscribers := [pid()], restarts := non_neg_integer()}
+                  subscribers := [pid()], fenced := [pid()],
+                  restarts := non_neg_integer()}
               | {error, not_running}.
 info() ->
     safe_call(info, ?DEFAULT_TIMEOUT).
@@ -277,8 +287,10 @@ handle_call({restart, Why}, _From, S = #state{os_pid = OsPid, port = Port}) ->
         {noreply, S1} -> {reply, Killed, S1};
         {stop, Reason, S1} -> {stop, Reason, Killed, S1}
     end;
+handle_call({subscribe, Pid}, _From, S = #state{subs = Subs}) when is_map_key(Pid, Subs) ->
+    {reply, ok, S};
 handle_call({subscribe, Pid}, _From, S) ->
-    {reply, ok, add_subscriber(Pid, S)};
+    {reply, ok, fence(Pid, add_subscriber(Pid, S))};
 handle_call({unsubscribe, Pid}, _From, S) ->
     {reply, ok, remove_subscriber(Pid, S)};
 handle_call(info, _From, S) ->
@@ -308,7 +320,8 @@ handle_info({'EXIT', Port, Reason}, S = #state{port = Port}) ->
     sink_down({exit, Reason}, S);
 handle_info({'DOWN', MRef, process, Pid, _}, S = #state{subs = Subs}) ->
     case Subs of
-        #{Pid := MRef} -> {noreply, S#state{subs = maps:remove(Pid, Subs)}};
+        #{Pid := MRef} -> {noreply, S#state{subs = maps:remove(Pid, Subs),
+                                            fenced = maps:remove(Pid, S#state.fenced)}};
         _ -> {noreply, S}
     end;
 handle_info(_Msg, S) ->
@@ -426,6 +439,8 @@ expire(Ref, S = #state{pending = Pending}) ->
     case maps:take(Ref, Pending) of
         {#pending{from = ring_open}, Rest} ->
             ring_opened({error, timeout}, S#state{pending = Rest});
+        {#pending{from = {fence, Pid}}, Rest} ->
+            unfence(Pid, Ref, S#state{pending = Rest});
         {#pending{from = From}, Rest} ->
             gen_server:reply(From, {error, timeout}),
             S#state{pending = Rest};
@@ -439,6 +454,9 @@ reply(Ref, Reply, S = #state{pending = Pending}) ->
         {#pending{from = ring_open, timer = TRef}, Rest} ->
             _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
             ring_opened(Reply, S#state{pending = Rest});
+        {#pending{from = {fence, Pid}, timer = TRef}, Rest} ->
+            _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
+            unfence(Pid, Ref, S#state{pending = Rest});
         {#pending{from = From, timer = TRef}, Rest} ->
             _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
             gen_server:reply(From, Reply),
@@ -453,9 +471,14 @@ reply(Ref, Reply, S = #state{pending = Pending}) ->
 fail_pending(Error, S = #state{pending = Pending}) ->
     maps:foreach(fun(_Ref, #pending{from = From, timer = TRef}) ->
                          _ = erlang:cancel_timer(TRef, [{async, true}, {info, false}]),
-                         From =/= ring_open andalso gen_server:reply(From, Error)
+                         case From of
+                             ring_open -> ok;
+                             {fence, _} -> ok;
+                             _ -> gen_server:reply(From, Error)
+                         end
                  end, Pending),
-    S#state{pending = #{}}.
+    %% The sink is gone: no alert of it is to come, the fences are down.
+    S#state{pending = #{}, fenced = #{}}.
 
 %%% The ring
 
@@ -584,7 +607,9 @@ handle_frame({ok, {kprof_reply, Ref, Reply}}, S) when is_reference(Ref) ->
 handle_frame({ok, {kprof_alert, Kind, Info}}, S) ->
     %% kprof_guard (a subscriber) says what an alert meant, if anything.
     logger:debug("kprof_sink alert ~p: ~p", [Kind, Info]),
-    notify({kprof_alert, Kind, kprof_alert:from_map(Kind, Info)}, S),
+    Msg = {kprof_alert, Kind, kprof_alert:from_map(Kind, Info)},
+    maps:foreach(fun(Pid, _MRef) -> is_map_key(Pid, S#state.fenced) orelse (Pid ! Msg) end,
+                 S#state.subs),
     S;
 handle_frame({ok, Other}, S) ->
     logger:warning("kprof_sink: unexpected frame from the sink: ~P", [Other, 20]),
@@ -598,9 +623,39 @@ handle_frame({error, bad_frame}, S) ->
 
 -spec add_subscriber(pid(), #state{}) -> #state{}.
 add_subscriber(Pid, S = #state{subs = Subs}) ->
-    case Subs of
-        #{Pid := _} -> S;
-        _ -> S#state{subs = Subs#{Pid => erlang:monitor(process, Pid)}}
+    S#state{subs = Subs#{Pid => erlang:monitor(process, Pid)}}.
+
+%% A new subscriber's fence: a ping written in order with every command (as
+%% send_only/2 writes); the sink answers it once it has read every frame
+%% and ring event before it, and the alerts it sent before that answer are
+%% not the subscriber's.
+-spec fence(pid(), #state{}) -> #state{}.
+fence(Pid, S = #state{pending = Pending, writer = W}) ->
+    Ref = make_ref(),
+    Bin = term_to_binary({kprof, Ref, ping}),
+    P = #pending{from = {fence, Pid}, timer = erlang:start_timer(default_timeout(), self(),
+                                                                 {call, Ref})},
+    case W =:= undefined andalso try_send(Bin, S) of
+        true ->
+            S#state{pending = Pending#{Ref => P}, fenced = (S#state.fenced)#{Pid => Ref}};
+        closed ->
+            %% The port is closing: its sink_down is on its way, and no
+            %% alert of it will come.
+            _ = erlang:cancel_timer(P#pending.timer),
+            S;
+        _Busy ->
+            S1 = ensure_writer(S),
+            S1#state.writer ! {send, Bin},
+            S1#state{pending = Pending#{Ref => P}, fenced = (S1#state.fenced)#{Pid => Ref}}
+    end.
+
+%% The fence answered (or timed out, or the sink died: the pending calls
+%% failed): the sink's alerts go to the subscriber from now on.
+-spec unfence(pid(), reference(), #state{}) -> #state{}.
+unfence(Pid, Ref, S = #state{fenced = Fenced}) ->
+    case Fenced of
+        #{Pid := Ref} -> S#state{fenced = maps:remove(Pid, Fenced)};
+        _ -> S
     end.
 
 -spec remove_subscriber(pid(), #state{}) -> #state{}.
@@ -608,7 +663,7 @@ remove_subscriber(Pid, S = #state{subs = Subs}) ->
     case maps:take(Pid, Subs) of
         {MRef, Rest} ->
             erlang:demonitor(MRef, [flush]),
-            S#state{subs = Rest};
+            S#state{subs = Rest, fenced = maps:remove(Pid, S#state.fenced)};
         error ->
             S
     end.
@@ -858,11 +913,13 @@ priv_dir() ->
 
 -spec state_info(#state{}) -> map().
 state_info(#state{port = Port, path = Path, pending = Pending,
-                  subs = Subs, restarts = Restarts, os_pid = OsPid}) ->
+                  subs = Subs, fenced = Fenced, restarts = Restarts, os_pid = OsPid}) ->
     Now = erlang:monotonic_time(millisecond),
     Recent = [T || T <- Restarts, Now - T < ?RESTART_PERIOD_MS],
     #{port => Port, os_pid => OsPid, path => Path,
-      pending => maps:size(Pending), subscribers => maps:keys(Subs),
+      pending => length([F || #pending{from = F} <- maps:values(Pending),
+                              not is_tuple(F) orelse element(1, F) =/= fence]),
+      subscribers => maps:keys(Subs), fenced => maps:keys(Fenced),
       restarts => length(Recent)}.
 
 %%% Environment

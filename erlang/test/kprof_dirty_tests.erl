@@ -14,6 +14,12 @@
 %%% (`erts_debug:dirty_cpu/2'); 1,000 flame_pid captures in a row trace them
 %%% with kprof's default flags (`running' among them), the file server too,
 %%% and the node must stay up.
+%%%
+%%% The same stress with rings of 64 KiB, which these processes overflow in
+%%% most captures: the guard aborts those, each with the files of what came
+%%% before the abort. The ring's drops in one capture once aborted a later
+%%% one (the sink's alert, held back by its one-a-second gap, came then),
+%%% sometimes before its first event: no files at all.
 -module(kprof_dirty_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -22,13 +28,20 @@
 -export([stress/2, file_loop/1, dirty_cpu_loop/0, in_dirty/1]).
 
 -define(CAPTURES, 1000).
+%% With small rings: enough captures for several of the sink's alert gaps
+%% (a second each).
+-define(SMALL_RING_CAPTURES, 300).
 
 %%%%%%%%%%%%%
 %%% TESTS %%%
 %%%%%%%%%%%%%
 
 stress_test_() ->
-    {timeout, 900, fun stress_in_peer/0}.
+    [{timeout, 900, fun() -> stress_in_peer(?CAPTURES, [], fits) end},
+     {"rings of 64 KiB: every capture aborted has its files",
+      {timeout, 900, fun() -> stress_in_peer(?SMALL_RING_CAPTURES,
+                                             ["-kprof", "ring_bytes", "65536"],
+                                             overflows) end}}].
 
 %% A process inside one dirty call (I/O, then CPU) for the whole window of
 %% a flame_pid: the capture shows the function it is in, with the window's
@@ -41,28 +54,31 @@ dirty_window_test_() ->
               || Kind <- [dirty_io, dirty_cpu]]
      end}.
 
-stress_in_peer() ->
+%% Ring: `overflows' when the rings are too small for the loops' events,
+%% which some captures' aborts must then show.
+stress_in_peer(Captures, Args, Ring) ->
     {ok, Peer, Node} = peer:start_link(#{connection => standard_io,
-                                          args => ["+SDio", "4" | peer_args()]}),
+                                          args => ["+SDio", "4" | Args ++ peer_args()]}),
     try
         Dir = kprof_test_util:tmp_dir("kprof-dirty"),
         T0 = erlang:monotonic_time(millisecond),
-        Result = peer:call(Peer, ?MODULE, stress, [Dir, ?CAPTURES], 850000),
+        Result = peer:call(Peer, ?MODULE, stress, [Dir, Captures], 850000),
         Ms = erlang:monotonic_time(millisecond) - T0,
         #{ok := Ok, aborted := Aborted, no_events := NoEvents, errors := Errors,
           alive := Alive} = Result,
-        ?debugFmt("OTP ~s, ~p: ~b flame_pid captures of processes on dirty schedulers in "
-                  "~b ms: ~b with files, ~b aborted by the guard with files (~p), "
+        ?debugFmt("OTP ~s, ~p ~p: ~b flame_pid captures of processes on dirty schedulers "
+                  "in ~b ms: ~b with files, ~b aborted by the guard with files (~p), "
                   "no_events ~p, errors ~p; node alive: ~p",
-                  [erlang:system_info(otp_release), Node, ?CAPTURES, Ms, Ok, length(Aborted),
-                   lists:usort(Aborted), NoEvents, Errors, Alive]),
+                  [erlang:system_info(otp_release), Node, Args, Captures, Ms, Ok,
+                   length(Aborted), lists:usort(Aborted), NoEvents, Errors, Alive]),
         ?assert(Alive),
         %% Every capture has its files: its own end, or the guard's abort (a
         %% loaded machine's sink may fall behind: overload), never no_events
         %% (the processes' states at the start are events: see the window test).
         ?assertEqual([], NoEvents),
         ?assertEqual([], Errors),
-        ?assertEqual(?CAPTURES, Ok + length(Aborted)),
+        ?assertEqual(Captures, Ok + length(Aborted)),
+        ?assert(Ring =:= fits orelse lists:member(overload, Aborted)),
         _ = file:del_dir_r(Dir)
     after
         _ = kprof_test_util:caught(fun() -> peer:stop(Peer) end)
