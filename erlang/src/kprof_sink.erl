@@ -75,12 +75,8 @@
 %% How long a restart waits for `kill -KILL' to exit.
 -define(KILL_WAIT, 5000).
 -define(RESTART_PERIOD_MS, 10000).
-%% A sink that exited before it answered is run once more for its words:
-%% for at most this long, and this much of what it printed is kept.
--define(PROBE_MS, 2000).
 %% Commands whose answers may name atoms this node does not know (decode/2).
 -define(ATOM_MAKERS, [flame_replay, sample_write]).
--define(PROBE_BYTES, 2048).
 
 -type opts() :: #{path => file:filename_all() | default, % default: priv/kprof_sink
                   args => [string()]}.                   % default: []
@@ -141,7 +137,7 @@ start_link(Opts) when is_map(Opts) ->
         false ->
             %% Said here rather than by a crashing init/1: one clear line.
             Reason = {sink_not_built, Path},
-            log_open_error(Reason),
+            kprof_sink_os:log_open_error(Reason),
             {error, Reason}
     end.
 
@@ -257,7 +253,7 @@ init(Opts) ->
         {ok, Port} ->
             {ok, #state{port = Port, path = Path, args = Args, os_pid = os_pid(Port)}};
         {error, Reason} ->
-            log_open_error(Reason),
+            kprof_sink_os:log_open_error(Reason),
             {stop, Reason}
     end.
 
@@ -276,7 +272,7 @@ handle_call(tracer, From, S) ->
     tracer(From, S);
 handle_call({restart, Why}, _From, S = #state{os_pid = OsPid, port = Port}) ->
     logger:warning("kprof_sink: killing the sink (OS pid ~p): ~0p", [OsPid, Why]),
-    Killed = kill_os_pid(OsPid),
+    Killed = kprof_sink_os:kill(OsPid, ?KILL_WAIT),
     %% The old port's exit_status is not waited for: as a port tracer it
     %% may sit behind the VM's backlog of trace messages for it, drained in
     %% quadratic time (minutes), and every command would wait behind it.
@@ -713,7 +709,7 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
                     {noreply, S#state{port = Port, restarts = [Now | Recent],
                                       os_pid = os_pid(Port)}};
                 {error, Reason} ->
-                    log_open_error(Reason),
+                    kprof_sink_os:log_open_error(Reason),
                     {stop, Reason, S}
             end
     end.
@@ -748,76 +744,12 @@ open_checked(Path, Args) ->
             Answer = try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
                          true -> handshake(Port, Ref, Path, Timeout)
                      catch
-                         error:badarg -> not_answering(Port, Path, exited(Port))
+                         error:badarg -> not_answering(Port, Path, kprof_sink_os:exited(Port))
                      end,
-            why_not_running(Answer, Path, Args);
+            kprof_sink_os:why_not_running(Answer, Path, Args);
         Error ->
             Error
     end.
-
-%% A program that exited with a failure before it answered: run it once
-%% more, its stdin at end of file and its stderr read, for its own words
-%% (the loader's "error while loading shared libraries: libuv.so.1: cannot
-%% open shared object file", a usage line for bad sink_args). A sink that
-%% can run exits 0 at once on an empty stdin, saying nothing.
--spec why_not_running({ok, port()} | {error, term()}, file:filename_all(), [string()]) ->
-          {ok, port()} | {error, term()}.
-%% A port closed by the failed write of the version command ({exit, epipe},
-%% before its exit status came: seen on OTP 29 under load) is such a program too.
-why_not_running({error, {sink_not_answering, Path, Why}} = Error, Path, Args)
-  when Why =:= closed; Why =:= {exit, epipe};
-       element(1, Why) =:= exit_status, element(2, Why) =/= 0 ->
-    case run_once(Path, Args) of
-        {Probe, Output} when is_integer(Probe), Probe =/= 0, Output =/= <<>> ->
-            Status = case Why of
-                         {exit_status, S} -> S;
-                         _ -> Probe
-                     end,
-            {error, {sink_cannot_run, Path, #{exit_status => Status, output => Output}}};
-        _ ->
-            Error
-    end;
-why_not_running(Result, _Path, _Args) ->
-    Result.
-
-%% A port that was gone before the version command could be sent (the
-%% program exited at once): its exit status, which the port sent before it
-%% closed, or `closed'.
--spec exited(port()) -> {exit_status, integer()} | closed.
-exited(Port) ->
-    receive
-        {Port, {exit_status, Status}} -> {exit_status, Status}
-    after 0 -> closed
-    end.
-
-%% Path run with Args through /bin/sh, stdin from /dev/null, stderr into its
-%% output: {ExitStatus, the first ?PROBE_BYTES bytes of what it printed,
-%% trimmed}, or {timeout, Bytes} after ?PROBE_MS.
--spec run_once(file:filename_all(), [string()]) -> {integer() | timeout, binary()}.
-run_once(Path, Args) ->
-    try open_port({spawn_executable, "/bin/sh"},
-                  [{args, ["-c", "exec \"$0\" \"$@\" </dev/null 2>&1", Path | Args]},
-                   binary, stream, exit_status, use_stdio, stderr_to_stdout]) of
-        Port -> probe_output(Port, <<>>, erlang:monotonic_time(millisecond) + ?PROBE_MS)
-    catch
-        error:Reason -> {error, iolist_to_binary(io_lib:format("~p", [Reason]))}
-    end.
-
-probe_output(Port, Acc, Deadline) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, Bytes}} ->
-            probe_output(Port, <<Acc/binary, Bytes/binary>>, Deadline);
-        {Port, {exit_status, Status}} ->
-            {Status, trim_output(Acc)}
-    after Left ->
-        try port_close(Port) catch error:badarg -> ok end,
-        {timeout, trim_output(Acc)}
-    end.
-
-trim_output(Bytes) ->
-    Head = binary:part(Bytes, 0, min(byte_size(Bytes), ?PROBE_BYTES)),
-    string:trim(Head).
 
 handshake(Port, Ref, Path, Timeout) ->
     receive
@@ -861,37 +793,6 @@ abandon(Port) ->
     true = unlink(Port),
     _ = try exit(Port, kill) catch _:_ -> true end,
     ok.
-
--spec kill_os_pid(integer() | undefined) -> ok | {error, term()}.
-kill_os_pid(undefined) ->
-    {error, no_os_pid};
-kill_os_pid(OsPid) ->
-    %% By its absolute path, never looked up on the PATH.
-    case [K || K <- ["/bin/kill", "/usr/bin/kill"], filelib:is_regular(K)] of
-        [] ->
-            %% /bin/sh's builtin kill: no PATH lookup either.
-            _ = os:cmd("kill -KILL " ++ integer_to_list(OsPid)),
-            ok;
-        [Kill | _] ->
-            try open_port({spawn_executable, Kill},
-                          [{args, ["-KILL", integer_to_list(OsPid)]}, exit_status]) of
-                P -> receive {P, {exit_status, _}} -> ok after ?KILL_WAIT -> ok end
-            catch
-                error:Reason -> {error, Reason}
-            end
-    end.
-
--spec log_open_error(term()) -> ok.
-log_open_error({sink_not_built, Path}) ->
-    logger:error("kprof_sink: no sink binary at ~ts: run `make sink` to build it",
-                 [Path]);
-log_open_error({sink_not_answering, Path, Why}) ->
-    logger:error("kprof_sink: ~ts does not answer as kprof_sink does (~p): check the "
-                 "sink_path option", [Path, Why]);
-log_open_error({sink_cannot_run, Path, #{exit_status := Status, output := Output}}) ->
-    logger:error("kprof_sink: ~ts cannot run (exit status ~b): ~ts", [Path, Status, Output]);
-log_open_error(Reason) ->
-    logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
 
 -spec resolve_path(file:filename_all() | default) -> file:filename_all().
 resolve_path(default) -> filename:absname(default_path());
