@@ -361,7 +361,14 @@ lag_trip_via_tiers() ->
     ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
     {W, {Kind, Info, Ms}} = requests_until_alert(lag, 60),
     ?assertEqual(overload, Kind),
-    ?assertMatch(#{what := lag_ms, bound := 1000}, Info),
+    %% The lag past max_lag_ms is seen from both ends of the port: by the sink
+    %% (a message older than the bound when read: lag_ms), or by the guard
+    %% (its probe of the port's queue waited behind the backlog for longer
+    %% than the bound: port_stalled). Whichever comes first aborts; on a
+    %% loaded machine (OTP 27's suite beside OTP 29's and two busy loops) the
+    %% guard's came first once.
+    ?assertMatch(#{what := What, bound := 1000} when What =:= lag_ms;
+                                                       What =:= port_stalled, Info),
     ?assert(maps:get(value, Info) > 1000),
     ?assertEqual({flags, []}, kprof_test_util:trace_info(W, flags)),
     ?assertEqual({traced, false}, kprof_test_util:trace_info(?MFA, traced)),
