@@ -381,17 +381,25 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
 
 %% As send_command/5, with no caller waiting: the reply's Ref is nobody's.
 -spec send_only(command(), #state{}) -> {reply, ok | {error, term()}, #state{}}.
-send_only(Cmd, S = #state{writer = W}) ->
-    Bin = term_to_binary({kprof, make_ref(), Cmd}),
+send_only(Cmd, S) ->
+    case write_ordered(term_to_binary({kprof, make_ref(), Cmd}), S) of
+        {ok, S1} -> {reply, ok, S1};
+        closed -> {reply, {error, {sink_down, port_closed}}, S}
+    end.
+
+%% Bin written in order with every other command: at once, or through the
+%% writer when the port is busy (or the writer still has commands to send).
+-spec write_ordered(binary(), #state{}) -> {ok, #state{}} | closed.
+write_ordered(Bin, S = #state{writer = W}) ->
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
-            {reply, ok, S};
+            {ok, S};
         closed ->
-            {reply, {error, {sink_down, port_closed}}, S};
+            closed;
         _Busy ->
             S1 = ensure_writer(S),
             S1#state.writer ! {send, Bin},
-            {reply, ok, S1}
+            {ok, S1}
     end.
 
 pending(From, Timeout, Ref) ->
@@ -621,28 +629,21 @@ handle_frame({error, bad_frame}, S) ->
 add_subscriber(Pid, S = #state{subs = Subs}) ->
     S#state{subs = Subs#{Pid => erlang:monitor(process, Pid)}}.
 
-%% A new subscriber's fence: a ping written in order with every command (as
-%% send_only/2 writes); the sink answers it once it has read every frame
-%% and ring event before it, and the alerts it sent before that answer are
-%% not the subscriber's.
+%% A new subscriber's fence: a ping written in order with every command;
+%% the sink answers it once it has read every frame and ring event before
+%% it, and the alerts it sent before that answer are not the subscriber's.
 -spec fence(pid(), #state{}) -> #state{}.
-fence(Pid, S = #state{pending = Pending, writer = W}) ->
+fence(Pid, S) ->
     Ref = make_ref(),
-    Bin = term_to_binary({kprof, Ref, ping}),
-    P = #pending{from = {fence, Pid}, timer = erlang:start_timer(default_timeout(), self(),
-                                                                 {call, Ref})},
-    case W =:= undefined andalso try_send(Bin, S) of
-        true ->
-            S#state{pending = Pending#{Ref => P}, fenced = (S#state.fenced)#{Pid => Ref}};
+    case write_ordered(term_to_binary({kprof, Ref, ping}), S) of
+        {ok, S1 = #state{pending = Pending, fenced = Fenced}} ->
+            P = #pending{from = {fence, Pid},
+                         timer = erlang:start_timer(default_timeout(), self(), {call, Ref})},
+            S1#state{pending = Pending#{Ref => P}, fenced = Fenced#{Pid => Ref}};
         closed ->
             %% The port is closing: its sink_down is on its way, and no
             %% alert of it will come.
-            _ = erlang:cancel_timer(P#pending.timer),
-            S;
-        _Busy ->
-            S1 = ensure_writer(S),
-            S1#state.writer ! {send, Bin},
-            S1#state{pending = Pending#{Ref => P}, fenced = (S1#state.fenced)#{Pid => Ref}}
+            S
     end.
 
 %% The fence answered (or timed out, or the sink died: the pending calls
