@@ -160,6 +160,15 @@ if [ -n "$failures" ]; then
     *eunit*) echo "== the failing EUnit tests (full log: _build/eunit.log) =="
              grep -B1 -A14 '\*failed\*\|\*timed out\*' _build/eunit.log | head -120 ;;
   esac
+  # The failing tests by name, last, where a log's excerpt shows them.
+  case "$failures" in
+    *eunit*) sh scripts/eunit_failures.sh _build/eunit.log "eunit: " | head -20 ;;
+  esac
+  for v in ${KPROF_OTPS-27 29}; do
+    case "$failures" in
+      *otp-$v*) sh scripts/eunit_failures.sh "_build/otp/$v/logs/eunit.log" "otp-$v eunit: " | head -20 ;;
+    esac
+  done
   echo "failed:$failures"
 fi
 [ -n "$skipped" ] && echo "SKIPPED (not run, not passed):$skipped"
