@@ -39,6 +39,17 @@ spin_until(End) ->
         false -> spin_until(End)
     end.
 
+%% Spins until Go's counter is set (at most a minute).
+spin_while(Go) ->
+    spin_while(Go, erlang:monotonic_time(millisecond) + 60000).
+
+spin_while(Go, End) ->
+    ok = ?MODULE:spin(5),
+    case atomics:get(Go, 1) =:= 0 andalso erlang:monotonic_time(millisecond) < End of
+        true -> spin_while(Go, End);
+        false -> ok
+    end.
+
 spin_forever() ->
     ok = ?MODULE:spin(5),
     receive stop -> ok after 0 -> spin_forever() end.
@@ -140,11 +151,15 @@ pid_sink_frozen(Dir) ->
     ?assertEqual([], leftovers()),
     next_start_works().
 
+%% The applied fun spins until the sink is thawed (a loaded sink may take
+%% seconds to count its first thousand events: a fun of fixed length could
+%% end before the freeze, and the capture with it).
 apply_sink_frozen(Dir) ->
     ok = kprof:subscribe(),
     Self = self(),
+    Go = atomics:new(1, []),
     C = spawn_link(fun() ->
-                           Self ! {done, kprof:flame_apply(fun() -> ?MODULE:spin(6000), 42 end,
+                           Self ! {done, kprof:flame_apply(fun() -> spin_while(Go), 42 end,
                                                            opts(Dir))}
                    end),
     ok = wait_until(fun() -> sink_events() > 1000 end, 10000),
@@ -152,6 +167,7 @@ apply_sink_frozen(Dir) ->
     stalled(Alert),
     within_stall_bound(Ms),
     ok = thaw(Stopped),
+    ok = atomics:put(Go, 1, 1),
     {error, {aborted, overload, 42, Files}} =
         receive {done, R} -> R after 60000 -> error({stuck, C}) end,
     has_files(Files),
