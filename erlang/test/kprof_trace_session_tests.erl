@@ -276,14 +276,30 @@ endings_test_() ->
              ++ [{flame_pid, cancel}, {flame_capture, cancel}, {flame_pid, max_stall_ms},
                  {tiers, max_stall_ms}, {calls, max_stall_ms}]]}.
 
+%% The workers stop whatever happens: left running, the tiers' would make
+%% requests in every later test.
 ended(Mode, End, Dir) ->
     Workers = workers(Mode),
+    try
+        ended(Mode, End, Dir, Workers)
+    after
+        [stop(W) || W <- Workers]
+    end.
+
+ended(Mode, End, Dir, Workers) ->
     Runner = run(fun() -> start(Mode, End, limits(End), Dir, Workers) end),
     %% Tracing set, or the run over already, or a limit tripped: it may end
     %% the tracing before any poll sees it set, and flame_apply's run then
     %% goes on for 30 s (the polls only outlasted it while each was slow).
-    ok = wait_until(fun() -> kprof_set() orelse has_result(Runner) orelse limit_tripped(End) end,
-                    20000),
+    %% A run that did neither says where it waits.
+    case kprof_test_util:caught(
+           fun() -> wait_until(fun() -> kprof_set() orelse has_result(Runner)
+                                            orelse limit_tripped(End) end, 20000) end) of
+        ok -> ok;
+        _ -> error({not_started, Mode, End, [{P, stack(P)} || P <- [Runner, whereis(kprof_tiers),
+                                                                    whereis(kprof_guard),
+                                                                    whereis(kprof_sink)]]})
+    end,
     finish(End, Mode, Runner),
     Result = case {Mode, End} of
                  {tiers, _} -> result(Runner);
@@ -379,6 +395,11 @@ tiers_off() ->
         #{active := Active} -> not Active;
         _ -> true
     end.
+
+stack(undefined) ->
+    undefined;
+stack(P) ->
+    erlang:process_info(P, current_stacktrace).
 
 has_result(Runner) ->
     {messages, Ms} = erlang:process_info(self(), messages),
