@@ -113,6 +113,9 @@ capture(Pids, Out, I) ->
         {error, {aborted, Kind, [_ | _] = Files}} -> _ = [file:delete(F) || F <- Files],
                                                      {aborted, Kind};
         {error, no_events} -> {no_events, States};
+        %% Aborted with no files: the guard's alert says what it saw.
+        {error, {aborted, Kind, []}} -> {error, {aborted, Kind, [],
+                                                 maps:get(aborted, kprof:status(), undefined)}};
         {error, Other} -> {error, Other}
     end.
 
