@@ -14,8 +14,9 @@ awk -v prefix="$prefix" '
     }
     pending = ""; where = ""; err = ""; seek = 0; inerr = 0
   }
-  # The last test line seen: "  module: name (description)...".
-  match($0, /[a-z_0-9]+_tests: [a-zA-Z_0-9]+/) { last = substr($0, RSTART, RLENGTH) }
+  # The last test line seen: "  module: name (description)..."; a generated
+  # test is named by its fun (-name_test_/0-fun-1-).
+  match($0, /[a-z_0-9]+_tests: [-a-zA-Z_0-9\/$]+( \([^)]*\))?/) { last = substr($0, RSTART, RLENGTH) }
   /\*failed\*|\*timed out\*/ {
     flush()
     pending = (last != "" ? last : "?") (index($0, "timed out") ? " TIMED OUT" : " FAILED")
