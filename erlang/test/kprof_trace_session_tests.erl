@@ -291,10 +291,10 @@ ended(Mode, End, Dir, Workers) ->
     %% Tracing set, or the run over already, or a limit tripped: it may end
     %% the tracing before any poll sees it set, and flame_apply's run then
     %% goes on for 30 s (the polls only outlasted it while each was slow).
-    %% A run that did neither says where it waits.
     %% The tiers' start returns at once, armed: a manual abort before that
     %% (their session set, the guard not armed yet) found nothing to abort
-    %% (seen on OTP 29 in a make test), so their runs wait for it.
+    %% (seen on OTP 29 in a make test), so their runs wait for it. A run
+    %% that did neither says where it waits.
     Started = case Mode of
                   tiers -> fun() -> has_result(Runner) orelse limit_tripped(End) end;
                   _ -> fun() -> kprof_set() orelse has_result(Runner) orelse limit_tripped(End) end
