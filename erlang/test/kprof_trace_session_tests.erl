@@ -312,8 +312,12 @@ ended(Mode, End, Dir, Workers) ->
                  _ -> result(Runner)
              end,
     %% The tiers end by themselves, but for their own end (a stop).
+    %% Still on: what the guard, the tiers and the sink say.
     _ = Mode =:= tiers andalso End =/= done andalso End =/= kprof_stopped
-        andalso wait_until(fun tiers_off/0, 20000),
+        andalso kprof_test_util:caught(fun() -> wait_until(fun tiers_off/0, 20000) end) =/= ok
+        andalso error({tiers_still_on, End, kprof:status(), kprof_tiers:info(),
+                       kprof_test_util:caught(fun kprof_sink:info/0),
+                       kprof_test_util:caught(fun kprof:sink_stats/0)}),
     [stop(W) || W <- Workers],
     ok = wait_until(fun() -> left() =:= [] end, 20000),
     ?debugFmt("~p ended by ~p: ~P; nothing left", [Mode, End, Result, 8]).
