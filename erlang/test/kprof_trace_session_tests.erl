@@ -295,29 +295,26 @@ ended(Mode, End, Dir, Workers) ->
     %% (their session set, the guard not armed yet) found nothing to abort
     %% (seen on OTP 29 in a make test), so their runs wait for it. A run
     %% that did neither says where it waits.
-    Started = case Mode of
-                  tiers -> fun() -> has_result(Runner) orelse limit_tripped(End) end;
-                  _ -> fun() -> kprof_set() orelse has_result(Runner) orelse limit_tripped(End) end
-              end,
-    case kprof_test_util:caught(fun() -> wait_until(Started, 20000) end) of
-        ok -> ok;
-        _ -> error({not_started, Mode, End, [{P, stack(P)} || P <- [Runner, whereis(kprof_tiers),
-                                                                    whereis(kprof_guard),
-                                                                    whereis(kprof_sink)]]})
-    end,
+    ok = wait_or_say(fun() -> (Mode =/= tiers andalso kprof_set()) orelse has_result(Runner)
+                                  orelse limit_tripped(End) end,
+                     fun() -> {not_started, Mode, End,
+                               [{P, stack(P)} || P <- [Runner, whereis(kprof_tiers),
+                                                       whereis(kprof_guard), whereis(kprof_sink)]]}
+                     end),
     finish(End, Mode, Runner),
     Result = case {Mode, End} of
                  {tiers, _} -> result(Runner);
                  {_, owner_killed} -> killed;
                  _ -> result(Runner)
              end,
-    %% The tiers end by themselves, but for their own end (a stop).
-    %% Still on: what the guard, the tiers and the sink say.
+    %% The tiers end by themselves, but for their own end (a stop). Still
+    %% on: what the guard, the tiers and the sink say.
     _ = Mode =:= tiers andalso End =/= done andalso End =/= kprof_stopped
-        andalso kprof_test_util:caught(fun() -> wait_until(fun tiers_off/0, 20000) end) =/= ok
-        andalso error({tiers_still_on, End, kprof:status(), kprof_tiers:info(),
-                       kprof_test_util:caught(fun kprof_sink:info/0),
-                       kprof_test_util:caught(fun kprof:sink_stats/0)}),
+        andalso wait_or_say(fun tiers_off/0,
+                            fun() -> {tiers_still_on, End, kprof:status(), kprof_tiers:info(),
+                                      kprof_test_util:caught(fun kprof_sink:info/0),
+                                      kprof_test_util:caught(fun kprof:sink_stats/0)}
+                            end),
     [stop(W) || W <- Workers],
     ok = wait_until(fun() -> left() =:= [] end, 20000),
     ?debugFmt("~p ended by ~p: ~P; nothing left", [Mode, End, Result, 8]).
@@ -406,6 +403,13 @@ tiers_off() ->
     case kprof_tiers:info() of
         #{active := Active} -> not Active;
         _ -> true
+    end.
+
+%% wait_until/2 for 20 s; on timeout the error is what Say() gives.
+wait_or_say(F, Say) ->
+    case kprof_test_util:caught(fun() -> wait_until(F, 20000) end) of
+        ok -> ok;
+        _ -> error(Say())
     end.
 
 stack(undefined) ->
