@@ -156,13 +156,11 @@ fi
 for v in ${KPROF_OTPS-27 29}; do cat "_build/otp/$v/summary" 2>/dev/null || echo "OTP $v: not run"; done
 
 if [ -n "$failures" ]; then
+  # The failing tests, then by name, last, where a log's excerpt shows them.
   case "$failures" in
     *eunit*) echo "== the failing EUnit tests (full log: _build/eunit.log) =="
-             grep -B1 -A14 '\*failed\*\|\*timed out\*' _build/eunit.log | head -120 ;;
-  esac
-  # The failing tests by name, last, where a log's excerpt shows them.
-  case "$failures" in
-    *eunit*) sh scripts/eunit_failures.sh _build/eunit.log "eunit: " | head -20 ;;
+             grep -B1 -A14 '\*failed\*\|\*timed out\*' _build/eunit.log | head -120
+             sh scripts/eunit_failures.sh _build/eunit.log "eunit: " | head -20 ;;
   esac
   for v in ${KPROF_OTPS-27 29}; do
     case "$failures" in
