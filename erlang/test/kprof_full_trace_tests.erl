@@ -239,13 +239,20 @@ module_pattern_new_sentinel() ->
     load_dyn(M, [a, b]),
     Legacy = kprof_trace_session:legacy_api(),
     P = {module, M, true, [local], {M, a, 0}} = kprof_guard_reload:module_pattern(Legacy, M, true, [local]),
-    ok = kprof_guard:arm(ft_test, #{abort => fun(_, _) -> ok end, patterns => [P]}),
+    %% The guard's overload bounds are off, and an abort is told: on a
+    %% loaded machine a slow probe of the sink's port (max_lag_ms) aborted
+    %% the mode, which disarmed it, and the reload was never looked at.
+    Self = self(),
+    Limits = maps:merge(kprof_guard:default_limits(),
+                        #{max_lag_ms => infinity, max_stall_ms => infinity,
+                          max_queue_bytes => infinity, max_memory_bytes => infinity}),
+    ok = kprof_guard:arm(ft_test, #{abort => fun(Kind, Info) -> Self ! {ft_aborted, Kind, Info} end,
+                                    patterns => [P], limits => Limits}),
     try
         #{reapplied := N0} = kprof_guard:status(),
         load_dyn(M, [b, c]),
         {traced, false} = erlang:trace_info({M, c, 0}, traced),
-        ok = wait_until(fun() -> erlang:trace_info({M, c, 0}, traced) =:= {traced, local} end,
-                        20000),
+        ok = traced_again({M, c, 0}),
         {traced, local} = erlang:trace_info({M, b, 0}, traced),
         #{reapplied := N1} = kprof_guard:status(),
         ?assertEqual(N0 + 1, N1),
@@ -254,8 +261,7 @@ module_pattern_new_sentinel() ->
         ?assertMatch(#{reapplied := N1}, kprof_guard:status()),
         %% And the next reload is seen on the new sentinel.
         load_dyn(M, [b, c]),
-        ok = wait_until(fun() -> erlang:trace_info({M, b, 0}, traced) =:= {traced, local} end,
-                        20000),
+        ok = traced_again({M, b, 0}),
         ?assertMatch(#{reapplied := N2} when N2 =:= N1 + 1, kprof_guard:status())
     after
         ok = kprof_guard:disarm(ft_test),
@@ -263,6 +269,19 @@ module_pattern_new_sentinel() ->
         _ = code:purge(M),
         _ = code:delete(M),
         _ = code:purge(M)
+    end.
+
+%% MFA is local-traced again within 20 s; else the guard's abort of the
+%% mode, if there was one, and its status.
+-spec traced_again(mfa()) -> ok.
+traced_again(MFA) ->
+    try
+        wait_until(fun() -> erlang:trace_info(MFA, traced) =:= {traced, local} end, 20000)
+    catch
+        error:timeout ->
+            Aborted = receive {ft_aborted, Kind, Info} -> {Kind, Info} after 0 -> none end,
+            error({not_traced_again, MFA, erlang:trace_info(MFA, traced),
+                   {aborted, Aborted}, {guard, kprof_guard:status()}})
     end.
 
 %% A module of zero-arity functions Fs, each returning its name, loaded
