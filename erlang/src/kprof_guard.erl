@@ -151,6 +151,10 @@
                 %% (0: no bound); after a trip the sink keeps it until
                 %% the next mode's start sets it again.
                 sink_limits = ?NO_SINK_LIMITS :: sink_limits(),
+                %% The sink's limit alert that came after a baseline
+                %% (events_baseline/1) and before the mode armed: the mode
+                %% is aborted as soon as it arms.
+                early_limit :: kprof_alert:info() | undefined,
                 aborted :: map() | undefined,
                 other_tracers = [] :: [{pid(), term()}],
                 other_sessions = [] :: [{pid(), term()}],
@@ -302,7 +306,8 @@ other_tracers() ->
 %% before the sink reads the command, and those first events are then not
 %% counted against `max_events'. The sink counts what comes through
 %% the port and what the tracer NIF writes to its ring alike, and reads the
-%% ring before every command.
+%% ring before every command. A limit the sink trips after the command and
+%% before the mode arms aborts the mode as soon as it arms.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
     try gen_server:call(?MODULE, {sink_limits, Limits}) of
@@ -367,8 +372,13 @@ handle_call({sink_limits, Limits}, _From, S) ->
     Want = kprof_guard_watch:sink_bounds(kprof_guard_watch:strictest(S#state.limits, Limits,
                                                                      Fresh)),
     case kprof_guard_watch:sink_limits_due(Fresh, Want, S#state.sink_limits) of
-        true -> {reply, {send, Want}, S#state{sink_limits = Want}};
-        false -> {reply, keep, S}
+        true ->
+            %% Subscribed before the caller sends the limits (the fence is
+            %% answered first): a trip before the mode arms is seen.
+            _ = Fresh andalso (try kprof_sink:subscribe() catch _:_ -> ok end),
+            {reply, {send, Want}, S#state{sink_limits = Want, early_limit = undefined}};
+        false ->
+            {reply, keep, S}
     end;
 handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
     case Armed of
@@ -426,6 +436,10 @@ handle_info({kprof_alert, sink_down, Info}, S) ->
     {noreply, do_abort(sink_down, Info, T0, S)};
 %% The sink's max_events or rate tripped (only limits the guard set do).
 %% The sink keeps limiting what the VM still sends until the next start.
+handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK_LIMITS,
+                                                 map_size(S#state.armed) =:= 0 ->
+    %% Tripped between a baseline and the arming of its mode.
+    {noreply, S#state{early_limit = Info}};
 handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK_LIMITS ->
     T0 = erlang:monotonic_time(microsecond),
     {noreply, do_abort(limit, Info, T0, S, keep)};
@@ -499,7 +513,16 @@ arm_mode(Name, Spec, S0) ->
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
-    S3.
+    early_limit(First andalso Baseline, S3).
+
+%% The limit that tripped before the first mode armed, after its baseline,
+%% aborts it once the arming is answered (the abort may call the mode, which
+%% is waiting for that answer); any other start sent limits anew.
+early_limit(true, S = #state{early_limit = Info}) when is_map(Info) ->
+    self() ! {kprof_alert, limit, Info},
+    S#state{early_limit = undefined};
+early_limit(_, S) ->
+    S#state{early_limit = undefined}.
 
 %% The one rule of kprof's modes: flame captures run together, the tiers
 %% and a calls session alone. `free', or `{busy, Mode}' of the first (in

@@ -39,7 +39,9 @@ guard_test_() ->
       {"flame_pid, max_events => 100, busy process: the capture holds at most 100 events",
        {timeout, 60, fun flame_max_events_exact/0}},
       {"limits set by a start that never armed are replaced at the next start",
-       {timeout, 30, fun stale_sink_limits/0}}]}.
+       {timeout, 30, fun stale_sink_limits/0}},
+      {"a limit tripped after the baseline, before the arming: the mode is aborted as it arms",
+       {timeout, 30, fun limit_before_arm/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -552,6 +554,41 @@ stale_sink_limits() ->
     {ok, #{requests := 20}} = kprof:report(#{format => term}),
     receive {kprof_alert, K, I} -> error({unexpected_alert, K, I}) after 0 -> ok end,
     ok = kprof:stop_tiers().
+
+%% The sink trips max_events between events_baseline/1 and the arming (a
+%% mode's flags set, a busy process): the alert came while nothing was
+%% armed, and the mode is aborted once it arms, with the sink's figures.
+limit_before_arm() ->
+    ok = kprof:subscribe(),
+    N0 = kprof_guard:events_baseline(#{max_events => 5}),
+    ?assert(is_integer(N0)),
+    Port = kprof:sink_port(),
+    W = spawn(fun() -> kprof_guard_work:loop(1, 20000) end),
+    try
+        1 = erlang:trace(W, true, [call, arity, monotonic_timestamp, {tracer, Port}]),
+        1 = erlang:trace_pattern(?MFA, [], [local]),
+        %% The trip is read by the sink: it limits the events after the 5th.
+        ok = wait_until(fun() -> sink_drained() =:= ok andalso element(2, sink_counts()) > 0 end,
+                        20000),
+        Self = self(),
+        {ok, L} = kprof_guard:validate_limits(#{max_events => 5}),
+        ok = kprof_guard:arm(test, #{abort => fun(Kind, Info) -> Self ! {aborted, Kind, Info} end,
+                                     patterns => [{?MFA, [], [local]}], limits => L,
+                                     events0 => N0}),
+        {limit, Info} = receive {aborted, K, I} -> {K, I} after 10000 -> error(not_aborted) end,
+        ?assertMatch(#{what := max_events, value := 6, bound := 5}, Info),
+        ?assertEqual(N0 + 6, maps:get(events, Info)),
+        {limit, _} = await_alert_kind(),
+        ?assertMatch(#{armed := [], aborted := #{kind := limit}}, kprof_guard:status()),
+        ?assertEqual({traced, false}, erlang:trace_info(?MFA, traced)),
+        ?assertEqual({flags, []}, erlang:trace_info(W, flags))
+    after
+        exit(W, kill)
+    end.
+
+await_alert_kind() ->
+    {Kind, Info, _} = await_alert(erlang:monotonic_time(millisecond)),
+    {Kind, Info}.
 
 app_stop_leaves_nothing() ->
     setup(),
