@@ -28,10 +28,14 @@
                    {"doc/guard.md", "## A session: the guard trips"}]).
 -define(RUN_DIR, "_build/readme").
 %% The guard part depends on the machine's load: the limit that trips first (the
-%% lag, or the port not answering). A run where another limit tripped is run
-%% again, up to this many times, and said loudly if none tripped the doc's;
-%% a difference in shape fails at once.
+%% lag, or the port not answering), and when (a loaded machine can lag 2 ms
+%% before the doc's request has started, and the report then has no request).
+%% A run where another limit tripped, or of the guard's session that printed
+%% another shape, is run again, up to this many times; another limit in the
+%% last is said loudly, another shape fails. Elsewhere a difference in shape
+%% fails at once.
 -define(ATTEMPTS, 3).
+-define(LOAD_DEPENDENT, ["doc/guard.md"]).
 
 main([Mode]) when Mode =:= "check"; Mode =:= "write" ->
     code:add_pathsa([filename:absname(D) || D <- ["erlang/ebin", "_build/shop/ebin"]]),
@@ -173,6 +177,7 @@ check({File, _}, Prompts, Left) ->
     Diffs = lists:append([compare(P, R) || {P, R} <- lists:zip(Prompts, Runs)]),
     Notes = lists:reverse(get(notes)),
     Name = relative(File),
+    Again = Left > 1 andalso lists:member(Name, ?LOAD_DEPENDENT),
     [io:format("~s:~b: ~s~n", [Name, N, D]) || {N, D} <- Diffs],
     io:format("readme-check: ~s: ~b prompts run, ~b differences in shape~n",
               [Name, length(Prompts), length(Diffs)]),
@@ -184,7 +189,7 @@ check({File, _}, Prompts, Left) ->
                        "the guard's info for the doc's limit was not compared)~n", [N])
              || N <- Notes],
             ok;
-        {[_ | _], _, _} -> failed;
+        {[_ | _], _, _} when not Again -> failed;
         _ -> [io:format("readme-check: ~s~n", [N]) || N <- Notes],
              io:format("readme-check: again (~b runs left)~n", [Left - 1]),
              check({File, []}, Prompts, Left - 1)
