@@ -43,12 +43,21 @@ record_test_() ->
 %% (A function, not a macro: OTP 29 warns when a map literal is updated.)
 slack() -> #{max_stall_ms => 30000, max_lag_ms => 30000}.
 
-%% The traced module, compiled into Dir/ebin: run/1 compiles a source file.
--define(WORK, "-module(~s).~n-export([run/1]).~n"
-        "run(Src) -> {ok, _, _} = compile:file(Src, [binary, report_errors]), ok.~n").
+%% The traced module, compiled into Dir/ebin: run/1 compiles a source file;
+%% loop/1 makes 3 events an iteration (its call, step/1's call and return).
+-define(WORK, "-module(~s).~n-export([run/1, loop/1]).~n"
+        "run(Src) -> {ok, _, _} = compile:file(Src, [binary, report_errors]), ok.~n"
+        "loop(0) -> ok;~nloop(N) -> _ = step(N), loop(N - 1).~n"
+        "step(N) -> {N, N * 2}.~n").
 
+%% Every capture here fits in one ring of 32 MiB (the tracer's rings are
+%% sized from the schedulers, 32 MiB down to 1 MiB): the events of a sink that
+%% falls behind on a loaded machine wait in the ring, none is dropped, and
+%% no capture is aborted for a full ring (in a quiet run, the 60-function
+%% module's two million events of 48 bytes once were).
 setup() ->
     ok = kprof_test_util:start(#{}),
+    ok = application:set_env(kprof, ring_bytes, 32 bsl 20),
     Dir = kprof_test_util:tmp_dir("kprof-record"),
     Mod = list_to_atom("kprof_rec_work_" ++ integer_to_list(erlang:unique_integer([positive]))),
     %% Not Dir/ebin: code:priv_dir(kprof) would take Dir (kprof-record-...) for
@@ -59,19 +68,21 @@ setup() ->
     ok = file:write_file(WorkSrc, io_lib:format(?WORK, [Mod])),
     {ok, Mod} = compile:file(WorkSrc, [{outdir, Ebin}]),
     true = code:add_patha(Ebin),
-    %% What it compiles: a small module of 60 functions.
+    %% What it compiles: a small module of 8 functions (326,000 events on
+    %% OTP 25: 15.6 MB of ring records).
     Src = filename:join(Dir, "small.erl"),
     ok = file:write_file(Src, ["-module(small).\n-export([f1/1]).\n",
                                [io_lib:format("f~b(X) -> case X of {a, B} -> [B, ~b | f~b(X)]; "
                                               "_ -> lists:reverse([~b | X]) end.~n",
-                                              [K, K, K + 1, K]) || K <- lists:seq(1, 60)],
-                               "f61(_) -> [].\n"]),
+                                              [K, K, K + 1, K]) || K <- lists:seq(1, 8)],
+                               "f9(_) -> [].\n"]),
     Work = fun() -> Mod:run(Src) end,
     Work(),   % the compiler loaded: no error_handler frames
     #{dir => Dir, mod => Mod, work => Work, ebin => Ebin}.
 
 cleanup(#{dir := Dir, ebin := Ebin}) ->
     ok = kprof:stop(),
+    ok = application:unset_env(kprof, ring_bytes),
     _ = code:del_path(Ebin),
     file:del_dir_r(Dir).
 
@@ -161,14 +172,18 @@ cut(Env = #{work := Work}) ->
         kprof:replay(Rec, #{output_directory => D, name => "kept", output_format => folded,
                             info => true}).
 
-rotate(Env = #{work := Work}) ->
+%% The work is 150,000 events (7.2 MB of ring records), fewer than the
+%% compile's: the sink writes a new segment every 8 KiB.
+rotate(Env = #{mod := Mod}) ->
     D = sub(Env, "rotate"),
     Rec = filename:join(D, "r.kprec"),
     Max = 8192,
+    Work = fun() -> Mod:loop(50000) end,
     {ok, ok, Files, #{record := #{files := Segs, cut_events := CutN}, events := All}} =
         kprof:flame_apply(Work, (slack())#{output_format => folded, record => Rec,
                                         output_directory => D, max_record_bytes => Max,
                                         record_rotate => 2, info => true}),
+    ?debugFmt("record_rotate: ~b events, ~b cut", [All, CutN]),
     Expect = [Rec ++ ".2", Rec ++ ".1", Rec],
     ?assertEqual(Expect, [binary_to_list(S) || S <- Segs]),
     ?assertEqual(Expect, [F || F <- Files, not lists:suffix(".folded", F)]),
