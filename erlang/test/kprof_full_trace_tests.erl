@@ -275,14 +275,13 @@ module_pattern_new_sentinel() ->
 %% mode, if there was one, and its status.
 -spec traced_again(mfa()) -> ok.
 traced_again(MFA) ->
-    try
-        wait_until(fun() -> erlang:trace_info(MFA, traced) =:= {traced, local} end, 20000)
-    catch
-        error:timeout ->
-            Aborted = receive {ft_aborted, Kind, Info} -> {Kind, Info} after 0 -> none end,
-            error({not_traced_again, MFA, erlang:trace_info(MFA, traced),
-                   {aborted, Aborted}, {guard, kprof_guard:status()}})
-    end.
+    kprof_test_util:wait_or_say(
+      fun() -> erlang:trace_info(MFA, traced) =:= {traced, local} end, 20000,
+      fun() ->
+              Aborted = receive {ft_aborted, Kind, Info} -> {Kind, Info} after 0 -> none end,
+              {not_traced_again, MFA, erlang:trace_info(MFA, traced),
+               {aborted, Aborted}, {guard, kprof_guard:status()}}
+      end).
 
 %% A module of zero-arity functions Fs, each returning its name, loaded
 %% (the old version purged first).

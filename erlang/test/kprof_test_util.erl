@@ -3,7 +3,7 @@
 %%% a function prints, and a distributed node with peers that load kprof.
 -module(kprof_test_util).
 
--export([wait_until/2, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
+-export([wait_until/2, wait_or_say/3, reload/1, fault_sink/0, start_fault_sink/1, capture_io/1,
          distributed/1, peer_args/1, tmp_dir/1, alert_conforms/2, caught/1,
          http/3, start/1]).
 -export([kprof_sessions/0, trace_info/2, kprof_traced/1, leftovers/0, kprof_tracers_left/0,
@@ -43,6 +43,15 @@ wait_until(F, Ms) ->
     case F() of
         true -> ok;
         false -> timer:sleep(20), wait_until(F, Ms - 20)
+    end.
+
+%% @doc {@link wait_until/2}; on its timeout the error is what `Say()' gives
+%% (what the test saw, for a failure that names itself).
+-spec wait_or_say(fun(() -> boolean()), integer(), fun(() -> term())) -> ok.
+wait_or_say(F, Ms, Say) ->
+    case caught(fun() -> wait_until(F, Ms) end) of
+        ok -> ok;
+        _ -> error(Say())
     end.
 
 %% @doc `Info' of an alert of kind `Kind' has kprof's one shape (the

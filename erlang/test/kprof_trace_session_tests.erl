@@ -405,12 +405,9 @@ tiers_off() ->
         _ -> true
     end.
 
-%% wait_until/2 for 20 s; on timeout the error is what Say() gives.
+%% kprof_test_util:wait_or_say/3 for 20 s.
 wait_or_say(F, Say) ->
-    case kprof_test_util:caught(fun() -> wait_until(F, 20000) end) of
-        ok -> ok;
-        _ -> error(Say())
-    end.
+    kprof_test_util:wait_or_say(F, 20000, Say).
 
 stack(undefined) ->
     undefined;
