@@ -13,9 +13,9 @@
 %%% an abort, the guard has let the mode go while the sink may still hold
 %%% its capture until the files are written.)
 %%%
-%%% While anything is armed,
-%%% the guard watches, every `?TICK' ms, without ever waiting for the sink,
-%%% its port or any other server:
+%%% While anything is armed, the guard watches, every 50 ms
+%%% ({@link kprof_guard_watch:tick_ms/0}), without ever waiting for the
+%%% sink, its port or any other server:
 %%%
 %%% <ul>
 %%% <li>the age of trace messages when the sink reads them (the sink measures
@@ -30,7 +30,12 @@
 %%%     asked by a helper process (it waits behind the port's backlog): past
 %%%     `max_queue_bytes' (the VM's port queue degrades
 %%%     quadratically when large), or no answer within `max_lag_ms' (the
-%%%     trace messages before it waited as long);</li>
+%%%     trace messages before it waited as long; judged when they go
+%%%     through the port: through the tracer NIF's ring none waits there,
+%%%     and the ring's bounds above watch the sink). The node's own delay is
+%%%     not the port's: how late the guard's ticks came meanwhile (its CPUs
+%%%     taken by other programs, its schedulers waiting for a trace pattern
+%%%     set on every module) is taken off the wait;</li>
 %%% <li>the node's memory, `erlang:memory(total)': `max_memory_bytes' (`default':
 %%%     the total at arming plus 1 GiB);</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
@@ -99,7 +104,6 @@
 
 -export_type([limits/0, arm_spec/0, abort_kind/0, pattern/0]).
 
--define(TICK, 50).
 %% After an abort because the sink stopped reading: how long it has to answer
 %% a ping before it is killed and restarted.
 -define(WATCHDOG_MS, 5000).
@@ -420,7 +424,7 @@ handle_cast(_Msg, S) ->
 handle_info(tick, S) when map_size(S#state.armed) =:= 0 ->
     {noreply, S};
 handle_info(tick, S0) ->
-    erlang:send_after(?TICK, self(), tick),
+    erlang:send_after(kprof_guard_watch:tick_ms(), self(), tick),
     {noreply, check(S0)};
 handle_info({sink_reply, _Cmd, _Reply}, S) ->
     {noreply, S};
@@ -591,7 +595,7 @@ start_watch(S) ->
               undefined -> undefined;
               Pid -> monitor(process, Pid)
           end,
-    erlang:send_after(?TICK, self(), tick),
+    erlang:send_after(kprof_guard_watch:tick_ms(), self(), tick),
     sync_clock(),
     S#state{sink_mon = Mon, mem_base = erlang:memory(total),
             watch = kprof_guard_watch:new(now_ms()), port = sink_port()}.
@@ -624,6 +628,10 @@ check(S0) ->
     S1 = seen_port(Port, S0),
     Since = lists:min([A#armed.since || A <- maps:values(S1#state.armed)]),
     Readings = #{now => Now, port => Port, memory => erlang:memory(total),
+                 tracer => case try kprof_tracer:live() catch _:_ -> 0 end of
+                               0 -> port;
+                               _ -> ring
+                           end,
                  ring => try kprof_tracer:ring_info() catch _:_ -> undefined end},
     Bounds = kprof_guard_watch:bounds(S1#state.limits, S1#state.mem_base, Since),
     case kprof_guard_watch:tick(Readings, Bounds, S1#state.watch) of
@@ -641,10 +649,12 @@ act(probe, Now, Port, S) ->
     %% long it took, by the helper's clock).
     Guard = self(),
     Ref = make_ref(),
-    _ = spawn(fun() ->
-                      Q = try erlang:port_info(Port, queue_size) catch _:_ -> undefined end,
-                      Guard ! {port_queue, Ref, now_ms(), Q}
-              end),
+    %% The helper runs at the guard's priority: behind the node's busy
+    %% processes it would start late, which is no delay of the port's.
+    _ = spawn_opt(fun() ->
+                          Q = try erlang:port_info(Port, queue_size) catch _:_ -> undefined end,
+                          Guard ! {port_queue, Ref, now_ms(), Q}
+                  end, [{priority, high}]),
     S#state{watch = kprof_guard_watch:probing(Now, Ref, S#state.watch)};
 act(clock, _Now, _Port, S) ->
     sync_clock(),

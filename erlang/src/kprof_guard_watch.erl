@@ -10,11 +10,13 @@
 %%% made-up figures (kprof_guard_watch_tests).
 -module(kprof_guard_watch).
 
--export([new/1, tick/3, probing/3, probed/4, unwatched/1, queue/1]).
+-export([new/1, tick/3, probing/3, probed/4, unwatched/1, queue/1, tick_ms/0]).
 -export([bounds/3, strictest/3, sink_bounds/1, sink_limits_due/3]).
 
 -export_type([watch/0, readings/0, bounds/0, action/0, sink_limits/0]).
 
+%% The guard's tick (ms): how often it reads the figures.
+-define(TICK_MS, 50).
 -define(CLOCK_EVERY, 1000).
 -define(RELOAD_EVERY, 1000).
 %% The VM's clock is sent only while the port's queue is shorter than this:
@@ -22,9 +24,13 @@
 -define(QUIET_QUEUE, 65536).
 
 %% What one tick reads: the guard's clock (ms), the sink's port, the
-%% node's memory, the tracer's ring counters (`kprof_tracer:ring_info/0').
+%% node's memory, the tracer's ring counters (`kprof_tracer:ring_info/0'),
+%% and where kprof's trace events go: the tracer NIF's ring when it has a
+%% live generation (`kprof_tracer:live/0'), else the sink's port (the
+%% default).
 -type readings() :: #{now := integer(), port := port() | undefined,
                       memory := non_neg_integer(),
+                      tracer => ring | port,
                       ring := undefined | #{head := non_neg_integer(),
                                             tail := non_neg_integer(),
                                             drops := non_neg_integer(),
@@ -37,12 +43,16 @@
 %% tail, when it last moved or had nothing to read, the drops when the watch
 %% began); the port's queue asked by a helper (its ref and when, ms), the
 %% last answer and how long it took; when the clock and reloads were last
-%% done.
+%% done; the last tick and how late the ticks came in all (ms past the
+%% tick's period: the node's own delay, which the port's is not charged
+%% with), and that sum when the port was asked.
 -type watch() :: #{ring := undefined | #{tail := non_neg_integer(), moved := integer(),
                                           drops0 := non_neg_integer()},
-                   probe := undefined | {reference(), integer()},
+                   probe := undefined | {reference(), integer(), non_neg_integer()},
                    queue := undefined | non_neg_integer(),
                    last_probe_ms := non_neg_integer(),
+                   last_tick := integer(),
+                   late_ms := non_neg_integer(),
                    last_clock := integer(),
                    last_reload := integer()}.
 %% probe: ask the port's queue (then probing/3); clock: send the sink the
@@ -59,38 +69,49 @@
 -spec new(integer()) -> watch().
 new(Now) ->
     #{ring => undefined, probe => undefined, queue => undefined, last_probe_ms => 0,
-      last_clock => Now, last_reload => Now}.
+      last_tick => Now, late_ms => 0, last_clock => Now, last_reload => Now}.
+
+%% @doc The guard's tick, ms.
+-spec tick_ms() -> pos_integer().
+tick_ms() -> ?TICK_MS.
 
 %% @doc One tick: the first bound crossed, in this order: no sink, the ring
 %% (dropped events, or its reader stalled: `Watchdog' is then `true', the
 %% sink is to be pinged and killed if it does not answer), the port slow to
-%% answer its queue's size (its backlog's lag), its queue, the node's
-%% memory, `max_seconds'. Otherwise what is due.
+%% answer its queue's size when the trace events go through it (its
+%% backlog's lag, less the node's own delay:
+%% how late the guard's own ticks came meanwhile, as when the machine's CPUs
+%% are taken by others or every scheduler waits for a trace pattern set on
+%% every module), its queue, the node's memory, `max_seconds'. Otherwise
+%% what is due.
 -spec tick(readings(), bounds(), watch()) ->
           {abort, atom(), kprof_alert:info(), Watchdog :: boolean(), watch()}
         | {ok, [action()], watch()}.
-tick(#{now := Now, port := Port, memory := Mem, ring := Ring}, B = #{limits := L}, W0) ->
-    {RingVerdict, W} = watch_ring(Now, Ring, maps:get(max_stall_ms, L, infinity), W0),
-    case bound_crossed(Now, Port, Mem, RingVerdict, B, W) of
+tick(R = #{now := Now, port := Port, memory := Mem, ring := Ring}, B = #{limits := L}, W0) ->
+    {RingVerdict, W} = watch_ring(Now, Ring, maps:get(max_stall_ms, L, infinity), late(Now, W0)),
+    Events = maps:get(tracer, R, port),
+    case bound_crossed(Now, Port, Mem, RingVerdict, B#{events => Events}, W) of
         {abort, Kind, Info, Watchdog} -> {abort, Kind, Info, Watchdog, W};
         ok -> due(Now, Port, W)
     end.
 
 %% @doc The helper asking the port's queue was started at `Now' (ms).
 -spec probing(integer(), reference(), watch()) -> watch().
-probing(Now, Ref, W) ->
-    W#{probe := {Ref, Now}}.
+probing(Now, Ref, W = #{late_ms := Late}) ->
+    W#{probe := {Ref, Now, Late}}.
 
 %% @doc The helper `Ref' answered at `Answered' (ms, its own clock: the
 %% guard may have been busy since) with `port_info/2''s answer; another
-%% helper's answer is not taken.
+%% helper's answer is not taken. How long it took is less the node's own
+%% delay since it was asked (as the ticks so far measured it).
 -spec probed(reference(), integer(), term(), watch()) -> watch().
-probed(Ref, Answered, Queue, W = #{probe := {Ref, Asked}}) ->
+probed(Ref, Answered, Queue, W = #{probe := {Ref, Asked, Late0}, late_ms := Late}) ->
     Q = case Queue of
             {queue_size, N} when is_integer(N) -> N;
             _ -> undefined
         end,
-    W#{probe := undefined, queue := Q, last_probe_ms := Answered - Asked};
+    W#{probe := undefined, queue := Q,
+       last_probe_ms := max(0, Answered - Asked - (Late - Late0))};
 probed(_Ref, _Answered, _Queue, W) ->
     W.
 
@@ -112,12 +133,17 @@ bound_crossed(_Now, undefined, _Mem, _Ring, _B, _W) ->
      kprof_alert:new(sink_down, sink_server, noproc, undefined, #{reason => no_sink}), false};
 bound_crossed(_Now, _Port, _Mem, {overload, Info}, _B, _W) ->
     {abort, overload, Info, true};
-bound_crossed(Now, _Port, Mem, ok, #{limits := L, max_memory := MaxMem, since := Since}, W) ->
+bound_crossed(Now, _Port, Mem, ok, B = #{limits := L, max_memory := MaxMem, since := Since}, W) ->
     %% (No watchdog from here on: a port slow to answer has a backlog in
-    %% front of the sink, which is alive and will get through it.)
-    Stall = maps:get(max_lag_ms, L, infinity),
+    %% front of the sink, which is alive and will get through it.) Through
+    %% the ring, no trace message waits behind the port, whose answer is
+    %% then no lag of theirs: the ring's own bounds above watch the sink.
+    Stall = case maps:get(events, B, port) of
+                port -> maps:get(max_lag_ms, L, infinity);
+                ring -> infinity
+            end,
     Waiting = case W of
-                  #{probe := {_, Asked}} -> Now - Asked;
+                  #{probe := {_, Asked, Late0}} -> max(0, Now - Asked - (late_ms(W) - Late0));
                   _ -> 0
               end,
     Queue = maps:get(queue, W),
@@ -138,6 +164,16 @@ bound_crossed(Now, _Port, Mem, ok, #{limits := L, max_memory := MaxMem, since :=
         [] ->
             ok
     end.
+
+%% This tick's lateness added up: the time past the tick's period since the
+%% last one (a timer's usual jitter is a millisecond or two; a node starved
+%% of CPU, or stopped, comes back seconds late).
+-spec late(integer(), watch()) -> watch().
+late(Now, W = #{last_tick := Last, late_ms := Late}) ->
+    W#{last_tick := Now, late_ms := Late + max(0, Now - Last - ?TICK_MS)}.
+
+-spec late_ms(watch()) -> non_neg_integer().
+late_ms(#{late_ms := Late}) -> Late.
 
 %% The ring's reader, seen from the VM side through the shared counters
 %% (never by asking the sink): `ok', or `{overload, Info}' when the ring

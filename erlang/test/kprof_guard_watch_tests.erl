@@ -63,19 +63,56 @@ ring_stalled_test() ->
     {ok, _, _} = kprof_guard_watch:tick(readings(9000, #{ring => ring(310, 90, 0)}),
                                         bounds(#{max_stall_ms => infinity}), W3).
 
+%% The guard's ticks, on time, from From to before To (no bound crossed).
+on_time(From, To, W0) -> on_time(From, To, W0, #{}).
+on_time(From, To, W0, R) ->
+    lists:foldl(fun(Now, W) ->
+                        {ok, _, W1} = kprof_guard_watch:tick(readings(Now, R), bounds(), W),
+                        W1
+                end, W0, lists:seq(From, To - 1, kprof_guard_watch:tick_ms())).
+
 port_stalled_test() ->
     Ref = make_ref(),
     W0 = kprof_guard_watch:probing(10, Ref, kprof_guard_watch:new(0)),
-    %% The helper still waits for the port past max_lag_ms...
-    T1 = kprof_guard_watch:tick(readings(1010), bounds(), W0),
+    %% The helper still waits for the port past max_lag_ms, the guard's own
+    %% ticks on time...
+    T1 = kprof_guard_watch:tick(readings(1010), bounds(), on_time(50, 1010, W0)),
     ?assertMatch({#{value := 1000, bound := 1000}, false}, abort(overload, port_stalled, T1)),
     %% ... or answered, late.
-    W1 = kprof_guard_watch:probed(Ref, 1500, {queue_size, 0}, W0),
+    W1 = kprof_guard_watch:probed(Ref, 1049, {queue_size, 0}, on_time(50, 1010, W0)),
     ?assertEqual(0, kprof_guard_watch:queue(W1)),
-    T2 = kprof_guard_watch:tick(readings(1600), bounds(), W1),
-    ?assertMatch({#{value := 1490}, false}, abort(overload, port_stalled, T2)),
+    T2 = kprof_guard_watch:tick(readings(1050), bounds(), W1),
+    ?assertMatch({#{value := 1039}, false}, abort(overload, port_stalled, T2)),
     %% Another helper's answer is not taken.
     ?assertEqual(W0, kprof_guard_watch:probed(make_ref(), 20, {queue_size, 9}, W0)).
+
+%% The node itself stopped (its CPUs taken, every scheduler waiting): the
+%% guard's tick comes 1,250 ms late, and the port's wait is not charged
+%% with it; a port still silent once the node runs again is.
+node_late_test() ->
+    Ref = make_ref(),
+    W0 = on_time(50, 110, kprof_guard_watch:probing(10, Ref, kprof_guard_watch:new(0))),
+    {ok, _, W1} = kprof_guard_watch:tick(readings(1400), bounds(), W0),
+    %% Answered then: 1,380 ms less the node's 1,250.
+    Answered = kprof_guard_watch:probed(Ref, 1390, {queue_size, 0}, W1),
+    ?assertMatch(#{last_probe_ms := 130}, Answered),
+    {ok, _, _} = kprof_guard_watch:tick(readings(1450), bounds(), Answered),
+    %% Not answered: the wait counts again from the node's return.
+    W2 = on_time(1450, 2300, W1),
+    T = kprof_guard_watch:tick(readings(2300), bounds(), W2),
+    ?assertMatch({#{value := 1040, bound := 1000}, false}, abort(overload, port_stalled, T)).
+
+%% Through the tracer NIF's ring no trace message waits behind the port: a
+%% port slow to answer is no lag of theirs (the ring's bounds watch the
+%% sink). Its queue's size, answered, still counts.
+ring_tracer_test() ->
+    Ref = make_ref(),
+    Ring = #{tracer => ring},
+    W0 = on_time(50, 5000, kprof_guard_watch:probing(10, Ref, kprof_guard_watch:new(0)), Ring),
+    {ok, _, _} = kprof_guard_watch:tick(readings(5000, Ring), bounds(), W0),
+    abort(overload, port_stalled, kprof_guard_watch:tick(readings(5000), bounds(), W0)),
+    W1 = kprof_guard_watch:probed(Ref, 5010, {queue_size, 5 * ?MiB}, W0),
+    abort(overload, queue_bytes, kprof_guard_watch:tick(readings(5050, Ring), bounds(), W1)).
 
 queue_bytes_test() ->
     Ref = make_ref(),
@@ -108,8 +145,9 @@ max_seconds_test() ->
 order_test() ->
     Ref = make_ref(),
     W0 = kprof_guard_watch:probing(0, Ref, kprof_guard_watch:new(0)),
-    {ok, _, W1} = kprof_guard_watch:tick(readings(10, #{ring => ring(1, 1, 0)}), bounds(), W0),
-    R = readings(5000, #{ring => ring(1, 1, 1), memory => 10 * ?GiB}),
+    {ok, _, W} = kprof_guard_watch:tick(readings(10, #{ring => ring(1, 1, 0)}), bounds(), W0),
+    W1 = on_time(60, 1010, W),
+    R = readings(1010, #{ring => ring(1, 1, 1), memory => 10 * ?GiB}),
     abort(overload, ring_drops, kprof_guard_watch:tick(R, bounds(), W1)),
     abort(sink_down, sink_server, kprof_guard_watch:tick(R#{port := undefined}, bounds(), W1)),
     abort(overload, port_stalled, kprof_guard_watch:tick(R#{ring := undefined}, bounds(), W1)).
