@@ -89,8 +89,7 @@ tick_ms() -> ?TICK_MS.
         | {ok, [action()], watch()}.
 tick(R = #{now := Now, port := Port, memory := Mem, ring := Ring}, B = #{limits := L}, W0) ->
     {RingVerdict, W} = watch_ring(Now, Ring, maps:get(max_stall_ms, L, infinity), late(Now, W0)),
-    Events = maps:get(tracer, R, port),
-    case bound_crossed(Now, Port, Mem, RingVerdict, B#{events => Events}, W) of
+    case bound_crossed(Now, Port, Mem, RingVerdict, B, maps:get(tracer, R, port), W) of
         {abort, Kind, Info, Watchdog} -> {abort, Kind, Info, Watchdog, W};
         ok -> due(Now, Port, W)
     end.
@@ -126,19 +125,20 @@ unwatched(W) ->
 queue(#{queue := Q}) -> Q.
 
 -spec bound_crossed(integer(), port() | undefined, non_neg_integer(),
-                    ok | {overload, kprof_alert:info()}, bounds(), watch()) ->
+                    ok | {overload, kprof_alert:info()}, bounds(), ring | port, watch()) ->
           ok | {abort, atom(), kprof_alert:info(), boolean()}.
-bound_crossed(_Now, undefined, _Mem, _Ring, _B, _W) ->
+bound_crossed(_Now, undefined, _Mem, _Ring, _B, _Events, _W) ->
     {abort, sink_down,
      kprof_alert:new(sink_down, sink_server, noproc, undefined, #{reason => no_sink}), false};
-bound_crossed(_Now, _Port, _Mem, {overload, Info}, _B, _W) ->
+bound_crossed(_Now, _Port, _Mem, {overload, Info}, _B, _Events, _W) ->
     {abort, overload, Info, true};
-bound_crossed(Now, _Port, Mem, ok, B = #{limits := L, max_memory := MaxMem, since := Since}, W) ->
+bound_crossed(Now, _Port, Mem, ok, #{limits := L, max_memory := MaxMem, since := Since}, Events,
+              W) ->
     %% (No watchdog from here on: a port slow to answer has a backlog in
     %% front of the sink, which is alive and will get through it.) Through
     %% the ring, no trace message waits behind the port, whose answer is
     %% then no lag of theirs: the ring's own bounds above watch the sink.
-    Stall = case maps:get(events, B, port) of
+    Stall = case Events of
                 port -> maps:get(max_lag_ms, L, infinity);
                 ring -> infinity
             end,
