@@ -75,6 +75,13 @@ static uint64_t head_of(ks_ring_reader *r, ks_ring_cursor *c) {
   return head;
 }
 
+/* A record as a writer may write it at pos, within `room` bytes (its length in word 0). */
+static int record_ok(uint64_t w0, uint64_t pos, uint64_t room) {
+  uint32_t len = word0_len(w0);
+
+  return (uint32_t)w0 == ks_ring_stamp(pos) && len >= 8 && (len & 7) == 0 && len <= room;
+}
+
 /* Walks c up to `upto`: definitions read, events' times into *newest. */
 static void walk(ks_ring_reader *r, ks_intern *in, ks_ring_cursor *c, uint64_t upto,
                  int64_t *newest) {
@@ -85,8 +92,7 @@ static void walk(ks_ring_reader *r, ks_intern *in, ks_ring_cursor *c, uint64_t u
     uint64_t w0 = word0_at(c, mask, c->scan);
     uint32_t len = word0_len(w0);
     unsigned type = (unsigned)(w0 >> 48) & 0xff;
-    if ((uint32_t)w0 != ks_ring_stamp(c->scan) || len < 8 || (len & 7) != 0 ||
-        len > upto - c->scan) {
+    if (!record_ok(w0, c->scan, upto - c->scan)) {
       /* A writer broke the format: nothing after it can be trusted. */
       c->broken = 1;
       r->bad++;
@@ -109,10 +115,17 @@ static void walk(ks_ring_reader *r, ks_intern *in, ks_ring_cursor *c, uint64_t u
 }
 
 /* Moves c's tail past definitions (read when walked): 1 and its time if an event is
- * next, 0 if nothing walked is left. */
-static int next_event(ks_ring_cursor *c, uint64_t mask, int64_t *ts) {
+ * next, 0 if nothing walked is left. A record walked and since rewritten (a writer wrote
+ * behind its head: its word 0 no longer one for its place) gives up what is left walked,
+ * counted in `bad`: read again it could say a length that never moves the tail. */
+static int next_event(ks_ring_reader *r, ks_ring_cursor *c, uint64_t mask, int64_t *ts) {
   while (c->tail < c->scan) {
     uint64_t w0 = word0_at(c, mask, c->tail);
+    if (!record_ok(w0, c->tail, c->scan - c->tail)) {
+      c->tail = c->scan;
+      r->bad++;
+      return 0;
+    }
     if (ks_ring_is_event((unsigned)(w0 >> 48) & 0xff)) {
       *ts = event_time(c, mask, c->tail, word0_len(w0));
       return 1;
@@ -200,20 +213,26 @@ static size_t merge(ks_ring_reader *r, ks_intern *in, int64_t upto, size_t max,
   int64_t ts;
 
   for (k = 0; k < r->rings; k++)
-    if (next_event(&r->cur[k], mask, &ts) && ts <= upto)
+    if (next_event(r, &r->cur[k], mask, &ts) && ts <= upto)
       heap_push(r, &n, k, ts);
   while (n > 0 && handed < max) {
     ks_ring_cursor *c = &r->cur[r->heap[0]];
     uint64_t w0 = word0_at(c, mask, c->tail);
     uint32_t len = word0_len(w0);
+    k = r->heap[0];
+    heap_pop(r, &n);
+    /* As next_event found it, unless rewritten in between. */
+    if (!record_ok(w0, c->tail, c->scan - c->tail)) {
+      c->tail = c->scan;
+      r->bad++;
+      continue;
+    }
     ks_ring_count(r, ks_ring_read_record(r, in, c->data + (c->tail & mask), len,
                                          (unsigned)(w0 >> 48) & 0xff, (unsigned)(w0 >> 56),
                                          hand_on, &h));
     c->tail += len;
     handed++;
-    k = r->heap[0];
-    heap_pop(r, &n);
-    if (next_event(c, mask, &ts) && ts <= upto)
+    if (next_event(r, c, mask, &ts) && ts <= upto)
       heap_push(r, &n, k, ts);
   }
   return handed;
@@ -225,7 +244,7 @@ static void settle(ks_ring_reader *r, ks_ring_cursor *c) {
   uint64_t mask = r->size - 1, drops, unsupported;
   int64_t ts;
 
-  if (!next_event(c, mask, &ts) && c->broken && !c->dead) {
+  if (!next_event(r, c, mask, &ts) && c->broken && !c->dead) {
     uint64_t head = atomic_load_explicit(&c->r->head, memory_order_acquire);
     if (head >= c->scan && head - c->tail <= r->size)
       c->tail = c->scan = head;
