@@ -1191,13 +1191,22 @@ guard_limit(Dir) ->
     Opts = #{output_directory => Dir, output_format => folded},
     {OpenUs, _} = timer:tc(fun() -> kprof:flame_pid(Busy, 1, Opts#{max_lag_ms => 30000}) end),
     MaxSecs = max(1, ceil(3 * OpenUs / 1.0e6)),
+    %% Its window, far past the limit (and short of the test's 60 s): the
+    %% capture must end long before.
+    Window = 40000 + MaxSecs * 1000,
     T0 = erlang:monotonic_time(millisecond),
-    Res = kprof:flame_pid(Busy, 20000 + MaxSecs * 1000, Opts#{max_seconds => MaxSecs}),
+    Res = kprof:flame_pid(Busy, Window, Opts#{max_seconds => MaxSecs}),
+    Took = erlang:monotonic_time(millisecond) - T0,
     %% (Without its file, the guard's abort says what tripped.)
     ?assertMatch({{error, {aborted, limit, [_]}}, _}, {Res, maps:get(aborted, kprof:status())}),
     {error, {aborted, limit, [File]}} = Res,
     ?assertMatch(#{info := #{what := max_seconds, bound := MaxSecs}}, maps:get(aborted, kprof:status())),
-    ?assert(erlang:monotonic_time(millisecond) - T0 < MaxSecs * 1000 + 9000),
+    %% Ended by the limit, not by its window. The files wait for the sink to
+    %% read what came before the end: behind the port tracer's backlog, on a
+    %% loaded machine (OTP 27's suite beside OTP 29's), that took over 9 s once.
+    ?debugFmt("max_seconds ~b: the capture ended after ~b ms (window ~b ms)",
+              [MaxSecs, Took, Window]),
+    ?assert(Took < Window),
     Busy ! stop,
     Folded = folded(File),
     [Root] = lists:usort([R || [R | _] <- maps:keys(Folded)]),
