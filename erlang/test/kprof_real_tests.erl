@@ -100,6 +100,25 @@ kprof_run(Fun) ->
     _ = file:del_dir_r(Dir),
     receive {kprof_result, R} -> {R, Text} end.
 
+%% Run(Opts), again (Tries in all) when the guard aborted it because a ring
+%% was full: the sink starved of CPU on a loaded machine (OTP 27's suite
+%% beside OTP 29's: 78,488 events lost while it had not read for 102 ms).
+%% Events were lost, so the abort is right; what over_budget checks is the
+%% budget, not the machine's load. Each such run is said.
+unstarved(Run, Opts, Tries) ->
+    case Run(Opts) of
+        {error, {aborted, overload, _, _}} = Aborted when Tries > 1 ->
+            case maps:get(aborted, kprof:status(), undefined) of
+                #{info := #{what := ring_drops}, message := Msg} ->
+                    ?debugFmt("aborted: ~ts; run again", [Msg]),
+                    unstarved(Run, Opts, Tries - 1);
+                _ ->
+                    Aborted
+            end;
+        Result ->
+            Result
+    end.
+
 %% The guard's bounds on the sink's stall and lag are its own tests' subject:
 %% a loaded machine must not abort these captures (compile's aborted on OTP
 %% 29 at a load of 20, and every count was then 0).
@@ -241,10 +260,10 @@ over_budget(Input) ->
                                           progress => false, info => true})
           end,
     try
-        {ok, _, _, #{tree_bytes := Whole, over_budget := #{paths := 0}}} = Run(#{}),
+        {ok, _, _, #{tree_bytes := Whole, over_budget := #{paths := 0}}} = unstarved(Run, #{}, 3),
         %% max_bytes takes no less than 64 KiB: the workload must be bigger.
         ?assert(Whole div 4 >= 1 bsl 16),
-        Result = Run(#{max_bytes => Whole div 4}),
+        Result = unstarved(Run, #{max_bytes => Whole div 4}, 3),
         ?assertMatch({ok, _, [_], #{over_budget := #{paths := P, calls := C}}}
                        when P > 0 andalso C > 0, Result),
         {ok, _, [Folded], _} = Result,
