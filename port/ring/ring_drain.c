@@ -114,18 +114,25 @@ static void walk(ks_ring_reader *r, ks_intern *in, ks_ring_cursor *c, uint64_t u
   }
 }
 
+/* The record at c's tail as walked, unless a writer has rewritten it since (written
+ * behind its head: its word 0 no longer one for its place): then what is left walked
+ * is given up, counted in `bad`, and 0. */
+static int tail_intact(ks_ring_reader *r, ks_ring_cursor *c, uint64_t w0) {
+  if (record_ok(w0, c->tail, c->scan - c->tail))
+    return 1;
+  c->tail = c->scan;
+  r->bad++;
+  return 0;
+}
+
 /* Moves c's tail past definitions (read when walked): 1 and its time if an event is
- * next, 0 if nothing walked is left. A record walked and since rewritten (a writer wrote
- * behind its head: its word 0 no longer one for its place) gives up what is left walked,
- * counted in `bad`: read again it could say a length that never moves the tail. */
+ * next, 0 if nothing walked is left (or a record was rewritten: tail_intact; read again
+ * it could say a length that never moves the tail). */
 static int next_event(ks_ring_reader *r, ks_ring_cursor *c, uint64_t mask, int64_t *ts) {
   while (c->tail < c->scan) {
     uint64_t w0 = word0_at(c, mask, c->tail);
-    if (!record_ok(w0, c->tail, c->scan - c->tail)) {
-      c->tail = c->scan;
-      r->bad++;
+    if (!tail_intact(r, c, w0))
       return 0;
-    }
     if (ks_ring_is_event((unsigned)(w0 >> 48) & 0xff)) {
       *ts = event_time(c, mask, c->tail, word0_len(w0));
       return 1;
@@ -222,11 +229,8 @@ static size_t merge(ks_ring_reader *r, ks_intern *in, int64_t upto, size_t max,
     k = r->heap[0];
     heap_pop(r, &n);
     /* As next_event found it, unless rewritten in between. */
-    if (!record_ok(w0, c->tail, c->scan - c->tail)) {
-      c->tail = c->scan;
-      r->bad++;
+    if (!tail_intact(r, c, w0))
       continue;
-    }
     ks_ring_count(r, ks_ring_read_record(r, in, c->data + (c->tail & mask), len,
                                          (unsigned)(w0 >> 48) & 0xff, (unsigned)(w0 >> 56),
                                          hand_on, &h));
