@@ -147,6 +147,10 @@
                 %% Modes that claimed the tracing and have not armed yet:
                 %% the claiming process, monitored.
                 claims = #{} :: #{term() => {pid(), reference()}},
+                %% An abort that came while these modes had claimed and not
+                %% armed: each is aborted as it arms (its start may have
+                %% set flags since its claim).
+                claim_aborts = #{} :: #{term() => {abort_kind(), kprof_alert:info()}},
                 limits = #{} :: map(),
                 subs = #{} :: #{pid() => reference()},
                 sink_mon :: reference() | undefined,
@@ -205,7 +209,9 @@ validate_limits(Opts) when is_map(Opts) ->
 %% changes. Flame captures run together; the tiers, and a calls session,
 %% run alone. The claim becomes the mode's when it arms ({@link arm/2});
 %% until then it goes with {@link disarm/1} (the start failed) or with the
-%% calling process. `ok' when the guard is not running (nothing is armed).
+%% calling process. An abort while the mode has claimed and not armed is
+%% the mode's: it is aborted as it arms. `ok' when the guard is not running
+%% (nothing is armed).
 -spec claim(term()) -> ok | {error, {busy, atom()} | {guard, term()}}.
 claim(Name) ->
     try
@@ -449,6 +455,22 @@ handle_info({kprof_alert, limit, Info}, S) when S#state.sink_limits =/= ?NO_SINK
     {noreply, do_abort(limit, Info, T0, S, keep)};
 handle_info({kprof_alert, _Kind, _Info}, S) ->
     {noreply, S};
+%% A mode that armed after an abort that came while it had claimed the
+%% tracing (see arm_mode/3): alone, the abort as it would have been; beside
+%% modes armed since, it alone is turned off.
+handle_info({claim_aborted, Name, Kind, Info}, S = #state{armed = Armed}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    case Armed of
+        #{Name := _} when map_size(Armed) =:= 1 ->
+            {noreply, do_abort(Kind, Info, T0, S)};
+        #{Name := A} ->
+            _ = turn_off(Name, A, Kind, Info, S#state.port),
+            _ = is_reference(A#armed.owner_mon) andalso demonitor(A#armed.owner_mon, [flush]),
+            logger:warning("kprof: ~p aborted as it armed: ~ts", [Name, maps:get(message, Info)]),
+            {noreply, saved(S#state{armed = maps:remove(Name, Armed)})};
+        #{} ->
+            {noreply, S}
+    end;
 handle_info({'DOWN', Ref, process, _Pid, Reason}, S = #state{sink_mon = Ref}) ->
     T0 = erlang:monotonic_time(microsecond),
     Info = kprof_alert:new(sink_down, sink_server, Reason, undefined,
@@ -517,6 +539,10 @@ arm_mode(Name, Spec, S0) ->
     Baseline = is_integer(maps:get(events0, Spec, undefined)),
     S3 = arm_sink_limits(First andalso not Baseline, S2#state.limits, S2),
     send_overload_bound(S3),
+    _ = case S0#state.claim_aborts of
+            #{Name := {Kind, Info}} -> self() ! {claim_aborted, Name, Kind, Info};
+            _ -> ok
+        end,
     early_limit(First andalso Baseline, S3).
 
 %% The limit that tripped before the first mode armed, after its baseline,
@@ -562,11 +588,14 @@ arm_alone(Name, Spec, free, S) ->
 arm_alone(_Name, _Spec, Busy, S) ->
     {reply, {error, Busy}, S}.
 
+%% A claim made again (by the same start) keeps an abort that came since.
 claimed(Name, Pid, S0) ->
     S = #state{claims = Claims} = unclaimed(Name, S0),
-    S#state{claims = Claims#{Name => {Pid, monitor(process, Pid)}}}.
+    S#state{claims = Claims#{Name => {Pid, monitor(process, Pid)}},
+            claim_aborts = S0#state.claim_aborts}.
 
-unclaimed(Name, S = #state{claims = Claims}) ->
+unclaimed(Name, S0 = #state{claims = Claims}) ->
+    S = S0#state{claim_aborts = maps:remove(Name, S0#state.claim_aborts)},
     case maps:take(Name, Claims) of
         {{_Pid, Mon}, Rest} -> demonitor(Mon, [flush]), S#state{claims = Rest};
         error -> S
@@ -576,7 +605,8 @@ unclaimed(Name, S = #state{claims = Claims}) ->
 claimer_down(Ref, S = #state{claims = Claims}) ->
     case [N || {N, {_, M}} <- maps:to_list(Claims), M =:= Ref] of
         [] -> S;
-        Names -> saved(S#state{claims = maps:without(Names, Claims)})
+        Names -> saved(S#state{claims = maps:without(Names, Claims),
+                               claim_aborts = maps:without(Names, S#state.claim_aborts)})
     end.
 
 status_map(S) ->
@@ -712,9 +742,17 @@ session(#armed{session = Session}) -> Session.
 do_abort(Kind, Info, T0, S) ->
     do_abort(Kind, Info, T0, S, clear).
 
-do_abort(_Kind, _Info, _T0, S, _SinkLimits) when map_size(S#state.armed) =:= 0 ->
-    S;
 do_abort(Kind, Info, T0, S0, SinkLimits) ->
+    aborted(Kind, Info, T0, claims_aborted(Kind, Info, S0), SinkLimits).
+
+%% The modes that claimed and have not armed are aborted as they arm
+%% (the first abort since their claim is theirs).
+claims_aborted(Kind, Info, S = #state{claims = Claims, claim_aborts = Aborts}) ->
+    S#state{claim_aborts = maps:merge(maps:map(fun(_, _) -> {Kind, Info} end, Claims), Aborts)}.
+
+aborted(_Kind, _Info, _T0, S, _SinkLimits) when map_size(S#state.armed) =:= 0 ->
+    S;
+aborted(Kind, Info, T0, S0, SinkLimits) ->
     %% First what stops the cost at once: the tracer NIF writes no more (a
     %% pattern cleared on every module waits for every scheduler, which a
     %% loaded machine makes slow).

@@ -41,7 +41,9 @@ guard_test_() ->
       {"limits set by a start that never armed are replaced at the next start",
        {timeout, 30, fun stale_sink_limits/0}},
       {"a limit tripped after the baseline, before the arming: the mode is aborted as it arms",
-       {timeout, 30, fun limit_before_arm/0}}]}.
+       {timeout, 30, fun limit_before_arm/0}},
+      {"an abort between a mode's claim and its arming: that mode is aborted as it arms",
+       {timeout, 30, fun abort_before_arm/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -314,6 +316,46 @@ mode_claims() ->
     exit(B, kill),
     ok = wait_until(fun() -> claims() =:= [] end, 5000),
     #{armed := []} = kprof:status().
+
+%% A start claims, sets its flags, then arms: an abort that comes between
+%% is not lost. Alone, the mode is aborted as the abort would have done; a
+%% capture armed since the abort is left running; a claim given up and made
+%% anew starts clean.
+abort_before_arm() ->
+    ok = kprof:subscribe(),
+    Self = self(),
+    Spec = fun(Name) -> #{abort => fun(Kind, _) -> Self ! {aborted, Name, Kind} end,
+                          patterns => [{?MFA, [], [local]}], owner => Self} end,
+    Port = kprof:sink_port(),
+    W = spawn(fun() -> receive go -> ok end, kprof_guard_work:loop(1, 20000) end),
+    ok = kprof_guard:claim({kprof_flame, 1}),
+    1 = erlang:trace(W, true, [call, arity, {tracer, Port}]),
+    1 = erlang:trace_pattern(?MFA, [], [local]),
+    W ! go,
+    ok = kprof_guard:abort(manual, #{why => between}),
+    ok = kprof_guard:arm({kprof_flame, 1}, Spec({kprof_flame, 1})),
+    receive {aborted, {kprof_flame, 1}, manual} -> ok after 5000 -> error(not_aborted) end,
+    {manual, #{why := between}, _} = await_alert(erlang:monotonic_time(millisecond)),
+    ?assert(traced_off(W)),
+    #{armed := [], aborted := #{kind := manual}} = kprof:status(),
+    %% Beside a capture that armed after the abort.
+    ok = kprof_guard:claim({kprof_flame, 2}),
+    ok = kprof_guard:abort(manual, #{why => between}),
+    ok = kprof_guard:arm({kprof_flame, 3}, Spec({kprof_flame, 3})),
+    ok = kprof_guard:arm({kprof_flame, 2}, Spec({kprof_flame, 2})),
+    receive {aborted, {kprof_flame, 2}, manual} -> ok after 5000 -> error(not_aborted) end,
+    #{armed := [{kprof_flame, 3}]} = kprof:status(),
+    ok = kprof_guard:disarm({kprof_flame, 3}),
+    %% Disarmed (its start failed) and claimed anew: a new start.
+    ok = kprof_guard:claim({kprof_flame, 4}),
+    ok = kprof_guard:abort(manual, #{why => between}),
+    ok = kprof_guard:disarm({kprof_flame, 4}),
+    ok = kprof_guard:claim({kprof_flame, 4}),
+    ok = kprof_guard:arm({kprof_flame, 4}, Spec({kprof_flame, 4})),
+    #{armed := [{kprof_flame, 4}]} = kprof:status(),   % answered after any abort it sent itself
+    receive {aborted, _, _} = Late -> error({aborted, Late}) after 0 -> ok end,
+    ok = kprof_guard:disarm({kprof_flame, 4}),
+    stop_worker(W).
 
 %% A process that claims Name and keeps the claim until killed: it and
 %% the guard's answer.
