@@ -240,7 +240,7 @@ run_apply(What, Cfg0) ->
             Progress = progress_start(Id, apply, Cfg),
             {Outcome, End} = kprof_flame_run:traced(What, Flags),
             progress_stop(Progress),
-            Written = finish(Id, end_time(Id, End), Cfg, apply, Flags),
+            Written = finish(Id, end_time(Id, End), Cfg, apply, Flags, false),
             case {Outcome, aborted(Id, 0)} of
                 {{ok, Result}, {aborted, Kind}} ->
                     {error, {aborted, Kind, Result, files(Written)}};
@@ -270,7 +270,7 @@ run_pid(Pids, Ms, Cfg0) ->
             Aborted = aborted(Id, Ms),
             progress_stop(Progress),
             End = end_time(Id, erlang:monotonic_time(nanosecond)),
-            Written = finish(Id, End, Cfg, pid, Flags),
+            Written = finish(Id, End, Cfg, pid, Flags, Aborted),
             end_with(again(Id, Aborted), Written);
         Error ->
             Error
@@ -290,7 +290,7 @@ run_capture(MFA, N, Cfg0) ->
             case Waited of
                 Done when Done =:= done; element(1, Done) =:= aborted ->
                     End = end_time(Id, erlang:monotonic_time(nanosecond)),
-                    Written = finish(Id, End, Cfg, capture, Flags),
+                    Written = finish(Id, End, Cfg, capture, Flags, Done),
                     end_with(again(Id, Done), Written);
                 {error, _} = Error ->
                     _ = kprof_flame_srv:close(Id),
@@ -310,12 +310,14 @@ with_correction(Cfg) ->
     Cfg#{correct_ns => kprof_flame_calib:cost(Cfg)}.
 
 %% Tracing off, the files written, then the guard disarmed: an overload
-%% while the sink still reads the capture's events aborts it too.
--spec finish(integer(), integer(), map(), apply | pid | capture, list()) ->
+%% while the sink still reads the capture's events aborts it too. Ended is
+%% how the capture's wait ended (an abort it has taken already).
+-spec finish(integer(), integer(), map(), apply | pid | capture, list(),
+             done | false | {aborted, atom()}) ->
           written() | {error, term()}.
-finish(Id, End, Cfg, Mode, Flags) ->
+finish(Id, End, Cfg, Mode, Flags, Ended) ->
     _ = kprof_flame_srv:close(Id),
-    Written = write(Id, End, Cfg, Mode, Flags),
+    Written = write(Id, End, Cfg, Mode, Flags, Ended),
     _ = kprof_flame_srv:done(Id),
     Written.
 
@@ -503,9 +505,10 @@ past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
 %% message sent so far is in the port's queue first (trace_delivered). The
 %% sink then has ?WRITE_TIMEOUT to answer; one that does not is killed and
 %% restarted (the capture is lost with it, and the error says so).
--spec write(integer(), integer(), map(), apply | pid | capture, list()) ->
+-spec write(integer(), integer(), map(), apply | pid | capture, list(),
+            done | false | {aborted, atom()}) ->
           written() | {error, term()}.
-write(Id, End, Cfg, Mode, Flags) ->
+write(Id, End, Cfg, Mode, Flags, Ended) ->
     _ = lists:member({tracer, kprof_sink:port()}, Flags) andalso delivered(),
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
@@ -527,7 +530,7 @@ write(Id, End, Cfg, Mode, Flags) ->
             result(Files, Info, Cfg);
         {error, no_events, _Info} ->
             logger:warning("kprof flame: no events, no files written. ~ts",
-                           [hint(Mode)]),
+                           [no_events_why(Id, Mode, Ended)]),
             {error, no_events};
         {error, timeout} ->
             %% The guard lets go of the capture before its sink is killed:
@@ -588,6 +591,26 @@ result(Files, Info, Cfg) ->
 delivered() ->
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end.
+
+%% Why a capture has no events: stopped before its first one (the abort
+%% its wait took, or one still in the mailbox, left there for aborted/2), or
+%% what its mode makes likely.
+-spec no_events_why(integer(), apply | pid | capture, done | false | {aborted, atom()}) ->
+          string().
+no_events_why(_Id, _Mode, {aborted, Kind}) ->
+    stopped_before(Kind);
+no_events_why(Id, Mode, _) ->
+    receive
+        {kprof_flame_aborted, Id, Kind} = Abort ->
+            self() ! Abort,
+            stopped_before(Kind)
+    after 0 ->
+            hint(Mode)
+    end.
+
+-spec stopped_before(atom()) -> string().
+stopped_before(Kind) ->
+    lists:flatten(io_lib:format("The capture was stopped (~p) before its first event.", [Kind])).
 
 -spec hint(apply | pid | capture) -> string().
 hint(apply) ->

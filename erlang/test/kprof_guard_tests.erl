@@ -4,6 +4,7 @@
 -module(kprof_guard_tests).
 -include_lib("eunit/include/eunit.hrl").
 -import(kprof_test_util, [wait_until/2, reload/1]).
+-export([log/2]).
 
 -define(MFA, {kprof_guard_work, f, 0}).
 
@@ -43,7 +44,9 @@ guard_test_() ->
       {"a limit tripped after the baseline, before the arming: the mode is aborted as it arms",
        {timeout, 30, fun limit_before_arm/0}},
       {"an abort between a mode's claim and its arming: that mode is aborted as it arms",
-       {timeout, 30, fun abort_before_arm/0}}]}.
+       {timeout, 30, fun abort_before_arm/0}},
+      {"a capture aborted before its first event says so, not that its processes idled",
+       {timeout, 30, fun aborted_before_events/0}}]}.
 
 app_stop_test_() ->
     {timeout, 30, fun app_stop_leaves_nothing/0}.
@@ -356,6 +359,41 @@ abort_before_arm() ->
     receive {aborted, _, _} = Late -> error({aborted, Late}) after 0 -> ok end,
     ok = kprof_guard:disarm({kprof_flame, 4}),
     stop_worker(W).
+
+%% flame_pid of an idle process (sleep => false: no event at all), aborted
+%% while it waits: the "no events" warning names the abort.
+aborted_before_events() ->
+    Dir = filename:join("/tmp", "kprof-guard-eunit-noev-" ++ os:getpid()),
+    Idle = spawn(fun() -> receive stop -> ok end end),
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    try
+        C = spawn(fun() -> Self ! {self(), kprof:flame_pid(Idle, 20000, #{output_directory => Dir,
+                                                                          sleep => false})}
+                  end),
+        ok = wait_until(fun() -> maps:get(armed, kprof:status()) =/= [] end, 10000),
+        ok = kprof_guard:abort(manual, #{why => test}),
+        ?assertEqual({error, {aborted, manual, []}},
+                     receive {C, R} -> R after 20000 -> timeout end),
+        Said = [lists:flatten(io_lib:format(F, A)) || {log, {F, A}} <- logged()],
+        ?assertEqual(["kprof flame: no events, no files written. The capture was stopped (manual) "
+                      "before its first event."],
+                     [L || L <- Said, string:find(L, "no events") =/= nomatch])
+    after
+        _ = logger:remove_handler(?MODULE),
+        Idle ! stop,
+        _ = file:del_dir_r(Dir)
+    end.
+
+logged() ->
+    receive {log, _} = L -> [L | logged()] after 0 -> [] end.
+
+%% @private The logger handler of aborted_before_events/0.
+log(#{msg := {F, A}}, #{config := #{pid := Pid}}) when is_list(F) ->
+    Pid ! {log, {F, A}},
+    ok;
+log(_, _) ->
+    ok.
 
 %% A process that claims Name and keeps the claim until killed: it and
 %% the guard's answer.
