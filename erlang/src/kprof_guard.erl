@@ -819,7 +819,13 @@ turn_off(Name, A, Kind, Info, Seen) ->
 %% (`erlang:trace(all, false, [all, {tracer, Port}])', checked on OTP 25).
 untrace_kprof(Seen) ->
     Tracers = lists:usort(kprof_tracers() ++ [{tracer, Seen} || is_port(Seen)]),
-    _ = [try erlang:trace(all, false, [all, T]) catch _:_ -> 0 end || T <- Tracers],
+    Ours = fun(T) -> kprof_sessions:ours(T) orelse T =:= Seen end,
+    _ = case kprof_trace_session:supported() of
+            %% (The legacy session of OTP 27+ has OTP's fix: see untrace_each/2.)
+            true -> [try erlang:trace(all, false, [all, T]) catch _:_ -> 0 end || T <- Tracers];
+            false -> [try kprof_trace_session:untrace_each(Ours, [all, T]) catch _:_ -> 0 end
+                      || T <- Tracers]
+        end,
     _ = try kprof_tracer:detach() catch _:_ -> ok end,
     ok.
 

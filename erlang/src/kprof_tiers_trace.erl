@@ -340,7 +340,10 @@ untrace_now(Patterns) ->
         true ->
             kprof_trace_session:destroy(kprof_tiers);
         false ->
-            _ = try erlang:trace(all, false, ?FLAGS) catch _:_ -> 0 end,
+            _ = try kprof_trace_session:process(kprof_trace_session:legacy_api(), all, false,
+                                                ?FLAGS)
+                catch _:_ -> 0
+                end,
             remove_patterns(kprof_trace_session:legacy_api(), Patterns)
     end.
 
