@@ -43,7 +43,9 @@ part({Bench, Title, Keys, Values, Said}, OtpDir, Otps) ->
             || Otp <- Otps],
     Had = [{Otp, S} || {Otp, S} <- Runs, S =/= none],
     case Had of
-        [] -> ["### ", Title, "\n\n`", Bench, "` not run on any OTP yet.\n"];
+        [] -> ["### ", Title, "\n\n`", Bench, "` not run through `make bench-otps` yet (on this ",
+               "system alone, its own section above has it): `make bench-otps BENCH=", Bench,
+               "` runs it on each OTP.\n"];
         _ -> table(Bench, Title, Keys, Values, Said, Had, OtpDir)
     end.
 
