@@ -295,17 +295,11 @@ detach(_PortTracer) -> ok.
 
 -spec sweep_legacy() -> ok.
 sweep_legacy() ->
-    _ = [try erlang:trace(P, false, ?ALL_FLAGS) catch error:badarg -> 0 end
-         || P <- erlang:processes(), traced_by_us(P), has_our_flags(P)],
+    Ours = fun kprof_sessions:ours/1,
+    _ = kprof_trace_session:untrace_each(
+          fun(P) -> kprof_trace_session:traced_by(P, Ours) andalso has_our_flags(P) end,
+          ?ALL_FLAGS),
     ok.
-
--spec traced_by_us(pid()) -> boolean().
-traced_by_us(P) ->
-    case tracer_of(P) of
-        {tracer, []} -> false;
-        {tracer, T} -> kprof_sessions:ours(T);
-        _ -> false
-    end.
 
 -spec has_our_flags(pid()) -> boolean().
 has_our_flags(P) ->

@@ -820,11 +820,15 @@ turn_off(Name, A, Kind, Info, Seen) ->
 untrace_kprof(Seen) ->
     Tracers = lists:usort(kprof_tracers() ++ [{tracer, Seen} || is_port(Seen)]),
     Ours = fun(T) -> kprof_sessions:ours(T) orelse T =:= Seen end,
+    Off = fun(Who, T) -> try erlang:trace(Who, false, [all, T]) catch _:_ -> 0 end end,
     _ = case kprof_trace_session:supported() of
             %% (The legacy session of OTP 27+ has OTP's fix: see untrace_each/2.)
-            true -> [try erlang:trace(all, false, [all, T]) catch _:_ -> 0 end || T <- Tracers];
-            false -> [try kprof_trace_session:untrace_each(Ours, [all, T]) catch _:_ -> 0 end
-                      || T <- Tracers]
+            true ->
+                [Off(all, T) || T <- Tracers];
+            false ->
+                _ = kprof_trace_session:untrace_each(
+                      fun(P) -> kprof_trace_session:traced_by(P, Ours) end, [all]),
+                [Off(Who, T) || Who <- [ports, new], T <- Tracers]
         end,
     _ = try kprof_tracer:detach() catch _:_ -> ok end,
     ok.

@@ -56,7 +56,8 @@
 
 %% PUBLIC
 -export([supported/0, open/2, close/1, alive/1, weak/1, tracer/1, legacy/1,
-         legacy_api/0, process/4, function/4, info/3, trace_action/1, untrace_each/2]).
+         legacy_api/0, process/4, function/4, info/3, trace_action/1, untrace_each/2,
+         traced_by/2]).
 %% Every session of kprof's, by name (the guard, restarted servers)
 -export([destroy/1, destroy_all/0]).
 
@@ -164,37 +165,36 @@ legacy({session, _, _, _, _}) -> false.
 process({legacy, Tracer}, Who, true, Flags) ->
     erlang:trace(Who, true, [Tracer | plain(Flags)]);
 process({legacy, _Tracer}, all, false, Flags) ->
-    untrace_each(fun(_) -> true end, plain(Flags));
+    Plain = plain(Flags),
+    untrace_each(fun(P) -> traced_by(P, fun(_) -> true end) end, Plain)
+        + erlang:trace(ports, false, Plain) + erlang:trace(new, false, Plain);
 process({legacy, _Tracer}, Who, false, Flags) ->
     erlang:trace(Who, false, plain(Flags));
 process({session, _Name, Handle, _Weak, _Tracer}, Who, How, Flags) ->
     ?TRACE:process(Handle, Who, How, plain(Flags)).
 
-%% @doc `Flags' off, on the legacy API, on every process whose tracer
-%% (as `erlang:trace_info(Pid, tracer)' gives it) `Ours' accepts, one
-%% process at a time, then on every port and on new processes and ports
-%% (`Flags' may hold a `{tracer, ...}' that names whose flags those are).
-%% Not `erlang:trace(all, false, Flags)': it changes the processes' tracers
-%% while the dirty schedulers run on, and OTP 25.2 crashes when a dirty
-%% scheduler schedules in a process whose tracer went meanwhile (in
-%% `lookup_tracer_nif', issue 6448 in OTP's tracker; the `all' path, pull request 8286). A single
-%% process is changed only while it does not run, dirty included.
--spec untrace_each(fun((term()) -> boolean()), list()) -> non_neg_integer().
-untrace_each(Ours, Flags) ->
-    Own = [F || F <- Flags, not is_tracer_option(F)],
-    Off = fun(P) -> try erlang:trace(P, false, Own) catch error:badarg -> 0 end end,
-    N = lists:sum([Off(P) || P <- erlang:processes(), traced_by(P, Ours)]),
-    N + erlang:trace(ports, false, Flags) + erlang:trace(new, false, Flags).
+%% @doc `Flags' off, on the legacy API, on every process `Which' accepts,
+%% one process at a time (the legacy `process(_, all, false, _)' adds ports
+%% and new ones). Not `erlang:trace(all, false, Flags)': it changes the
+%% processes' tracers while the dirty schedulers run on, and OTP 25.2
+%% crashes when a dirty scheduler schedules in a process whose tracer went
+%% meanwhile (in `lookup_tracer_nif', issue 6448 in OTP's tracker; the
+%% `all' path, pull request 8286). A single process is changed only while
+%% it does not run, dirty included.
+-spec untrace_each(fun((pid()) -> boolean()), list()) -> non_neg_integer().
+untrace_each(Which, Flags) ->
+    Off = fun(P) -> try erlang:trace(P, false, Flags) catch error:badarg -> 0 end end,
+    lists:sum([Off(P) || P <- erlang:processes(), Which(P)]).
 
+%% @doc Whether `P' has a tracer (as `erlang:trace_info(P, tracer)' gives
+%% it) that `Ours' accepts.
+-spec traced_by(pid(), fun((term()) -> boolean())) -> boolean().
 traced_by(P, Ours) ->
     case erlang:trace_info(P, tracer) of
         {tracer, []} -> false;
         {tracer, T} -> Ours(T);
         undefined -> false
     end.
-
-is_tracer_option(F) ->
-    is_tuple(F) andalso element(1, F) =:= tracer.
 
 %% @doc `erlang:trace_pattern/3' in the session. `meta' in `Flags' is a meta
 %% pattern whose tracer is the session's.
