@@ -81,7 +81,7 @@ sink: $(SINK)
 
 nif: $(NIF)
 
-$(NIF): nif/kprof_tracer_nif.c nif/ks_vm_clock.h include/ks_ring.h include/ks_budget.h | erlang/priv preflight
+$(NIF): nif/kprof_tracer_nif.c nif/ks_nif_etf.h nif/ks_vm_clock.h include/ks_ring.h include/ks_budget.h | erlang/priv preflight
 	$(CC) $(NIF_CFLAGS) -o $@ $< -lpthread
 
 $(B)/obj/%.o: port/%.c $(KS_HDRS) | $(B)/obj preflight

@@ -40,6 +40,9 @@
  * trace/5 call lasts that long); with more than RETIRED mappings waiting,
  * a new one is left mapped rather than unmapped early.
  *
+ * mark/3,4 writes a call's record without a trace event, for the process
+ * that calls it: kprof_tiers's request markers.
+ *
  * A call budget (kprof:calls's `max`, include/ks_budget.h): budget/2 gives
  * generation Gen N call records; trace_call of that generation takes one
  * before writing, and a call past the budget writes nothing and is counted
@@ -60,10 +63,11 @@
 #include "ks_budget.h"
 #include "ks_event.h"
 #include "ks_ring.h"
+#include "ks_nif_etf.h"
 #include "ks_vm_clock.h"
 
 static ERL_NIF_TERM am_trace, am_remove, am_discard, am_call, am_return_to, am_match_spec_result,
-    am_true, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined, am_timestamp;
+    am_true, am_false, am_ok, am_error, am_meta, am_extra, am_trace_status, am_undefined, am_timestamp;
 
 /* The tags of the event record, and the kind each becomes. */
 #define EVENT_TAGS(X)                                                                    \
@@ -385,7 +389,7 @@ static int fits(ErlNifEnv *env, ERL_NIF_TERM t, size_t *left, int depth) {
     break;
   case ERL_NIF_TERM_TYPE_BITSTRING:
     if (!enif_inspect_binary(env, t, &bin))
-      return 0;
+      goto encode;   /* bits that make no whole byte: no size to read */
     need = bin.size + 6;
     break;
   case ERL_NIF_TERM_TYPE_FLOAT:
@@ -459,39 +463,14 @@ static int small_enough(ErlNifEnv *env, ERL_NIF_TERM t, size_t bytes) {
   return fits(env, t, &bytes, 0);
 }
 
-/* A term's external format without the version byte, as the VM would send
- * it: integers are encoded here (the common label), the rest by the VM. */
+/* A term's external format without the version byte, as the VM would send it,
+ * into out (cap bytes): ks_etf_put's, else the VM's (bounded first: the term may
+ * be anything). 0 if it does not fit. */
 static int etf_of(ErlNifEnv *env, ERL_NIF_TERM t, unsigned char *out, size_t cap, size_t *len) {
-  ErlNifSInt64 v;
   ErlNifBinary bin;
 
-  if (enif_get_int64(env, t, &v)) {
-    if (v >= 0 && v <= 255) {
-      out[0] = 97;
-      out[1] = (unsigned char)v;
-      *len = 2;
-    } else if (v >= INT32_MIN && v <= INT32_MAX) {
-      uint32_t u = (uint32_t)(int32_t)v;
-      out[0] = 98;
-      out[1] = (unsigned char)(u >> 24);
-      out[2] = (unsigned char)(u >> 16);
-      out[3] = (unsigned char)(u >> 8);
-      out[4] = (unsigned char)u;
-      *len = 5;
-    } else {
-      uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-      size_t n = 0;
-      out[0] = 110;
-      out[2] = v < 0;
-      while (u != 0) {
-        out[3 + n++] = (unsigned char)u;
-        u >>= 8;
-      }
-      out[1] = (unsigned char)n;
-      *len = 3 + n;
-    }
+  if ((*len = ks_etf_put(env, t, out, cap)) != 0)
     return 1;
-  }
   if (!small_enough(env, t, cap) || !enif_term_to_binary(env, t, &bin))
     return 0;
   if (bin.size < 2 || bin.size - 1 > cap) {
@@ -514,56 +493,37 @@ static int is_token(ErlNifEnv *env, ERL_NIF_TERM t, const ERL_NIF_TERM **e) {
   return enif_get_tuple(env, t, &n, e) && n == 5;
 }
 
-/* A call with a match-spec extra ({caller}, a token, a payload): the full record. */
-static void trace_call_extra(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM pid, ERL_NIF_TERM extra,
-                             unsigned flags, ks_rec_call c) {
+/* A call's full record: the ETF of the token's label (`label`, with
+ * KS_RECF_LABEL in flags) and of a payload (`pay`, 0 for none) after it. */
+static void write_call(ErlNifEnv *env, ks_ring_writer *w, unsigned flags, ks_rec_call c,
+                       ERL_NIF_TERM label_term, ERL_NIF_TERM pay) {
   /* A label's length travels in a uint8_t (ks_rec_call.label_len): 255 bytes at most. */
-  unsigned char label[UINT8_MAX], payload_buf[4096], *payload = payload_buf, *rec;
+  unsigned char label[UINT8_MAX], payload_buf[4096], *payload = NULL, *rec;
   size_t label_len = 0, payload_len = 0, len;
-  const ERL_NIF_TERM *x = NULL, *tok = NULL;
   ErlNifBinary big = {0};
-  int nx = 0, have_big = 0;
+  int have_big = 0;
 
-  {
-    ERL_NIF_TERM token = 0, caller = 0, pay = 0;
-    if (is_token(env, extra, &tok)) {
-      token = extra;
-    } else if (enif_get_tuple(env, extra, &nx, &x) && (nx == 2 || nx == 3) &&
-               is_token(env, x[0], &tok)) {
-      token = x[0];
-      caller = x[1];
-      if (nx == 3)
-        pay = x[2];
-    } else {
-      caller = extra;
+  if ((flags & KS_RECF_LABEL) && !etf_of(env, label_term, label, sizeof(label), &label_len)) {
+    ks_ring_count_unsupported(w);
+    return;
+  }
+  if (pay != 0 && (payload_len = ks_etf_put(env, pay, payload_buf, sizeof(payload_buf))) != 0) {
+    payload = payload_buf;
+    flags |= KS_RECF_PAYLOAD;
+  } else if (pay != 0) {
+    /* The identity bounded before the VM encodes it: it may be anything. */
+    if (!small_enough(env, pay, KS_RING_MAX_REC - sizeof(c) - sizeof(label)) ||
+        !enif_term_to_binary(env, pay, &big) || big.size < 2 ||
+        big.size > KS_RING_MAX_REC - sizeof(c) - sizeof(label)) {
+      if (big.data != NULL)
+        enif_release_binary(&big);
+      ks_ring_count_unsupported(w);
+      return;
     }
-    if (token != 0) {
-      flags |= KS_RECF_TOKEN;
-      if (tok != NULL) {
-        if (!etf_of(env, tok[1], label, sizeof(label), &label_len)) {
-          ks_ring_count_unsupported(w);
-          return;
-        }
-        flags |= KS_RECF_LABEL;
-      }
-    }
-    if (caller != 0 && get_mfa(env, w, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
-      flags |= KS_RECF_CALLER;
-    if (pay != 0) {
-      /* The identity bounded before it is encoded: it may be anything. */
-      if (!small_enough(env, pay, KS_RING_MAX_REC - sizeof(c) - sizeof(label)) ||
-          !enif_term_to_binary(env, pay, &big) || big.size < 2 ||
-          big.size > KS_RING_MAX_REC - sizeof(c) - sizeof(label)) {
-        if (big.data != NULL)
-          enif_release_binary(&big);
-        ks_ring_count_unsupported(w);
-        return;
-      }
-      have_big = 1;
-      payload = big.data + 1;
-      payload_len = big.size - 1;
-      flags |= KS_RECF_PAYLOAD;
-    }
+    have_big = 1;
+    payload = big.data + 1;
+    payload_len = big.size - 1;
+    flags |= KS_RECF_PAYLOAD;
   }
   c.label_len = (uint8_t)label_len;
   c.payload_len = (uint32_t)payload_len;
@@ -572,11 +532,42 @@ static void trace_call_extra(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM pid
   if ((rec = ks_ring_reserve(w, len)) != NULL) {
     memcpy(rec + 8, (unsigned char *)&c + 8, sizeof(c) - 8);
     memcpy(rec + sizeof(c), label, label_len);
-    memcpy(rec + sizeof(c) + label_len, payload, payload_len);
+    if (payload_len != 0)
+      memcpy(rec + sizeof(c) + label_len, payload, payload_len);
     ks_ring_commit(w, rec, len, KS_REC_CALL, flags);
   }
   if (have_big)
     enif_release_binary(&big);
+}
+
+/* A call with a match-spec extra ({caller}, a token, a payload): the full record. */
+static void trace_call_extra(ErlNifEnv *env, ks_ring_writer *w, ERL_NIF_TERM extra,
+                             unsigned flags, ks_rec_call c) {
+  const ERL_NIF_TERM *x = NULL, *tok = NULL;
+  ERL_NIF_TERM token = 0, caller = 0, pay = 0, label = 0;
+  int nx = 0;
+
+  if (is_token(env, extra, &tok)) {
+    token = extra;
+  } else if (enif_get_tuple(env, extra, &nx, &x) && (nx == 2 || nx == 3) &&
+             is_token(env, x[0], &tok)) {
+    token = x[0];
+    caller = x[1];
+    if (nx == 3)
+      pay = x[2];
+  } else {
+    caller = extra;
+  }
+  if (token != 0) {
+    flags |= KS_RECF_TOKEN;
+    if (tok != NULL) {
+      label = tok[1];
+      flags |= KS_RECF_LABEL;
+    }
+  }
+  if (caller != 0 && get_mfa(env, w, caller, &c.caller_m, &c.caller_f, &c.caller_arity))
+    flags |= KS_RECF_CALLER;
+  write_call(env, w, flags, c, label, pay);
 }
 
 /*
@@ -615,7 +606,7 @@ static void trace_call(ErlNifEnv *env, thread_state *t, ks_ring_writer *w, ERL_N
     if (session_meta(env, opts))
       flags |= KS_RECF_META;
     c.pid = (uint64_t)pid;
-    trace_call_extra(env, w, pid, extra, flags, c);
+    trace_call_extra(env, w, extra, flags, c);
     return;
   }
   if ((r = (ks_rec_mfa *)(void *)ks_ring_reserve(w, sizeof(*r))) == NULL)
@@ -877,6 +868,47 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
   if (locked != NULL)
     pthread_mutex_unlock(&locked->lock);
   return am_ok;
+}
+
+/*
+ * mark(Gen, {M, F, Arity}, Label) and mark(Gen, {M, F, Arity}, Label, Payload):
+ * the record a traced call of M:F/Arity by the calling process would write
+ * with a match spec's {Token, Caller} or {Token, Caller, Payload} (a token
+ * labelled Label; no caller), written by the process itself: kprof_tiers's
+ * request markers (doc/internals-tiers.md), which so cost no trace event
+ * (a global breakpoint, a match spec run, the VM's two tracer calls). The
+ * sink cannot tell the two apart. `true` when Gen is the live generation
+ * (the record written, or dropped for a full ring and counted as any
+ * record is), `false` when it is not: nothing is written.
+ */
+static ERL_NIF_TERM nif_mark(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  const ERL_NIF_TERM *e;
+  int n, meta;
+  unsigned arity;
+  mapping *locked;
+  ks_ring_writer *w;
+  ErlNifPid self;
+  ERL_NIF_TERM pid;
+  ks_rec_call c;
+
+  /* The shape first: nothing is defined in the ring for a call refused. */
+  if (!enif_is_number(env, argv[0]) || !enif_get_tuple(env, argv[1], &n, &e) || n != 3 ||
+      !enif_is_atom(env, e[0]) || !enif_is_atom(env, e[1]) || !enif_get_uint(env, e[2], &arity) ||
+      arity > 255 || enif_self(env, &self) == NULL)
+    return enif_make_badarg(env);
+  if ((w = writer_of(env, argv[0], &meta, &locked)) == NULL)
+    return am_false;
+  pid = enif_make_pid(env, &self);
+  memset(&c, 0, sizeof(c));
+  if (get_mfa(env, w, argv[1], &c.m, &c.f, &c.arity) && define_pid(env, w, pid)) {
+    c.pid = (uint64_t)pid;
+    write_call(env, w, KS_RECF_TOKEN | KS_RECF_LABEL, c, argv[2], argc > 3 ? argv[3] : 0);
+  } else {
+    ks_ring_count_unsupported(w);   /* a definition that did not fit */
+  }
+  if (locked != NULL)
+    pthread_mutex_unlock(&locked->lock);
+  return am_true;
 }
 
 static void unmap(mapping *m) {
@@ -1165,6 +1197,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_return_to = enif_make_atom(env, "return_to");
   am_match_spec_result = enif_make_atom(env, "match_spec_result");
   am_true = enif_make_atom(env, "true");
+  am_false = enif_make_atom(env, "false");
+  ks_etf_probe(env);
   am_ok = enif_make_atom(env, "ok");
   am_error = enif_make_atom(env, "error");
   return 0;
@@ -1197,6 +1231,8 @@ static ErlNifFunc funcs[] = {
     {"budget", 2, nif_set_budget, 0},
     {"budget", 0, nif_budget, 0},
     {"discard", 2, nif_discard, 0},
+    {"mark", 3, nif_mark, 0},
+    {"mark", 4, nif_mark, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, upgrade, unload)

@@ -39,4 +39,9 @@
                nodes = [] :: [node()],
                %% Where the tracing is set (kprof_trace_session), from the
                %% start's session step: the server's plan holds it alive.
-               session :: undefined | kprof_trace_session:session()}).
+               session :: undefined | kprof_trace_session:session(),
+               %% How requests are marked (kprof_tiers_trace's session step):
+               %% records the request path writes into the tracer NIF's ring
+               %% for generation Gen, or traced calls of kprof_mark (the port
+               %% tracer).
+               marks = traced :: traced | {ring, pos_integer()}}).

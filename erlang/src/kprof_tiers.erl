@@ -17,13 +17,16 @@
 %%%
 %%% ```
 %%%  kprof:request(Id, Fun)          seq_trace label L on the caller,
-%%%    kprof_mark:start(Id) ------->  call {Token(L), Caller, Id}       --+
+%%%    start marker --------------->  record {L, Id}                    --+
 %%%    Fun()                                                              |
 %%%      my_http:handle/1 (tier 0) -> call + return_to, label L         --+
-%%%      gen_server:call(Db, Q) ....  the message carries L, so the       +--> port --> kprof_sink
+%%%      gen_server:call(Db, Q) ....  the message carries L, so the       +--> ring --> kprof_sink
 %%%        my_db:query/1 (tier 1) -> call + return_to in Db, label L   --+    (groups by L,
-%%%    kprof_mark:stop() ---------->  call {Token(L), Caller}           --+     times tiers)
+%%%    stop marker ---------------->  record {L}                        --+     times tiers)
 %%% '''
+%%% The markers' records are written by the request path itself
+%%% (kprof_tracer:mark/3,4), without a trace event; with the port tracer
+%%% they are traced calls of kprof_mark's functions (doc/internals-tiers.md).
 %%% Time goes to the most recently opened frame still open in any process
 %%% of the request (doc/internals-tiers.md): while `my_http:handle/1' waits for the db
 %%% server, `my_db:query/1' has the time once the server runs it; until then
@@ -232,6 +235,9 @@
                   full_trace_max_nodes => pos_integer(),
                   full_trace_max_identities => pos_integer(),
                   atom() => term()}.          % kprof_guard:limits()
+%% A request enter/1 opened: the caller's previous token, the request's
+%% label, how its markers are written.
+-type traced() :: {traced, [] | tuple(), pos_integer(), traced | {ring, pos_integer()}}.
 -type report_opts() :: #{format => text | string | term | json, % text
                          sort => kprof_report:sort(),     % requests
                          time => self | inclusive,       % self
@@ -275,7 +281,7 @@ abort(Reason) ->
 -spec abort(term(), term()) -> ok.
 abort(Reason, Info) ->
     case persistent_term:get(?TIERS_PT, undefined) of
-        {_Sample, Counters, Patterns} ->
+        {_Sample, Counters, Patterns, _Marks} ->
             case counters:get(Counters, ?ACTIVE) of
                 1 ->
                     %% Requests stop at once; the server hears of it before
@@ -323,14 +329,14 @@ request(_Identity, Fun) ->
     {error, {bad_fun, Fun}}.
 
 %% @doc Open a request in the calling process if tiers run and the sample
-%% says so: sets a fresh seq_trace label and calls the start marker.
-%% Returns what {@link leave/1} needs, or `untraced'.
--spec enter(term()) -> untraced | {traced, term(), pos_integer()}.
+%% says so: sets a fresh seq_trace label and marks the start. Returns what
+%% {@link leave/1} needs, or `untraced'.
+-spec enter(term()) -> untraced | traced().
 enter(Identity) ->
     case persistent_term:get(?TIERS_PT, undefined) of
         undefined ->
             untraced;
-        {_Sample, Counters, _} ->
+        {_Sample, Counters, _, Marks} ->
             case counters:get(Counters, ?ACTIVE) of
                 1 ->
                     counters:add(Counters, ?SEEN, 1),
@@ -344,8 +350,8 @@ enter(Identity) ->
                             Old = seq_trace:get_token(),
                             Label = erlang:unique_integer([positive]),
                             _ = seq_trace:set_token(label, Label),
-                            kprof_mark:start(Identity),
-                            {traced, Old, Label}
+                            _ = mark_start(Marks, Label, Identity),
+                            {traced, Old, Label, Marks}
                     end;
                 _ ->
                     untraced
@@ -353,25 +359,39 @@ enter(Identity) ->
     end.
 
 %% @doc Close the request {@link enter/1} opened: the stop marker, then
-%% the caller's previous token back. The label is set again first: a
-%% process that receives a message without a token loses its own, and a
-%% stop marker without one would leave the request open in the sink for
-%% ever. When the previous token is an outer request's, the resume marker
-%% says so to the sink, or the returns the process makes next would count
-%% for the inner request.
--spec leave(untraced | {traced, term(), pos_integer()}) -> ok.
+%% the caller's previous token back. When the previous token is an outer
+%% request's, the resume marker says so to the sink, or the returns the
+%% process makes next would count for the inner request.
+-spec leave(untraced | traced()) -> ok.
 leave(untraced) ->
     ok;
-leave({traced, [], Label}) ->
-    _ = seq_trace:set_token(label, Label),
-    kprof_mark:stop(),
-    _ = seq_trace:set_token([]),
-    ok;
-leave({traced, Old, Label}) ->
+leave({traced, Old, Label, {ring, Gen}}) ->
+    _ = kprof_tracer:mark(Gen, {kprof_mark, stop, 0}, Label),
+    _ = seq_trace:set_token(Old),
+    case Old of
+        [] -> ok;
+        _ -> _ = kprof_tracer:mark(Gen, {kprof_mark, resume, 0}, element(2, Old)), ok
+    end;
+%% The markers traced (the port tracer). The label is set again first: a
+%% process that receives a message without a token loses its own, and a
+%% stop marker without one would leave the request open in the sink for
+%% ever.
+leave({traced, Old, Label, traced}) ->
     _ = seq_trace:set_token(label, Label),
     kprof_mark:stop(),
     _ = seq_trace:set_token(Old),
-    kprof_mark:resume().
+    case Old of
+        [] -> ok;
+        _ -> kprof_mark:resume()
+    end.
+
+%% The start marker: its record written into the ring, or kprof_mark:start/1
+%% called for its trace event.
+-spec mark_start(traced | {ring, pos_integer()}, pos_integer(), term()) -> term().
+mark_start({ring, Gen}, Label, Identity) ->
+    kprof_tracer:mark(Gen, {kprof_mark, start, 1}, Label, Identity);
+mark_start(traced, _Label, Identity) ->
+    kprof_mark:start(Identity).
 
 %%%%%%%%%%%%%%%%
 %%% PER NODE %%%

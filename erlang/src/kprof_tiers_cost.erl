@@ -18,7 +18,9 @@
 %%% bench/RESULTS.md ("Tiers: where the time goes") has both figures for
 %%% the same node, so the VM's part here is a lower bound. Events the
 %%% tracer discards before they are built (a `link' of the `procs' flag)
-%%% are not counted.
+%%% are not counted. The request markers' records, which the request path
+%%% writes without a trace event (kprof_tracer:mark/3,4), are counted as
+%%% events: they cost less than one.
 %%%
 %%% With `max_overhead' (a fraction, 0.02 for 2 %), each poll whose estimate
 %%% is above it lowers the fraction of {@link kprof:request/2} and {@link

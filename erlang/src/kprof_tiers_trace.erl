@@ -152,11 +152,15 @@ sink_step() ->
 
 %% The tracer, and the session that traces with it (its undo takes off
 %% whatever the later steps set there).
+%% With the tracer NIF the request markers are not traced: the request path
+%% writes their records itself (kprof_tracer:mark/3,4), and their patterns
+%% are not set (marks/2).
 -spec session_step() -> step().
 session_step() ->
     {fun(Ctx = #{plan := Plan, port := Port}) ->
-             case kprof_trace_session:open(kprof_tiers, tracer(Port)) of
-                 {ok, Session} -> {ok, Ctx#{plan := Plan#plan{session = Session}}};
+             Tracer = tracer(Port),
+             case kprof_trace_session:open(kprof_tiers, Tracer) of
+                 {ok, Session} -> {ok, Ctx#{plan := marks(Plan#plan{session = Session}, Tracer)}};
                  {error, _} = Error -> Error
              end
      end,
@@ -293,6 +297,16 @@ discard_unread({tracer, _Port}) ->
 flags_for({tracer, _Port}) -> ?FLAGS;
 flags_for({tracer, kprof_tracer, _Gen}) -> ?FLAGS -- [monotonic_timestamp].
 
+%% How the request path marks a request's start and end: through the ring of
+%% the tracer NIF's generation, with no marker pattern; or, with the port
+%% tracer, by calling kprof_mark's functions, traced.
+-spec marks(#plan{}, tuple()) -> #plan{}.
+marks(Plan = #plan{patterns = Patterns}, {tracer, kprof_tracer, Gen}) ->
+    Plan#plan{patterns = [P || P = {{M, _, _}, _} <- Patterns, M =/= kprof_mark],
+              marks = {ring, Gen}};
+marks(Plan, {tracer, _Port}) ->
+    Plan#plan{marks = traced}.
+
 %% The tracer the processes get: the kprof_tracer NIF writing to the sink's
 %% ring (kprof_tracer explains why), unless the application environment says
 %% `{tracer, port}' or the NIF is not there; then the sink's port
@@ -428,12 +442,12 @@ newer_session() ->
 %% it costs a global GC, so it changes only at start and stop. Returns the
 %% request counters, active.
 -spec publish(#plan{}) -> counters:counters_ref().
-publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full}) ->
+publish(#plan{sample = Sample, patterns = Patterns, full_patterns = Full, marks = Marks}) ->
     C = counters:new(?COUNTERS, [write_concurrency]),
     counters:put(C, ?ACTIVE, 1),
     counters:put(C, ?SAMPLE_PPM, max(1, round(Sample * 1000000))),
     %% abort/2 untraces these: full trace's too.
-    persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full}),
+    persistent_term:put(?TIERS_PT, {Sample, C, Patterns ++ Full, Marks}),
     C.
 
 %% @doc The request path's term gone: requests run untraced.

@@ -22,7 +22,7 @@
 -module(kprof_tracer).
 
 -export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0,
-         budget/2, budget/0, discard/2, rings/1]).
+         budget/2, budget/0, discard/2, rings/1, mark/3, mark/4]).
 %% erl_tracer callbacks (the NIF)
 -export([enabled/3, trace/5]).
 
@@ -137,6 +137,27 @@ budget() ->
 %% tags no record carries.
 -spec discard(non_neg_integer(), [atom()]) -> ok.
 discard(_Gen, _Tags) ->
+    ?NOT_LOADED.
+
+%% @doc Write into this scheduler's ring the record a traced call of `MFA'
+%% by the calling process would get from a match spec's
+%% `{message, {{get_seq_token}, {caller}}}' with a token labelled `Label'
+%% (the caller left out), without a trace event: the request markers of
+%% {@link kprof_tiers} (`kprof_mark'), which so cost the request no event
+%% dispatch (doc/internals-tiers.md). `true' when `Gen' is the live
+%% generation (a full ring drops and counts the record as any other),
+%% `false' when it is not (nothing written); `badarg' for a `Gen' that is not
+%% a number or an `MFA' that is not `{Module, Function, Arity}'.
+-spec mark(pos_integer(), mfa(), term()) -> boolean().
+mark(_Gen, _MFA, _Label) ->
+    ?NOT_LOADED.
+
+%% @doc {@link mark/3} with `Payload' as the match spec's third element
+%% (`{{get_seq_token}, {caller}, Payload}'): the request's identity of a
+%% start marker. A payload over the record's size is not written and is
+%% counted as unsupported.
+-spec mark(pos_integer(), mfa(), term(), term()) -> boolean().
+mark(_Gen, _MFA, _Label, _Payload) ->
     ?NOT_LOADED.
 
 %% @private erl_tracer callback (the NIF): `trace' while `State' is the live

@@ -42,6 +42,7 @@ tests() ->
       {"an exception of the request's fun goes through with its stacktrace",
        fun request_exception/0},
       {"two identities, sorted by requests, `all' merges them", retried(fun two_identities/0)},
+      {"identities of every shape come back as given", fun identity_shapes/0},
       {"a request within a request", retried(fun nested_requests/0)},
       {"a request whose process loses its token still ends", fun lost_token/0},
       {"a module loaded by start_tiers, every function of it in one tier",
@@ -326,6 +327,16 @@ kprof_traced() ->
               _ -> false
           end].
 
+%% How many of tier_patterns/0 ?TIERS1 sets: its tier's, and the three
+%% markers' with the port tracer (with the tracer NIF the request path
+%% writes the markers' records itself: they are not traced).
+-spec patterns_of_tiers1() -> pos_integer().
+patterns_of_tiers1() ->
+    case application:get_env(kprof, tracer) =:= {ok, port} orelse not kprof_tracer:available() of
+        true -> 4;
+        false -> 1
+    end.
+
 -spec tier_patterns() -> [{mfa(), term()}].
 tier_patterns() ->
     [{MFA, T} || MFA <- [{?W, sleep_a, 1}, {kprof_mark, start, 1}, {kprof_mark, stop, 0},
@@ -347,7 +358,7 @@ killed_mid_run() ->
     ?W:run_requests(4, x, fun() -> ?W:sleep_a(1) end),
     settle(),
     ?assert(length(kprof_traced()) > 1),
-    ?assertEqual(4, length(tier_patterns())),
+    ?assertEqual(patterns_of_tiers1(), length(tier_patterns())),
     Rec = kprof_records:get(kprof_tiers),
     Old = whereis(kprof_tiers),
     exit(Old, kill),
@@ -421,7 +432,7 @@ killed_mid_start() ->
             %% it is suspended as well, so that the scans below, slow on a
             %% loaded machine, do not outlast that wait.
             true = erlang:suspend_process(whereis(kprof_tiers)),
-            wait_until(fun() -> length(tier_patterns()) =:= 4 end),
+            wait_until(fun() -> length(tier_patterns()) =:= patterns_of_tiers1() end),
             Found = {kprof_records:get(kprof_tiers), traced_modules()},
             exit(Old, kill),
             Found
@@ -730,6 +741,23 @@ two_identities() ->
     ?assert(abs(Weighted - mean(All, a, self)) < 1.0e-6),
     ?assertEqual(max(maps:get(max, stat(First, a, self)), maps:get(max, stat(Second, a, self))),
                  maps:get(max, stat(All, a, self))).
+
+%% A request's identity reaches the sink as the external format of the term
+%% (the tracer NIF writes the common shapes itself, the VM the others): each
+%% comes back in the report as given, one row each, with its requests.
+-spec identity_shapes() -> term().
+identity_shapes() ->
+    Ids = [page, 'with space', '', 'caf\x{e9}', '\x{3bb}', 0, 255, 256, -1, 1 bsl 31, -(1 bsl 31),
+           1 bsl 40, -(1 bsl 40), (1 bsl 63) - 1, -(1 bsl 63), 1 bsl 64, 1 bsl 200, 3.25, -0.5,
+           <<>>, <<"/users/:id">>, <<0, 255, 7>>, <<1:3>>, "", "string", [1, 2, 300],
+           [a, <<"b">>, {c}], [a | b], {}, {users, get}, {a, {b, [c, {d, 1.5}]}},
+           erlang:make_tuple(300, x), #{route => <<"/">>}, lists:seq(1, 300),
+           lists:foldl(fun(_, T) -> [T] end, deep, lists:seq(1, 20))],
+    ok = kprof:start_tiers([{a, [{?W, sleep_a, 1}]}], #{}),
+    [ok = ?W:run_requests(2, Id, fun() -> ?W:sleep_a(0) end) || Id <- Ids],
+    #{rows := Rows} = report(),
+    Got = lists:sort([{Id, N} || #{identity := Id, requests := N} <- Rows]),
+    ?assertEqual(lists:sort([{Id, 2} || Id <- Ids]), Got).
 
 %% The outer request's tier frame stays open while the inner request
 %% runs; once the inner one ends, the outer frame's return is the outer
@@ -1081,12 +1109,27 @@ drops_in_text() ->
 %% request's returns stay the outer request's, so nest/1's frame closes and
 %% the sleep after it is the outer request's other time. kprof_tiers also
 %% places a resume marker after a nested request (kprof_mark:resume/0); its
-%% pattern is removed here to test the sink alone. The bounds are what the
-%% requests measured themselves: the trace events of nest/1 fall within the
-%% time measured around its call, and the sleep's measured time falls within
-%% the outer request's other time.
+%% pattern is removed here to test the sink alone. The marker is a traced
+%% call with the port tracer only (with the tracer NIF the request path
+%% writes its record itself), so the test runs with the port tracer in both
+%% suites. The bounds are what the requests measured themselves: the trace
+%% events of nest/1 fall within the time measured around its call, and the
+%% sleep's measured time falls within the outer request's other time.
 -spec nested_return() -> term().
 nested_return() ->
+    Tracer = application:get_env(kprof, tracer),
+    ok = application:set_env(kprof, tracer, port),
+    try
+        nested_return_port()
+    after
+        case Tracer of
+            {ok, T} -> application:set_env(kprof, tracer, T);
+            undefined -> application:unset_env(kprof, tracer)
+        end
+    end.
+
+-spec nested_return_port() -> term().
+nested_return_port() ->
     ok = kprof:start_tiers([{a, [{?W, nest, 1}]}, {b, [{?W, sleep_b, 1}]}], #{}),
     erlang:trace_pattern({kprof_mark, resume, 0}, false, [global]),
     ?assertEqual({traced, false}, erlang:trace_info({kprof_mark, resume, 0}, traced)),
