@@ -1,13 +1,14 @@
 #!/usr/bin/env escript
 %% -*- erlang -*-
-%%! -pa erlang/ebin
+%%! -pa erlang/ebin +S 1
 %% fuzz/otp_ring.escript RingRecord Out: the ring records the kprof_tracer
 %% NIF writes on this OTP (its atoms' encoding, its pids' external format),
 %% as a seed of fuzz_ring: RingRecord (fuzz/ring_record.c) creates a ring
 %% and writes its records to Out; this VM attaches the NIF to it and traces
 %% work that makes every kind of record: calls with their caller (the flame
 %% captures' stacks), calls of a `true' pattern, a seq_trace label and a
-%% payload (the tiers' requests), return_to, a meta pattern's return_from and
+%% payload (the tiers' requests, and their markers' records written by the
+%% process itself), return_to, a meta pattern's return_from and
 %% exception_from, scheduling, spawn, exit, register, garbage collections,
 %% and function names outside Latin-1. Run from the top of the tree (`make
 %% fuzz-otp-corpus').
@@ -71,6 +72,12 @@ work(Unicode) ->
                       seq_trace:set_token(label, {request, 42}),
                       _ = Unicode:'fün_λ'([a, b, c]),
                       _ = string:lexemes("a b c", " "),
+                      %% The tiers' request markers, written by the process
+                      %% itself: a label, a payload the NIF encodes and one
+                      %% the VM does, no caller.
+                      true = kprof_tracer:mark(1, {kprof_mark, start, 1}, 7, {page, <<"/x">>, [1, 2]}),
+                      true = kprof_tracer:mark(1, {kprof_mark, start, 1}, 8, #{k => self()}),
+                      true = kprof_tracer:mark(1, {kprof_mark, stop, 0}, 8),
                       seq_trace:set_token([]),
                       _ = binary_to_term(term_to_binary(ok)),
                       _ = (try binary_to_term(<<1, 2, 3>>) catch error:badarg -> bad end),

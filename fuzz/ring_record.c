@@ -4,12 +4,15 @@
  *
  *   ring_record OUT
  *
- * Creates a ring as the sink does (ks_ring_open, 16 MiB) and prints its shm
- * name on a line. Each line it then reads on stdin ("dump") writes OUT:
- * one 0 byte (fuzz_ring's path for records as given, ks_ring_replay) and the
- * ring's data from position 0 to its head, every record the NIF wrote, then
- * answers "wrote BYTES". Exits at end of stdin. The ring must not wrap:
- * OUT is refused (exit 1) past its size.
+ * Creates the rings as the sink does (ks_ring_open: RINGS rings of 16 MiB,
+ * more than the VM has scheduler threads) and prints their shm name on a
+ * line. Each line it then reads on stdin ("dump") writes OUT: one 0 byte
+ * (fuzz_ring's path for records as given, ks_ring_replay) and each ring's
+ * data from position 0 to its head, ring after ring: every record the NIF
+ * wrote. The VM runs one scheduler (otp_ring.escript's +S 1), so a word's
+ * definition comes before its uses in that order. Answers "wrote BYTES".
+ * Exits at end of stdin. A ring must not wrap: OUT is refused (exit 1)
+ * past its size.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,29 +22,37 @@
 #include "ring/ks_ring_reader.h"
 
 #define RING_SIZE (16u << 20)
+#define RINGS 64u
 
 static int dump(const ks_ring_reader *r, const char *out) {
-  const unsigned char *data = (const unsigned char *)r->h + r->h->hdr_size;
-  uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
+  uint64_t head[RINGS], total = 0;
+  unsigned k;
   FILE *f;
   int ok;
 
-  if (head > r->size) {
-    fprintf(stderr, "ring_record: %llu bytes written, more than the ring holds\n",
-            (unsigned long long)head);
-    return -1;
+  for (k = 0; k < r->rings; k++) {
+    head[k] = atomic_load_explicit(&ks_ring_at(r->h, r->size, k)->head, memory_order_acquire);
+    if (head[k] > r->size) {
+      fprintf(stderr, "ring_record: %llu bytes written in ring %u, more than it holds\n",
+              (unsigned long long)head[k], k);
+      return -1;
+    }
+    total += head[k];
   }
   if ((f = fopen(out, "wb")) == NULL) {
     perror(out);
     return -1;
   }
-  ok = putc(0, f) != EOF && fwrite(data, 1, (size_t)head, f) == (size_t)head;
+  ok = putc(0, f) != EOF;
+  for (k = 0; k < r->rings && ok; k++)
+    ok = fwrite(ks_ring_data(ks_ring_at(r->h, r->size, k)), 1, (size_t)head[k], f) ==
+         (size_t)head[k];
   ok = fclose(f) == 0 && ok;
   if (!ok) {
     perror(out);
     return -1;
   }
-  printf("wrote %llu\n", (unsigned long long)head);
+  printf("wrote %llu\n", (unsigned long long)total);
   fflush(stdout);
   return 0;
 }
@@ -56,7 +67,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   ks_ring_reader_init(&r);
-  if (ks_ring_open(&r, RING_SIZE) != KS_OK) {
+  if (ks_ring_open(&r, RING_SIZE, RINGS) != KS_OK) {
     fprintf(stderr, "ring_record: cannot create a ring\n");
     return 1;
   }
