@@ -8,8 +8,9 @@
 %%% <li>`tiers': everything on (kprof:start_tiers/2, its defaults);</li>
 %%% <li>`no ring writes': the tracer is an erl_tracer NIF that does nothing
 %%%     (bench/null_tracer.erl), with the same flags and patterns: the VM
-%%%     still dispatches every event, nothing is written, the sink reads
-%%%     nothing;</li>
+%%%     still dispatches every event, and nothing of it is written; the
+%%%     request markers' records, which the request path writes itself, still
+%%%     are (2 a request);</li>
 %%% <li>`no procs': the flags without `procs' (no spawn, spawned or exit
 %%%     events);</li>
 %%% <li>`no tier patterns': the tier functions' patterns off (the request
@@ -263,7 +264,7 @@ table(Rows) ->
 -spec breakdown([map()]) -> iolist().
 breakdown(Rows) ->
     Get = fun(V) -> hd([R || R = #{variant := V1} <- Rows, V1 =:= V]) end,
-    Parts = [{"ring writes (the NIF's record)", Get(tiers), Get(no_ring)},
+    Parts = [{"ring writes of trace events (the NIF's records)", Get(tiers), Get(no_ring)},
              {"procs events (spawn, spawned, exit)", Get(tiers), Get(no_procs)},
              {"tier patterns (3 calls and their return_tos)", Get(tiers), Get(no_patterns)},
              {"kprof_guard's checks", Get(tiers), Get(no_guard)},
@@ -296,7 +297,7 @@ p99r(#{p99_ratio := X}) -> X.
 -spec name(atom()) -> string().
 name(untraced) -> "untraced";
 name(tiers) -> "tiers";
-name(no_ring) -> "no ring writes (null tracer NIF)";
+name(no_ring) -> "no ring writes of events (null tracer NIF; the markers' still)";
 name(no_procs) -> "no procs flag";
 name(no_patterns) -> "no tier patterns";
 name(no_guard) -> "no guard";
