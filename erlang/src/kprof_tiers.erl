@@ -365,33 +365,36 @@ enter(Identity) ->
 -spec leave(untraced | traced()) -> ok.
 leave(untraced) ->
     ok;
-leave({traced, Old, Label, {ring, Gen}}) ->
-    _ = kprof_tracer:mark(Gen, {kprof_mark, stop, 0}, Label),
+leave({traced, Old, Label, Marks}) ->
+    _ = mark_stop(Marks, Label),
     _ = seq_trace:set_token(Old),
-    case Old of
-        [] -> ok;
-        _ -> _ = kprof_tracer:mark(Gen, {kprof_mark, resume, 0}, element(2, Old)), ok
-    end;
-%% The markers traced (the port tracer). The label is set again first: a
-%% process that receives a message without a token loses its own, and a
-%% stop marker without one would leave the request open in the sink for
-%% ever.
-leave({traced, Old, Label, traced}) ->
-    _ = seq_trace:set_token(label, Label),
-    kprof_mark:stop(),
-    _ = seq_trace:set_token(Old),
-    case Old of
-        [] -> ok;
-        _ -> kprof_mark:resume()
-    end.
+    _ = Old =:= [] orelse mark_resume(Marks, element(2, Old)),
+    ok.
 
-%% The start marker: its record written into the ring, or kprof_mark:start/1
-%% called for its trace event.
+%% The markers: their records written into the ring (kprof_tracer:mark/3,4),
+%% or kprof_mark's functions called for their trace events (the port tracer).
 -spec mark_start(traced | {ring, pos_integer()}, pos_integer(), term()) -> term().
 mark_start({ring, Gen}, Label, Identity) ->
     kprof_tracer:mark(Gen, {kprof_mark, start, 1}, Label, Identity);
 mark_start(traced, _Label, Identity) ->
     kprof_mark:start(Identity).
+
+%% Traced, the label is set again first: a process that receives a message
+%% without a token loses its own, and a stop marker without one would leave
+%% the request open in the sink for ever.
+-spec mark_stop(traced | {ring, pos_integer()}, pos_integer()) -> term().
+mark_stop({ring, Gen}, Label) ->
+    kprof_tracer:mark(Gen, {kprof_mark, stop, 0}, Label);
+mark_stop(traced, Label) ->
+    _ = seq_trace:set_token(label, Label),
+    kprof_mark:stop().
+
+%% Traced, the label is the caller's token's, set back before the call.
+-spec mark_resume(traced | {ring, pos_integer()}, term()) -> term().
+mark_resume({ring, Gen}, OuterLabel) ->
+    kprof_tracer:mark(Gen, {kprof_mark, resume, 0}, OuterLabel);
+mark_resume(traced, _OuterLabel) ->
+    kprof_mark:resume().
 
 %%%%%%%%%%%%%%%%
 %%% PER NODE %%%
