@@ -152,7 +152,11 @@ watch(Port, OsPid, Peak, Deadline, MaxKB, Res) ->
 
 kill(Port, OsPid, Res) ->
     _ = is_integer(OsPid) andalso os:cmd("kill -9 " ++ integer_to_list(OsPid)),
-    receive {Port, {exit_status, _}} -> ok after 10000 -> catch port_close(Port) end,
+    receive
+        {Port, {exit_status, _}} -> ok
+    after 10000 ->
+        try port_close(Port) catch error:badarg -> true end  % closed meanwhile
+    end,
     flush(Port),
     Res.
 

@@ -16,7 +16,7 @@ run() ->
     R3 = fac(4),
     R4 = len([a, b, c]),
     R5 = catcher(1),
-    R6 = (catch thrower(error)),
+    R6 = try thrower(error) catch error:Reason -> {'EXIT', Reason} end,
     {R1, R2, R3, R4, R5, R6}.
 
 %% @doc Calls whose arguments are lists and binaries (no `arity' flag).
