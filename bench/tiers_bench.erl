@@ -528,7 +528,10 @@ section(Table, Rows, Rate, Seconds, Rounds, {Load0, Load1}) ->
      "shared memory the sink reads); `port tracer' sends each event to the sink's port "
      "(application env {tracer, port}). The tier times the sink measured (below) include the "
      "tracing itself, done in the traced process inside the span it times; the db and template "
-     "servers are one process each.\n\n",
+     "servers are one process each. A request `sample' leaves out still pays part: every "
+     "process carries the trace flags, and at each call of a tier function the VM asks the "
+     "tracer NIF twice (enabled/3) before it runs the match spec that finds no token "
+     "(erts's erl_trace.c, erts_call_trace).\n\n",
      [io_lib:format("- ~s: ~b requests recorded by the sink; mean self time per tier: ~s~n",
                     [mode_name(M), Recorded,
                      lists:join(", ", [io_lib:format("~s ~.1f us", [T, Us]) || {T, Us} <- Tiers])])
