@@ -23,7 +23,8 @@
 %%%     the port queue is short): `max_lag_ms';</li>
 %%% <li>the sink's reader, from the VM side: the tracer NIF's ring counters
 %%%     (`kprof_tracer:ring_info/0', shared memory): events waiting in the
-%%%     ring while its tail has not moved for `max_stall_ms'
+%%%     ring while its tail has not moved for `max_stall_ms' (less the
+%%%     node's own delay meanwhile, as for the port below)
 %%%     mean the sink stopped reading (frozen, or starved); any event the
 %%%     ring had to drop (full) is an overload at once;</li>
 %%% <li>the port's queue on the VM side, `erlang:port_info(Port, queue_size)',

@@ -178,20 +178,24 @@ late_ms(#{late_ms := Late}) -> Late.
 %% The ring's reader, seen from the VM side through the shared counters
 %% (never by asking the sink): `ok', or `{overload, Info}' when the ring
 %% dropped events since the watch began, or held unread events while its
-%% tail stood still for max_stall_ms.
+%% tail stood still for max_stall_ms, less the node's own delay since it
+%% last moved (as the port's wait: a machine whose CPUs are taken by others
+%% starves the sink and this guard alike, and a sink that reads as soon as
+%% it runs again is no stalled sink).
 -spec watch_ring(integer(), undefined | map(), pos_integer() | infinity, watch()) ->
           {ok | {overload, kprof_alert:info()}, watch()}.
 watch_ring(Now, #{head := H, tail := T, drops := D, size := Size}, Bound,
            W = #{ring := Seen}) ->
+    Late = late_ms(W),
     R0 = case Seen of
-             undefined -> #{tail => T, moved => Now, drops0 => D};
+             undefined -> #{tail => T, moved => Now, late0 => Late, drops0 => D};
              _ -> Seen
          end,
     R = case H =:= T orelse T =/= maps:get(tail, R0) of
-            true -> R0#{tail := T, moved := Now};
+            true -> R0#{tail := T, moved := Now, late0 := Late};
             false -> R0
         end,
-    Stalled = Now - maps:get(moved, R),
+    Stalled = max(0, Now - maps:get(moved, R) - (Late - maps:get(late0, R))),
     Verdict =
         if
             D > map_get(drops0, R) ->

@@ -52,15 +52,16 @@ ring_drops_test() ->
 ring_stalled_test() ->
     W0 = kprof_guard_watch:new(0),
     {ok, _, W1} = kprof_guard_watch:tick(readings(10, #{ring => ring(100, 40, 0)}), bounds(), W0),
-    %% Moving, or nothing to read: never stalled.
-    {ok, _, W2} = kprof_guard_watch:tick(readings(400, #{ring => ring(300, 90, 0)}), bounds(), W1),
-    {ok, _, W3} = kprof_guard_watch:tick(readings(890, #{ring => ring(300, 90, 0)}), bounds(), W2),
-    T = kprof_guard_watch:tick(readings(900, #{ring => ring(310, 90, 0)}), bounds(), W3),
+    %% Moving, or nothing to read: never stalled (the guard's ticks on time).
+    {ok, _, W2} = kprof_guard_watch:tick(readings(50, #{ring => ring(300, 90, 0)}), bounds(),
+                                         on_time(20, 50, W1, #{ring => ring(100, 40, 0)})),
+    W3 = on_time(100, 550, W2, #{ring => ring(300, 90, 0)}),
+    T = kprof_guard_watch:tick(readings(550, #{ring => ring(310, 90, 0)}), bounds(), W3),
     ?assertMatch({#{value := 500, bound := 500, unread_bytes := 220}, true},
                  abort(overload, ring_stalled, T)),
-    {ok, _, _} = kprof_guard_watch:tick(readings(900, #{ring => ring(90, 90, 0)}), bounds(), W3),
+    {ok, _, _} = kprof_guard_watch:tick(readings(550, #{ring => ring(90, 90, 0)}), bounds(), W3),
     %% infinity: no bound.
-    {ok, _, _} = kprof_guard_watch:tick(readings(9000, #{ring => ring(310, 90, 0)}),
+    {ok, _, _} = kprof_guard_watch:tick(readings(600, #{ring => ring(310, 90, 0)}),
                                         bounds(#{max_stall_ms => infinity}), W3).
 
 %% The guard's ticks, on time, from From to before To (no bound crossed).
@@ -101,6 +102,19 @@ node_late_test() ->
     W2 = on_time(1450, 2300, W1),
     T = kprof_guard_watch:tick(readings(2300), bounds(), W2),
     ?assertMatch({#{value := 1040, bound := 1000}, false}, abort(overload, port_stalled, T)).
+
+%% The node stopped with the sink (a machine's CPUs taken by others): the
+%% guard's tick comes 1,250 ms late with the ring's tail where it was, and
+%% the ring is not charged with it; a tail still still once the node runs
+%% again is, from then.
+ring_node_late_test() ->
+    Ring = #{ring => ring(300, 90, 0)},
+    W0 = on_time(50, 110, kprof_guard_watch:new(0), Ring),
+    {ok, _, W1} = kprof_guard_watch:tick(readings(1400, Ring), bounds(), W0),
+    W2 = on_time(1450, 1800, W1, Ring),
+    T = kprof_guard_watch:tick(readings(1800, Ring), bounds(), W2),
+    ?assertMatch({#{value := 500, bound := 500, unread_bytes := 210}, true},
+                 abort(overload, ring_stalled, T)).
 
 %% Through the tracer NIF's ring no trace message waits behind the port: a
 %% port slow to answer is no lag of theirs (the ring's bounds watch the
