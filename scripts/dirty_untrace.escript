@@ -2,7 +2,7 @@
 %% -*- erlang -*-
 %%! +SDio 4
 %% scripts/dirty_untrace.escript all|each [Rounds]
-%% The race of erlang/otp issues 6448 and 5984, which crashes OTP before
+%% The race of issues 6448 and 5984 in OTP's tracker, which crashes OTP before
 %% 25.3 (Debian 12 ships 25.2.3): a process traced with `running' or
 %% `procs' is scheduled in on a dirty scheduler while its tracer is being
 %% taken away, and the VM dereferences the tracer it no longer has
