@@ -11,8 +11,9 @@
 %% process gets `running' and `procs' to a tracer process for 1 ms, then
 %% loses them:
 %%   all   erlang:trace(all, false, Flags), as tools commonly do;
-%%   each  one process at a time, as kprof_trace_session:process/4 does on
-%%         the legacy API (a process is changed only while it does not run).
+%%   each  kprof's own way, kprof_trace_session:process/4 on the legacy API:
+%%         one process at a time (a process is changed only while it does
+%%         not run); erlang/ebin is put on the path (run `make` first).
 %% Prints a line every 1000 rounds and "survived" at the end; a crash ends
 %% the VM (exit status 139, SIGSEGV). Not part of make test: a crash is the
 %% VM's bug, and whether one comes in N rounds is chance.
@@ -22,6 +23,8 @@ main([Mode]) ->
     main([Mode, "20000"]);
 main([Mode0, Rounds0]) when Mode0 =:= "all"; Mode0 =:= "each" ->
     Mode = list_to_atom(Mode0),
+    true = code:add_patha(filename:join([filename:dirname(escript:script_name()), "..",
+                                         "erlang", "ebin"])),
     Rounds = list_to_integer(Rounds0),
     Dir = filename:join("/tmp", "dirty_untrace." ++ os:getpid()),
     ok = file:make_dir(Dir),
@@ -60,6 +63,4 @@ rounds(Mode, I, N, Tracer) ->
 off(all, Flags) ->
     erlang:trace(all, false, Flags);
 off(each, Flags) ->
-    Each = [try erlang:trace(P, false, Flags) catch error:badarg -> 0 end
-            || P <- erlang:processes()],
-    lists:sum(Each) + erlang:trace(new, false, Flags).
+    kprof_trace_session:process({legacy, undefined}, all, false, Flags).
