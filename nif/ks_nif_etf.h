@@ -124,6 +124,19 @@ static size_t ks_etf_list(ErlNifEnv *env, ERL_NIF_TERM t, unsigned n, unsigned c
   return at + 1;
 }
 
+/* n: the length of t, a proper list of at most max cells (else 0): a list
+ * longer than its bytes could fit is refused after max cells, not walked. */
+static int ks_etf_list_length(ErlNifEnv *env, ERL_NIF_TERM t, size_t max, unsigned *n) {
+  ERL_NIF_TERM head;
+  size_t k = 0;
+
+  while (enif_get_list_cell(env, t, &head, &t))
+    if (++k > max)
+      return 0;
+  *n = (unsigned)k;
+  return enif_is_empty_list(env, t);
+}
+
 /* t's external format (without the version byte) into out, byte for byte
  * what enif_term_to_binary writes; 0 when t has a part the VM must encode,
  * nests deeper than KS_ETF_DEPTH, or passes cap. */
@@ -177,8 +190,8 @@ static size_t ks_etf_term(ErlNifEnv *env, ERL_NIF_TERM t, unsigned char *out, si
       out[0] = 106;
       return 1;
     }
-    /* An improper list is the VM's. */
-    return enif_get_list_length(env, t, &n) ? ks_etf_list(env, t, n, out, cap, depth) : 0;
+    /* An improper list is the VM's; every element takes a byte at least. */
+    return ks_etf_list_length(env, t, cap, &n) ? ks_etf_list(env, t, n, out, cap, depth) : 0;
   default:
     return 0;
   }
