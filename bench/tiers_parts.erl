@@ -15,6 +15,9 @@
 %%%     events);</li>
 %%% <li>`no tier patterns': the tier functions' patterns off (the request
 %%%     markers' stay);</li>
+%%% <li>`sampled out': tiers with `sample => 0.0001': what a request that
+%%%     the sample leaves out still pays (the flags, and at each tier call
+%%%     the VM's dispatch to the tracer before the match spec fails);</li>
 %%% <li>`no guard': kprof_guard disarmed (no check every 50 ms);</li>
 %%% <li>`no server poll': the tiers server suspended (no poll of the sink's
 %%%     rows every second);</li>
@@ -42,8 +45,10 @@
 
 -define(TIERS, [{http, [{tiers_bench, http, 1}]}, {db, [{tiers_bench, db_query, 1}]},
                 {templating, [{tiers_bench, tpl_render, 1}]}]).
--define(VARIANTS, [untraced, tiers, no_ring, no_procs, no_patterns, no_guard, no_poll, no_sink,
-                   token, sink_batch]).
+-define(VARIANTS, [untraced, tiers, no_ring, no_procs, no_patterns, sampled_out, no_guard,
+                   no_poll, no_sink, token, sink_batch]).
+%% `sampled_out': a request in ten thousand traced, what the others still pay.
+-define(SAMPLED_OUT, 0.0001).
 -define(SECTION, "Tiers: where the time goes").
 
 %% @doc `main([Rate, Seconds, Rounds, ResultsFile])', all strings (from
@@ -115,7 +120,7 @@ run(V, Rate, Seconds) ->
 %% work in the tiers (their messages and tracing only), each variant in
 %% turn, rounds interleaved: the VM's CPU per request (/proc; the servers'
 %% and the wake-ups' included), the median of the rounds.
--define(CLOSED, [untraced, token, tiers, no_ring, no_procs]).
+-define(CLOSED, [untraced, token, tiers, no_ring, no_procs, no_patterns, sampled_out]).
 -define(CLOSED_N, 50000).
 
 -spec closed(pos_integer()) -> [{atom(), float(), float()}].
@@ -170,6 +175,8 @@ setup(token) ->
     ok;
 setup(tiers) ->
     ok = kprof:start_tiers(?TIERS, #{});
+setup(sampled_out) ->
+    ok = kprof:start_tiers(?TIERS, #{sample => ?SAMPLED_OUT});
 setup(no_ring) ->
     setup(tiers),
     retrace({tracer, null_tracer, []}, [call, arity, return_to, procs]);
@@ -267,6 +274,10 @@ breakdown(Rows) ->
     Parts = [{"ring writes of trace events (the NIF's records)", Get(tiers), Get(no_ring)},
              {"procs events (spawn, spawned, exit)", Get(tiers), Get(no_procs)},
              {"tier patterns (3 calls and their return_tos)", Get(tiers), Get(no_patterns)},
+             {"the events of traced requests (sample 1 against 0.0001)", Get(tiers),
+              Get(sampled_out)},
+             {"tier calls outside a sampled request (the VM asks the tracer, then the "
+              "match spec fails)", Get(sampled_out), Get(no_patterns)},
              {"kprof_guard's checks", Get(tiers), Get(no_guard)},
              {"the tiers server's poll", Get(tiers), Get(no_poll)},
              {"the sink (its 1 ms reads, its CPU)", Get(no_guard), Get(no_sink)},
@@ -300,6 +311,7 @@ name(tiers) -> "tiers";
 name(no_ring) -> "no ring writes of events (null tracer NIF; the markers' still)";
 name(no_procs) -> "no procs flag";
 name(no_patterns) -> "no tier patterns";
+name(sampled_out) -> "tiers, sample 0.0001 (almost every request sampled out)";
 name(no_guard) -> "no guard";
 name(no_poll) -> "no server poll";
 name(no_sink) -> "no guard, sink stopped";
