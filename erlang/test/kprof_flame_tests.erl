@@ -324,10 +324,9 @@ mfa_name({M, F, A}) -> lists:flatten(io_lib:format("~ts:~ts/~b", [M, F, A])).
 %% at least one, and no more than the capture's measured time allows).
 progress_lines(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
-    %% (The stall bound too out of reach: at a load of 21 the guard aborted
-    %% the 600 ms capture on OTP 27, as on 25 at 17, before a progress line.)
-    Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
-             max_stall_ms => 30000, max_queue_bytes => 64 bsl 20},
+    %% (unguarded/0: at a load of 21 the guard aborted the 600 ms capture on
+    %% OTP 27 for a stalled ring, as on 25 at 17, before a progress line.)
+    Opts = (unguarded())#{output_directory => Dir, output_format => folded},
     T0 = erlang:monotonic_time(millisecond),
     Text = kprof_test_util:capture_io(
              fun() -> {ok, _} = kprof:flame_pid(A, 600, Opts#{progress => 100}) end),
@@ -361,10 +360,8 @@ cancel_pid(Dir) ->
     T0 = erlang:monotonic_time(millisecond),
     _ = spawn_link(fun() ->
                            Self ! {result, kprof:flame_pid(A, 60000,
-                                                           #{output_directory => Dir,
-                                                             output_format => folded,
-                                                             max_lag_ms => 30000,
-                                                             max_queue_bytes => 64 bsl 20})}
+                                                           (unguarded())#{output_directory => Dir,
+                                                                          output_format => folded})}
                    end),
     ok = kprof_test_util:wait_until(fun() -> kprof_test_util:kprof_traced(A) end, 10000),
     timer:sleep(50),
@@ -733,12 +730,10 @@ labels(Dir) ->
     %% Busy until killed: the 60 ms traced must find it at work, however
     %% late the capture starts on a loaded machine.
     Caller = spawn_link(fun Call() -> _ = gen_server:call(Gs, {busy, 5}), Call() end),
-    %% (Bounds out of reach, as in progress_lines/1: at a load of 14 the
-    %% guard aborted this capture through the port on OTP 27; it is about
-    %% labels.)
-    {ok, [File]} = kprof:flame_pid(Gs, 60, #{output_directory => Dir, output_format => folded,
-                                             max_lag_ms => 30000, max_stall_ms => 30000,
-                                             max_queue_bytes => 64 bsl 20}),
+    %% (unguarded/0: at a load of 14 the guard aborted this capture through
+    %% the port on OTP 27; it is about labels.)
+    {ok, [File]} = kprof:flame_pid(Gs, 60, (unguarded())#{output_directory => Dir,
+                                                          output_format => folded}),
     unlink(Caller),
     exit(Caller, kill),
     Roots = lists:usort([R || [R | _] <- maps:keys(folded(File))]),
@@ -762,10 +757,10 @@ named_worker(Name) ->
 
 groups(Dir) ->
     Me = label(self(), "kprof_flame_tests:-groups/1-fun-0-/0"),
-    %% (Bounds raised as in concurrent/1: seven busy processes through the port
-    %% fall behind the guard's defaults on a loaded machine; this is about groups.)
-    Opts = #{output_directory => Dir, output_format => [folded, speedscope], children => true,
-             max_lag_ms => 30000, max_queue_bytes => 64 bsl 20},
+    %% (unguarded/0: seven busy processes through the port fall behind the
+    %% guard's defaults on a loaded machine; this is about groups.)
+    Opts = (unguarded())#{output_directory => Dir, output_format => [folded, speedscope],
+                          children => true},
     Work = fun() -> ?MODULE:fifty(6, 2) end,
     Roots = fun(Files) -> lists:usort([R || [R | _] <- maps:keys(folded(file_of(".folded", Files)))]) end,
     %% Default with children: the six workers (one fun) are one root.
@@ -829,10 +824,9 @@ consecutive([]) -> false.
 %% and ets work.
 agree_capture(Dir, Opts) ->
     {ok, done, Files} = kprof:flame_apply(fun() -> ?MODULE:fifty(6, 2) end,
-                                          maps:merge(#{output_directory => Dir, children => true,
-                                                       group => pid,
-                                                       max_lag_ms => 30000,
-                                                       max_queue_bytes => 64 bsl 20}, Opts)),
+                                          maps:merge((unguarded())#{output_directory => Dir,
+                                                                    children => true,
+                                                                    group => pid}, Opts)),
     ?assertEqual([".folded", ".perf", ".speedscope.json", ".svg", "callgrind.out."],
                  [ext(F) || F <- Files]),
     Files.
@@ -900,13 +894,12 @@ unpct1(<<>>) -> [].
 per_process(Dir) ->
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
     B = spawn_link(fun() -> register(kprof_flame_test_b, self()), ?MODULE:busy_forever() end),
-    %% (Bounds raised as in concurrent/1: two busy processes on a loaded
-    %% machine. The BEAM's stacks and raw times: what is checked below.)
-    {ok, Files} = kprof:flame_pid([A, B], 100, #{output_directory => Dir,
-                                                 output_format => [folded, speedscope],
-                                                 max_lag_ms => 30000, callers => true,
-                                                 correct => false,
-                                                 max_queue_bytes => 64 bsl 20}),
+    %% (unguarded/0: two busy processes on a loaded machine. The BEAM's
+    %% stacks and raw times: what is checked below.)
+    {ok, Files} = kprof:flame_pid([A, B], 100, (unguarded())#{output_directory => Dir,
+                                                              output_format => [folded, speedscope],
+                                                              callers => true,
+                                                              correct => false}),
     RootA = label(A, none),
     [X ! stop || X <- [A, B]],
     Folded = folded(file_of(".folded", Files)),
@@ -1022,8 +1015,7 @@ concurrent(Dir) ->
     %% the port falls behind past the guard's default bounds (CI saw it).
     %% This test is about concurrency; the guard has its own tests. Raw
     %% times: the bounds below are the steps' wall time.
-    Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
-             max_queue_bytes => 64 bsl 20, correct => false},
+    Opts = (unguarded())#{output_directory => Dir, output_format => folded, correct => false},
     Run = fun(Fun) ->
                   spawn_link(fun() -> Self ! {self(), kprof:flame_apply(Fun, Opts)} end)
           end,
@@ -1119,9 +1111,8 @@ keyword_options(Dir) ->
     [?assert(filelib:is_regular(F)) || F <- BinFiles],
     A = spawn_link(fun() -> ?MODULE:busy_forever() end),
     {ok, [PidFile]} = kprof:flame_pid(A, 50, [{output_directory, BinDir},
-                                              {output_format, folded},
-                                              {max_lag_ms, 30000}, {max_stall_ms, 30000},
-                                              {max_queue_bytes, 64 bsl 20}]),
+                                              {output_format, folded}
+                                              | maps:to_list(unguarded())]),
     A ! stop,
     ?assertMatch(<<_/binary>>, PidFile),
     {ok, 6, [StrFile]} = kprof:flame_apply(fun() -> lists:sum([1, 2, 3]) end,
@@ -1192,10 +1183,13 @@ f(K) -> list_to_atom("f" ++ integer_to_list(K)).
 %% max_seconds counts from the guard's arming, before the capture's flags and
 %% patterns are set, which a loaded machine can stretch past a second (the
 %% capture then has no event, and no file): the bound is thrice what a
-%% capture of 1 ms took here, at least a second.
+%% capture of 1 ms took here, at least a second. Raw times: busy/1's
+%% erlang:md5/1 yields some 140 times a call on OTP 25 and 27, and the
+%% correction charges those in and out events a call's cost
+%% (doc/internals-flame.md): a second's capture came out at 77 ms corrected.
 guard_limit(Dir) ->
     Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
-    Opts = #{output_directory => Dir, output_format => folded},
+    Opts = #{output_directory => Dir, output_format => folded, correct => false},
     {OpenUs, _} = timer:tc(fun() -> kprof:flame_pid(Busy, 1, Opts#{max_lag_ms => 30000}) end),
     MaxSecs = max(1, ceil(3 * OpenUs / 1.0e6)),
     %% Its window, far past the limit (and short of the test's 60 s): the
@@ -1218,7 +1212,10 @@ guard_limit(Dir) ->
     Folded = folded(File),
     [Root] = lists:usort([R || [R | _] <- maps:keys(Folded)]),
     ?assertEqual(pid_to_list(Busy), pid_in(Root)),
-    ?assert(incl(Folded, [Root]) > 100 * ?MS),
+    %% The file holds the capture up to the limit: setting it up took no more
+    %% than a third of the limit, so the busy process ran for two thirds of it;
+    %% at least one third must be in the graph.
+    ?assert(incl(Folded, [Root]) * 3 >= MaxSecs * 1000 * ?MS),
     ?assertEqual([], traced_processes()),
     ?assertMatch({error, {bad_option, max_lag_ms, -1}},
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
@@ -1236,8 +1233,7 @@ traced_beside_other(Dir) ->
     Dbg = spawn_link(fun() -> receive stop -> ok end end),
     Victim = spawn_link(fun() -> ?MODULE:busy_forever() end),
     1 = erlang:trace(Victim, true, [call, {tracer, Dbg}]),
-    Opts = #{output_directory => Dir, output_format => folded, max_lag_ms => 30000,
-             max_queue_bytes => 64 bsl 20},
+    Opts = (unguarded())#{output_directory => Dir, output_format => folded},
     ?assertMatch({ok, [_]}, kprof:flame_pid(Victim, 100, Opts)),
     ?assertEqual({tracer, Dbg}, erlang:trace_info(Victim, tracer)),
     ?assertEqual({flags, [call]}, erlang:trace_info(Victim, flags)),
@@ -1281,10 +1277,8 @@ refused_by_other(Dir) ->
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*"))),
     ?assertEqual({traced, false}, erlang:trace_info({?MODULE, leaf, 0}, traced)),
     %% The refusal left Free as it was: captured as usual on its own.
-    ?assertMatch({ok, [_]}, kprof:flame_pid(Free, 100, #{output_directory => Dir,
-                                                         output_format => folded,
-                                                         max_lag_ms => 30000,
-                                                         max_queue_bytes => 64 bsl 20})),
+    ?assertMatch({ok, [_]}, kprof:flame_pid(Free, 100, (unguarded())#{output_directory => Dir,
+                                                                      output_format => folded})),
     [P ! stop || P <- [Victim, Free, Dbg]].
 
 max_events_burst(Dir) ->
@@ -1305,11 +1299,11 @@ max_events_burst(Dir) ->
 max_events_busy(Dir) ->
     Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
     T0 = erlang:monotonic_time(millisecond),
-    %% (The other bounds raised as in per_process/1: a loaded machine's port
+    %% (The other bounds out of reach, unguarded/0: a loaded machine's port
     %% falls behind a busy process.)
-    Result = kprof:flame_pid(Busy, 20000, #{output_directory => Dir, output_format => folded,
-                                            max_events => 100, max_lag_ms => 30000,
-                                            max_queue_bytes => 64 bsl 20}),
+    Result = kprof:flame_pid(Busy, 20000, (unguarded())#{output_directory => Dir,
+                                                         output_format => folded,
+                                                         max_events => 100}),
     Ms = erlang:monotonic_time(millisecond) - T0,
     Busy ! stop,
     ?assertMatch({error, {aborted, limit, [_]}}, Result),
@@ -1501,8 +1495,8 @@ volume(Dir, Want0, Tracer) ->
                                         %% abort a flood like this one. The guard has its
                                         %% own tests (kprof_guard_tests). Raw times: the
                                         %% loop's time is mostly its events'.
-                                        #{output_directory => Dir, max_lag_ms => 30000,
-                                          max_queue_bytes => 64 bsl 20, correct => false}),
+                                        (unguarded())#{output_directory => Dir,
+                                                       correct => false}),
     T2 = erlang:monotonic_time(microsecond),
     T1 = receive {work_done, T} -> T end,
     #{files := Files, info := Info} = kprof_flame:last_written(),
@@ -1549,6 +1543,15 @@ log(#{msg := {report, R}}, #{config := #{pid := Pid}}) when is_map(R) ->
     ok;
 log(_, _) ->
     ok.
+
+%% The guard's load bounds (lag, ring stall, port queue) out of reach, for
+%% the captures of busy processes that test something else (labels, groups,
+%% formats, cancel, concurrency, max_events): on a loaded machine the sink
+%% or the port falls behind the defaults and the guard rightly aborts (a
+%% load of 14 to 21 did, on OTP 25 and 27). The guard's aborts have their own
+%% tests (kprof_guard_tests, kprof_fault_tests).
+unguarded() ->
+    #{max_lag_ms => 30000, max_stall_ms => 30000, max_queue_bytes => 64 bsl 20}.
 
 %% A process's root frame: Name(<pid>) with a registered name, else
 %% Call(<pid>), Call its initial call as kprof_flame_labels:call_of/1 finds it
