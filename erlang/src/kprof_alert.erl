@@ -20,7 +20,8 @@
 %%%     `ring_size', `stalled_ms' from the guard), `ring_stalled' (the sink
 %%%     stopped reading the ring: ms; `unread_bytes'), `port_stalled' (the
 %%%     port did not answer: ms), `queue_bytes' (the port's queue),
-%%%     `memory_bytes' (the node's memory);</li>
+%%%     `memory_bytes' (the node's memory; `memory', `largest' from the
+%%%     guard: {@link kprof_guard_memory});</li>
 %%% <li>`limit': `max_events', `rate' (the sink's count; `events', and
 %%%     `per_ms' for `rate'), `max_seconds' (the guard's);</li>
 %%% <li>`sink_down': `sink_status' (the sink program exited: its exit
@@ -94,6 +95,14 @@ message(Kind, #{what := port_stalled, value := Ms, bound := B}) ->
 message(owner_down, #{what := owner, owner := Pid, reason := Reason, modes := Names}) ->
     io_lib:format("owner_down (~p, which had set up ~p, exited: ~0p); its tracing is off",
                   [Pid, Names, Reason]);
+message(Kind, #{what := memory_bytes, value := V, bound := B, memory := Parts, largest := Big}) ->
+    Part = fun(K) -> bytes(maps:get(K, Parts, 0)) end,
+    io_lib:format("~p (node memory ~s > ~s: processes ~s, binary ~s, ets ~s, code ~s~ts)",
+                  [Kind, bytes(V), bytes(B), Part(processes), Part(binary), Part(ets), Part(code),
+                   [io_lib:format("; largest process ~p~ts ~s, ~b messages",
+                                  [P, [[" ", atom_to_list(R)] || is_atom(R), R =/= []], bytes(M), Q])
+                    || #{pid := P, memory := M, registered_name := R, message_queue_len := Q}
+                           <- lists:sublist(Big, 1)]]);
 message(Kind, #{what := lag_ms, lag_us := Us, bound := B}) ->
     io_lib:format("~p (lag ~ts > ~ts)", [Kind, secs(Us / 1000), secs(B)]);
 message(Kind, #{what := rate, value := V, bound := B, per_ms := PerMs}) ->

@@ -38,7 +38,8 @@
 %%%     taken by other programs, its schedulers waiting for a trace pattern
 %%%     set on every module) is taken off the wait;</li>
 %%% <li>the node's memory, `erlang:memory(total)': `max_memory_bytes' (`default':
-%%%     the total at arming plus 1 GiB);</li>
+%%%     the total at arming plus 1 GiB). Its alert says where the memory is:
+%%%     `memory' and `largest' ({@link kprof_guard_memory});</li>
 %%% <li>recon_trace-style limits: `max_events', `rate => {Max, PerMs}',
 %%%     `max_seconds'. The sink enforces `max_events' and `rate' itself, on
 %%%     every event it reads (the `{limits, ...}' command, doc/internals-protocol.md):
@@ -753,14 +754,15 @@ claims_aborted(Kind, Info, S = #state{claims = Claims, claim_aborts = Aborts}) -
 
 aborted(_Kind, _Info, _T0, S, _SinkLimits) when map_size(S#state.armed) =:= 0 ->
     S;
-aborted(Kind, Info, T0, S0, SinkLimits) ->
+aborted(Kind, Info0, T0, S0, SinkLimits) ->
     %% First what stops the cost at once: the tracer NIF writes no more (a
     %% pattern cleared on every module waits for every scheduler, which a
     %% loaded machine makes slow).
     _ = try kprof_tracer:detach() catch _:_ -> ok end,
-    _ = [turn_off(Name, A, Kind, Info, S0#state.port)
+    _ = [turn_off(Name, A, Kind, Info0, S0#state.port)
          || {Name, A} <- maps:to_list(S0#state.armed)],
     Took = erlang:monotonic_time(microsecond) - T0,
+    Info = kprof_guard_memory:explained(Kind, Info0),
     %% Every alert is built by kprof_alert (its message among its keys).
     Msg = maps:get(message, Info),
     logger:warning("kprof: tracing aborted: ~ts (off in ~b us)", [Msg, Took]),

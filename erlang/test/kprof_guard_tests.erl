@@ -448,13 +448,32 @@ claims() ->
 
 %%% Through the tiers' API (start_tiers with the guard's limits)
 
+%% The alert says where the memory is: erlang:memory/0's parts and the
+%% largest processes, here one that holds a list of two million integers
+%% (32 MB of heap on a 64-bit node), far more than any other process.
 tiers_memory_trip() ->
     ok = kprof:subscribe(),
+    Self = self(),
+    Big = spawn_link(fun() -> L = lists:seq(1, 2000000), Self ! {big, self()},
+                              receive stop -> length(L) end end),
+    receive {big, Big} -> ok end,
     T0 = erlang:monotonic_time(millisecond),
     ok = kprof:start_tiers(?TIERS, #{max_memory_bytes => 1}),
     {Kind, Info, Ms} = await_alert(T0),
+    Big ! stop,
     ?assertEqual(overload, Kind),
     ?assertMatch(#{what := memory_bytes, bound := 1}, Info),
+    #{memory := #{total := Total, processes := Procs}, largest := Largest,
+      message := Msg} = Info,
+    ?assert(Total >= Procs andalso Procs > 16 bsl 20),
+    ?assertMatch([#{pid := Big, memory := M, registered_name := [], message_queue_len := 0,
+                    current_function := {_, _, _}} | _] when M > 16 bsl 20, Largest),
+    Sizes = [M || #{memory := M} <- Largest],
+    ?assertEqual(lists:reverse(lists:sort(Sizes)), Sizes),
+    ?assert(length(Largest) =< 3),
+    ?assertMatch({match, _}, re:run(Msg, "^overload \\(node memory [0-9]+ MiB > 1 bytes: "
+                                         "processes [0-9]+ MiB, .*; largest process <[0-9.]+> "
+                                         "[0-9]+ MiB, 0 messages\\)$")),
     %% The abort ran before the alert went out.
     ?assertEqual({traced, false}, kprof_test_util:trace_info(?MFA, traced)),
     ?assertEqual({flags, []}, kprof_test_util:trace_info(self(), flags)),
