@@ -89,16 +89,10 @@ capture(Input) ->
 %% again if a starved sink let a ring fill (unstarved/3).
 kprof_run(Fun) ->
     Dir = filename:join(["/tmp", "kprof-real-" ++ os:getpid()]),
-    Run = fun(Opts) ->
-                  kprof:flame_apply(Fun, (maps:merge(slack(), Opts))#{children => true,
-                                                                      top => 100000,
-                                                                      output_format => folded,
-                                                                      info => true,
-                                                                      output_directory => Dir,
-                                                                      progress => false})
-          end,
+    Run = folded_run(Fun, Dir),
+    Opts = #{children => true, top => 100000, info => true},
     Self = self(),
-    Text = kprof_test_util:capture_io(fun() -> Self ! {kprof_result, unstarved(Run, #{}, 3)} end),
+    Text = kprof_test_util:capture_io(fun() -> Self ! {kprof_result, unstarved(Run, Opts, 3)} end),
     _ = file:del_dir_r(Dir),
     receive {kprof_result, R} -> {R, Text} end.
 
@@ -129,6 +123,15 @@ unstarved(Run, Opts, Tries) ->
 %% The guard's bounds on the sink's stall and lag are its own tests' subject:
 %% a loaded machine must not abort these captures (compile's aborted on OTP
 %% 29 at a load of 20, and every count was then 0).
+%% flame_apply of Fun with Opts, its folded file in Dir, the guard's bounds
+%% out of reach (slack/0), no progress lines: the run unstarved/3 takes.
+folded_run(Fun, Dir) ->
+    fun(Opts) ->
+            kprof:flame_apply(Fun, (maps:merge(slack(), Opts))#{output_format => folded,
+                                                                output_directory => Dir,
+                                                                progress => false})
+    end.
+
 slack() ->
     #{max_stall_ms => 60000, max_lag_ms => 60000}.
 
@@ -260,17 +263,13 @@ correction_measured({ok, _, _, #{correction := C}}) ->
 %% summary must count them.
 over_budget(Input) ->
     Dir = filename:join(["/tmp", "kprof-real-budget-" ++ os:getpid()]),
-    Run = fun(Opts) ->
-                  kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
-                                    (maps:merge(slack(), Opts))#{output_format => folded,
-                                                                 output_directory => Dir,
-                                          progress => false, info => true})
-          end,
+    Run = folded_run(fun() -> kprof_real_work:run(Input) end, Dir),
     try
-        {ok, _, _, #{tree_bytes := Whole, over_budget := #{paths := 0}}} = unstarved(Run, #{}, 3),
+        {ok, _, _, #{tree_bytes := Whole, over_budget := #{paths := 0}}} =
+            unstarved(Run, #{info => true}, 3),
         %% max_bytes takes no less than 64 KiB: the workload must be bigger.
         ?assert(Whole div 4 >= 1 bsl 16),
-        Result = unstarved(Run, #{max_bytes => Whole div 4}, 3),
+        Result = unstarved(Run, #{info => true, max_bytes => Whole div 4}, 3),
         ?assertMatch({ok, _, [_], #{over_budget := #{paths := P, calls := C}}}
                        when P > 0 andalso C > 0, Result),
         {ok, _, [Folded], _} = Result,
@@ -289,12 +288,7 @@ children_by_default() ->
     Input = kprof_real_work:input(compile, source("kprof_hist.erl")),
     _ = kprof_real_work:run(Input),
     Dir = filename:join(["/tmp", "kprof-real-children-" ++ os:getpid()]),
-    Run = fun(Opts) ->
-                  kprof:flame_apply(fun() -> kprof_real_work:run(Input) end,
-                                    (maps:merge(slack(), Opts))#{output_format => folded,
-                                                                 output_directory => Dir,
-                                                                 progress => false})
-          end,
+    Run = folded_run(fun() -> kprof_real_work:run(Input) end, Dir),
     Passes = fun(Opts) ->
                      {ok, _, [Folded]} = unstarved(Run, Opts, 3),
                      {ok, Bin} = file:read_file(Folded),
