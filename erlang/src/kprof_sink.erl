@@ -102,6 +102,8 @@
                 writer :: pid() | undefined,
                 restarts = [] :: [integer()],     % monotonic ms of reopens
                 os_pid :: integer() | undefined,  % the sink's, read when the port opened
+                %% Monotonic ms of the last timeout said (kprof_sink_stall).
+                stall_said :: integer() | undefined,
                 %% The tracer NIF's ring in this sink: none, being opened (the
                 %% callers of tracer/0 waiting), or open under a generation.
                 ring = none :: none | {opening, [gen_server:from()]}
@@ -447,8 +449,23 @@ expire(Ref, S = #state{pending = Pending}) ->
             unfence(Pid, Ref, S#state{pending = Rest});
         {#pending{from = From}, Rest} ->
             gen_server:reply(From, {error, timeout}),
-            S#state{pending = Rest};
+            say_stall(S#state{pending = Rest});
         error ->
+            S
+    end.
+
+%% A caller's timeout says what the sink was doing, once in 10 s.
+-spec say_stall(#state{}) -> #state{}.
+say_stall(S = #state{stall_said = Said}) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Said =:= undefined orelse Now - Said >= 10000 of
+        true ->
+            #state{port = Port, os_pid = OsPid, writer = W} = S,
+            Stall = kprof_sink_stall:explain(Port, OsPid, W),
+            logger:warning("~ts", [kprof_sink_stall:message(OsPid, Stall)],
+                           #{kprof_sink_stall => Stall}),
+            S#state{stall_said = Now};
+        false ->
             S
     end.
 

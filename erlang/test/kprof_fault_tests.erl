@@ -18,6 +18,7 @@
 
 %% Traced by the tests.
 -export([spin/1, spin_forever/0, trig/0, trig_loop/0]).
+-export([log/2]).
 
 -define(MFA, {kprof_guard_work, f, 0}).
 -define(TIERS, [{work, [?MFA]}]).
@@ -117,7 +118,9 @@ fault_test_() ->
               {"kprof:stop() mid-capture: no on_load or other pattern left",
                fun stop_mid_capture/1},
               {"every export of kprof returns within its documented bound, sink frozen",
-               fun bounded_calls/1}]]}.
+               fun bounded_calls/1},
+              {"a call the sink does not answer says what the sink was doing, once in 10 s",
+               fun stall_said/1}]]}.
 
 %%% The sink frozen
 
@@ -443,6 +446,44 @@ bounded_calls(_Dir) ->
     {StopAllMs, ok} = timed(fun kprof:stop/0),
     ?debugFmt("kprof:stop_tiers/0 ~b ms, kprof:stop/0 ~b ms", [StopMs, StopAllMs]),
     ok = kprof:start().
+
+%% The sink stopped (SIGSTOP): a call's timeout logs a warning naming the
+%% sink's OS process stopped ("T"), nothing queued to its port; a second
+%% timeout within 10 s logs nothing more.
+stall_said(_Dir) ->
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    #{os_pid := OsPid} = kprof_sink:info(),
+    try
+        signal("STOP", OsPid),
+        ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
+        ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
+        %% The server logs after it replied: its next answer comes after.
+        _ = kprof_sink:info(),
+        Stalls = [{Msg, Stall} || {log, Msg, #{kprof_sink_stall := Stall}} <- logged()],
+        ?debugFmt("~p", [Stalls]),
+        ?assertMatch([{_, #{queue_bytes := 0, writer_messages := 0,
+                            os := #{state := "T", cpu_ms := Ms}}}] when is_integer(Ms), Stalls),
+        [{Msg, _}] = Stalls,
+        ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
+                                            integer_to_list(OsPid) ++ "\\) did not answer in "
+                                            "time: 0 bytes queued to its port, 0 command\\(s\\) "
+                                            "waiting to be written; its OS process stopped \\(T, ",
+                                        [unicode]))
+    after
+        signal("CONT", OsPid),
+        _ = logger:remove_handler(?MODULE)
+    end.
+
+logged() ->
+    receive {log, _, _} = L -> [L | logged()] after 0 -> [] end.
+
+%% @private The logger handler of stall_said/1.
+log(#{msg := {F, A}, meta := Meta}, #{config := #{pid := Pid}}) when is_list(F) ->
+    Pid ! {log, lists:flatten(io_lib:format(F, A)), Meta},
+    ok;
+log(_, _) ->
+    ok.
 
 %% Runs every {Name, BoundMs, Fun} at once, each in a process of its own;
 %% asserts each returned within its bound; returns {Name, Ms, Result}.
