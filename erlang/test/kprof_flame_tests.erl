@@ -1402,6 +1402,9 @@ fifty_workers_here(Dir, Origin) ->
     ok = logger:add_handler(kprof_flame_fifty, ?MODULE, #{config => #{pid => self()},
                                                           level => warning}),
     SinkPort = kprof_sink:port(),
+    %% Read before: after a write past its bound the sink is being
+    %% restarted, and tracer/0 may not answer yet (OTP 29, a quiet run).
+    Tracer = kprof_sink:tracer(),
     T0 = erlang:monotonic_time(millisecond),
     Result = try kprof:flame_apply(fun() -> ?MODULE:fifty(50, 40) end,
                                    #{output_directory => Dir,
@@ -1421,8 +1424,8 @@ fifty_workers_here(Dir, Origin) ->
     Unwritten = receive {log, #{what := kprof_flame_not_written, reason := Why}} -> Why
                 after 0 -> none
                 end,
-    case {kprof_sink:tracer(), Files} of
-        {{tracer, _Port}, []} ->
+    case {Tracer, Files} of
+        {{tracer, Port}, []} when is_port(Port) ->
             say(Origin, "50 workers through the port: ~0p after ~b ms, not written: ~0p",
                 [Result, Ms, Unwritten]),
             %% Aborted by the guard first or not, the capture says the write's bound.
