@@ -1366,7 +1366,11 @@ fifty_workers_in_peer(Dir) ->
     try
         ok = peer:call(Peer, logger, set_handler_config, [default, level, error], 60000),
         ok = peer:call(Peer, kprof, start, [#{tracer => port}], 60000),
-        Lines = peer:call(Peer, ?MODULE, fifty_workers_lines, [Dir], 140000),
+        Lines = try peer:call(Peer, ?MODULE, fifty_workers_lines, [Dir], 140000)
+                catch exit:{timeout, _} ->
+                        %% What the peer said so far (say/3 writes it down too).
+                        error({peer_timeout, file:read_file(progress_file(Dir))})
+                end,
         [self() ! {fifty_report, Line} || Line <- Lines],
         ok
     after
@@ -1392,11 +1396,23 @@ print_reports() ->
     after 0 -> ok
     end.
 
+%% Each line is also written down, with the time, for a peer that does not
+%% answer in time.
 say(Origin, Fmt, Args) ->
-    Origin ! {fifty_report, lists:flatten(io_lib:format(Fmt, Args))},
-    ok.
+    Line = lists:flatten(io_lib:format(Fmt, Args)),
+    Origin ! {fifty_report, Line},
+    ok = file:write_file(progress_file(get(fifty_dir)),
+                         io_lib:format("~s ~ts~n", [calendar:system_time_to_rfc3339(
+                                                        erlang:system_time(millisecond),
+                                                        [{unit, millisecond}]), Line]),
+                         [append]).
+
+progress_file(Dir) ->
+    filename:join(Dir, "fifty-progress.txt").
 
 fifty_workers_here(Dir, Origin) ->
+    ok = filelib:ensure_path(Dir),
+    _ = put(fifty_dir, Dir),
     #{level := Primary} = logger:get_primary_config(),
     ok = logger:set_primary_config(level, info),
     ok = logger:add_handler(kprof_flame_fifty, ?MODULE, #{config => #{pid => self()},
@@ -1414,6 +1430,7 @@ fifty_workers_here(Dir, Origin) ->
                  ok = logger:set_primary_config(level, Primary)
              end,
     Ms = erlang:monotonic_time(millisecond) - T0,
+    say(Origin, "50 workers: the capture returned ~0P after ~b ms", [Result, 12, Ms]),
     Files = case Result of
                 {ok, done, F} -> F;
                 {error, {aborted, overload, done, F}} -> F;
@@ -1444,6 +1461,8 @@ fifty_workers_here(Dir, Origin) ->
             %% runs of 7 started at once (doc/guard.md, "Through the port
             %% tracer").
             ok = kprof_test_util:wait_until(fun() -> kprof:sink_ping() =:= pong end, 60000),
+            say(Origin, "50 workers: the restarted sink answers, ~b ms after the start",
+                [erlang:monotonic_time(millisecond) - T0]),
             ?assertNotEqual(SinkPort, kprof_sink:port()),
             ok;
         _ ->
