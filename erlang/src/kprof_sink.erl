@@ -461,9 +461,7 @@ say_stall(S = #state{stall_said = Said}) ->
     case Said =:= undefined orelse Now - Said >= 10000 of
         true ->
             #state{port = Port, os_pid = OsPid, writer = W} = S,
-            Stall = kprof_sink_stall:explain(Port, OsPid, W),
-            logger:warning("~ts", [kprof_sink_stall:message(OsPid, Stall)],
-                           #{kprof_sink_stall => Stall}),
+            _ = kprof_sink_stall:say(Port, OsPid, W, self()),
             S#state{stall_said = Now};
         false ->
             S

@@ -1,57 +1,79 @@
 %%% @doc What a sink that did not answer in time was doing, read when a call
-%%% to it times out, so that the timeout says why (kprof_sink logs it, at
-%%% most once every 10 s):
+%%% to it times out, so that the timeout says why. kprof_sink calls say/4,
+%%% at most once every 10 s, and goes on; a process of its own reads the
+%%% figures, reads the sink's CPU time again 500 ms later, and logs an error:
 %%% <ul>
 %%% <li>`queue_bytes': what the VM holds for the sink's port. Commands go
 %%%     through the port behind trace messages: a port tracer's backlog
 %%%     delays every answer until the sink has read it;</li>
 %%% <li>`writer_messages': the commands a busy port did not take yet, held
 %%%     by kprof_sink's writer process;</li>
+%%% <li>`server_messages': the messages waiting for kprof_sink itself (the
+%%%     sink's replies among them, when the server is what is slow);</li>
 %%% <li>`os': the sink's OS process, from Linux's /proc: its `state' (`"R"'
 %%%     running or waiting for a CPU, `"S"' sleeping, `"D"' in the disk,
-%%%     `"T"' stopped), `wchan' (the kernel function it sleeps in) and
-%%%     `cpu_ms' (its user and system time since it started); `unknown'
-%%%     elsewhere, or when it is gone.</li>
+%%%     `"T"' stopped), `wchan' (the kernel function it sleeps in), `cpu_ms'
+%%%     (its user and system time since it started) and `cpu_ms_after' (what
+%%%     of it the next 500 ms added); `unknown' elsewhere, or when it is
+%%%     gone.</li>
 %%% </ul>
 %%% A sink running with the queue full is behind on its input; one that
-%%% sleeps with the queue full is not reading it; a queue empty says the
-%%% sink itself is slow (a CPU taken by others: compare `cpu_ms' between two
-%%% warnings).
+%%% sleeps with the queue full is not reading it; a sink that runs flat out
+%%% with nothing queued is busy with work of its own; one that sleeps with
+%%% nothing queued answered, and the answer waits in `server_messages'.
 -module(kprof_sink_stall).
 
--export([explain/3, message/2]).
+-export([say/4, explain/4, message/2]).
 
 -export_type([stall/0]).
 
 -type stall() :: #{queue_bytes := non_neg_integer() | unknown,
                    writer_messages := non_neg_integer(),
+                   server_messages := non_neg_integer(),
                    os := stall_os()}.
--type stall_os() :: #{state := string(), wchan := string(), cpu_ms := non_neg_integer()}
+-type stall_os() :: #{state := string(), wchan := string(), cpu_ms := non_neg_integer(),
+                      cpu_ms_after => non_neg_integer()}
                   | unknown.
 
 %% Linux's USER_HZ, the unit of /proc/PID/stat's times: 100 on every
 %% architecture it exports to user space.
 -define(USER_HZ, 100).
+%% How long after the timeout the sink's CPU time is read again.
+-define(AFTER_MS, 500).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
 %%%%%%%%%%%%%%
 
-%% @doc What the sink's port, kprof_sink's writer and the sink's OS
-%% process (`OsPid', `undefined' when not known) are doing now.
--spec explain(port(), integer() | undefined, pid() | undefined) -> stall().
-explain(Port, OsPid, Writer) ->
+%% @doc In a process of its own: explain/4 now, the sink's CPU time again
+%% 500 ms later, then the error logged (message/2; the figures also in the
+%% event's metadata, under `kprof_sink_stall'). Returns at once.
+-spec say(port(), integer() | undefined, pid() | undefined, pid()) -> pid().
+say(Port, OsPid, Writer, Server) ->
+    spawn(fun() ->
+                  Stall = #{os := Os} = explain(Port, OsPid, Writer, Server),
+                  timer:sleep(?AFTER_MS),
+                  Said = Stall#{os := after_ms(Os, os_process(OsPid))},
+                  logger:error("~ts", [message(OsPid, Said)], #{kprof_sink_stall => Said})
+          end).
+
+%% @doc What the sink's port, kprof_sink's writer and server, and the
+%% sink's OS process (`OsPid', `undefined' when not known) are doing now.
+-spec explain(port(), integer() | undefined, pid() | undefined, pid()) -> stall().
+explain(Port, OsPid, Writer, Server) ->
     #{queue_bytes => queue_bytes(Port),
-      writer_messages => writer_messages(Writer),
+      writer_messages => messages(Writer),
+      server_messages => messages(Server),
       os => os_process(OsPid)}.
 
-%% @doc A line for the log: the sink's OS pid and bound first, then the
-%% figures of explain/3.
+%% @doc A line for the log: the sink's OS pid first, then the figures of
+%% explain/4.
 -spec message(integer() | undefined, stall()) -> iolist().
-message(OsPid, #{queue_bytes := Q, writer_messages := W, os := Os}) ->
+message(OsPid, #{queue_bytes := Q, writer_messages := W, server_messages := M, os := Os}) ->
     io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time: ~ts queued to its "
-                  "port, ~b command(s) waiting to be written; ~ts",
-                  [OsPid, bytes(Q), W, os_text(Os)]).
+                  "port, ~b command(s) waiting to be written, ~b message(s) waiting for "
+                  "kprof_sink; ~ts",
+                  [OsPid, bytes(Q), W, M, os_text(Os)]).
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
@@ -64,14 +86,19 @@ queue_bytes(Port) ->
         undefined -> unknown
     end.
 
--spec writer_messages(pid() | undefined) -> non_neg_integer().
-writer_messages(undefined) ->
+-spec messages(pid() | undefined) -> non_neg_integer().
+messages(undefined) ->
     0;
-writer_messages(Writer) ->
-    case erlang:process_info(Writer, message_queue_len) of
+messages(Pid) ->
+    case erlang:process_info(Pid, message_queue_len) of
         {message_queue_len, N} -> N;
         undefined -> 0
     end.
+
+%% The CPU time the sink used between two readings.
+-spec after_ms(stall_os(), stall_os()) -> stall_os().
+after_ms(Os = #{cpu_ms := Ms0}, #{cpu_ms := Ms1}) -> Os#{cpu_ms_after => Ms1 - Ms0};
+after_ms(Os, _) -> Os.
 
 %% /proc/PID/stat: "PID (COMM) STATE ..." where COMM may hold spaces and
 %% parentheses; the fields after its last ")" are fixed: state is the 1st,
@@ -104,9 +131,14 @@ wchan(Dir) ->
 -spec os_text(stall_os()) -> iolist().
 os_text(unknown) ->
     "its OS process not readable here";
-os_text(#{state := State, wchan := W, cpu_ms := Ms}) ->
-    io_lib:format("its OS process ~ts (~ts, in ~ts), ~b ms of CPU since it started",
-                  [state_name(State), State, W, Ms]).
+os_text(Os = #{state := State, wchan := W, cpu_ms := Ms}) ->
+    io_lib:format("its OS process ~ts (~ts, in ~ts), ~b ms of CPU since it started~ts",
+                  [state_name(State), State, W, Ms,
+                   case Os of
+                       #{cpu_ms_after := A} -> io_lib:format(", ~b ms in the ~b ms after",
+                                                            [A, ?AFTER_MS]);
+                       _ -> ""
+                   end]).
 
 state_name("R") -> "running or waiting for a CPU";
 state_name("S") -> "sleeping";
