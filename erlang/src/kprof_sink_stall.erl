@@ -23,7 +23,7 @@
 %%% nothing queued answered, and the answer waits in `server_messages'.
 -module(kprof_sink_stall).
 
--export([say/4, explain/4, message/2]).
+-export([say/4, explain/4, message/2, server_late/2]).
 
 -export_type([stall/0]).
 
@@ -40,6 +40,8 @@
 -define(USER_HZ, 100).
 %% How long after the timeout the sink's CPU time is read again.
 -define(AFTER_MS, 500).
+%% At most one error of server_late/2 this often.
+-define(SERVER_LATE_GAP_MS, 10000).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -65,6 +67,34 @@ explain(Port, OsPid, Writer, Server) ->
       writer_messages => messages(Writer),
       server_messages => messages(Server),
       os => os_process(OsPid)}.
+
+%% @doc The kprof_sink server itself did not answer `Request' within `Ms'
+%% (its own timer answers a call the sink leaves unanswered before that, so
+%% the server was busy, suspended or blocked): an error, at most once every
+%% 10 s, with the server's status, where it is and the messages waiting for
+%% it (also in the event's metadata, under `kprof_sink_server_late'). Called
+%% by the caller, whose call timed out.
+-spec server_late(term(), non_neg_integer()) -> ok.
+server_late(Request, Ms) ->
+    case whereis(kprof_sink) of
+        undefined ->
+            ok;
+        Pid ->
+            case once_in(?SERVER_LATE_GAP_MS) of
+                true ->
+                    Info = maps:from_list(
+                             case erlang:process_info(Pid, [status, message_queue_len,
+                                                            current_stacktrace]) of
+                                 undefined -> [];
+                                 L -> L
+                             end),
+                    logger:error("kprof_sink: its server (~p) did not answer ~0P within ~b ms: "
+                                 "~0P", [Pid, Request, 8, Ms, Info, 40],
+                                 #{kprof_sink_server_late => Info});
+                false ->
+                    ok
+            end
+    end.
 
 %% @doc A line for the log: the sink's OS pid first, then the figures of
 %% explain/4.
@@ -94,6 +124,23 @@ messages(Pid) ->
         {message_queue_len, N} -> N;
         undefined -> 0
     end.
+
+%% Whether GapMs have passed since the last time this said true (callers in
+%% any process: the time is kept in an atomics array, made once).
+-spec once_in(pos_integer()) -> boolean().
+once_in(GapMs) ->
+    Ref = case persistent_term:get(?MODULE, undefined) of
+              undefined ->
+                  A = atomics:new(1, [{signed, true}]),
+                  ok = atomics:put(A, 1, erlang:monotonic_time(millisecond) - GapMs),
+                  persistent_term:put(?MODULE, A),
+                  persistent_term:get(?MODULE);
+              A ->
+                  A
+          end,
+    Now = erlang:monotonic_time(millisecond),
+    Last = atomics:get(Ref, 1),
+    Now - Last >= GapMs andalso atomics:compare_exchange(Ref, 1, Last, Now) =:= ok.
 
 %% The CPU time the sink used between two readings.
 -spec after_ms(stall_os(), stall_os()) -> stall_os().

@@ -120,7 +120,9 @@ fault_test_() ->
               {"every export of kprof returns within its documented bound, sink frozen",
                fun bounded_calls/1},
               {"a call the sink does not answer says what the sink was doing, once in 10 s",
-               fun stall_said/1}]]}.
+               fun stall_said/1},
+              {"a call kprof_sink's server does not answer says where the server is",
+               fun server_late_said/1}]]}.
 
 %%% The sink frozen
 
@@ -477,6 +479,27 @@ stall_said(_Dir) ->
                                         [unicode]))
     after
         signal("CONT", OsPid),
+        _ = logger:remove_handler(?MODULE)
+    end.
+
+%% kprof_sink's server suspended: the caller's call times out, and says the
+%% server's status and its queue (the call itself waits there).
+server_late_said(_Dir) ->
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    Server = whereis(kprof_sink),
+    try
+        ok = sys:suspend(Server),
+        ?assertEqual({error, timeout}, kprof_sink:command(ping, 100)),
+        Late = [{Msg, Info} || {log, Msg, #{kprof_sink_server_late := Info}} <- logged()],
+        ?debugFmt("~p", [Late]),
+        ?assertMatch([{_, #{status := waiting, message_queue_len := N}}] when N >= 1, Late),
+        [{Msg, _}] = Late,
+        ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: its server \\(<[0-9.]+>\\) did not "
+                                            "answer \\{command,ping,100\\} within 1100 ms: ",
+                                        [unicode]))
+    after
+        ok = sys:resume(Server),
         _ = logger:remove_handler(?MODULE)
     end.
 
