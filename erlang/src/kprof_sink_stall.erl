@@ -16,6 +16,12 @@
 %%%     (its user and system time since it started) and `cpu_ms_after' (what
 %%%     of it the next 500 ms added); `unknown' elsewhere, or when it is
 %%%     gone.</li>
+%%% <li>`other_ports': the earlier sinks' ports the VM still holds, each
+%%%     with its `queue_bytes' and `os' as above. A port closed or
+%%%     abandoned behind a port tracer's backlog stays until the VM has
+%%%     worked through that backlog, which takes quadratic time;</li>
+%%% <li>`late_ms': how much later than asked the report's own 500 ms sleep
+%%%     ended: a VM whose schedulers are busy or starved wakes it late.</li>
 %%% </ul>
 %%% A sink running with the queue full is behind on its input; one that
 %%% sleeps with the queue full is not reading it; a sink that runs flat out
@@ -30,7 +36,11 @@
 -type stall() :: #{queue_bytes := non_neg_integer() | unknown,
                    writer_messages := non_neg_integer(),
                    server_messages := non_neg_integer(),
-                   os := stall_os()}.
+                   os := stall_os(),
+                   other_ports := [other_port()],
+                   late_ms => non_neg_integer()}.
+-type other_port() :: #{port := port(), os_pid := integer() | undefined,
+                        queue_bytes := non_neg_integer() | unknown, os := stall_os()}.
 -type stall_os() :: #{state := string(), wchan := string(), cpu_ms := non_neg_integer(),
                       cpu_ms_after => non_neg_integer()}
                   | unknown.
@@ -54,8 +64,13 @@
 say(Port, OsPid, Writer, Server) ->
     spawn(fun() ->
                   Stall = #{os := Os} = explain(Port, OsPid, Writer, Server),
+                  T0 = erlang:monotonic_time(millisecond),
                   timer:sleep(?AFTER_MS),
-                  Said = Stall#{os := after_ms(Os, os_process(OsPid))},
+                  Late = erlang:monotonic_time(millisecond) - T0 - ?AFTER_MS,
+                  Others = [O#{os := after_ms(OOs, os_process(OOsPid))}
+                            || O = #{os := OOs, os_pid := OOsPid} <- maps:get(other_ports, Stall)],
+                  Said = Stall#{os := after_ms(Os, os_process(OsPid)), other_ports := Others,
+                                late_ms => max(0, Late)},
                   logger:error("~ts", [message(OsPid, Said)], #{kprof_sink_stall => Said})
           end).
 
@@ -66,7 +81,8 @@ explain(Port, OsPid, Writer, Server) ->
     #{queue_bytes => queue_bytes(Port),
       writer_messages => messages(Writer),
       server_messages => messages(Server),
-      os => os_process(OsPid)}.
+      os => os_process(OsPid),
+      other_ports => other_ports(Port)}.
 
 %% @doc The kprof_sink server itself did not answer `Request' within `Ms'
 %% (its own timer answers a call the sink leaves unanswered before that, so
@@ -99,11 +115,16 @@ server_late(Request, Ms) ->
 %% @doc A line for the log: the sink's OS pid first, then the figures of
 %% explain/4.
 -spec message(integer() | undefined, stall()) -> iolist().
-message(OsPid, #{queue_bytes := Q, writer_messages := W, server_messages := M, os := Os}) ->
+message(OsPid, Stall = #{queue_bytes := Q, writer_messages := W, server_messages := M,
+                          os := Os, other_ports := Others}) ->
     io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time: ~ts queued to its "
                   "port, ~b command(s) waiting to be written, ~b message(s) waiting for "
-                  "kprof_sink; ~ts",
-                  [OsPid, bytes(Q), W, M, os_text(Os)]).
+                  "kprof_sink; ~ts; earlier sink ports still open: ~ts~ts",
+                  [OsPid, bytes(Q), W, M, os_text(Os), others_text(Others),
+                   case Stall of
+                       #{late_ms := L} -> io_lib:format("; this report woke ~b ms late", [L]);
+                       _ -> ""
+                   end]).
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
@@ -114,6 +135,26 @@ queue_bytes(Port) ->
     case erlang:port_info(Port, queue_size) of
         {queue_size, Q} -> Q;
         undefined -> unknown
+    end.
+
+%% The VM's other ports of the same program as Port (the sink's name).
+-spec other_ports(port()) -> [other_port()].
+other_ports(Port) ->
+    case erlang:port_info(Port, name) of
+        {name, Name} ->
+            [#{port => P, os_pid => OsPid, queue_bytes => queue_bytes(P),
+               os => os_process(OsPid)}
+             || P <- erlang:ports(), P =/= Port, erlang:port_info(P, name) =:= {name, Name},
+                OsPid <- [os_pid(P)]];
+        undefined ->
+            []
+    end.
+
+-spec os_pid(port()) -> integer() | undefined.
+os_pid(Port) ->
+    case erlang:port_info(Port, os_pid) of
+        {os_pid, OsPid} -> OsPid;
+        undefined -> undefined
     end.
 
 -spec messages(pid() | undefined) -> non_neg_integer().
@@ -186,6 +227,14 @@ os_text(Os = #{state := State, wchan := W, cpu_ms := Ms}) ->
                                                             [A, ?AFTER_MS]);
                        _ -> ""
                    end]).
+
+-spec others_text([other_port()]) -> iolist().
+others_text([]) ->
+    "none";
+others_text(Others) ->
+    lists:join(", ", [io_lib:format("~p (OS pid ~p) with ~ts queued, ~ts",
+                                    [P, OsPid, bytes(Q), os_text(Os)])
+                      || #{port := P, os_pid := OsPid, queue_bytes := Q, os := Os} <- Others]).
 
 state_name("R") -> "running or waiting for a CPU";
 state_name("S") -> "sleeping";

@@ -456,6 +456,8 @@ stall_said(_Dir) ->
     Self = self(),
     ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
     #{os_pid := OsPid} = kprof_sink:info(),
+    Earlier = earlier_sink_port(),
+    {os_pid, EarlierOsPid} = erlang:port_info(Earlier, os_pid),
     try
         signal("STOP", OsPid),
         ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
@@ -466,8 +468,14 @@ stall_said(_Dir) ->
         ?debugFmt("~p", [Stalls]),
         %% (The server's queue may hold the test's second call by then.)
         ?assertMatch([{_, #{queue_bytes := 0, writer_messages := 0, server_messages := N,
-                            os := #{state := "T", cpu_ms := Ms, cpu_ms_after := 0}}}]
-                       when is_integer(Ms) andalso N =< 1, Stalls),
+                            os := #{state := "T", cpu_ms := Ms, cpu_ms_after := 0},
+                            other_ports := Others, late_ms := Late}}]
+                       when is_integer(Ms) andalso N =< 1 andalso is_list(Others)
+                            andalso is_integer(Late) andalso Late >= 0, Stalls),
+        %% An earlier sink's port the VM still holds is said, with its sink.
+        [{_, #{other_ports := Others}}] = Stalls,
+        ?assertMatch([#{os_pid := EarlierOsPid, queue_bytes := 0, os := #{state := "S"}}],
+                     [O || O = #{port := P} <- Others, P =:= Earlier]),
         [{Msg, _}] = Stalls,
         ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
                                             integer_to_list(OsPid) ++ "\\) did not answer in "
@@ -475,10 +483,16 @@ stall_said(_Dir) ->
                                             "waiting to be written, [01] message\\(s\\) waiting for "
                                             "kprof_sink; its OS process stopped \\(T, in [a-z_]+\\), "
                                             "[0-9]+ ms of CPU since it started, 0 ms in the 500 ms "
-                                            "after$",
+                                            "after; earlier sink ports still open: .*#Port<[0-9.]+> "
+                                            "\\(OS pid " ++ integer_to_list(EarlierOsPid) ++
+                                            "\\) with 0 bytes queued, its OS process sleeping "
+                                            "\\(S, in [a-z_]+\\), [0-9]+ ms of CPU since it "
+                                            "started, [0-9]+ ms in the 500 ms after.*; this report "
+                                            "woke [0-9]+ ms late$",
                                         [unicode]))
     after
         signal("CONT", OsPid),
+        port_close(Earlier),
         _ = logger:remove_handler(?MODULE)
     end.
 
@@ -502,6 +516,12 @@ server_late_said(_Dir) ->
         ok = sys:resume(Server),
         _ = logger:remove_handler(?MODULE)
     end.
+
+%% A port of the sink's program beside the running sink's, as a closed or
+%% abandoned one the VM still holds (its sink waits for its stdin).
+earlier_sink_port() ->
+    #{path := Path} = kprof_sink:info(),
+    open_port({spawn_executable, Path}, [binary, {packet, 4}, exit_status, use_stdio]).
 
 logged() ->
     receive {log, _, _} = L -> [L | logged()] after 0 -> [] end.
