@@ -4,7 +4,7 @@
  * task per event, and another scheduler a writev per event (~3.5 us of VM
  * CPU per event measured on the tiers bench). The NIF writes a small binary
  * record into a ring instead, in the traced process, and the sink reads it
- * every millisecond (doc/internals-ring.md).
+ * every 1 to 16 ms, paced by how fast the rings fill (doc/internals-ring.md).
  *
  * Why a ring per writer: one ring shared by every scheduler needs a
  * compare-and-swap on one `head` word per record, and on a node with many

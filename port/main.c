@@ -5,8 +5,9 @@
  * --max-pids caps the processes (and ports) that hold an id at once (2^20 by
  * default); an exited process's id is released (port/sink/pid_reclaim.c).
  *
- * While the kprof_tracer NIF writes to a ring (port/ring/ring.c), a 1 ms timer
- * reads it; the timer runs only while a ring is open.
+ * While the kprof_tracer NIF writes to rings (port/ring/ring.c), a timer reads
+ * them, after a wait each drain sets (port/ring/ring_pace.c: 1 to 16 ms); the
+ * timer runs only while rings are open.
  *
  * The sink lives as long as its stdin: at end of file it stops reading, lets
  * the writes it owes drain (close_out), and exits 0.
@@ -89,8 +90,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = n;
 }
 
+/* One shot: each drain sets the wait before the next (ring_pace.c). */
 static void on_ring_timer(uv_timer_t *t) {
   ks_sink_poll_ring(&sink);
+  if (sink.ring.h != NULL)
+    uv_timer_start(&ring_timer, on_ring_timer, ks_sink_ring_wait(&sink), 0);
+  else
+    ring_timer_on = 0;
 }
 
 static void watch_ring(void);
@@ -105,7 +111,7 @@ static void watch_ring(void) {
   int sampling = ks_sampling_active(&sink.sampling);
 
   if (sink.ring.h != NULL && !ring_timer_on) {
-    uv_timer_start(&ring_timer, on_ring_timer, 1, 1);
+    uv_timer_start(&ring_timer, on_ring_timer, 1, 0);
     ring_timer_on = 1;
   } else if (sink.ring.h == NULL && ring_timer_on) {
     uv_timer_stop(&ring_timer);

@@ -3,7 +3,7 @@
 %%% kprof hands the VM's trace events to a C program, `kprof_sink'. By
 %%% default (`tracer => ring', {@link start/1}) the `kprof_tracer' erl_tracer
 %%% NIF writes each event as a record into a shared-memory ring that the sink
-%%% reads every millisecond; a full ring drops and counts, it never blocks the
+%%% reads every 1 to 16 ms (paced by how fast the rings fill); a full ring drops and counts, it never blocks the
 %%% traced process. With `tracer => port' the sink's port is the tracer: the
 %%% VM encodes every event with `term_to_binary' and the port writes it to
 %%% the sink's stdin. Either way no Erlang process receives, stores or counts

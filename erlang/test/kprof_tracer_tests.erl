@@ -326,7 +326,10 @@ shared_ring() ->
     erlang:trace_pattern({?W, small, 1}, false, [local]),
     #{trace_events := 8000, ring_drops := 0, ring_disorder := 0, ring_bad := 0,
       ring_unresolved := 0, ring_rings := 2, ring_claimed := 1,
-      events := #{call := 8000}} = Cmd(stats),
+      events := #{call := 8000}, ring_wait_ms := Wait, ring_wait_max_ms := 16} = Cmd(stats),
+    %% Paced drains (port/ring/ring_pace.c): 1 MiB rings are drained at least
+    %% every 4 ms (half a ring at the writers' peak rate).
+    ?assert(Wait >= 1 andalso Wait =< 4),
     ?assertMatch(#{rings := 2, claimed := 1, drops := 0}, kprof_tracer:ring_info()),
     ok = kprof_tracer:release(),
     port_close(Port).

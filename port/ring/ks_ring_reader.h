@@ -49,6 +49,7 @@ typedef struct ks_ring_reader {
   uint64_t records, bytes, unresolved, bad, drops_seen, unsupported_seen;
   uint64_t full;           /* events lost to a full intern table (pids, MFAs, names) */
   uint64_t disorder;       /* events handed on before one their process wrote earlier */
+  uint64_t fullest;        /* bytes the fullest ring held at the last drain's first look */
   int64_t *pid_ts;         /* per pid id: the time of its last event handed on */
   uint32_t pid_ts_cap;
   int drops_pending;       /* a ring dropped events since the last alert */
@@ -77,6 +78,15 @@ unsigned ks_ring_claimed(const ks_ring_reader *r);
  * of it (ring_drain.c says why that holds). Returns the events handed on.
  */
 size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event_fn fn, void *ctx);
+/* The longest wait between two drains, by default and at most ({ring_wait_max, Ms}). */
+#define KS_RING_WAIT_MAX_MS 16
+
+/* ring_pace.c: the milliseconds to wait before the next drain (1 to max_ms):
+ * no ring fills past half in that time, at the writers' peak rate nor at the
+ * rate the fullest ring filled (`fullest` bytes in the `interval_ns` since
+ * the drain before), and it is within a quarter of max_lag_ns (0: none). */
+unsigned ks_ring_pace(int64_t interval_ns, uint64_t fullest, uint64_t size, int64_t max_lag_ns,
+                      unsigned max_ms);
 /* Forgets the pid words of the ids whose dead[id] is set (the ids being
  * released, ks_intern_pids_release): a word the NIF writes again later
  * (defined anew first) gets a new id. KS_OK or KS_ENOMEM. */

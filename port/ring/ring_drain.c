@@ -29,7 +29,7 @@
  *     published earlier still, was walked by step 3.
  * Every event published before a drain's step 1 has a time <= W: the drain
  * hands it on (unless `max` stops it: it goes first at the next). Events
- * walked but past W wait in their ring for the next drain, one millisecond.
+ * walked but past W wait in their ring for the next drain (ring_pace.c).
  * test_ring checks this with writers interleaved with a drain's steps and
  * with writers on threads of their own. The reader checks it as it goes:
  * an event of a process older than the last one of that process it handed
@@ -279,8 +279,11 @@ size_t ks_ring_drain(ks_ring_reader *r, ks_intern *in, size_t max, ks_ring_event
 
   if (r->h == NULL)
     return 0;
+  r->fullest = 0;
   for (k = 0; k < r->rings; k++) {
     r->cur[k].first = head_of(r, &r->cur[k]);
+    if (r->cur[k].first - r->cur[k].tail > r->fullest)
+      r->fullest = r->cur[k].first - r->cur[k].tail;
     if (r->look != NULL)
       r->look(r->look_ctx, k);
   }

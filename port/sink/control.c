@@ -86,7 +86,9 @@ static int encode_stats(const ks_sink *s, ei_x_buff *x) {
     {"ring_unsupported", s->ring.unsupported_seen}, {"ring_unresolved", s->ring.unresolved},
     {"ring_bad", s->ring.bad}, {"ring_full", s->ring.full},
     {"ring_rings", s->ring.rings}, {"ring_claimed", ks_ring_claimed(&s->ring)},
-    {"ring_disorder", s->ring.disorder}};
+    {"ring_disorder", s->ring.disorder},
+    {"ring_wait_ms", s->ring.h != NULL ? ks_sink_ring_wait(s) : 0},
+    {"ring_wait_max_ms", s->ring_wait_max_ms}};
   ks_map m, ev;
   size_t k;
 
@@ -365,6 +367,18 @@ static int cmd_ring_open(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
          ei_x_encode_binary(x, s->ring.name, (int)strlen(s->ring.name));
 }
 
+/* {ring_wait_max, Ms}: ok | {error, badarg}. The longest wait between two
+ * drains of the rings, 1 to KS_RING_WAIT_MAX_MS (1: every millisecond). */
+static int cmd_ring_wait_max(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
+  unsigned long ms;
+
+  if (ei_decode_ulong((const char *)c->term.p, &c->idx, &ms) != 0 || ms < 1 ||
+      ms > KS_RING_WAIT_MAX_MS)
+    return ks_enc_ok_or_error(x, KS_EINVAL);
+  s->ring_wait_max_ms = (unsigned)ms;
+  return ei_x_encode_atom(x, "ok");
+}
+
 static int cmd_ring_unlink(ks_sink *s, ks_cmd *c, ei_x_buff *x) {
   ks_ring_unlink(&s->ring);
   return ei_x_encode_atom(x, "ok");
@@ -403,6 +417,7 @@ static const ks_command commands[] = {
 #endif
   {"limits", 4, 4, .sink = cmd_limits},
   {"ring_open", 2, 3, .sink = cmd_ring_open},
+  {"ring_wait_max", 2, 2, .sink = cmd_ring_wait_max},
   {"ring_unlink", 0, 0, .sink = cmd_ring_unlink},
   {"ring_close", 0, 0, .sink = cmd_ring_close},
   {"tiers_start", 3, 3, .sink = cmd_tiers_start},

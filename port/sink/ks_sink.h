@@ -36,6 +36,9 @@ typedef struct ks_sink {
   ks_sampling sampling;  /* a sampled profile of the VM (port/sample/) */
   ks_emit_fn emit;
   void *emit_ctx;
+  int64_t ring_polled_ns;   /* the clock at the last drain of the rings (0: none yet) */
+  int64_t ring_interval_ns; /* between the last two drains */
+  unsigned ring_wait_max_ms; /* the longest wait between two drains ({ring_wait_max, Ms}) */
   size_t pipe_size;      /* what ks_pipe_enlarge gave (0: unknown), for stats */
   uint64_t emitted;      /* reply and alert frames handed to emit */
 } ks_sink;
@@ -51,9 +54,13 @@ int ks_sink_feed(ks_sink *s, const void *data, size_t n);
 void ks_sink_read(ks_sink *s, size_t n);
 /* End of input: an unfinished frame is counted as truncated. */
 void ks_sink_eof(ks_sink *s);
-/* Reads what the ring holds (the event loop calls it every millisecond while
- * a ring is open, and before every command), then sends owed alerts. */
+/* Reads what the rings hold (the event loop calls it while rings are open,
+ * every ks_sink_ring_wait ms, and before every command), then sends owed
+ * alerts. */
 void ks_sink_poll_ring(ks_sink *s);
+/* The milliseconds until the rings' next drain (ks_ring_pace, within 1 and
+ * ring_wait_max_ms). */
+unsigned ks_sink_ring_wait(const ks_sink *s);
 /* Drains the sampler's rings (the event loop calls it every
  * ks_sampling_drain_ms while it samples, and before every command), then
  * sends owed alerts. */

@@ -36,6 +36,7 @@ int ks_sink_init(ks_sink *s, const ks_sink_opts *o, ks_emit_fn emit, void *emit_
     o = &d;
   }
   memset(s, 0, sizeof(*s));
+  s->ring_wait_max_ms = KS_RING_WAIT_MAX_MS;
   if (ks_framer_init(&s->fr, o->read_buf, o->max_frame) != KS_OK)
     return KS_ENOMEM;
   if (ks_intern_init(&s->in, &o->limits) != KS_OK) {
@@ -101,8 +102,15 @@ void ks_sink_poll_ring(ks_sink *s) {
   if (s->ring.h == NULL)
     return;
   s->ov.now_ns = ks_overload_clock();
+  s->ring_interval_ns = s->ring_polled_ns > 0 ? s->ov.now_ns - s->ring_polled_ns : 0;
+  s->ring_polled_ns = s->ov.now_ns;
   ks_ring_drain(&s->ring, &s->in, SIZE_MAX, ring_event, s);
   ks_control_alerts(s);
+}
+
+unsigned ks_sink_ring_wait(const ks_sink *s) {
+  return ks_ring_pace(s->ring_interval_ns, s->ring.fullest, s->ring.size, s->ov.max_lag_ns,
+                      s->ring_wait_max_ms);
 }
 
 void ks_sink_poll_sample(ks_sink *s) {

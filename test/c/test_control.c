@@ -49,6 +49,14 @@ static void expect_reply(int k, const char *want) {
   free(got);
 }
 
+/* Reply k holds both texts. */
+static void expect_reply_has(int k, const char *a, const char *b) {
+  char *got = tb_out_reply(&out, k);
+  ck_assert_ptr_nonnull(strstr(got, a));
+  ck_assert_ptr_nonnull(strstr(got, b));
+  free(got);
+}
+
 START_TEST(ping_version_unknown) {
   command(1, "ping");
   command(2, "version");
@@ -296,6 +304,30 @@ static void call_at(long long ts) {
   tb_feed(&sink, &x);
 }
 
+/* {ring_wait_max, Ms}: 1 to 16 taken, the rest refused and the bound kept;
+ * stats says it, and no wait while no ring is open. */
+START_TEST(ring_wait_max_bounds) {
+  ck_assert_uint_eq(sink.ring_wait_max_ms, 16);
+  command_int(1, "ring_wait_max", 0);
+  command_int(2, "ring_wait_max", 17);
+  command_int(3, "ring_wait_max", -1);
+  ck_assert_uint_eq(sink.ring_wait_max_ms, 16);
+  command_int(4, "ring_wait_max", 1);
+  ck_assert_uint_eq(sink.ring_wait_max_ms, 1);
+  command_int(5, "ring_wait_max", 16);
+  ck_assert_uint_eq(sink.ring_wait_max_ms, 16);
+  command_int(6, "ring_wait_max", 3);
+  expect_reply(0, "{error, badarg}");
+  expect_reply(1, "{error, badarg}");
+  expect_reply(2, "{error, badarg}");
+  expect_reply(3, "ok");
+  expect_reply(4, "ok");
+  expect_reply(5, "ok");
+  command(7, "stats");
+  expect_reply_has(6, "ring_wait_max_ms => 3", "ring_wait_ms => 0");
+}
+END_TEST
+
 /* Messages older than the bound: one overload alert, then quiet for a second. */
 START_TEST(overload_alert_on_lag) {
   long long vm_now = -576460751000000000LL;
@@ -458,10 +490,7 @@ START_TEST(limits_max_events) {
   ck_assert_uint_eq(sink.lim.limited, 10);
   ck_assert_uint_eq(sink.st.trace_events, 23);
   command(2, "stats");
-  txt = tb_out_reply(&out, 2);
-  ck_assert_ptr_nonnull(strstr(txt, "limited => 10,"));
-  ck_assert_ptr_nonnull(strstr(txt, "trace_events => 23,"));
-  free(txt);
+  expect_reply_has(2, "limited => 10,", "trace_events => 23,");
 }
 END_TEST
 
@@ -717,6 +746,7 @@ Suite *control_suite(void) {
   tcase_add_test(tc, reply_carries_ref);
   tcase_add_test(tc, sync_is_a_barrier_and_calls_count);
   tcase_add_test(tc, stats_and_reset);
+  tcase_add_test(tc, ring_wait_max_bounds);
   tcase_add_test(tc, stats_split_drops_by_table);
   tcase_add_test(tc, badly_shaped_commands);
   tcase_add_test(tc, truncated_input_at_eof);

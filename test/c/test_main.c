@@ -1,5 +1,5 @@
 /* test_main.c: the sink program itself (port/main.c), run as kprof_sink runs it: through
- * pipes, a command and its reply, a ring opened by command and read by the 1 ms timer
+ * pipes, a command and its reply, a ring opened by command and read by the paced timer
  * while the test writes records into it as the tracer NIF does, end of input ending
  * the program with status 0 once its replies are out; stdin and stdout as files (the
  * replays' way); its options, and status 2 with the usage for a bad one. The binary is

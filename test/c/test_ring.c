@@ -421,6 +421,53 @@ START_TEST(test_unpublished_is_not_read) {
 }
 END_TEST
 
+/* A drain says how many bytes its fullest ring held when it looked (what
+ * the pace of the next drain is set by): 0 when nothing was written. */
+START_TEST(test_drain_says_the_fullest) {
+  fixture f;
+  int k;
+
+  setup_rings(&f, 64u << 10, 3);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL), 0);
+  ck_assert_uint_eq(f.r.fullest, 0);
+  define_all(&f.w[0]);
+  for (k = 0; k < 10; k++)
+    put_return_to(&f.w[1], 10 + k);
+  put_return_to(&f.w[2], 30);
+  ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL);
+  ck_assert_uint_eq(f.r.fullest, ring_head(&f.w[0]) > 10 * 48 ? ring_head(&f.w[0]) : 10 * 48);
+  ck_assert_uint_eq(ks_ring_drain(&f.r, &f.in, SIZE_MAX, collect_none, NULL), 0);
+  ck_assert_uint_eq(f.r.fullest, 0);
+  teardown(&f);
+}
+END_TEST
+
+/* The wait before the next drain: half a ring at the writers' peak rate (128
+ * KiB a ms) or at the fullest ring's own rate, a quarter of the lag bound,
+ * within 1 ms and the bound asked for. */
+START_TEST(test_pace) {
+  const uint64_t mib = 1u << 20;
+
+  /* Idle rings: the peak rate alone. */
+  ck_assert_uint_eq(ks_ring_pace(0, 0, 64u << 10, 0, 16), 1);
+  ck_assert_uint_eq(ks_ring_pace(0, 0, mib, 0, 16), 4);
+  ck_assert_uint_eq(ks_ring_pace(5000000, 0, 32 * mib, 0, 16), 16);
+  ck_assert_uint_eq(ks_ring_pace(5000000, 0, 32 * mib, 0, 1), 1);
+  /* 1 MiB in the 10 ms since the last drain: half of 32 MiB in 160 ms, past
+   * the bound; 8 MiB in 10 ms: half a ring in 20 ms; 64 MiB (faster than
+   * the peak): half of 32 MiB in 2.5 ms. */
+  ck_assert_uint_eq(ks_ring_pace(10000000, mib, 32 * mib, 0, 16), 16);
+  ck_assert_uint_eq(ks_ring_pace(10000000, 16 * mib, 32 * mib, 0, 16), 10);
+  ck_assert_uint_eq(ks_ring_pace(10000000, 64 * mib, 32 * mib, 0, 16), 2);
+  /* Faster still: never under 1 ms. */
+  ck_assert_uint_eq(ks_ring_pace(1000000, 64 * mib, mib, 0, 16), 1);
+  /* The lag bound: 20 ms of lag allowed, 5 ms between drains. */
+  ck_assert_uint_eq(ks_ring_pace(0, 0, 32 * mib, 20000000, 16), 5);
+  ck_assert_uint_eq(ks_ring_pace(0, 0, 32 * mib, 1000000, 16), 1);
+  ck_assert_uint_eq(ks_ring_pace(0, 0, 32 * mib, 1000000000, 16), 16);
+}
+END_TEST
+
 /* A full ring drops and counts, in its own header: the other rings are not full. */
 START_TEST(test_full_ring_counts_drops) {
   fixture f;
@@ -1213,6 +1260,8 @@ Suite *ring_suite(void) {
   tcase_add_test(tc, test_reads_and_names);
   tcase_add_test(tc, test_unpublished_is_not_read);
   tcase_add_test(tc, test_full_ring_counts_drops);
+  tcase_add_test(tc, test_drain_says_the_fullest);
+  tcase_add_test(tc, test_pace);
   tcase_add_test(tc, test_foreign_tail_cache);
   tcase_add_test(tc, test_dead_ring);
   tcase_add_test(tc, test_claims);
