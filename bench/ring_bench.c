@@ -16,7 +16,7 @@
  * cores 0 and 1) and writes RECORDS 48-byte records (a call of the pattern
  * `true': time, pid, M, F, arity) as the NIF does, its time from the NIF's clock
  * (nif/ks_vm_clock.h); a reader thread drains every millisecond, as the sink's
- * timer does. The rings hold every record of a run, so no writer ever waits or
+ * timer does at its fastest. The rings hold every record of a run, so no writer ever waits or
  * drops, and their pages are touched before the run (a ring in use has been
  * through its first lap: its page faults are not the record's cost). Cost per record: the writer thread's CPU time (CLOCK_THREAD_CPUTIME_ID:
  * not the time the reader or another process took its core) over RECORDS.

@@ -22,13 +22,16 @@
 %%% <li>`no server poll': the tiers server suspended (no poll of the sink's
 %%%     rows every second);</li>
 %%% <li>`no sink': the guard disarmed and the sink stopped (SIGSTOP) for the
-%%%     drive: it neither wakes every millisecond nor reads; it reads the
+%%%     drive: it neither wakes nor reads; it reads the
 %%%     ring after (compare with `no guard');</li>
+%%% <li>`drain_1ms': tiers, the sink draining the rings every millisecond
+%%%     (`{ring_wait_max, 1}'), as it did before its drains were paced
+%%%     (port/ring/ring_pace.c);</li>
 %%% <li>`token only': no tiers; each request sets a seq_trace label as
 %%%     kprof:request/2 does: what the token costs the messages alone;</li>
 %%% <li>`sink SCHED_BATCH': tiers, the sink's OS process under the Linux
 %%%     policy that never preempts a running thread when it wakes (chrt -b):
-%%%     whether the sink's wake-ups every millisecond cost the service's
+%%%     whether the sink's wake-ups cost the service's
 %%%     latency.</li>
 %%% </ul>
 %%%
@@ -45,8 +48,8 @@
 
 -define(TIERS, [{http, [{tiers_bench, http, 1}]}, {db, [{tiers_bench, db_query, 1}]},
                 {templating, [{tiers_bench, tpl_render, 1}]}]).
--define(VARIANTS, [untraced, tiers, no_ring, no_procs, no_patterns, sampled_out, no_guard,
-                   no_poll, no_sink, token, sink_batch]).
+-define(VARIANTS, [untraced, tiers, drain_1ms, no_ring, no_procs, no_patterns, sampled_out,
+                   no_guard, no_poll, no_sink, token, sink_batch]).
 %% `sampled_out': a request in ten thousand traced, what the others still pay.
 -define(SAMPLED_OUT, 0.0001).
 -define(SECTION, "Tiers: where the time goes").
@@ -64,7 +67,7 @@ main([Rate0, Seconds0, Rounds0, Results]) ->
     io:format("tiers parts: ~b req/s offered, ~b s per variant, ~b round(s); load average ~s~n",
               [Rate, Seconds, Rounds, Load0]),
     %% A first start opens the ring: from then on every variant runs with
-    %% the sink reading it every millisecond, as after any tiers session.
+    %% the sink reading it, paced, as after any tiers session.
     run(tiers, Rate, 1),
     Runs = lists:append([round(Rate, Seconds) || _ <- lists:seq(1, Rounds)]),
     Rows = [row(V, [R || {V1, R} <- Runs, V1 =:= V]) || V <- ?VARIANTS],
@@ -200,7 +203,10 @@ setup(no_sink) ->
     setup(no_guard);
 setup(sink_batch) ->
     setup(tiers),
-    sink_policy("-b").
+    sink_policy("-b");
+setup(drain_1ms) ->
+    setup(tiers),
+    ok = kprof_sink:command({ring_wait_max, 1}, 5000).
 
 -spec teardown(atom()) -> ok.
 teardown(V) when V =:= untraced; V =:= token ->
@@ -210,6 +216,9 @@ teardown(no_poll) ->
     teardown(tiers);
 teardown(sink_batch) ->
     sink_policy("-o"),
+    teardown(tiers);
+teardown(drain_1ms) ->
+    ok = kprof_sink:command({ring_wait_max, 16}, 5000),
     teardown(tiers);
 teardown(_) ->
     ok = kprof:stop_tiers().
@@ -280,7 +289,8 @@ breakdown(Rows) ->
               "match spec fails)", Get(sampled_out), Get(no_patterns)},
              {"kprof_guard's checks", Get(tiers), Get(no_guard)},
              {"the tiers server's poll", Get(tiers), Get(no_poll)},
-             {"the sink (its 1 ms reads, its CPU)", Get(no_guard), Get(no_sink)},
+             {"the sink (its paced reads, its CPU)", Get(no_guard), Get(no_sink)},
+             {"drains every millisecond instead of paced", Get(drain_1ms), Get(tiers)},
              {"the seq_trace token on messages", Get(token), Get(untraced)},
              {"all of tiers", Get(tiers), Get(untraced)}],
     ["Each part's cost: the row with everything on less the row with that part off "
@@ -316,7 +326,8 @@ name(no_guard) -> "no guard";
 name(no_poll) -> "no server poll";
 name(no_sink) -> "no guard, sink stopped";
 name(token) -> "token only, nothing traced";
-name(sink_batch) -> "tiers, the sink at SCHED_BATCH".
+name(sink_batch) -> "tiers, the sink at SCHED_BATCH";
+name(drain_1ms) -> "tiers, the rings drained every millisecond (not paced)".
 
 -spec notes() -> iolist().
 notes() ->

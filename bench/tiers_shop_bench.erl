@@ -5,8 +5,10 @@
 %%% modules as a user would set them (shop_demo:tiers/0 and tier_opts/0),
 %%% and with the tiers on those modules' exported functions only (what the
 %%% patterns on whole modules cost: every local call of a tier module is a
-%%% call and a return_to), route by route, the modes interleaved over the
-%%% rounds.
+%%% call and a return_to), and with the sink draining the rings every
+%%% millisecond instead of paced (`{ring_wait_max, 1}': what the pacing of
+%%% port/ring/ring_pace.c saves), route by route, the modes interleaved over
+%%% the rounds.
 %%%
 %%% Per route, rate and mode: latency p50 and p99 (medians of the rounds'
 %%% own) and their ratios to the untraced run of the same round (medians),
@@ -20,7 +22,7 @@
 -export([main/1]).
 
 -define(SECTION, "Tiers on the shop").
--define(MODES, [untraced, tiers, exports]).
+-define(MODES, [untraced, tiers, exports, drain_1ms]).
 
 %% @doc `main([Cases, Seconds, Rounds, ResultsFile])', all strings (from the
 %% Makefile); Cases: `Path@Rate' separated by commas.
@@ -56,17 +58,20 @@ main([Cases0, Seconds0, Rounds0, Results]) ->
             table(Rows), "\n",
             "p50 and p99: medians of the rounds' own; the ratios: medians of each round's "
             "ratio to its untraced run. VM CPU holds the load generator's own work (the "
-            "same in both modes).\n"],
+            "same in every mode). \"drained every ms\": the whole modules' tiers with the "
+            "sink draining the rings every millisecond, as before its drains were paced "
+            "(port/ring/ring_pace.c).\n"],
     io:put_chars(Text),
     ok = overhead_bench:write_section(Results, ?SECTION, Text),
     halt(0).
 
--spec run(untraced | tiers | exports, inet:port_number(), {string(), pos_integer()},
-          pos_integer()) ->
+-spec run(untraced | tiers | exports | drain_1ms, inet:port_number(),
+          {string(), pos_integer()}, pos_integer()) ->
           map().
 run(Mode, Port, {Path, Rate}, Ms) ->
     _ = Mode =/= untraced andalso (ok =:= kprof:start_tiers(tiers(Mode),
                                                               shop_demo:tier_opts())),
+    ok = kprof_sink:command({ring_wait_max, case Mode of drain_1ms -> 1; _ -> 16 end}, 5000),
     #{trace_events := E0} = kprof:sink_stats(),
     Sink0 = tiers_bench:sink_cpu(),
     Vm0 = tiers_bench:vm_cpu(),
@@ -82,8 +87,8 @@ run(Mode, Port, {Path, Rate}, Ms) ->
       events => (E1 - E0) / max(1, N)}.
 
 %% The demo's tiers, or the same on each module's exported functions only.
--spec tiers(tiers | exports) -> kprof_tiers:tiers().
-tiers(tiers) ->
+-spec tiers(tiers | exports | drain_1ms) -> kprof_tiers:tiers().
+tiers(Whole) when Whole =:= tiers; Whole =:= drain_1ms ->
     shop_demo:tiers();
 tiers(exports) ->
     [{Name, [{M, F, A} || {M, '_', '_'} <- Specs, {F, A} <- M:module_info(exports),
@@ -111,7 +116,8 @@ row(C, M, Runs) ->
 -spec mode_name(atom()) -> string().
 mode_name(untraced) -> "untraced";
 mode_name(tiers) -> "tiers (whole modules)";
-mode_name(exports) -> "tiers (exported functions)".
+mode_name(exports) -> "tiers (exported functions)";
+mode_name(drain_1ms) -> "tiers (whole modules), drained every ms".
 
 -spec table([map()]) -> iolist().
 table(Rows) ->
