@@ -253,7 +253,8 @@ init(Opts) ->
     _ = release_ring(),
     case open_checked(Path, Args) of
         {ok, Port} ->
-            {ok, #state{port = Port, path = Path, args = Args, os_pid = os_pid(Port)}};
+            {ok, #state{port = Port, path = Path, args = Args,
+                        os_pid = kprof_sink_os:os_pid(Port)}};
         {error, Reason} ->
             kprof_sink_os:log_open_error(Reason),
             {stop, Reason}
@@ -723,7 +724,7 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
                 {ok, Port} ->
                     logger:notice("kprof_sink: sink restarted as ~p", [Port]),
                     {noreply, S#state{port = Port, restarts = [Now | Recent],
-                                      os_pid = os_pid(Port)}};
+                                      os_pid = kprof_sink_os:os_pid(Port)}};
                 {error, Reason} ->
                     kprof_sink_os:log_open_error(Reason),
                     {stop, Reason, S}
@@ -793,14 +794,6 @@ not_answering(Port, Path, Why) ->
     receive {'EXIT', Port, _} -> ok after 0 -> ok end,
     _ = persistent_term:erase({?MODULE, port}),
     {error, {sink_not_answering, Path, Why}}.
-
-%% Read once, at open: later, port_info/2 waits behind the port's backlog.
--spec os_pid(port()) -> integer() | undefined.
-os_pid(Port) ->
-    case erlang:port_info(Port, os_pid) of
-        {os_pid, P} -> P;
-        undefined -> undefined
-    end.
 
 %% A port given up on: unlinked, so that its exit is no signal here, and
 %% told to close without writing out its queue (when the VM gets to it).

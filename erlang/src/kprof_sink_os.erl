@@ -5,7 +5,7 @@
 %%% port; this module holds what it asks of the OS.
 -module(kprof_sink_os).
 
--export([why_not_running/3, exited/1, kill/2, log_open_error/1]).
+-export([why_not_running/3, exited/1, kill/2, log_open_error/1, os_pid/1]).
 
 %% A sink that exited before it answered is run once more for its words:
 %% for at most this long, and this much of what it printed is kept.
@@ -109,3 +109,12 @@ log_open_error({sink_cannot_run, Path, #{exit_status := Status, output := Output
     logger:error("kprof_sink: ~ts cannot run (exit status ~b): ~ts", [Path, Status, Output]);
 log_open_error(Reason) ->
     logger:error("kprof_sink: cannot start the sink: ~p", [Reason]).
+
+%% @doc The OS pid of a port's program, `undefined' for a port gone. kprof_sink
+%% reads it once, at open: later, port_info/2 waits behind the port's backlog.
+-spec os_pid(port()) -> integer() | undefined.
+os_pid(Port) ->
+    case erlang:port_info(Port, os_pid) of
+        {os_pid, P} -> P;
+        undefined -> undefined
+    end.

@@ -145,16 +145,9 @@ other_ports(Port) ->
             [#{port => P, os_pid => OsPid, queue_bytes => queue_bytes(P),
                os => os_process(OsPid)}
              || P <- erlang:ports(), P =/= Port, erlang:port_info(P, name) =:= {name, Name},
-                OsPid <- [os_pid(P)]];
+                OsPid <- [kprof_sink_os:os_pid(P)]];
         undefined ->
             []
-    end.
-
--spec os_pid(port()) -> integer() | undefined.
-os_pid(Port) ->
-    case erlang:port_info(Port, os_pid) of
-        {os_pid, OsPid} -> OsPid;
-        undefined -> undefined
     end.
 
 -spec messages(pid() | undefined) -> non_neg_integer().
