@@ -88,7 +88,8 @@
 
 -record(pending, {from :: gen_server:from() | ring_open | {fence, pid()},
                   timer :: reference(),
-                  atoms = false :: boolean()}).   % a replay's: see decode/2
+                  atoms = false :: boolean(),     % a replay's: see decode/2
+                  call :: kprof_sink_stall:call() | undefined}).   % said if it times out
 
 -record(state, {port :: port(),
                 path :: file:filename_all(),
@@ -367,7 +368,9 @@ send_command(Cmd, Timeout, PortOpts, From, S = #state{pending = Pending, writer 
     Ref = make_ref(),
     Bin = term_to_binary({kprof, Ref, Cmd}),
     P = (pending(From, Timeout, Ref))#pending{atoms = is_tuple(Cmd) andalso
-                                                  lists:member(element(1, Cmd), ?ATOM_MAKERS)},
+                                                  lists:member(element(1, Cmd), ?ATOM_MAKERS),
+                                              call = #{command => command_tag(Cmd),
+                                                       timeout_ms => Timeout}},
     case W =:= undefined andalso try_send(Bin, S) of
         true ->
             {noreply, S#state{pending = Pending#{Ref => P}}};
@@ -448,25 +451,31 @@ expire(Ref, S = #state{pending = Pending}) ->
             ring_opened({error, timeout}, S#state{pending = Rest});
         {#pending{from = {fence, Pid}}, Rest} ->
             unfence(Pid, Ref, S#state{pending = Rest});
-        {#pending{from = From}, Rest} ->
+        {#pending{from = From, call = Call}, Rest} ->
             gen_server:reply(From, {error, timeout}),
-            say_stall(S#state{pending = Rest});
+            say_stall(Call, S#state{pending = Rest});
         error ->
             S
     end.
 
 %% A caller's timeout says what the sink was doing, once in 10 s.
--spec say_stall(#state{}) -> #state{}.
-say_stall(S = #state{stall_said = Said}) ->
+-spec say_stall(kprof_sink_stall:call(), #state{}) -> #state{}.
+say_stall(Call, S = #state{stall_said = Said}) ->
     Now = erlang:monotonic_time(millisecond),
     case Said =:= undefined orelse Now - Said >= 10000 of
         true ->
             #state{port = Port, os_pid = OsPid, writer = W} = S,
-            _ = kprof_sink_stall:say(Port, OsPid, W, self()),
+            _ = kprof_sink_stall:say(Port, OsPid, W, self(), Call),
             S#state{stall_said = Now};
         false ->
             S
     end.
+
+%% The command's name for a stall report: its atom, or its tuple's tag.
+-spec command_tag(command()) -> atom().
+command_tag(Cmd) when is_atom(Cmd) -> Cmd;
+command_tag(Cmd) when is_tuple(Cmd), is_atom(element(1, Cmd)) -> element(1, Cmd);
+command_tag(_) -> command.
 
 -spec reply(reference(), term(), #state{}) -> #state{}.
 reply(Ref, Reply, S = #state{pending = Pending}) ->

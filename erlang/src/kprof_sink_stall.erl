@@ -20,8 +20,17 @@
 %%%     with its `queue_bytes' and `os' as above. A port closed or
 %%%     abandoned behind a port tracer's backlog stays until the VM has
 %%%     worked through that backlog, which takes quadratic time;</li>
+%%% <li>`call': the command that timed out (its name) and its timeout.</li>
 %%% <li>`late_ms': how much later than asked the report's own 500 ms sleep
 %%%     ended: a VM whose schedulers are busy or starved wakes it late.</li>
+%%% <li>`port_output': the bytes the VM has handed the port's driver since
+%%%     it opened (`bytes'), and what of it the next 500 ms added
+%%%     (`bytes_after'). A command waits in the VM until the port runs its
+%%%     task: nothing handed over, nothing queued, and a sink asleep means
+%%%     the port's tasks are not being run;</li>
+%%% <li>`writer': kprof_sink's writer process, `none', or its `status' and
+%%%     `current_function'. A writer `suspended' in a port command holds a
+%%%     command the port does not take: the VM has the port busy.</li>
 %%% </ul>
 %%% A sink running with the queue full is behind on its input; one that
 %%% sleeps with the queue full is not reading it; a sink that runs flat out
@@ -29,15 +38,23 @@
 %%% nothing queued answered, and the answer waits in `server_messages'.
 -module(kprof_sink_stall).
 
--export([say/4, explain/4, message/2, server_late/2]).
+-export([say/5, explain/4, message/2, server_late/2]).
 
--export_type([stall/0]).
+-export_type([stall/0, call/0]).
+
+%% The call that timed out: its command's name (an atom, or a tuple's tag)
+%% and its timeout.
+-type call() :: #{command := atom(), timeout_ms := non_neg_integer()}.
 
 -type stall() :: #{queue_bytes := non_neg_integer() | unknown,
                    writer_messages := non_neg_integer(),
                    server_messages := non_neg_integer(),
                    os := stall_os(),
                    other_ports := [other_port()],
+                   port_output := #{bytes := non_neg_integer() | unknown,
+                                    bytes_after => integer()},
+                   writer := none | #{status := atom(), current_function := mfa() | undefined},
+                   call => call(),
                    late_ms => non_neg_integer()}.
 -type other_port() :: #{port := port(), os_pid := integer() | undefined,
                         queue_bytes := non_neg_integer() | unknown, os := stall_os()}.
@@ -58,11 +75,16 @@
 %%%%%%%%%%%%%%
 
 %% @doc In a process of its own: explain/4 now, the sink's CPU time again
-%% 500 ms later, then the error logged (message/2; the figures also in the
+%% 500 ms later, then the error logged with `Call' (the command that timed
+%% out) (message/2; the figures also in the
 %% event's metadata, under `kprof_sink_stall'). Returns at once.
--spec say(port(), integer() | undefined, pid() | undefined, pid()) -> pid().
-say(Port, OsPid, Writer, Server) ->
+%% Its group leader is `user': an application's stop kills the processes of
+%% its group leader, and kprof stopped right after the timeout (a caller
+%% that gives up, a test's clean-up) would take the report with it.
+-spec say(port(), integer() | undefined, pid() | undefined, pid(), call()) -> pid().
+say(Port, OsPid, Writer, Server, Call) ->
     spawn(fun() ->
+                  _ = outlive_application(),
                   Stall = #{os := Os} = explain(Port, OsPid, Writer, Server),
                   T0 = erlang:monotonic_time(millisecond),
                   timer:sleep(?AFTER_MS),
@@ -70,7 +92,9 @@ say(Port, OsPid, Writer, Server) ->
                   Others = [O#{os := after_ms(OOs, os_process(OOsPid))}
                             || O = #{os := OOs, os_pid := OOsPid} <- maps:get(other_ports, Stall)],
                   Said = Stall#{os := after_ms(Os, os_process(OsPid)), other_ports := Others,
-                                late_ms => max(0, Late)},
+                                port_output := output_after(maps:get(port_output, Stall),
+                                                            port_output(Port)),
+                                call => Call, late_ms => max(0, Late)},
                   logger:error("~ts", [message(OsPid, Said)], #{kprof_sink_stall => Said})
           end).
 
@@ -82,7 +106,9 @@ explain(Port, OsPid, Writer, Server) ->
       writer_messages => messages(Writer),
       server_messages => messages(Server),
       os => os_process(OsPid),
-      other_ports => other_ports(Port)}.
+      other_ports => other_ports(Port),
+      port_output => port_output(Port),
+      writer => writer(Writer)}.
 
 %% @doc The kprof_sink server itself did not answer `Request' within `Ms'
 %% (its own timer answers a call the sink leaves unanswered before that, so
@@ -117,10 +143,13 @@ server_late(Request, Ms) ->
 -spec message(integer() | undefined, stall()) -> iolist().
 message(OsPid, Stall = #{queue_bytes := Q, writer_messages := W, server_messages := M,
                           os := Os, other_ports := Others}) ->
-    io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time: ~ts queued to its "
-                  "port, ~b command(s) waiting to be written, ~b message(s) waiting for "
-                  "kprof_sink; ~ts; earlier sink ports still open: ~ts~ts",
-                  [OsPid, bytes(Q), W, M, os_text(Os), others_text(Others),
+    io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time~ts: ~ts queued to "
+                  "its port, ~b command(s) waiting to be written, ~b message(s) waiting for "
+                  "kprof_sink; ~ts; earlier sink ports still open: ~ts; ~ts; ~ts~ts",
+                  [OsPid, call_text(maps:get(call, Stall, none)), bytes(Q), W, M, os_text(Os),
+                   others_text(Others),
+                   output_text(maps:get(port_output, Stall, #{bytes => unknown})),
+                   writer_text(maps:get(writer, Stall, none)),
                    case Stall of
                        #{late_ms := L} -> io_lib:format("; this report woke ~b ms late", [L]);
                        _ -> ""
@@ -129,6 +158,14 @@ message(OsPid, Stall = #{queue_bytes := Q, writer_messages := W, server_messages
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
+
+%% The calling process out of the application's group (see say/4).
+-spec outlive_application() -> true | undefined.
+outlive_application() ->
+    case whereis(user) of
+        undefined -> undefined;
+        User -> group_leader(User, self())
+    end.
 
 -spec queue_bytes(port()) -> non_neg_integer() | unknown.
 queue_bytes(Port) ->
@@ -148,6 +185,29 @@ other_ports(Port) ->
                 OsPid <- [kprof_sink_os:os_pid(P)]];
         undefined ->
             []
+    end.
+
+%% What the VM has handed the port's driver since the port opened.
+-spec port_output(port()) -> #{bytes := non_neg_integer() | unknown}.
+port_output(Port) ->
+    case erlang:port_info(Port, output) of
+        {output, B} -> #{bytes => B};
+        undefined -> #{bytes => unknown}
+    end.
+
+output_after(Out = #{bytes := B0}, #{bytes := B1}) when is_integer(B0), is_integer(B1) ->
+    Out#{bytes_after => B1 - B0};
+output_after(Out, _) ->
+    Out.
+
+-spec writer(pid() | undefined) -> none | #{status := atom(),
+                                            current_function := mfa() | undefined}.
+writer(undefined) ->
+    none;
+writer(Pid) ->
+    case erlang:process_info(Pid, [status, current_function]) of
+        [{status, St}, {current_function, F}] -> #{status => St, current_function => F};
+        undefined -> none
     end.
 
 -spec messages(pid() | undefined) -> non_neg_integer().
@@ -220,6 +280,27 @@ os_text(Os = #{state := State, wchan := W, cpu_ms := Ms}) ->
                                                             [A, ?AFTER_MS]);
                        _ -> ""
                    end]).
+
+-spec output_text(#{bytes := non_neg_integer() | unknown, bytes_after => integer()}) ->
+          iolist().
+output_text(#{bytes := B, bytes_after := A}) ->
+    io_lib:format("its port handed ~ts since it opened, ~ts in the ~b ms after",
+                  [bytes(B), bytes(A), ?AFTER_MS]);
+output_text(#{bytes := B}) ->
+    io_lib:format("its port handed ~ts since it opened", [bytes(B)]).
+
+-spec writer_text(none | #{status := atom(), current_function := mfa() | undefined}) ->
+          iolist().
+writer_text(none) ->
+    "no writer process";
+writer_text(#{status := St, current_function := {M, F, A}}) ->
+    io_lib:format("its writer process ~p in ~p:~p/~b", [St, M, F, A]);
+writer_text(#{status := St}) ->
+    io_lib:format("its writer process ~p", [St]).
+
+-spec call_text(call() | none) -> iolist().
+call_text(#{command := C, timeout_ms := Ms}) -> io_lib:format(" (~p, ~b ms)", [C, Ms]);
+call_text(none) -> "".
 
 -spec others_text([other_port()]) -> iolist().
 others_text([]) ->

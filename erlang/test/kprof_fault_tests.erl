@@ -122,7 +122,9 @@ fault_test_() ->
               {"a call the sink does not answer says what the sink was doing, once in 10 s",
                fun stall_said/1},
               {"a call kprof_sink's server does not answer says where the server is",
-               fun server_late_said/1}]]}.
+               fun server_late_said/1},
+              {"a stall is said even when kprof stops right after the timeout",
+               fun stall_said_after_stop/1}]]}.
 
 %%% The sink frozen
 
@@ -464,14 +466,18 @@ stall_said(_Dir) ->
         ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
         %% Said 500 ms after the first timeout: a second later, all is said.
         timer:sleep(1500),
-        Stalls = [{Msg, Stall} || {log, Msg, #{kprof_sink_stall := Stall}} <- logged()],
+        Stalls = [{Msg, Stall} || {log, Msg, #{kprof_sink_stall := Stall}} <- logged(),
+                                  of_sink(Msg, OsPid)],
         ?debugFmt("~p", [Stalls]),
         %% (The server's queue may hold the test's second call by then.)
         ?assertMatch([{_, #{queue_bytes := 0, writer_messages := 0, server_messages := N,
                             os := #{state := "T", cpu_ms := Ms, cpu_ms_after := 0},
-                            other_ports := Others, late_ms := Late}}]
+                            other_ports := Others, late_ms := Late,
+                            port_output := #{bytes := Out, bytes_after := OutAfter},
+                            writer := none, call := #{command := ping, timeout_ms := 200}}}]
                        when is_integer(Ms) andalso N =< 1 andalso is_list(Others)
-                            andalso is_integer(Late) andalso Late >= 0, Stalls),
+                            andalso is_integer(Late) andalso Late >= 0
+                            andalso Out > 0 andalso OutAfter >= 0, Stalls),
         %% An earlier sink's port the VM still holds is said, with its sink.
         [{_, #{other_ports := Others}}] = Stalls,
         ?assertMatch([#{os_pid := EarlierOsPid, queue_bytes := 0, os := #{state := "S"}}],
@@ -479,7 +485,8 @@ stall_said(_Dir) ->
         [{Msg, _}] = Stalls,
         ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
                                             integer_to_list(OsPid) ++ "\\) did not answer in "
-                                            "time: 0 bytes queued to its port, 0 command\\(s\\) "
+                                            "time \\(ping, 200 ms\\): 0 bytes queued to its "
+                                            "port, 0 command\\(s\\) "
                                             "waiting to be written, [01] message\\(s\\) waiting for "
                                             "kprof_sink; its OS process stopped \\(T, in [a-z_]+\\), "
                                             "[0-9]+ ms of CPU since it started, 0 ms in the 500 ms "
@@ -487,12 +494,40 @@ stall_said(_Dir) ->
                                             "\\(OS pid " ++ integer_to_list(EarlierOsPid) ++
                                             "\\) with 0 bytes queued, its OS process sleeping "
                                             "\\(S, in [a-z_]+\\), [0-9]+ ms of CPU since it "
-                                            "started, [0-9]+ ms in the 500 ms after.*; this report "
-                                            "woke [0-9]+ ms late$",
+                                            "started, [0-9]+ ms in the 500 ms after.*; its port "
+                                            "handed [0-9.]+ (bytes|KiB) since it opened, [0-9.]+ "
+                                            "(bytes|KiB) in the 500 ms after; no writer process; "
+                                            "this report woke [0-9]+ ms late$",
                                         [unicode]))
     after
         signal("CONT", OsPid),
         port_close(Earlier),
+        _ = logger:remove_handler(?MODULE)
+    end.
+
+%% The caller gives up at the timeout and stops kprof at once (as a failed
+%% test's clean-up does): the application's stop must not take the report,
+%% said 500 ms later, with it.
+stall_said_after_stop(_Dir) ->
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    #{os_pid := OsPid} = kprof_sink:info(),
+    try
+        signal("STOP", OsPid),
+        ?assertEqual({error, timeout}, kprof_sink:command(ping, 200)),
+        ok = kprof:stop(),
+        timer:sleep(1500),
+        Stalls = [Msg || {log, Msg, #{kprof_sink_stall := _}} <- logged(), of_sink(Msg, OsPid)],
+        ?debugFmt("~p", [Stalls]),
+        ?assertMatch([_], Stalls),
+        [Msg] = Stalls,
+        ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
+                                            integer_to_list(OsPid) ++ "\\) did not answer in "
+                                            "time \\(ping, 200 ms\\): 0 bytes queued to its "
+                                            "port, .*; its OS "
+                                            "process stopped \\(T, in [a-z_]+\\)", [unicode]))
+    after
+        signal("CONT", OsPid),
         _ = logger:remove_handler(?MODULE)
     end.
 
@@ -525,6 +560,11 @@ earlier_sink_port() ->
 
 logged() ->
     receive {log, _, _} = L -> [L | logged()] after 0 -> [] end.
+
+%% A stall report of this test's sink: an earlier test's, said 500 ms after
+%% its own timeout, may come in this test's time.
+of_sink(Msg, OsPid) ->
+    lists:prefix("kprof_sink: the sink (OS pid " ++ integer_to_list(OsPid) ++ ")", Msg).
 
 %% @private The logger handler of stall_said/1.
 log(#{msg := {F, A}, meta := Meta}, #{config := #{pid := Pid}}) when is_list(F) ->
