@@ -34,7 +34,7 @@
 %%% {@link from_map/2}'s of them.
 -module(kprof_alert).
 
--export([new/5, from_map/2, kinds/0, message/2]).
+-export([new/5, from_map/2, kinds/0, message/2, bytes/1]).
 
 -export_type([info/0]).
 
@@ -116,6 +116,9 @@ message(Kind, #{what := What, value := V, bound := B}) when B =/= undefined ->
 message(Kind, Info) ->
     io_lib:format("~p ~0p", [Kind, maps:without([what, value, bound, message], Info)]).
 
+%% @doc A size for a message: whole MiB, KiB or bytes, rounded down (the
+%% alerts' and the sink's stall reports').
+-spec bytes(non_neg_integer()) -> iolist().
 bytes(B) when B >= 1 bsl 20 -> io_lib:format("~b MiB", [B bsr 20]);
 bytes(B) when B >= 1 bsl 10 -> io_lib:format("~b KiB", [B bsr 10]);
 bytes(B) -> io_lib:format("~b bytes", [B]).

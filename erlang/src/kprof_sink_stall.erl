@@ -6,6 +6,10 @@
 %%% <li>`queue_bytes': what the VM holds for the sink's port. Commands go
 %%%     through the port behind trace messages: a port tracer's backlog
 %%%     delays every answer until the sink has read it;</li>
+%%% <li>`port_wait_ms': how long reading `queue_bytes' took. The VM answers
+%%%     port_info/2 in order with the work it holds for the port, such as
+%%%     the trace messages a port tracer's events became: seconds here are
+%%%     a backlog the queue's bytes do not show;</li>
 %%% <li>`writer_messages': the commands a busy port did not take yet, held
 %%%     by kprof_sink's writer process;</li>
 %%% <li>`server_messages': the messages waiting for kprof_sink itself (the
@@ -47,6 +51,7 @@
 -type call() :: #{command := atom(), timeout_ms := non_neg_integer()}.
 
 -type stall() :: #{queue_bytes := non_neg_integer() | unknown,
+                   port_wait_ms := non_neg_integer(),
                    writer_messages := non_neg_integer(),
                    server_messages := non_neg_integer(),
                    os := stall_os(),
@@ -102,7 +107,10 @@ say(Port, OsPid, Writer, Server, Call) ->
 %% sink's OS process (`OsPid', `undefined' when not known) are doing now.
 -spec explain(port(), integer() | undefined, pid() | undefined, pid()) -> stall().
 explain(Port, OsPid, Writer, Server) ->
-    #{queue_bytes => queue_bytes(Port),
+    T0 = erlang:monotonic_time(millisecond),
+    Q = queue_bytes(Port),
+    #{queue_bytes => Q,
+      port_wait_ms => erlang:monotonic_time(millisecond) - T0,
       writer_messages => messages(Writer),
       server_messages => messages(Server),
       os => os_process(OsPid),
@@ -144,9 +152,10 @@ server_late(Request, Ms) ->
 message(OsPid, Stall = #{queue_bytes := Q, writer_messages := W, server_messages := M,
                           os := Os, other_ports := Others}) ->
     io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time~ts: ~ts queued to "
-                  "its port, ~b command(s) waiting to be written, ~b message(s) waiting for "
-                  "kprof_sink; ~ts; earlier sink ports still open: ~ts; ~ts; ~ts~ts",
-                  [OsPid, call_text(maps:get(call, Stall, none)), bytes(Q), W, M, os_text(Os),
+                  "its port (read in ~b ms), ~b command(s) waiting to be written, ~b message(s) "
+                  "waiting for kprof_sink; ~ts; earlier sink ports still open: ~ts; ~ts; ~ts~ts",
+                  [OsPid, call_text(maps:get(call, Stall, none)), bytes(Q),
+                   maps:get(port_wait_ms, Stall, 0), W, M, os_text(Os),
                    others_text(Others),
                    output_text(maps:get(port_output, Stall, #{bytes => unknown})),
                    writer_text(maps:get(writer, Stall, none)),
@@ -169,31 +178,33 @@ outlive_application() ->
 
 -spec queue_bytes(port()) -> non_neg_integer() | unknown.
 queue_bytes(Port) ->
-    case erlang:port_info(Port, queue_size) of
-        {queue_size, Q} -> Q;
+    port_value(Port, queue_size).
+
+%% One item of port_info/2, `unknown' once the port is gone.
+-spec port_value(port(), queue_size | output | name) -> term() | unknown.
+port_value(Port, Item) ->
+    case erlang:port_info(Port, Item) of
+        {Item, V} -> V;
         undefined -> unknown
     end.
 
 %% The VM's other ports of the same program as Port (the sink's name).
 -spec other_ports(port()) -> [other_port()].
 other_ports(Port) ->
-    case erlang:port_info(Port, name) of
-        {name, Name} ->
+    case port_value(Port, name) of
+        unknown ->
+            [];
+        Name ->
             [#{port => P, os_pid => OsPid, queue_bytes => queue_bytes(P),
                os => os_process(OsPid)}
-             || P <- erlang:ports(), P =/= Port, erlang:port_info(P, name) =:= {name, Name},
-                OsPid <- [kprof_sink_os:os_pid(P)]];
-        undefined ->
-            []
+             || P <- erlang:ports(), P =/= Port, port_value(P, name) =:= Name,
+                OsPid <- [kprof_sink_os:os_pid(P)]]
     end.
 
 %% What the VM has handed the port's driver since the port opened.
 -spec port_output(port()) -> #{bytes := non_neg_integer() | unknown}.
 port_output(Port) ->
-    case erlang:port_info(Port, output) of
-        {output, B} -> #{bytes => B};
-        undefined -> #{bytes => unknown}
-    end.
+    #{bytes => port_value(Port, output)}.
 
 output_after(Out = #{bytes := B0}, #{bytes := B1}) when is_integer(B0), is_integer(B1) ->
     Out#{bytes_after => B1 - B0};
@@ -318,8 +329,6 @@ state_name("t") -> "stopped by a debugger";
 state_name("Z") -> "exited";
 state_name(_) -> "in another state".
 
--spec bytes(non_neg_integer() | unknown) -> string().
+-spec bytes(non_neg_integer() | unknown) -> iolist().
 bytes(unknown) -> "unknown bytes";
-bytes(B) when B < 1024 -> integer_to_list(B) ++ " bytes";
-bytes(B) when B < 1024 * 1024 -> io_lib:format("~.1f KiB", [B / 1024]);
-bytes(B) -> io_lib:format("~.1f MiB", [B / (1024 * 1024)]).
+bytes(B) -> kprof_alert:bytes(B).

@@ -470,12 +470,14 @@ stall_said(_Dir) ->
                                   of_sink(Msg, OsPid)],
         ?debugFmt("~p", [Stalls]),
         %% (The server's queue may hold the test's second call by then.)
-        ?assertMatch([{_, #{queue_bytes := 0, writer_messages := 0, server_messages := N,
+        ?assertMatch([{_, #{queue_bytes := 0, port_wait_ms := Wait, writer_messages := 0,
+                            server_messages := N,
                             os := #{state := "T", cpu_ms := Ms, cpu_ms_after := 0},
                             other_ports := Others, late_ms := Late,
                             port_output := #{bytes := Out, bytes_after := OutAfter},
                             writer := none, call := #{command := ping, timeout_ms := 200}}}]
                        when is_integer(Ms) andalso N =< 1 andalso is_list(Others)
+                            andalso is_integer(Wait) andalso Wait >= 0
                             andalso is_integer(Late) andalso Late >= 0
                             andalso Out > 0 andalso OutAfter >= 0, Stalls),
         %% An earlier sink's port the VM still holds is said, with its sink.
@@ -486,7 +488,7 @@ stall_said(_Dir) ->
         ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
                                             integer_to_list(OsPid) ++ "\\) did not answer in "
                                             "time \\(ping, 200 ms\\): 0 bytes queued to its "
-                                            "port, 0 command\\(s\\) "
+                                            "port \\(read in [0-9]+ ms\\), 0 command\\(s\\) "
                                             "waiting to be written, [01] message\\(s\\) waiting for "
                                             "kprof_sink; its OS process stopped \\(T, in [a-z_]+\\), "
                                             "[0-9]+ ms of CPU since it started, 0 ms in the 500 ms "
@@ -524,7 +526,7 @@ stall_said_after_stop(_Dir) ->
         ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: the sink \\(OS pid " ++
                                             integer_to_list(OsPid) ++ "\\) did not answer in "
                                             "time \\(ping, 200 ms\\): 0 bytes queued to its "
-                                            "port, .*; its OS "
+                                            "port \\(read in [0-9]+ ms\\), .*; its OS "
                                             "process stopped \\(T, in [a-z_]+\\)", [unicode]))
     after
         signal("CONT", OsPid),
