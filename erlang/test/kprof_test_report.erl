@@ -3,11 +3,12 @@
 %%% answered it within the report's bound, and no request is in flight (a
 %%% server's request may end after its client has the response: at a load of
 %%% 27, rebar3 eunit's report counted 170 of 200 GET /catalog, the rest
-%%% still running); an identity's row, a tier's calls and mean self time
+%%% still running); the report's header, to print when a test's rows differ;
+%%% an identity's row, a tier's calls and mean self time
 %%% (ms) in a row.
 -module(kprof_test_report).
 
--export([report/0, complete/0, row/2, calls/2, self_mean/2]).
+-export([report/0, complete/0, header/1, row/2, calls/2, self_mean/2]).
 
 -spec report() -> map().
 report() ->
@@ -30,6 +31,12 @@ complete(N) ->
         {[], Inflight} when Inflight > 0, N > 1 -> timer:sleep(100), complete(N - 1);
         _ -> R
     end.
+
+%% The report without its rows: the counts a test prints when its rows are
+%% not what it expected (inflight, dropped, incomplete, aborted, ...).
+-spec header(map()) -> map().
+header(R) ->
+    maps:without([rows, all], R).
 
 -spec row(map(), term()) -> map().
 row(#{rows := Rows}, Id) ->
