@@ -149,16 +149,15 @@ server_late(Request, Ms) ->
 %% @doc A line for the log: the sink's OS pid first, then the figures of
 %% explain/4.
 -spec message(integer() | undefined, stall()) -> iolist().
-message(OsPid, Stall = #{queue_bytes := Q, writer_messages := W, server_messages := M,
-                          os := Os, other_ports := Others}) ->
+message(OsPid, Stall = #{queue_bytes := Q, port_wait_ms := WaitMs, writer_messages := W,
+                          server_messages := M, os := Os, other_ports := Others,
+                          port_output := Output, writer := Writer}) ->
     io_lib:format("kprof_sink: the sink (OS pid ~p) did not answer in time~ts: ~ts queued to "
                   "its port (read in ~b ms), ~b command(s) waiting to be written, ~b message(s) "
                   "waiting for kprof_sink; ~ts; earlier sink ports still open: ~ts; ~ts; ~ts~ts",
                   [OsPid, call_text(maps:get(call, Stall, none)), bytes(Q),
-                   maps:get(port_wait_ms, Stall, 0), W, M, os_text(Os),
-                   others_text(Others),
-                   output_text(maps:get(port_output, Stall, #{bytes => unknown})),
-                   writer_text(maps:get(writer, Stall, none)),
+                   WaitMs, W, M, os_text(Os), others_text(Others), output_text(Output),
+                   writer_text(Writer),
                    case Stall of
                        #{late_ms := L} -> io_lib:format("; this report woke ~b ms late", [L]);
                        _ -> ""
