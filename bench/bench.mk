@@ -26,7 +26,7 @@ BENCH_BINS   := $(BENCH_DIR)/replay $(BENCH_DIR)/frame_only $(BENCH_DIR)/sink_mo
 .PHONY: bench bench-sink bench-stream bench-overhead bench-ring bench-nif-instructions \
         bench-aggregator bench-flame
 # Every benchmark, one after the other; each rewrites its section of bench/RESULTS.md.
-bench: bench-sink bench-overhead bench-ring bench-aggregator bench-tiers bench-flame bench-flame-real bench-record
+bench: bench-sink bench-overhead bench-ring bench-aggregator bench-tiers bench-tiers-event bench-flame bench-flame-real bench-record
 
 bench-sink: $(SINK) $(BENCH_BINS)
 	CC=$(CC) CFLAGS="$(CFLAGS)" B=$(B) SINK=$(SINK) BENCH_MSGS=$(BENCH_MSGS) BENCH_RUNS=$(BENCH_RUNS) bench/run.sh

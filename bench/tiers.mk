@@ -8,6 +8,10 @@
 #   make bench-tiers-parts                    the same service with tiers on and each of
 #                                             their parts off in turn (bench/tiers_parts.erl):
 #                                             "Tiers: where the time goes" of bench/RESULTS.md
+#   make bench-tiers-event                    one tier call's cost in the traced process, by the
+#                                             parts of the tier match spec, null NIF and ring
+#                                             (bench/tiers_event.erl): "Tiers: one event, by the
+#                                             parts of its match spec"
 #   make bench-tiers-shop                     examples/shop untraced and with tiers, per route
 #                                             and rate (SHOP_CASES, Path@Rate,...), interleaved
 #                                             (bench/tiers_shop_bench.erl): "Tiers on the shop"
@@ -50,6 +54,19 @@ bench-tiers-parts: $(SINK) $(NIF) erl $(TIERS_BENCH_DIR)/tiers_bench.beam \
 	  -eval 'tiers_parts:main(["$(TIERS_RATE)", "$(TIERS_SECONDS)", "$(PARTS_ROUNDS)", "bench/RESULTS.md"])'
 
 $(TIERS_BENCH_DIR)/tiers_parts.beam: bench/tiers_parts.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
+	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<
+
+EVENT_CALLS  ?= 20000
+EVENT_ROUNDS ?= 31
+.PHONY: bench-tiers-event
+bench-tiers-event: $(SINK) $(NIF) erl $(TIERS_BENCH_DIR)/tiers_event.beam \
+                   $(BENCH_DIR)/overhead_bench.beam $(BENCH_DIR)/null_tracer.beam \
+                   $(BENCH_DIR)/null_tracer.so
+	erl -noshell +sbwt none +sbwtdcpu none +sbwtdio none -pa erlang/ebin -pa $(TIERS_BENCH_DIR) \
+	  -pa $(BENCH_DIR) \
+	  -eval 'tiers_event:main(["$(EVENT_CALLS)", "$(EVENT_ROUNDS)", "bench/RESULTS.md"])'
+
+$(TIERS_BENCH_DIR)/tiers_event.beam: bench/tiers_event.erl $(ERL_BEAM) | $(TIERS_BENCH_DIR)
 	erlc $(ERLC_FLAGS) -pa erlang/ebin -o $(TIERS_BENCH_DIR) $<
 
 $(TIERS_BENCH_DIR):
