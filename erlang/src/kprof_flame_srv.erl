@@ -76,6 +76,8 @@
 
 -define(SERVER, ?MODULE).
 -define(CALL_TIMEOUT, 60000).
+%% A call not answered in this long is said (call/1).
+-define(LATE_MS, 5000).
 %% The call patterns' match spec: none, or {caller} for a capture with callers => true.
 -type spec() :: kprof_flame_trace:spec().
 
@@ -425,14 +427,24 @@ ensure_started() ->
         undefined -> {error, not_running}
     end.
 
+%% A call the server has not answered in ?LATE_MS is said once (where the
+%% server is: kprof_sink_stall:server_late/3), and waited for up to
+%% ?CALL_TIMEOUT in all.
 -spec call(term()) -> term().
 call(Request) ->
-    try
-        gen_server:call(?SERVER, Request, ?CALL_TIMEOUT)
-    catch
-        exit:{noproc, _} -> {error, not_running};
-        exit:{timeout, _} -> {error, timeout};
-        exit:{Reason, _} -> {error, {not_running, Reason}}
+    ReqId = gen_server:send_request(?SERVER, Request),
+    Answer = case gen_server:wait_response(ReqId, ?LATE_MS) of
+                 timeout ->
+                     kprof_sink_stall:server_late(?SERVER, Request, ?LATE_MS),
+                     gen_server:receive_response(ReqId, ?CALL_TIMEOUT - ?LATE_MS);
+                 Early ->
+                     Early
+             end,
+    case Answer of
+        {reply, Reply} -> Reply;
+        timeout -> {error, timeout};
+        {error, {noproc, _}} -> {error, not_running};
+        {error, {Reason, _}} -> {error, {not_running, Reason}}
     end.
 
 %% The VM's part of a capture: nothing here waits for the sink (the caller

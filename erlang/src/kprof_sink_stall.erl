@@ -42,7 +42,7 @@
 %%% nothing queued answered, and the answer waits in `server_messages'.
 -module(kprof_sink_stall).
 
--export([say/5, explain/4, message/2, server_late/2]).
+-export([say/5, explain/4, message/2, server_late/2, server_late/3]).
 
 -export_type([stall/0, call/0]).
 
@@ -72,7 +72,7 @@
 -define(USER_HZ, 100).
 %% How long after the timeout the sink's CPU time is read again.
 -define(AFTER_MS, 500).
-%% At most one error of server_late/2 this often.
+%% At most one error of server_late/3 this often, per server.
 -define(SERVER_LATE_GAP_MS, 10000).
 
 %%%%%%%%%%%%%%
@@ -120,17 +120,23 @@ explain(Port, OsPid, Writer, Server) ->
 
 %% @doc The kprof_sink server itself did not answer `Request' within `Ms'
 %% (its own timer answers a call the sink leaves unanswered before that, so
-%% the server was busy, suspended or blocked): an error, at most once every
-%% 10 s, with the server's status, where it is and the messages waiting for
-%% it (also in the event's metadata, under `kprof_sink_server_late'). Called
-%% by the caller, whose call timed out.
+%% the server was busy, suspended or blocked): server_late/3's error.
 -spec server_late(term(), non_neg_integer()) -> ok.
 server_late(Request, Ms) ->
-    case whereis(kprof_sink) of
+    server_late(kprof_sink, Request, Ms).
+
+%% @doc The server registered as `Server' has not answered `Request' in
+%% `Ms': an error, at most once every 10 s per server, with the server's
+%% status, where it is and the messages waiting for it (also in the event's
+%% metadata, under `kprof_server_late', with `server => Server'). Called by
+%% the caller, whose call timed out or is still waiting (kprof_flame_srv's).
+-spec server_late(atom(), term(), non_neg_integer()) -> ok.
+server_late(Server, Request, Ms) ->
+    case whereis(Server) of
         undefined ->
             ok;
         Pid ->
-            case once_in(?SERVER_LATE_GAP_MS) of
+            case once_in(Server, ?SERVER_LATE_GAP_MS) of
                 true ->
                     Info = maps:from_list(
                              case erlang:process_info(Pid, [status, message_queue_len,
@@ -138,9 +144,9 @@ server_late(Request, Ms) ->
                                  undefined -> [];
                                  L -> L
                              end),
-                    logger:error("kprof_sink: its server (~p) did not answer ~0P within ~b ms: "
-                                 "~0P", [Pid, Request, 8, Ms, Info, 40],
-                                 #{kprof_sink_server_late => Info});
+                    logger:error("~p: its server (~p) did not answer ~0P within ~b ms: ~0P",
+                                 [Server, Pid, Request, 8, Ms, Info, 40],
+                                 #{kprof_server_late => Info#{server => Server}});
                 false ->
                     ok
             end
@@ -229,16 +235,17 @@ messages(Pid) ->
         undefined -> 0
     end.
 
-%% Whether GapMs have passed since the last time this said true (callers in
-%% any process: the time is kept in an atomics array, made once).
--spec once_in(pos_integer()) -> boolean().
-once_in(GapMs) ->
-    Ref = case persistent_term:get(?MODULE, undefined) of
+%% Whether GapMs have passed since the last time this said true for Key
+%% (callers in any process: the time is kept in an atomics array, made once
+%% per key).
+-spec once_in(atom(), pos_integer()) -> boolean().
+once_in(Key, GapMs) ->
+    Ref = case persistent_term:get({?MODULE, Key}, undefined) of
               undefined ->
                   A = atomics:new(1, [{signed, true}]),
                   ok = atomics:put(A, 1, erlang:monotonic_time(millisecond) - GapMs),
-                  persistent_term:put(?MODULE, A),
-                  persistent_term:get(?MODULE);
+                  persistent_term:put({?MODULE, Key}, A),
+                  persistent_term:get({?MODULE, Key});
               A ->
                   A
           end,

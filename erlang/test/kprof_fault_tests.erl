@@ -123,6 +123,8 @@ fault_test_() ->
                fun stall_said/1},
               {"a call kprof_sink's server does not answer says where the server is",
                fun server_late_said/1},
+              {"a call kprof_flame_srv has not answered in 5 s says where the server is",
+               fun flame_srv_late_said/1},
               {"a stall is said even when kprof stops right after the timeout",
                fun stall_said_after_stop/1}]]}.
 
@@ -536,19 +538,50 @@ stall_said_after_stop(_Dir) ->
 %% kprof_sink's server suspended: the caller's call times out, and says the
 %% server's status and its queue (the call itself waits there).
 server_late_said(_Dir) ->
-    Self = self(),
-    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
-    Server = whereis(kprof_sink),
-    try
-        ok = sys:suspend(Server),
+    suspended(kprof_sink, fun(_) ->
         ?assertEqual({error, timeout}, kprof_sink:command(ping, 100)),
-        Late = [{Msg, Info} || {log, Msg, #{kprof_sink_server_late := Info}} <- logged()],
+        Late = [{Msg, Info} || {log, Msg, #{kprof_server_late := Info = #{server := kprof_sink}}}
+                                  <- logged()],
         ?debugFmt("~p", [Late]),
         ?assertMatch([{_, #{status := waiting, message_queue_len := N}}] when N >= 1, Late),
         [{Msg, _}] = Late,
         ?assertMatch({match, _}, re:run(Msg, "^kprof_sink: its server \\(<[0-9.]+>\\) did not "
                                             "answer \\{command,ping,100\\} within 1100 ms: ",
                                         [unicode]))
+    end).
+
+%% kprof_flame_srv suspended: said once the call is 5 s old, and the caller
+%% goes on waiting: resumed, the server answers it.
+flame_srv_late_said(_Dir) ->
+    Self = self(),
+    suspended(kprof_flame_srv, fun(Server) ->
+        T0 = erlang:monotonic_time(millisecond),
+        Caller = spawn_link(fun() -> Self ! {cancelled, self(), kprof_flame_srv:cancel()} end),
+        {Msg, Info} = receive
+                          {log, M, #{kprof_server_late := I = #{server := kprof_flame_srv}}} ->
+                              {M, I}
+                      after 30000 -> error(not_said)
+                      end,
+        SaidMs = erlang:monotonic_time(millisecond) - T0,
+        ?debugFmt("said after ~b ms: ~ts", [SaidMs, Msg]),
+        ?assert(SaidMs >= 5000),
+        ?assertMatch(#{status := waiting, message_queue_len := N} when N >= 1, Info),
+        ?assertMatch({match, _}, re:run(Msg, "^kprof_flame_srv: its server \\(<[0-9.]+>\\) did "
+                                            "not answer cancel within 5000 ms: ", [unicode])),
+        ?assertEqual(ok, receive {cancelled, Caller, _} -> early after 0 -> ok end),
+        ok = sys:resume(Server),
+        ?assertEqual(0, receive {cancelled, Caller, R} -> R after 30000 -> timeout end)
+    end).
+
+%% Fun(Server) run with the server registered as Name suspended, and this
+%% test's log handler on (logged/0); resumed after, whatever happened.
+suspended(Name, Fun) ->
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    Server = whereis(Name),
+    ok = sys:suspend(Server),
+    try
+        Fun(Server)
     after
         ok = sys:resume(Server),
         _ = logger:remove_handler(?MODULE)
