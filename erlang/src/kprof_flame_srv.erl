@@ -694,8 +694,14 @@ trace_pids(Id, pid, Cfg, Flags, S = #state{caps = Caps, refs = Refs}) ->
     %% for the whole window would make none.
     States = kprof_flame_trace:start_states(maps:get(pids, Cfg)),
     Traced = [P || P <- maps:get(pids, Cfg), kprof_flame_trace:set_flags(P, Flags)],
-    kprof_flame_trace:first_events([St || St = {P, _, _} <- States, lists:member(P, Traced)],
-                                   maps:get(tracer, Cfg)),
+    Busy = kprof_flame_trace:first_events([St || St = {P, _, _} <- States,
+                                                  lists:member(P, Traced)],
+                                           maps:get(tracer, Cfg)),
+    _ = Busy > 0 andalso
+        logger:warning("kprof flame: capture ~b: the sink's port was busy (a port tracer's "
+                       "backlog): the state at the start of ~b of ~b process(es) is not in "
+                       "the capture; their frames start at their first event",
+                       [Id, Busy, length(Traced)]),
     Cap = maps:get(Id, Caps),
     Refs1 = lists:foldl(fun(P, R) -> maps:update_with(P, fun(N) -> N + 1 end, 1, R) end,
                         Refs, Traced),

@@ -137,11 +137,11 @@ start_states(Pids) ->
 %% @doc Once the flags are set, the events of {@link start_states/1} written
 %% where the tracer's events go. A process whose own events came first is
 %% left as they say by the sink (an `in' infers a frame only for a process
-%% with no stack yet).
--spec first_events([{pid(), in | out, mfa()}], tuple()) -> ok.
+%% with no stack yet). Returns how many were not written because the sink's
+%% port was busy: the caller says so.
+-spec first_events([{pid(), in | out, mfa()}], tuple()) -> non_neg_integer().
 first_events(States, Tracer) ->
-    _ = [write_event(Tracer, P, Kind, MFA) || {P, Kind, MFA} <- States],
-    ok.
+    length([P || {P, Kind, MFA} <- States, write_event(Tracer, P, Kind, MFA) =:= busy]).
 
 -spec kind_of(atom()) -> in | out | none.
 kind_of(running) -> in;
@@ -152,14 +152,22 @@ kind_of(_) -> none.
 
 %% As the VM would write it: through the NIF into the ring (its trace/5,
 %% called here, takes the time itself), or as a trace message to the port.
--spec write_event(tuple(), pid(), in | out, mfa()) -> ok.
+%% Never waits for the port: a port tracer's backlog keeps the port busy,
+%% and a plain port_command/2 would suspend the flame server (the caller)
+%% until the VM had worked through it, minutes under load. The VM's own
+%% trace messages do not wait for a busy port; this one is left out.
+-spec write_event(tuple(), pid(), in | out, mfa()) -> ok | busy.
 write_event({tracer, kprof_tracer, Gen}, P, Kind, MFA) ->
     _ = try kprof_tracer:trace(Kind, Gen, P, MFA, #{}) catch error:_ -> ok end,
     ok;
 write_event({tracer, Port}, P, Kind, MFA) ->
     Msg = {trace_ts, P, Kind, MFA, erlang:monotonic_time(nanosecond)},
-    _ = try erlang:port_command(Port, term_to_binary(Msg)) catch error:_ -> ok end,
-    ok.
+    try erlang:port_command(Port, term_to_binary(Msg), [nosuspend]) of
+        true -> ok;
+        false -> busy
+    catch
+        error:_ -> ok
+    end.
 
 %%%%%%%%%%%%%%%%
 %%% PATTERNS %%%

@@ -250,8 +250,10 @@ init(Opts) ->
     process_flag(trap_exit, true),
     Path = resolve_path(maps:get(path, Opts, default)),
     Args = maps:get(args, Opts, []),
-    %% A ring of a killed predecessor's sink is nobody's now.
+    %% A ring of a killed predecessor's sink is nobody's now, and so is its
+    %% sink.
     _ = release_ring(),
+    _ = predecessor_gone(),
     case open_checked(Path, Args) of
         {ok, Port} ->
             {ok, #state{port = Port, path = Path, args = Args,
@@ -331,11 +333,13 @@ handle_info(_Msg, S) ->
 %% @private
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{port = Port}) ->
+    %% The port is killed, not closed: a closed port stays until its queue
+    %% is written out, and a port tracer's backlog there is nobody's now.
     %% The sink exits by itself when its stdin closes.
     _ = release_ring(),
     _ = persistent_term:erase({?MODULE, port}),
-    _ = try port_close(Port) catch _:_ -> ok end,
-    ok.
+    _ = persistent_term:erase({?MODULE, os_pid}),
+    abandon(Port).
 
 %% @private
 -spec code_change(term(), #state{}, term()) -> {ok, #state{}}.
@@ -752,6 +756,7 @@ open(Path, Args) ->
                           [{args, Args}, binary, {packet, 4}, exit_status, use_stdio]) of
                 Port ->
                     persistent_term:put({?MODULE, port}, Port),
+                    persistent_term:put({?MODULE, os_pid}, kprof_sink_os:os_pid(Port)),
                     {ok, Port}
             catch
                 error:Reason -> {error, {sink_open_failed, Path, Reason}}
@@ -802,7 +807,27 @@ not_answering(Port, Path, Why) ->
     _ = try port_close(Port) catch _:_ -> ok end,
     receive {'EXIT', Port, _} -> ok after 0 -> ok end,
     _ = persistent_term:erase({?MODULE, port}),
+    _ = persistent_term:erase({?MODULE, os_pid}),
     {error, {sink_not_answering, Path, Why}}.
+
+%% A predecessor killed before its terminate/2 ran left its port to the
+%% VM, which keeps a port whose owner died until its queue is written out
+%% and takes no kill after that: behind a port tracer's backlog that is
+%% minutes of the VM's time, with the old sink frozen it is never. Its sink
+%% is killed instead; the port's next write fails and the port goes.
+-spec predecessor_gone() -> ok.
+predecessor_gone() ->
+    Old = persistent_term:get({?MODULE, port}, undefined),
+    OsPid = persistent_term:get({?MODULE, os_pid}, undefined),
+    case is_port(Old) andalso is_integer(OsPid) andalso lists:member(Old, erlang:ports()) of
+        true ->
+            logger:warning("kprof_sink: killing the sink of a predecessor that was killed "
+                           "(OS pid ~b): its port ~p is nobody's", [OsPid, Old]),
+            _ = kprof_sink_os:kill(OsPid, ?KILL_WAIT),
+            ok;
+        false ->
+            ok
+    end.
 
 %% A port given up on: unlinked, so that its exit is no signal here, and
 %% told to close without writing out its queue (when the VM gets to it).

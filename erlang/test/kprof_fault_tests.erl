@@ -115,6 +115,12 @@ fault_test_() ->
                fun guard_killed/1},
               {"kprof_sink's server killed mid-capture: nothing left, next capture works",
                fun sink_server_killed/1},
+              {"kprof_sink's server killed behind a port tracer's backlog: the old port goes",
+               fun backlog_server_killed/1},
+              {"kprof stopped behind a port tracer's backlog: the port goes, the sink exits",
+               fun backlog_kprof_stopped/1},
+              {"a process's first state written to a busy port: dropped and counted, no wait",
+               fun first_event_busy_port/1},
               {"kprof:stop() mid-capture: no on_load or other pattern left",
                fun stop_mid_capture/1},
               {"every export of kprof returns within its documented bound, sink frozen",
@@ -368,6 +374,113 @@ sink_server_killed(Dir) ->
     ok = wait_until(fun() -> is_pid(whereis(kprof_sink)) andalso whereis(kprof_sink) =/= Old end,
                     5000),
     next_start_works().
+
+%%% A port tracer's backlog left behind
+%%
+%% A port whose owner dies, or that is closed with port_close/1, is kept by
+%% the VM until its queue is written out: behind a port tracer's backlog and
+%% a frozen sink that is never, and under load it was a gigabyte the VM
+%% spent twenty minutes on. kprof_sink kills its port instead (the backlog is
+%% nobody's), in terminate/2 and, for a predecessor killed before that ran,
+%% in init/1. Without it the old port outlives the frozen sink for good: the
+%% 30 s bounds below stand for "never", the times are printed.
+
+backlog_server_killed(_Dir) ->
+    backlog_ends("kprof_sink's server killed",
+                 fun() ->
+                         Old = whereis(kprof_sink),
+                         exit(Old, kill),
+                         ok = wait_until(fun() -> is_pid(whereis(kprof_sink))
+                                                      andalso whereis(kprof_sink) =/= Old
+                                         end, 10000)
+                 end).
+
+backlog_kprof_stopped(_Dir) ->
+    backlog_ends("kprof stopped", fun() -> ok = kprof:stop() end).
+
+%% A backlog queued behind the frozen sink, then End: the old port must go,
+%% and the old sink exit once thawed (its stdin closed).
+backlog_ends(What, End) ->
+    {Port, OsPid, Bytes} = backlog(1000),
+    try
+        T0 = erlang:monotonic_time(millisecond),
+        End(),
+        ok = wait_until(fun() -> erlang:port_info(Port) =:= undefined end, 30000),
+        Gone = erlang:monotonic_time(millisecond) - T0,
+        ok = thaw(OsPid),
+        ok = wait_until(fun() -> not os_alive(OsPid) end, 30000),
+        ?debugFmt("~s with ~b bytes queued at the sink's port: the port gone ~b ms later, "
+                  "the old sink exited", [What, Bytes, Gone])
+    after
+        thaw(OsPid)
+    end,
+    next_start_works().
+
+%% A capture's first events (each process's state as its flags are set)
+%% go to a port tracer's port from the flame server. With a backlog there
+%% the port is busy, and a plain port_command/2 suspended the server until
+%% the sink had read it: a second capture started beside a first one hung
+%% kprof_flame_srv for over a minute under load. The write returns at once
+%% and counts what the port did not take.
+first_event_busy_port(_Dir) ->
+    {Port, OsPid, Bytes} = backlog(1000),
+    try
+        Self = self(),
+        State = {self(), out, {?MODULE, spin, 1}},
+        Writer = spawn(fun() ->
+                               Self ! {written, kprof_flame_trace:first_events([State],
+                                                                               {tracer, Port})}
+                       end),
+        receive
+            {written, N} ->
+                ?debugFmt("a first event to a port with ~b bytes queued: ~b not written",
+                          [Bytes, N]),
+                ?assertEqual(1, N)
+        after 30000 ->
+            error({writer_waits, erlang:process_info(Writer, [status, current_function])})
+        end
+    after
+        thaw(OsPid)
+    end.
+
+%% The sink frozen and N sends of 16 KiB by a process traced to its port
+%% (as a port tracer's events are), the process gone: {Port, OsPid, Bytes
+%% queued}. Few and large, the trace messages are in the port's queue as
+%% soon as sent: many small ones wait in the VM's queue of signals to the
+%% port, which it works through in quadratic time (300,000 took over a
+%% minute here), with port_info/2's question and any exit signal behind.
+backlog(N) ->
+    #{port := Port, os_pid := OsPid} = kprof_sink:info(),
+    signal("STOP", OsPid),
+    {W, Mon} = spawn_monitor(fun() -> receive go -> sends(N) end end),
+    1 = erlang:trace(W, true, [send, {tracer, Port}]),
+    W ! go,
+    receive {'DOWN', Mon, process, W, normal} -> ok after 60000 -> error(sends_stuck) end,
+    Bytes = queued(Port),
+    ?assert(Bytes > 0),
+    {Port, OsPid, Bytes}.
+
+sends(N) ->
+    sends(N, binary:copy(<<"x">>, 16 bsl 10)).
+
+sends(0, _Bin) ->
+    ok;
+sends(N, Bin) ->
+    self() ! Bin,
+    receive Bin -> sends(N - 1, Bin) end.
+
+queued(Port) ->
+    case erlang:port_info(Port, queue_size) of
+        {queue_size, N} -> N;
+        undefined -> 0
+    end.
+
+%% The OS process is there and not a zombie.
+os_alive(OsPid) ->
+    case file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat") of
+        {ok, Stat} -> nomatch =:= re:run(Stat, "^[0-9]+ \\(.*\\) Z");
+        {error, _} -> false
+    end.
 
 stop_mid_capture(Dir) ->
     Ws = [spawn_link(fun ?MODULE:trig_loop/0) || _ <- lists:seq(1, 2)],
