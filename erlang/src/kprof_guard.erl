@@ -99,7 +99,7 @@
 %% PUBLIC
 -export([start_link/0, claim/1, arm/2, arm_alone/2, disarm/1, abort/2, status/0,
          subscribe/0, unsubscribe/0, validate_limits/1, default_limits/0,
-         other_tracers/0, events_baseline/1, watch_patterns/2,
+         other_tracers/0, events_baseline/1, limits_off/0, watch_patterns/2,
          limit_keys/0, kprof_tracers/0]).
 %% gen_server
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -327,14 +327,26 @@ events_baseline(Limits) when is_map(Limits) ->
             try kprof_sink:command({limits, Max, RateMax, PerMs}) of
                 {ok, N} when is_integer(N) -> N;
                 _ -> undefined
-            catch
-                _:_ -> undefined
+            catch _:_ -> undefined
             end;
         _ ->
             undefined
-    catch
-        _:_ -> undefined
+    catch _:_ -> undefined
     end.
+
+%% @doc Before a start's own events that no mode's limits are for (the
+%% tiers' calibration, some 42,000): with no mode armed, the sink's
+%% `max_events' and `rate' come off, the command read by the sink before
+%% this returns. A limit left by a start that never armed would otherwise
+%% count them, trip on them, and abort the next mode as it arms. With a
+%% mode armed, its limits stand.
+-spec limits_off() -> ok.
+limits_off() ->
+    _ = try gen_server:call(?MODULE, limits_off) =:= send
+            andalso kprof_sink:command({limits, 0, 0, 0})
+        catch _:_ -> ok
+        end,
+    ok.
 
 %% @doc Replaces the patterns the guard puts back after a code reload for
 %% mode `Name' (a mode that removes a pattern of its own while it runs,
@@ -392,6 +404,11 @@ handle_call({sink_limits, Limits}, _From, S) ->
         false ->
             {reply, keep, S}
     end;
+handle_call(limits_off, _From, S) when map_size(S#state.armed) =:= 0,
+                                       S#state.sink_limits =/= ?NO_SINK_LIMITS ->
+    {reply, send, S#state{sink_limits = ?NO_SINK_LIMITS, early_limit = undefined}};
+handle_call(limits_off, _From, S) ->
+    {reply, keep, S};
 handle_call({watch_patterns, Name, Patterns}, _From, S = #state{armed = Armed}) ->
     case Armed of
         #{Name := A} ->
@@ -844,10 +861,7 @@ seen_port(_Port, S) -> S.
 %% the tracer NIF's live generation, whichever exist.
 -spec kprof_tracers() -> [{tracer, port()} | {tracer, kprof_tracer, pos_integer()}].
 kprof_tracers() ->
-    Port = case sink_port() of
-               undefined -> [];
-               P -> [{tracer, P}]
-           end,
+    Port = [{tracer, P} || P <- [sink_port()], P =/= undefined],
     Nif = try kprof_tracer:live() of
               Gen when is_integer(Gen), Gen > 0 -> [{tracer, kprof_tracer, Gen}];
               _ -> []

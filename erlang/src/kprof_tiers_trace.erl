@@ -122,10 +122,13 @@ record_step() ->
 
 %% What an event costs here, with the tracer the flags will name: before
 %% the sink's tiers_start (it reads the calibration's events first, and
-%% takes them for nobody's) and before the events baseline.
+%% takes them for nobody's) and before the events baseline. A limit left in
+%% the sink by a start that never armed comes off first: it would count the
+%% calibration's events (kprof_guard:limits_off/0).
 -spec calibrate_step() -> step().
 calibrate_step() ->
     {fun(Ctx = #{plan := Plan, port := Port}) ->
+             ok = kprof_guard:limits_off(),
              Cal = kprof_tiers_cost:calibrate(tracer(Port)),
              {ok, Ctx#{plan := Plan#plan{calibration = Cal}}}
      end,
