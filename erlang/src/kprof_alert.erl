@@ -97,8 +97,14 @@ message(owner_down, #{what := owner, owner := Pid, reason := Reason, modes := Na
                   [Pid, Names, Reason]);
 message(Kind, #{what := memory_bytes, value := V, bound := B, memory := Parts, largest := Big}) ->
     Part = fun(K) -> bytes(maps:get(K, Parts, 0)) end,
-    io_lib:format("~p (node memory ~s > ~s: processes ~s, binary ~s, ets ~s, code ~s~ts)",
+    %% The rest of the VM's own: ports' queues (a port tracer's backlog),
+    %% drivers, NIFs, the tracer's sessions.
+    Other = maps:get(system, Parts, 0) - lists:sum([maps:get(K, Parts, 0)
+                                                    || K <- [binary, ets, code, atom]]),
+    io_lib:format("~p (node memory ~s > ~s: processes ~s, binary ~s, ets ~s, code ~s, "
+                  "other ~s~ts)",
                   [Kind, bytes(V), bytes(B), Part(processes), Part(binary), Part(ets), Part(code),
+                   bytes(max(0, Other)),
                    [io_lib:format("; largest process ~p~ts ~s, ~b messages",
                                   [P, [[" ", atom_to_list(R)] || is_atom(R), R =/= []], bytes(M), Q])
                     || #{pid := P, memory := M, registered_name := R, message_queue_len := Q}

@@ -19,6 +19,7 @@ work(X) -> X.
 alert_test_() ->
     [{"new/5 and from_map/2: the one shape, a message", fun constructor/0},
      {"kinds/0 is what the module doc lists", fun documented/0},
+     {"a memory alert names the VM's other memory (ports' queues among it)", fun memory_other/0},
      {foreach, fun setup/0, fun cleanup/1,
       [{"the sink's max_events alert", fun sink_max_events/0},
        {"the sink's rate alert", fun sink_rate/0},
@@ -36,6 +37,15 @@ cleanup(_) ->
     _ = erlang:trace(all, false, [all]),
     _ = erlang:trace_pattern({?MODULE, work, 1}, false, [local]),
     ok = kprof:stop().
+
+memory_other() ->
+    MiB = fun(N) -> N bsl 20 end,
+    Parts = #{total => MiB(300), processes => MiB(50), system => MiB(250), binary => MiB(20),
+              ets => MiB(10), code => MiB(15), atom => MiB(5)},
+    #{message := Msg} = kprof_alert:new(overload, memory_bytes, MiB(300), MiB(100),
+                                        #{memory => Parts, largest => []}),
+    ?assertEqual(<<"overload (node memory 300 MiB > 100 MiB: processes 50 MiB, binary 20 MiB, "
+                   "ets 10 MiB, code 15 MiB, other 200 MiB)">>, Msg).
 
 constructor() ->
     A = kprof_alert:new(overload, queue_bytes, 5000000, 4194304, #{extra => 1}),

@@ -472,7 +472,8 @@ tiers_memory_trip() ->
     ?assertEqual(lists:reverse(lists:sort(Sizes)), Sizes),
     ?assert(length(Largest) =< 3),
     ?assertMatch({match, _}, re:run(Msg, "^overload \\(node memory [0-9]+ MiB > 1 bytes: "
-                                         "processes [0-9]+ MiB, .*; largest process <[0-9.]+> "
+                                         "processes [0-9]+ MiB, .*, other [0-9]+ "
+                                         "(MiB|KiB|bytes); largest process <[0-9.]+> "
                                          "[0-9]+ MiB, 0 messages\\)$")),
     %% The abort ran before the alert went out.
     ?assertEqual({traced, false}, kprof_test_util:trace_info(?MFA, traced)),
