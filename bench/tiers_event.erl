@@ -67,6 +67,25 @@ main([Calls0, Rounds0, Results]) ->
 %% The traced loop's thread CPU less the untraced loop's, ns, for Calls calls.
 -spec run(tuple(), atom(), pos_integer()) -> integer().
 run(Tracer, Variant, Calls) ->
+    {_, Ns} = traced(Tracer, Variant, fun() ->
+                                              Plain = cpu(plain, Calls),
+                                              cpu(tier, Calls) - Plain
+                                      end),
+    Ns.
+
+%% Events per call of the variant: counted with this process as the tracer.
+-spec events(atom(), pos_integer()) -> float().
+events(Variant, Calls) ->
+    {P, ok} = traced({tracer, self()}, Variant, fun() -> loop(tier, Calls) end),
+    %% Every event was sent before the loop's answer: delivered by now.
+    Ref = erlang:trace_delivered(P),
+    receive {trace_delivered, P, Ref} -> ok after 60000 -> error({undelivered, Variant}) end,
+    count(P, 0) / Calls.
+
+%% Body run on scheduler 1 in a process traced by Tracer with the variant's
+%% pattern and token; the pattern cleared after. {The process, Body's result}.
+-spec traced(tuple(), atom(), fun(() -> term())) -> {pid(), term()}.
+traced(Tracer, Variant, Body) ->
     Self = self(),
     P = spawn(fun() ->
                       _ = erlang:process_flag(scheduler, 1),
@@ -74,41 +93,19 @@ run(Tracer, Variant, Calls) ->
                       %% After the receive: a message without a token clears
                       %% the receiver's.
                       token(Variant),
-                      Plain = cpu(plain, Calls),
-                      Traced = cpu(tier, Calls),
+                      R = Body(),
                       seq_trace:set_token([]),
-                      Self ! {ran, self(), Traced - Plain}
+                      Self ! {ran, self(), R}
               end),
     1 = erlang:trace_pattern(?MFA, ms(Variant), [local]),
     1 = erlang:trace(P, true, [Tracer | ?FLAGS]),
     P ! go,
     receive
-        {ran, P, Ns} ->
+        {ran, P, R} ->
             erlang:trace_pattern(?MFA, false, [local]),
-            Ns
+            {P, R}
     after 60000 -> error({timeout, Variant})
     end.
-
-%% Events per call of the variant: counted with this process as the tracer.
--spec events(atom(), pos_integer()) -> float().
-events(Variant, Calls) ->
-    Self = self(),
-    P = spawn(fun() ->
-                      receive go -> ok end,
-                      token(Variant),
-                      loop(tier, Calls),
-                      seq_trace:set_token([]),
-                      Self ! {looped, self()}
-              end),
-    1 = erlang:trace_pattern(?MFA, ms(Variant), [local]),
-    1 = erlang:trace(P, true, [{tracer, Self} | ?FLAGS]),
-    P ! go,
-    receive {looped, P} -> ok after 60000 -> error({timeout, Variant}) end,
-    erlang:trace_pattern(?MFA, false, [local]),
-    %% Every event was sent before {looped, P}: delivered by now.
-    Ref = erlang:trace_delivered(P),
-    receive {trace_delivered, P, Ref} -> ok after 60000 -> error({undelivered, Variant}) end,
-    count(P, 0) / Calls.
 
 count(P, N) ->
     receive
