@@ -21,9 +21,10 @@
 %%%     of it the next 500 ms added); `unknown' elsewhere, or when it is
 %%%     gone.</li>
 %%% <li>`other_ports': the earlier sinks' ports the VM still holds, each
-%%%     with its `queue_bytes' and `os' as above. kprof_sink kills every
-%%%     port it gives up, which drops its queue; one still listed waits for
-%%%     the VM to reach the kill behind the trace messages sent to it
+%%%     with its `queue_bytes' and `os' as above. kprof_sink kills the
+%%%     port of a sink it restarts or stops, which drops its queue, and the
+%%%     sink of a predecessor killed outright; a port still listed waits
+%%%     for the VM to reach the kill behind the trace messages sent to it
 %%%     before;</li>
 %%% <li>`call': the command that timed out (its name) and its timeout.</li>
 %%% <li>`late_ms': how much later than asked the report's own 500 ms sleep
