@@ -408,7 +408,7 @@ backlog_ends(What, End) ->
         ok = wait_until(fun() -> erlang:port_info(Port) =:= undefined end, 30000),
         Gone = erlang:monotonic_time(millisecond) - T0,
         ok = thaw(OsPid),
-        ok = wait_until(fun() -> not os_alive(OsPid) end, 30000),
+        ok = wait_until(fun() -> kprof_test_util:os_gone(OsPid) end, 30000),
         ?debugFmt("~s with ~b bytes queued at the sink's port: the port gone ~b ms later, "
                   "the old sink exited", [What, Bytes, Gone])
     after
@@ -473,13 +473,6 @@ queued(Port) ->
     case erlang:port_info(Port, queue_size) of
         {queue_size, N} -> N;
         undefined -> 0
-    end.
-
-%% The OS process is there and not a zombie.
-os_alive(OsPid) ->
-    case file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat") of
-        {ok, Stat} -> nomatch =:= re:run(Stat, "^[0-9]+ \\(.*\\) Z");
-        {error, _} -> false
     end.
 
 stop_mid_capture(Dir) ->

@@ -880,19 +880,7 @@ signal(Sig, OsPid) ->
 %% Gone, or a zombie nobody has reaped yet.
 -spec wait_os_gone(integer()) -> ok.
 wait_os_gone(OsPid) ->
-    Stat = "/proc/" ++ integer_to_list(OsPid) ++ "/stat",
-    wait_until(fun() ->
-                       case file:read_file(Stat) of
-                           {ok, Text} -> is_zombie(Text);
-                           {error, _} -> true
-                       end
-               end).
-
--spec is_zombie(binary()) -> boolean().
-is_zombie(Stat) ->
-    %% "pid (comm) S ...": the state follows the last ')'.
-    [_, Rest] = string:split(Stat, ")", trailing),
-    binary:first(string:trim(Rest, leading)) =:= $Z.
+    wait_until(fun() -> kprof_test_util:os_gone(OsPid) end).
 
 -spec wait_dead(pid()) -> ok.
 wait_dead(Pid) ->

@@ -8,7 +8,19 @@
          http/3, start/1]).
 -export([kprof_sessions/0, trace_info/2, kprof_traced/1, leftovers/0, kprof_tracers_left/0,
          start_quiet/1, stop_quiet/1]).
--export([with_second_user/3, tool/1, run/2]).
+-export([with_second_user/3, tool/1, run/2, os_gone/1]).
+
+%% @doc The OS process is gone, or a zombie nobody has reaped yet.
+-spec os_gone(integer()) -> boolean().
+os_gone(OsPid) ->
+    case file:read_file("/proc/" ++ integer_to_list(OsPid) ++ "/stat") of
+        {ok, Stat} ->
+            %% "pid (comm) S ...": the state follows the last ')'.
+            [_, Rest] = string:split(Stat, ")", trailing),
+            binary:first(string:trim(Rest, leading)) =:= $Z;
+        {error, _} ->
+            true
+    end.
 
 %% @doc httpc:request/4 for the suites' loopback servers (plain http).
 %% `{ssl, []}': httpc's default ssl options read the OS's CA certificates
