@@ -516,8 +516,7 @@ finish(Plan = #plan{mfas = MFAs, time = Time}, Session, Port, Base, Stopped, Ela
                   try kprof_trace_session:process(Session, all, false, Flags) catch _:_ -> 0 end
           end,
     _ = Off(flags(Tracer)),
-    Delivered = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Delivered} -> ok after ?DELIVERED_TIMEOUT -> ok end,
+    _ = kprof_trace_session:delivered("calls", ?DELIVERED_TIMEOUT),
     Times = case Time of
                 true -> call_times(Session, MFAs);
                 false -> #{}

@@ -509,7 +509,8 @@ past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
             done | false | {aborted, atom()}) ->
           written() | {error, term()}.
 write(Id, End, Cfg, Mode, Flags, Ended) ->
-    _ = lists:member({tracer, kprof_sink:port()}, Flags) andalso delivered(),
+    _ = lists:member({tracer, kprof_sink:port()}, Flags) andalso
+        kprof_trace_session:delivered("flame", ?WRITE_TIMEOUT),
     Dir = filename:absname(maps:get(output_directory, Cfg)),
     Base = maps:get(name, Cfg, base_name(Mode, Id)),
     Formats = formats(maps:get(output_format, Cfg)),
@@ -585,12 +586,6 @@ result(Files, Info, Cfg) ->
         #{top := Top} when Top > 0 -> {ok, Files, Rows};
         _ -> {ok, Files}
     end.
-
-%% The port's trace messages all handed to it, or ?WRITE_TIMEOUT gone by.
--spec delivered() -> ok.
-delivered() ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok after ?WRITE_TIMEOUT -> ok end.
 
 %% Why a capture has no events: stopped before its first one (the abort
 %% its wait took, or one still in the mailbox, left there for aborted/2), or

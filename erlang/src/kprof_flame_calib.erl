@@ -169,7 +169,8 @@ traced(Kind, Spec) ->
             _ = kprof_flame_srv:close(Id),
             %% Through a port, the events are counted once the VM has handed
             %% them over (as kprof_flame's write waits for them).
-            _ = Kind =:= port andalso delivered(),
+            _ = Kind =:= port andalso
+                kprof_trace_session:delivered("flame calibration", ?STATUS_MS),
             Events = case kprof_sink:command({flame_status, Id}, ?STATUS_MS) of
                          #{events := N} -> N;
                          _ -> 0
@@ -180,11 +181,6 @@ traced(Kind, Spec) ->
         _ ->
             {0, 0}
     end.
-
--spec delivered() -> ok.
-delivered() ->
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok after ?STATUS_MS -> ok end.
 
 -spec timed(fun(() -> ok)) -> non_neg_integer().
 timed(F) ->

@@ -22,8 +22,7 @@ flame(Which, Opts) ->
 
 full_flame(Which, Cfg) ->
     %% Every trace message sent so far is in the port's queue before the command.
-    Ref = erlang:trace_delivered(all),
-    receive {trace_delivered, all, Ref} -> ok after ?TIMEOUT -> ok end,
+    _ = kprof_trace_session:delivered("tiers_flame", ?TIMEOUT),
     case kprof_sink:command({tiers_full_report, 0}) of
         #{on := true, identities := Aggs} ->
             Ids = [Id || #{identity := Id} <- Aggs],

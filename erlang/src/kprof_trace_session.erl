@@ -57,7 +57,7 @@
 %% PUBLIC
 -export([supported/0, open/2, close/1, alive/1, weak/1, tracer/1, legacy/1,
          legacy_api/0, process/4, function/4, info/3, trace_action/1, untrace_each/2,
-         traced_by/2]).
+         traced_by/2, delivered/2]).
 %% Every session of kprof's, by name (the guard, restarted servers)
 -export([destroy/1, destroy_all/0]).
 
@@ -231,6 +231,24 @@ destroy(Name) ->
 -spec destroy_all() -> ok.
 destroy_all() ->
     lists:foreach(fun destroy/1, ?NAMES).
+
+%% @doc Waits until the VM has handed every trace message made so far to
+%% its tracer (a port's queue, the NIF's ring): `ok'; or `timeout' after Ms.
+%% The VM answers once each scheduler has come round to it, which a port
+%% working through a backlog of trace messages can hold off for seconds. A
+%% timeout is logged as a warning, naming `Who': what it reads next may lack
+%% the last events.
+-spec delivered(string(), timeout()) -> ok | timeout.
+delivered(Who, Ms) ->
+    Ref = erlang:trace_delivered(all),
+    receive
+        {trace_delivered, all, Ref} -> ok
+    after Ms ->
+        logger:warning("kprof ~ts: the VM had not handed over every trace message "
+                       "after ~b ms (its queue to the sink is backed up); what is read "
+                       "now may lack the last events", [Who, Ms]),
+        timeout
+    end.
 
 %%%%%%%%%%%%%%%
 %%% PRIVATE %%%

@@ -22,6 +22,8 @@
 
 %% Traced by the tests.
 -export([work/1, loop/0, busy_loop/0, trig/0, trig_loop/0, spin/1]).
+%% The logger handler of delivered_test/0.
+-export([log/2]).
 
 -import(kprof_test_util, [wait_until/2]).
 
@@ -73,6 +75,36 @@ spin_until(End) ->
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
 %%% BESIDE OTHER TRACERS (OTP 27+)   %%%
 %%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%
+
+%% delivered/2: `ok' once every scheduler has handed over its trace
+%% messages; `timeout', and a warning that says so, when the VM has not
+%% answered in time. With no time at all it cannot have: this process's own
+%% scheduler answers only once the process is scheduled out.
+delivered_test() ->
+    ?assertEqual(ok, kprof_trace_session:delivered("test", 5000)),
+    Self = self(),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => warning, config => #{pid => Self}}),
+    try
+        ?assertEqual(timeout, kprof_trace_session:delivered("test", 0)),
+        receive
+            {log, Msg} ->
+                ?assertMatch({match, _}, re:run(Msg, "^kprof test: the VM had not handed over "
+                                                     "every trace message after 0 ms"))
+        after 5000 ->
+            ?assert(false)
+        end
+    after
+        logger:remove_handler(?MODULE)
+    end,
+    %% The late answer, when it comes.
+    receive {trace_delivered, all, _} -> ok after 5000 -> ?assert(false) end.
+
+%% @private The logger handler of delivered_test/0.
+log(#{msg := {F, A}}, #{config := #{pid := Pid}}) when is_list(F) ->
+    Pid ! {log, lists:flatten(io_lib:format(F, A))},
+    ok;
+log(_, _) ->
+    ok.
 
 %% Before OTP 27: the refusals (dbg is a tracer of the legacy API there, as
 %% recon_trace is, and tprof is not there).
