@@ -14,7 +14,7 @@
 
 %% Traced by the tests.
 -export([shape_top/0, shape_sleeper/0, shape_burner/1, shape_tail_a/0, shape_tail_b/0,
-         shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, parent/0,
+         shape_thrower/0, shape_deep/1, trig/1, trig_loop/1, worker_loop/1, busy/1, busy_forever/0, slow_forever/0, parent/0,
          child/0, events_loop/1, events_loop/2, leaf/0, burst_when_traced/1, fifty/2,
          worker/2, cancel_phase1/1, cancel_phase2/0, fifty_workers_here/2, fifty_workers_lines/1,
          idle/0]).
@@ -142,6 +142,18 @@ idle() ->
 busy_forever() ->
     ok = ?MODULE:busy(5),
     receive stop -> ok after 0 -> busy_forever() end.
+
+%% Busy until told to stop, at a twentieth of busy_forever's calls a second:
+%% erlang:md5/1 on 256 KiB (460 calls a second here, against busy_forever's
+%% 12,600 of five events each). The port tracer keeps up with it on a loaded
+%% machine, where busy_forever can outrun it (its queue then grows on).
+slow_forever() ->
+    Bin = binary:copy(<<"kprof">>, 16 * 3277),
+    slow_until_stop(Bin).
+
+slow_until_stop(Bin) ->
+    _ = erlang:md5(Bin),
+    receive stop -> ok after 0 -> slow_until_stop(Bin) end.
 
 %% children: the parent spawns a child and waits for it.
 parent() ->
@@ -1191,9 +1203,11 @@ f(K) -> list_to_atom("f" ++ integer_to_list(K)).
 %% correction charges those in and out events a call's cost
 %% (doc/internals-flame.md): a second's capture came out at 77 ms corrected.
 guard_limit(Dir) ->
-    Busy = spawn_link(fun() -> ?MODULE:busy_forever() end),
-    Opts = #{output_directory => Dir, output_format => folded, correct => false},
-    {OpenUs, _} = timer:tc(fun() -> kprof:flame_pid(Busy, 1, Opts#{max_lag_ms => 30000}) end),
+    Busy = spawn_link(fun() -> ?MODULE:slow_forever() end),
+    %% max_seconds alone: the load bounds are out of reach (unguarded/0).
+    Opts = maps:merge(unguarded(), #{output_directory => Dir, output_format => folded,
+                                     correct => false}),
+    {OpenUs, _} = timer:tc(fun() -> kprof:flame_pid(Busy, 1, Opts) end),
     {Res, MaxSecs, Took, Window} = limit_capture(Busy, Opts, max(1, ceil(3 * OpenUs / 1.0e6)), 3),
     %% (Without its file, the guard's abort says what tripped.)
     ?assertMatch({{error, {aborted, limit, [_]}}, _}, {Res, maps:get(aborted, kprof:status())}),
@@ -1218,22 +1232,45 @@ guard_limit(Dir) ->
                  kprof:flame_apply(fun() -> ok end, #{max_lag_ms => -1})).
 
 %% A flame_pid of Busy with max_seconds MaxSecs and a window far past it (and
-%% short of the test's 60 s: the capture must end long before). Tripped with
-%% no event (its setup outlasted the limit), again with a limit thrice the
-%% time that capture took, Tries in all. {Result, MaxSecs, Took ms, Window}.
+%% short of the test's 60 s: the capture must end long before). When it trips
+%% with no event (its setup outlasted the limit, or the port's trace messages
+%% came after the end), again with a limit thrice the time the setup took
+%% (from the call until Busy was traced: not the whole capture's, which a
+%% port's backlog can stretch by the write's 30 s), Tries in all.
+%% {Result, MaxSecs, Took ms, Window}.
 limit_capture(Busy, Opts, MaxSecs, Tries) ->
     Window = 40000 + MaxSecs * 1000,
     T0 = erlang:monotonic_time(millisecond),
+    Watch = spawn_link(fun() -> traced_at(self(), Busy, T0) end),
     Res = kprof:flame_pid(Busy, Window, Opts#{max_seconds => MaxSecs}),
     Took = erlang:monotonic_time(millisecond) - T0,
+    Watch ! {setup, self()},
+    Setup = receive {Watch, Ms} -> Ms end,
     case Res of
         {error, {aborted, limit, []}} when Tries > 1 ->
-            Again = max(MaxSecs + 1, ceil(3 * Took / 1000)),
-            ?debugFmt("max_seconds ~b: tripped after ~b ms with no event (~0p); again with "
-                      "max_seconds ~b", [MaxSecs, Took, maps:get(aborted, kprof:status()), Again]),
+            Again = max(MaxSecs + 1, ceil(3 * Setup / 1000)),
+            ?debugFmt("max_seconds ~b: tripped after ~b ms with no event (~0p), set up in ~0p ms; "
+                      "again with max_seconds ~b",
+                      [MaxSecs, Took, maps:get(aborted, kprof:status()), Setup, Again]),
             limit_capture(Busy, Opts, Again, Tries - 1);
         _ ->
             {Res, MaxSecs, Took, Window}
+    end.
+
+%% Polls Pid's trace flags from T0 until kprof traces it; answers {setup,
+%% From} with the milliseconds that took (or the time so far, never traced).
+traced_at(Self, Pid, T0) ->
+    Since = fun() -> erlang:monotonic_time(millisecond) - T0 end,
+    case kprof_test_util:trace_info(Pid, flags) of
+        {flags, [_ | _]} ->
+            Ms = Since(),
+            receive {setup, From} -> From ! {Self, Ms} end;
+        _ ->
+            receive
+                {setup, From} -> From ! {Self, Since()}
+            after 1 ->
+                traced_at(Self, Pid, T0)
+            end
     end.
 
 %% Before OTP 27 a process has one tracer: kprof refuses it. From OTP 27 kprof
