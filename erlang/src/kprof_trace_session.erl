@@ -237,13 +237,20 @@ destroy_all() ->
 %% The VM answers once each scheduler has come round to it, which a port
 %% working through a backlog of trace messages can hold off for seconds. A
 %% timeout is logged as a warning, naming `Who': what it reads next may lack
-%% the last events.
+%% the last events. A process of its own waits, so that the VM's answer,
+%% when it comes after a timeout, is not left in the caller's mailbox (a
+%% server's, the user's shell).
 -spec delivered(string(), timeout()) -> ok | timeout.
 delivered(Who, Ms) ->
-    Ref = erlang:trace_delivered(all),
+    {Pid, MRef} = spawn_monitor(fun() ->
+                                        Ref = erlang:trace_delivered(all),
+                                        receive {trace_delivered, all, Ref} -> exit(delivered) end
+                                end),
     receive
-        {trace_delivered, all, Ref} -> ok
+        {'DOWN', MRef, process, Pid, delivered} -> ok
     after Ms ->
+        exit(Pid, kill),
+        demonitor(MRef, [flush]),
         logger:warning("kprof ~ts: the VM had not handed over every trace message "
                        "after ~b ms (its queue to the sink is backed up); what is read "
                        "now may lack the last events", [Who, Ms]),
