@@ -255,9 +255,8 @@ init(Opts) ->
     _ = release_ring(),
     _ = predecessor_gone(),
     case open_checked(Path, Args) of
-        {ok, Port} ->
-            {ok, #state{port = Port, path = Path, args = Args,
-                        os_pid = kprof_sink_os:os_pid(Port)}};
+        {ok, Port, OsPid} ->
+            {ok, #state{port = Port, path = Path, args = Args, os_pid = OsPid}};
         {error, Reason} ->
             kprof_sink_os:log_open_error(Reason),
             {stop, Reason}
@@ -734,10 +733,10 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
             {stop, Reason, S};
         false ->
             case open_checked(Path, Args) of
-                {ok, Port} ->
+                {ok, Port, OsPid} ->
                     logger:notice("kprof_sink: sink restarted as ~p", [Port]),
                     {noreply, S#state{port = Port, restarts = [Now | Recent],
-                                      os_pid = kprof_sink_os:os_pid(Port)}};
+                                      os_pid = OsPid}};
                 {error, Reason} ->
                     kprof_sink_os:log_open_error(Reason),
                     {stop, Reason, S}
@@ -746,7 +745,10 @@ reopen(Status, S = #state{path = Path, args = Args, restarts = Restarts}) ->
 
 %%% Opening the port
 
--spec open(file:filename_all(), [string()]) -> {ok, port()} | {error, term()}.
+%% The port and its program's OS pid, read once here (persistent_term keeps
+%% both for a successor: predecessor_gone/0).
+-spec open(file:filename_all(), [string()]) ->
+          {ok, port(), integer() | undefined} | {error, term()}.
 open(Path, Args) ->
     case filelib:is_regular(Path) of
         false ->
@@ -755,9 +757,10 @@ open(Path, Args) ->
             try open_port({spawn_executable, Path},
                           [{args, Args}, binary, {packet, 4}, exit_status, use_stdio]) of
                 Port ->
+                    OsPid = kprof_sink_os:os_pid(Port),
                     persistent_term:put({?MODULE, port}, Port),
-                    persistent_term:put({?MODULE, os_pid}, kprof_sink_os:os_pid(Port)),
-                    {ok, Port}
+                    persistent_term:put({?MODULE, os_pid}, OsPid),
+                    {ok, Port, OsPid}
             catch
                 error:Reason -> {error, {sink_open_failed, Path, Reason}}
             end
@@ -766,10 +769,11 @@ open(Path, Args) ->
 %% The port, once the program behind it answered `version' as kprof_sink
 %% does (a wrong sink_path, a program that exits at once, are said now, not
 %% by restarts in a loop).
--spec open_checked(file:filename_all(), [string()]) -> {ok, port()} | {error, term()}.
+-spec open_checked(file:filename_all(), [string()]) ->
+          {ok, port(), integer() | undefined} | {error, term()}.
 open_checked(Path, Args) ->
     case open(Path, Args) of
-        {ok, Port} ->
+        {ok, Port, OsPid} ->
             Ref = make_ref(),
             Timeout = default_timeout(),
             Answer = try erlang:port_command(Port, term_to_binary({kprof, Ref, version})) of
@@ -777,7 +781,10 @@ open_checked(Path, Args) ->
                      catch
                          error:badarg -> not_answering(Port, Path, kprof_sink_os:exited(Port))
                      end,
-            kprof_sink_os:why_not_running(Answer, Path, Args);
+            case kprof_sink_os:why_not_running(Answer, Path, Args) of
+                {ok, Port} -> {ok, Port, OsPid};
+                {error, _} = Error -> Error
+            end;
         Error ->
             Error
     end.
