@@ -552,7 +552,7 @@ live_gen(Gen) ->
 -spec open_ring(gen_server:from(), #state{}) -> {noreply, #state{}} | {reply, term(), #state{}}.
 open_ring(From, S = #state{pending = Pending}) ->
     %% A ring per scheduler thread and a shared one (kprof_tracer:rings/1).
-    {Bytes, Rings} = kprof_tracer:rings(application:get_env(kprof, ring_bytes, default)),
+    {Bytes, Rings} = kprof_tracer:rings(),
     Ref = make_ref(),
     case try_send(term_to_binary({kprof, Ref, {ring_open, Bytes, Rings}}), S) of
         true ->
@@ -573,6 +573,7 @@ ring_opened(Reply, S0 = #state{ring = {opening, Waiting}}) ->
                 case kprof_tracer:attach(Name, Gen) of
                     ok ->
                         {reply, _, S1} = send_only(ring_unlink, S0),
+                        ok = kprof_tracer:note_smaller_rings(),
                         {{tracer, kprof_tracer, Gen}, {open, Gen}, S1};
                     {error, Why} ->
                         {reply, _, S1} = send_only(ring_close, S0),

@@ -22,7 +22,7 @@
 -module(kprof_tracer).
 
 -export([available/0, attach/2, detach/0, resume/1, release/0, live/0, ring_info/0,
-         budget/2, budget/0, discard/2, rings/1, mark/3, mark/4]).
+         budget/2, budget/0, discard/2, rings/0, rings/1, note_smaller_rings/0, mark/3, mark/4]).
 %% erl_tracer callbacks (the NIF)
 -export([enabled/3, trace/5]).
 
@@ -62,6 +62,29 @@ rings(Bytes) ->
     Threads = lists:sum([erlang:system_info(K) || K <- [schedulers, dirty_cpu_schedulers,
                                                         dirty_io_schedulers]]),
     {ring_bytes(Bytes), min(Threads + 1, 1024)}.   % KS_RING_MAX_RINGS
+
+%% @doc The rings to ask the sink for now: {@link rings/1} of the application
+%% environment `ring_bytes' (`default' when unset).
+-spec rings() -> {pos_integer(), pos_integer()}.
+rings() ->
+    rings(application:get_env(kprof, ring_bytes, default)).
+
+%% @doc Logs a notice when the mapped rings are smaller than {@link rings/0}
+%% asks: the sink halves them until they fit half of /dev/shm's free room
+%% (port/ring/ring.c), since a writer's fault on a page past the room would
+%% end the VM; smaller rings fill sooner (the guard aborts on drops).
+-spec note_smaller_rings() -> ok.
+note_smaller_rings() ->
+    {Asked, _} = rings(),
+    case ring_info() of
+        #{size := Size, rings := Rings} when Size < Asked ->
+            logger:notice("kprof: the tracer's ~b rings are ~ts each, not ~ts: /dev/shm "
+                          "has room for no more (a container's is 64 MB unless given "
+                          "more, e.g. docker run --shm-size)",
+                          [Rings, kprof_alert:bytes(Size), kprof_alert:bytes(Asked)]);
+        _ ->
+            ok
+    end.
 
 ring_bytes(default) ->
     Each = (64 bsl 20) div erlang:system_info(schedulers),

@@ -22,6 +22,8 @@ tracer_test_() ->
       {"a full ring: alert, tiers aborted, tracing off, reason in status",
        {timeout, 120, fun ring_full/0}},
       {"a ring the sink cannot make: the port, with a warning", fun fallback/0},
+      {"rings bigger than /dev/shm has room for: smaller ones, a notice, the same counts",
+       {timeout, 60, fun smaller_rings/0}},
       {"a tracer of an old session answers remove", fun stale/0},
       {"the tiers' generation drops spawn events, keeps exits; the next one has them",
        fun discard_spawns/0},
@@ -340,6 +342,52 @@ fallback() ->
     requests(3, w),
     ?assertMatch({tracer, Port} when is_port(Port), kprof_test_util:trace_info(self(), tracer)),
     ?assertEqual({3, [{a, 3}, {b, 3}]}, calls(report(), w)).
+
+%% The largest rings there are (KS_RING_MAX_SIZE, 4 GiB each): the sink halves
+%% them until the object takes at most half of /dev/shm's free room
+%% (port/ring/ring.c, ks_ring_fit), which a writer's page fault past the
+%% room would otherwise have killed the VM for; kprof_sink says so.
+smaller_rings() ->
+    Asked = 1 bsl 32,
+    Room0 = shm_room(),
+    ok = application:set_env(kprof, ring_bytes, Asked),
+    ok = logger:add_handler(?MODULE, ?MODULE, #{level => notice, config => #{pid => self()}}),
+    try
+        ok = kprof:start_tiers(?TIERS, #{}),
+        Room1 = shm_room(),   % other tests' rings may come and go in between
+        requests(3, r),
+        ?assertMatch({tracer, {kprof_tracer, _}}, kprof_test_util:trace_info(self(), tracer)),
+        ?assertEqual({3, [{a, 3}, {b, 3}]}, calls(report(), r)),
+        #{size := Size, rings := Rings} = kprof_tracer:ring_info(),
+        %% Half the room at most, and the largest power of two that is.
+        ?assert(2 * object_bytes(Size, Rings) =< max(Room0, Room1)),
+        Notices = [T || {log, notice, T} <- flush_logs(), string:find(T, "rings are") =/= nomatch],
+        case Size < Asked of
+            true ->
+                ?assert(2 * object_bytes(2 * Size, Rings) > min(Room0, Room1)),
+                Said = lists:flatten(io_lib:format("kprof: the tracer's ~b rings are ~ts "
+                                                   "each, not 4096 MiB: /dev/shm has room for "
+                                                   "no more", [Rings, kprof_alert:bytes(Size)])),
+                ?assertMatch([_], Notices),
+                ?assertNotEqual(nomatch, string:prefix(hd(Notices), Said));
+            false ->
+                ?assertEqual([], Notices)
+        end
+    after
+        logger:remove_handler(?MODULE)
+    end.
+
+%% include/ks_ring.h: ks_ring_object_bytes/2, KS_RING_HDR 4096.
+object_bytes(Size, Rings) ->
+    4096 + Rings * (4096 + Size).
+
+%% /dev/shm's free bytes, as df reads them (statvfs: f_bavail * f_frsize).
+shm_room() ->
+    [_, Avail | _] = string:lexemes(os:cmd("df -B1 --output=avail /dev/shm"), "\n "),
+    list_to_integer(Avail).
+
+flush_logs() ->
+    receive {log, _, _} = L -> [L | flush_logs()] after 0 -> [] end.
 
 stale() ->
     ?assertEqual(remove, kprof_tracer:enabled(call, 123456789, self())),

@@ -17,7 +17,8 @@ enum {
   KS_ENOMEM = -2,
   KS_EFULL = -3,      /* a table reached its cap: the caller counts a drop */
   KS_EINVAL = -4,
-  KS_EUNKNOWN = -5    /* well formed, but not something the sink knows */
+  KS_EUNKNOWN = -5,   /* well formed, but not something the sink knows */
+  KS_ENOSPC = -6      /* the file system has no room for it */
 };
 
 #define KS_NONE UINT32_MAX

@@ -18,7 +18,7 @@ int ks_enc_error2(ei_x_buff *x, const char *tag, const char *v) {
 int ks_enc_ok_or_error(ei_x_buff *x, int rc) {
   if (rc == KS_OK)
     return ei_x_encode_atom(x, "ok");
-  return ks_enc_error(x, rc == KS_ENOMEM ? "enomem" : "badarg");
+  return ks_enc_error(x, rc == KS_ENOMEM ? "enomem" : rc == KS_ENOSPC ? "enospc" : "badarg");
 }
 
 /* The command comes back verbatim: control.c answers a command that is not

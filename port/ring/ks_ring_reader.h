@@ -64,8 +64,13 @@ typedef void (*ks_ring_event_fn)(void *ctx, ks_decoded *d);
 
 void ks_ring_reader_init(ks_ring_reader *r);
 /* Creates and maps new rings: `rings` rings (1 to KS_RING_MAX_RINGS, the last
- * one shared) of `size` data bytes each (a power of two, >= 64 KiB). */
+ * one shared) of `size` data bytes each (a power of two, >= 64 KiB), or of
+ * less where their file system has not room for them (ks_ring_fit): r->size
+ * says which. KS_ENOSPC when not even 64 KiB rings fit. */
 int ks_ring_open(ks_ring_reader *r, uint64_t size, unsigned rings);
+/* The largest ring size, `size` halved as often as needed, whose object takes
+ * at most half of `avail` free bytes; 0 when not even KS_RING_MIN_SIZE does. */
+uint64_t ks_ring_fit(uint64_t size, unsigned rings, uint64_t avail);
 /* Removes the shm name (the NIF has mapped it). */
 void ks_ring_unlink(ks_ring_reader *r);
 /* Marks the rings closed for writers, drains nothing, unmaps. */

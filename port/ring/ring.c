@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,10 +92,33 @@ static int init_cursors(ks_ring_reader *r) {
   return KS_OK;
 }
 
+uint64_t ks_ring_fit(uint64_t size, unsigned rings, uint64_t avail) {
+  while (ks_ring_object_bytes(size, rings) > avail / 2) {
+    if (size <= KS_RING_MIN_SIZE)
+      return 0;
+    size >>= 1;
+  }
+  return size;
+}
+
+/* The object's pages are taken from its file system (a tmpfs: /dev/shm, 64 MB
+ * in a container by default) as the writers first touch them, and a writer
+ * that touches a page the file system has no room for gets SIGBUS: the VM
+ * dies. So the rings are sized down to fit half of the room there is now
+ * (another user who fills /dev/shm later can still take it). */
+static int fit_shm(int fd, uint64_t *size, unsigned rings) {
+  struct statvfs fs;
+
+  if (fstatvfs(fd, &fs) != 0)
+    return KS_OK;   /* nothing to go by: as asked */
+  *size = ks_ring_fit(*size, rings, (uint64_t)fs.f_bavail * fs.f_frsize);
+  return *size == 0 ? KS_ENOSPC : KS_OK;
+}
+
 int ks_ring_open(ks_ring_reader *r, uint64_t size, unsigned rings) {
-  size_t bytes = ks_ring_object_bytes(size, rings);
+  size_t bytes;
   ks_ring_hdr *h;
-  int fd;
+  int fd, rc;
 
   if (size < KS_RING_MIN_SIZE || size > KS_RING_MAX_SIZE || (size & (size - 1)) != 0 ||
       rings < 1 || rings > KS_RING_MAX_RINGS)
@@ -103,12 +127,20 @@ int ks_ring_open(ks_ring_reader *r, uint64_t size, unsigned rings) {
   if (init_maps(r) != KS_OK)
     return KS_ENOMEM;
   fd = create_shm(r);
-  if (fd < 0)
+  if (fd < 0) {
+    free_maps(r);
     return KS_EINVAL;
-  if (ftruncate(fd, (off_t)bytes) != 0 || (h = ks_ring_map(fd, size, rings)) == NULL) {
+  }
+  if ((rc = fit_shm(fd, &size, rings)) == KS_OK) {
+    bytes = ks_ring_object_bytes(size, rings);
+    if (ftruncate(fd, (off_t)bytes) != 0 || (h = ks_ring_map(fd, size, rings)) == NULL)
+      rc = KS_ENOMEM;
+  }
+  if (rc != KS_OK) {   /* nothing of this open is kept */
     close(fd);
     shm_unlink(r->name);
-    return KS_ENOMEM;
+    free_maps(r);
+    return rc;
   }
   close(fd);
   h->magic = KS_RING_MAGIC;
