@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1789,34 +1788,6 @@ typedef struct holder {
   char dir[4096];       /* the tmpfs, as seen from here */
 } holder;
 
-static int put_proc(const char *file, const char *text) {
-  int fd = open(file, O_WRONLY), ok;
-
-  if (fd < 0)
-    return -1;
-  ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-  close(fd);
-  return ok ? 0 : -1;
-}
-
-static int private_mounts(void) {
-  char map[64];
-  unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
-
-  if (unshare(CLONE_NEWNS) != 0) {
-    if (errno != EPERM || unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
-      return errno;
-    snprintf(map, sizeof(map), "0 %u 1", uid);
-    if (put_proc("/proc/self/setgroups", "deny") != 0 || put_proc("/proc/self/uid_map", map) != 0)
-      return errno;
-    snprintf(map, sizeof(map), "0 %u 1", gid);
-    if (put_proc("/proc/self/gid_map", map) != 0)
-      return errno;
-  }
-  /* Source and type are ignored for MS_PRIVATE; valgrind wants them readable. */
-  return mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : errno;
-}
-
 /* 0, or why the tmpfs could not be had (an errno, printed by the caller). */
 static int hold_tmpfs(holder *h, const char *dir, const char *opts) {
   int ready[2], release[2], err = 0;
@@ -1829,7 +1800,7 @@ static int hold_tmpfs(holder *h, const char *dir, const char *opts) {
   if (h->pid == 0) {
     close(ready[0]);
     close(release[1]);
-    err = private_mounts();
+    err = tb_private_mounts();
     if (err == 0 && mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
       err = errno;
     if (write(ready[1], &err, sizeof(err)) != sizeof(err) || err != 0)

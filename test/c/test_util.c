@@ -1,9 +1,15 @@
 /* test_util.c: term builders, event printing, output capture, a sink fed
- * commands, temporary directories and ring records for the suites. */
+ * commands, temporary directories, ring records and mount namespaces for the
+ * suites. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -304,4 +310,32 @@ void tb_tier_event(ks_decoded *d, int kind, uint32_t pid, int64_t ts, uint32_t m
   }
   d->payload.p = payload;
   d->payload.n = plen;
+}
+
+static int put_proc(const char *file, const char *text) {
+  int fd = open(file, O_WRONLY), ok;
+
+  if (fd < 0)
+    return -1;
+  ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+int tb_private_mounts(void) {
+  char map[64];
+  unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+
+  if (unshare(CLONE_NEWNS) != 0) {
+    if (errno != EPERM || unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+      return errno;
+    snprintf(map, sizeof(map), "0 %u 1", uid);
+    if (put_proc("/proc/self/setgroups", "deny") != 0 || put_proc("/proc/self/uid_map", map) != 0)
+      return errno;
+    snprintf(map, sizeof(map), "0 %u 1", gid);
+    if (put_proc("/proc/self/gid_map", map) != 0)
+      return errno;
+  }
+  /* Source and type are ignored for MS_PRIVATE; valgrind wants them readable. */
+  return mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : errno;
 }

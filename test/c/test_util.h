@@ -64,6 +64,11 @@ void tb_tmpdir_remove(const char *dir);
  * Its position. */
 uint64_t tb_ring_atom(ks_ring_writer *w, uint64_t word, const char *name);
 
+/* Puts the calling process in a mount namespace of its own, all of it
+ * private (a mount made there stays there): as root a mount namespace,
+ * otherwise a user namespace too. 0, or the errno of the step that failed. */
+int tb_private_mounts(void);
+
 /* Reads a whole file; NULL if missing. */
 unsigned char *read_file(const char *path, size_t *len);
 const char *test_data_dir(void);
