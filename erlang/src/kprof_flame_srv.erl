@@ -428,24 +428,10 @@ ensure_started() ->
     end.
 
 %% A call the server has not answered in ?LATE_MS is said once (where the
-%% server is: kprof_sink_stall:server_late/3), and waited for up to
-%% ?CALL_TIMEOUT in all.
+%% server is: kprof_late_call), and waited for up to ?CALL_TIMEOUT in all.
 -spec call(term()) -> term().
 call(Request) ->
-    ReqId = gen_server:send_request(?SERVER, Request),
-    Answer = case gen_server:wait_response(ReqId, ?LATE_MS) of
-                 timeout ->
-                     kprof_sink_stall:server_late(?SERVER, Request, ?LATE_MS),
-                     gen_server:receive_response(ReqId, ?CALL_TIMEOUT - ?LATE_MS);
-                 Early ->
-                     Early
-             end,
-    case Answer of
-        {reply, Reply} -> Reply;
-        timeout -> {error, timeout};
-        {error, {noproc, _}} -> {error, not_running};
-        {error, {Reason, _}} -> {error, {not_running, Reason}}
-    end.
+    kprof_late_call:call(?SERVER, Request, ?LATE_MS, ?CALL_TIMEOUT).
 
 %% The VM's part of a capture: nothing here waits for the sink (the caller
 %% did that in open_in_sink/3, and tells the sink flame_arm after this).

@@ -265,10 +265,16 @@ arm_alone(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
 disarm(Name) ->
     gen_server:call(?MODULE, {disarm, Name}).
 
-%% @doc Aborts every armed mode now, as if a bound had been crossed.
--spec abort(abort_kind(), map()) -> ok.
+%% @doc Aborts every armed mode now, as if a bound had been crossed; `ok'
+%% once everything is off. Taking the patterns off waits for the VM, and
+%% for a pattern another process is setting on every module (a capture
+%% starting): seconds on a loaded machine. After 5 s the guard's place is
+%% logged (kprof_late_call); after 60 s the call gives up with `{error,
+%% timeout}', and the abort still runs as soon as the guard gets to it.
+-spec abort(abort_kind(), map()) ->
+          ok | {error, timeout | not_running | {not_running, term()}}.
 abort(Kind, Info) when is_atom(Kind), is_map(Info) ->
-    gen_server:call(?MODULE, {abort, Kind, Info}).
+    kprof_late_call:call(?MODULE, {abort, Kind, Info}, 5000, 60000).
 
 %% @doc What is armed, the limits in force, and the last abort (if any):
 %% `#{armed => [Name], limits => Limits, aborted => undefined | Abort,

@@ -357,7 +357,7 @@ safe_call(Request, Timeout) ->
         gen_server:call(?SERVER, Request, Timeout)
     catch
         exit:{noproc, _} -> {error, not_running};
-        exit:{timeout, _} -> kprof_sink_stall:server_late(Request, Timeout), {error, timeout};
+        exit:{timeout, _} -> kprof_late_call:say(?SERVER, Request, Timeout), {error, timeout};
         exit:{Reason, _} -> {error, {not_running, Reason}}
     end.
 

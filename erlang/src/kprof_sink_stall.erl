@@ -44,7 +44,7 @@
 %%% nothing queued answered, and the answer waits in `server_messages'.
 -module(kprof_sink_stall).
 
--export([say/5, explain/4, message/2, server_late/2, server_late/3]).
+-export([say/5, explain/4, message/2]).
 
 -export_type([stall/0, call/0]).
 
@@ -74,8 +74,6 @@
 -define(USER_HZ, 100).
 %% How long after the timeout the sink's CPU time is read again.
 -define(AFTER_MS, 500).
-%% At most one error of server_late/3 this often, per server.
--define(SERVER_LATE_GAP_MS, 10000).
 
 %%%%%%%%%%%%%%
 %%% PUBLIC %%%
@@ -119,40 +117,6 @@ explain(Port, OsPid, Writer, Server) ->
       other_ports => other_ports(Port),
       port_output => port_output(Port),
       writer => writer(Writer)}.
-
-%% @doc The kprof_sink server itself did not answer `Request' within `Ms'
-%% (its own timer answers a call the sink leaves unanswered before that, so
-%% the server was busy, suspended or blocked): server_late/3's error.
--spec server_late(term(), non_neg_integer()) -> ok.
-server_late(Request, Ms) ->
-    server_late(kprof_sink, Request, Ms).
-
-%% @doc The server registered as `Server' has not answered `Request' in
-%% `Ms': an error, at most once every 10 s per server, with the server's
-%% status, where it is and the messages waiting for it (also in the event's
-%% metadata, under `kprof_server_late', with `server => Server'). Called by
-%% the caller, whose call timed out or is still waiting (kprof_flame_srv's).
--spec server_late(atom(), term(), non_neg_integer()) -> ok.
-server_late(Server, Request, Ms) ->
-    case whereis(Server) of
-        undefined ->
-            ok;
-        Pid ->
-            case once_in(Server, ?SERVER_LATE_GAP_MS) of
-                true ->
-                    Info = maps:from_list(
-                             case erlang:process_info(Pid, [status, message_queue_len,
-                                                            current_stacktrace]) of
-                                 undefined -> [];
-                                 L -> L
-                             end),
-                    logger:error("~p: its server (~p) did not answer ~0P within ~b ms: ~0P",
-                                 [Server, Pid, Request, 8, Ms, Info, 40],
-                                 #{kprof_server_late => Info#{server => Server}});
-                false ->
-                    ok
-            end
-    end.
 
 %% @doc A line for the log: the sink's OS pid first, then the figures of
 %% explain/4.
@@ -236,24 +200,6 @@ messages(Pid) ->
         {message_queue_len, N} -> N;
         undefined -> 0
     end.
-
-%% Whether GapMs have passed since the last time this said true for Key
-%% (callers in any process: the time is kept in an atomics array, made once
-%% per key).
--spec once_in(atom(), pos_integer()) -> boolean().
-once_in(Key, GapMs) ->
-    Ref = case persistent_term:get({?MODULE, Key}, undefined) of
-              undefined ->
-                  A = atomics:new(1, [{signed, true}]),
-                  ok = atomics:put(A, 1, erlang:monotonic_time(millisecond) - GapMs),
-                  persistent_term:put({?MODULE, Key}, A),
-                  persistent_term:get({?MODULE, Key});
-              A ->
-                  A
-          end,
-    Now = erlang:monotonic_time(millisecond),
-    Last = atomics:get(Ref, 1),
-    Now - Last >= GapMs andalso atomics:compare_exchange(Ref, 1, Last, Now) =:= ok.
 
 %% The CPU time the sink used between two readings.
 -spec after_ms(stall_os(), stall_os()) -> stall_os().

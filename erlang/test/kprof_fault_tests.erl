@@ -131,6 +131,8 @@ fault_test_() ->
                fun server_late_said/1},
               {"a call kprof_flame_srv has not answered in 5 s says where the server is",
                fun flame_srv_late_said/1},
+              {"an abort the guard has not answered in 5 s is said, and waited for",
+               fun guard_abort_late_said/1},
               {"a stall is said even when kprof stops right after the timeout",
                fun stall_said_after_stop/1}]]}.
 
@@ -659,24 +661,42 @@ server_late_said(_Dir) ->
 %% kprof_flame_srv suspended: said once the call is 5 s old, and the caller
 %% goes on waiting: resumed, the server answers it.
 flame_srv_late_said(_Dir) ->
+    ?assertEqual(0, late_call_said(kprof_flame_srv, "cancel", fun kprof_flame_srv:cancel/0)).
+
+%% kprof_guard busy past gen_server's 5 s (as when the session it destroys
+%% waits for a capture's pattern on every module, on a loaded machine):
+%% kprof_guard:abort/2 says where the guard is, goes on waiting, and
+%% answers ok once the guard has done it.
+guard_abort_late_said(_Dir) ->
     Self = self(),
-    suspended(kprof_flame_srv, fun(Server) ->
+    ok = kprof_guard:arm(late_test, #{abort => fun(Kind, _) -> Self ! {mode_aborted, Kind} end}),
+    ?assertEqual(ok, late_call_said(kprof_guard, "\\{abort,manual,#\\{why => test\\}\\}",
+                                    fun() -> kprof_guard:abort(manual, #{why => test}) end)),
+    ?assertEqual(manual, receive {mode_aborted, K} -> K after 0 -> not_aborted end),
+    ?assertMatch(#{armed := [], aborted := #{kind := manual}}, kprof_guard:status()).
+
+%% Call() made with the server registered as Name suspended: its lateness
+%% said once the call is 5 s old (the request as RequestRe matches it), no
+%% answer before the server is resumed; then the answer.
+late_call_said(Name, RequestRe, Call) ->
+    Self = self(),
+    suspended(Name, fun(Server) ->
         T0 = erlang:monotonic_time(millisecond),
-        Caller = spawn_link(fun() -> Self ! {cancelled, self(), kprof_flame_srv:cancel()} end),
+        Caller = spawn_link(fun() -> Self ! {answered, self(), Call()} end),
         {Msg, Info} = receive
-                          {log, M, #{kprof_server_late := I = #{server := kprof_flame_srv}}} ->
-                              {M, I}
+                          {log, M, #{kprof_server_late := I = #{server := Name}}} -> {M, I}
                       after 30000 -> error(not_said)
                       end,
         SaidMs = erlang:monotonic_time(millisecond) - T0,
         ?debugFmt("said after ~b ms: ~ts", [SaidMs, Msg]),
         ?assert(SaidMs >= 5000),
         ?assertMatch(#{status := waiting, message_queue_len := N} when N >= 1, Info),
-        ?assertMatch({match, _}, re:run(Msg, "^kprof_flame_srv: its server \\(<[0-9.]+>\\) did "
-                                            "not answer cancel within 5000 ms: ", [unicode])),
-        ?assertEqual(ok, receive {cancelled, Caller, _} -> early after 0 -> ok end),
+        ?assertMatch({match, _}, re:run(Msg, ["^", atom_to_list(Name), ": its server "
+                                              "\\(<[0-9.]+>\\) did not answer ", RequestRe,
+                                              " within 5000 ms: "], [unicode])),
+        ?assertEqual(ok, receive {answered, Caller, _} -> early after 0 -> ok end),
         ok = sys:resume(Server),
-        ?assertEqual(0, receive {cancelled, Caller, R} -> R after 30000 -> timeout end)
+        receive {answered, Caller, R} -> R after 30000 -> timeout end
     end).
 
 %% Fun(Server) run with the server registered as Name suspended, and this
