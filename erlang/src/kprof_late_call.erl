@@ -8,12 +8,9 @@
 %%% gen_server's 5 s would crash, while the work it asked for still runs.
 %%%
 %%% {@link call/4} waits `LateMs', then logs where the server is
-%%% ({@link say/3}), then waits for the rest of its timeout:
-%%%
-%%% ```
-%%% 1> kprof_late_call:call(kprof_guard, status, 5000, 60000).
-%%% #{aborted => undefined,armed => [],...}
-%%% '''
+%%% ({@link say/3}), then waits for the rest of its timeout
+%%% (kprof_flame_srv's calls and `kprof_guard:abort/2': 5 s, then 60 s in
+%%% all).
 %%%
 %%% The error {@link say/3} logs, at most once every 10 s per server:
 %%% "`Server': its server (`Pid') did not answer `Request' within `Ms' ms:"
