@@ -69,6 +69,14 @@
 %%% that stopped reading is pinged after the abort; if it does not answer
 %%% within `?WATCHDOG_MS' ms it is killed and restarted.
 %%%
+%%% An abort takes patterns off, which waits for the VM and for a pattern
+%%% another process is setting on every module (a capture starting): seconds
+%%% on a loaded machine, while every other call waits behind it. So every
+%%% call to the guard is said in a `logger' error after 5 s, with where the
+%%% guard is ({@link kprof_late_call}), and gives up after 60 s with `{error,
+%%% timeout}' (what was asked still runs when the guard gets to it); `{error,
+%%% not_running}' when it is not running.
+%%%
 %%% The guard writes what it watches to {@link kprof_records}: killed, it is
 %%% restarted by kprof's supervisor and goes on guarding the same modes with
 %%% the same limits, subscribers and start times.
@@ -111,7 +119,13 @@
 -define(WATCHDOG_MS, 5000).
 %% The sink's limits off: {limits, 0, 0, 0}.
 -define(NO_SINK_LIMITS, {0, 0, 0}).
+%% Every call to the guard: it may be taking patterns off, which waits for
+%% the VM (seconds on a loaded machine). Said after 5 s, given up after 60 s
+%% (kprof_late_call); the request still runs when the guard gets to it.
+-define(CALL(Request), kprof_late_call:call(?MODULE, Request, 5000, 60000)).
 
+%% A call the guard did not answer in 60 s, or no guard (kprof_late_call).
+-type call_error() :: {error, timeout | not_running | {not_running, term()}}.
 -type abort_kind() :: overload | limit | sink_down | owner_down | stopped | manual.
 -type limits() :: #{max_lag_ms => pos_integer() | infinity,
                     max_stall_ms => pos_integer() | infinity,
@@ -216,11 +230,11 @@ validate_limits(Opts) when is_map(Opts) ->
 %% (nothing is armed).
 -spec claim(term()) -> ok | {error, {busy, atom()} | {guard, term()}}.
 claim(Name) ->
-    try
-        gen_server:call(?MODULE, {claim, Name, self()})
-    catch
-        exit:{noproc, _} -> ok;
-        exit:{Reason, _} -> {error, {guard, Reason}}
+    case ?CALL({claim, Name, self()}) of
+        {error, not_running} -> ok;
+        {error, {not_running, Reason}} -> {error, {guard, Reason}};
+        {error, timeout} -> {error, {guard, timeout}};
+        Answer -> Answer
     end.
 
 %% @doc Arms the guard for a tracing mode. `Name' is the mode (tiers, a
@@ -245,7 +259,7 @@ claim(Name) ->
 %% them all).
 -spec arm(atom() | term(), arm_spec()) -> ok | {error, term()}.
 arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
-    gen_server:call(?MODULE, {arm, Name, Spec}).
+    ?CALL({arm, Name, Spec}).
 
 %% @doc {@link claim/1} and {@link arm/2} in one call, for a mode that
 %% arms before it sets anything: `{error, {busy, Mode}}' as `claim/1' says
@@ -257,41 +271,37 @@ arm(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
 -spec arm_alone(atom() | term(), arm_spec()) ->
           ok | {error, {busy, atom() | {tracer, term()}}}.
 arm_alone(Name, Spec = #{abort := Abort}) when is_function(Abort, 2) ->
-    gen_server:call(?MODULE, {arm_alone, Name, Spec}).
+    ?CALL({arm_alone, Name, Spec}).
 
 %% @doc The mode stopped by itself, or did not start after its
 %% {@link claim/1}: stop watching for it, and its claim goes.
--spec disarm(term()) -> ok.
+-spec disarm(term()) -> ok | call_error().
 disarm(Name) ->
-    gen_server:call(?MODULE, {disarm, Name}).
+    ?CALL({disarm, Name}).
 
 %% @doc Aborts every armed mode now, as if a bound had been crossed; `ok'
-%% once everything is off. Taking the patterns off waits for the VM, and
-%% for a pattern another process is setting on every module (a capture
-%% starting): seconds on a loaded machine. After 5 s the guard's place is
-%% logged (kprof_late_call); after 60 s the call gives up with `{error,
-%% timeout}', and the abort still runs as soon as the guard gets to it.
--spec abort(abort_kind(), map()) ->
-          ok | {error, timeout | not_running | {not_running, term()}}.
+%% once everything is off (seconds on a loaded machine: said after 5 s,
+%% `{error, timeout}' after 60 s, as every call to the guard).
+-spec abort(abort_kind(), map()) -> ok | call_error().
 abort(Kind, Info) when is_atom(Kind), is_map(Info) ->
-    kprof_late_call:call(?MODULE, {abort, Kind, Info}, 5000, 60000).
+    ?CALL({abort, Kind, Info}).
 
 %% @doc What is armed, the limits in force, and the last abort (if any):
 %% `#{armed => [Name], limits => Limits, aborted => undefined | Abort,
 %% reapplied => N}', `Abort = #{kind, info, at, took_us, message}'.
--spec status() -> map().
+-spec status() -> map() | call_error().
 status() ->
-    gen_server:call(?MODULE, status).
+    ?CALL(status).
 
 %% @doc The caller gets `{kprof_alert, Kind, Info}' for every abort.
--spec subscribe() -> ok.
+-spec subscribe() -> ok | call_error().
 subscribe() ->
-    gen_server:call(?MODULE, {subscribe, self()}).
+    ?CALL({subscribe, self()}).
 
 %% @doc Stops the alerts of {@link subscribe/0}.
--spec unsubscribe() -> ok.
+-spec unsubscribe() -> ok | call_error().
 unsubscribe() ->
-    gen_server:call(?MODULE, {unsubscribe, self()}).
+    ?CALL({unsubscribe, self()}).
 
 %% @doc Processes traced by a tracer that is not kprof's (recon_trace, dbg
 %% before OTP 27, a tool of your own) in the session kprof traces in (the
@@ -328,7 +338,7 @@ other_tracers() ->
 %% before the mode arms aborts the mode as soon as it arms.
 -spec events_baseline(map()) -> non_neg_integer() | undefined.
 events_baseline(Limits) when is_map(Limits) ->
-    try gen_server:call(?MODULE, {sink_limits, Limits}) of
+    try ?CALL({sink_limits, Limits}) of
         {send, {Max, RateMax, PerMs}} ->
             try kprof_sink:command({limits, Max, RateMax, PerMs}) of
                 {ok, N} when is_integer(N) -> N;
@@ -348,7 +358,7 @@ events_baseline(Limits) when is_map(Limits) ->
 %% mode armed, its limits stand.
 -spec limits_off() -> ok.
 limits_off() ->
-    _ = try gen_server:call(?MODULE, limits_off) =:= send
+    _ = try ?CALL(limits_off) =:= send
             andalso kprof_sink:command({limits, 0, 0, 0})
         catch _:_ -> ok
         end,
@@ -357,9 +367,9 @@ limits_off() ->
 %% @doc Replaces the patterns the guard puts back after a code reload for
 %% mode `Name' (a mode that removes a pattern of its own while it runs,
 %% e.g. a capture's trigger, says so first, or the guard would put it back).
--spec watch_patterns(term(), [pattern()]) -> ok.
+-spec watch_patterns(term(), [pattern()]) -> ok | call_error().
 watch_patterns(Name, Patterns) when is_list(Patterns) ->
-    gen_server:call(?MODULE, {watch_patterns, Name, Patterns}).
+    ?CALL({watch_patterns, Name, Patterns}).
 
 %%====================================================================
 %% gen_server

@@ -12,7 +12,8 @@
 %%% (kprof_flame_srv's calls and `kprof_guard:abort/2': 5 s, then 60 s in
 %%% all).
 %%%
-%%% The error {@link say/3} logs, at most once every 10 s per server:
+%%% The error {@link say/3} logs, at most once every 10 s per server and
+%%% kind of request (its name: the atom, or a tuple's first element):
 %%% "`Server': its server (`Pid') did not answer `Request' within `Ms' ms:"
 %%% then the server's `status', `message_queue_len' and
 %%% `current_stacktrace', also in the event's metadata under
@@ -21,7 +22,7 @@
 
 -export([call/4, say/3]).
 
-%% At most one error of say/3 this often, per server.
+%% At most one error of say/3 this often, per server and kind of request.
 -define(GAP_MS, 10000).
 
 %% @doc `Request' to the server registered as `Server': its reply, or
@@ -51,7 +52,9 @@ call(Server, Request, LateMs, TimeoutMs) ->
     end.
 
 %% @doc The server registered as `Server' has not answered `Request' in
-%% `Ms': an error, at most once every 10 s per server, with the server's
+%% `Ms': an error, at most once every 10 s per server and kind of request
+%% (a stuck server's every caller must not flood the log, and a late
+%% `status' must not hide a late `abort'), with the server's
 %% status, where it is and the messages waiting for it (also in the event's
 %% metadata, under `kprof_server_late', with `server => Server'). Called by
 %% the caller, whose call timed out or is still waiting.
@@ -61,7 +64,7 @@ say(Server, Request, Ms) ->
         undefined ->
             ok;
         Pid ->
-            case once_in(Server, ?GAP_MS) of
+            case once_in({Server, kind(Request)}, ?GAP_MS) of
                 true ->
                     Info = maps:from_list(
                              case erlang:process_info(Pid, [status, message_queue_len,
@@ -81,6 +84,10 @@ say(Server, Request, Ms) ->
 %%% PRIVATE %%%
 %%%%%%%%%%%%%%%
 
+-spec kind(term()) -> term().
+kind(Request) when is_tuple(Request), tuple_size(Request) > 0 -> element(1, Request);
+kind(Request) -> Request.
+
 -spec rest(timeout(), non_neg_integer()) -> timeout().
 rest(infinity, _LateMs) -> infinity;
 rest(TimeoutMs, LateMs) -> max(0, TimeoutMs - LateMs).
@@ -88,7 +95,7 @@ rest(TimeoutMs, LateMs) -> max(0, TimeoutMs - LateMs).
 %% Whether GapMs have passed since the last time this said true for Key
 %% (callers in any process: the time is kept in an atomics array, made once
 %% per key).
--spec once_in(atom(), pos_integer()) -> boolean().
+-spec once_in(term(), pos_integer()) -> boolean().
 once_in(Key, GapMs) ->
     Ref = case persistent_term:get({?MODULE, Key}, undefined) of
               undefined ->

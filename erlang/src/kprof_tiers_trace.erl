@@ -433,7 +433,8 @@ clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
 newer_session() ->
     Live = try kprof_tracer:live() catch error:_ -> 0 end,
     Armed = try kprof_guard:status() of
-                #{armed := A} -> A -- [tiers]
+                #{armed := A} -> A -- [tiers];
+                {error, _} -> []
             catch
                 exit:_ -> []
             end,

@@ -133,6 +133,8 @@ fault_test_() ->
                fun flame_srv_late_said/1},
               {"an abort the guard has not answered in 5 s is said, and waited for",
                fun guard_abort_late_said/1},
+              {"kprof:status() while the guard is held past 5 s: said, waited for, answered",
+               fun guard_status_late_said/1},
               {"a stall is said even when kprof stops right after the timeout",
                fun stall_said_after_stop/1}]]}.
 
@@ -674,6 +676,18 @@ guard_abort_late_said(_Dir) ->
                                     fun() -> kprof_guard:abort(manual, #{why => test}) end)),
     ?assertEqual(manual, receive {mode_aborted, K} -> K after 0 -> not_aborted end),
     ?assertMatch(#{armed := [], aborted := #{kind := manual}}, kprof_guard:status()).
+
+%% kprof:status() while the guard is busy past gen_server's 5 s (an abort
+%% on a loaded machine): said, then answered once the guard is, with what
+%% is armed.
+guard_status_late_said(_Dir) ->
+    ok = kprof_guard:arm(late_test, #{abort => fun(_, _) -> ok end}),
+    try
+        ?assertMatch(#{armed := [late_test], sink := ok},
+                     late_call_said(kprof_guard, "status", fun kprof:status/0))
+    after
+        ok = kprof_guard:disarm(late_test)
+    end.
 
 %% Call() made with the server registered as Name suspended: its lateness
 %% said once the call is 5 s old (the request as RequestRe matches it), no
