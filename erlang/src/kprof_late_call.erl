@@ -9,8 +9,8 @@
 %%%
 %%% {@link call/4} waits `LateMs', then logs where the server is
 %%% ({@link say/3}), then waits for the rest of its timeout
-%%% (kprof_flame_srv's calls and `kprof_guard:abort/2': 5 s, then 60 s in
-%%% all).
+%%% (kprof_flame_srv's calls and every call to kprof_guard: 5 s, then 60 s
+%%% in all).
 %%%
 %%% The error {@link say/3} logs, at most once every 10 s per server and
 %%% kind of request (its name: the atom, or a tuple's first element):
