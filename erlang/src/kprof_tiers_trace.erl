@@ -432,11 +432,10 @@ clean(#plan{patterns = Patterns, full_patterns = Full}, Port, Lost) ->
 -spec newer_session() -> boolean().
 newer_session() ->
     Live = try kprof_tracer:live() catch error:_ -> 0 end,
-    Armed = try kprof_guard:status() of
+    %% (A guard that does not answer, or none: kprof_late_call's error.)
+    Armed = case kprof_guard:status() of
                 #{armed := A} -> A -- [tiers];
                 {error, _} -> []
-            catch
-                exit:_ -> []
             end,
     Live =/= 0 orelse Armed =/= [].
 
