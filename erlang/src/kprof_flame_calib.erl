@@ -19,6 +19,11 @@
 %%% `callers') at the start of a capture when the last measure is more than
 %%% a minute old (about 0.3 s: the cost moves with the machine's load), or
 %%% with {@link kprof:flame_calibrate/0}, and kept (persistent_term).
+%%% The rounds get 10 s in all: through a port whose queue is backed up
+%%% (doc/guard.md, "Through the port tracer") a round's count waits for the
+%%% VM, and no round after one the sink counted nothing of is run. Such a
+%%% measure is not kept, the capture's times are not corrected (a warning
+%%% says so), and the capture starts after 10 s at most, not minutes.
 %%%
 %%% The sink measures the cost again in each capture, from the capture's own
 %%% intervals (per kind of event: calls and other events, return_tos), which
@@ -33,8 +38,10 @@
 -export([cost/1, calibrate/0, calibrate/1, work/1]).
 
 -define(ROUNDS, 5).
-%% How long a round waits for the sink's count (a port's backlog first).
--define(STATUS_MS, 30000).
+%% How long the rounds may take in all, waits for the sink's count (a port's
+%% backlog first) included: a measure takes about 0.3 s; what a backlog holds
+%% up past this is no measure of the tracing's cost, and the capture waits.
+-define(BUDGET_MS, 10000).
 %% A measure older than this is made again at the next capture.
 -define(MAX_AGE_MS, 60000).
 -define(KEY(Tracer, Spec), {?MODULE, Tracer, Spec}).
@@ -120,7 +127,7 @@ tracer_kind() ->
 -spec measure(ring | port, true | callers) -> map().
 measure(Kind, Spec) ->
     work(Kind),
-    Rounds = [round_of(Kind, Spec) || _ <- lists:seq(1, ?ROUNDS)],
+    Rounds = rounds(Kind, Spec, ?ROUNDS, erlang:monotonic_time(millisecond) + ?BUDGET_MS),
     %% The fastest round of each: what the OS's other work (another job on the
     %% machine taking the core for a while) only ever adds to.
     Ns = case [R || R = #{events := E} <- Rounds, E > 0] of
@@ -131,32 +138,51 @@ measure(Kind, Spec) ->
          end,
     R = #{per_event_ns => Ns, rounds => Rounds, tracer => Kind, pattern => Spec,
           at => erlang:monotonic_time(millisecond)},
-    case [x || #{events := 0} <- Rounds] of
-        [] ->
+    case Rounds =/= [] andalso [x || #{events := 0} <- Rounds] =:= [] of
+        true ->
             %% Kept, not logged: a routine capture logs nothing (IEx shows
             %% every level); the figure is in each capture's summary
             %% (`correction') and files, and calibrate/0 returns it.
             persistent_term:put(?KEY(Kind, Spec), R),
             R;
-        _ ->
-            %% A round the sink counted nothing of (it was busy or gone):
-            %% nothing kept, this capture's times are not corrected.
+        false ->
+            %% A round the sink counted nothing of in the time left (it was
+            %% busy or gone, or a port's backlog held the count up), or no
+            %% time left for one: nothing kept, this capture's times are not
+            %% corrected.
             logger:warning("kprof flame: the cost of tracing could not be measured (the sink "
-                           "counted no event of a round); times are not corrected"),
+                           "counted no event of a round within ~b ms); times are not corrected",
+                           [?BUDGET_MS]),
             R#{per_event_ns => 0}
     end.
 
+%% N rounds, each given the time left to Deadline: none once it has passed,
+%% none after a round the sink counted nothing of.
+-spec rounds(ring | port, true | callers, non_neg_integer(), integer()) -> [map()].
+rounds(_Kind, _Spec, 0, _Deadline) ->
+    [];
+rounds(Kind, Spec, N, Deadline) ->
+    case Deadline - erlang:monotonic_time(millisecond) of
+        Left when Left > 0 ->
+            case round_of(Kind, Spec, Deadline) of
+                R = #{events := 0} -> [R];
+                R -> [R | rounds(Kind, Spec, N - 1, Deadline)]
+            end;
+        _ ->
+            []
+    end.
+
 %% One round: the workload untraced, then traced in a capture of its own.
--spec round_of(ring | port, true | callers) -> map().
-round_of(Kind, Spec) ->
+-spec round_of(ring | port, true | callers, integer()) -> map().
+round_of(Kind, Spec, Deadline) ->
     U = in_process(fun() -> timed(fun() -> work(Kind) end) end),
-    {T, E} = in_process(fun() -> traced(Kind, Spec) end),
+    {T, E} = in_process(fun() -> traced(Kind, Spec, Deadline) end),
     #{untraced_us => U, traced_us => T, events => E}.
 
 %% The workload traced as flame_apply traces (its flags, the pattern), in a
 %% capture that is dropped: the events the sink counted and the time.
--spec traced(ring | port, true | callers) -> {non_neg_integer(), non_neg_integer()}.
-traced(Kind, Spec) ->
+-spec traced(ring | port, true | callers, integer()) -> {non_neg_integer(), non_neg_integer()}.
+traced(Kind, Spec, Deadline) ->
     {ok, Cfg0} = kprof_flame_options:validate(#{callers => Spec =:= callers, progress => false,
                                                 correct => false}, apply),
     Id = erlang:unique_integer([positive]),
@@ -169,13 +195,16 @@ traced(Kind, Spec) ->
             _ = kprof_flame_srv:close(Id),
             %% Through a port, the events are counted once the VM has handed
             %% them over (as kprof_flame's write waits for them).
-            _ = Kind =:= port andalso
-                kprof_trace_session:delivered("flame calibration", ?STATUS_MS),
-            Events = case kprof_sink:command({flame_status, Id}, ?STATUS_MS) of
+            Left = fun() -> max(1, Deadline - erlang:monotonic_time(millisecond)) end,
+            Handed = case Kind of
+                         port -> kprof_trace_session:delivered("flame calibration", Left());
+                         ring -> ok
+                     end,
+            Events = case Handed =:= ok andalso kprof_sink:command({flame_status, Id}, Left()) of
                          #{events := N} -> N;
                          _ -> 0
                      end,
-            _ = kprof_sink:command({flame_drop, Id}),
+            _ = kprof_sink:send({flame_drop, Id}),   % its answer waits for nobody
             _ = kprof_flame_srv:done(Id),
             {Us, Events};
         _ ->

@@ -135,8 +135,39 @@ fault_test_() ->
                fun guard_abort_late_said/1},
               {"kprof:status() while the guard is held past 5 s: said, waited for, answered",
                fun guard_status_late_said/1},
+              {"flame_calibrate behind a port the sink reads slowly: stops at its budget, nothing kept",
+               fun calibration_behind_backlog/1},
               {"a stall is said even when kprof stops right after the timeout",
                fun stall_said_after_stop/1}]]}.
+
+%%% A port's backlog
+
+%% The calibration of tracing's cost (kprof_flame_calib) through a port the
+%% sink reads slowly (the fault sink, 2 ms a message): a round's count waits
+%% behind the round's own events, the rounds stop at the first one the sink
+%% did not count in the time left, nothing is kept and captures are not
+%% corrected. Before the budget each of the five rounds waited up to 30 s for
+%% the VM and 30 s for the count, past this test's 90 s (on OTP 27 under load,
+%% four flame tests in a row timed out in it).
+calibration_behind_backlog(_Dir) ->
+    ok = kprof_test_util:start_fault_sink(#{tracer => port}),
+    Key = {kprof_flame_calib, port, true},
+    _ = persistent_term:erase(Key),
+    ok = kprof_sink:command({test_delay_us, 2000}),   % 500 messages/s at most
+    {Ms, {ok, R}} = timed(fun kprof:flame_calibrate/0),
+    #{per_event_ns := Ns, rounds := Rounds, tracer := port} = R,
+    %% The sink reads what the rounds left it, then the command.
+    {DrainMs, ok} = timed(fun() -> kprof_sink:command({test_delay_us, 0}, 120000) end),
+    ?debugFmt("calibration behind a slowed sink: ~b ms, ~b rounds ~0p; the sink then took "
+              "~b ms to read what they left", [Ms, length(Rounds), Rounds, DrainMs]),
+    ?assertEqual(0, Ns),
+    ?assertMatch(#{events := 0}, lists:last(Rounds)),
+    ?assert(length(Rounds) < 5),
+    ?assertEqual(undefined, persistent_term:get(Key, undefined)),
+    %% Measured again once the sink keeps up: kept.
+    {ok, #{per_event_ns := _, rounds := Again}} = kprof:flame_calibrate(),
+    ?assertEqual(5, length(Again)),
+    ?assertMatch(#{tracer := port}, persistent_term:get(Key, undefined)).
 
 %%% The sink frozen
 
